@@ -1,0 +1,51 @@
+// Error types raised by hpsearch. Every message names the field or object it
+// concerns and the rule that was broken.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace hps {
+
+// Base class of every error hpsearch raises on purpose.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Bad configuration: space.json, a distribution, an options struct.
+// `path()` is the dotted location of the offending field ("space.lr.low"),
+// what() is "<path>: <rule>".
+class ConfigError : public Error {
+ public:
+  ConfigError(std::string path, const std::string& rule)
+      : Error(path.empty() ? rule : path + ": " + rule), path_(std::move(path)) {}
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// The store could not be read or written (SQLite error, unknown schema
+// version, missing study, ...). The store is left unchanged when this is
+// thrown from a write (every write is one transaction).
+class StorageError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Thrown from an objective (or by Trial::report()/should_prune() users) to end
+// the trial as PRUNED. Not derived from Error: it is control flow.
+class TrialPruned : public std::exception {
+ public:
+  const char* what() const noexcept override { return "trial pruned"; }
+};
+
+// Thrown by Trial methods when the run was interrupted (Ctrl-C): the trial
+// ends as FAIL("interrupted") and is queued again on resume.
+class Interrupted : public std::exception {
+ public:
+  const char* what() const noexcept override { return "interrupted"; }
+};
+
+}  // namespace hps

@@ -1,0 +1,57 @@
+// Helpers to read JSON configuration with errors that name the field.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "search/errors.h"
+
+namespace hps {
+
+using Json = nlohmann::json;
+
+// Joins a dotted config path: join_path("space", "lr") == "space.lr".
+std::string join_path(std::string_view parent, std::string_view key);
+
+// Levenshtein edit distance between two ASCII strings (bytes).
+std::size_t edit_distance(std::string_view a, std::string_view b);
+
+// Throws ConfigError(path + "." + key, "unknown key ...") for the first key of
+// `object` not in `allowed`, with "did you mean 'x'?" when an allowed key is
+// within edit distance 2 (or a third of the key's length). Throws
+// ConfigError(path, "must be an object") if `object` is not an object.
+void check_keys(const Json& object, std::string_view path,
+                std::initializer_list<std::string_view> allowed);
+void check_keys(const Json& object, std::string_view path,
+                const std::vector<std::string>& allowed);
+
+// Typed field readers. Each throws ConfigError naming `path.key` when the
+// field has the wrong JSON type or, for the required_* forms, is absent.
+double require_number(const Json& object, std::string_view path, std::string_view key);
+std::optional<double> optional_number(const Json& object, std::string_view path,
+                                      std::string_view key);
+// Integers: JSON integers, or floats with an exact integer value.
+std::int64_t require_int(const Json& object, std::string_view path, std::string_view key);
+std::optional<std::int64_t> optional_int(const Json& object, std::string_view path,
+                                         std::string_view key);
+std::string require_string(const Json& object, std::string_view path, std::string_view key);
+std::optional<std::string> optional_string(const Json& object, std::string_view path,
+                                           std::string_view key);
+std::optional<bool> optional_bool(const Json& object, std::string_view path,
+                                  std::string_view key);
+
+// Reads and parses a JSON file. Throws ConfigError(path_of_file, ...) for a
+// missing or unreadable file and for invalid JSON, with line and column.
+Json read_json_file(const std::string& file);
+
+// Parses JSON text; `origin` names the source in errors. Invalid JSON throws
+// ConfigError(origin, "invalid JSON at line L, column C: ...").
+Json parse_json_text(const std::string& text, const std::string& origin);
+
+}  // namespace hps

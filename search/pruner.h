@@ -1,0 +1,51 @@
+// Pruner interface (implementations live in algorithms/).
+//
+// A pruner answers "prune this trial now?" from the study's stored history
+// only, so a restarted coordinator decides the same way.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "search/search_space.h"
+#include "search/trial.h"
+
+namespace hps {
+
+class Storage;
+
+struct PruningContext {
+  StudyDirection direction = StudyDirection::kMinimize;
+  // Every trial of the study in number order, any state.
+  const std::vector<TrialPtr>& trials;
+  // The trial that just reported, its newest intermediate value included.
+  const FrozenTrial& trial;
+  std::int64_t step = 0;  // the step just reported
+  // For pruners that keep bookkeeping (rungs, brackets) as system attrs.
+  Storage* storage = nullptr;
+};
+
+class Pruner {
+ public:
+  virtual ~Pruner() = default;
+  // True if the trial should stop now (it then ends as PRUNED).
+  virtual bool prune(const PruningContext& ctx) = 0;
+  // The trials a sampler may learn from when sampling `trial` (Hyperband
+  // shows only the trial's own bracket). Default: all of them.
+  virtual std::vector<TrialPtr> trials_for_sampler(const FrozenTrial& trial,
+                                                   const std::vector<TrialPtr>& trials) {
+    (void)trial;
+    return trials;
+  }
+  virtual std::string name() const = 0;
+};
+
+// Never prunes.
+class NopPruner : public Pruner {
+ public:
+  bool prune(const PruningContext&) override { return false; }
+  std::string name() const override { return "none"; }
+};
+
+}  // namespace hps

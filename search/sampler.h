@@ -1,0 +1,57 @@
+// Sampler interface (implementations live in algorithms/).
+//
+// As in Optuna, a sampler answers one question: "sample these params given
+// the study's history". It keeps no private history (only an RNG and caches
+// that can be rebuilt from the trials), so a restarted process samples the
+// same way.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "search/distributions.h"
+#include "search/search_space.h"
+#include "search/trial.h"
+
+namespace hps {
+
+// What a sampler sees when asked.
+struct SamplingContext {
+  StudyDirection direction = StudyDirection::kMinimize;
+  // Every trial of the study in number order, any state (the trial being
+  // sampled included, as RUNNING). RUNNING trials let samplers spread
+  // parallel suggestions (constant liar).
+  const std::vector<TrialPtr>& trials;
+  // The trial being sampled: its number and the params already fixed.
+  const FrozenTrial& trial;
+};
+
+// Raised when a finite search space has no untried point left.
+class SearchSpaceExhausted : public Error {
+ public:
+  using Error::Error;
+};
+
+class Sampler {
+ public:
+  virtual ~Sampler() = default;
+
+  // Adds to `params` a value for every param of `space` that is active given
+  // the values before it, in the space's order. Values already in `params`
+  // (enqueued, fixed) are kept and condition the rest. Every value added
+  // satisfies its distribution's contains(). The default calls
+  // sample_independent() param by param; joint samplers override it.
+  // May throw SearchSpaceExhausted.
+  virtual void sample(const SamplingContext& ctx, const SearchSpace& space, Params& params);
+
+  // Samples one param on its own (define-by-run suggest calls), returning
+  // an *internal* value (see distributions.h); the caller maps it with
+  // Distribution::to_external().
+  virtual double sample_independent(const SamplingContext& ctx, const std::string& name,
+                                    const Distribution& distribution) = 0;
+
+  // A short name for logs ("random", "tpe").
+  virtual std::string name() const = 0;
+};
+
+}  // namespace hps

@@ -1,0 +1,116 @@
+// SearchSpace: the declared params of a study, and StudyConfig: the whole
+// space.json file (study, sampler, pruner, budget, objective, space).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "search/distributions.h"
+#include "search/json_util.h"
+
+namespace hps {
+
+// External param values of one trial, by name. Inactive params are absent.
+using Params = std::map<std::string, Json>;
+
+// "when": {"parent": value or [values]}: the param is active only when the
+// parent param is active and has one of `values` (compared by JSON type and
+// value, so null, false, 0 and "0" are distinct).
+struct Condition {
+  std::string parent;
+  std::vector<Json> values;
+};
+
+// "scale_with": {"param": "batch_size", "reference": 64, "rule": "sqrt"}:
+// the sampled value is a base value at `reference`; the value used is
+// base * (param / reference)^p with p = 0.5 ("sqrt") or 1 ("linear").
+struct ScaleWith {
+  std::string param;
+  double reference = 1.0;
+  std::string rule = "sqrt";
+  double exponent() const { return rule == "linear" ? 1.0 : 0.5; }
+};
+
+struct ParamSpec {
+  std::string name;
+  Distribution distribution;
+  std::optional<Condition> condition;
+  std::optional<ScaleWith> scale_with;
+};
+
+class SearchSpace {
+ public:
+  SearchSpace() = default;
+
+  // Adds a param. Parents named by a condition must be added first (so the
+  // order is always a valid sampling order). Throws ConfigError on a duplicate
+  // name, an unknown parent, or a condition value the parent cannot take.
+  SearchSpace& add(ParamSpec spec);
+  SearchSpace& add(const std::string& name, Distribution distribution) {
+    return add(ParamSpec{name, std::move(distribution), std::nullopt, std::nullopt});
+  }
+
+  // Parses the "space" object of space.json. Params may be listed in any
+  // order; they are sorted so parents come before children (declaration
+  // order otherwise kept). Errors name "space.<param>.<field>"; a cycle of
+  // conditions is an error.
+  static SearchSpace from_json(const Json& space, const std::string& path = "space");
+  Json to_json() const;
+
+  // Params in sampling order (every parent before its children).
+  const std::vector<ParamSpec>& params() const { return params_; }
+  const ParamSpec* find(const std::string& name) const;
+  bool empty() const { return params_.empty(); }
+  std::size_t size() const { return params_.size(); }
+
+  // Whether `spec` is active given the values sampled so far (parents first).
+  static bool is_active(const ParamSpec& spec, const Params& params);
+
+  // Checks that `params` is a valid assignment: every active param present
+  // and contained in its distribution, no inactive or unknown param.
+  // Returns an empty string when valid, else a message naming the param.
+  std::string check(const Params& params) const;
+
+ private:
+  std::vector<ParamSpec> params_;
+};
+
+enum class StudyDirection { kMinimize, kMaximize };
+const char* to_string(StudyDirection direction);
+// "minimize" / "maximize"; throws ConfigError(path, ...) otherwise.
+StudyDirection parse_direction(const std::string& text, const std::string& path);
+
+// The budget of a study. Counts finished trials (COMPLETE, PRUNED, and FAIL
+// that were not retried).
+struct Budget {
+  std::optional<std::int64_t> n_trials;  // default: none (run until timeout/stop)
+  std::optional<double> timeout_s;       // seconds of wall time per run; default none
+};
+
+// The parsed space.json. Sections that later components interpret (sampler,
+// pruner, objective) are kept as JSON and validated by their factories,
+// which report errors under "sampler.", "pruner." and "objective.".
+struct StudyConfig {
+  std::string name;                    // study.name (required, any UTF-8)
+  StudyDirection direction = StudyDirection::kMinimize;  // study.direction
+  std::string storage;                 // study.storage; default "<name>.db";
+                                       // a relative path is relative to the
+                                       // current directory
+  Json sampler = Json::object();       // {"type": "random"|"tpe", ...}
+  Json pruner = Json::object();        // {"type": "none"|...}
+  Budget budget;
+  Json objective = Json::object();     // {"type": ..., ...}
+  SearchSpace space;
+  Json source;                         // the whole file as read
+
+  // Parses and validates the structure of a whole space.json document.
+  // Throws ConfigError naming the field ("space.lr.low: ...").
+  static StudyConfig from_json(const Json& document);
+  // read_json_file() + from_json().
+  static StudyConfig from_file(const std::string& file);
+};
+
+}  // namespace hps

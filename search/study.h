@@ -1,0 +1,219 @@
+// Study and Trial: the tuning API (ask/tell, optimize, define-by-run).
+//
+//   auto storage = hps::open_storage("example.db");
+//   auto study = hps::Study::load_if_exists(storage, "demo", hps::StudyDirection::kMinimize);
+//   study.optimize([](hps::Trial& t) {
+//     double x = t.suggest_float("x", -10, 10);
+//     return (x - 2) * (x - 2);
+//   }, {.n_trials = 100});
+//   double best = study.best_value();
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "search/distributions.h"
+#include "search/pruner.h"
+#include "search/sampler.h"
+#include "search/search_space.h"
+#include "search/storage.h"
+#include "search/trial.h"
+
+namespace hps {
+
+class Trial;
+
+// Where a Trial's calls go: the in-process Study, or a remote coordinator
+// (hps::Worker). Implementations must be thread-safe across trials.
+class TrialBackend {
+ public:
+  virtual ~TrialBackend() = default;
+  // Samples a value for a param not yet set in `trial` (external value).
+  virtual Json suggest(Trial& trial, const std::string& name, const Distribution& distribution) = 0;
+  // Stores an intermediate value; false if the step was already reported
+  // (the first value is kept).
+  virtual bool report(Trial& trial, std::int64_t step, double value) = 0;
+  // Asks the pruner about the trial's newest report.
+  virtual bool should_prune(Trial& trial) = 0;
+  virtual void set_user_attr(Trial& trial, const std::string& key, const Json& value) = 0;
+};
+
+struct SuggestOptions {
+  bool log = false;                  // sample on a log scale (needs low > 0)
+  std::optional<double> step;        // quantization step (float); int default 1
+};
+
+// A running trial, handed to the objective. Not copyable; lives as long as
+// the objective call (or until Study::tell()).
+class Trial {
+ public:
+  Trial(TrialBackend* backend, std::int64_t trial_id, std::int64_t number, Params fixed,
+        const SearchSpace* space, std::atomic<bool>* interrupt = nullptr);
+  Trial(const Trial&) = delete;
+  Trial& operator=(const Trial&) = delete;
+  Trial(Trial&&) = default;
+
+  std::int64_t number() const { return number_; }
+  std::int64_t trial_id() const { return trial_id_; }
+
+  // Define-by-run suggestions. A param already set (declared space, enqueued
+  // params, or an earlier call) returns the same value; the distribution
+  // asked must equal the declared one when the study has a declared space,
+  // else Error("suggest 'x': ... does not agree with the declared space").
+  // Throws ConfigError for an invalid distribution (low > high, ...).
+  double suggest_float(const std::string& name, double low, double high, SuggestOptions opt = {});
+  std::int64_t suggest_int(const std::string& name, std::int64_t low, std::int64_t high,
+                           SuggestOptions opt = {});
+  Json suggest_categorical(const std::string& name, std::vector<Json> choices);
+  Json suggest(const std::string& name, const Distribution& distribution);
+
+  // The value of a param already set (declared space or earlier suggest);
+  // throws Error if the param is absent (inactive or never suggested).
+  const Json& param(const std::string& name) const;
+  bool has_param(const std::string& name) const { return params_.count(name) != 0; }
+  const Params& params() const { return params_; }
+  const std::map<std::string, Distribution>& distributions() const { return distributions_; }
+
+  // Reports an intermediate value at `step` (an epoch, an iteration; any
+  // non-negative integer). A second report for the same step keeps the first
+  // value and returns false (logged as a warning). Throws Interrupted if the
+  // run was interrupted.
+  bool report(std::int64_t step, double value);
+  // Whether the pruner wants this trial stopped after its newest report;
+  // then throw TrialPruned from the objective. Throws Interrupted if the run
+  // was interrupted.
+  bool should_prune();
+  void set_user_attr(const std::string& key, const Json& value);
+
+  // The newest step reported, if any.
+  std::optional<std::int64_t> last_step() const { return last_step_; }
+  std::optional<double> last_value() const { return last_value_; }
+
+  // For backends: record a value chosen for a param.
+  void set_param_internal(const std::string& name, const Json& value, const Distribution& d);
+
+ private:
+  void check_interrupt() const;
+
+  TrialBackend* backend_;
+  std::int64_t trial_id_;
+  std::int64_t number_;
+  Params params_;
+  std::map<std::string, Distribution> distributions_;
+  const SearchSpace* space_;
+  std::atomic<bool>* interrupt_;
+  std::optional<std::int64_t> last_step_;
+  std::optional<double> last_value_;
+};
+
+// The objective: returns the value to minimize or maximize. Throw
+// TrialPruned to end the trial as PRUNED; any other exception ends it FAIL
+// with the exception's message; a NaN result ends it FAIL.
+using Objective = std::function<double(Trial&)>;
+
+struct OptimizeOptions {
+  std::optional<std::int64_t> n_trials;  // trials to run in this call; default: no limit
+  std::optional<double> timeout_s;       // seconds; no new trial starts after it; default none
+  int n_jobs = 1;                        // threads running trials at once (>= 1)
+  // true: an exception in the objective fails the trial and the run goes on;
+  // false (default, as Optuna): the trial is FAIL, then the exception is
+  // rethrown once running trials end.
+  bool catch_exceptions = false;
+  // Called after each trial finishes (from the thread that ran it, under a
+  // lock: callbacks never run concurrently).
+  std::function<void(const FrozenTrial&)> callback;
+  // When set and true, no new trial starts; a running trial's report() and
+  // should_prune() throw Interrupted, which ends it FAIL("interrupted") and
+  // queues it again.
+  std::atomic<bool>* stop = nullptr;
+};
+
+struct StudyOptions {
+  std::shared_ptr<Sampler> sampler;  // default: RandomSampler (algorithms/)
+  std::shared_ptr<Pruner> pruner;    // default: NopPruner
+  // A declared space: ask() samples all of it up front; suggest calls must
+  // agree with it. Without one, params come from define-by-run calls only.
+  std::optional<SearchSpace> space;
+  // Recorded as the trial's worker; default "host:pid".
+  std::string worker;
+};
+
+class Study {
+ public:
+  // Creates a new study; throws StorageError if the name exists.
+  static Study create(std::shared_ptr<Storage> storage, const std::string& name,
+                      StudyDirection direction, StudyOptions options = {},
+                      const Json& config = Json());
+  // Loads an existing study; throws StorageError if absent.
+  static Study load(std::shared_ptr<Storage> storage, const std::string& name,
+                    StudyOptions options = {});
+  // Loads the study if it exists (its stored direction must equal
+  // `direction`, else StorageError), creates it otherwise.
+  static Study load_if_exists(std::shared_ptr<Storage> storage, const std::string& name,
+                              StudyDirection direction, StudyOptions options = {},
+                              const Json& config = Json());
+
+  const std::string& name() const;
+  std::int64_t study_id() const;
+  StudyDirection direction() const;
+  Storage& storage() const;
+  const std::shared_ptr<Storage>& storage_ptr() const;
+  const std::optional<SearchSpace>& space() const;
+  Sampler& sampler() const;
+  Pruner& pruner() const;
+
+  // Starts a trial: the oldest WAITING (enqueued) one if any, else a new one;
+  // with a declared space every active param is sampled now.
+  // May throw SearchSpaceExhausted.
+  Trial ask();
+  // Ends a trial. A NaN value makes it FAIL ("objective returned NaN").
+  // Returns the finished trial.
+  TrialPtr tell(Trial& trial, double value);
+  // Ends a trial with a state: PRUNED (value: the last intermediate value if
+  // omitted), FAIL (reason in fail_reason), COMPLETE (value required).
+  TrialPtr tell(Trial& trial, TrialState state, std::optional<double> value = std::nullopt,
+                const std::string& fail_reason = "");
+
+  // Runs the objective until n_trials trials ran, the timeout passed, or
+  // *stop became true. Safe with n_jobs threads sharing this Study.
+  void optimize(const Objective& objective, const OptimizeOptions& options = {});
+
+  // Queues a trial with these params (a WAITING trial served before new
+  // samples). With a declared space, the params must be valid for it
+  // (ConfigError otherwise); missing active params are sampled at ask().
+  TrialPtr enqueue_trial(const Params& params, const Json& system_attrs = Json::object());
+
+  // The best COMPLETE trial (lowest value to minimize, highest to
+  // maximize; ties go to the lower number). Throws Error if there is none.
+  TrialPtr best_trial() const;
+  double best_value() const;
+  std::vector<TrialPtr> trials(const std::vector<TrialState>& states = {}) const;
+  // Finished trials that count towards a budget (COMPLETE, PRUNED, FAIL not
+  // retried).
+  std::int64_t n_finished() const;
+
+  void set_user_attr(const std::string& key, const Json& value);
+  Json user_attrs() const;
+
+  // Marks RUNNING trials left behind by dead processes as FAIL(reason) and
+  // queues a retry of each with the same params. With `all` false, only
+  // trials whose worker is "host:pid" on this host with that pid no longer
+  // running; with `all` true, every RUNNING trial (the single-writer
+  // coordinator on start-up). Returns how many were failed.
+  int fail_stale_trials(const std::string& reason, bool all = false);
+
+ private:
+  struct Impl;
+  explicit Study(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<Impl> impl_;
+};
+
+// The default worker name of this process: "<hostname>:<pid>".
+std::string default_worker_name();
+
+}  // namespace hps
