@@ -1,6 +1,7 @@
 #include "algorithms/factory.h"
 
 #include "algorithms/random_sampler.h"
+#include "algorithms/tpe_sampler.h"
 
 namespace hps {
 
@@ -41,7 +42,12 @@ std::shared_ptr<Sampler> make_sampler(const Json& config, std::optional<std::uin
     if (seed_override) seed = seed_override;
     return std::make_shared<RandomSampler>(seed);
   }
-  unknown_type(path, type, {"random"});
+  if (type == "tpe") {
+    TpeOptions options = TpeOptions::from_json(config, path);
+    if (seed_override) options.seed = seed_override;
+    return std::make_shared<TpeSampler>(std::move(options));
+  }
+  unknown_type(path, type, {"random", "tpe"});
 }
 
 std::shared_ptr<Pruner> make_pruner(const Json& config) {
