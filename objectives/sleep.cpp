@@ -49,9 +49,9 @@ ObjectiveType sleep_objective_type() {
       auto per_step = std::chrono::duration<double>(c.seconds / static_cast<double>(c.steps));
       for (std::int64_t step = 1; step <= c.steps; ++step) {
         if (per_step.count() > 0) std::this_thread::sleep_for(per_step);
-        double scale = static_cast<double>(c.steps + 1 - step) / static_cast<double>(c.steps);
+        double offset = static_cast<double>(c.steps - step) / static_cast<double>(c.steps);
         if (c.steps > 1) {
-          trial.report(step, value * scale);
+          trial.report(step, value + offset);
           if (trial.should_prune()) throw TrialPruned();
         }
       }

@@ -2,8 +2,8 @@
 // of the coordinator. {"type": "sleep", "seconds": S, "steps": K,
 // "fail_param": name}:
 //  - sleeps S seconds in total (default 0), in K steps (default 1), and
-//    reports after each step (step = 1..K, value = the final value scaled by
-//    (K + 1 - step) / K, a decreasing learning curve);
+//    when K > 1 reports after each step (step = 1..K, value = the final
+//    value + (K - step) / K: a decreasing curve ending at the final value);
 //  - returns the sum of all numeric params (bools and strings count 0);
 //  - with "fail_param": throws hps::Error("fail_param set") when that param
 //    is true, for tests of failure handling.
