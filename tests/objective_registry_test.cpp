@@ -231,6 +231,31 @@ TEST(ObjectiveRegistryTest, MadeObjectiveFailsOnAMissingParam) {
   EXPECT_THROW(objective(t.trial()), Error);
 }
 
+TEST(ObjectiveRegistryTest, MadeObjectiveRunsInAStudy) {
+  // The Trials a Study hands out (declared space, random sampler) carry
+  // x0..x{N-1}; every value the study records is f at the trial's params.
+  SearchSpace space;
+  for (int i = 0; i < 3; ++i) {
+    space.add("x" + std::to_string(i), Distribution::make_float(-5.0, 5.0));
+  }
+  StudyOptions options;
+  options.space = space;
+  Study study = Study::create(open_storage("memory"), "synthetic", StudyDirection::kMinimize,
+                              options);
+  OptimizeOptions run;
+  run.n_trials = 10;
+  study.optimize(make_objective(type_config("styblinski_tang"), space), run);
+  const std::vector<TrialPtr> trials = study.trials({TrialState::kComplete});
+  ASSERT_EQ(trials.size(), 10u);
+  for (const TrialPtr& t : trials) {
+    std::vector<double> x;
+    for (int i = 0; i < 3; ++i) x.push_back(t->params.at("x" + std::to_string(i)).get<double>());
+    ASSERT_TRUE(t->value.has_value());
+    EXPECT_EQ(*t->value, styblinski_tang(x));
+    EXPECT_GE(*t->value, -39.16617 * 3 - 3 * 5e-6);
+  }
+}
+
 TEST(ObjectiveRegistryTest, MakeValidatesFirst) {
   ConfigError e = config_error([] { make_objective(type_config("branin"), float_space(1)); });
   EXPECT_EQ(e.path(), "space");
