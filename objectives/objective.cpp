@@ -1,4 +1,5 @@
 #include "objectives/objective.h"
+#include "objectives/sleep.h"
 
 #include <algorithm>
 #include <charconv>
@@ -153,6 +154,8 @@ class Registry {
     for (const SyntheticFunction& f : synthetic_functions()) {
       types_.emplace(f.name, synthetic_type(f));
     }
+    ObjectiveType sleep = sleep_objective_type();
+    types_.emplace(sleep.type, std::move(sleep));
   }
 
   void add(ObjectiveType type) {
