@@ -67,8 +67,6 @@ DimensionSpec DimensionSpec::from(const Distribution& d) {
     case DistributionKind::kCategorical:
       s.kind = Kind::kCategorical;
       s.count = d.choices().size();
-      s.t_low = 0;
-      s.t_high = static_cast<double>(s.count - 1);
       return s;
     case DistributionKind::kOrdinal:
       s.kind = Kind::kDiscrete;
@@ -94,31 +92,44 @@ DimensionSpec DimensionSpec::from(const Distribution& d) {
       break;
   }
   if (s.kind == Kind::kDiscrete) {
-    s.t_low = s.transform(s.low - 0.5 * s.step);
-    s.t_high = s.transform(s.high + 0.5 * s.step);
+    s.u0 = s.u(s.low - 0.5 * s.step);
+    s.u1 = s.u(s.high + 0.5 * s.step);
   } else {
-    s.t_low = s.transform(s.low);
-    s.t_high = s.transform(s.high);
+    s.u0 = s.u(s.low);
+    s.u1 = s.u(s.high);
   }
   return s;
 }
 
-double DimensionSpec::transform(double raw) const { return log ? std::log(raw) : raw; }
+double DimensionSpec::u(double raw) const { return log ? std::log(raw) : raw; }
 
-double DimensionSpec::center(double internal) const {
-  return kind == Kind::kCategorical ? internal : transform(internal);
+double DimensionSpec::to_unit(double raw) const {
+  // Halves keep u1 - u0 finite even for [-1e308, 1e308].
+  return (0.5 * u(raw) - 0.5 * u0) / (0.5 * u1 - 0.5 * u0);
 }
 
-double DimensionSpec::snap(double y) const {
-  double x = log ? std::exp(y) : y;
+double DimensionSpec::from_unit(double t) const {
+  double v = (1.0 - t) * u0 + t * u1;
+  if (log) v = std::exp(v);
+  if (kind == Kind::kDiscrete) return v;
+  return std::clamp(v, low, high);
+}
+
+double DimensionSpec::center(double internal) const {
+  return kind == Kind::kCategorical ? internal : to_unit(internal);
+}
+
+double DimensionSpec::snap(double t) const {
+  double x = from_unit(t);
   double k = std::round((x - low) / step);
+  if (std::isnan(k)) k = 0;
   k = std::clamp(k, 0.0, static_cast<double>(count - 1));
   return std::clamp(low + k * step, low, high);
 }
 
 void DimensionSpec::cell(double v, double& e0, double& e1) const {
-  e0 = transform(v - 0.5 * step);
-  e1 = transform(v + 0.5 * step);
+  e0 = to_unit(v - 0.5 * step);
+  e1 = to_unit(v + 0.5 * step);
 }
 
 // ---------------------------------------------------------------- ParzenEstimator
@@ -166,13 +177,14 @@ void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, st
   const DimensionSpec& dim = dims_[d];
   const std::size_t n_dims = dims_.size();
   const std::size_t n_kernels = log_w_.size();
-  const double range = dim.t_high - dim.t_low;
+  // The transformed domain is [0, 1].
+  constexpr double t_low = 0.0, t_high = 1.0, range = 1.0;
   NumericKernels& kern = num_[d];
   kern.mu.resize(n_kernels);
   kern.sigma.resize(n_kernels);
   for (std::size_t i = 0; i < n; ++i)
-    kern.mu[i] = std::clamp(dim.center(obs[i * n_dims + d]), dim.t_low, dim.t_high);
-  if (has_prior_) kern.mu[n] = 0.5 * (dim.t_low + dim.t_high);
+    kern.mu[i] = std::clamp(dim.center(obs[i * n_dims + d]), t_low, t_high);
+  if (has_prior_) kern.mu[n] = 0.5 * (t_low + t_high);
 
   // Smallest bandwidth.
   double floor = std::max(1e-12 * range, opt.min_bandwidth_factor * range);
@@ -196,9 +208,9 @@ void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, st
       double x = kern.mu[order[p]];
       double s = -1;
       if (p > 0) s = std::max(s, x - kern.mu[order[p - 1]]);
-      else if (opt.consider_endpoints) s = std::max(s, x - dim.t_low);
+      else if (opt.consider_endpoints) s = std::max(s, x - t_low);
       if (p + 1 < n_kernels) s = std::max(s, kern.mu[order[p + 1]] - x);
-      else if (opt.consider_endpoints) s = std::max(s, dim.t_high - x);
+      else if (opt.consider_endpoints) s = std::max(s, t_high - x);
       if (s < 0) s = range;  // a single point and no endpoints
       kern.sigma[order[p]] = opt.bandwidth_factor * s;
     }
@@ -232,9 +244,10 @@ void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, st
   kern.log_z.resize(n_kernels);
   for (std::size_t k = 0; k < n_kernels; ++k) {
     kern.inv_sigma[k] = 1.0 / kern.sigma[k];
-    double a = (dim.t_low - kern.mu[k]) * kern.inv_sigma[k];
-    double b = (dim.t_high - kern.mu[k]) * kern.inv_sigma[k];
-    kern.log_z[k] = safe_log(normal_mass(a, b));
+    double a = (t_low - kern.mu[k]) * kern.inv_sigma[k];
+    double b = (t_high - kern.mu[k]) * kern.inv_sigma[k];
+    // A kernel more than 9 bandwidths from both ends loses under 1e-18.
+    kern.log_z[k] = a < -9.0 && b > 9.0 ? 0.0 : safe_log(normal_mass(a, b));
     if (dim.kind == DimensionSpec::Kind::kContinuous)
       base_[k] += -std::log(kern.sigma[k]) - kern.log_z[k] - kHalfLog2Pi;
   }
@@ -293,7 +306,7 @@ void ParzenEstimator::sample(std::mt19937_64& rng, std::size_t count,
       double y = mu;
       for (int t = 0; t < kMaxRejections; ++t) {
         double cand = mu + sigma * standard_normal(rng);
-        if (cand >= dim.t_low && cand <= dim.t_high) {
+        if (cand >= 0.0 && cand <= 1.0) {
           y = cand;
           break;
         }
@@ -301,7 +314,7 @@ void ParzenEstimator::sample(std::mt19937_64& rng, std::size_t count,
       if (dim.kind == DimensionSpec::Kind::kDiscrete) {
         x = dim.snap(y);
       } else {
-        x = std::clamp(dim.log ? std::exp(y) : y, dim.low, dim.high);
+        x = dim.from_unit(y);
       }
     }
   }
@@ -327,7 +340,7 @@ void ParzenEstimator::log_pdf(std::span<const double> points, std::span<double> 
       const double* mu = kern.mu.data();
       const double* inv = kern.inv_sigma.data();
       if (dim.kind == DimensionSpec::Kind::kContinuous) {
-        const double x = dim.transform(v);
+        const double x = dim.to_unit(v);
         double* a = acc.data();
         for (std::size_t k = 0; k < n_kernels; ++k) {
           double z = (x - mu[k]) * inv[k];

@@ -5,8 +5,8 @@
 // (one dimension: univariate TPE; several: multivariate TPE, where kernel k
 // is the product over dimensions of the k-th observation's kernels).
 //
-// Dimensions are modelled in a transformed space: log(x) for log-scale
-// params, x otherwise.
+// Numeric dimensions are modelled in a transformed space t(x): log(x) for
+// log-scale params, x otherwise, mapped affinely onto [0, 1].
 //   continuous  (float without step)    truncated Gaussian on [t(low), t(high)]
 //   discrete    (int, stepped float,     truncated Gaussian on the cells
 //                ordinal index)          [t(v - step/2), t(v + step/2)] of the
@@ -41,16 +41,19 @@ enum class BandwidthRule {
   // count as neighbours with consider_endpoints.
   kNeighbor,
   // Scott's rule of thumb: 1.059 * min(sd, IQR / 1.349) * n^(-1/(d+4)) of the
-  // observations (d = dimensions of the estimator); one bandwidth for all
-  // kernels of a dimension.
+  // n observations (d = dimensions of the estimator); one bandwidth for all
+  // kernels of a dimension. Fewer than 2 observations: the range rule.
   kScott,
-  // A fraction of the domain: 0.2 * (high - low) * n^(-1/(d+4)); one
-  // bandwidth for all kernels of a dimension.
+  // A fraction of the domain: 0.2 * n^(-1/(d+4)) (the transformed domain
+  // has width 1); one bandwidth for all kernels of a dimension.
   kRange,
 };
 
 // The model of one param's domain. Built from a Distribution with
 // DimensionSpec::from(); a single-value distribution cannot be modelled.
+// Numeric domains are mapped affinely onto the unit interval [0, 1] after the
+// log transform (so kernels are comparable across params and even
+// [-1e308, 1e308] has a finite width): the "transformed space".
 struct DimensionSpec {
   enum class Kind { kContinuous, kDiscrete, kCategorical };
   Kind kind = Kind::kContinuous;
@@ -59,32 +62,39 @@ struct DimensionSpec {
   double high = 0;    // continuous: high; discrete: last grid point (raw)
   double step = 0;    // discrete: grid step (raw, > 0)
   std::uint64_t count = 0;  // discrete: number of grid points; categorical: choices
-  double t_low = 0;   // transformed domain: t(low) or t(low - step/2)
-  double t_high = 0;  // transformed domain: t(high) or t(high + step/2)
+  // The domain's ends before the unit mapping: u(low), u(high) (continuous)
+  // or u(low - step/2), u(high + step/2) (discrete), u = log or identity.
+  double u0 = 0, u1 = 0;
 
   // Throws Error if `d` is single-valued (nothing to model).
   static DimensionSpec from(const Distribution& d);
-  // log(x) for log dimensions, x otherwise (raw value -> transformed).
-  double transform(double raw) const;
+  // Raw value -> transformed coordinate in [0, 1] (numeric kinds).
+  double to_unit(double raw) const;
+  // Transformed coordinate -> raw value, clamped into [low, high]
+  // (continuous) or the grid's span (discrete, before snapping).
+  double from_unit(double t) const;
   // Transformed coordinate of an internal value (grid value, index) as used
-  // for a kernel's mean.
+  // for a kernel's mean; categorical: the index itself.
   double center(double internal) const;
-  // Discrete: the grid point whose cell holds transformed coordinate y,
+  // Discrete: the grid point whose cell holds transformed coordinate t,
   // clamped into the grid (a raw grid value low + k*step).
-  double snap(double y) const;
+  double snap(double t) const;
   // Discrete: the cell [e0, e1] of grid value v in the transformed space.
   void cell(double v, double& e0, double& e1) const;
+
+ private:
+  double u(double raw) const;
 };
 
 struct EstimatorOptions {
   // Add a prior kernel: for numeric dimensions a Gaussian at the middle of
-  // the domain with standard deviation (high - low); uniform for
-  // categorical ones.
+  // the domain with standard deviation 1 (the transformed domain's width);
+  // uniform for categorical ones.
   bool consider_prior = true;
   // The prior kernel's weight, relative to observation weights (> 0).
   double prior_weight = 1.0;
-  // Bergstra's "magic clip": bandwidths are at least
-  // (high - low) / min(100, 1 + n) for n observations.
+  // Bergstra's "magic clip": bandwidths are at least 1 / min(100, 1 + n)
+  // (a fraction of the transformed domain) for n kernels.
   bool consider_magic_clip = true;
   // Neighbour rule only: the domain's ends are neighbours of the outermost
   // observations.
@@ -92,7 +102,7 @@ struct EstimatorOptions {
   BandwidthRule bandwidth = BandwidthRule::kNeighbor;
   // Multiplies the rule's bandwidth (> 0).
   double bandwidth_factor = 1.0;
-  // Bandwidths are at least this fraction of (high - low) (>= 0).
+  // Bandwidths are at least this fraction of the domain (>= 0).
   double min_bandwidth_factor = 0.0;
 };
 
