@@ -165,10 +165,13 @@ ParzenEstimator::ParzenEstimator(std::vector<DimensionSpec> dims,
   num_.resize(n_dims);
   cat_.resize(n_dims);
   for (std::size_t d = 0; d < n_dims; ++d) {
-    if (dims_[d].kind == DimensionSpec::Kind::kCategorical)
+    if (dims_[d].kind == DimensionSpec::Kind::kCategorical) {
       fit_categorical(d, observations, n, options);
-    else
+    } else {
       fit_numeric(d, observations, n, options);
+      if (options.equal_heights)
+        for (std::size_t k = 0; k < n_kernels; ++k) base_[k] += std::log(num_[d].sigma[k]);
+    }
   }
 }
 

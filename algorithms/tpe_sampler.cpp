@@ -92,11 +92,12 @@ tpe::EstimatorOptions estimator_options(const TpeOptions& o) {
   tpe::EstimatorOptions e;
   e.consider_prior = o.consider_prior;
   e.prior_weight = o.prior_weight;
-  e.consider_magic_clip = o.consider_magic_clip;
+  e.consider_magic_clip = o.consider_magic_clip.value_or(true);
   e.consider_endpoints = o.consider_endpoints;
   e.bandwidth = o.bandwidth;
   e.bandwidth_factor = o.bandwidth_factor;
-  e.min_bandwidth_factor = o.min_bandwidth_factor;
+  e.min_bandwidth_factor = o.min_bandwidth_factor.value_or(0.0);
+  e.equal_heights = o.equal_kernel_heights.value_or(false);
   return e;
 }
 
@@ -139,7 +140,7 @@ void TpeOptions::validate(const std::string& path) const {
   if (gamma.cap < 1) fail("gamma.cap", "must be >= 1");
   if (!(prior_weight > 0) || !std::isfinite(prior_weight))
     fail("prior_weight", "must be a finite number > 0");
-  if (!(min_bandwidth_factor >= 0 && min_bandwidth_factor <= 1))
+  if (min_bandwidth_factor && !(*min_bandwidth_factor >= 0 && *min_bandwidth_factor <= 1))
     fail("min_bandwidth_factor", "must be in [0, 1]");
   if (!(bandwidth_factor > 0) || !std::isfinite(bandwidth_factor))
     fail("bandwidth_factor", "must be a finite number > 0");
@@ -148,11 +149,19 @@ void TpeOptions::validate(const std::string& path) const {
   if (duplicate_retries < 1) fail("duplicate_retries", "must be >= 1");
 }
 
+TpeOptions TpeOptions::resolved() const {
+  TpeOptions o = *this;
+  if (!o.consider_magic_clip) o.consider_magic_clip = !multivariate;
+  if (!o.min_bandwidth_factor) o.min_bandwidth_factor = multivariate ? 0.04 : 0.0;
+  if (!o.equal_kernel_heights) o.equal_kernel_heights = !multivariate;
+  return o;
+}
+
 TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
   check_keys(config, path,
              {"type", "seed", "n_startup_trials", "n_ei_candidates", "gamma", "prior_weight",
               "consider_prior", "consider_endpoints", "consider_magic_clip",
-              "min_bandwidth_factor", "bandwidth", "bandwidth_factor", "weights",
+              "min_bandwidth_factor", "equal_kernel_heights", "bandwidth", "bandwidth_factor", "weights",
               "weights_window", "multivariate", "group", "constant_liar", "duplicate_retries"});
   TpeOptions o;
   auto count = [&](const Json& obj, const std::string& p, const char* key, std::size_t& out) {
@@ -186,6 +195,7 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
   if (auto v = optional_bool(config, path, "consider_endpoints")) o.consider_endpoints = *v;
   if (auto v = optional_bool(config, path, "consider_magic_clip")) o.consider_magic_clip = *v;
   if (auto v = optional_number(config, path, "min_bandwidth_factor")) o.min_bandwidth_factor = *v;
+  if (auto v = optional_bool(config, path, "equal_kernel_heights")) o.equal_kernel_heights = *v;
   if (auto v = optional_string(config, path, "bandwidth")) {
     if (*v == "neighbor") o.bandwidth = tpe::BandwidthRule::kNeighbor;
     else if (*v == "scott") o.bandwidth = tpe::BandwidthRule::kScott;
@@ -212,6 +222,8 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
 }
 
 Json TpeOptions::to_json() const {
+  const TpeOptions r = resolved();
+  const TpeOptions& o = r;
   Json j = {
       {"type", "tpe"},
       {"n_startup_trials", n_startup_trials},
@@ -223,8 +235,9 @@ Json TpeOptions::to_json() const {
       {"prior_weight", prior_weight},
       {"consider_prior", consider_prior},
       {"consider_endpoints", consider_endpoints},
-      {"consider_magic_clip", consider_magic_clip},
-      {"min_bandwidth_factor", min_bandwidth_factor},
+      {"consider_magic_clip", *o.consider_magic_clip},
+      {"min_bandwidth_factor", *o.min_bandwidth_factor},
+      {"equal_kernel_heights", *o.equal_kernel_heights},
       {"bandwidth", to_string(bandwidth)},
       {"bandwidth_factor", bandwidth_factor},
       {"weights", to_string(weights)},
@@ -600,7 +613,7 @@ void enumerate(const SearchSpace& space, std::size_t index, Params& params, cons
 }  // namespace
 
 TpeSampler::TpeSampler(TpeOptions options)
-    : options_(std::move(options)), cache_(std::make_unique<Cache>()) {
+    : options_(options.resolved()), cache_(std::make_unique<Cache>()) {
   options_.validate();
   seed_ = options_.seed ? *options_.seed
                         : (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^

@@ -106,13 +106,21 @@ struct TpeOptions {
   // Neighbour bandwidth only: the domain's ends are neighbours of the
   // outermost observations. Default false.
   bool consider_endpoints = false;
-  // Bandwidths are at least (high - low) / min(100, 1 + n) ("magic clip").
-  // Default true. Off lets kernels shrink to the observations' spacing.
-  bool consider_magic_clip = true;
-  // Bandwidths are at least this fraction of the domain. Default 0.0.
-  double min_bandwidth_factor = 0.0;
-  // The bandwidth rule (see parzen_estimator.h). Default: chosen by the
-  // benchmark, see kDefaultBandwidth in tpe_sampler.cpp's documentation.
+  // Bandwidths are at least (high - low) / min(100, 1 + n) ("magic clip",
+  // Bergstra et al.). Default (unset): on for univariate, off for
+  // multivariate TPE, as measured best. Off lets kernels shrink to the
+  // observations' spacing (more exploitation).
+  std::optional<bool> consider_magic_clip;
+  // Bandwidths are at least this fraction of the domain (Watanabe's minimum
+  // bandwidth). Default (unset): 0.0 univariate, 0.04 multivariate, as
+  // measured best.
+  std::optional<double> min_bandwidth_factor;
+  // Evaluate kernels with equal peak heights rather than equal mass (see
+  // tpe::EstimatorOptions::equal_heights). Default (unset): on for
+  // univariate, off for multivariate TPE, as measured best.
+  std::optional<bool> equal_kernel_heights;
+  // The bandwidth rule (see parzen_estimator.h). Default neighbor (measured
+  // best in both modes).
   tpe::BandwidthRule bandwidth = tpe::BandwidthRule::kNeighbor;
   // Multiplies every rule's bandwidth. Default 1.0.
   double bandwidth_factor = 1.0;
@@ -139,6 +147,8 @@ struct TpeOptions {
 
   // Throws ConfigError("sampler.<field>", rule) for an invalid value.
   void validate(const std::string& path = "sampler") const;
+  // A copy with every unset (mode-dependent) default filled in.
+  TpeOptions resolved() const;
 
   // Reads the "sampler" section {"type": "tpe", ...}. Keys: seed,
   // n_startup_trials, n_ei_candidates, gamma ({"rule": "linear"|"sqrt",
@@ -150,13 +160,14 @@ struct TpeOptions {
   // unknown key or a bad value throws ConfigError naming it
   // ("sampler.gamma.factor: must be > 0").
   static TpeOptions from_json(const Json& config, const std::string& path = "sampler");
-  // The options as from_json() reads them (without gamma_function).
+  // The resolved options as from_json() reads them (without gamma_function).
   Json to_json() const;
 };
 
 class TpeSampler : public Sampler {
  public:
-  // Throws ConfigError if options.validate() fails.
+  // Throws ConfigError if options.validate() fails. Unset defaults are
+  // resolved (TpeOptions::resolved()).
   explicit TpeSampler(TpeOptions options = {});
 
   // Samples every active param of `space` (joint groups when multivariate),
@@ -171,6 +182,7 @@ class TpeSampler : public Sampler {
                             const Distribution& distribution) override;
   std::string name() const override { return "tpe"; }
 
+  // The resolved options.
   const TpeOptions& options() const { return options_; }
   // Tells the sampler how many workers run trials at once; more than one
   // turns the constant liar on (it stays on if the options asked for it).

@@ -105,6 +105,25 @@ TEST(TpeOptionsTest, DocumentedDefaults) {
   EXPECT_NO_THROW(o.validate());
 }
 
+TEST(TpeOptionsTest, ModeDependentDefaultsResolve) {
+  TpeOptions uni;
+  uni.multivariate = false;
+  TpeOptions r = uni.resolved();
+  EXPECT_TRUE(*r.consider_magic_clip);
+  EXPECT_DOUBLE_EQ(*r.min_bandwidth_factor, 0.0);
+  EXPECT_TRUE(*r.equal_kernel_heights);
+  TpeOptions multi;
+  multi.multivariate = true;
+  r = multi.resolved();
+  EXPECT_FALSE(*r.consider_magic_clip);
+  EXPECT_DOUBLE_EQ(*r.min_bandwidth_factor, 0.04);
+  EXPECT_FALSE(*r.equal_kernel_heights);
+  // Values set explicitly are kept.
+  multi.consider_magic_clip = true;
+  EXPECT_TRUE(*multi.resolved().consider_magic_clip);
+  EXPECT_EQ(TpeSampler(multi).options().min_bandwidth_factor, 0.04);
+}
+
 TEST(TpeOptionsTest, GammaRules) {
   TpeGamma g;  // min(ceil(0.1 n), 25)
   EXPECT_EQ(g(0), 0u);
@@ -133,6 +152,7 @@ TEST(TpeOptionsTest, FromJsonReadsEveryOptionAndRoundTrips) {
             {"consider_endpoints", true},
             {"consider_magic_clip", false},
             {"min_bandwidth_factor", 0.01},
+            {"equal_kernel_heights", true},
             {"bandwidth", "scott"},
             {"bandwidth_factor", 0.5},
             {"weights", "uniform"},
@@ -151,8 +171,9 @@ TEST(TpeOptionsTest, FromJsonReadsEveryOptionAndRoundTrips) {
   EXPECT_DOUBLE_EQ(o.prior_weight, 2.0);
   EXPECT_FALSE(o.consider_prior);
   EXPECT_TRUE(o.consider_endpoints);
-  EXPECT_FALSE(o.consider_magic_clip);
-  EXPECT_DOUBLE_EQ(o.min_bandwidth_factor, 0.01);
+  EXPECT_FALSE(*o.consider_magic_clip);
+  EXPECT_DOUBLE_EQ(*o.min_bandwidth_factor, 0.01);
+  EXPECT_TRUE(*o.equal_kernel_heights);
   EXPECT_EQ(o.bandwidth, tpe::BandwidthRule::kScott);
   EXPECT_DOUBLE_EQ(o.bandwidth_factor, 0.5);
   EXPECT_EQ(o.weights, TpeWeights::kUniform);
