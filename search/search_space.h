@@ -54,8 +54,8 @@ class SearchSpace {
   }
 
   // Parses the "space" object of space.json. Params may be listed in any
-  // order; they are sorted so parents come before children (declaration
-  // order otherwise kept). Errors name "space.<param>.<field>"; a cycle of
+  // order; the result is in name order, moved so that parents come before
+  // their children. Errors name "space.<param>.<field>"; a cycle of
   // conditions is an error.
   static SearchSpace from_json(const Json& space, const std::string& path = "space");
   Json to_json() const;

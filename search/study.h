@@ -52,7 +52,10 @@ struct SuggestOptions {
 // the objective call (or until Study::tell()).
 class Trial {
  public:
-  Trial(TrialBackend* backend, std::int64_t trial_id, std::int64_t number, Params fixed,
+  // `params`: values already chosen (declared space); `fixed`: enqueued
+  // values that define-by-run suggest calls take when they fit.
+  Trial(TrialBackend* backend, std::int64_t trial_id, std::int64_t number, Params params,
+        std::map<std::string, Distribution> distributions, Params fixed,
         const SearchSpace* space, std::atomic<bool>* interrupt = nullptr);
   Trial(const Trial&) = delete;
   Trial& operator=(const Trial&) = delete;
@@ -78,6 +81,8 @@ class Trial {
   bool has_param(const std::string& name) const { return params_.count(name) != 0; }
   const Params& params() const { return params_; }
   const std::map<std::string, Distribution>& distributions() const { return distributions_; }
+  // Enqueued values not yet asked for by a suggest call.
+  const Params& fixed_params() const { return fixed_; }
 
   // Reports an intermediate value at `step` (an epoch, an iteration; any
   // non-negative integer). A second report for the same step keeps the first
@@ -94,8 +99,8 @@ class Trial {
   std::optional<std::int64_t> last_step() const { return last_step_; }
   std::optional<double> last_value() const { return last_value_; }
 
-  // For backends: record a value chosen for a param.
-  void set_param_internal(const std::string& name, const Json& value, const Distribution& d);
+  // For backends: record the value chosen for a param.
+  void record_param(const std::string& name, const Json& value, const Distribution& d);
 
  private:
   void check_interrupt() const;
@@ -105,6 +110,7 @@ class Trial {
   std::int64_t number_;
   Params params_;
   std::map<std::string, Distribution> distributions_;
+  Params fixed_;
   const SearchSpace* space_;
   std::atomic<bool>* interrupt_;
   std::optional<std::int64_t> last_step_;
@@ -207,8 +213,9 @@ class Study {
   // coordinator on start-up). Returns how many were failed.
   int fail_stale_trials(const std::string& reason, bool all = false);
 
+  struct Impl;  // implementation detail
+
  private:
-  struct Impl;
   explicit Study(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<Impl> impl_;
 };

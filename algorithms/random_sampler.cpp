@@ -1,0 +1,41 @@
+#include "algorithms/random_sampler.h"
+
+#include <cmath>
+
+namespace hps {
+
+RandomSampler::RandomSampler(std::optional<std::uint64_t> seed)
+    : rng_(seed ? *seed : std::random_device{}()) {}
+
+double RandomSampler::draw(std::mt19937_64& rng, const Distribution& d) {
+  if (d.is_indexed()) {
+    std::uniform_int_distribution<std::size_t> u(0, d.choices().size() - 1);
+    return static_cast<double>(u(rng));
+  }
+  if (d.single_value()) return d.low();
+  const bool grid = d.step() > 0;
+  double low = d.low(), high = grid ? d.grid_high() : d.high();
+  if (grid) {
+    // Each grid point owns a cell of width step; draw uniformly over cells.
+    std::uint64_t n = d.cardinality();
+    if (!d.is_log()) {
+      std::uniform_int_distribution<std::uint64_t> u(0, n - 1);
+      return low + static_cast<double>(u(rng)) * d.step();
+    }
+    low -= 0.5 * d.step();
+    high += 0.5 * d.step();
+  }
+  if (d.is_log()) {
+    std::uniform_real_distribution<double> u(std::log(low), std::log(high));
+    return std::exp(u(rng));
+  }
+  std::uniform_real_distribution<double> u(low, high);
+  return u(rng);
+}
+
+double RandomSampler::sample_independent(const SamplingContext&, const std::string&,
+                                         const Distribution& distribution) {
+  return draw(rng_, distribution);
+}
+
+}  // namespace hps

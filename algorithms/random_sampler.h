@@ -1,0 +1,36 @@
+// RandomSampler: independent uniform sampling (Bergstra & Bengio 2012,
+// "Random Search for Hyper-Parameter Optimization").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <random>
+
+#include "search/sampler.h"
+
+namespace hps {
+
+// Float params are drawn uniformly on [low, high] (log params uniformly in
+// log space); stepped and int params uniformly over their grid points (each
+// point equally likely, also on a log scale: uniform in log over the cells
+// around the points); categorical and ordinal params uniformly over choices.
+// Reproducible: the same seed and the same sequence of calls give the same
+// values. Not thread-safe on its own (Study serializes sampler calls).
+class RandomSampler : public Sampler {
+ public:
+  // seed: nullopt draws one from std::random_device.
+  explicit RandomSampler(std::optional<std::uint64_t> seed = std::nullopt);
+
+  double sample_independent(const SamplingContext& ctx, const std::string& name,
+                            const Distribution& distribution) override;
+  std::string name() const override { return "random"; }
+
+  // The same draw, usable by other samplers with their own RNG (TPE's
+  // startup trials): an internal value of `distribution`.
+  static double draw(std::mt19937_64& rng, const Distribution& distribution);
+
+ private:
+  std::mt19937_64 rng_;
+};
+
+}  // namespace hps

@@ -1,0 +1,176 @@
+#include "search/json_util.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+namespace hps {
+
+std::string join_path(std::string_view parent, std::string_view key) {
+  if (parent.empty()) return std::string(key);
+  std::string out(parent);
+  out += '.';
+  out += key;
+  return out;
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+namespace {
+
+template <typename Range>
+void check_keys_impl(const Json& object, std::string_view path, const Range& allowed) {
+  if (!object.is_object()) throw ConfigError(std::string(path), "must be an object");
+  for (const auto& [key, value] : object.items()) {
+    bool ok = false;
+    for (const auto& a : allowed) {
+      if (key == a) { ok = true; break; }
+    }
+    if (ok) continue;
+    std::string best;
+    std::size_t best_d = std::numeric_limits<std::size_t>::max();
+    for (const auto& a : allowed) {
+      std::size_t d = edit_distance(key, a);
+      if (d < best_d) { best_d = d; best = std::string(a); }
+    }
+    std::string rule = "unknown key";
+    std::size_t limit = std::max<std::size_t>(2, key.size() / 3);
+    if (!best.empty() && best_d <= limit) rule += " (did you mean '" + best + "'?)";
+    std::string allowed_list;
+    for (const auto& a : allowed) {
+      if (!allowed_list.empty()) allowed_list += ", ";
+      allowed_list += a;
+    }
+    rule += "; allowed keys: " + allowed_list;
+    throw ConfigError(join_path(path, key), rule);
+  }
+}
+
+const Json* field(const Json& object, std::string_view path, std::string_view key) {
+  if (!object.is_object()) throw ConfigError(std::string(path), "must be an object");
+  auto it = object.find(std::string(key));
+  if (it == object.end()) return nullptr;
+  return &*it;
+}
+
+std::string type_name(const Json& v) { return v.type_name(); }
+
+}  // namespace
+
+void check_keys(const Json& object, std::string_view path,
+                std::initializer_list<std::string_view> allowed) {
+  check_keys_impl(object, path, allowed);
+}
+void check_keys(const Json& object, std::string_view path, const std::vector<std::string>& allowed) {
+  check_keys_impl(object, path, allowed);
+}
+
+std::optional<double> optional_number(const Json& object, std::string_view path,
+                                      std::string_view key) {
+  const Json* v = field(object, path, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number())
+    throw ConfigError(join_path(path, key), "must be a number, got " + type_name(*v));
+  double d = v->get<double>();
+  if (!std::isfinite(d)) throw ConfigError(join_path(path, key), "must be finite");
+  return d;
+}
+
+double require_number(const Json& object, std::string_view path, std::string_view key) {
+  auto v = optional_number(object, path, key);
+  if (!v) throw ConfigError(join_path(path, key), "is required (a number)");
+  return *v;
+}
+
+std::optional<std::int64_t> optional_int(const Json& object, std::string_view path,
+                                         std::string_view key) {
+  const Json* v = field(object, path, key);
+  if (!v) return std::nullopt;
+  if (v->is_number_integer()) {
+    if (v->is_number_unsigned() &&
+        v->get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      throw ConfigError(join_path(path, key), "integer out of range");
+    return v->get<std::int64_t>();
+  }
+  if (v->is_number_float()) {
+    double d = v->get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18)
+      return static_cast<std::int64_t>(d);
+    throw ConfigError(join_path(path, key), "must be an integer, got " + v->dump());
+  }
+  throw ConfigError(join_path(path, key), "must be an integer, got " + type_name(*v));
+}
+
+std::int64_t require_int(const Json& object, std::string_view path, std::string_view key) {
+  auto v = optional_int(object, path, key);
+  if (!v) throw ConfigError(join_path(path, key), "is required (an integer)");
+  return *v;
+}
+
+std::optional<std::string> optional_string(const Json& object, std::string_view path,
+                                           std::string_view key) {
+  const Json* v = field(object, path, key);
+  if (!v) return std::nullopt;
+  if (!v->is_string())
+    throw ConfigError(join_path(path, key), "must be a string, got " + type_name(*v));
+  return v->get<std::string>();
+}
+
+std::string require_string(const Json& object, std::string_view path, std::string_view key) {
+  auto v = optional_string(object, path, key);
+  if (!v) throw ConfigError(join_path(path, key), "is required (a string)");
+  return *v;
+}
+
+std::optional<bool> optional_bool(const Json& object, std::string_view path, std::string_view key) {
+  const Json* v = field(object, path, key);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean())
+    throw ConfigError(join_path(path, key), "must be true or false, got " + type_name(*v));
+  return v->get<bool>();
+}
+
+Json parse_json_text(const std::string& text, const std::string& origin) {
+  try {
+    return Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    // Locate line and column of the byte offset nlohmann reports.
+    std::size_t offset = e.byte == 0 ? 0 : e.byte - 1;
+    offset = std::min(offset, text.size());
+    std::size_t line = 1, column = 1;
+    for (std::size_t i = 0; i < offset; ++i) {
+      if (text[i] == '\n') { ++line; column = 1; } else { ++column; }
+    }
+    std::string what = e.what();
+    // Drop nlohmann's "[json.exception.parse_error.101] parse error at line..." prefix.
+    auto pos = what.find(": ");
+    std::string detail = pos == std::string::npos ? what : what.substr(pos + 2);
+    throw ConfigError(origin, "invalid JSON at line " + std::to_string(line) + ", column " +
+                                  std::to_string(column) + ": " + detail);
+  }
+}
+
+Json read_json_file(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw ConfigError(file, "cannot open file (missing or unreadable)");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw ConfigError(file, "error while reading the file");
+  return parse_json_text(ss.str(), file);
+}
+
+}  // namespace hps

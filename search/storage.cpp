@@ -1,0 +1,241 @@
+#include "search/storage.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "search/sqlite_storage.h"
+
+namespace hps {
+
+std::int64_t Storage::count_trials(std::int64_t study_id, const std::vector<TrialState>& states) {
+  return static_cast<std::int64_t>(get_all_trials(study_id, states).size());
+}
+
+namespace {
+
+bool state_in(TrialState s, const std::vector<TrialState>& states) {
+  return states.empty() || std::find(states.begin(), states.end(), s) != states.end();
+}
+
+}  // namespace
+
+struct InMemoryStorage::Impl {
+  std::recursive_mutex mu;
+  std::map<std::int64_t, StudyInfo> studies;
+  std::map<std::int64_t, std::vector<TrialPtr>> trials_by_study;  // index = number
+  std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> where;  // trial_id -> (study, number)
+  std::int64_t next_study_id = 0;
+  std::int64_t next_trial_id = 0;
+
+  StudyInfo& study(std::int64_t id) {
+    auto it = studies.find(id);
+    if (it == studies.end()) throw StorageError("no study with id " + std::to_string(id));
+    return it->second;
+  }
+  TrialPtr& trial(std::int64_t trial_id) {
+    auto it = where.find(trial_id);
+    if (it == where.end()) throw StorageError("no trial with id " + std::to_string(trial_id));
+    return trials_by_study[it->second.first][static_cast<std::size_t>(it->second.second)];
+  }
+  // Copy-on-write update of one trial.
+  template <typename F>
+  void update(std::int64_t trial_id, F&& f) {
+    TrialPtr& slot = trial(trial_id);
+    auto copy = std::make_shared<FrozenTrial>(*slot);
+    f(*copy);
+    slot = std::move(copy);
+  }
+};
+
+InMemoryStorage::InMemoryStorage() : impl_(std::make_unique<Impl>()) {}
+InMemoryStorage::~InMemoryStorage() = default;
+
+std::int64_t InMemoryStorage::create_study(const std::string& name, StudyDirection direction,
+                                           const Json& config) {
+  std::lock_guard lock(impl_->mu);
+  if (name.empty()) throw StorageError("study name must not be empty");
+  for (const auto& [id, s] : impl_->studies)
+    if (s.name == name) throw StorageError("a study named '" + name + "' already exists");
+  StudyInfo info;
+  info.study_id = impl_->next_study_id++;
+  info.name = name;
+  info.direction = direction;
+  info.config = config;
+  impl_->studies[info.study_id] = info;
+  impl_->trials_by_study[info.study_id];
+  return info.study_id;
+}
+
+std::optional<std::int64_t> InMemoryStorage::find_study(const std::string& name) {
+  std::lock_guard lock(impl_->mu);
+  for (const auto& [id, s] : impl_->studies)
+    if (s.name == name) return id;
+  return std::nullopt;
+}
+
+StudyInfo InMemoryStorage::get_study(std::int64_t study_id) {
+  std::lock_guard lock(impl_->mu);
+  return impl_->study(study_id);
+}
+
+std::vector<StudyInfo> InMemoryStorage::list_studies() {
+  std::lock_guard lock(impl_->mu);
+  std::vector<StudyInfo> out;
+  for (const auto& [id, s] : impl_->studies) out.push_back(s);
+  return out;
+}
+
+void InMemoryStorage::set_study_config(std::int64_t study_id, const Json& config) {
+  std::lock_guard lock(impl_->mu);
+  impl_->study(study_id).config = config;
+}
+
+void InMemoryStorage::set_study_user_attr(std::int64_t study_id, const std::string& key,
+                                          const Json& value) {
+  std::lock_guard lock(impl_->mu);
+  impl_->study(study_id).user_attrs[key] = value;
+}
+
+void InMemoryStorage::set_study_system_attr(std::int64_t study_id, const std::string& key,
+                                            const Json& value) {
+  std::lock_guard lock(impl_->mu);
+  impl_->study(study_id).system_attrs[key] = value;
+}
+
+TrialPtr InMemoryStorage::create_trial(std::int64_t study_id, const NewTrial& init) {
+  std::lock_guard lock(impl_->mu);
+  impl_->study(study_id);
+  if (init.state != TrialState::kWaiting && init.state != TrialState::kRunning)
+    throw StorageError("a new trial must be WAITING or RUNNING");
+  auto& list = impl_->trials_by_study[study_id];
+  auto t = std::make_shared<FrozenTrial>();
+  t->trial_id = impl_->next_trial_id++;
+  t->number = static_cast<std::int64_t>(list.size());
+  t->state = init.state;
+  t->params = init.params;
+  t->distributions = init.distributions;
+  t->system_attrs = init.system_attrs.is_object() ? init.system_attrs : Json::object();
+  t->worker = init.worker;
+  if (init.state == TrialState::kRunning) t->datetime_start = Clock::now();
+  list.push_back(t);
+  impl_->where[t->trial_id] = {study_id, t->number};
+  return t;
+}
+
+TrialPtr InMemoryStorage::claim_waiting_trial(std::int64_t study_id, const std::string& worker) {
+  std::lock_guard lock(impl_->mu);
+  impl_->study(study_id);
+  for (auto& slot : impl_->trials_by_study[study_id]) {
+    if (slot->state != TrialState::kWaiting) continue;
+    auto copy = std::make_shared<FrozenTrial>(*slot);
+    copy->state = TrialState::kRunning;
+    copy->datetime_start = Clock::now();
+    copy->worker = worker;
+    slot = copy;
+    return copy;
+  }
+  return nullptr;
+}
+
+void InMemoryStorage::set_trial_param(std::int64_t trial_id, const std::string& name,
+                                      const Json& value, const Distribution& distribution) {
+  std::lock_guard lock(impl_->mu);
+  if (!distribution.contains(value))
+    throw StorageError("param '" + name + "': value " + value.dump() + " is not in its distribution");
+  impl_->update(trial_id, [&](FrozenTrial& t) {
+    if (is_finished(t.state))
+      throw StorageError("trial " + std::to_string(t.number) + " is finished; cannot set param '" + name + "'");
+    auto it = t.params.find(name);
+    if (it != t.params.end() && !same_json_scalar(it->second, value))
+      throw StorageError("param '" + name + "' of trial " + std::to_string(t.number) + " is already set");
+    t.params[name] = value;
+    t.distributions.insert_or_assign(name, distribution);
+  });
+}
+
+bool InMemoryStorage::set_trial_intermediate_value(std::int64_t trial_id, std::int64_t step,
+                                                   double value) {
+  std::lock_guard lock(impl_->mu);
+  TrialPtr t = impl_->trial(trial_id);
+  if (is_finished(t->state))
+    throw StorageError("trial " + std::to_string(t->number) + " is finished; cannot report step " +
+                       std::to_string(step));
+  if (t->intermediate_values.count(step)) return false;
+  impl_->update(trial_id, [&](FrozenTrial& c) { c.intermediate_values[step] = value; });
+  return true;
+}
+
+bool InMemoryStorage::set_trial_state(std::int64_t trial_id, TrialState state,
+                                      std::optional<double> value, const std::string& fail_reason) {
+  std::lock_guard lock(impl_->mu);
+  TrialPtr t = impl_->trial(trial_id);
+  if (is_finished(t->state)) return false;
+  if (state == TrialState::kComplete && (!value || std::isnan(*value)))
+    throw StorageError("a COMPLETE trial needs a value that is not NaN");
+  impl_->update(trial_id, [&](FrozenTrial& c) {
+    c.state = state;
+    if (value && !std::isnan(*value)) c.value = value;
+    if (state == TrialState::kFail) c.fail_reason = fail_reason;
+    if (state == TrialState::kRunning && !c.datetime_start) c.datetime_start = Clock::now();
+    if (is_finished(state)) c.datetime_complete = Clock::now();
+  });
+  return true;
+}
+
+void InMemoryStorage::set_trial_user_attr(std::int64_t trial_id, const std::string& key,
+                                          const Json& value) {
+  std::lock_guard lock(impl_->mu);
+  impl_->update(trial_id, [&](FrozenTrial& c) { c.user_attrs[key] = value; });
+}
+
+void InMemoryStorage::set_trial_system_attr(std::int64_t trial_id, const std::string& key,
+                                            const Json& value) {
+  std::lock_guard lock(impl_->mu);
+  impl_->update(trial_id, [&](FrozenTrial& c) { c.system_attrs[key] = value; });
+}
+
+TrialPtr InMemoryStorage::get_trial(std::int64_t trial_id) {
+  std::lock_guard lock(impl_->mu);
+  return impl_->trial(trial_id);
+}
+
+TrialPtr InMemoryStorage::get_trial_by_number(std::int64_t study_id, std::int64_t number) {
+  std::lock_guard lock(impl_->mu);
+  impl_->study(study_id);
+  auto& list = impl_->trials_by_study[study_id];
+  if (number < 0 || number >= static_cast<std::int64_t>(list.size()))
+    throw StorageError("study has no trial number " + std::to_string(number));
+  return list[static_cast<std::size_t>(number)];
+}
+
+std::vector<TrialPtr> InMemoryStorage::get_all_trials(std::int64_t study_id,
+                                                      const std::vector<TrialState>& states) {
+  std::lock_guard lock(impl_->mu);
+  impl_->study(study_id);
+  const auto& list = impl_->trials_by_study[study_id];
+  if (states.empty()) return list;
+  std::vector<TrialPtr> out;
+  for (const auto& t : list)
+    if (state_in(t->state, states)) out.push_back(t);
+  return out;
+}
+
+void InMemoryStorage::run_in_transaction(const std::function<void()>& fn) {
+  // Holds the lock for the whole unit so no reader sees half of it. There is
+  // no rollback in memory: a throwing fn leaves the writes it made.
+  std::lock_guard lock(impl_->mu);
+  fn();
+}
+
+std::shared_ptr<Storage> open_storage(const std::string& url) {
+  if (url == "memory" || url == ":memory:" || url == "memory://")
+    return std::make_shared<InMemoryStorage>();
+  std::string path = url;
+  const std::string prefix = "sqlite:///";
+  if (path.rfind(prefix, 0) == 0) path = path.substr(prefix.size());
+  if (path.empty()) throw StorageError("empty storage path");
+  return std::make_shared<SqliteStorage>(path);
+}
+
+}  // namespace hps
