@@ -22,6 +22,12 @@ constexpr int kKindSystem = 1;
 
 // ------------------------------------------------------------------ schema
 
+// Columns holding doubles that must round-trip bit-exactly (objective,
+// intermediate and float param values) are declared without a type: a
+// column of REAL affinity stores integral values as integers, which turns
+// -0.0 into 0.0. Only REAL (bound with sqlite3_bind_double) or NULL is ever
+// written to them.
+//
 // Migration i (0-based) brings a file from user_version i to i + 1. Append
 // new migrations at the end; never edit a released one.
 constexpr const char* kMigrations[] = {
@@ -46,7 +52,7 @@ CREATE TABLE trials(
   study_id INTEGER NOT NULL REFERENCES studies(study_id) ON DELETE CASCADE,
   number INTEGER NOT NULL,
   state INTEGER NOT NULL,
-  value REAL,
+  value,  -- REAL or NULL; no declared type (see below)
   datetime_start REAL,
   datetime_complete REAL,
   worker TEXT NOT NULL DEFAULT '',
@@ -59,13 +65,13 @@ CREATE TABLE trial_params(
   name TEXT NOT NULL,
   distribution_json TEXT,
   value_json TEXT NOT NULL,
-  value_real REAL,
+  value_real,  -- REAL or NULL; no declared type (see below)
   PRIMARY KEY(trial_id, name)
 ) WITHOUT ROWID;
 CREATE TABLE trial_intermediate_values(
   trial_id INTEGER NOT NULL REFERENCES trials(trial_id) ON DELETE CASCADE,
   step INTEGER NOT NULL,
-  value REAL,
+  value,  -- REAL or NULL (NaN); no declared type (see below)
   PRIMARY KEY(trial_id, step)
 ) WITHOUT ROWID;
 CREATE TABLE trial_attrs(
@@ -142,7 +148,9 @@ class Statement {
     if (rc != SQLITE_OK) fail(rc, "bind");
   }
   [[noreturn]] void fail(int rc, const char* what) {
-    std::string msg = std::string("SQLite ") + what + " failed: " + sqlite3_errstr(rc);
+    const char* file = db_ ? sqlite3_db_filename(db_, "main") : nullptr;
+    std::string msg = (file && *file ? std::string(file) + ": " : std::string()) + "SQLite " +
+                      what + " failed: " + sqlite3_errstr(rc);
     if (db_ && sqlite3_errcode(db_) == rc) msg += " (" + std::string(sqlite3_errmsg(db_)) + ")";
     msg += " in: " + sql_;
     throw StorageError(msg);
@@ -193,11 +201,36 @@ std::string encode_json(const Json& value, const std::string& what) {
   }
 }
 
-Json decode_json(const std::string& text, const std::string& where) {
+// Names a row in error messages: "trial_params row trial_id=7 name='lr'".
+// Built only when an error is raised (reads stay cheap).
+struct Where {
+  const char* table;
+  const char* id_name = nullptr;  // null: the id column itself is unreadable
+  std::int64_t id = 0;
+  const char* key_name = nullptr;
+  const std::string* key = nullptr;
+
+  std::string str() const {
+    std::string out = std::string(table) + " row";
+    if (id_name) out += std::string(" ") + id_name + "=" + std::to_string(id);
+    if (key_name && key) out += std::string(" ") + key_name + "='" + *key + "'";
+    return out;
+  }
+};
+
+Where trial_row_where(const char* table, std::int64_t trial_id) {
+  return {table, "trial_id", trial_id};
+}
+
+Where study_row_where(const char* table, std::int64_t study_id) {
+  return {table, "study_id", study_id};
+}
+
+Json decode_json(const std::string& text, const Where& where, const char* column) {
   try {
     return Json::parse(text);
   } catch (const Json::exception& e) {
-    throw StorageError(where + ": invalid JSON: " + e.what());
+    throw StorageError(where.str() + ": column " + column + ": invalid JSON: " + e.what());
   }
 }
 
@@ -214,23 +247,15 @@ double encode_time(TimePoint t) {
 // can hold (about year 2262).
 constexpr double kMaxTimeSeconds = 9.0e9;
 
-TimePoint decode_time(double seconds, const std::string& where) {
-  if (!std::isfinite(seconds) || std::fabs(seconds) > kMaxTimeSeconds)
-    throw StorageError(where + ": time out of range");
-  auto us = Micros(std::llround(seconds * 1e6));
-  return TimePoint(std::chrono::duration_cast<Clock::duration>(us));
-}
-
 // Columns read with type checks: a damaged row gives a StorageError naming
 // the table, row and column instead of garbage.
-std::int64_t col_int(Statement& s, int col, const std::string& where, const char* name) {
+std::int64_t col_int(Statement& s, int col, const Where& where, const char* name) {
   if (s.type(col) != SQLITE_INTEGER)
-    throw StorageError(where + ": column " + name + " is not an integer");
+    throw StorageError(where.str() + ": column " + name + " is not an integer");
   return s.int64(col);
 }
 
-std::optional<double> col_opt_real(Statement& s, int col, const std::string& where,
-                                   const char* name) {
+std::optional<double> col_opt_real(Statement& s, int col, const Where& where, const char* name) {
   switch (s.type(col)) {
     case SQLITE_NULL:
       return std::nullopt;
@@ -238,67 +263,62 @@ std::optional<double> col_opt_real(Statement& s, int col, const std::string& whe
     case SQLITE_FLOAT:
       return s.real(col);
     default:
-      throw StorageError(where + ": column " + name + " is not a number");
+      throw StorageError(where.str() + ": column " + name + " is not a number");
   }
 }
 
-std::string col_text(Statement& s, int col, const std::string& where, const char* name,
+std::string col_text(Statement& s, int col, const Where& where, const char* name,
                      bool null_ok = false) {
   int t = s.type(col);
   if (t == SQLITE_NULL && null_ok) return std::string();
-  if (t != SQLITE_TEXT) throw StorageError(where + ": column " + name + " is not text");
+  if (t != SQLITE_TEXT) throw StorageError(where.str() + ": column " + name + " is not text");
   return s.text(col);
 }
 
-std::optional<TimePoint> col_time(Statement& s, int col, const std::string& where,
-                                  const char* name) {
+std::optional<TimePoint> col_time(Statement& s, int col, const Where& where, const char* name) {
   auto v = col_opt_real(s, col, where, name);
   if (!v) return std::nullopt;
-  return decode_time(*v, where + ": column " + name);
+  if (!std::isfinite(*v) || std::fabs(*v) > kMaxTimeSeconds)
+    throw StorageError(where.str() + ": column " + name + ": time out of range");
+  auto us = Micros(std::llround(*v * 1e6));
+  return TimePoint(std::chrono::duration_cast<Clock::duration>(us));
 }
 
-TrialState decode_state(std::int64_t v, const std::string& where) {
+TrialState decode_state(std::int64_t v, const Where& where) {
   if (v < 0 || v > static_cast<std::int64_t>(TrialState::kFail))
-    throw StorageError(where + ": unknown trial state " + std::to_string(v));
+    throw StorageError(where.str() + ": unknown trial state " + std::to_string(v));
   return static_cast<TrialState>(v);
 }
 
-StudyDirection decode_direction(std::int64_t v, const std::string& where) {
+StudyDirection decode_direction(std::int64_t v, const Where& where) {
   if (v == 0) return StudyDirection::kMinimize;
   if (v == 1) return StudyDirection::kMaximize;
-  throw StorageError(where + ": unknown study direction " + std::to_string(v));
+  throw StorageError(where.str() + ": unknown study direction " + std::to_string(v));
 }
 
 int encode_direction(StudyDirection d) { return d == StudyDirection::kMaximize ? 1 : 0; }
 
-Distribution decode_distribution(const std::string& text, const std::string& where) {
-  Json spec = decode_json(text, where + ": distribution_json");
+Distribution decode_distribution(const std::string& text, const Where& where) {
+  Json spec = decode_json(text, where, "distribution_json");
   try {
     return Distribution::from_json(spec, "distribution");
   } catch (const std::exception& e) {
-    throw StorageError(where + ": bad distribution_json: " + e.what());
+    throw StorageError(where.str() + ": column distribution_json: bad distribution: " +
+                       e.what());
   }
 }
 
 // A param value: value_real when set (floats, bit-exact and +-inf safe),
 // else value_json (keeps the JSON type).
-Json decode_param_value(Statement& s, int json_col, int real_col, const std::string& where) {
+Json decode_param_value(Statement& s, int json_col, int real_col, const Where& where) {
   auto real = col_opt_real(s, real_col, where, "value_real");
   if (real) return Json(*real);
-  return decode_json(col_text(s, json_col, where, "value_json"), where + ": value_json");
+  return decode_json(col_text(s, json_col, where, "value_json"), where, "value_json");
 }
 
 bool same_value(const Json& a, const Json& b) {
   if (a.is_primitive() && b.is_primitive()) return same_json_scalar(a, b);
   return a == b;
-}
-
-std::string trial_where(const char* table, std::int64_t trial_id) {
-  return std::string(table) + " row trial_id=" + std::to_string(trial_id);
-}
-
-std::string study_where(const char* table, std::int64_t study_id) {
-  return std::string(table) + " row study_id=" + std::to_string(study_id);
 }
 
 // SQL to load trials: by study (all its trials) or one trial by id. ?1 is
@@ -585,31 +605,41 @@ struct SqliteStorage::Impl {
 
   std::map<std::int64_t, StudyInfo>& all_studies() {
     if (studies) return *studies;
+    try {
+      studies = load_studies();
+    } catch (const StorageError& e) {
+      throw StorageError(path + ": " + e.what());
+    }
+    return *studies;
+  }
+
+  std::map<std::int64_t, StudyInfo> load_studies() {
     std::map<std::int64_t, StudyInfo> loaded;
     {
-      Use s(stmt("SELECT study_id, name, direction, config_json FROM studies"));
-      while (s->step()) {
-        std::int64_t id = col_int(s.get(), 0, "studies row", "study_id");
-        std::string where = study_where("studies", id);
+      Use u(stmt("SELECT study_id, name, direction, config_json FROM studies"));
+      Statement& s = u.get();
+      while (s.step()) {
+        std::int64_t id = col_int(s, 0, Where{"studies"}, "study_id");
+        Where where = study_row_where("studies", id);
         StudyInfo info;
         info.study_id = id;
-        info.name = col_text(s.get(), 1, where, "name");
-        info.direction = decode_direction(col_int(s.get(), 2, where, "direction"), where);
-        info.config = decode_json(col_text(s.get(), 3, where, "config_json"),
-                                  where + ": config_json");
+        info.name = col_text(s, 1, where, "name");
+        info.direction = decode_direction(col_int(s, 2, where, "direction"), where);
+        info.config = decode_json(col_text(s, 3, where, "config_json"), where, "config_json");
         loaded.emplace(id, std::move(info));
       }
     }
     {
-      Use s(stmt("SELECT study_id, kind, key, value_json FROM study_attrs"));
-      while (s->step()) {
-        Statement& r = s.get();
-        std::int64_t id = col_int(r, 0, "study_attrs row", "study_id");
-        std::string where = study_where("study_attrs", id);
-        std::int64_t kind = col_int(r, 1, where, "kind");
-        std::string key = col_text(r, 2, where, "key");
-        where += " key=" + key;
-        Json value = decode_json(col_text(r, 3, where, "value_json"), where + ": value_json");
+      Use u(stmt("SELECT study_id, kind, key, value_json FROM study_attrs"));
+      Statement& s = u.get();
+      while (s.step()) {
+        std::int64_t id = col_int(s, 0, Where{"study_attrs"}, "study_id");
+        Where where = study_row_where("study_attrs", id);
+        std::int64_t kind = col_int(s, 1, where, "kind");
+        std::string key = col_text(s, 2, where, "key");
+        where.key_name = "key";
+        where.key = &key;
+        Json value = decode_json(col_text(s, 3, where, "value_json"), where, "value_json");
         auto it = loaded.find(id);
         if (it == loaded.end()) continue;  // orphan row (foreign keys were off)
         if (kind == kKindUser) {
@@ -617,12 +647,11 @@ struct SqliteStorage::Impl {
         } else if (kind == kKindSystem) {
           it->second.system_attrs[key] = std::move(value);
         } else {
-          throw StorageError(where + ": unknown attr kind " + std::to_string(kind));
+          throw StorageError(where.str() + ": unknown attr kind " + std::to_string(kind));
         }
       }
     }
-    studies = std::move(loaded);
-    return *studies;
+    return loaded;
   }
 
   StudyInfo& study(std::int64_t study_id) {
@@ -636,6 +665,14 @@ struct SqliteStorage::Impl {
 
   // Loads trials (all of a study, or one) from the file, in number order.
   std::vector<TrialPtr> load_trials(const TrialQueries& q, std::int64_t key) {
+    try {
+      return load_trials_unchecked(q, key);
+    } catch (const StorageError& e) {
+      throw StorageError(path + ": " + e.what());
+    }
+  }
+
+  std::vector<TrialPtr> load_trials_unchecked(const TrialQueries& q, std::int64_t key) {
     std::vector<std::shared_ptr<FrozenTrial>> list;
     std::unordered_map<std::int64_t, FrozenTrial*> by_id;
     {
@@ -644,8 +681,8 @@ struct SqliteStorage::Impl {
       s.bind(1, key);
       while (s.step()) {
         auto t = std::make_shared<FrozenTrial>();
-        t->trial_id = col_int(s, 0, "trials row", "trial_id");
-        std::string where = trial_where("trials", t->trial_id);
+        t->trial_id = col_int(s, 0, Where{"trials"}, "trial_id");
+        Where where = trial_row_where("trials", t->trial_id);
         t->number = col_int(s, 1, where, "number");
         t->state = decode_state(col_int(s, 2, where, "state"), where);
         t->value = col_opt_real(s, 3, where, "value");
@@ -659,19 +696,27 @@ struct SqliteStorage::Impl {
     }
     if (list.empty()) return {};
     {
+      // Trials of a study mostly share their distributions: decode each
+      // distinct text once.
+      std::unordered_map<std::string, Distribution> distributions;
       Use u(stmt(q.params));
       Statement& s = u.get();
       s.bind(1, key);
       while (s.step()) {
-        std::int64_t id = col_int(s, 0, "trial_params row", "trial_id");
-        std::string where = trial_where("trial_params", id);
+        std::int64_t id = col_int(s, 0, Where{"trial_params"}, "trial_id");
+        Where where = trial_row_where("trial_params", id);
         std::string name = col_text(s, 1, where, "name");
-        where += " name='" + name + "'";
+        where.key_name = "name";
+        where.key = &name;
         auto it = by_id.find(id);
         if (it == by_id.end()) continue;
-        if (s.type(2) != SQLITE_NULL)
-          it->second->distributions.insert_or_assign(
-              name, decode_distribution(col_text(s, 2, where, "distribution_json"), where));
+        if (s.type(2) != SQLITE_NULL) {
+          std::string text = col_text(s, 2, where, "distribution_json");
+          auto d = distributions.find(text);
+          if (d == distributions.end())
+            d = distributions.emplace(text, decode_distribution(text, where)).first;
+          it->second->distributions.insert_or_assign(name, d->second);
+        }
         it->second->params[name] = decode_param_value(s, 3, 4, where);
       }
     }
@@ -680,10 +725,10 @@ struct SqliteStorage::Impl {
       Statement& s = u.get();
       s.bind(1, key);
       while (s.step()) {
-        std::int64_t id = col_int(s, 0, "trial_intermediate_values row", "trial_id");
-        std::string where = trial_where("trial_intermediate_values", id);
+        std::int64_t id = col_int(s, 0, Where{"trial_intermediate_values"}, "trial_id");
+        Where where = trial_row_where("trial_intermediate_values", id);
         std::int64_t step = col_int(s, 1, where, "step");
-        auto value = col_opt_real(s, 2, where + " step=" + std::to_string(step), "value");
+        auto value = col_opt_real(s, 2, where, "value");
         auto it = by_id.find(id);
         if (it == by_id.end()) continue;
         it->second->intermediate_values[step] = value ? *value : std::nan("");
@@ -694,12 +739,13 @@ struct SqliteStorage::Impl {
       Statement& s = u.get();
       s.bind(1, key);
       while (s.step()) {
-        std::int64_t id = col_int(s, 0, "trial_attrs row", "trial_id");
-        std::string where = trial_where("trial_attrs", id);
+        std::int64_t id = col_int(s, 0, Where{"trial_attrs"}, "trial_id");
+        Where where = trial_row_where("trial_attrs", id);
         std::int64_t kind = col_int(s, 1, where, "kind");
         std::string key_name = col_text(s, 2, where, "key");
-        where += " key=" + key_name;
-        Json value = decode_json(col_text(s, 3, where, "value_json"), where + ": value_json");
+        where.key_name = "key";
+        where.key = &key_name;
+        Json value = decode_json(col_text(s, 3, where, "value_json"), where, "value_json");
         auto it = by_id.find(id);
         if (it == by_id.end()) continue;
         if (kind == kKindUser) {
@@ -707,7 +753,7 @@ struct SqliteStorage::Impl {
         } else if (kind == kKindSystem) {
           it->second->system_attrs[key_name] = std::move(value);
         } else {
-          throw StorageError(where + ": unknown attr kind " + std::to_string(kind));
+          throw StorageError(where.str() + ": unknown attr kind " + std::to_string(kind));
         }
       }
     }
@@ -768,7 +814,7 @@ struct SqliteStorage::Impl {
     Use s(stmt("SELECT study_id FROM trials WHERE trial_id = ?1"));
     s->bind(1, trial_id);
     if (!s->step()) throw StorageError("no trial with id " + std::to_string(trial_id));
-    return col_int(s.get(), 0, trial_where("trials", trial_id), "study_id");
+    return col_int(s.get(), 0, trial_row_where("trials", trial_id), "study_id");
   }
 
   struct TrialRow {
@@ -783,7 +829,7 @@ struct SqliteStorage::Impl {
     Statement& s = u.get();
     s.bind(1, trial_id);
     if (!s.step()) throw StorageError("no trial with id " + std::to_string(trial_id));
-    std::string where = trial_where("trials", trial_id);
+    Where where = trial_row_where("trials", trial_id);
     return {col_int(s, 0, where, "study_id"), col_int(s, 1, where, "number"),
             decode_state(col_int(s, 2, where, "state"), where)};
   }
@@ -1026,38 +1072,33 @@ TrialPtr SqliteStorage::claim_waiting_trial(std::int64_t study_id, const std::st
 
 void SqliteStorage::set_trial_param(std::int64_t trial_id, const std::string& name,
                                     const Json& value, const Distribution& distribution) {
+  if (!distribution.contains(value))
+    throw StorageError("param '" + name + "': value " + encode_json(value, name) +
+                       " is not in its distribution");
   impl_->write([&] {
     auto row = impl_->trial_row(trial_id);
     impl_->require_unfinished(trial_id, row, ("set param '" + name + "'").c_str());
-    std::string where = trial_where("trial_params", trial_id) + " name='" + name + "'";
+    Where where = trial_row_where("trial_params", trial_id);
+    where.key_name = "name";
+    where.key = &name;
     bool exists = false;
-    bool update_distribution = false;
     {
       Use u(impl_->stmt(
-          "SELECT distribution_json, value_json, value_real FROM trial_params "
-          "WHERE trial_id = ?1 AND name = ?2"));
+          "SELECT value_json, value_real FROM trial_params WHERE trial_id = ?1 AND name = ?2"));
       Statement& s = u.get();
       s.bind(1, trial_id);
       s.bind(2, name);
       if (s.step()) {
         exists = true;
-        Json old = decode_param_value(s, 1, 2, where);
+        Json old = decode_param_value(s, 0, 1, where);
         if (!same_value(old, value))
           throw StorageError("param '" + name + "' of trial " + std::to_string(row.number) +
                              " is already set to " + encode_json(old, name) +
                              "; cannot change it to " + encode_json(value, name));
-        if (s.type(0) == SQLITE_NULL) {
-          update_distribution = true;
-        } else if (!(decode_distribution(col_text(s, 0, where, "distribution_json"), where) ==
-                     distribution)) {
-          throw StorageError("param '" + name + "' of trial " + std::to_string(row.number) +
-                             " is already set with a different distribution");
-        }
       }
     }
-    if (!exists) {
-      impl_->insert_param(trial_id, name, value, &distribution);
-    } else if (update_distribution) {
+    if (exists) {
+      // Same value: the distribution given now replaces the stored one.
       Use u(impl_->stmt(
           "UPDATE trial_params SET distribution_json = ?3 WHERE trial_id = ?1 AND name = ?2"));
       u->bind(1, trial_id);
@@ -1065,7 +1106,7 @@ void SqliteStorage::set_trial_param(std::int64_t trial_id, const std::string& na
       u->bind(3, encode_json(distribution.to_json(), "param '" + name + "' distribution"));
       u->step();
     } else {
-      return;
+      impl_->insert_param(trial_id, name, value, &distribution);
     }
     impl_->reload_trial(trial_id);
   });

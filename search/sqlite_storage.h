@@ -8,16 +8,17 @@
 //   studies(study_id, name UNIQUE, direction 0=minimize 1=maximize,
 //           config_json, created)
 //   study_attrs(study_id, kind 0=user 1=system, key, value_json)
-//   trials(trial_id, study_id, number, state 0..4 = TrialState, value REAL,
+//   trials(trial_id, study_id, number, state 0..4 = TrialState, value,
 //          datetime_start REAL, datetime_complete REAL, worker, fail_reason)
 //   trial_params(trial_id, name, distribution_json, value_json, value_real)
-//   trial_intermediate_values(trial_id, step, value REAL)
+//   trial_intermediate_values(trial_id, step, value)
 //   trial_attrs(trial_id, kind 0=user 1=system, key, value_json)
 // Times are unix seconds as REAL (microsecond precision: times are truncated
 // to whole microseconds before they are stored). Objective and intermediate
-// values are REAL, bit-exact including +-inf; NaN is stored as NULL (an
-// intermediate NULL reads back as NaN; a NaN objective value is refused for
-// COMPLETE). A param whose value is a JSON float also keeps the double in
+// values are stored as REAL, bit-exact including +-inf and -0.0 (their
+// columns have no declared type, so SQLite keeps them as given); NaN is
+// stored as NULL (an intermediate NULL reads back as NaN; a NaN objective
+// value is refused for COMPLETE). A param whose value is a JSON float also keeps the double in
 // value_real (read from there, bit-exact and +-inf safe); other values keep
 // their JSON type in value_json (null, bool, integer, string).
 //
@@ -107,8 +108,9 @@ class SqliteStorage : public Storage {
   TrialPtr create_trial(std::int64_t study_id, const NewTrial& init) override;
   // nullptr when no trial is waiting.
   TrialPtr claim_waiting_trial(std::int64_t study_id, const std::string& worker) override;
-  // Setting a param again with the same value (same JSON type) and the same
-  // distribution is a no-op. A NaN value is refused (StorageError).
+  // Throws StorageError if !distribution.contains(value) (so NaN is
+  // refused). Setting a param again with the same value (same JSON type)
+  // only replaces its distribution.
   void set_trial_param(std::int64_t trial_id, const std::string& name, const Json& value,
                        const Distribution& distribution) override;
   bool set_trial_intermediate_value(std::int64_t trial_id, std::int64_t step,
@@ -116,18 +118,20 @@ class SqliteStorage : public Storage {
   // WAITING -> RUNNING sets datetime_start (if unset); a finished state sets
   // datetime_complete, stores `value` if given and not NaN, and for FAIL the
   // fail_reason. Throws StorageError for COMPLETE without a value or with NaN.
-  bool set_trial_state(std::int64_t trial_id, TrialState state, std::optional<double> value,
-                       const std::string& fail_reason) override;
+  bool set_trial_state(std::int64_t trial_id, TrialState state,
+                       std::optional<double> value = std::nullopt,
+                       const std::string& fail_reason = "") override;
   void set_trial_user_attr(std::int64_t trial_id, const std::string& key,
                            const Json& value) override;
   void set_trial_system_attr(std::int64_t trial_id, const std::string& key,
                              const Json& value) override;
   TrialPtr get_trial(std::int64_t trial_id) override;
   TrialPtr get_trial_by_number(std::int64_t study_id, std::int64_t number) override;
+  // Defaults as in Storage (same values, so calls through either type agree).
   std::vector<TrialPtr> get_all_trials(std::int64_t study_id,
-                                       const std::vector<TrialState>& states) override;
+                                       const std::vector<TrialState>& states = {}) override;
   std::int64_t count_trials(std::int64_t study_id,
-                            const std::vector<TrialState>& states) override;
+                            const std::vector<TrialState>& states = {}) override;
   // One transaction around fn (BEGIN IMMEDIATE ... COMMIT); nested calls
   // are savepoints (an exception rolls back only the nested part, then
   // propagates). If fn throws, nothing it wrote is kept and the exception
