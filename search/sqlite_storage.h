@@ -38,7 +38,8 @@
 //
 // Thread safety: one connection guarded by a (recursive) mutex; every
 // method may be called from any thread. A run_in_transaction() holds the
-// lock until it ends, so other threads wait rather than join it.
+// lock until it ends, so other threads wait rather than join it. Do not
+// use one object on both sides of a fork(): the child opens its own.
 //
 // Errors: everything raises StorageError: SQLite errors (with SQLite's
 // message), a file that is not a SQLite database, a schema newer than this

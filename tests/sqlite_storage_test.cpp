@@ -831,15 +831,20 @@ TEST_F(SqliteStorageTest, DamagedRowsGiveClearErrors) {
       {"UPDATE studies SET config_json = '{'", "studies row"},
       {"UPDATE study_attrs SET value_json = ''", "study_attrs"},
   };
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.sql);
-    fs::remove(path());
-    fs::remove(path() + "-wal");
-    fs::remove(path() + "-shm");
-    SqliteStorage storage(path());
-    auto study = storage.create_study("s", StudyDirection::kMinimize, Json());
+  const std::string pristine = dir_.file("pristine.db");
+  std::int64_t study = 0;
+  {
+    SqliteStorage storage(pristine);
+    study = storage.create_study("s", StudyDirection::kMinimize, Json());
     storage.set_study_user_attr(study, "k", 1);
     populate(storage, study);
+  }  // closing the only connection checkpoints the WAL into the file
+  ASSERT_FALSE(fs::exists(pristine + "-wal"));
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.sql);
+    fs::copy_file(pristine, path(), fs::copy_options::overwrite_existing);
+    SqliteStorage storage(path());
+    storage.get_study(study);
     storage.get_all_trials(study, {});  // cached before the damage
     raw_exec(path(), c.sql);
     std::string msg = error_of([&] {
