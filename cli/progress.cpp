@@ -1,0 +1,101 @@
+#include "cli/progress.h"
+
+#include <map>
+
+#include <fmt/format.h>
+
+#include "cli/table.h"
+
+namespace hps::cli {
+
+Progress::Progress(std::FILE* out, bool tty)
+    : out_(out), tty_(tty), start_(std::chrono::steady_clock::now()), last_plain_() {}
+
+Progress::~Progress() { finish(); }
+
+double Progress::elapsed_s() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+void Progress::update(const ProgressState& s, const std::string& last, bool force) {
+  double elapsed = elapsed_s();
+  std::string done = s.n_trials ? fmt::format("{}/{}", s.finished, *s.n_trials)
+                                : fmt::format("{}", s.finished);
+  std::string best = s.best_value
+                         ? fmt::format("best {} (trial {})", format_value(*s.best_value),
+                                       s.best_number.value_or(-1))
+                         : std::string("best -");
+  std::string eta;
+  std::optional<double> left;
+  if (s.n_trials && s.finished > 0 && *s.n_trials > s.finished)
+    left = elapsed / static_cast<double>(s.finished) * static_cast<double>(*s.n_trials - s.finished);
+  if (s.timeout_s) {
+    double t = std::max(0.0, *s.timeout_s - elapsed);
+    left = left ? std::min(*left, t) : t;
+  }
+  if (left) eta = " | ~" + format_duration(*left) + " left";
+  std::string extra = s.extra.empty() ? "" : " | " + s.extra;
+  if (tty_) {
+    std::string bar;
+    if (s.n_trials && *s.n_trials > 0) {
+      int w = 20;
+      int fill = static_cast<int>(w * std::min<double>(1.0, static_cast<double>(s.finished) /
+                                                              static_cast<double>(*s.n_trials)));
+      bar = "[" + std::string(fill, '#') + std::string(w - fill, '.') + "] ";
+    }
+    std::string line = fmt::format("{}{} trials | {} | {}{}{}", bar, done, best,
+                                   format_duration(elapsed), eta, extra);
+    fmt::print(out_, "\r\033[2K{}", line);
+    std::fflush(out_);
+    drawn_ = true;
+    return;
+  }
+  auto now = std::chrono::steady_clock::now();
+  if (!force && last_plain_.time_since_epoch().count() != 0 &&
+      now - last_plain_ < std::chrono::seconds(1))
+    return;
+  last_plain_ = now;
+  fmt::print(out_, "[{}] {} trials done | {}{}{}{}\n", format_duration(elapsed), done, best, eta,
+             extra, last.empty() ? "" : " | last: " + last);
+  std::fflush(out_);
+}
+
+void Progress::finish() {
+  if (tty_ && drawn_) {
+    fmt::print(out_, "\n");
+    std::fflush(out_);
+    drawn_ = false;
+  }
+}
+
+std::string summary(const Study& study, double elapsed_s) {
+  std::string out;
+  std::map<TrialState, int> counts;
+  auto trials = study.trials();
+  for (const auto& t : trials) counts[t->state]++;
+  out += fmt::format("Study '{}' ({}): {} trials in {}\n", study.name(), to_string(study.direction()),
+                     trials.size(), format_duration(elapsed_s));
+  std::string by_state;
+  for (TrialState st : {TrialState::kComplete, TrialState::kPruned, TrialState::kFail,
+                        TrialState::kRunning, TrialState::kWaiting}) {
+    if (!by_state.empty()) by_state += ", ";
+    by_state += fmt::format("{} {}", counts[st], to_string(st));
+  }
+  out += "  " + by_state + "\n";
+  TrialPtr best;
+  try {
+    best = study.best_trial();
+  } catch (const Error&) {
+    out += "  no COMPLETE trial yet\n";
+    return out;
+  }
+  out += fmt::format("\nBest trial: #{}  value {}\n", best->number, format_value(*best->value));
+  Table table({"param", "value"});
+  for (const auto& [k, v] : best->params) table.add_row({k, format_param(v)});
+  if (best->user_attrs.is_object())
+    for (const auto& [k, v] : best->user_attrs.items()) table.add_row({"(attr) " + k, format_param(v)});
+  out += table.render();
+  return out;
+}
+
+}  // namespace hps::cli

@@ -1,0 +1,50 @@
+// Live progress of a run: one self-overwriting line on a terminal, plain log
+// lines (at most one a second, plus every state change) otherwise.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "search/search_space.h"
+#include "search/study.h"
+
+namespace hps::cli {
+
+struct ProgressState {
+  std::int64_t finished = 0;               // trials counting towards the budget
+  std::optional<std::int64_t> n_trials;    // the budget, if any
+  std::optional<double> timeout_s;         // the time budget, if any
+  std::optional<double> best_value;
+  std::optional<std::int64_t> best_number;
+  std::string extra;                       // e.g. "workers 6 busy / 2 idle"
+};
+
+class Progress {
+ public:
+  // tty: draw a live line on `out` (else plain lines). `direction` only
+  // labels the best value.
+  Progress(std::FILE* out, bool tty);
+  ~Progress();
+  // Redraws (tty) or logs (plain, throttled to one line a second unless
+  // `force`). `last` describes the trial that just finished, if any.
+  void update(const ProgressState& state, const std::string& last = "", bool force = false);
+  // Ends the live line (tty) so normal output can follow.
+  void finish();
+  double elapsed_s() const;
+
+ private:
+  std::FILE* out_;
+  bool tty_;
+  bool drawn_ = false;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point last_plain_;
+};
+
+// The end-of-run summary: best trial, its params and user attrs, counts by
+// state, elapsed time.
+std::string summary(const Study& study, double elapsed_s);
+
+}  // namespace hps::cli

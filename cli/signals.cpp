@@ -1,0 +1,36 @@
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "cli/commands.h"
+
+namespace hps::cli {
+
+namespace {
+std::atomic<bool> g_stop{false};
+volatile sig_atomic_t g_signal = 0;
+
+void on_signal(int sig) {
+  if (g_signal != 0) _exit(128 + sig);  // second signal: leave at once
+  g_signal = sig;
+  g_stop.store(true);
+  const char msg[] = "\nhpsearch: stopping after the running trials (press Ctrl-C again to quit now)\n";
+  ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
+  (void)ignored;
+}
+}  // namespace
+
+std::atomic<bool>* install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  return &g_stop;
+}
+
+int stop_signal() { return g_signal; }
+
+}  // namespace hps::cli
