@@ -45,7 +45,7 @@ class TrialBackend {
 
 struct SuggestOptions {
   bool log = false;                  // sample on a log scale (needs low > 0)
-  std::optional<double> step;        // quantization step (float); int default 1
+  std::optional<double> step{};      // quantization step (float); int default 1
 };
 
 // A running trial, handed to the objective. Not copyable; lives as long as
@@ -190,8 +190,10 @@ class Study {
   void optimize(const Objective& objective, const OptimizeOptions& options = {});
 
   // Queues a trial with these params (a WAITING trial served before new
-  // samples). With a declared space, the params must be valid for it
-  // (ConfigError otherwise); missing active params are sampled at ask().
+  // samples). With a declared space, the params must be valid for it:
+  // each in the space and in its distribution, and none inactive given the
+  // other params enqueued (ConfigError("params.<name>", ...) otherwise);
+  // missing active params are sampled at ask().
   TrialPtr enqueue_trial(const Params& params, const Json& system_attrs = Json::object());
 
   // The best COMPLETE trial (lowest value to minimize, highest to
