@@ -86,8 +86,8 @@ StudyDirection parse_direction(const std::string& text, const std::string& path)
 // The budget of a study. Counts finished trials (COMPLETE, PRUNED, and FAIL
 // that were not retried).
 struct Budget {
-  std::optional<std::int64_t> n_trials;  // default: none (run until timeout/stop)
-  std::optional<double> timeout_s;       // seconds of wall time per run; default none
+  std::optional<std::int64_t> n_trials{};  // default: none (run until timeout/stop)
+  std::optional<double> timeout_s{};       // seconds of wall time per run; default none
 };
 
 // The parsed space.json. Sections that later components interpret (sampler,

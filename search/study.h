@@ -123,16 +123,16 @@ class Trial {
 using Objective = std::function<double(Trial&)>;
 
 struct OptimizeOptions {
-  std::optional<std::int64_t> n_trials;  // trials to run in this call; default: no limit
-  std::optional<double> timeout_s;       // seconds; no new trial starts after it; default none
-  int n_jobs = 1;                        // threads running trials at once (>= 1)
+  std::optional<std::int64_t> n_trials{};  // trials to run in this call; default: no limit
+  std::optional<double> timeout_s{};       // seconds; no new trial starts after it; default none
+  int n_jobs = 1;                          // threads running trials at once (>= 1)
   // true: an exception in the objective fails the trial and the run goes on;
   // false (default, as Optuna): the trial is FAIL, then the exception is
   // rethrown once running trials end.
   bool catch_exceptions = false;
   // Called after each trial finishes (from the thread that ran it, under a
   // lock: callbacks never run concurrently).
-  std::function<void(const FrozenTrial&)> callback;
+  std::function<void(const FrozenTrial&)> callback{};
   // When set and true, no new trial starts; a running trial's report() and
   // should_prune() throw Interrupted, which ends it FAIL("interrupted") and
   // queues it again.
@@ -140,13 +140,13 @@ struct OptimizeOptions {
 };
 
 struct StudyOptions {
-  std::shared_ptr<Sampler> sampler;  // default: RandomSampler (algorithms/)
-  std::shared_ptr<Pruner> pruner;    // default: NopPruner
+  std::shared_ptr<Sampler> sampler{};  // default: RandomSampler (algorithms/)
+  std::shared_ptr<Pruner> pruner{};    // default: NopPruner
   // A declared space: ask() samples all of it up front; suggest calls must
   // agree with it. Without one, params come from define-by-run calls only.
-  std::optional<SearchSpace> space;
+  std::optional<SearchSpace> space{};
   // Recorded as the trial's worker; default "host:pid".
-  std::string worker;
+  std::string worker{};
 };
 
 class Study {

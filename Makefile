@@ -1,0 +1,61 @@
+# Thin wrapper around scripts/install-deps.sh and the CMake presets
+# (CMakePresets.json). Every target that builds first installs the Debian
+# packages that are missing (a no-op when all are there).
+#
+#   make demo                 install deps, build (release), run the demo study
+#   make test                 install deps, build + test release, then asan
+#   make install PREFIX=DIR   install the release build into DIR
+#   make bench                build (release) and run the benchmark programs
+#   make clean                remove build/
+
+PREFIX ?= /usr/local
+# Parallel compile jobs (default: all cores).
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+# Parallel test processes.
+TEST_JOBS ?= 2
+RELEASE_DIR := build/release
+DEMO_CMD ?= ./$(RELEASE_DIR)/hpsearch run examples/branin/space.json
+# Runs every benchmark program built from bench/*.cpp, one after another.
+BENCH_CMD ?= found=0; for b in $(RELEASE_DIR)/bench/*; do \
+	  if [ -f "$$b" ] && [ -x "$$b" ]; then found=1; echo "== $$b"; "$$b" || exit 1; fi; \
+	done; [ $$found = 1 ] || echo "bench: no benchmark programs yet (bench/*.cpp)"
+
+.PHONY: all deps build test test-release test-asan demo install bench clean
+
+all: build
+
+# Targets run one at a time (the builds inside use JOBS cores each).
+.NOTPARALLEL:
+
+deps:
+	scripts/install-deps.sh
+
+build: deps
+	cmake --preset release
+	cmake --build --preset release -j $(JOBS)
+
+# Runs both suites even if the first fails (make -k), and fails if either did.
+test: deps
+	$(MAKE) -k test-release test-asan
+
+test-release:
+	cmake --preset release
+	cmake --build --preset release -j $(JOBS)
+	ctest --preset release -j $(TEST_JOBS) --output-on-failure
+
+test-asan:
+	cmake --preset asan
+	cmake --build --preset asan -j $(JOBS)
+	ctest --preset asan -j $(TEST_JOBS) --output-on-failure
+
+demo: build
+	$(DEMO_CMD)
+
+install: build
+	cmake --install $(RELEASE_DIR) --prefix "$(PREFIX)"
+
+bench: build
+	@$(BENCH_CMD)
+
+clean:
+	rm -rf build

@@ -1,0 +1,64 @@
+#include "objectives/sleep.h"
+
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+namespace hps {
+
+namespace {
+
+struct SleepConfig {
+  double seconds = 0.0;
+  std::int64_t steps = 1;
+  std::string fail_param;
+};
+
+SleepConfig parse(const Json& config) {
+  check_keys(config, "objective", {"type", "seconds", "steps", "fail_param"});
+  SleepConfig c;
+  c.seconds = optional_number(config, "objective", "seconds").value_or(0.0);
+  if (c.seconds < 0 || c.seconds > 86400)
+    throw ConfigError("objective.seconds", "must be in [0, 86400]");
+  c.steps = optional_int(config, "objective", "steps").value_or(1);
+  if (c.steps < 1 || c.steps > 1000000) throw ConfigError("objective.steps", "must be in [1, 1e6]");
+  c.fail_param = optional_string(config, "objective", "fail_param").value_or("");
+  return c;
+}
+
+}  // namespace
+
+ObjectiveType sleep_objective_type() {
+  ObjectiveType t;
+  t.type = "sleep";
+  t.description = "sleeps, reports a decreasing curve, returns the sum of numeric params";
+  t.validate = [](const Json& config, const SearchSpace& space) {
+    SleepConfig c = parse(config);
+    if (!c.fail_param.empty() && !space.find(c.fail_param))
+      throw ConfigError("objective.fail_param", "no param named '" + c.fail_param + "' in space");
+  };
+  t.make = [](const Json& config, const SearchSpace&, const ObjectiveContext&) -> Objective {
+    SleepConfig c = parse(config);
+    return [c](Trial& trial) {
+      if (!c.fail_param.empty() && trial.has_param(c.fail_param) &&
+          trial.param(c.fail_param) == Json(true))
+        throw Error("fail_param set");
+      double value = 0.0;
+      for (const auto& [k, v] : trial.params())
+        if (v.is_number()) value += v.get<double>();
+      auto per_step = std::chrono::duration<double>(c.seconds / static_cast<double>(c.steps));
+      for (std::int64_t step = 1; step <= c.steps; ++step) {
+        if (per_step.count() > 0) std::this_thread::sleep_for(per_step);
+        double offset = static_cast<double>(c.steps - step) / static_cast<double>(c.steps);
+        if (c.steps > 1) {
+          trial.report(step, value + offset);
+          if (trial.should_prune()) throw TrialPruned();
+        }
+      }
+      return value;
+    };
+  };
+  return t;
+}
+
+}  // namespace hps
