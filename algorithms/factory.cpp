@@ -6,6 +6,7 @@
 #include "algorithms/random_sampler.h"
 #include "algorithms/successive_halving_pruner.h"
 #include "algorithms/threshold_pruner.h"
+#include "algorithms/tpe_sampler.h"
 
 namespace hps {
 
@@ -46,7 +47,12 @@ std::shared_ptr<Sampler> make_sampler(const Json& config, std::optional<std::uin
     if (seed_override) seed = seed_override;
     return std::make_shared<RandomSampler>(seed);
   }
-  unknown_type(path, type, {"random"});
+  if (type == "tpe") {
+    TpeOptions options = TpeOptions::from_json(config, path);
+    if (seed_override) options.seed = seed_override;
+    return std::make_shared<TpeSampler>(std::move(options));
+  }
+  unknown_type(path, type, {"random", "tpe"});
 }
 
 namespace {

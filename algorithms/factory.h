@@ -10,7 +10,8 @@
 
 namespace hps {
 
-// {"type": "random", "seed": S} (more types as they are added).
+// {"type": "random", "seed": S}, or {"type": "tpe", ...} with every option
+// of TpeOptions::from_json() (algorithms/tpe_sampler.h).
 // `seed_override` replaces the seed (the CLI's --seed). Throws ConfigError.
 std::shared_ptr<Sampler> make_sampler(const Json& config,
                                       std::optional<std::uint64_t> seed_override = std::nullopt);
