@@ -26,18 +26,6 @@ namespace {
 
 using Steady = std::chrono::steady_clock;
 
-// Sampler settings for parallel runs. TPE's constant liar makes parallel
-// workers spread out (Optuna's constant_liar); it must be on whenever more
-// than one trial runs at once.
-// TODO(tpe): when the TPE sampler lands, confirm the option name it
-// documents ("constant_liar") and keep this in step with it.
-void apply_parallel_sampler_defaults(Json& sampler, int workers) {
-  bool parallel = workers != 1;  // 0 = remote workers, any number
-  if (parallel && sampler.is_object() && sampler.value("type", "") == "tpe" &&
-      !sampler.contains("constant_liar"))
-    sampler["constant_liar"] = true;
-}
-
 // The endpoint local workers connect to: a wildcard bind becomes loopback.
 std::string local_endpoint(const std::string& bound) {
   for (const char* any : {"tcp://0.0.0.0:", "tcp://*:"}) {
@@ -67,7 +55,6 @@ int run_study(StudyConfig config, const RunOptions& o) {
   if (o.liveness < 1) throw ConfigError("--liveness", "must be >= 1");
   if (o.max_retries < 0) throw ConfigError("--max-retries", "must be >= 0");
   std::vector<std::string> gpus = o.gpus ? parse_gpu_list(*o.gpus) : detect_gpus();
-  apply_parallel_sampler_defaults(config.sampler, o.workers);
   auto sampler = make_sampler(config.sampler, o.seed);
   auto pruner = make_pruner(config.pruner);
   validate_objective(config.objective, config.space);

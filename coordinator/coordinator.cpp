@@ -15,6 +15,15 @@
 #include <zmq.hpp>
 
 #include "coordinator/protocol.h"
+#include "coordinator/zmq_util.h"
+
+// TPE's constant liar must be on whenever more than one worker runs; the TPE
+// sampler takes the worker count through TpeSampler::set_n_workers(). The
+// include is optional so that this file builds before the TPE sampler lands.
+#if __has_include("algorithms/tpe_sampler.h")
+#include "algorithms/tpe_sampler.h"
+#define HPSEARCH_COORDINATOR_HAS_TPE 1
+#endif
 
 namespace hps {
 
@@ -29,6 +38,9 @@ void CoordinatorOptions::validate() const {
   if (n_trials && *n_trials < 0) throw ConfigError("coordinator.n_trials", "must be >= 0");
   if (timeout_s && !(*timeout_s >= 0)) throw ConfigError("coordinator.timeout_s", "must be >= 0 (seconds)");
   if (max_batch < 1) throw ConfigError("coordinator.max_batch", "must be >= 1");
+  if (min_workers < 0) throw ConfigError("coordinator.min_workers", "must be >= 0");
+  if (!(min_workers_wait_s >= 0))
+    throw ConfigError("coordinator.min_workers_wait_s", "must be >= 0 (seconds)");
   if (!(status_interval_s > 0)) throw ConfigError("coordinator.status_interval_s", "must be > 0 (seconds)");
 }
 
@@ -156,6 +168,7 @@ struct Coordinator::Impl {
   // ---- run state
   Steady::time_point start = Steady::now();
   bool exhausted = false;
+  bool gate_open = false;  // min_workers reached (or waited for long enough)
   bool stopping = false;
   bool is_done = false;
   std::string reason_done;
@@ -288,8 +301,10 @@ struct Coordinator::Impl {
   void flush_outbox() {
     for (auto& [rid, frame] : outbox) {
       try {
-        socket.send(zmq::buffer(rid), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-        socket.send(zmq::buffer(frame), zmq::send_flags::dontwait);
+        zmq_util::no_eintr([&] {
+          return socket.send(zmq::buffer(rid), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+        });
+        zmq_util::no_eintr([&] { return socket.send(zmq::buffer(frame), zmq::send_flags::dontwait); });
       } catch (const zmq::error_t& e) {
         spdlog::debug("coordinator: cannot send to {}: {}", printable_id(rid), e.what());
       }
@@ -312,7 +327,7 @@ struct Coordinator::Impl {
     drained = false;
     while (static_cast<int>(batch.size()) < options.max_batch) {
       zmq::message_t part;
-      auto got = socket.recv(part, zmq::recv_flags::dontwait);
+      auto got = zmq_util::no_eintr([&] { return socket.recv(part, zmq::recv_flags::dontwait); });
       if (!got) {
         drained = true;
         break;
@@ -322,7 +337,7 @@ struct Coordinator::Impl {
       int parts = 0;
       while (part.more()) {
         zmq::message_t next;
-        (void)socket.recv(next, zmq::recv_flags::none);
+        (void)zmq_util::no_eintr([&] { return socket.recv(next, zmq::recv_flags::none); });
         ++parts;
         if (parts == 1) in.frame.assign(static_cast<const char*>(next.data()), next.size());
         part = std::move(next);
@@ -458,6 +473,7 @@ struct Coordinator::Impl {
     spdlog::debug("coordinator: worker {} joined ({}, {} threads)", s.name, s.device, s.threads);
     auto& stored = sessions[rid] = std::move(s);
     status_dirty = true;
+    note_worker_count();
     if (is_done) {
       send(stored, proto::Shutdown{reason_done, false});
       return;
@@ -689,6 +705,14 @@ struct Coordinator::Impl {
     status_dirty = true;
   }
 
+  // Tells a parallel-aware sampler how many workers run trials at once.
+  void note_worker_count() {
+#ifdef HPSEARCH_COORDINATOR_HAS_TPE
+    if (auto* tpe = dynamic_cast<TpeSampler*>(&study.sampler()))
+      tpe->set_n_workers(std::max(1, static_cast<int>(sessions.size())));
+#endif
+  }
+
   void remember_expired(const Session& s) {
     expired[s.routing_id] = s.name;
     expired_order.push_back(s.routing_id);
@@ -699,7 +723,7 @@ struct Coordinator::Impl {
   }
 
   void expire(Session& s, const std::string& why) {
-    ++counters.expired_workers;
+    if (!is_done || s.trial) ++counters.expired_workers;
     if (is_done && !s.trial)
       spdlog::debug("coordinator: worker {} left: {}", s.name, why);
     else
@@ -709,6 +733,7 @@ struct Coordinator::Impl {
     std::string rid = s.routing_id;
     sessions.erase(rid);  // `s` is gone from here on
     status_dirty = true;
+    note_worker_count();
   }
 
   // ---------------------------------------------------------------- dispatch
@@ -723,7 +748,12 @@ struct Coordinator::Impl {
            finished + static_cast<std::int64_t>(running.size()) < *options.n_trials;
   }
 
-  bool can_dispatch(Steady::time_point now) const {
+  bool can_dispatch(Steady::time_point now) {
+    if (!gate_open) {
+      gate_open = static_cast<int>(sessions.size()) >= options.min_workers ||
+                  std::chrono::duration<double>(now - start).count() >= options.min_workers_wait_s;
+      if (!gate_open) return false;
+    }
     return !stopping && budget_left() && !timed_out(now) && (!waiting.empty() || !exhausted);
   }
 
@@ -925,7 +955,11 @@ struct Coordinator::Impl {
   bool step(int timeout_ms) {
     int wait = std::max(0, std::min(timeout_ms, std::max(1, options.heartbeat_interval_ms / 2)));
     zmq::pollitem_t item{static_cast<void*>(socket), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, std::chrono::milliseconds(wait));
+    try {
+      zmq::poll(&item, 1, std::chrono::milliseconds(wait));
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) throw;  // a signal: handle it after this step
+    }
     bool drained = false;
     std::vector<Incoming> batch = drain(drained);
     auto now = Steady::now();

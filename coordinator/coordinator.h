@@ -17,7 +17,9 @@
 //  - Dispatch: a worker's RequestTrial is answered with the oldest WAITING
 //    trial, else a new trial whose params the sampler chooses at that moment
 //    with every RUNNING trial visible (so parallel samplers such as TPE's
-//    constant liar see the trials in flight). Dispatching stops when the
+//    constant liar see the trials in flight; a TPE sampler is also told the
+//    number of connected workers through TpeSampler::set_n_workers(), which
+//    turns its constant liar on when there is more than one). Dispatching stops when the
 //    budget is met (finished trials + running trials >= n_trials, or
 //    timeout_s passed since the coordinator started, or the search space is
 //    exhausted); when the running trials have ended, every worker gets
@@ -73,6 +75,12 @@ struct CoordinatorOptions {
   // Most messages handled in one step (one storage transaction). Default
   // 1024. Larger batches amortise commits; smaller ones reply sooner.
   int max_batch = 1024;
+  // Dispatching waits until this many workers have said Hello, or until
+  // min_workers_wait_s seconds after the coordinator started, whichever
+  // comes first. Default 0: dispatch to each worker as soon as it asks. Set
+  // it to start the first trials of N workers together (benchmarks).
+  int min_workers = 0;
+  double min_workers_wait_s = 10.0;
   // Seconds between updates of the study's "coordinator" system attr (the
   // workers table that `hpsearch status` shows). Default 1.0.
   double status_interval_s = 1.0;

@@ -14,6 +14,7 @@
 #include <zmq.hpp>
 
 #include "coordinator/protocol.h"
+#include "coordinator/zmq_util.h"
 #include "objectives/objective.h"
 
 namespace hps {
@@ -58,14 +59,15 @@ void post(zmq::socket_t& pipe, Ev kind, std::uint64_t epoch, std::string_view pa
   char header[9];
   header[0] = static_cast<char>(kind);
   std::memcpy(header + 1, &epoch, sizeof epoch);
-  pipe.send(zmq::buffer(header, sizeof header), zmq::send_flags::sndmore);
-  pipe.send(zmq::buffer(payload.data(), payload.size()), zmq::send_flags::none);
+  zmq_util::no_eintr([&] { return pipe.send(zmq::buffer(header, sizeof header), zmq::send_flags::sndmore); });
+  zmq_util::no_eintr(
+      [&] { return pipe.send(zmq::buffer(payload.data(), payload.size()), zmq::send_flags::none); });
 }
 
 Event receive(zmq::socket_t& pipe) {
   zmq::message_t head, body;
-  (void)pipe.recv(head, zmq::recv_flags::none);
-  (void)pipe.recv(body, zmq::recv_flags::none);
+  (void)zmq_util::no_eintr([&] { return pipe.recv(head, zmq::recv_flags::none); });
+  (void)zmq_util::no_eintr([&] { return pipe.recv(body, zmq::recv_flags::none); });
   Event e;
   const char* h = static_cast<const char*>(head.data());
   e.kind = static_cast<Ev>(h[0]);
@@ -177,7 +179,7 @@ struct Worker::Impl : TrialBackend {
     while (Steady::now() < until) {
       check_stop(stop_posted);
       zmq::pollitem_t item{static_cast<void*>(link_pipe), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, std::chrono::milliseconds(50));
+      zmq_util::no_eintr([&] { return zmq::poll(&item, 1, std::chrono::milliseconds(50)); });
       if (item.revents & ZMQ_POLLIN) {
         Event e = receive(link_pipe);
         if (e.kind == Ev::kQuit) return false;
@@ -218,7 +220,8 @@ struct Worker::Impl : TrialBackend {
     hello.device = options.device;
     if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES")) hello.visible_devices = cvd;
     hello.threads = options.threads;
-    dealer.send(zmq::buffer(proto::encode(hello)), zmq::send_flags::none);
+    std::string hello_frame = proto::encode(hello);
+    zmq_util::no_eintr([&] { return dealer.send(zmq::buffer(hello_frame), zmq::send_flags::none); });
 
     bool ready = false;
     auto last_recv = Steady::now();
@@ -234,7 +237,7 @@ struct Worker::Impl : TrialBackend {
       auto now = Steady::now();
       auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_beat - now);
       wait = std::clamp(wait, std::chrono::milliseconds(0), std::chrono::milliseconds(100));
-      zmq::poll(items, 2, wait);
+      zmq_util::no_eintr([&] { return zmq::poll(items, 2, wait); });
 
       if (items[0].revents & ZMQ_POLLIN) {
         Event e = receive(link_pipe);
@@ -243,15 +246,17 @@ struct Worker::Impl : TrialBackend {
           return End::kQuit;
         }
         if (e.kind == Ev::kSend && e.epoch == session && ready)
-          dealer.send(zmq::buffer(e.payload), zmq::send_flags::dontwait);
+          zmq_util::no_eintr([&] { return dealer.send(zmq::buffer(e.payload), zmq::send_flags::dontwait); });
       }
       while (true) {
         zmq::message_t msg;
-        if (!dealer.recv(msg, zmq::recv_flags::dontwait)) break;
+        if (!zmq_util::no_eintr([&] { return dealer.recv(msg, zmq::recv_flags::dontwait); })) break;
         std::string_view frame(static_cast<const char*>(msg.data()), msg.size());
         if (msg.more()) {  // never sent by a coordinator: drain and drop
           zmq::message_t rest;
-          while (msg.more() && dealer.recv(rest, zmq::recv_flags::dontwait)) msg = std::move(rest);
+          while (msg.more() &&
+                 zmq_util::no_eintr([&] { return dealer.recv(rest, zmq::recv_flags::dontwait); }))
+            msg = std::move(rest);
           continue;
         }
         last_recv = Steady::now();
@@ -296,7 +301,8 @@ struct Worker::Impl : TrialBackend {
 
       now = Steady::now();
       if (ready && now >= next_beat) {
-        dealer.send(zmq::buffer(proto::encode(proto::Heartbeat{})), zmq::send_flags::dontwait);
+        std::string beat = proto::encode(proto::Heartbeat{});
+        zmq_util::no_eintr([&] { return dealer.send(zmq::buffer(beat), zmq::send_flags::dontwait); });
         next_beat = now + std::chrono::milliseconds(interval);
       }
       if (!ready) next_beat = now + std::chrono::milliseconds(100);
