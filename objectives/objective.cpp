@@ -1,5 +1,4 @@
 #include "objectives/objective.h"
-#include "objectives/sleep.h"
 
 #include <algorithm>
 #include <charconv>
@@ -11,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "objectives/command.h"
+#include "objectives/sleep.h"
 #include "objectives/synthetic.h"
 #include "search/errors.h"
 
@@ -154,8 +155,10 @@ class Registry {
     for (const SyntheticFunction& f : synthetic_functions()) {
       types_.emplace(f.name, synthetic_type(f));
     }
-    ObjectiveType sleep = sleep_objective_type();
-    types_.emplace(sleep.type, std::move(sleep));
+    for (ObjectiveType type : {sleep_objective_type(), command_objective_type()}) {
+      std::string name = type.type;
+      types_.emplace(std::move(name), std::move(type));
+    }
   }
 
   void add(ObjectiveType type) {
