@@ -32,6 +32,8 @@ constexpr std::string_view kReportPrefix = "hpsearch:";
 constexpr std::size_t kTailLines = 20;      // stderr lines kept for a FAIL reason
 constexpr std::size_t kTailBytes = 4000;    // and at most this many bytes of them
 constexpr double kMaxTimeoutS = 1e9;
+// How often a running trial checks Trial::interrupted().
+constexpr std::chrono::milliseconds kInterruptPoll{100};
 
 // Environment variables that hpsearch sets itself.
 const std::vector<std::string>& reserved_env() {
@@ -566,7 +568,9 @@ double run_trial(const CommandConfig& c, const ObjectiveContext& ctx, Trial& tri
                                         std::chrono::duration<double>(*c.timeout_s));
   try {
     while (true) {
-      auto wait = std::chrono::milliseconds(60000);
+      // Short waits, so an interrupted run (Ctrl-C, a worker told to stop)
+      // stops the program promptly.
+      auto wait = kInterruptPoll;
       if (deadline) {
         auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - SteadyClock::now());
         wait = std::clamp(left, std::chrono::milliseconds(0), wait);
@@ -581,6 +585,12 @@ double run_trial(const CommandConfig& c, const ObjectiveContext& ctx, Trial& tri
         throw TrialPruned();
       }
       if (done) break;
+      if (trial.interrupted()) {
+        log.note("interrupted: stopping the program");
+        child.terminate(grace, log_only);
+        log.note("stopped: " + child.describe_status());
+        throw Interrupted();
+      }
       if (deadline && SteadyClock::now() >= *deadline) {
         std::string reason = "timeout: still running after " + format_seconds(*c.timeout_s) +
                              " s (objective.timeout_s)";
@@ -593,7 +603,8 @@ double run_trial(const CommandConfig& c, const ObjectiveContext& ctx, Trial& tri
   } catch (const TrialPruned&) {
     throw;
   } catch (...) {
-    // Interrupted, a failed report, ...: stop the program, then pass it on.
+    // Interrupted from report(), a failed report, ...: stop the program
+    // (if still running), then pass it on.
     if (!child.finished()) {
       log.note("stopping the program");
       child.terminate(grace, log_only);

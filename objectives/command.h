@@ -56,6 +56,9 @@
 //  - exit code 0 with a final value: the trial's value (NaN: FAIL);
 //  - a non-zero exit, death by a signal, or exit 0 without a final value:
 //    FAIL, the reason ending with the last lines of stderr;
+//  - the run is interrupted (Ctrl-C, the worker told to stop; checked
+//    every 100 ms): the program is stopped as on prune and Interrupted is
+//    thrown (the trial ends FAIL("interrupted") and is queued again);
 //  - the program cannot be started: FAIL("cannot run 'x': ...");
 //  - a "{name}" placeholder of a param inactive in this trial: FAIL naming
 //    the argument (validation rejects "{name}" for conditional params).

@@ -145,6 +145,28 @@ ObjectiveType synthetic_type(const SyntheticFunction& f) {
   return type;
 }
 
+// ------------------------------------------------------------ external
+
+// "external": the objective lives in the programs that serve the study's
+// trials (hps::Worker::run(objective), workers/worker.h); the coordinator
+// only needs the section to be valid. Building it (an `hpsearch worker`
+// connected to such a study) fails the trial with a clear message.
+ObjectiveType external_type() {
+  ObjectiveType type;
+  type.type = "external";
+  type.description = "trials run by programs that embed hps::Worker with their own objective";
+  type.validate = [](const Json& config, const SearchSpace&) {
+    check_keys(config, "objective", {"type", "description"});
+    optional_string(config, "objective", "description");
+  };
+  type.make = [](const Json&, const SearchSpace&, const ObjectiveContext&) -> Objective {
+    throw Error(
+        "objective type 'external': this study's trials are run by programs that embed "
+        "hps::Worker with their own objective; `hpsearch worker` has nothing to run");
+  };
+  return type;
+}
+
 // ------------------------------------------------------------ registry
 
 class Registry {
@@ -155,7 +177,8 @@ class Registry {
     for (const SyntheticFunction& f : synthetic_functions()) {
       types_.emplace(f.name, synthetic_type(f));
     }
-    for (ObjectiveType type : {sleep_objective_type(), command_objective_type()}) {
+    for (ObjectiveType type :
+         {sleep_objective_type(), command_objective_type(), external_type()}) {
       std::string name = type.type;
       types_.emplace(std::move(name), std::move(type));
     }

@@ -478,6 +478,10 @@ TEST_F(CommandObjectiveTest, PythonExampleRunsThroughTheCli) {
     EXPECT_GT(*t->value, 0.0);  // a log loss
     EXPECT_EQ(t->intermediate_values.size(), 8u);
     EXPECT_TRUE(t->user_attrs.contains("best_epoch"));
+    // The program's own output is in the trial's log, next to the storage.
+    EXPECT_THAT(read_file(dir_ / "python-logreg.logs" / ("trial-" + std::to_string(t->number) +
+                                                         ".log")),
+                HasSubstr("epoch 8: validation loss"));
   }
 }
 
