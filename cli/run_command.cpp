@@ -19,6 +19,7 @@
 #include "search/storage.h"
 #include "search/study.h"
 #include "workers/local_pool.h"
+#include "workers/worker.h"
 
 namespace hps::cli {
 
@@ -102,7 +103,15 @@ int run_study(StudyConfig config, const RunOptions& o) {
   po.workers = o.workers;
   po.endpoint = local_endpoint(coordinator.endpoint());
   po.gpus = gpus;
-  po.extra_args = {"--log-level", o.log_level};
+  // Per-trial logs (the "command" objective) go next to the storage file.
+  std::string parent = ".";
+  if (config.storage != ":memory:" && config.storage != "memory" &&
+      config.storage != "memory://") {
+    std::string file = config.storage;
+    if (file.rfind("sqlite:///", 0) == 0) file = file.substr(10);
+    parent = std::filesystem::path(file).parent_path().string();
+  }
+  po.extra_args = {"--log-level", o.log_level, "--log-dir", study_log_dir(config.name, parent)};
   LocalWorkerPool pool(po);
   if (o.workers > 0)
     spdlog::info("starting {} workers ({}, {} CPU threads each)", o.workers,
