@@ -29,6 +29,12 @@ double RandomSampler::draw(std::mt19937_64& rng, const Distribution& d) {
     std::uniform_real_distribution<double> u(std::log(low), std::log(high));
     return std::exp(u(rng));
   }
+  if (!std::isfinite(high - low)) {
+    // The width overflows (e.g. [-1e308, 1e308]): interpolate instead.
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    double t = u(rng);
+    return low * (1 - t) + high * t;
+  }
   std::uniform_real_distribution<double> u(low, high);
   return u(rng);
 }

@@ -12,9 +12,15 @@
 #include <string>
 #include <sys/utsname.h>
 #include <unistd.h>
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <stdlib.h>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "search/trial.h"
 
 namespace hps::bench {
 
@@ -97,6 +103,37 @@ inline double mean(const std::vector<double>& v) {
   double s = 0;
   for (double x : v) s += x;
   return v.empty() ? 0 : s / static_cast<double>(v.size());
+}
+
+// A scratch directory, removed at the end unless keep is set.
+class TempDir {
+ public:
+  explicit TempDir(const char* prefix) {
+    std::string tmpl = std::string("/tmp/") + prefix + "-XXXXXX";
+    char* p = mkdtemp(tmpl.data());
+    if (!p) throw std::runtime_error("mkdtemp failed");
+    path_ = p;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!keep) std::filesystem::remove_all(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+  bool keep = false;
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Seconds from the first trial's start to the last trial's end.
+inline double span_s(const std::vector<TrialPtr>& trials) {
+  std::optional<TimePoint> first, last;
+  for (const auto& t : trials) {
+    if (t->datetime_start && (!first || *t->datetime_start < *first)) first = t->datetime_start;
+    if (t->datetime_complete && (!last || *t->datetime_complete > *last)) last = t->datetime_complete;
+  }
+  if (!first || !last) return 0.0;
+  return std::chrono::duration<double>(*last - *first).count();
 }
 
 }  // namespace hps::bench

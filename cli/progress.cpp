@@ -89,13 +89,11 @@ std::string summary(const Study& study, double elapsed_s) {
     out += "  no COMPLETE trial yet\n";
     return out;
   }
-  out += "\n";
-  Table table({"best trial", "value"});
-  table.add_row({std::to_string(best->number), format_value(*best->value)});
-  for (const auto& [k, v] : best->params) table.add_row({"  " + k, format_param(v)});
+  out += fmt::format("\nBest trial: #{}  value {}\n", best->number, format_value(*best->value));
+  Table table({"param", "value"});
+  for (const auto& [k, v] : best->params) table.add_row({k, format_param(v)});
   if (best->user_attrs.is_object())
-    for (const auto& [k, v] : best->user_attrs.items())
-      table.add_row({"  (attr) " + k, format_param(v)});
+    for (const auto& [k, v] : best->user_attrs.items()) table.add_row({"(attr) " + k, format_param(v)});
   out += table.render();
   return out;
 }

@@ -33,9 +33,12 @@ struct ObjectiveType {
       make;
 };
 
-// Registers a type (replacing one of the same name). Built-in synthetic
-// types are registered on first use of the registry; others (LibTorch) by
-// their library's register function.
+// Registers a type (replacing one of the same name). Built-in types are
+// registered on first use of the registry: the synthetic functions
+// (objectives/synthetic.h), "sleep" (objectives/sleep.h), "command"
+// (objectives/command.h) and "external" (the workers bring the objective:
+// hps::Worker::run(objective), workers/worker.h); others (LibTorch) by their
+// library's register function.
 void register_objective_type(ObjectiveType type);
 // Names of all registered types, sorted.
 std::vector<std::string> objective_type_names();

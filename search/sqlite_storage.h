@@ -1,0 +1,147 @@
+// SqliteStorage: a Storage kept in one SQLite file (WAL mode), so a study
+// survives the process and can be read by other processes while it runs.
+//
+//   auto storage = std::make_shared<hps::SqliteStorage>("fmnist-mlp.db");
+//
+// File format. The schema version is PRAGMA user_version; migrations are
+// applied in order when a file is opened (v1 = the initial schema). Tables:
+//   studies(study_id, name UNIQUE, direction 0=minimize 1=maximize,
+//           config_json, created)
+//   study_attrs(study_id, kind 0=user 1=system, key, value_json)
+//   trials(trial_id, study_id, number, state 0..4 = TrialState, value,
+//          datetime_start REAL, datetime_complete REAL, worker, fail_reason)
+//   trial_params(trial_id, name, distribution_json, value_json, value_real)
+//   trial_intermediate_values(trial_id, step, value)
+//   trial_attrs(trial_id, kind 0=user 1=system, key, value_json)
+// Times are unix seconds as REAL (microsecond precision: times are truncated
+// to whole microseconds before they are stored). Objective and intermediate
+// values are stored as REAL, bit-exact including +-inf and -0.0 (their
+// columns have no declared type, so SQLite keeps them as given); NaN is
+// stored as NULL (an intermediate NULL reads back as NaN; a NaN objective
+// value is refused for COMPLETE). A param whose value is a JSON float also keeps the double in
+// value_real (read from there, bit-exact and +-inf safe); other values keep
+// their JSON type in value_json (null, bool, integer, string).
+//
+// Transactions. Every state-changing call is one BEGIN IMMEDIATE ...
+// COMMIT transaction (rolled back on any error, so the file is never
+// half-written); run_in_transaction() groups calls into one transaction
+// (nested calls become savepoints inside it). Trial numbers are assigned as
+// max(number)+1 inside the write transaction, so they are unique and
+// contiguous even with several writer processes.
+//
+// Reads are served from an in-memory cache of each study's trials
+// (immutable snapshots). Before a read the connection checks
+// PRAGMA data_version, which changes only when another connection committed;
+// then the cache is dropped and reloaded. A process that is the only writer
+// therefore never re-reads the file, and readers in other processes always
+// see committed data.
+//
+// Thread safety: one connection guarded by a (recursive) mutex; every
+// method may be called from any thread. A run_in_transaction() holds the
+// lock until it ends, so other threads wait rather than join it. Do not
+// use one object on both sides of a fork(): the child opens its own.
+//
+// Errors: everything raises StorageError: SQLite errors (with SQLite's
+// message), a file that is not a SQLite database, a schema newer than this
+// build knows, and damaged rows (bad JSON, unknown state or direction,
+// wrong column type), which name the table and row.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "search/storage.h"
+
+namespace hps {
+
+struct SqliteOptions {
+  // How long a call waits for another connection's lock (another process
+  // writing, or a checkpoint) before it fails with "database is locked".
+  // Default 30000 ms. Larger waits out long writers; smaller fails faster.
+  // Must be >= 0.
+  int busy_timeout_ms = 30000;
+  // PRAGMA synchronous: "OFF", "NORMAL" or "FULL" (case-insensitive).
+  // Default "NORMAL": in WAL mode a commit survives a process crash but the
+  // last commits may be lost on power loss (fsync only at checkpoints);
+  // "FULL" fsyncs every commit (durable, slower); "OFF" never fsyncs
+  // (fastest, may corrupt the file on power loss).
+  std::string synchronous = "NORMAL";
+
+  // Throws ConfigError naming the bad field ("sqlite.busy_timeout_ms", ...).
+  void validate() const;
+};
+
+class SqliteStorage : public Storage {
+ public:
+  // The schema version this build writes (PRAGMA user_version).
+  static constexpr int kSchemaVersion = 1;
+
+  // Opens `path` (created with the current schema if missing or empty;
+  // older schemas are migrated). ":memory:" gives a private in-memory
+  // database. Throws ConfigError for bad options, StorageError if the file
+  // cannot be opened, is not a SQLite database, is a SQLite database of
+  // another program, or has a schema version newer than kSchemaVersion.
+  explicit SqliteStorage(const std::string& path, SqliteOptions options = {});
+  ~SqliteStorage() override;
+  SqliteStorage(const SqliteStorage&) = delete;
+  SqliteStorage& operator=(const SqliteStorage&) = delete;
+
+  const std::string& path() const;
+
+  std::int64_t create_study(const std::string& name, StudyDirection direction,
+                            const Json& config) override;
+  std::optional<std::int64_t> find_study(const std::string& name) override;
+  StudyInfo get_study(std::int64_t study_id) override;
+  std::vector<StudyInfo> list_studies() override;
+  void set_study_config(std::int64_t study_id, const Json& config) override;
+  void set_study_user_attr(std::int64_t study_id, const std::string& key,
+                           const Json& value) override;
+  void set_study_system_attr(std::int64_t study_id, const std::string& key,
+                             const Json& value) override;
+
+  // Besides Storage's rules: init.state must be WAITING or RUNNING; a
+  // distribution must name a param of init.params; param values must not be
+  // NaN. A RUNNING trial gets datetime_start = now.
+  TrialPtr create_trial(std::int64_t study_id, const NewTrial& init) override;
+  // nullptr when no trial is waiting.
+  TrialPtr claim_waiting_trial(std::int64_t study_id, const std::string& worker) override;
+  // Throws StorageError if !distribution.contains(value) (so NaN is
+  // refused). Setting a param again with the same value (same JSON type)
+  // only replaces its distribution.
+  void set_trial_param(std::int64_t trial_id, const std::string& name, const Json& value,
+                       const Distribution& distribution) override;
+  bool set_trial_intermediate_value(std::int64_t trial_id, std::int64_t step,
+                                    double value) override;
+  // WAITING -> RUNNING sets datetime_start (if unset); a finished state sets
+  // datetime_complete, stores `value` if given and not NaN, and for FAIL the
+  // fail_reason. Throws StorageError for COMPLETE without a value or with NaN.
+  bool set_trial_state(std::int64_t trial_id, TrialState state,
+                       std::optional<double> value = std::nullopt,
+                       const std::string& fail_reason = "") override;
+  void set_trial_user_attr(std::int64_t trial_id, const std::string& key,
+                           const Json& value) override;
+  void set_trial_system_attr(std::int64_t trial_id, const std::string& key,
+                             const Json& value) override;
+  TrialPtr get_trial(std::int64_t trial_id) override;
+  TrialPtr get_trial_by_number(std::int64_t study_id, std::int64_t number) override;
+  // Defaults as in Storage (same values, so calls through either type agree).
+  std::vector<TrialPtr> get_all_trials(std::int64_t study_id,
+                                       const std::vector<TrialState>& states = {}) override;
+  std::int64_t count_trials(std::int64_t study_id,
+                            const std::vector<TrialState>& states = {}) override;
+  // One transaction around fn (BEGIN IMMEDIATE ... COMMIT); nested calls
+  // are savepoints (an exception rolls back only the nested part, then
+  // propagates). If fn throws, nothing it wrote is kept and the exception
+  // propagates.
+  void run_in_transaction(const std::function<void()>& fn) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hps
