@@ -77,15 +77,22 @@ bool better(const Rank& a, const Rank& b) {
   return a.number < b.number;
 }
 
-std::string enum_list(std::initializer_list<const char*> names) {
-  std::string out;
+// Throws ConfigError(field, "must be one of 'a', 'b', got 'x'").
+[[noreturn]] void bad_choice(const std::string& field, std::initializer_list<const char*> names,
+                             const std::string& got) {
+  std::string rule = "must be one of ";
+  bool first = true;
   for (const char* n : names) {
-    if (!out.empty()) out += ", ";
-    out += '\'';
-    out += n;
-    out += '\'';
+    if (!first) rule += ", ";
+    first = false;
+    rule += '\'';
+    rule += n;
+    rule += '\'';
   }
-  return out;
+  rule += ", got '";
+  rule += got;
+  rule += '\'';
+  throw ConfigError(field, rule);
 }
 
 tpe::EstimatorOptions estimator_options(const TpeOptions& o) {
@@ -166,7 +173,11 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
   TpeOptions o;
   auto count = [&](const Json& obj, const std::string& p, const char* key, std::size_t& out) {
     if (auto v = optional_int(obj, p, key)) {
-      if (*v < 0) throw ConfigError(join_path(p, key), "must be >= 0, got " + std::to_string(*v));
+      if (*v < 0) {
+        std::string rule = "must be >= 0, got ";
+        rule += std::to_string(*v);
+        throw ConfigError(join_path(p, key), rule);
+      }
       out = static_cast<std::size_t>(*v);
     }
   };
@@ -184,8 +195,7 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
     if (auto rule = optional_string(*it, gp, "rule")) {
       if (*rule == "linear") o.gamma.rule = TpeGamma::Rule::kLinear;
       else if (*rule == "sqrt") o.gamma.rule = TpeGamma::Rule::kSqrt;
-      else throw ConfigError(join_path(gp, "rule"), "must be one of " + enum_list({"linear", "sqrt"}) +
-                                                        ", got '" + *rule + "'");
+      else bad_choice(join_path(gp, "rule"), {"linear", "sqrt"}, *rule);
     }
     if (auto f = optional_number(*it, gp, "factor")) o.gamma.factor = *f;
     count(*it, gp, "cap", o.gamma.cap);
@@ -200,17 +210,13 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
     if (*v == "neighbor") o.bandwidth = tpe::BandwidthRule::kNeighbor;
     else if (*v == "scott") o.bandwidth = tpe::BandwidthRule::kScott;
     else if (*v == "range") o.bandwidth = tpe::BandwidthRule::kRange;
-    else throw ConfigError(join_path(path, "bandwidth"), "must be one of " +
-                                                             enum_list({"neighbor", "scott", "range"}) +
-                                                             ", got '" + *v + "'");
+    else bad_choice(join_path(path, "bandwidth"), {"neighbor", "scott", "range"}, *v);
   }
   if (auto v = optional_number(config, path, "bandwidth_factor")) o.bandwidth_factor = *v;
   if (auto v = optional_string(config, path, "weights")) {
     if (*v == "uniform") o.weights = TpeWeights::kUniform;
     else if (*v == "old_decay") o.weights = TpeWeights::kOldDecay;
-    else throw ConfigError(join_path(path, "weights"), "must be one of " +
-                                                           enum_list({"uniform", "old_decay"}) +
-                                                           ", got '" + *v + "'");
+    else bad_choice(join_path(path, "weights"), {"uniform", "old_decay"}, *v);
   }
   count(config, path, "weights_window", o.weights_window);
   if (auto v = optional_bool(config, path, "multivariate")) o.multivariate = *v;
@@ -804,9 +810,12 @@ void TpeSampler::sample(const SamplingContext& ctx, const SearchSpace& space, Pa
       if (tpe::uniform01(rng) * static_cast<double>(untried) < 1.0) chosen = candidate;
     };
     enumerate(space, 0, work, fixed, visit);
-    if (untried == 0)
-      throw SearchSpaceExhausted("search space exhausted: all " + std::to_string(total) +
-                                 " points were tried (COMPLETE or RUNNING)");
+    if (untried == 0) {
+      std::string what = "search space exhausted: all ";
+      what += std::to_string(total);
+      what += " points were tried (COMPLETE or RUNNING)";
+      throw SearchSpaceExhausted(what);
+    }
     params = std::move(chosen);
     return;
   }

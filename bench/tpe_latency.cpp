@@ -34,6 +34,14 @@
 
 namespace {
 
+// "x<i>" (built by appending: GCC 12 at -O3 warns falsely, -Wrestrict, on
+// "literal" + std::to_string(i)).
+std::string x_name(std::size_t i) {
+  std::string s = "x";
+  s += std::to_string(i);
+  return s;
+}
+
 using hps::Json;
 
 std::shared_ptr<hps::FrozenTrial> make_trial(std::int64_t number, hps::TrialState state,
@@ -73,8 +81,8 @@ Timing measure(std::size_t n_params, std::size_t history, std::size_t repeats, b
   std::map<std::string, hps::Distribution> dists;
   for (std::size_t i = 0; i < n_params; ++i) {
     auto d = hps::Distribution::make_float(-5, 5);
-    space.add("x" + std::to_string(i), d);
-    dists.emplace("x" + std::to_string(i), d);
+    space.add(x_name(i), d);
+    dists.emplace(x_name(i), d);
   }
   std::mt19937_64 rng(12345);
   std::uniform_real_distribution<double> u(-5, 5);
@@ -82,7 +90,7 @@ Timing measure(std::size_t n_params, std::size_t history, std::size_t repeats, b
   trials.reserve(history + repeats + 1);
   for (std::size_t n = 0; n < history; ++n) {
     hps::Params p;
-    for (std::size_t i = 0; i < n_params; ++i) p["x" + std::to_string(i)] = u(rng);
+    for (std::size_t i = 0; i < n_params; ++i) p[x_name(i)] = u(rng);
     trials.push_back(make_trial(static_cast<std::int64_t>(n), hps::TrialState::kComplete, p, dists,
                                 objective(p)));
   }
@@ -168,8 +176,12 @@ int main(int argc, char** argv) {
   try {
     std::vector<Json> lines;
     if (optuna == "live") {
-      std::string base = "/usr/bin/python3 " + hps::bench::default_optuna_script() + " latency " +
-                         std::to_string(n_params) + " " + std::to_string(optuna_max);
+      std::string base = "/usr/bin/python3 ";
+      base += hps::bench::default_optuna_script();
+      base += " latency ";
+      base += std::to_string(n_params);
+      base += " ";
+      base += std::to_string(optuna_max);
       std::vector<std::string> cmds = {base, base + " multi"};
       auto t0 = std::chrono::steady_clock::now();
       for (const auto& cmd : cmds) {

@@ -40,6 +40,14 @@
 
 namespace {
 
+// "x<i>" (built by appending: GCC 12 at -O3 warns falsely, -Wrestrict, on
+// "literal" + std::to_string(i)).
+std::string x_name(std::size_t i) {
+  std::string s = "x";
+  s += std::to_string(i);
+  return s;
+}
+
 using hps::Json;
 
 struct Problem {
@@ -67,7 +75,7 @@ double run_once(const Problem& p, const Json& sampler_config, int seed, int n_tr
   if (!f) throw std::runtime_error("unknown function " + p.name);
   hps::SearchSpace space;
   for (std::size_t i = 0; i < p.dim; ++i)
-    space.add("x" + std::to_string(i), hps::Distribution::make_float(f->low_at(i), f->high_at(i)));
+    space.add(x_name(i), hps::Distribution::make_float(f->low_at(i), f->high_at(i)));
   hps::StudyOptions opt;
   opt.sampler = hps::make_sampler(sampler_config, static_cast<std::uint64_t>(seed));
   opt.space = space;
@@ -76,7 +84,7 @@ double run_once(const Problem& p, const Json& sampler_config, int seed, int n_tr
   std::vector<double> x(p.dim);
   for (int t = 0; t < n_trials; ++t) {
     hps::Trial trial = study.ask();
-    for (std::size_t i = 0; i < p.dim; ++i) x[i] = trial.param("x" + std::to_string(i)).get<double>();
+    for (std::size_t i = 0; i < p.dim; ++i) x[i] = trial.param(x_name(i)).get<double>();
     study.tell(trial, f->function(x));
   }
   return study.best_value();
@@ -159,8 +167,12 @@ int main(int argc, char** argv) {
   try {
     std::vector<Json> lines;
     if (optuna == "live") {
-      std::string cmd = "/usr/bin/python3 " + hps::bench::default_optuna_script() + " quality " +
-                        std::to_string(n_trials) + " " + std::to_string(n_seeds);
+      std::string cmd = "/usr/bin/python3 ";
+      cmd += hps::bench::default_optuna_script();
+      cmd += " quality ";
+      cmd += std::to_string(n_trials);
+      cmd += " ";
+      cmd += std::to_string(n_seeds);
       for (const auto& p : problems) cmd += " " + p.optuna_name;
       std::cerr << "running Optuna: " << cmd << "\n";
       auto t0 = std::chrono::steady_clock::now();
@@ -257,7 +269,10 @@ int main(int argc, char** argv) {
         om = fmt(it->second.value("mean_best", 0.0));
         omd = fmt(it->second.value("median_best", 0.0));
       }
-      std::string fname = problems[p].name + " " + std::to_string(problems[p].dim) + "-D";
+      std::string fname = problems[p].name;
+      fname += " ";
+      fname += std::to_string(problems[p].dim);
+      fname += "-D";
       if (markdown)
         std::cout << "| " << fname << " | " << samplers[s].label << " | " << fmt(m) << " | " << fmt(md)
                   << " | " << om << " | " << omd << " |\n";

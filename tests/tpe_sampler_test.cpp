@@ -20,6 +20,14 @@
 namespace hps {
 namespace {
 
+// "x<i>" (built by appending: GCC 12 at -O3 warns falsely, -Wrestrict, on
+// "literal" + std::to_string(i)).
+std::string x_name(std::size_t i) {
+  std::string s = "x";
+  s += std::to_string(i);
+  return s;
+}
+
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // ---------------------------------------------------------------- helpers
@@ -69,7 +77,7 @@ class History {
 
 SearchSpace unit_space(int n) {
   SearchSpace s;
-  for (int i = 0; i < n; ++i) s.add("x" + std::to_string(i), Distribution::make_float(0, 1));
+  for (int i = 0; i < n; ++i) s.add(x_name(i), Distribution::make_float(0, 1));
   return s;
 }
 
@@ -102,6 +110,8 @@ TEST(TpeOptionsTest, DocumentedDefaults) {
   EXPECT_DOUBLE_EQ(o.prior_weight, 1.0);
   EXPECT_TRUE(o.consider_prior);
   EXPECT_FALSE(o.constant_liar);
+  EXPECT_TRUE(o.multivariate);
+  EXPECT_FALSE(o.group);
   EXPECT_NO_THROW(o.validate());
 }
 
@@ -277,14 +287,14 @@ double mean_regret(const std::string& func, const Json& sampler, int seeds, int 
   std::size_t dim = f->dimension;
   SearchSpace space;
   for (std::size_t i = 0; i < dim; ++i)
-    space.add("x" + std::to_string(i), Distribution::make_float(f->low_at(i), f->high_at(i)));
+    space.add(x_name(i), Distribution::make_float(f->low_at(i), f->high_at(i)));
   double total = 0;
   for (int seed = 0; seed < seeds; ++seed) {
     Study study = make_study(make_sampler(sampler, static_cast<std::uint64_t>(seed)), space);
     std::vector<double> x(dim);
     for (int t = 0; t < n_trials; ++t) {
       Trial trial = study.ask();
-      for (std::size_t i = 0; i < dim; ++i) x[i] = trial.param("x" + std::to_string(i)).get<double>();
+      for (std::size_t i = 0; i < dim; ++i) x[i] = trial.param(x_name(i)).get<double>();
       study.tell(trial, f->function(x));
     }
     total += study.best_value() - f->known_minimum(dim);
