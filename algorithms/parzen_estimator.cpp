@@ -303,18 +303,10 @@ ParzenEstimator::ParzenEstimator(std::vector<DimensionSpec> dims,
       if (orders && d < orders->size() && (*orders)[d].size() == n) order = &(*orders)[d];
       fit_numeric(d, observations, n, options, order);
       const bool continuous = dims_[d].kind == DimensionSpec::Kind::kContinuous;
-      double last_sigma = -1, last_log = 0;  // many kernels share the clipped bandwidth
       for (std::size_t k = 0; k < n_kernels; ++k) {
         // Continuous: the density's 1/sigma (cancelled by equal heights).
         // Discrete: masses need no 1/sigma; equal heights multiply by sigma.
-        double ls = 0.0;
-        if (continuous != options.equal_heights) {
-          if (num_[d].sigma[k] != last_sigma) {
-            last_sigma = num_[d].sigma[k];
-            last_log = std::log(last_sigma);
-          }
-          ls = last_log;
-        }
+        double ls = continuous != options.equal_heights ? num_[d].log_sigma[k] : 0.0;
         base_[k] += (continuous ? -ls : ls) - num_[d].log_z[k];
         if (continuous) base_[k] -= kHalfLog2Pi;
       }
@@ -406,9 +398,13 @@ void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, st
   if (has_prior_) kern.sigma[n] = range;
 
   kern.inv_sigma.resize(n_kernels);
+  kern.log_sigma.resize(n_kernels);
   kern.log_z.resize(n_kernels);
   for (std::size_t k = 0; k < n_kernels; ++k) {
     kern.inv_sigma[k] = 1.0 / kern.sigma[k];
+    // Many kernels share the clipped bandwidth: reuse the last log.
+    kern.log_sigma[k] = k > 0 && kern.sigma[k] == kern.sigma[k - 1] ? kern.log_sigma[k - 1]
+                                                                     : std::log(kern.sigma[k]);
     double a = (t_low - kern.mu[k]) * kern.inv_sigma[k];
     double b = (t_high - kern.mu[k]) * kern.inv_sigma[k];
     // Beyond 9 bandwidths a tail holds under 1e-18: ignore it (and its erfc).
@@ -498,7 +494,7 @@ double ParzenEstimator::numeric_term(std::size_t d, std::size_t k, const Numeric
   double lm;
   if (b - a < kMidpointWidth) {
     double z = (p.x - kern.mu[k]) * inv;
-    lm = -0.5 * z * z - kHalfLog2Pi + std::log(p.width * inv);
+    lm = -0.5 * z * z - kHalfLog2Pi + p.log_width - kern.log_sigma[k];
   } else {
     lm = safe_log(normal_mass(a, b));
   }
@@ -515,6 +511,7 @@ ParzenEstimator::NumericPoint ParzenEstimator::numeric_point(std::size_t d, doub
     dim.cell(v, p.e0, p.e1);
     p.x = 0.5 * (p.e0 + p.e1);
     p.width = p.e1 - p.e0;
+    p.log_width = p.width > 0 ? std::log(p.width) : -kInf;
   }
   return p;
 }
@@ -558,59 +555,105 @@ void ParzenEstimator::build_window() {
 void ParzenEstimator::log_pdf(std::span<const double> points, std::span<double> out) const {
   const std::size_t n_dims = dims_.size();
   const std::size_t n_kernels = log_w_.size();
+  const std::size_t n_points = out.size();
   std::vector<double> acc(n_kernels), scratch(n_kernels);
-  for (std::size_t j = 0; j < out.size(); ++j) {
-    if (windowed_) {
-      NumericPoint p = numeric_point(0, points[j]);
-      double lo = (p.continuous ? p.x : p.e0) - window_;
-      double hi = (p.continuous ? p.x : p.e1) + window_;
-      const auto first = static_cast<std::size_t>(
-          std::lower_bound(sorted_mu_.begin(), sorted_mu_.end(), lo) - sorted_mu_.begin());
-      const auto last = static_cast<std::size_t>(
-          std::upper_bound(sorted_mu_.begin() + static_cast<std::ptrdiff_t>(first), sorted_mu_.end(), hi) -
-          sorted_mu_.begin());
-      const std::size_t m = last - first + wide_.size();
-      if (m > 0) {
-        double* a = acc.data();
-        if (p.continuous) {
-          const double* mu = sorted_mu_.data() + first;
-          const double* inv = sorted_inv_.data() + first;
-          const double* base = sorted_base_.data() + first;
-          for (std::size_t i = 0; i < last - first; ++i) {
-            double z = (p.x - mu[i]) * inv[i];
-            a[i] = base[i] - 0.5 * z * z;
-          }
-        } else {
-          for (std::size_t i = first; i < last; ++i)
-            a[i - first] = sorted_base_[i] + numeric_term(0, sorted_k_[i], p);
-        }
-        std::size_t w = last - first;
-        for (std::size_t k : wide_) a[w++] = base_[k] + numeric_term(0, k, p);
-        out[j] = log_sum_exp(a, m, scratch.data());
-        continue;
-      }
+  if (n_dims == 1) {
+    // Candidates often repeat (a discrete grid, a categorical): compute
+    // each distinct value once.
+    std::vector<std::size_t> order(n_points);
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return points[a] < points[b]; });
+    const std::vector<const double*> none;
+    for (std::size_t i = 0; i < n_points; ++i) {
+      const std::size_t j = order[i];
+      if (i > 0 && points[j] == points[order[i - 1]]) out[j] = out[order[i - 1]];
+      else out[j] = log_pdf_one(&points[j], acc.data(), scratch.data(), none);
     }
-    std::copy(base_.begin(), base_.end(), acc.begin());
-    for (std::size_t d = 0; d < n_dims; ++d) {
-      const DimensionSpec& dim = dims_[d];
-      const double v = points[j * n_dims + d];
-      if (dim.kind == DimensionSpec::Kind::kCategorical) {
-        std::size_t c = static_cast<std::size_t>(
-            std::clamp(std::round(v), 0.0, static_cast<double>(dim.count - 1)));
-        const double* lp = cat_[d].log_p.data();
-        for (std::size_t k = 0; k < n_kernels; ++k) acc[k] += lp[k * dim.count + c];
-        continue;
-      }
-      const NumericPoint p = numeric_point(d, v);
-      if (p.continuous) {
-        add_gaussian_exponents(acc.data(), num_[d].mu.data(), num_[d].inv_sigma.data(), p.x,
-                               n_kernels);
-        continue;
-      }
-      for (std::size_t k = 0; k < n_kernels; ++k) acc[k] += numeric_term(d, k, p);
-    }
-    out[j] = log_sum_exp(acc.data(), n_kernels, scratch.data());
+    return;
   }
+  // Several dimensions: the terms of a discrete dimension depend on the
+  // point only through its grid value, so compute them once per value.
+  std::vector<std::vector<double>> values(n_dims);       // distinct values per dim
+  std::vector<std::vector<std::vector<double>>> terms(n_dims);
+  for (std::size_t d = 0; d < n_dims; ++d) {
+    if (dims_[d].kind != DimensionSpec::Kind::kDiscrete) continue;
+    for (std::size_t j = 0; j < n_points; ++j) values[d].push_back(points[j * n_dims + d]);
+    std::sort(values[d].begin(), values[d].end());
+    values[d].erase(std::unique(values[d].begin(), values[d].end()), values[d].end());
+    for (double v : values[d]) {
+      const NumericPoint p = numeric_point(d, v);
+      std::vector<double> t(n_kernels);
+      for (std::size_t k = 0; k < n_kernels; ++k) t[k] = numeric_term(d, k, p);
+      terms[d].push_back(std::move(t));
+    }
+  }
+  std::vector<const double*> discrete_terms(n_dims, nullptr);
+  for (std::size_t j = 0; j < n_points; ++j) {
+    for (std::size_t d = 0; d < n_dims; ++d) {
+      if (values[d].empty()) continue;
+      auto at = std::lower_bound(values[d].begin(), values[d].end(), points[j * n_dims + d]);
+      discrete_terms[d] = terms[d][static_cast<std::size_t>(at - values[d].begin())].data();
+    }
+    out[j] = log_pdf_one(&points[j * n_dims], acc.data(), scratch.data(), discrete_terms);
+  }
+}
+
+double ParzenEstimator::log_pdf_one(const double* point, double* acc, double* scratch,
+                                    const std::vector<const double*>& discrete_terms) const {
+  const std::size_t n_dims = dims_.size();
+  const std::size_t n_kernels = log_w_.size();
+  if (windowed_) {
+    const NumericPoint p = numeric_point(0, point[0]);
+    double lo = (p.continuous ? p.x : p.e0) - window_;
+    double hi = (p.continuous ? p.x : p.e1) + window_;
+    const auto first = static_cast<std::size_t>(
+        std::lower_bound(sorted_mu_.begin(), sorted_mu_.end(), lo) - sorted_mu_.begin());
+    const auto last = static_cast<std::size_t>(
+        std::upper_bound(sorted_mu_.begin() + static_cast<std::ptrdiff_t>(first), sorted_mu_.end(), hi) -
+        sorted_mu_.begin());
+    const std::size_t m = last - first + wide_.size();
+    if (m > 0) {
+      if (p.continuous) {
+        const double* mu = sorted_mu_.data() + first;
+        const double* inv = sorted_inv_.data() + first;
+        const double* base = sorted_base_.data() + first;
+        for (std::size_t i = 0; i < last - first; ++i) {
+          double z = (p.x - mu[i]) * inv[i];
+          acc[i] = base[i] - 0.5 * z * z;
+        }
+      } else {
+        for (std::size_t i = first; i < last; ++i)
+          acc[i - first] = sorted_base_[i] + numeric_term(0, sorted_k_[i], p);
+      }
+      std::size_t w = last - first;
+      for (std::size_t k : wide_) acc[w++] = base_[k] + numeric_term(0, k, p);
+      return log_sum_exp(acc, m, scratch);
+    }
+  }
+  std::copy(base_.begin(), base_.end(), acc);
+  for (std::size_t d = 0; d < n_dims; ++d) {
+    const DimensionSpec& dim = dims_[d];
+    const double v = point[d];
+    if (dim.kind == DimensionSpec::Kind::kCategorical) {
+      std::size_t c = static_cast<std::size_t>(
+          std::clamp(std::round(v), 0.0, static_cast<double>(dim.count - 1)));
+      const double* lp = cat_[d].log_p.data();
+      for (std::size_t k = 0; k < n_kernels; ++k) acc[k] += lp[k * dim.count + c];
+      continue;
+    }
+    if (d < discrete_terms.size() && discrete_terms[d]) {
+      const double* t = discrete_terms[d];
+      for (std::size_t k = 0; k < n_kernels; ++k) acc[k] += t[k];
+      continue;
+    }
+    const NumericPoint p = numeric_point(d, v);
+    if (p.continuous) {
+      add_gaussian_exponents(acc, num_[d].mu.data(), num_[d].inv_sigma.data(), p.x, n_kernels);
+      continue;
+    }
+    for (std::size_t k = 0; k < n_kernels; ++k) acc[k] += numeric_term(d, k, p);
+  }
+  return log_sum_exp(acc, n_kernels, scratch);
 }
 
 }  // namespace hps::tpe

@@ -157,7 +157,7 @@ class ParzenEstimator {
 
  private:
   struct NumericKernels {
-    std::vector<double> mu, sigma, inv_sigma;
+    std::vector<double> mu, sigma, inv_sigma, log_sigma;
     std::vector<double> log_z;      // log of the kernel's mass inside the domain
   };
   struct CategoricalKernels {
@@ -169,13 +169,18 @@ class ParzenEstimator {
   // cell [e0, e1] with middle x (discrete).
   struct NumericPoint {
     bool continuous = true;
-    double x = 0, e0 = 0, e1 = 0, width = 0;
+    double x = 0, e0 = 0, e1 = 0, width = 0, log_width = 0;
   };
   NumericPoint numeric_point(std::size_t d, double v) const;
   // Kernel k's log density (continuous) or log mass (discrete) in
   // dimension d at p, less what base_ holds (log weight, normalizers).
   double numeric_term(std::size_t d, std::size_t k, const NumericPoint& p) const;
   void build_window();
+  // log_pdf() of one point (n_dims() values); acc and scratch hold
+  // n_kernels() doubles. discrete_terms[d] (multi-dimensional estimators):
+  // the terms of discrete dimension d for this point, precomputed, or null.
+  double log_pdf_one(const double* point, double* acc, double* scratch,
+                     const std::vector<const double*>& discrete_terms) const;
 
   void fit_numeric(std::size_t d, std::span<const double> observations, std::size_t n,
                    const EstimatorOptions& options, const std::vector<std::size_t>* order);

@@ -1,10 +1,12 @@
 #include "algorithms/tpe_sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <random>
+#include <tuple>
 #include <unordered_set>
 
 #include "algorithms/random_sampler.h"
@@ -293,7 +295,10 @@ struct TpeSampler::Cache {
   std::unordered_map<std::int64_t, std::size_t> slot_of;  // trial id -> slot
   std::vector<std::unique_ptr<Column>> columns;
   std::unordered_map<std::string, std::vector<Column*>> columns_of;  // by name
-  std::map<std::int64_t, PendingJoint> pending;                     // by trial number
+  // Define-by-run joint draws by (trial id, number, start time): the start
+  // time tells apart trials of different studies that share ids.
+  using PendingKey = std::tuple<std::int64_t, std::int64_t, std::int64_t>;
+  std::map<PendingKey, PendingJoint> pending;
 
   static double internal_value(const FrozenTrial& t, const std::string& name, const Distribution& d) {
     auto it = t.params.find(name);
@@ -301,10 +306,32 @@ struct TpeSampler::Cache {
     return d.to_internal(it->second);
   }
 
+  // Whether two snapshots with the same trial id are the same finished
+  // trial. Ids are unique within a storage; a sampler shared by studies of
+  // different storages may see an id again for another trial, which this
+  // tells apart by number, state, value, completion time and sizes (cheap:
+  // no JSON is compared).
+  static bool same_trial(const FrozenTrial& a, const FrozenTrial& b) {
+    if (&a == &b) return true;
+    auto same_value = [](const std::optional<double>& x, const std::optional<double>& y) {
+      if (x.has_value() != y.has_value()) return false;
+      if (!x) return true;
+      return std::bit_cast<std::uint64_t>(*x) == std::bit_cast<std::uint64_t>(*y);
+    };
+    const auto& ia = a.intermediate_values;
+    const auto& ib = b.intermediate_values;
+    if (ia.size() != ib.size()) return false;
+    if (!ia.empty() && (ia.rbegin()->first != ib.rbegin()->first ||
+                        !same_value(ia.rbegin()->second, ib.rbegin()->second)))
+      return false;
+    return a.number == b.number && a.state == b.state && same_value(a.value, b.value) &&
+           a.datetime_complete == b.datetime_complete && a.params.size() == b.params.size();
+  }
+
   // The slot of a finished trial, created on first sight.
   std::size_t slot(const TrialPtr& t) {
     auto it = slot_of.find(t->trial_id);
-    if (it != slot_of.end() && slots[it->second].state == t->state) return it->second;
+    if (it != slot_of.end() && same_trial(*slots[it->second].trial, *t)) return it->second;
     Slot s;
     s.trial = t;
     s.state = t->state;
@@ -338,15 +365,17 @@ struct TpeSampler::Cache {
     if (it != slot_of.end()) {
       // Seen before in another state (cannot happen for a finished trial,
       // but a caller may reuse ids): refresh it in place.
-      slots[it->second] = std::move(s);
+      // Another trial under a known id: refresh the slot in place.
+      const std::size_t at = it->second;
+      slots[at] = std::move(s);
       for (auto& c : columns) {
-        if (c->values.size() > it->second) {
-          c->values[it->second] = internal_value(*t, c->name, c->distribution);
-          c->sorted.clear();
-          for (std::size_t i = 0; i < c->values.size(); ++i) insert_sorted(*c, i);
-        }
+        if (c->values.size() <= at) continue;
+        auto pos = std::find(c->sorted.begin(), c->sorted.end(), at);
+        if (pos != c->sorted.end()) c->sorted.erase(pos);
+        c->values[at] = internal_value(*t, c->name, c->distribution);
+        insert_sorted(*c, at);
       }
-      return it->second;
+      return at;
     }
     slots.push_back(std::move(s));
     slot_of.emplace(t->trial_id, slots.size() - 1);
@@ -834,7 +863,10 @@ double TpeSampler::sample_independent(const SamplingContext& ctx, const std::str
   TpeModel model(options_, *cache_, h);
 
   if (options_.multivariate && h.n_finished > 0) {
-    auto it = cache_->pending.find(ctx.trial.number);
+    const Cache::PendingKey key{
+        ctx.trial.trial_id, ctx.trial.number,
+        ctx.trial.datetime_start ? ctx.trial.datetime_start->time_since_epoch().count() : 0};
+    auto it = cache_->pending.find(key);
     if (it == cache_->pending.end()) {
       // First suggest of this trial: draw every param shared by all finished
       // observations (as recorded in the newest one) jointly.
@@ -859,7 +891,7 @@ double TpeSampler::sample_independent(const SamplingContext& ctx, const std::str
         joint.names.clear();
         joint.distributions.clear();
       }
-      it = cache_->pending.emplace(ctx.trial.number, std::move(joint)).first;
+      it = cache_->pending.emplace(key, std::move(joint)).first;
       while (cache_->pending.size() > kMaxPending) cache_->pending.erase(cache_->pending.begin());
     }
     const PendingJoint& joint = it->second;

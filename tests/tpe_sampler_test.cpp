@@ -555,27 +555,57 @@ TEST(TpeSamplerTest, FailWaitingAndNaNNeverEnterTheModel) {
 TEST(TpeSamplerTest, NullChoiceIsNotConfusedWithAnAbsentParam) {
   // "act" is active only when use == true. Trials without it (use == false)
   // are excellent; among trials with it, "relu" is good and null is bad.
-  // Confusing absent with null would make null look excellent.
+  // Confusing absent with null would make null look excellent. ("lr" keeps
+  // the suggestions from being duplicates of the history.)
   SearchSpace space = SearchSpace::from_json(Json::parse(R"({
     "use": {"type": "categorical", "choices": [true, false]},
-    "act": {"type": "categorical", "choices": [null, "relu"], "when": {"use": true}}
+    "act": {"type": "categorical", "choices": [null, "relu"], "when": {"use": true}},
+    "lr":  {"type": "float", "low": 0, "high": 1}
   })"));
   History h(space);
-  for (int i = 0; i < 30; ++i) h.add(TrialState::kComplete, {{"use", false}}, -10.0 - i);
+  for (int i = 0; i < 30; ++i) h.add(TrialState::kComplete, {{"use", false}, {"lr", i / 30.0}}, -10.0 - i);
   for (int i = 0; i < 15; ++i) {
-    h.add(TrialState::kComplete, {{"use", true}, {"act", nullptr}}, 5.0 + i);
-    h.add(TrialState::kComplete, {{"use", true}, {"act", "relu"}}, 1.0 + i * 0.01);
+    h.add(TrialState::kComplete, {{"use", true}, {"act", nullptr}, {"lr", i / 15.0}}, 5.0 + i);
+    h.add(TrialState::kComplete, {{"use", true}, {"act", "relu"}, {"lr", 0.5 + i / 31.0}}, 1.0 + i * 0.01);
   }
   for (bool multi : {false, true}) {
-    auto s = tpe(6, multi);
-    int relu = 0, null = 0;
-    for (std::int64_t n = 300; n < 340; ++n) {
-      Params p = h.suggest(*s, space, n, StudyDirection::kMinimize, {{"use", true}});
-      ASSERT_TRUE(p.count("act"));
-      (p.at("act").is_null() ? null : relu)++;
+    for (bool group : {false, true}) {
+      if (group && !multi) continue;
+      TpeOptions o;
+      o.seed = 6;
+      o.multivariate = multi;
+      o.group = group;
+      TpeSampler s(o);
+      int relu = 0, null = 0;
+      for (std::int64_t n = 300; n < 340; ++n) {
+        Params p = h.suggest(s, space, n, StudyDirection::kMinimize, {{"use", true}});
+        ASSERT_TRUE(p.count("act"));
+        (p.at("act").is_null() ? null : relu)++;
+      }
+      EXPECT_GT(relu, null) << "multivariate " << multi << " group " << group;
     }
-    EXPECT_GT(relu, null) << multi;
   }
+}
+
+TEST(TpeSamplerTest, TrialIdsSeenAgainForOtherTrialsAreNotConfused) {
+  // One sampler shown two unrelated histories that reuse trial ids (two
+  // in-memory studies): the second history's values must count.
+  SearchSpace space = unit_space(1);
+  auto build = [&](double best_x) {
+    History h(space);
+    for (int i = 0; i < 30; ++i) {
+      double x = (i + 0.5) / 30;
+      h.add(TrialState::kComplete, {{"x0", x}}, std::abs(x - best_x));
+    }
+    return h;
+  };
+  History near_low = build(0.1), near_high = build(0.9);
+  TpeOptions o;
+  o.seed = 3;
+  TpeSampler shared(o), fresh(o);
+  for (std::int64_t n = 100; n < 105; ++n) near_low.suggest(shared, space, n);
+  for (std::int64_t n = 100; n < 110; ++n)
+    EXPECT_EQ(near_high.suggest(shared, space, n), near_high.suggest(fresh, space, n)) << n;
 }
 
 TEST(TpeSamplerTest, NoDuplicatesAndExhaustion) {
