@@ -349,6 +349,9 @@ TEST_F(CliTest, RunningTwiceCompletesOnlyTheRemainingBudget) {
   ASSERT_EQ(trials.size(), 10u);
   EXPECT_EQ(count_if(trials, is_complete), 10);
   expect_consistent(trials);
+  // The second run continued the seeded sequence; it did not start it over.
+  std::set<std::string> params;
+  for (const auto& t : trials) EXPECT_TRUE(params.insert(t["params"].dump()).second) << "repeated: " << t.dump();
   ProcessResult third = cli({"run", "space.json"});
   ASSERT_EQ(third.exit_code, 0) << third.err;
   EXPECT_EQ(trials_or_fail("branin.db").size(), 10u);
