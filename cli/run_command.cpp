@@ -13,6 +13,9 @@
 #include "cli/progress.h"
 #include "cli/table.h"
 #include "objectives/objective.h"
+#ifdef HPSEARCH_HAVE_TORCH
+#include "objectives/torch_objectives.h"
+#endif
 #include "search/storage.h"
 #include "search/study.h"
 
@@ -73,6 +76,7 @@ int run_command(const RunOptions& o) {
   ObjectiveContext octx;
   octx.study_name = config.name;
   octx.threads = 1;
+  octx.direction = config.direction;
   Objective objective = make_objective(config.objective, config.space, octx);
 
   // 3. Run.
@@ -111,6 +115,23 @@ int run_command(const RunOptions& o) {
   study.optimize(objective, opt);
   progress.update(ps, "", true);
   progress.finish();
+#ifdef HPSEARCH_HAVE_TORCH
+  // The held-out test set is scored once, for the best trial, at the end.
+  if (!stop_signal() && is_torch_objective(config.objective)) {
+    try {
+      TrialPtr best = study.best_trial();
+      if (!best->user_attrs.contains("test_accuracy")) {
+        std::cout << "Scoring the best trial (" << best->number << ") on the test set...\n";
+        // Same threads and device as the trials: the retrained model is the trial's own.
+        TestEvaluation test = evaluate_on_test_set(config.objective, config.space, best->params, octx);
+        for (const auto& [key, value] : test.to_user_attrs().items())
+          storage->set_trial_user_attr(best->trial_id, key, value);
+      }
+    } catch (const Error& e) {
+      spdlog::warn("test set evaluation: {}", e.what());
+    }
+  }
+#endif
   std::cout << "\n" << summary(study, progress.elapsed_s());
   std::cout << "Storage: " << config.storage << "\n";
   if (int sig = stop_signal()) {
