@@ -204,7 +204,8 @@ int run_study(StudyConfig config, const RunOptions& o) {
         std::cout << "Scoring the best trial (" << best->number << ") on the test set...\n";
         // Same threads and device as the trials: the retrained model is the trial's own.
         TestEvaluation test = evaluate_on_test_set(config.objective, config.space, best->params, octx);
-        for (const auto& [key, value] : test.to_user_attrs().items())
+        const Json attrs = test.to_user_attrs();
+        for (const auto& [key, value] : attrs.items())
           storage->set_trial_user_attr(best->trial_id, key, value);
       }
     } catch (const Error& e) {
