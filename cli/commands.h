@@ -15,16 +15,42 @@ inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
 
 struct RunOptions {
-  std::string space_file;
-  std::optional<std::string> storage;      // --storage
+  std::string space_file;                  // run: the space.json file
+  std::optional<std::string> storage;      // --storage (resume: the STORAGE argument)
   std::optional<std::string> study;        // --study
   std::optional<std::int64_t> n_trials;    // --n-trials
   std::optional<double> timeout_s;         // --timeout (seconds)
   std::optional<std::uint64_t> seed;       // --seed
-  int n_jobs = 1;                          // --jobs: in-process threads
+  int workers = 1;                         // --workers: local worker processes (0: remote only)
+  std::optional<std::string> bind;         // --bind: the coordinator's endpoint
+  std::optional<std::string> gpus;         // --gpus: "0,1,..." (default: automatic)
+  int heartbeat_ms = 1000;                 // --heartbeat-ms
+  int liveness = 5;                        // --liveness
+  int max_retries = 1;                     // --max-retries
+  std::string log_level = "info";          // passed on to local workers
 };
 
+// hpsearch run space.json: runs (or continues) the study with a coordinator
+// and `workers` local worker processes.
 int run_command(const RunOptions& options);
+// hpsearch resume STORAGE: continues a study from the settings stored with
+// it (options.storage is the STORAGE argument; space_file is unused).
+int resume_command(const RunOptions& options);
+
+struct WorkerCommandOptions {
+  std::string connect;             // --connect ENDPOINT
+  std::string device = "cpu";      // --device
+  int threads = 0;                 // --threads (0: all hardware threads)
+  std::optional<std::string> id;   // --id
+  int heartbeat_ms = 1000;         // --heartbeat-ms (until the coordinator's Welcome)
+  int liveness = 5;                // --liveness
+  int reconnect_attempts = 6;      // --reconnect-attempts
+  int reconnect_initial_ms = 1000; // --reconnect-initial-ms
+  std::optional<std::string> log_dir;  // --log-dir (default: ./<study>.logs)
+};
+
+// hpsearch worker --connect ENDPOINT: serves trials until told to stop.
+int worker_command(const WorkerCommandOptions& options);
 
 struct ReadOptions {
   std::string storage;
@@ -36,6 +62,9 @@ struct ReadOptions {
 int best_command(const ReadOptions& options);
 int trials_command(const ReadOptions& options);
 int studies_command(const ReadOptions& options);
+// hpsearch status STORAGE: trials by state, the coordinator and what each
+// worker runs now, the best trial so far.
+int status_command(const ReadOptions& options);
 
 // Installs SIGINT/SIGTERM handlers: the first sets the stop flag (returned),
 // the second exits at once with 128 + signal.

@@ -28,21 +28,62 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
 
   RunOptions run;
-  auto* run_cmd = app.add_subcommand("run", "Run (or resume) the study described by a space.json file");
+  auto* run_cmd = app.add_subcommand("run", "Run (or continue) the study described by a space.json file");
   run_cmd->add_option("space", run.space_file, "space.json file")->required();
   run_cmd->add_option("--storage", run.storage, "SQLite file (default: study.storage of the file)");
   run_cmd->add_option("--study", run.study, "study name (default: study.name of the file)");
-  run_cmd->add_option("--n-trials", run.n_trials, "budget: finished trials in the study");
-  run_cmd->add_option("--timeout", run.timeout_s, "budget: seconds of wall time for this run");
-  run_cmd->add_option("--seed", run.seed, "sampler seed (overrides sampler.seed)");
-  run_cmd->add_option("--jobs", run.n_jobs, "trials run at once in this process (threads)")
+  auto* resume_cmd = app.add_subcommand("resume", "Continue a study from the settings stored with it");
+  resume_cmd->add_option("storage", run.storage, "SQLite file")->required();
+  resume_cmd->add_option("--study", run.study, "study name (needed if the file holds several)");
+  for (auto* cmd : {run_cmd, resume_cmd}) {
+    cmd->add_option("--n-trials", run.n_trials, "budget: finished trials in the study");
+    cmd->add_option("--timeout", run.timeout_s, "budget: seconds of wall time for this run");
+    cmd->add_option("--seed", run.seed, "sampler seed (overrides sampler.seed)");
+    cmd->add_option("--workers", run.workers, "local worker processes (0: remote workers only)")
+        ->capture_default_str();
+    cmd->add_option("--bind", run.bind,
+                    "coordinator endpoint, e.g. tcp://0.0.0.0:5555 for remote workers "
+                    "(default: a free loopback port)");
+    cmd->add_option("--gpus", run.gpus,
+                    "GPUs for local workers, e.g. 0,1 (default: CUDA_VISIBLE_DEVICES or all)");
+    cmd->add_option("--heartbeat-ms", run.heartbeat_ms, "heartbeat interval in milliseconds")
+        ->capture_default_str();
+    cmd->add_option("--liveness", run.liveness, "missed heartbeats before a worker is lost")
+        ->capture_default_str();
+    cmd->add_option("--max-retries", run.max_retries,
+                    "times a trial of a lost worker is queued again")
+        ->capture_default_str();
+  }
+
+  WorkerCommandOptions worker;
+  auto* worker_cmd = app.add_subcommand("worker", "Serve trials for a coordinator");
+  worker_cmd->add_option("--connect", worker.connect, "coordinator endpoint, e.g. tcp://host:5555")
+      ->required();
+  worker_cmd->add_option("--device", worker.device, "cpu or cuda:N")->capture_default_str();
+  worker_cmd->add_option("--threads", worker.threads, "CPU threads for the objective (0: all)")
       ->capture_default_str();
+  worker_cmd->add_option("--id", worker.id, "worker name (default: host:pid)");
+  worker_cmd->add_option("--heartbeat-ms", worker.heartbeat_ms,
+                         "heartbeat interval until the coordinator sets it")
+      ->capture_default_str();
+  worker_cmd->add_option("--liveness", worker.liveness, "missed heartbeats before reconnecting")
+      ->capture_default_str();
+  worker_cmd->add_option("--reconnect-attempts", worker.reconnect_attempts,
+                         "failed connection attempts in a row before giving up")
+      ->capture_default_str();
+  worker_cmd->add_option("--reconnect-initial-ms", worker.reconnect_initial_ms,
+                         "first back-off between attempts (doubles up to 32 s)")
+      ->capture_default_str();
+  worker_cmd->add_option("--log-dir", worker.log_dir,
+                         "where objectives write per-trial logs (default: ./<study>.logs)");
 
   ReadOptions read;
   auto* best_cmd = app.add_subcommand("best", "Print the best trial of a study");
   auto* trials_cmd = app.add_subcommand("trials", "List the trials of a study");
   auto* studies_cmd = app.add_subcommand("studies", "List the studies in a storage file");
-  for (auto* cmd : {best_cmd, trials_cmd, studies_cmd}) {
+  auto* status_cmd = app.add_subcommand(
+      "status", "Trials by state, what each worker runs now, the best trial so far");
+  for (auto* cmd : {best_cmd, trials_cmd, studies_cmd, status_cmd}) {
     cmd->add_option("storage", read.storage, "SQLite file")->required();
     if (cmd != studies_cmd)
       cmd->add_option("--study", read.study, "study name (needed if the file holds several)");
@@ -52,6 +93,8 @@ int main(int argc, char** argv) {
   }
   trials_cmd->add_option("--state", read.state, "only trials in this state (COMPLETE, FAIL, ...)");
 
+  // Global options (--log-level) may also follow the subcommand.
+  for (auto* sub : app.get_subcommands([](CLI::App*) { return true; })) sub->fallthrough();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -59,9 +102,13 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : kExitUsage;
   }
   spdlog::set_level(spdlog::level::from_str(log_level));
+  run.log_level = log_level;
 
   try {
     if (*run_cmd) return run_command(run);
+    if (*resume_cmd) return resume_command(run);
+    if (*worker_cmd) return worker_command(worker);
+    if (*status_cmd) return status_command(read);
     if (*best_cmd) return best_command(read);
     if (*trials_cmd) return trials_command(read);
     if (*studies_cmd) return studies_command(read);

@@ -1,5 +1,8 @@
 // hpsearch best | trials | studies: read a study without running it.
+#include <chrono>
+#include <cmath>
 #include <filesystem>
+#include <map>
 #include <iostream>
 #include <set>
 
@@ -132,6 +135,114 @@ int studies_command(const ReadOptions& o) {
   }
   if (o.format == "json") std::cout << arr.dump(2) << "\n";
   else std::cout << (o.format == "csv" ? table.render_csv() : table.render());
+  return kExitOk;
+}
+
+int status_command(const ReadOptions& o) {
+  auto storage = open_existing(o.storage);
+  auto id = pick_study(*storage, o.study, o.storage);
+  StudyInfo info = storage->get_study(id);
+  auto trials = storage->get_all_trials(id, {});
+  std::map<TrialState, std::int64_t> counts;
+  std::int64_t finished = 0;
+  TrialPtr best;
+  const bool maximize = info.direction == StudyDirection::kMaximize;
+  for (const auto& t : trials) {
+    counts[t->state]++;
+    if (t->counts_as_finished()) ++finished;
+    if (t->state == TrialState::kComplete && t->value && !std::isnan(*t->value) &&
+        (!best || (maximize ? *t->value > *best->value : *t->value < *best->value)))
+      best = t;
+  }
+  std::optional<std::int64_t> budget;
+  if (info.config.is_object() && info.config.contains("budget") && info.config["budget"].is_object()) {
+    const Json& b = info.config["budget"];
+    if (b.contains("n_trials") && b["n_trials"].is_number_integer()) budget = b["n_trials"].get<std::int64_t>();
+  }
+  Json coord = info.system_attrs.value("coordinator", Json());
+  double now = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+  std::string coord_line;
+  Json workers = Json::array();
+  if (!coord.is_object()) {
+    coord_line = "never run by a coordinator";
+  } else {
+    double age = now - coord.value("updated", 0.0);
+    std::string where = fmt::format("{}:{} at {}", coord.value("host", "?"),
+                                    coord.value("pid", std::int64_t{0}), coord.value("endpoint", "?"));
+    double stale_after = std::max(10.0, 3.0 * coord.value("heartbeat_interval_ms", 1000) *
+                                            coord.value("liveness", 5) / 1000.0);
+    if (!coord.value("running", false)) {
+      coord_line = fmt::format("not running (last run by {}, {}; {} ago)", where,
+                               coord.value("done_reason", std::string("ended")), format_duration(age));
+    } else if (age > stale_after) {
+      coord_line = fmt::format("not responding (last update by {} {} ago; it may have been killed: "
+                               "hpsearch resume continues the study)", where, format_duration(age));
+    } else {
+      coord_line = fmt::format("running ({}, updated {} ago)", where, format_duration(age));
+      if (coord.contains("workers") && coord["workers"].is_array()) workers = coord["workers"];
+    }
+  }
+  if (o.format == "json") {
+    Json out;
+    out["study"] = info.name;
+    out["direction"] = to_string(info.direction);
+    out["counts"] = Json::object();
+    for (TrialState st : {TrialState::kWaiting, TrialState::kRunning, TrialState::kComplete,
+                          TrialState::kPruned, TrialState::kFail})
+      out["counts"][to_string(st)] = counts[st];
+    out["finished"] = finished;
+    out["n_trials"] = budget ? Json(*budget) : Json();
+    out["best"] = best ? trial_to_json(*best) : Json();
+    out["coordinator"] = coord;
+    std::cout << out.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::cout << fmt::format("Study '{}' ({}) in {}\n", info.name, to_string(info.direction), o.storage);
+  std::string by_state;
+  for (TrialState st : {TrialState::kComplete, TrialState::kPruned, TrialState::kFail,
+                        TrialState::kRunning, TrialState::kWaiting})
+    by_state += fmt::format("{}{} {}", by_state.empty() ? "" : ", ", counts[st], to_string(st));
+  std::cout << fmt::format("Trials: {} ({}); finished {}{}\n", trials.size(), by_state, finished,
+                           budget ? fmt::format(" of {}", *budget) : std::string());
+  if (best)
+    std::cout << fmt::format("Best: trial {}, value {}\n", best->number, format_value(*best->value));
+  else
+    std::cout << "Best: no COMPLETE trial yet\n";
+  std::cout << "Coordinator: " << coord_line << "\n";
+  // What each worker runs now: the coordinator's workers table, with the
+  // RUNNING trials of the store.
+  std::map<std::int64_t, TrialPtr> running;
+  for (const auto& t : trials)
+    if (t->state == TrialState::kRunning) running[t->number] = t;
+  if (!workers.empty()) {
+    Table table({"worker", "host", "pid", "device", "trial", "running for", "last report"});
+    for (const auto& w : workers) {
+      std::string trial = "idle", since, last;
+      if (w.contains("trial") && w["trial"].is_number_integer()) {
+        std::int64_t n = w["trial"].get<std::int64_t>();
+        trial = std::to_string(n);
+        auto it = running.find(n);
+        if (it != running.end()) {
+          const FrozenTrial& t = *it->second;
+          if (t.datetime_start)
+            since = format_duration(std::chrono::duration<double>(Clock::now() - *t.datetime_start).count());
+          if (auto li = t.last_intermediate())
+            last = fmt::format("step {}: {}", li->first, format_value(li->second));
+          running.erase(it);
+        }
+      }
+      table.add_row({w.value("name", "?"), w.value("host", "?"), std::to_string(w.value("pid", std::int64_t{0})),
+                     w.value("device", "?"), trial, since, last});
+    }
+    std::cout << "\nWorkers (" << workers.size() << "):\n" << table.render();
+  }
+  if (!running.empty()) {
+    Table table({"RUNNING trial", "worker", "started"});
+    for (const auto& [n, t] : running)
+      table.add_row({std::to_string(n), t->worker,
+                     t->datetime_start ? format_iso8601(*t->datetime_start) : ""});
+    std::cout << "\n" << table.render();
+  }
   return kExitOk;
 }
 

@@ -1,8 +1,11 @@
-// hpsearch run space.json: runs a study in this process (the coordinator
-// issue adds worker processes).
+// hpsearch run space.json / hpsearch resume STORAGE: a coordinator in this
+// process and N local worker processes (hpsearch worker) of this binary.
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <thread>
+#include <filesystem>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -12,15 +15,33 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "cli/table.h"
+#include "coordinator/coordinator.h"
 #include "objectives/objective.h"
+#ifdef HPSEARCH_HAVE_TORCH
+#include "objectives/torch_objectives.h"
+#endif
 #include "search/storage.h"
 #include "search/study.h"
+#include "workers/local_pool.h"
+#include "workers/worker.h"
 
 namespace hps::cli {
 
-int run_command(const RunOptions& o) {
-  // 1. Read and validate everything before touching the store.
-  StudyConfig config = StudyConfig::from_file(o.space_file);
+namespace {
+
+using Steady = std::chrono::steady_clock;
+
+// The endpoint local workers connect to: a wildcard bind becomes loopback.
+std::string local_endpoint(const std::string& bound) {
+  for (const char* any : {"tcp://0.0.0.0:", "tcp://*:"}) {
+    std::string prefix = any;
+    if (bound.rfind(prefix, 0) == 0) return "tcp://127.0.0.1:" + bound.substr(prefix.size());
+  }
+  return bound;
+}
+
+int run_study(StudyConfig config, const RunOptions& o) {
+  // 1. Check everything before touching the store.
   if (o.study) {
     if (o.study->empty()) throw ConfigError("--study", "must not be empty");
     config.name = *o.study;
@@ -34,14 +55,18 @@ int run_command(const RunOptions& o) {
     if (!(*o.timeout_s > 0)) throw ConfigError("--timeout", "must be > 0 (seconds)");
     config.budget.timeout_s = o.timeout_s;
   }
-  if (o.n_jobs < 1) throw ConfigError("--jobs", "must be >= 1");
+  if (o.workers < 0) throw ConfigError("--workers", "must be >= 0 (0: remote workers only)");
+  if (o.heartbeat_ms < 1) throw ConfigError("--heartbeat-ms", "must be >= 1 (milliseconds)");
+  if (o.liveness < 1) throw ConfigError("--liveness", "must be >= 1");
+  if (o.max_retries < 0) throw ConfigError("--max-retries", "must be >= 0");
+  std::vector<std::string> gpus = o.gpus ? parse_gpu_list(*o.gpus) : detect_gpus();
   auto sampler = make_sampler(config.sampler, o.seed);
   auto pruner = make_pruner(config.pruner);
   validate_objective(config.objective, config.space);
   if (!config.budget.n_trials && !config.budget.timeout_s)
     spdlog::warn("no budget (n_trials or timeout_s): running until interrupted");
 
-  // 2. Open the study (resume if it exists).
+  // 2. Open the study (continue it if it exists).
   auto storage = open_storage(config.storage);
   StudyOptions so;
   so.sampler = sampler;
@@ -54,70 +79,187 @@ int run_command(const RunOptions& o) {
     spdlog::warn("study '{}': the search space differs from the one stored with the study; "
                  "continuing with the new one", config.name);
   storage->set_study_config(study.study_id(), config.source);
-  int stale = study.fail_stale_trials("interrupted: process restarted");
-  std::int64_t finished = study.n_finished();
-  if (finished > 0 || stale > 0)
-    spdlog::info("resuming study '{}': {} finished trials{}", config.name, finished,
-                 stale ? fmt::format(", {} interrupted trials queued again", stale) : "");
 
-  std::optional<std::int64_t> remaining;
-  if (config.budget.n_trials) {
-    remaining = std::max<std::int64_t>(0, *config.budget.n_trials - finished);
-    if (*remaining == 0) {
-      std::cout << "Budget of " << *config.budget.n_trials << " trials already reached.\n\n"
-                << summary(study, 0.0);
-      return kExitOk;
-    }
+  CoordinatorOptions co;
+  co.endpoint = o.bind.value_or("");
+  co.heartbeat_interval_ms = o.heartbeat_ms;
+  co.liveness = o.liveness;
+  co.max_retries = o.max_retries;
+  co.n_trials = config.budget.n_trials;
+  co.timeout_s = config.budget.timeout_s;
+  Coordinator coordinator(study, config.objective, co);
+  CoordinatorStats start = coordinator.stats();
+  if (start.finished > 0 || start.waiting > 0)
+    spdlog::info("continuing study '{}': {} finished trials, {} queued", config.name, start.finished,
+                 start.waiting);
+  if (config.budget.n_trials && start.finished >= *config.budget.n_trials) {
+    std::cout << "Budget of " << *config.budget.n_trials << " trials already reached.\n\n"
+              << summary(study, 0.0);
+    return kExitOk;
   }
+  if (o.bind || o.workers == 0)
+    std::cout << "Coordinator listening on " << coordinator.endpoint()
+              << (o.workers == 0 ? " (waiting for workers: hpsearch worker --connect ENDPOINT)" : "")
+              << "\n";
 
+  // 3. Local workers.
+  LocalPoolOptions po;
+  po.workers = o.workers;
+  po.endpoint = local_endpoint(coordinator.endpoint());
+  po.gpus = gpus;
+  // Per-trial logs (the "command" objective) go next to the storage file.
+  std::string parent = ".";
+  if (config.storage != ":memory:" && config.storage != "memory" &&
+      config.storage != "memory://") {
+    std::string file = config.storage;
+    if (file.rfind("sqlite:///", 0) == 0) file = file.substr(10);
+    parent = std::filesystem::path(file).parent_path().string();
+  }
+  po.extra_args = {"--log-level", o.log_level, "--log-dir", study_log_dir(config.name, parent)};
+  LocalWorkerPool pool(po);
+  if (o.workers > 0)
+    spdlog::info("starting {} workers ({}, {} CPU threads each)", o.workers,
+                 gpus.empty() ? std::string("cpu") : fmt::format("GPUs {}", fmt::join(gpus, ",")),
+                 pool.threads_per_worker());
+  pool.start();
+
+  // For scoring the best trial on the test set at the end (in this process).
   ObjectiveContext octx;
   octx.study_name = config.name;
-  octx.threads = 1;
-  Objective objective = make_objective(config.objective, config.space, octx);
+  octx.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  octx.direction = config.direction;
 
-  // 3. Run.
+  // 4. Run.
   std::atomic<bool>* stop = install_stop_handlers();
   Progress progress(stdout, isatty(STDOUT_FILENO) == 1);
   ProgressState ps;
-  ps.finished = finished;
   ps.n_trials = config.budget.n_trials;
   ps.timeout_s = config.budget.timeout_s;
-  try {
-    auto best = study.best_trial();
-    ps.best_value = best->value;
-    ps.best_number = best->number;
-  } catch (const Error&) {
-  }
+  auto fill = [&] {
+    CoordinatorStats s = coordinator.stats();
+    ps.finished = s.finished;
+    ps.best_value = s.best_value;
+    ps.best_number = s.best_number;
+    ps.extra = fmt::format("workers {} busy / {} idle", s.workers_busy, s.workers_idle);
+  };
+  fill();
   progress.update(ps, "", true);
-  OptimizeOptions opt;
-  opt.n_trials = remaining;
-  opt.timeout_s = config.budget.timeout_s;
-  opt.n_jobs = o.n_jobs;
-  opt.catch_exceptions = true;
-  opt.stop = stop;
-  const bool maximize = config.direction == StudyDirection::kMaximize;
-  opt.callback = [&](const FrozenTrial& t) {
-    if (t.counts_as_finished()) ++ps.finished;
-    if (t.state == TrialState::kComplete && t.value &&
-        (!ps.best_value || (maximize ? *t.value > *ps.best_value : *t.value < *ps.best_value))) {
-      ps.best_value = t.value;
-      ps.best_number = t.number;
-    }
+  coordinator.set_trial_callback([&](const FrozenTrial& t) {
+    fill();
     std::string last = fmt::format("trial {} {}", t.number, to_string(t.state));
     if (t.value) last += " " + format_value(*t.value);
     if (t.state == TrialState::kFail) last += " (" + t.fail_reason + ")";
     progress.update(ps, last, t.state == TrialState::kFail);
-  };
-  study.optimize(objective, opt);
+  });
+
+  bool stopped = false;
+  auto last_draw = Steady::now();
+  while (true) {
+    if (stop->load() && !stopped) {
+      stopped = true;
+      coordinator.stop("interrupted");
+    }
+    bool more = coordinator.step(50);
+    for (const auto& w : pool.poll()) {
+      if (coordinator.done())
+        spdlog::debug("worker {} (pid {}) {}", w.slot, w.pid, w.how);
+      else
+        spdlog::warn("worker {} (pid {}) {}", w.slot, w.pid, w.how);
+      coordinator.worker_exited(w.pid);
+    }
+    if (!more) break;
+    if (o.workers > 0 && pool.all_given_up() && coordinator.stats().workers_busy +
+                                                        coordinator.stats().workers_idle == 0) {
+      pool.shutdown(0.0);
+      progress.finish();
+      std::cerr << "hpsearch: error: every local worker failed to start; see the messages above\n";
+      return kExitFailure;
+    }
+    if (Steady::now() - last_draw > std::chrono::milliseconds(500)) {
+      fill();
+      progress.update(ps);
+      last_draw = Steady::now();
+    }
+  }
+
+  // 5. Let the workers exit (they were told to); keep answering them.
+  pool.stop_restarting();
+  auto grace = std::chrono::milliseconds(std::max(2000, 2 * o.heartbeat_ms));
+  auto until = Steady::now() + grace;
+  while (pool.running() > 0 && Steady::now() < until) {
+    coordinator.step(20);
+    for (const auto& w : pool.poll()) coordinator.worker_exited(w.pid);
+  }
+  pool.shutdown(0.0);
+
+  fill();
   progress.update(ps, "", true);
   progress.finish();
+#ifdef HPSEARCH_HAVE_TORCH
+  // The held-out test set is scored once, for the best trial, at the end.
+  if (!stop_signal() && is_torch_objective(config.objective)) {
+    try {
+      TrialPtr best = study.best_trial();
+      if (!best->user_attrs.contains("test_accuracy")) {
+        std::cout << "Scoring the best trial (" << best->number << ") on the test set...\n";
+        // Same threads and device as the trials: the retrained model is the trial's own.
+        TestEvaluation test = evaluate_on_test_set(config.objective, config.space, best->params, octx);
+        const Json attrs = test.to_user_attrs();
+        for (const auto& [key, value] : attrs.items())
+          storage->set_trial_user_attr(best->trial_id, key, value);
+      }
+    } catch (const Error& e) {
+      spdlog::warn("test set evaluation: {}", e.what());
+    }
+  }
+#endif
   std::cout << "\n" << summary(study, progress.elapsed_s());
   std::cout << "Storage: " << config.storage << "\n";
   if (int sig = stop_signal()) {
-    std::cout << "Interrupted; run the same command again to resume.\n";
+    std::cout << "Interrupted; run the same command again (or hpsearch resume " << config.storage
+              << ") to continue.\n";
     return 128 + sig;
   }
   return kExitOk;
+}
+
+}  // namespace
+
+int run_command(const RunOptions& o) {
+  return run_study(StudyConfig::from_file(o.space_file), o);
+}
+
+int resume_command(const RunOptions& o) {
+  if (!o.storage) throw ConfigError("STORAGE", "is required");
+  const std::string& path = *o.storage;
+  if (path != ":memory:" && !std::filesystem::exists(path))
+    throw ConfigError(path, "no such storage file");
+  auto storage = open_storage(path);
+  std::vector<StudyInfo> studies = storage->list_studies();
+  const StudyInfo* chosen = nullptr;
+  if (o.study) {
+    for (const auto& s : studies)
+      if (s.name == *o.study) chosen = &s;
+    if (!chosen) throw ConfigError("--study", "no study named '" + *o.study + "' in " + path);
+  } else {
+    if (studies.empty()) throw ConfigError(path, "the storage holds no study");
+    if (studies.size() > 1) {
+      std::string names;
+      for (const auto& s : studies) names += (names.empty() ? "" : ", ") + ("'" + s.name + "'");
+      throw ConfigError("--study", "the storage holds several studies (" + names + "); name one");
+    }
+    chosen = &studies[0];
+  }
+  if (chosen->config.is_null() || !chosen->config.is_object())
+    throw ConfigError(path, "study '" + chosen->name +
+                                "' has no stored settings (it was not created by hpsearch run); "
+                                "use hpsearch run space.json");
+  StudyConfig config = StudyConfig::from_json(chosen->config);
+  RunOptions ro = o;
+  ro.study = chosen->name;
+  ro.storage = path;
+  storage.reset();
+  return run_study(std::move(config), ro);
 }
 
 }  // namespace hps::cli

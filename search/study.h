@@ -94,6 +94,11 @@ class Trial {
   // was interrupted.
   bool should_prune();
   void set_user_attr(const std::string& key, const Json& value);
+  // True once the run was interrupted (Ctrl-C, a worker told to stop, a lost
+  // lease): report() and should_prune() then throw Interrupted. For
+  // objectives that wait without reporting (the "command" objective waiting
+  // on its program): poll this and throw Interrupted. Thread-safe.
+  bool interrupted() const { return interrupt_ && interrupt_->load(); }
 
   // The newest step reported, if any.
   std::optional<std::int64_t> last_step() const { return last_step_; }

@@ -1,0 +1,155 @@
+// dispatch_throughput: how many trials a second the coordinator finishes with
+// 8 local worker processes, a no-op objective, the random sampler and a
+// SQLite store, beside Optuna with SQLite storage measured in the same run.
+//
+//   dispatch_throughput [--trials N] [--workers W] [--optuna-trials M]
+//                       [--optuna-script PATH] [--no-optuna] [--exe HPSEARCH]
+//
+// hpsearch's figure is trials / (last trial's end - first trial's start); the
+// workers' start-up is reported beside it. At the end the SQLite file is
+// opened again by a new connection and every trial must be COMPLETE there.
+// Optuna runs ../shared/bench/optuna_reference.py storage M /tmp/o.db (one
+// process, RandomSampler, 10 float params).
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "algorithms/factory.h"
+#include "bench/bench_util.h"
+#include "coordinator/coordinator.h"
+#include "search/storage.h"
+#include "search/study.h"
+#include "workers/local_pool.h"
+
+using namespace hps;
+using Steady = std::chrono::steady_clock;
+
+int main(int argc, char** argv) {
+  std::int64_t n_trials = 20000;
+  int workers = 8;
+  int optuna_trials = 500;
+  std::string optuna_script = std::string(HPSEARCH_SOURCE_DIR) + "/../shared/bench/optuna_reference.py";
+  bool optuna = true;
+  std::string exe = HPSEARCH_CLI_PATH;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::cerr << a << " needs a value\n";
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--trials") n_trials = std::stoll(next());
+    else if (a == "--workers") workers = std::stoi(next());
+    else if (a == "--optuna-trials") optuna_trials = std::stoi(next());
+    else if (a == "--optuna-script") optuna_script = next();
+    else if (a == "--no-optuna") optuna = false;
+    else if (a == "--exe") exe = next();
+    else {
+      std::cerr << "usage: dispatch_throughput [--trials N] [--workers W] [--optuna-trials M] "
+                   "[--optuna-script PATH] [--no-optuna] [--exe HPSEARCH]\n";
+      return 2;
+    }
+  }
+  spdlog::set_level(spdlog::level::warn);
+
+  bench::TempDir dir("hps-dispatch");
+  const std::string db = (dir.path() / "bench.db").string();
+  Json space = Json::object();
+  for (int i = 0; i < 10; ++i)
+    space["x" + std::to_string(i)] = Json{{"type", "float"}, {"low", -5.0}, {"high", 5.0}};
+  Json doc{{"study", {{"name", "dispatch"}, {"direction", "minimize"}, {"storage", db}}},
+           {"sampler", {{"type", "random"}, {"seed", 0}}},
+           {"pruner", {{"type", "none"}}},
+           {"budget", {{"n_trials", n_trials}}},
+           {"objective", {{"type", "sleep"}, {"seconds", 0}, {"steps", 1}}},
+           {"space", space}};
+  StudyConfig config = StudyConfig::from_json(doc);
+  double ready_s = 0, wall_s = 0, span = 0, coordinator_cpu_us = 0;
+  std::int64_t durable = 0;
+  {
+    auto storage = open_storage(db);
+    StudyOptions so;
+    so.sampler = make_sampler(config.sampler);
+    so.pruner = make_pruner(config.pruner);
+    so.space = config.space;
+    Study study = Study::create(storage, config.name, config.direction, so, config.source);
+    CoordinatorOptions co;
+    co.n_trials = n_trials;
+    co.min_workers = workers;  // start all workers' first trials together
+    Coordinator coordinator(study, config.objective, co);
+    LocalPoolOptions po;
+    po.workers = workers;
+    po.executable = exe;
+    po.endpoint = coordinator.endpoint();
+    po.extra_args = {"--log-level", "warn"};
+    LocalWorkerPool pool(po);
+    auto cpu = [] {
+      rusage u{};
+      getrusage(RUSAGE_SELF, &u);
+      return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+             static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+    };
+    double cpu0 = cpu();
+    auto t0 = Steady::now();
+    pool.start();
+    bool ready = false;
+    while (coordinator.step(5)) {
+      for (const auto& w : pool.poll()) coordinator.worker_exited(w.pid);
+      if (!ready && static_cast<int>(coordinator.workers().size()) >= workers) {
+        ready = true;
+        ready_s = std::chrono::duration<double>(Steady::now() - t0).count();
+      }
+    }
+    wall_s = std::chrono::duration<double>(Steady::now() - t0).count();
+    coordinator_cpu_us = (cpu() - cpu0) * 1e6 / static_cast<double>(n_trials);
+    pool.stop_restarting();
+    while (pool.running() > 0 && std::chrono::duration<double>(Steady::now() - t0).count() < wall_s + 5) {
+      coordinator.step(10);
+      pool.poll();
+    }
+    pool.shutdown(0.0);
+  }
+  {
+    // A new connection to the file: what is durable.
+    auto storage = open_storage(db);
+    auto trials = storage->get_all_trials(*storage->find_study("dispatch"), {});
+    for (const auto& t : trials) durable += t->state == TrialState::kComplete;
+    span = bench::span_s(trials);
+  }
+  double rate = span > 0 ? static_cast<double>(n_trials) / span : 0;
+
+  std::optional<double> optuna_rate, optuna_memory;
+  if (optuna && std::filesystem::exists(optuna_script)) {
+    for (const auto& j : bench::run_json_lines(fmt::format("/usr/bin/python3 {} storage {} /tmp/o.db 2>/dev/null",
+                                                           optuna_script, optuna_trials))) {
+      if (j.value("storage", "") == "sqlite") optuna_rate = j.value("trials_per_s", 0.0);
+      if (j.value("storage", "") == "memory") optuna_memory = j.value("trials_per_s", 0.0);
+    }
+  }
+
+  fmt::print("dispatch_throughput: no-op objective, random sampler, 10 float params, SQLite (WAL)\n");
+  fmt::print("  {:<28} {:>10} {:>14}   {}\n", "", "trials", "trials/s", "notes");
+  fmt::print("  {:<28} {:>10} {:>14.0f}   {} workers ready in {:.2f} s; {:.2f} s wall incl. start-up; "
+             "{}/{} COMPLETE in the file; coordinator CPU {:.0f} us/trial\n",
+             fmt::format("hpsearch ({} workers)", workers), n_trials, rate, workers, ready_s, wall_s,
+             durable, n_trials, coordinator_cpu_us);
+  if (optuna_rate) {
+    fmt::print("  {:<28} {:>10} {:>14.1f}   optuna_reference.py storage {} /tmp/o.db (in-memory: {:.0f}/s)\n",
+               "Optuna (SQLite, 1 process)", optuna_trials, *optuna_rate, optuna_trials,
+               optuna_memory.value_or(0.0));
+    fmt::print("  ratio hpsearch / Optuna: {:.0f}x\n", *optuna_rate > 0 ? rate / *optuna_rate : 0.0);
+  } else {
+    fmt::print("  Optuna: not measured ({} not found or python3-optuna missing)\n", optuna_script);
+  }
+  bool ok = rate >= 5000 && durable == n_trials;
+  fmt::print("  target >= 5000 trials/s, every trial durable: {}\n", ok ? "met" : "NOT met");
+  return durable == n_trials ? 0 : 1;
+}

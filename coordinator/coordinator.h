@@ -1,0 +1,172 @@
+// Coordinator: the ZeroMQ ROUTER server that runs a study with worker
+// processes. It is the only writer of the study's store.
+//
+//   hps::Coordinator coordinator(study, config.objective, {.n_trials = 64});
+//   spawn workers: hpsearch worker --connect <coordinator.endpoint()>
+//   while (coordinator.step(100)) {}
+//
+// What it does (coordinator/protocol.h has the messages):
+//  - Workers say Hello and get a session (a lease on their trial). Each side
+//    sends a heartbeat every heartbeat interval; a worker silent for
+//    liveness x interval is expired (the ZeroMQ guide's Paranoid Pirate
+//    pattern, zguide chapter 4): its RUNNING trial becomes FAIL("worker
+//    lost") and, while retries remain, a WAITING trial with the same params is
+//    queued (system attrs retry_of / retried_as). A later message from an
+//    expired session is answered with Disconnect and logged as a rejected
+//    late result.
+//  - Dispatch: a worker's RequestTrial is answered with the oldest WAITING
+//    trial, else a new trial whose params the sampler chooses at that moment
+//    with every RUNNING trial visible (so parallel samplers such as TPE's
+//    constant liar see the trials in flight; a TPE sampler is also told the
+//    number of connected workers through TpeSampler::set_n_workers(), which
+//    turns its constant liar on when there is more than one). Dispatching stops when the
+//    budget is met (finished trials + running trials >= n_trials, or
+//    timeout_s passed since the coordinator started, or the search space is
+//    exhausted); when the running trials have ended, every worker gets
+//    Shutdown. The budget counts finished trials: COMPLETE, PRUNED and FAIL
+//    not retried.
+//  - Each Report is stored and put to the study's pruner; the answer goes
+//    back in a Decision.
+//  - Resume: trials left RUNNING by an earlier coordinator become
+//    FAIL("coordinator restarted") and are queued again with the same params.
+//  - Throughput: every step() drains up to max_batch messages from the socket
+//    and handles them in one storage transaction, then sends the replies
+//    (so nothing a worker is told is lost if the process dies). The
+//    coordinator keeps its own copy of the study's trials (a vector by trial
+//    number, updated from the store after each write), so no step reads the
+//    whole history.
+//  - Every incoming frame is validated; bad frames are logged (rate
+//    limited) and dropped, a protocol version mismatch is refused with
+//    Disconnect(kRefused).
+//
+// Not thread-safe: one thread calls step() and the other methods.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "search/study.h"
+
+namespace hps {
+
+struct CoordinatorOptions {
+  // Where the ROUTER socket binds. Default "" = "tcp://127.0.0.1:*" (a free
+  // loopback port, for local workers). "tcp://0.0.0.0:5555" accepts remote
+  // workers; "ipc:///path" a Unix socket.
+  std::string endpoint{};
+  // Heartbeat interval in milliseconds, both ways. Default 1000. Shorter
+  // finds dead workers sooner at the cost of more messages. Workers adopt it.
+  int heartbeat_interval_ms = 1000;
+  // Missed intervals before a peer counts as dead. Default 5: a worker is
+  // expired after 5 s of silence.
+  int liveness = 5;
+  // How many times a trial whose worker was lost (or stopped) is queued
+  // again. Default 1. 0 never retries.
+  int max_retries = 1;
+  // Budget: finished trials in the study (none: no limit).
+  std::optional<std::int64_t> n_trials{};
+  // Budget: seconds after the coordinator started when no new trial is
+  // dispatched (none: no limit).
+  std::optional<double> timeout_s{};
+  // Most messages handled in one step (one storage transaction). Default
+  // 1024. Larger batches amortise commits; smaller ones reply sooner.
+  int max_batch = 1024;
+  // Dispatching waits until this many workers have said Hello, or until
+  // min_workers_wait_s seconds after the coordinator started, whichever
+  // comes first. Default 0: dispatch to each worker as soon as it asks. Set
+  // it to start the first trials of N workers together (benchmarks).
+  int min_workers = 0;
+  double min_workers_wait_s = 10.0;
+  // Seconds between updates of the study's "coordinator" system attr (the
+  // workers table that `hpsearch status` shows). Default 1.0.
+  double status_interval_s = 1.0;
+
+  // Throws ConfigError naming the field ("coordinator.liveness: ...").
+  void validate() const;
+};
+
+// A connected worker, as `hpsearch status` and the progress line show it.
+struct WorkerStatus {
+  std::string name;      // the worker's id (Hello.worker_id), "host:pid" by default
+  std::string hostname;
+  std::int64_t pid = 0;
+  std::string device;    // "cpu", "cuda:0", ... plus " (CUDA_VISIBLE_DEVICES=X)" if set
+  int threads = 1;
+  std::optional<std::int64_t> trial;  // the number of the trial it runs, if any
+  double connected_s = 0;             // seconds since its Hello
+};
+
+struct CoordinatorStats {
+  std::int64_t finished = 0;  // trials counting towards the budget (whole study)
+  std::int64_t running = 0;   // trials dispatched and not ended
+  std::int64_t waiting = 0;   // WAITING trials (enqueued, retries)
+  int workers_busy = 0;
+  int workers_idle = 0;
+  std::optional<double> best_value{};
+  std::optional<std::int64_t> best_number{};
+  std::int64_t dropped_frames = 0;    // invalid frames received
+  std::int64_t rejected_results = 0;  // late results from expired sessions
+  std::int64_t expired_workers = 0;   // sessions expired (silent or exited)
+};
+
+class Coordinator {
+ public:
+  // Binds the socket, takes over the study (refusing with Error if another
+  // coordinator process is running it: the study's "coordinator" system
+  // attr names a live process), fails and re-queues trials left RUNNING
+  // ("coordinator restarted"), and loads the trials. `objective_config` is
+  // the "objective" section sent to workers; the search space is the
+  // study's (an empty one if the study has none).
+  // Throws ConfigError for bad options, Error if the endpoint cannot be bound,
+  // StorageError from the store.
+  Coordinator(Study study, Json objective_config, CoordinatorOptions options);
+  ~Coordinator();
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+
+  // The endpoint workers connect to ("tcp://127.0.0.1:41234"); for a
+  // wildcard bind (0.0.0.0) the address is as bound.
+  const std::string& endpoint() const;
+
+  // One round of the event loop: waits up to timeout_ms for messages,
+  // handles a batch of them in one transaction, sends replies and
+  // heartbeats, expires silent workers, dispatches trials to idle workers.
+  // Returns false once the study is done (the budget met and no trial
+  // running, or stop() called); it then still answers late Hellos and
+  // requests with Shutdown, so keep calling it while local workers exit.
+  // Throws StorageError if the store fails (the batch is rolled back).
+  bool step(int timeout_ms);
+
+  // Stops now (Ctrl-C): no more dispatching; running trials become
+  // FAIL("interrupted") and are queued again with the same params; every
+  // worker gets Shutdown with stop_trial set. Idempotent.
+  void stop(const std::string& reason = "interrupted");
+
+  // A local worker process exited: expires its sessions at once (rather than
+  // after the heartbeat timeout). `pid` is the process id on this host.
+  void worker_exited(std::int64_t pid);
+
+  // True once step() returned false.
+  bool done() const;
+  // Why the study ended: "budget reached", "timeout", "search space
+  // exhausted", "interrupted"; "" while running.
+  const std::string& done_reason() const;
+
+  CoordinatorStats stats() const;
+  std::vector<WorkerStatus> workers() const;
+
+  // Called after each trial ends (COMPLETE, PRUNED, FAIL), after its
+  // transaction committed, from the thread calling step().
+  void set_trial_callback(std::function<void(const FrozenTrial&)> callback);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hps

@@ -1,0 +1,258 @@
+// The wire protocol between the coordinator and its workers.
+//
+// Every ZeroMQ message is one frame: an 8-byte envelope followed by the body.
+//
+//   bytes 0..3  magic "HPSW"
+//   bytes 4..5  protocol version, little endian (kProtocolVersion)
+//   bytes 6..7  message type, little endian (MessageType)
+//   bytes 8..   the message struct, serialized with cereal's
+//               PortableBinaryArchive (endianness-safe; doubles travel as
+//               their IEEE-754 bits, so they arrive bit-exact), each struct
+//               with its cereal class version
+//
+// A worker (ZeroMQ DEALER) talks to the coordinator (ROUTER):
+//
+//   worker                         coordinator
+//   Hello                  ->                       (then Welcome, or
+//                          <-      Welcome           Disconnect(kRefused))
+//   RequestTrial           ->
+//                          <-      Assignment       (when a trial is ready;
+//                                                    Shutdown at the end)
+//   Suggest                ->                       (define-by-run params)
+//                          <-      SuggestReply
+//   Report                 ->
+//                          <-      Decision         (continue or prune)
+//   Complete | Fail        ->                       (then RequestTrial again,
+//                                                    without waiting)
+//   Heartbeat              <->     Heartbeat        (both ways, every
+//                                                    heartbeat interval)
+//                          <-      Disconnect       (a message from an
+//                                                    unknown or expired worker)
+//
+// The heartbeat scheme is the ZeroMQ guide's Paranoid Pirate pattern
+// (zguide chapter 4, "Robust Reliable Queuing"): each side counts the other
+// dead after `liveness` intervals without any message from it.
+//
+// Decoding validates everything: the frame size (kMaxFrameBytes), the magic,
+// the protocol version, the type, the struct's class version, every string
+// and list length against the bytes left, enum values, and that nothing is
+// left over. Any violation throws ProtocolError; no input can crash the
+// decoder or make it allocate more than the frame's size.
+//
+// Compatibility: the envelope layout and the Disconnect body never change,
+// so a peer of any version can read why it was refused.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "search/errors.h"
+#include "search/json_util.h"
+#include "search/search_space.h"
+
+namespace hps::protocol {
+
+inline constexpr char kMagic[4] = {'H', 'P', 'S', 'W'};
+inline constexpr std::uint16_t kProtocolVersion = 1;
+inline constexpr std::size_t kEnvelopeBytes = 8;
+// Largest frame either side accepts (envelope included): 4 MiB. Larger
+// frames are dropped unread (the coordinator also sets ZMQ_MAXMSGSIZE).
+inline constexpr std::size_t kMaxFrameBytes = 4u << 20;
+
+enum class MessageType : std::uint16_t {
+  kHello = 1,
+  kWelcome = 2,
+  kDisconnect = 3,
+  kRequestTrial = 4,
+  kAssignment = 5,
+  kSuggest = 6,
+  kSuggestReply = 7,
+  kReport = 8,
+  kDecision = 9,
+  kComplete = 10,
+  kFail = 11,
+  kHeartbeat = 12,
+  kShutdown = 13,
+};
+
+// "Hello", "Welcome", ...; "unknown(N)" for other numbers.
+std::string to_string(MessageType type);
+
+// Raised by decode() for a frame that breaks any rule; what() says which.
+class ProtocolError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A frame whose envelope is valid but whose protocol version differs from
+// kProtocolVersion.
+class VersionMismatch : public ProtocolError {
+ public:
+  VersionMismatch(std::uint16_t version, MessageType type);
+  std::uint16_t version() const { return version_; }
+  MessageType type() const { return type_; }
+
+ private:
+  std::uint16_t version_;
+  MessageType type_;
+};
+
+// A param value with its JSON type kept: null, bool, signed or unsigned
+// integer, double (bit-exact, +-inf and NaN included) or string.
+struct Value {
+  enum class Kind : std::uint8_t { kNull = 0, kBool = 1, kInt = 2, kUint = 3, kFloat = 4, kString = 5 };
+  Kind kind = Kind::kNull;
+  bool b = false;
+  std::int64_t i = 0;
+  std::uint64_t u = 0;
+  double d = 0.0;
+  std::string s{};
+
+  // From a JSON scalar; throws ProtocolError for arrays and objects.
+  static Value from_json(const Json& j);
+  // The JSON value (same type as from_json() was given).
+  Json to_json() const;
+};
+
+struct NamedValue {
+  std::string name{};
+  Value value{};
+};
+
+// Params <-> a list of named values (map order).
+std::vector<NamedValue> to_wire(const Params& params);
+Params from_wire(const std::vector<NamedValue>& values);
+
+// --- messages (each struct's class version is 1) ---------------------------
+
+// worker -> coordinator, first message of a session.
+struct Hello {
+  std::string worker_id{};   // stable name of the worker process ("host:pid" by default)
+  std::string hostname{};
+  std::int64_t pid = 0;
+  std::string device{};      // "cpu", "cuda:0", ...
+  std::string visible_devices{};  // CUDA_VISIBLE_DEVICES of the worker ("" if unset)
+  std::int32_t threads = 1;  // CPU threads the objective may use
+  std::uint32_t protocol_version = kProtocolVersion;
+};
+
+// coordinator -> worker: the session is open. The worker adopts the
+// heartbeat settings.
+struct Welcome {
+  std::string study_name{};
+  std::int32_t heartbeat_interval_ms = 1000;
+  std::int32_t liveness = 5;
+};
+
+// coordinator -> worker: the session is over. Its body never changes
+// between protocol versions.
+struct Disconnect {
+  enum class Code : std::uint8_t {
+    kRefused = 1,  // protocol version mismatch or a bad Hello: do not retry
+    kExpired = 2,  // the coordinator does not know this session (expired, or
+                   // the coordinator restarted): abandon the trial, say Hello again
+  };
+  Code code = Code::kExpired;
+  std::uint16_t coordinator_version = kProtocolVersion;
+  std::string reason{};
+};
+
+// worker -> coordinator: ready for a trial.
+struct RequestTrial {};
+
+// coordinator -> worker: run this trial.
+struct Assignment {
+  std::int64_t trial_id = -1;
+  std::int64_t number = -1;
+  std::vector<NamedValue> params{};  // values of the declared space, set in the store
+  std::vector<NamedValue> fixed{};   // enqueued values for define-by-run suggest calls
+  // Identifies the objective configuration; the worker builds its objective
+  // once per id.
+  std::uint64_t config_id = 0;
+  // {"objective": {...}, "space": {...}, "study": name} as JSON text; sent
+  // only in the first assignment of a session with this config_id, empty
+  // otherwise.
+  std::string config_json{};
+};
+
+// worker -> coordinator: a define-by-run suggest call for a param the
+// assignment did not carry.
+struct Suggest {
+  std::int64_t number = -1;
+  std::string name{};
+  std::string distribution_json{};  // Distribution::to_json()
+};
+
+struct SuggestReply {
+  std::int64_t number = -1;
+  std::string name{};
+  bool ok = false;
+  Value value{};       // ok: the external value chosen
+  std::string error{};  // !ok: why (the objective raises it as hps::Error)
+};
+
+// worker -> coordinator: an intermediate value; answered by Decision.
+struct Report {
+  std::int64_t number = -1;
+  std::int64_t step = 0;  // >= 0
+  double value = 0.0;
+};
+
+struct Decision {
+  std::int64_t number = -1;
+  std::int64_t step = 0;
+  bool stored = true;  // false: the step was reported before (first value kept)
+  bool prune = false;  // the pruner's answer
+};
+
+// worker -> coordinator: the objective returned (or raised TrialPruned).
+struct Complete {
+  std::int64_t number = -1;
+  bool pruned = false;
+  std::optional<double> value{};  // required unless pruned; NaN makes the trial FAIL
+  std::string user_attrs_json{};  // a JSON object as text ("" = none)
+};
+
+// worker -> coordinator: the objective raised, or the worker is stopping.
+struct Fail {
+  enum class Reason : std::uint8_t {
+    kException = 1,    // the objective raised; the trial ends FAIL(message)
+    kInterrupted = 2,  // the worker was stopped (signal, lost session); the
+                       // trial is queued again within the retry limit
+  };
+  std::int64_t number = -1;
+  Reason reason = Reason::kException;
+  std::string message{};
+  std::string user_attrs_json{};
+};
+
+struct Heartbeat {};
+
+// coordinator -> worker: no more trials; exit. stop_trial: stop the running
+// trial now (Ctrl-C at the coordinator) rather than finishing it.
+struct Shutdown {
+  std::string reason{};
+  bool stop_trial = false;
+};
+
+using Message = std::variant<Hello, Welcome, Disconnect, RequestTrial, Assignment, Suggest,
+                             SuggestReply, Report, Decision, Complete, Fail, Heartbeat, Shutdown>;
+
+MessageType type_of(const Message& message);
+
+// The frame for `message`: envelope + body.
+std::string encode(const Message& message);
+
+// Decodes one frame. Throws VersionMismatch for a valid envelope of another
+// protocol version, ProtocolError for anything else that is wrong.
+Message decode(std::string_view frame);
+
+// Decodes the body of a Disconnect of any protocol version (whose body
+// layout is fixed); nullopt if the frame is not one.
+std::optional<Disconnect> decode_disconnect_any_version(std::string_view frame);
+
+}  // namespace hps::protocol

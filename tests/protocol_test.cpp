@@ -1,0 +1,269 @@
+// Tests of coordinator/protocol: round trips and validation of hostile input.
+#include "coordinator/protocol.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include <gtest/gtest.h>
+
+namespace hps::protocol {
+namespace {
+
+std::uint64_t bits(double d) {
+  std::uint64_t b;
+  std::memcpy(&b, &d, sizeof b);
+  return b;
+}
+
+double from_bits(std::uint64_t b) {
+  double d;
+  std::memcpy(&d, &b, sizeof d);
+  return d;
+}
+
+template <class T>
+T round_trip(const T& m) {
+  Message decoded = decode(encode(m));
+  EXPECT_TRUE(std::holds_alternative<T>(decoded)) << to_string(type_of(decoded));
+  return std::get<T>(decoded);
+}
+
+// Every message type, filled with non-default values.
+std::vector<Message> samples() {
+  Hello h{"host:12", "host", 12, "cuda:0", "3", 4, kProtocolVersion};
+  Welcome w{"study é", 250, 3};
+  Disconnect d{Disconnect::Code::kRefused, 7, "why"};
+  Assignment a;
+  a.trial_id = 42;
+  a.number = 41;
+  a.params = to_wire(Params{{"lr", Json(0.1)}, {"n", Json(3)}, {"opt", Json("adam")}});
+  a.fixed = to_wire(Params{{"flag", Json(true)}, {"none", Json()}});
+  a.config_id = 0xfeedfacecafebeefull;
+  a.config_json = R"({"objective":{"type":"sleep"}})";
+  Suggest s{5, "x", R"({"type":"float","low":0,"high":1})"};
+  SuggestReply sr{5, "x", true, Value::from_json(Json(0.25)), ""};
+  Report r{5, 9, -1.5};
+  Decision dec{5, 9, false, true};
+  Complete c{5, false, 3.25, R"({"acc":0.9})"};
+  Fail f{5, Fail::Reason::kInterrupted, "stopped", "{}"};
+  Shutdown sh{"budget reached", true};
+  return {h, w, d, RequestTrial{}, a, s, sr, r, dec, c, f, Heartbeat{}, sh};
+}
+
+TEST(Protocol, EveryMessageTypeRoundTrips) {
+  auto all = samples();
+  ASSERT_EQ(all.size(), std::variant_size_v<Message>);
+  for (const auto& m : all) {
+    std::string frame = encode(m);
+    ASSERT_GE(frame.size(), kEnvelopeBytes);
+    EXPECT_EQ(std::string(frame, 0, 4), "HPSW");
+    Message back = decode(frame);
+    EXPECT_EQ(back.index(), m.index());
+    EXPECT_EQ(encode(back), frame) << to_string(type_of(m));  // same bytes again
+  }
+  auto h = round_trip(std::get<Hello>(all[0]));
+  EXPECT_EQ(h.worker_id, "host:12");
+  EXPECT_EQ(h.pid, 12);
+  EXPECT_EQ(h.device, "cuda:0");
+  EXPECT_EQ(h.visible_devices, "3");
+  EXPECT_EQ(h.threads, 4);
+  auto a = round_trip(std::get<Assignment>(all[4]));
+  EXPECT_EQ(a.trial_id, 42);
+  EXPECT_EQ(a.number, 41);
+  EXPECT_EQ(a.config_id, 0xfeedfacecafebeefull);
+  Params p = from_wire(a.params);
+  EXPECT_EQ(p.at("lr"), Json(0.1));
+  EXPECT_TRUE(p.at("n").is_number_integer());
+  EXPECT_EQ(p.at("opt"), Json("adam"));
+  Params fixed = from_wire(a.fixed);
+  EXPECT_EQ(fixed.at("flag"), Json(true));
+  EXPECT_TRUE(fixed.at("none").is_null());
+  auto dec = round_trip(std::get<Decision>(all[8]));
+  EXPECT_FALSE(dec.stored);
+  EXPECT_TRUE(dec.prune);
+  auto c = round_trip(std::get<Complete>(all[9]));
+  ASSERT_TRUE(c.value.has_value());
+  EXPECT_EQ(*c.value, 3.25);
+  EXPECT_EQ(c.user_attrs_json, R"({"acc":0.9})");
+  auto f = round_trip(std::get<Fail>(all[10]));
+  EXPECT_EQ(f.reason, Fail::Reason::kInterrupted);
+  auto sh = round_trip(std::get<Shutdown>(all[12]));
+  EXPECT_TRUE(sh.stop_trial);
+  EXPECT_EQ(sh.reason, "budget reached");
+}
+
+TEST(Protocol, DoublesArriveBitExact) {
+  const double values[] = {0.1,
+                           -0.0,
+                           1.0 / 3.0,
+                           std::numeric_limits<double>::infinity(),
+                           -std::numeric_limits<double>::infinity(),
+                           std::numeric_limits<double>::denorm_min(),
+                           std::numeric_limits<double>::max(),
+                           from_bits(0x7ff8000000000123ull)};  // a NaN with a payload
+  for (double v : values) {
+    Report r = round_trip(Report{1, 2, v});
+    EXPECT_EQ(bits(r.value), bits(v));
+    Complete c = round_trip(Complete{1, false, v, ""});
+    ASSERT_TRUE(c.value);
+    EXPECT_EQ(bits(*c.value), bits(v));
+    SuggestReply s = round_trip(SuggestReply{1, "x", true, Value::from_json(Json(v)), ""});
+    EXPECT_EQ(bits(s.value.d), bits(v));
+  }
+}
+
+TEST(Protocol, ParamValuesKeepTheirJsonType) {
+  Params in{{"null", Json()},
+            {"bool", Json(false)},
+            {"int", Json(std::int64_t{-7})},
+            {"uint", Json(std::uint64_t{18446744073709551615ull})},
+            {"float", Json(2.0)},
+            {"string", Json("2")}};
+  Assignment a;
+  a.number = 0;
+  a.params = to_wire(in);
+  Params out = from_wire(round_trip(a).params);
+  ASSERT_EQ(out.size(), in.size());
+  for (const auto& [k, v] : in) {
+    EXPECT_EQ(out.at(k).type(), v.type()) << k;
+    EXPECT_EQ(out.at(k), v) << k;
+  }
+  EXPECT_THROW(Value::from_json(Json::array({1})), ProtocolError);
+  EXPECT_THROW(Value::from_json(Json::object()), ProtocolError);
+}
+
+TEST(Protocol, RejectsBadEnvelopes) {
+  std::string good = encode(Heartbeat{});
+  EXPECT_THROW(decode(""), ProtocolError);
+  EXPECT_THROW(decode("HPS"), ProtocolError);
+  std::string bad_magic = good;
+  bad_magic[0] = 'X';
+  EXPECT_THROW(decode(bad_magic), ProtocolError);
+  std::string unknown = good;
+  unknown[6] = 77;
+  unknown[7] = 0;
+  EXPECT_THROW(decode(unknown), ProtocolError);
+  std::string zero_type = good;
+  zero_type[6] = 0;
+  EXPECT_THROW(decode(zero_type), ProtocolError);
+  std::string huge(kMaxFrameBytes + 1, '\0');
+  std::memcpy(huge.data(), good.data(), good.size());
+  EXPECT_THROW(decode(huge), ProtocolError);
+}
+
+TEST(Protocol, AnotherProtocolVersionIsAVersionMismatch) {
+  std::string frame = encode(Hello{"w", "h", 1, "cpu", "", 1, kProtocolVersion});
+  frame[4] = static_cast<char>(kProtocolVersion + 1);
+  try {
+    decode(frame);
+    FAIL() << "decoded a frame of another version";
+  } catch (const VersionMismatch& e) {
+    EXPECT_EQ(e.version(), kProtocolVersion + 1);
+    EXPECT_EQ(e.type(), MessageType::kHello);
+  }
+  // A Disconnect stays readable whatever the version.
+  std::string d = encode(Disconnect{Disconnect::Code::kRefused, kProtocolVersion, "upgrade"});
+  d[4] = 9;
+  auto back = decode_disconnect_any_version(d);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->reason, "upgrade");
+  EXPECT_FALSE(decode_disconnect_any_version(encode(Heartbeat{})));
+}
+
+TEST(Protocol, EveryTruncationAndExtensionIsRejected) {
+  for (const auto& m : samples()) {
+    std::string frame = encode(m);
+    for (std::size_t n = 0; n < frame.size(); ++n)
+      EXPECT_THROW(decode(std::string_view(frame.data(), n)), ProtocolError)
+          << to_string(type_of(m)) << " cut at " << n;
+    EXPECT_THROW(decode(frame + '\0'), ProtocolError) << to_string(type_of(m));
+  }
+}
+
+// Replaces the first occurrence of `from` in `frame` by `to`.
+std::string patch(std::string frame, const std::string& from, const std::string& to) {
+  auto pos = frame.find(from);
+  EXPECT_NE(pos, std::string::npos);
+  if (pos != std::string::npos) frame.replace(pos, from.size(), to);
+  return frame;
+}
+
+std::string le64(std::uint64_t v) {
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>((v >> (8 * i)) & 0xff);
+  return out;
+}
+
+TEST(Protocol, HugeLengthsAndBadFieldValuesAreRejectedWithoutAllocating) {
+  std::string frame = encode(Suggest{0, "ab", ""});
+  // The name's length prefix claims 2^62 bytes.
+  EXPECT_THROW(decode(patch(frame, le64(2) + "ab", le64(1ull << 62) + "ab")), ProtocolError);
+  // A list (Assignment.params) that claims 2^40 entries.
+  Assignment a;
+  a.number = 3;
+  a.config_id = 0x1122334455667788ull;
+  std::string af = encode(a);
+  EXPECT_THROW(decode(patch(af, le64(0) + le64(0) + le64(0x1122334455667788ull),
+                            le64(1ull << 40) + le64(0) + le64(0x1122334455667788ull))),
+               ProtocolError);
+  // A bool byte that is neither 0 nor 1.
+  std::string dec = encode(Decision{1, 2, true, false});
+  std::string bad_bool = dec;
+  bad_bool[bad_bool.size() - 2] = 2;
+  EXPECT_THROW(decode(bad_bool), ProtocolError);
+  // An enum value out of range (Fail.reason is the byte after the number).
+  std::string fail = encode(Fail{0x0101010101010101ll, Fail::Reason::kException, "", ""});
+  EXPECT_THROW(decode(patch(fail, le64(0x0101010101010101ull) + '\x01',
+                            le64(0x0101010101010101ull) + '\x09')),
+               ProtocolError);
+  // A negative step.
+  EXPECT_THROW(decode(encode(Report{1, -1, 0.0})), ProtocolError);
+  // Complete without a value and not pruned.
+  EXPECT_THROW(decode(encode(Complete{1, false, std::nullopt, ""})), ProtocolError);
+}
+
+TEST(Protocol, AnotherClassVersionIsRejected) {
+  // The class version (u32) follows the endianness byte after the envelope.
+  std::string frame = encode(Heartbeat{});
+  ASSERT_EQ(frame.size(), kEnvelopeBytes + 1 + 4);
+  frame[kEnvelopeBytes + 1] = 2;
+  EXPECT_THROW(decode(frame), ProtocolError);
+}
+
+TEST(Protocol, RandomAndMutatedFramesNeverEscapeAsAnythingButProtocolError) {
+  std::mt19937_64 rng(12345);
+  auto all = samples();
+  for (int i = 0; i < 20000; ++i) {
+    std::string frame;
+    if (i % 2 == 0) {
+      // A valid envelope of a random type, then random bytes.
+      frame = encode(all[static_cast<std::size_t>(rng() % all.size())]).substr(0, kEnvelopeBytes);
+      frame[6] = static_cast<char>(1 + rng() % 14);
+      std::size_t n = rng() % 64;
+      for (std::size_t k = 0; k < n; ++k) frame += static_cast<char>(rng());
+    } else {
+      // A valid frame with a few bytes changed.
+      frame = encode(all[static_cast<std::size_t>(rng() % all.size())]);
+      int flips = 1 + static_cast<int>(rng() % 3);
+      for (int k = 0; k < flips; ++k)
+        frame[kEnvelopeBytes + rng() % (frame.size() - kEnvelopeBytes)] = static_cast<char>(rng());
+    }
+    try {
+      Message m = decode(frame);
+      (void)encode(m);  // whatever decoded is a valid message
+    } catch (const ProtocolError&) {
+    }
+  }
+}
+
+TEST(Protocol, EncodingAnOversizedMessageThrows) {
+  Assignment a;
+  a.number = 0;
+  a.config_json.assign(kMaxFrameBytes, 'x');
+  EXPECT_THROW(encode(a), ProtocolError);
+}
+
+}  // namespace
+}  // namespace hps::protocol

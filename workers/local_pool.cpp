@@ -1,0 +1,261 @@
+#include "workers/local_pool.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifdef HPSEARCH_HAVE_CUDA
+#include <dlfcn.h>
+#endif
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "search/errors.h"
+
+extern char** environ;
+
+namespace hps {
+
+namespace {
+
+using Steady = std::chrono::steady_clock;
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
+  return "ended (status " + std::to_string(status) + ")";
+}
+
+}  // namespace
+
+LocalWorkerPool::LocalWorkerPool(LocalPoolOptions options) : options_(std::move(options)) {
+  if (options_.workers < 0) throw ConfigError("--workers", "must be >= 0");
+  if (options_.workers > 4096) throw ConfigError("--workers", "must be <= 4096");
+  if (options_.workers > 0 && options_.endpoint.empty())
+    throw ConfigError("pool.endpoint", "is required to start workers");
+  if (options_.threads_per_worker < 0) throw ConfigError("--threads", "must be >= 0");
+  if (options_.executable.empty()) options_.executable = "/proc/self/exe";
+  int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  threads_ = options_.threads_per_worker > 0
+                 ? options_.threads_per_worker
+                 : std::max(1, options_.workers > 0 ? cores / options_.workers : cores);
+  slots_.resize(static_cast<std::size_t>(options_.workers));
+}
+
+LocalWorkerPool::~LocalWorkerPool() {
+  if (running() > 0) shutdown(0.0);
+}
+
+std::string LocalWorkerPool::device_of(int slot) const {
+  (void)slot;
+  return options_.gpus.empty() ? "cpu" : "cuda:0";
+}
+
+std::string LocalWorkerPool::visible_devices_of(int slot) const {
+  if (options_.gpus.empty()) return "";
+  return options_.gpus[static_cast<std::size_t>(slot) % options_.gpus.size()];
+}
+
+void LocalWorkerPool::start() {
+  for (int i = 0; i < options_.workers; ++i)
+    if (slots_[static_cast<std::size_t>(i)].pid == 0) spawn(i);
+}
+
+void LocalWorkerPool::spawn(int slot) {
+  // Everything the child needs is built before fork: after it, only
+  // async-signal-safe calls.
+  std::vector<std::string> args = {options_.executable, "worker",    "--connect",
+                                   options_.endpoint,   "--device",  device_of(slot),
+                                   "--threads",         std::to_string(threads_)};
+  args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
+  std::vector<std::string> env;
+  const std::string visible = visible_devices_of(slot);
+  bool has_omp = false, has_mkl = false;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv = *e;
+    if (!visible.empty() && kv.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0) continue;
+    if (kv.rfind("OMP_NUM_THREADS=", 0) == 0) has_omp = true;
+    if (kv.rfind("MKL_NUM_THREADS=", 0) == 0) has_mkl = true;
+    env.push_back(std::move(kv));
+  }
+  if (!visible.empty()) env.push_back("CUDA_VISIBLE_DEVICES=" + visible);
+  if (!has_omp) env.push_back("OMP_NUM_THREADS=" + std::to_string(threads_));
+  if (!has_mkl) env.push_back("MKL_NUM_THREADS=" + std::to_string(threads_));
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const pid_t parent = getpid();
+
+  pid_t pid = fork();
+  if (pid < 0) throw Error(std::string("cannot start a worker process: fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);  // not SIGKILL: the worker stops its trial's programs
+    if (getppid() != parent) _exit(127);  // the coordinator died already
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    execve(argv[0], argv.data(), envp.data());
+    _exit(127);
+  }
+  Slot& s = slots_[static_cast<std::size_t>(slot)];
+  s.pid = pid;
+  s.started = Steady::now();
+  s.restart_at.reset();
+  spdlog::debug("pool: started worker {} (pid {}, {}{})", slot, pid, device_of(slot),
+                visible.empty() ? "" : ", CUDA_VISIBLE_DEVICES=" + visible);
+}
+
+std::vector<ExitedWorker> LocalWorkerPool::reap(bool) {
+  std::vector<ExitedWorker> out;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    Slot& s = slots_[i];
+    if (s.pid == 0) continue;
+    int status = 0;
+    pid_t r = waitpid(s.pid, &status, WNOHANG);
+    if (r == 0) continue;
+    if (r < 0 && errno == EINTR) continue;
+    ExitedWorker w;
+    w.slot = static_cast<int>(i);
+    w.pid = s.pid;
+    w.how = r < 0 ? "vanished" : describe_status(status);
+    out.push_back(w);
+    double lived = std::chrono::duration<double>(Steady::now() - s.started).count();
+    s.pid = 0;
+    s.quick_exits = lived < options_.quick_exit_s ? s.quick_exits + 1 : 0;
+    if (s.quick_exits >= options_.max_quick_exits) {
+      if (!s.given_up && restarting_)
+        spdlog::error("pool: worker {} exited {} times in a row right after starting ({}); "
+                      "not starting it again", i, s.quick_exits, w.how);
+      s.given_up = true;
+    }
+    if (restarting_ && !s.given_up) {
+      double delay = options_.restart_delay_s * static_cast<double>(1 << std::min(s.quick_exits, 6));
+      s.restart_at = Steady::now() + std::chrono::duration_cast<Steady::duration>(
+                                         std::chrono::duration<double>(delay));
+    }
+  }
+  return out;
+}
+
+std::vector<ExitedWorker> LocalWorkerPool::poll() {
+  auto out = reap(false);
+  if (!restarting_) return out;
+  auto now = Steady::now();
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    Slot& s = slots_[i];
+    if (s.pid == 0 && !s.given_up && s.restart_at && now >= *s.restart_at) {
+      spdlog::info("pool: starting worker {} again", i);
+      spawn(static_cast<int>(i));
+    }
+  }
+  return out;
+}
+
+void LocalWorkerPool::stop_restarting() {
+  restarting_ = false;
+  for (auto& s : slots_) s.restart_at.reset();
+}
+
+std::vector<ExitedWorker> LocalWorkerPool::shutdown(double grace_s) {
+  stop_restarting();
+  std::vector<ExitedWorker> out;
+  auto wait_all = [&](double seconds) {
+    auto until = Steady::now() + std::chrono::duration_cast<Steady::duration>(
+                                     std::chrono::duration<double>(seconds));
+    while (true) {
+      auto r = reap(false);
+      out.insert(out.end(), r.begin(), r.end());
+      if (running() == 0 || Steady::now() >= until) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  };
+  wait_all(grace_s);
+  if (running() == 0) return out;
+  for (auto& s : slots_)
+    if (s.pid > 0) kill(s.pid, SIGTERM);
+  wait_all(2.0);
+  for (auto& s : slots_)
+    if (s.pid > 0) kill(s.pid, SIGKILL);
+  wait_all(5.0);
+  return out;
+}
+
+int LocalWorkerPool::running() const {
+  int n = 0;
+  for (const auto& s : slots_) n += s.pid > 0 ? 1 : 0;
+  return n;
+}
+
+std::vector<pid_t> LocalWorkerPool::pids() const {
+  std::vector<pid_t> out;
+  for (const auto& s : slots_) out.push_back(s.pid);
+  return out;
+}
+
+bool LocalWorkerPool::all_given_up() const {
+  if (slots_.empty()) return false;
+  for (const auto& s : slots_)
+    if (!s.given_up) return false;
+  return true;
+}
+
+std::vector<std::string> parse_gpu_list(const std::string& text) {
+  std::vector<std::string> out;
+  if (text.empty()) return out;
+  std::size_t start = 0;
+  while (true) {
+    std::size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (item.empty()) throw ConfigError("--gpus", "has an empty entry in '" + text + "' (expected e.g. 0,1,2)");
+    for (char c : item)
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == ':' || c == '_'))
+        throw ConfigError("--gpus", "entry '" + item + "' is not a GPU index or UUID");
+    out.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::vector<std::string> detect_gpus() {
+  if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    std::string v = cvd;
+    if (v.empty() || v == "-1" || v == "NoDevFiles") return {};
+    try {
+      return parse_gpu_list(v);
+    } catch (const ConfigError&) {
+      spdlog::warn("CUDA_VISIBLE_DEVICES='{}' is not a list of GPUs; using none", v);
+      return {};
+    }
+  }
+#ifdef HPSEARCH_HAVE_CUDA
+  // The driver API through dlopen: no link-time dependency on CUDA.
+  if (void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
+    using InitFn = int (*)(unsigned int);
+    using CountFn = int (*)(int*);
+    auto init = reinterpret_cast<InitFn>(dlsym(lib, "cuInit"));
+    auto count = reinterpret_cast<CountFn>(dlsym(lib, "cuDeviceGetCount"));
+    int n = 0;
+    std::vector<std::string> out;
+    if (init && count && init(0) == 0 && count(&n) == 0)
+      for (int i = 0; i < n; ++i) out.push_back(std::to_string(i));
+    dlclose(lib);
+    return out;
+  }
+#endif
+  return {};
+}
+
+}  // namespace hps

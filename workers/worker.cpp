@@ -1,0 +1,563 @@
+#include "workers/worker.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+#include <zmq.hpp>
+
+#include "coordinator/protocol.h"
+#include "coordinator/zmq_util.h"
+#include "objectives/objective.h"
+
+namespace hps {
+
+namespace proto = hps::protocol;
+using Steady = std::chrono::steady_clock;
+
+void WorkerOptions::validate() const {
+  if (connect.empty()) throw ConfigError("worker.connect", "is required (e.g. tcp://host:5555)");
+  if (device != "cpu" && device.rfind("cuda", 0) != 0)
+    throw ConfigError("worker.device", "must be 'cpu' or 'cuda:N', got '" + device + "'");
+  if (threads < 0) throw ConfigError("worker.threads", "must be >= 0 (0 = all hardware threads)");
+  if (heartbeat_interval_ms < 1) throw ConfigError("worker.heartbeat_interval_ms", "must be >= 1");
+  if (liveness < 1) throw ConfigError("worker.liveness", "must be >= 1");
+  if (reconnect_attempts < 0) throw ConfigError("worker.reconnect_attempts", "must be >= 0");
+  if (reconnect_initial_ms < 0) throw ConfigError("worker.reconnect_initial_ms", "must be >= 0");
+  if (reconnect_max_ms < reconnect_initial_ms)
+    throw ConfigError("worker.reconnect_max_ms", "must be >= reconnect_initial_ms");
+}
+
+namespace {
+
+// Events between the objective thread ("main") and the socket thread
+// ("link"), over an inproc PAIR: [kind u8, epoch u64][payload].
+enum class Ev : std::uint8_t {
+  kSend = 1,      // main -> link: send payload to the coordinator (if epoch is current)
+  kQuit = 2,      // main -> link: close and end
+  kReady = 10,    // link -> main: session `epoch` is open
+  kMessage = 11,  // link -> main: a message of session `epoch`
+  kLost = 12,     // link -> main: session `epoch` is gone (payload: why)
+  kFatal = 13,    // link -> main: give up (payload: why)
+  kStop = 14,     // link -> main: the stop flag was set
+};
+
+struct Event {
+  Ev kind{};
+  std::uint64_t epoch = 0;
+  std::string payload;
+};
+
+void post(zmq::socket_t& pipe, Ev kind, std::uint64_t epoch, std::string_view payload) {
+  char header[9];
+  header[0] = static_cast<char>(kind);
+  std::memcpy(header + 1, &epoch, sizeof epoch);
+  zmq_util::no_eintr([&] { return pipe.send(zmq::buffer(header, sizeof header), zmq::send_flags::sndmore); });
+  zmq_util::no_eintr(
+      [&] { return pipe.send(zmq::buffer(payload.data(), payload.size()), zmq::send_flags::none); });
+}
+
+Event receive(zmq::socket_t& pipe) {
+  zmq::message_t head, body;
+  (void)zmq_util::no_eintr([&] { return pipe.recv(head, zmq::recv_flags::none); });
+  (void)zmq_util::no_eintr([&] { return pipe.recv(body, zmq::recv_flags::none); });
+  Event e;
+  const char* h = static_cast<const char*>(head.data());
+  e.kind = static_cast<Ev>(h[0]);
+  std::memcpy(&e.epoch, h + 1, sizeof e.epoch);
+  e.payload.assign(static_cast<const char*>(body.data()), body.size());
+  return e;
+}
+
+std::string host_name() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) != 0) return "localhost";
+  return host;
+}
+
+std::string random_hex() {
+  std::random_device rd;
+  std::uint64_t v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
+
+struct Worker::Impl : TrialBackend {
+  WorkerOptions options;
+  std::string hostname = host_name();
+  zmq::context_t context{1};
+  zmq::socket_t main_pipe{context, zmq::socket_type::pair};
+  zmq::socket_t link_pipe{context, zmq::socket_type::pair};
+  std::thread link;
+  std::atomic<bool> interrupt{false};  // the running trial must stop
+  std::atomic<std::int64_t> ended{0};
+
+  // ---- main thread state
+  std::uint64_t epoch = 0;  // the open session, 0 if none
+  bool shutdown = false;    // the coordinator said Shutdown
+  bool stopped = false;     // the stop flag was seen
+  std::string fatal;        // a reason to give up
+  struct Built {
+    SearchSpace space;
+    Objective objective;
+    std::string study;
+  };
+  std::map<std::uint64_t, Built> objectives;
+  // The running trial.
+  std::int64_t number = -1;
+  std::uint64_t trial_epoch = 0;
+  bool last_prune = false;
+  Json user_attrs = Json::object();
+
+  explicit Impl(WorkerOptions o) : options(std::move(o)) {
+    options.validate();
+    if (options.worker_id.empty()) options.worker_id = default_worker_name();
+    if (options.threads == 0)
+      options.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    std::string name = "inproc://hps-worker-" + random_hex();
+    link_pipe.bind(name);
+    main_pipe.connect(name);
+  }
+
+  // ================================================================ link thread
+
+  enum class End { kSilent, kExpired, kQuit, kFatal };
+
+  void link_main() {
+    int attempts = 0;
+    int backoff = options.reconnect_initial_ms;
+    std::uint64_t session = 0;
+    int interval = options.heartbeat_interval_ms;
+    int liveness = options.liveness;
+    bool stop_posted = false;
+    try {
+      while (true) {
+        ++session;
+        bool was_ready = false;
+        End end = run_session(session, interval, liveness, was_ready, stop_posted);
+        if (end == End::kQuit || end == End::kFatal) return;
+        if (was_ready) {
+          attempts = 0;
+          backoff = options.reconnect_initial_ms;
+        }
+        if (end == End::kExpired) continue;  // the coordinator is there: say Hello again now
+        ++attempts;
+        if (attempts > options.reconnect_attempts) {
+          post(link_pipe, Ev::kFatal, 0,
+               "the coordinator at " + options.connect + " did not answer after " +
+                   std::to_string(attempts) + " attempts; giving up");
+          wait_for_quit();
+          return;
+        }
+        spdlog::info("worker: no answer from the coordinator at {}; retrying in {} ms (attempt {} of {})",
+                     options.connect, backoff, attempts, options.reconnect_attempts);
+        if (!pause(backoff, stop_posted)) return;
+        backoff = std::min(options.reconnect_max_ms, std::max(1, backoff * 2));
+      }
+    } catch (const std::exception& e) {
+      try {
+        post(link_pipe, Ev::kFatal, 0, std::string("worker connection thread failed: ") + e.what());
+      } catch (...) {
+      }
+      wait_for_quit();
+    }
+  }
+
+  // Sleeps `ms` while still answering the main thread. False on kQuit.
+  bool pause(int ms, bool& stop_posted) {
+    auto until = Steady::now() + std::chrono::milliseconds(ms);
+    while (Steady::now() < until) {
+      check_stop(stop_posted);
+      zmq::pollitem_t item{static_cast<void*>(link_pipe), 0, ZMQ_POLLIN, 0};
+      zmq_util::no_eintr([&] { return zmq::poll(&item, 1, std::chrono::milliseconds(50)); });
+      if (item.revents & ZMQ_POLLIN) {
+        Event e = receive(link_pipe);
+        if (e.kind == Ev::kQuit) return false;
+        // kSend for a lost session: dropped.
+      }
+    }
+    return true;
+  }
+
+  void wait_for_quit() {
+    while (true) {
+      Event e = receive(link_pipe);
+      if (e.kind == Ev::kQuit) return;
+    }
+  }
+
+  void check_stop(bool& stop_posted) {
+    if (!stop_posted && options.stop && options.stop->load()) {
+      stop_posted = true;
+      interrupt = true;
+      post(link_pipe, Ev::kStop, 0, "");
+    }
+  }
+
+  End run_session(std::uint64_t session, int& interval, int& liveness, bool& was_ready,
+                  bool& stop_posted) {
+    zmq::socket_t dealer(context, zmq::socket_type::dealer);
+    std::string rid = options.worker_id.substr(0, 200) + "/" + std::to_string(session) + "/" + random_hex();
+    dealer.set(zmq::sockopt::routing_id, rid);
+    dealer.set(zmq::sockopt::linger, 0);
+    dealer.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(proto::kMaxFrameBytes));
+    dealer.connect(options.connect);
+
+    proto::Hello hello;
+    hello.worker_id = options.worker_id;
+    hello.hostname = hostname;
+    hello.pid = static_cast<std::int64_t>(getpid());
+    hello.device = options.device;
+    if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES")) hello.visible_devices = cvd;
+    hello.threads = options.threads;
+    std::string hello_frame = proto::encode(hello);
+    zmq_util::no_eintr([&] { return dealer.send(zmq::buffer(hello_frame), zmq::send_flags::none); });
+
+    bool ready = false;
+    auto last_recv = Steady::now();
+    auto next_beat = last_recv;
+    zmq::pollitem_t items[] = {{static_cast<void*>(link_pipe), 0, ZMQ_POLLIN, 0},
+                               {static_cast<void*>(dealer), 0, ZMQ_POLLIN, 0}};
+    auto lose = [&](const std::string& why) {
+      interrupt = true;
+      post(link_pipe, Ev::kLost, session, why);
+    };
+    while (true) {
+      check_stop(stop_posted);
+      auto now = Steady::now();
+      auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_beat - now);
+      wait = std::clamp(wait, std::chrono::milliseconds(0), std::chrono::milliseconds(100));
+      zmq_util::no_eintr([&] { return zmq::poll(items, 2, wait); });
+
+      if (items[0].revents & ZMQ_POLLIN) {
+        Event e = receive(link_pipe);
+        if (e.kind == Ev::kQuit) {
+          dealer.set(zmq::sockopt::linger, 1000);  // let a last Fail get out
+          return End::kQuit;
+        }
+        if (e.kind == Ev::kSend && e.epoch == session && ready)
+          zmq_util::no_eintr([&] { return dealer.send(zmq::buffer(e.payload), zmq::send_flags::dontwait); });
+      }
+      while (true) {
+        zmq::message_t msg;
+        if (!zmq_util::no_eintr([&] { return dealer.recv(msg, zmq::recv_flags::dontwait); })) break;
+        std::string_view frame(static_cast<const char*>(msg.data()), msg.size());
+        if (msg.more()) {  // never sent by a coordinator: drain and drop
+          zmq::message_t rest;
+          while (msg.more() &&
+                 zmq_util::no_eintr([&] { return dealer.recv(rest, zmq::recv_flags::dontwait); }))
+            msg = std::move(rest);
+          continue;
+        }
+        last_recv = Steady::now();
+        proto::Message m;
+        try {
+          m = proto::decode(frame);
+        } catch (const proto::VersionMismatch& e) {
+          std::string why = "the coordinator speaks another protocol version (" + std::string(e.what()) + ")";
+          if (auto d = proto::decode_disconnect_any_version(frame)) why = d->reason;
+          post(link_pipe, Ev::kFatal, session, "refused by the coordinator: " + why);
+          wait_for_quit();
+          return End::kFatal;
+        } catch (const std::exception& e) {
+          spdlog::warn("worker: dropped a bad frame from the coordinator: {}", e.what());
+          continue;
+        }
+        if (auto* w = std::get_if<proto::Welcome>(&m)) {
+          if (!ready) {
+            ready = true;
+            was_ready = true;
+            interval = w->heartbeat_interval_ms;
+            liveness = w->liveness;
+            next_beat = Steady::now();
+            spdlog::debug("worker: connected to {} (study '{}')", options.connect, w->study_name);
+            post(link_pipe, Ev::kReady, session, "");
+          }
+        } else if (std::holds_alternative<proto::Heartbeat>(m)) {
+        } else if (auto* d = std::get_if<proto::Disconnect>(&m)) {
+          if (d->code == proto::Disconnect::Code::kRefused) {
+            post(link_pipe, Ev::kFatal, session, "refused by the coordinator: " + d->reason);
+            wait_for_quit();
+            return End::kFatal;
+          }
+          spdlog::info("worker: the coordinator ended the session: {}", d->reason);
+          lose(d->reason);
+          return End::kExpired;
+        } else {
+          if (auto* s = std::get_if<proto::Shutdown>(&m); s && s->stop_trial) interrupt = true;
+          post(link_pipe, Ev::kMessage, session, frame);
+        }
+      }
+
+      now = Steady::now();
+      if (ready && now >= next_beat) {
+        std::string beat = proto::encode(proto::Heartbeat{});
+        zmq_util::no_eintr([&] { return dealer.send(zmq::buffer(beat), zmq::send_flags::dontwait); });
+        next_beat = now + std::chrono::milliseconds(interval);
+      }
+      if (!ready) next_beat = now + std::chrono::milliseconds(100);
+      if (now - last_recv > std::chrono::milliseconds(interval) * liveness) {
+        if (ready) {
+          spdlog::warn("worker: the coordinator at {} is silent; reconnecting", options.connect);
+          lose("the coordinator is silent");
+        }
+        return End::kSilent;
+      }
+    }
+  }
+
+  // ================================================================ main thread
+
+  void send(const proto::Message& m, std::uint64_t e) {
+    post(main_pipe, Ev::kSend, e, proto::encode(m));
+  }
+
+  // Handles an event that is not the awaited reply. Returns true if the
+  // running trial must end now (lost session, stop, fatal, Shutdown with
+  // stop_trial).
+  bool note(const Event& e) {
+    switch (e.kind) {
+      case Ev::kReady: epoch = e.epoch; return false;
+      case Ev::kLost:
+        if (e.epoch == epoch) epoch = 0;
+        return true;
+      case Ev::kFatal: fatal = e.payload; return true;
+      case Ev::kStop: stopped = true; return true;
+      case Ev::kMessage: {
+        if (e.epoch != epoch) return false;
+        try {
+          auto m = proto::decode(e.payload);
+          if (auto* s = std::get_if<proto::Shutdown>(&m)) {
+            shutdown = true;
+            spdlog::debug("worker: shutdown: {}", s->reason);
+            return s->stop_trial;
+          }
+        } catch (const std::exception&) {
+        }
+        return false;
+      }
+      default: return false;
+    }
+  }
+
+  // Waits for the reply of type T to the running trial's request.
+  template <class T>
+  T await(std::int64_t trial) {
+    while (true) {
+      Event e = receive(main_pipe);
+      if (e.kind == Ev::kMessage && e.epoch == epoch && epoch == trial_epoch) {
+        proto::Message m;
+        try {
+          m = proto::decode(e.payload);
+        } catch (const std::exception&) {
+          continue;
+        }
+        if (auto* r = std::get_if<T>(&m); r && r->number == trial) return *r;
+      }
+      if (note(e)) throw Interrupted();
+    }
+  }
+
+  // ---- TrialBackend (the running trial's calls)
+
+  Json suggest(Trial& trial, const std::string& name, const Distribution& d) override {
+    proto::Suggest s;
+    s.number = trial.number();
+    s.name = name;
+    s.distribution_json = d.to_json().dump();
+    send(s, trial_epoch);
+    auto reply = await<proto::SuggestReply>(trial.number());
+    if (!reply.ok) throw Error("suggest '" + name + "': " + reply.error);
+    return reply.value.to_json();
+  }
+
+  bool report(Trial& trial, std::int64_t step, double value) override {
+    send(proto::Report{trial.number(), step, value}, trial_epoch);
+    for (;;) {
+      auto d = await<proto::Decision>(trial.number());
+      if (d.step != step) continue;
+      last_prune = d.prune;
+      return d.stored;
+    }
+  }
+
+  bool should_prune(Trial&) override { return last_prune; }
+
+  void set_user_attr(Trial&, const std::string& key, const Json& value) override {
+    user_attrs[key] = value;
+  }
+
+  // ---- running trials
+
+  const Built* objective_for(const proto::Assignment& a, std::string& error) {
+    auto it = objectives.find(a.config_id);
+    if (it != objectives.end()) return &it->second;
+    if (a.config_json.empty()) {
+      error = "the worker has no objective configuration " + std::to_string(a.config_id);
+      return nullptr;
+    }
+    try {
+      Json config = parse_json_text(a.config_json, "assignment config");
+      Built b;
+      b.space = SearchSpace::from_json(config.at("space"));
+      b.study = config.value("study", std::string());
+      if (options.objective) {
+        b.objective = options.objective;
+      } else {
+        ObjectiveContext ctx;
+        ctx.threads = options.threads;
+        ctx.device = options.device;
+        ctx.study_name = b.study;
+        if (config.contains("direction") && config["direction"].is_string())
+          ctx.direction = parse_direction(config["direction"].get<std::string>(), "direction");
+        ctx.log_dir = options.log_dir.empty() ? study_log_dir(b.study, ".") : options.log_dir;
+        b.objective = make_objective(config.at("objective"), b.space, ctx);
+      }
+      return &objectives.emplace(a.config_id, std::move(b)).first->second;
+    } catch (const std::exception& e) {
+      error = std::string("cannot build the objective: ") + e.what();
+      return nullptr;
+    }
+  }
+
+  void run_trial(const proto::Assignment& a) {
+    number = a.number;
+    trial_epoch = epoch;
+    last_prune = false;
+    user_attrs = Json::object();
+    interrupt = false;
+    if (epoch == 0 || stopped) interrupt = true;
+
+    auto fail = [&](proto::Fail::Reason reason, const std::string& message) {
+      proto::Fail f;
+      f.number = a.number;
+      f.reason = reason;
+      f.message = message;
+      if (!user_attrs.empty()) f.user_attrs_json = user_attrs.dump();
+      send(f, trial_epoch);
+    };
+
+    std::string error;
+    const Built* built = objective_for(a, error);
+    if (!built) {
+      spdlog::warn("worker: trial {}: {}", a.number, error);
+      fail(proto::Fail::Reason::kException, error);
+      ++ended;
+      return;
+    }
+    Params params = proto::from_wire(a.params);
+    std::map<std::string, Distribution> dists;
+    for (const auto& [name, value] : params)
+      if (const ParamSpec* spec = built->space.find(name)) dists.insert_or_assign(name, spec->distribution);
+    Trial trial(this, a.trial_id, a.number, params, dists, proto::from_wire(a.fixed), &built->space,
+                &interrupt);
+    try {
+      double value = built->objective(trial);
+      proto::Complete c;
+      c.number = a.number;
+      c.value = value;
+      if (!user_attrs.empty()) c.user_attrs_json = user_attrs.dump();
+      send(c, trial_epoch);
+    } catch (const TrialPruned&) {
+      proto::Complete c;
+      c.number = a.number;
+      c.pruned = true;
+      c.value = trial.last_value();
+      if (!user_attrs.empty()) c.user_attrs_json = user_attrs.dump();
+      send(c, trial_epoch);
+    } catch (const Interrupted&) {
+      if (options.stop && options.stop->load()) stopped = true;
+      if (stopped) fail(proto::Fail::Reason::kInterrupted, "stopped by a signal");
+      // Otherwise the session is gone or the coordinator stopped the trial:
+      // it has already recorded the trial's end.
+    } catch (const std::exception& e) {
+      std::string message = e.what();
+      if (message.empty()) message = "exception";
+      spdlog::warn("worker: trial {} failed: {}", a.number, message);
+      fail(proto::Fail::Reason::kException, message);
+    } catch (...) {
+      fail(proto::Fail::Reason::kException, "unknown exception");
+    }
+    ++ended;
+    number = -1;
+  }
+
+  int main_loop() {
+    while (true) {
+      if (!fatal.empty()) {
+        spdlog::error("worker: {}", fatal);
+        return 1;
+      }
+      if (stopped) return kStopped;
+      if (shutdown) return 0;
+      Event e = receive(main_pipe);
+      if (e.kind == Ev::kReady) {
+        epoch = e.epoch;
+        send(proto::RequestTrial{}, epoch);
+        continue;
+      }
+      if (e.kind == Ev::kMessage && e.epoch == epoch && epoch != 0) {
+        proto::Message m;
+        try {
+          m = proto::decode(e.payload);
+        } catch (const std::exception&) {
+          continue;
+        }
+        if (auto* a = std::get_if<proto::Assignment>(&m)) {
+          run_trial(*a);
+          if (epoch != 0 && epoch == trial_epoch && !shutdown && !stopped && fatal.empty())
+            send(proto::RequestTrial{}, epoch);
+          continue;
+        }
+      }
+      note(e);
+    }
+  }
+
+  int run() {
+    link = std::thread([this] { link_main(); });
+    int rc = 1;
+    try {
+      rc = main_loop();
+    } catch (const std::exception& e) {
+      spdlog::error("worker: {}", e.what());
+      rc = 1;
+    }
+    post(main_pipe, Ev::kQuit, 0, "");
+    link.join();
+    return rc;
+  }
+};
+
+Worker::Worker(WorkerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Worker::~Worker() = default;
+int Worker::run() { return impl_->run(); }
+int Worker::run(Objective objective) {
+  impl_->options.objective = std::move(objective);
+  return impl_->run();
+}
+
+std::string study_log_dir(const std::string& study_name, const std::string& parent) {
+  std::string name;
+  for (char c : study_name) {
+    bool keep = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                c == '.' || c == '_' || c == '-';
+    name += keep ? c : '_';
+  }
+  if (name.find_first_not_of('.') == std::string::npos) name = "study";
+  return (std::filesystem::path(parent.empty() ? "." : parent) / (name + ".logs")).string();
+}
+std::int64_t Worker::trials_run() const { return impl_->ended.load(); }
+
+}  // namespace hps

@@ -1,0 +1,129 @@
+// Worker: serves trials for a coordinator (coordinator/coordinator.h) over a
+// ZeroMQ DEALER socket. `hpsearch worker --connect ENDPOINT` runs one with
+// the objective the coordinator's study names (objectives/objective.h); a
+// training program embeds one to serve trials with its own objective, with
+// the same Trial API as the in-process Study:
+//
+//   hps::Worker worker({.connect = "tcp://head-node:5555"});
+//   return worker.run([&](hps::Trial& t) {
+//     double lr = t.suggest_float("lr", 1e-4, 1e-1, {.log = true});
+//     for (int epoch = 1; epoch <= 20; ++epoch) {
+//       double loss = train_one_epoch(lr);
+//       t.report(epoch, loss);
+//       if (t.should_prune()) throw hps::TrialPruned();
+//     }
+//     return loss;
+//   });
+//
+// with a coordinator started by `hpsearch run space.json --workers 0 --bind
+// tcp://0.0.0.0:5555` (the space.json's objective may then be
+// {"type": "external"}). suggest_*() of a param declared in space.json
+// returns the value the coordinator's sampler chose; of an undeclared one,
+// it asks the coordinator (define-by-run). report() is a request: it returns
+// once the coordinator stored the value and the pruner answered, so
+// should_prune() right after it holds that answer. set_user_attr() values
+// are sent with the trial's result.
+//
+// The worker says Hello, then asks for a trial, runs the objective, sends
+// Complete or Fail, and asks again, until the coordinator says Shutdown.
+//
+// Threads: the objective runs on the thread that called run(); a second
+// thread owns the socket, sends heartbeats every interval and watches the
+// coordinator's, so an objective that blocks for a long time (a long epoch
+// with no report) never makes the worker look dead. If the coordinator is
+// silent for liveness x interval, or says the session expired, the worker
+// abandons the running trial (the coordinator has failed it) and reconnects
+// with a fresh session, waiting 1, 2, 4 ... up to reconnect_max_ms between
+// attempts (the ZeroMQ guide's Paranoid Pirate worker); after
+// reconnect_attempts failed attempts in a row it gives up. An abandoned or
+// stopped trial sees Trial::interrupted() become true, and its report() and
+// should_prune() throw hps::Interrupted (let it propagate).
+//
+// An exception from the objective ends the trial FAIL with its message and
+// the worker goes on with the next trial; TrialPruned ends it PRUNED; a NaN
+// result ends it FAIL.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "search/study.h"
+
+namespace hps {
+
+struct WorkerOptions {
+  // The coordinator's endpoint ("tcp://host:5555", "ipc:///tmp/x.sock").
+  // Required.
+  std::string connect{};
+  // The device the objective uses: "cpu" or "cuda:N". Default "cpu".
+  std::string device = "cpu";
+  // CPU threads the objective may use (ObjectiveContext::threads). Default
+  // 0: all hardware threads.
+  int threads = 0;
+  // The worker's name in the store and in `hpsearch status`. Default
+  // "" = "<hostname>:<pid>".
+  std::string worker_id{};
+  // Heartbeat settings until the coordinator's Welcome replaces them.
+  // Defaults 1000 ms and 5 (the coordinator's defaults).
+  int heartbeat_interval_ms = 1000;
+  int liveness = 5;
+  // Failed connection attempts in a row before run() gives up (returns 1).
+  // Default 6 (about a minute with the default back-off).
+  int reconnect_attempts = 6;
+  // Back-off between attempts: starts at reconnect_initial_ms (default
+  // 1000) and doubles up to reconnect_max_ms (default 32000).
+  int reconnect_initial_ms = 1000;
+  int reconnect_max_ms = 32000;
+  // The objective to run. Default (empty): built from the "objective"
+  // section the coordinator sends, through the objective registry
+  // (objectives/objective.h).
+  Objective objective{};
+  // The study's log directory, passed to objectives built from the
+  // registry (ObjectiveContext::log_dir; the "command" objective writes
+  // trial-<number>.log files there). Default "" = study_log_dir(study, ".")
+  // once the study's name is known.
+  std::string log_dir{};
+  // Set (e.g. by a signal handler) to stop: the running trial is
+  // interrupted at its next report (FAIL, queued again by the coordinator)
+  // and run() returns kStopped.
+  std::atomic<bool>* stop = nullptr;
+
+  // Throws ConfigError naming the field ("worker.connect: ...").
+  void validate() const;
+};
+
+class Worker {
+ public:
+  // run()'s result when *WorkerOptions::stop was set (130, as for SIGINT).
+  static constexpr int kStopped = 130;
+
+  explicit Worker(WorkerOptions options);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // Serves trials until the coordinator says Shutdown (returns 0), refuses
+  // this worker (protocol version mismatch: returns 1), stays unreachable
+  // for reconnect_attempts attempts (returns 1), or *options.stop is set
+  // (returns kStopped). Runs options.objective, or without one the
+  // objective the study's "objective" section names. Call once.
+  int run();
+  // run() with `objective` (which replaces options.objective).
+  int run(Objective objective);
+
+  // Trials this worker ended (complete, pruned or failed) so far.
+  std::int64_t trials_run() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// The default log directory of a study: <parent>/<name>.logs, where <name>
+// is the study name with every character other than A-Z a-z 0-9 . _ -
+// replaced by '_' (and "study" if that leaves nothing but dots).
+std::string study_log_dir(const std::string& study_name, const std::string& parent);
+
+}  // namespace hps
