@@ -41,17 +41,17 @@ const char* kBraninSpace = R"({
   }
 })";
 
-// A space whose objective sleeps `seconds` per trial in 3 steps, reporting
-// after each.
-std::string sleep_space(double seconds, int n_trials) {
+// A space whose objective sleeps `seconds` per trial in `steps` steps,
+// reporting after each when steps > 1.
+std::string sleep_space(double seconds, int n_trials, int steps = 3) {
   return fmt::format(R"({{
     "study": {{"name": "slow", "direction": "minimize", "storage": "slow.db"}},
     "sampler": {{"type": "random", "seed": 3}},
     "budget": {{"n_trials": {}}},
-    "objective": {{"type": "sleep", "seconds": {}, "steps": 3}},
+    "objective": {{"type": "sleep", "seconds": {}, "steps": {}}},
     "space": {{"x": {{"type": "float", "low": 0, "high": 1}}}}
   }})",
-                     n_trials, seconds);
+                     n_trials, seconds, steps);
 }
 
 // Calls pred() until it is true; false if `limit` passed first (a guard
@@ -365,7 +365,8 @@ TEST_F(CliTest, RunningTwiceCompletesOnlyTheRemainingBudget) {
 }
 
 TEST_F(CliTest, Kill9ThenRerunLosesNothing) {
-  const int budget = 12;
+  // Long enough that the kill comes well before the end of the budget.
+  const int budget = 30;
   dir_.write("space.json", sleep_space(0.2, budget));
   Json before;
   {
@@ -419,8 +420,8 @@ TEST_F(CliTest, Kill9ThenRerunLosesNothing) {
 }
 
 TEST_F(CliTest, ReadersWhileOneProcessWrites) {
-  const int budget = 40;
-  dir_.write("space.json", sleep_space(0.02, budget));
+  const int budget = 80;
+  dir_.write("space.json", sleep_space(0.05, budget));
   auto run = cli_background({"run", "space.json", "--workers", "2"}, "writer");
   ASSERT_TRUE(wait_until([&] {
     Json t = trials_json("slow.db");
@@ -430,14 +431,14 @@ TEST_F(CliTest, ReadersWhileOneProcessWrites) {
   std::vector<std::string> problems[2];
   int reads[2] = {0, 0};
   auto reader = [&](int k) {
-    while (!done) {
+    do {
       const char* cmd = reads[k] % 2 ? "studies" : "trials";
       ProcessResult r = cli({cmd, "slow.db", "--format", "json"});
       ++reads[k];
       if (r.exit_code != 0 || r.err.find("locked") != std::string::npos ||
           Json::parse(r.out, nullptr, false).is_discarded())
         problems[k].push_back(std::string(cmd) + " exit " + std::to_string(r.exit_code) + ": " + r.err);
-    }
+    } while (!done);
   };
   std::thread a(reader, 0), b(reader, 1);
   ProcessResult w = run->wait();
@@ -456,8 +457,9 @@ TEST_F(CliTest, ReadersWhileOneProcessWrites) {
 }
 
 TEST_F(CliTest, SigintStopsCleanlyAndRerunResumes) {
-  const int budget = 10;
-  dir_.write("space.json", sleep_space(0.3, budget));
+  // Long enough that the signal comes well before the end of the budget.
+  const int budget = 30;
+  dir_.write("space.json", sleep_space(0.2, budget));
   auto run = cli_background({"run", "space.json"}, "run1");
   ASSERT_TRUE(wait_until([&] {
     Json t = trials_json("slow.db");
@@ -488,6 +490,42 @@ TEST_F(CliTest, SigintStopsCleanlyAndRerunResumes) {
     if (is_complete(t)) {
       EXPECT_EQ(after[t["number"].get<std::size_t>()]["value"], t["value"]);
     }
+  }
+}
+
+TEST_F(CliTest, SecondSigintQuitsAtOnceAndRerunRecovers) {
+  // Two-second trials without reports: the second SIGINT comes while the
+  // first one is still winding the run down.
+  const int budget = 3;
+  dir_.write("space.json", sleep_space(2.0, budget, 1));
+  auto run = cli_background({"run", "space.json"}, "run1");
+  ASSERT_TRUE(wait_until([&] {
+    Json t = trials_json("slow.db");
+    return t.is_array() && count_if(t, is_complete) >= 1;
+  }));
+  run->send_signal(SIGINT);
+  // Signals do not queue: wait until the first one was handled.
+  ASSERT_TRUE(wait_until([&] {
+    return testsupport::read_file(dir_.file("run1.err")).find("again") != std::string::npos;
+  })) << "no message after the first SIGINT";
+  run->send_signal(SIGINT);
+  ProcessResult r = run->wait();
+  EXPECT_EQ(r.exit_code, 130) << r.out << r.err;
+  // The store is readable. A trial left RUNNING by the immediate exit (if
+  // the second signal came before the first was acted on) is failed and
+  // queued again by the rerun.
+  Json stopped = trials_or_fail("slow.db");
+  EXPECT_LT(count_if(stopped, counts_as_finished), budget);
+  ProcessResult again = cli({"run", "space.json"});
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  Json after = trials_or_fail("slow.db");
+  expect_consistent(after);
+  EXPECT_EQ(count_if(after, counts_as_finished), budget);
+  for (const auto& t : stopped) {
+    if (t["state"] != "RUNNING") continue;
+    const Json& now = after[t["number"].get<std::size_t>()];
+    EXPECT_EQ(now["state"], "FAIL");
+    EXPECT_TRUE(now["system_attrs"].contains("retried_as")) << now.dump();
   }
 }
 
