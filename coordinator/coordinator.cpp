@@ -952,6 +952,23 @@ struct Coordinator::Impl {
 
   // ---------------------------------------------------------------- the loop
 
+  // Whether a step without messages has anything to write: a worker to
+  // expire, a trial to dispatch, the end of the study, the status attr.
+  bool writes_due(Steady::time_point now, bool may_expire) {
+    const auto timeout = std::chrono::milliseconds(options.heartbeat_interval_ms) * options.liveness;
+    if (may_expire)
+      for (const auto& [rid, s] : sessions)
+        if (now - s.last_seen > timeout) return true;
+    if (!is_done) {
+      if (!idle.empty() && can_dispatch(now)) return true;
+      if (running.empty() && (stopping || (options.n_trials && finished >= *options.n_trials) ||
+                              timed_out(now) || (exhausted && waiting.empty())))
+        return true;
+    }
+    return status_dirty &&
+           now - last_status >= std::chrono::duration<double>(options.status_interval_s);
+  }
+
   bool step(int timeout_ms) {
     int wait = std::max(0, std::min(timeout_ms, std::max(1, options.heartbeat_interval_ms / 2)));
     zmq::pollitem_t item{static_cast<void*>(socket), 0, ZMQ_POLLIN, 0};
@@ -963,16 +980,20 @@ struct Coordinator::Impl {
     bool drained = false;
     std::vector<Incoming> batch = drain(drained);
     auto now = Steady::now();
-    storage.run_in_transaction([&] {
-      for (const auto& in : batch) handle(in, now);
-      heartbeats_and_expiry(now, drained);
-      if (!is_done) {
-        dispatch(now);
-        check_done(now);
-      }
-      // The status attr: periodically, and always a last time when done.
-      write_status(is_done && status_dirty);
-    });
+    if (batch.empty() && !writes_due(now, drained)) {
+      heartbeats_and_expiry(now, false);  // heartbeats only: nothing to store
+    } else {
+      storage.run_in_transaction([&] {
+        for (const auto& in : batch) handle(in, now);
+        heartbeats_and_expiry(now, drained);
+        if (!is_done) {
+          dispatch(now);
+          check_done(now);
+        }
+        // The status attr: periodically, and always a last time when done.
+        write_status(is_done && status_dirty);
+      });
+    }
     flush_outbox();
     run_callbacks();
     return !is_done;
