@@ -1,6 +1,12 @@
 #include "algorithms/factory.h"
 
+#include "algorithms/hyperband_pruner.h"
+#include "algorithms/patient_pruner.h"
+#include "algorithms/percentile_pruner.h"
 #include "algorithms/random_sampler.h"
+#include "algorithms/successive_halving_pruner.h"
+#include "algorithms/threshold_pruner.h"
+#include "algorithms/tpe_sampler.h"
 
 namespace hps {
 
@@ -41,17 +47,107 @@ std::shared_ptr<Sampler> make_sampler(const Json& config, std::optional<std::uin
     if (seed_override) seed = seed_override;
     return std::make_shared<RandomSampler>(seed);
   }
-  unknown_type(path, type, {"random"});
+  if (type == "tpe") {
+    TpeOptions options = TpeOptions::from_json(config, path);
+    if (seed_override) options.seed = seed_override;
+    return std::make_shared<TpeSampler>(std::move(options));
+  }
+  unknown_type(path, type, {"random", "tpe"});
 }
 
-std::shared_ptr<Pruner> make_pruner(const Json& config) {
-  const std::string path = "pruner";
+namespace {
+
+// Patient pruners may wrap patient pruners; this bounds the nesting.
+constexpr int kMaxPrunerNesting = 8;
+
+template <typename T>
+void read_int(const Json& config, const std::string& path, const char* key, T& out) {
+  if (auto v = optional_int(config, path, key)) out = static_cast<T>(*v);
+}
+
+std::shared_ptr<Pruner> make_pruner_at(const Json& config, const std::string& path, int depth) {
+  if (depth > kMaxPrunerNesting)
+    throw ConfigError(path, "pruners nested more than " + std::to_string(kMaxPrunerNesting) +
+                                " deep");
+  if (!config.is_object()) throw ConfigError(path, "must be an object");
   std::string type = require_string(config, path, "type");
   if (type == "none") {
     check_keys(config, path, {"type"});
     return std::make_shared<NopPruner>();
   }
-  unknown_type(path, type, {"none"});
+  if (type == "median" || type == "percentile") {
+    if (type == "median")
+      check_keys(config, path,
+                 {"type", "n_startup_trials", "n_warmup_steps", "interval_steps", "n_min_trials"});
+    else
+      check_keys(config, path, {"type", "percentile", "n_startup_trials", "n_warmup_steps",
+                                "interval_steps", "n_min_trials"});
+    PercentilePrunerOptions o;
+    if (type == "percentile") o.percentile = require_number(config, path, "percentile");
+    read_int(config, path, "n_startup_trials", o.n_startup_trials);
+    read_int(config, path, "n_warmup_steps", o.n_warmup_steps);
+    read_int(config, path, "interval_steps", o.interval_steps);
+    read_int(config, path, "n_min_trials", o.n_min_trials);
+    o.validate(path);
+    if (type == "median")
+      return std::make_shared<MedianPruner>(MedianPrunerOptions{
+          o.n_startup_trials, o.n_warmup_steps, o.interval_steps, o.n_min_trials});
+    return std::make_shared<PercentilePruner>(o);
+  }
+  if (type == "asha") {
+    check_keys(config, path, {"type", "min_resource", "reduction_factor", "min_early_stopping_rate"});
+    SuccessiveHalvingPrunerOptions o;
+    if (config.contains("min_resource") && config["min_resource"].is_string()) {
+      if (config["min_resource"].get<std::string>() != "auto")
+        throw ConfigError(join_path(path, "min_resource"),
+                          "must be an integer >= 1 or \"auto\", got " + config["min_resource"].dump());
+    } else {
+      o.min_resource = optional_int(config, path, "min_resource");
+    }
+    read_int(config, path, "reduction_factor", o.reduction_factor);
+    read_int(config, path, "min_early_stopping_rate", o.min_early_stopping_rate);
+    o.validate(path);
+    return std::make_shared<SuccessiveHalvingPruner>(o);
+  }
+  if (type == "hyperband") {
+    check_keys(config, path, {"type", "min_resource", "max_resource", "reduction_factor", "seed"});
+    HyperbandPrunerOptions o;
+    read_int(config, path, "min_resource", o.min_resource);
+    o.max_resource = require_int(config, path, "max_resource");
+    read_int(config, path, "reduction_factor", o.reduction_factor);
+    if (auto seed = read_seed(config, path)) o.seed = *seed;
+    o.validate(path);
+    return std::make_shared<HyperbandPruner>(o);
+  }
+  if (type == "threshold") {
+    check_keys(config, path, {"type", "lower", "upper", "n_warmup_steps", "interval_steps"});
+    ThresholdPrunerOptions o;
+    o.lower = optional_number(config, path, "lower");
+    o.upper = optional_number(config, path, "upper");
+    read_int(config, path, "n_warmup_steps", o.n_warmup_steps);
+    read_int(config, path, "interval_steps", o.interval_steps);
+    o.validate(path);
+    return std::make_shared<ThresholdPruner>(o);
+  }
+  if (type == "patient") {
+    check_keys(config, path, {"type", "patience", "min_delta", "wrapped_pruner"});
+    PatientPrunerOptions o;
+    o.patience = require_int(config, path, "patience");
+    if (auto d = optional_number(config, path, "min_delta")) o.min_delta = *d;
+    o.validate(path);
+    std::shared_ptr<Pruner> wrapped;
+    if (config.contains("wrapped_pruner"))
+      wrapped = make_pruner_at(config["wrapped_pruner"], join_path(path, "wrapped_pruner"), depth + 1);
+    return std::make_shared<PatientPruner>(std::move(wrapped), o);
+  }
+  unknown_type(path, type,
+               {"none", "median", "percentile", "asha", "hyperband", "threshold", "patient"});
+}
+
+}  // namespace
+
+std::shared_ptr<Pruner> make_pruner(const Json& config) {
+  return make_pruner_at(config, "pruner", 0);
 }
 
 }  // namespace hps

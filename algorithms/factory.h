@@ -10,12 +10,29 @@
 
 namespace hps {
 
-// {"type": "random", "seed": S} (more types as they are added).
+// {"type": "random", "seed": S}, or {"type": "tpe", ...} with every option
+// of TpeOptions::from_json() (algorithms/tpe_sampler.h).
 // `seed_override` replaces the seed (the CLI's --seed). Throws ConfigError.
 std::shared_ptr<Sampler> make_sampler(const Json& config,
                                       std::optional<std::uint64_t> seed_override = std::nullopt);
 
-// {"type": "none"} (more types as they are added). Throws ConfigError.
+// The "pruner" section. Types and fields (defaults in parentheses; see each
+// pruner's header for the rule it applies):
+//   {"type": "none"}
+//   {"type": "median", "n_startup_trials" (5), "n_warmup_steps" (0),
+//    "interval_steps" (1), "n_min_trials" (1)}                 percentile_pruner.h
+//   {"type": "percentile", "percentile" (required, 0..100), and the median
+//    fields}                                                    percentile_pruner.h
+//   {"type": "asha", "min_resource" (integer >= 1 or "auto"; "auto"),
+//    "reduction_factor" (4), "min_early_stopping_rate" (0)}   successive_halving_pruner.h
+//   {"type": "hyperband", "min_resource" (1), "max_resource" (required),
+//    "reduction_factor" (3), "seed" (0)}                       hyperband_pruner.h
+//   {"type": "threshold", "lower", "upper" (at least one), "n_warmup_steps" (0),
+//    "interval_steps" (1)}                                      threshold_pruner.h
+//   {"type": "patient", "patience" (required, >= 0), "min_delta" (0),
+//    "wrapped_pruner" (optional, a pruner section)}           patient_pruner.h
+// Throws ConfigError naming the field: "pruner.reduction_factor: must be >= 2",
+// "pruner.wrapped_pruner.type: unknown type ...", unknown keys included.
 std::shared_ptr<Pruner> make_pruner(const Json& config);
 
 }  // namespace hps

@@ -46,6 +46,7 @@ struct WorkerCommandOptions {
   int liveness = 5;                // --liveness
   int reconnect_attempts = 6;      // --reconnect-attempts
   int reconnect_initial_ms = 1000; // --reconnect-initial-ms
+  std::optional<std::string> log_dir;  // --log-dir (default: ./<study>.logs)
 };
 
 // hpsearch worker --connect ENDPOINT: serves trials until told to stop.

@@ -74,6 +74,8 @@ int main(int argc, char** argv) {
   worker_cmd->add_option("--reconnect-initial-ms", worker.reconnect_initial_ms,
                          "first back-off between attempts (doubles up to 32 s)")
       ->capture_default_str();
+  worker_cmd->add_option("--log-dir", worker.log_dir,
+                         "where objectives write per-trial logs (default: ./<study>.logs)");
 
   ReadOptions read;
   auto* best_cmd = app.add_subcommand("best", "Print the best trial of a study");

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <thread>
 #include <filesystem>
 #include <iostream>
 
@@ -16,9 +17,13 @@
 #include "cli/table.h"
 #include "coordinator/coordinator.h"
 #include "objectives/objective.h"
+#ifdef HPSEARCH_HAVE_TORCH
+#include "objectives/torch_objectives.h"
+#endif
 #include "search/storage.h"
 #include "search/study.h"
 #include "workers/local_pool.h"
+#include "workers/worker.h"
 
 namespace hps::cli {
 
@@ -102,13 +107,27 @@ int run_study(StudyConfig config, const RunOptions& o) {
   po.workers = o.workers;
   po.endpoint = local_endpoint(coordinator.endpoint());
   po.gpus = gpus;
-  po.extra_args = {"--log-level", o.log_level};
+  // Per-trial logs (the "command" objective) go next to the storage file.
+  std::string parent = ".";
+  if (config.storage != ":memory:" && config.storage != "memory" &&
+      config.storage != "memory://") {
+    std::string file = config.storage;
+    if (file.rfind("sqlite:///", 0) == 0) file = file.substr(10);
+    parent = std::filesystem::path(file).parent_path().string();
+  }
+  po.extra_args = {"--log-level", o.log_level, "--log-dir", study_log_dir(config.name, parent)};
   LocalWorkerPool pool(po);
   if (o.workers > 0)
     spdlog::info("starting {} workers ({}, {} CPU threads each)", o.workers,
                  gpus.empty() ? std::string("cpu") : fmt::format("GPUs {}", fmt::join(gpus, ",")),
                  pool.threads_per_worker());
   pool.start();
+
+  // For scoring the best trial on the test set at the end (in this process).
+  ObjectiveContext octx;
+  octx.study_name = config.name;
+  octx.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  octx.direction = config.direction;
 
   // 4. Run.
   std::atomic<bool>* stop = install_stop_handlers();
@@ -176,6 +195,24 @@ int run_study(StudyConfig config, const RunOptions& o) {
   fill();
   progress.update(ps, "", true);
   progress.finish();
+#ifdef HPSEARCH_HAVE_TORCH
+  // The held-out test set is scored once, for the best trial, at the end.
+  if (!stop_signal() && is_torch_objective(config.objective)) {
+    try {
+      TrialPtr best = study.best_trial();
+      if (!best->user_attrs.contains("test_accuracy")) {
+        std::cout << "Scoring the best trial (" << best->number << ") on the test set...\n";
+        // Same threads and device as the trials: the retrained model is the trial's own.
+        TestEvaluation test = evaluate_on_test_set(config.objective, config.space, best->params, octx);
+        const Json attrs = test.to_user_attrs();
+        for (const auto& [key, value] : attrs.items())
+          storage->set_trial_user_attr(best->trial_id, key, value);
+      }
+    } catch (const Error& e) {
+      spdlog::warn("test set evaluation: {}", e.what());
+    }
+  }
+#endif
   std::cout << "\n" << summary(study, progress.elapsed_s());
   std::cout << "Storage: " << config.storage << "\n";
   if (int sig = stop_signal()) {

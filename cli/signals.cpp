@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "cli/commands.h"
+#include "objectives/child_process.h"
 
 namespace hps::cli {
 
@@ -12,7 +13,10 @@ std::atomic<bool> g_stop{false};
 volatile sig_atomic_t g_signal = 0;
 
 void on_signal(int sig) {
-  if (g_signal != 0) _exit(128 + sig);  // second signal: leave at once
+  if (g_signal != 0) {  // second signal: leave at once, with no program left behind
+    hps::kill_child_process_groups();
+    _exit(128 + sig);
+  }
   g_signal = sig;
   g_stop.store(true);
   const char msg[] = "\nhpsearch: stopping after the running trials (press Ctrl-C again to quit now)\n";

@@ -6,7 +6,8 @@ namespace hps::cli {
 
 int worker_command(const WorkerCommandOptions& o) {
   WorkerOptions wo;
-  wo.endpoint = o.connect;
+  wo.connect = o.connect;
+  if (o.log_dir) wo.log_dir = *o.log_dir;
   wo.device = o.device;
   wo.threads = o.threads;
   if (o.id) wo.worker_id = *o.id;

@@ -1,5 +1,4 @@
 #include "objectives/objective.h"
-#include "objectives/sleep.h"
 
 #include <algorithm>
 #include <charconv>
@@ -11,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "objectives/command.h"
+#include "objectives/sleep.h"
 #include "objectives/synthetic.h"
 #include "search/errors.h"
 
@@ -127,7 +128,11 @@ ObjectiveType synthetic_type(const SyntheticFunction& f) {
     const std::size_t n = synthetic_dimension(f, config, space);
     std::vector<std::string> names;
     names.reserve(n);
-    for (std::size_t i = 0; i < n; ++i) names.push_back("x" + std::to_string(i));
+    for (std::size_t i = 0; i < n; ++i) {
+      std::string name = "x";
+      name += std::to_string(i);
+      names.push_back(std::move(name));
+    }
     return [&f, names = std::move(names)](Trial& trial) {
       std::vector<double> x(names.size());
       for (std::size_t i = 0; i < names.size(); ++i) {
@@ -144,6 +149,28 @@ ObjectiveType synthetic_type(const SyntheticFunction& f) {
   return type;
 }
 
+// ------------------------------------------------------------ external
+
+// "external": the objective lives in the programs that serve the study's
+// trials (hps::Worker::run(objective), workers/worker.h); the coordinator
+// only needs the section to be valid. Building it (an `hpsearch worker`
+// connected to such a study) fails the trial with a clear message.
+ObjectiveType external_type() {
+  ObjectiveType type;
+  type.type = "external";
+  type.description = "trials run by programs that embed hps::Worker with their own objective";
+  type.validate = [](const Json& config, const SearchSpace&) {
+    check_keys(config, "objective", {"type", "description"});
+    optional_string(config, "objective", "description");
+  };
+  type.make = [](const Json&, const SearchSpace&, const ObjectiveContext&) -> Objective {
+    throw Error(
+        "objective type 'external': this study's trials are run by programs that embed "
+        "hps::Worker with their own objective; `hpsearch worker` has nothing to run");
+  };
+  return type;
+}
+
 // ------------------------------------------------------------ registry
 
 class Registry {
@@ -154,8 +181,11 @@ class Registry {
     for (const SyntheticFunction& f : synthetic_functions()) {
       types_.emplace(f.name, synthetic_type(f));
     }
-    ObjectiveType sleep = sleep_objective_type();
-    types_.emplace(sleep.type, std::move(sleep));
+    for (ObjectiveType type :
+         {sleep_objective_type(), command_objective_type(), external_type()}) {
+      std::string name = type.type;
+      types_.emplace(std::move(name), std::move(type));
+    }
   }
 
   void add(ObjectiveType type) {

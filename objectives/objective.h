@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,10 @@ struct ObjectiveContext {
   std::string device = "cpu";     // "cpu" or "cuda:N"
   std::string study_name;         // for logs and the environment of commands
   std::string log_dir;            // per-study log directory ("" = none)
+  // The study's direction, when the caller knows it; objectives whose metric
+  // depends on it (torch.fashion_mnist: val_loss or val_accuracy) derive or
+  // check it. nullopt = unknown.
+  std::optional<StudyDirection> direction;
 };
 
 struct ObjectiveType {
@@ -33,9 +38,12 @@ struct ObjectiveType {
       make;
 };
 
-// Registers a type (replacing one of the same name). Built-in synthetic
-// types are registered on first use of the registry; others (LibTorch) by
-// their library's register function.
+// Registers a type (replacing one of the same name). Built-in types are
+// registered on first use of the registry: the synthetic functions
+// (objectives/synthetic.h), "sleep" (objectives/sleep.h), "command"
+// (objectives/command.h) and "external" (the workers bring the objective:
+// hps::Worker::run(objective), workers/worker.h); others (LibTorch) by their
+// library's register function.
 void register_objective_type(ObjectiveType type);
 // Names of all registered types, sorted.
 std::vector<std::string> objective_type_names();

@@ -21,14 +21,19 @@ bool is_scalar(const Json& v) {
   return v.is_null() || v.is_boolean() || v.is_number() || v.is_string();
 }
 
-// Number of whole steps from low that stay <= high.
+// Grid points are indexed by exact doubles: at most 2^53 steps.
+constexpr double kMaxSteps = kMaxExactInt;
+
+// Number of whole steps from low that stay <= high (float grids). A point
+// within floating error of high counts: the tolerance is relative to the
+// magnitude of the bounds (low + k*step is computed at that magnitude) and
+// never more than a millionth of a step. Needs (high - low) / step <= 2^53.
 std::uint64_t steps_in_range(double low, double high, double step) {
   double k = std::floor((high - low) / step);
-  if (k < 0) k = 0;
-  // Floating error: accept k+1 when low + (k+1)*step lands on high within
-  // a relative 1e-12; drop to k-1 if low + k*step overshoots.
-  while (low + (k + 1) * step <= high + std::fabs(high) * 1e-12 + 1e-300) k += 1;
-  while (k > 0 && low + k * step > high + std::fabs(high) * 1e-12) k -= 1;
+  if (!(k >= 0)) k = 0;
+  const double tol = std::min(std::max(std::fabs(low), std::fabs(high)) * 1e-12, step * 1e-6);
+  if (low + (k + 1) * step <= high + tol) k += 1;
+  while (k > 0 && low + k * step > high + tol) k -= 1;
   return static_cast<std::uint64_t>(k);
 }
 
@@ -91,6 +96,10 @@ Distribution Distribution::make_float(double low, double high, bool log, std::op
     throw ConfigError(join_path(path, "low"), "log scale needs low > 0, got low = " + num(low));
   if (step && !(std::isfinite(*step) && *step > 0))
     throw ConfigError(join_path(path, "step"), "must be > 0, got " + num(*step));
+  if (step && !((high - low) / *step <= kMaxSteps))
+    throw ConfigError(join_path(path, "step"),
+                      "too small for the range: more than 2^53 grid points in [" + num(low) + ", " +
+                          num(high) + "] with step " + num(*step));
   Distribution d;
   d.kind_ = DistributionKind::kFloat;
   d.low_ = low;
@@ -103,9 +112,9 @@ Distribution Distribution::make_float(double low, double high, bool log, std::op
 
 Distribution Distribution::make_int(std::int64_t low, std::int64_t high, bool log, std::int64_t step,
                                     const std::string& path) {
-  auto in_range = [](std::int64_t v) {
-    return static_cast<double>(v) <= kMaxExactInt && static_cast<double>(v) >= -kMaxExactInt;
-  };
+  // Compared as integers: 2^53 + 1 rounds to 2^53 as a double.
+  constexpr std::int64_t kLimit = std::int64_t{1} << 53;
+  auto in_range = [](std::int64_t v) { return v <= kLimit && v >= -kLimit; };
   if (!in_range(low)) throw ConfigError(join_path(path, "low"), "must be within +-2^53");
   if (!in_range(high)) throw ConfigError(join_path(path, "high"), "must be within +-2^53");
   if (low > high)
@@ -227,6 +236,12 @@ Json Distribution::to_json() const {
 
 std::uint64_t Distribution::cardinality() const {
   if (is_indexed()) return choices_.size();
+  if (kind_ == DistributionKind::kInt) {
+    // Exact in integers (bounds are within +-2^53).
+    auto lo = static_cast<std::int64_t>(low_), hi = static_cast<std::int64_t>(grid_high_),
+         st = static_cast<std::int64_t>(step_);
+    return static_cast<std::uint64_t>((hi - lo) / st) + 1;
+  }
   if (step_ > 0) return steps_in_range(low_, grid_high_, step_) + 1;
   return low_ == high_ ? 1 : 0;
 }

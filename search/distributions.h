@@ -36,7 +36,8 @@ class Distribution {
   // above high). low == high is a single-value distribution.
   // Throws ConfigError(path, rule) naming the rule broken: "low <= high",
   // "log scale needs low > 0", "log and step cannot be combined",
-  // "step must be > 0", finite bounds.
+  // "step must be > 0", finite bounds, and at most 2^53 grid points (a step
+  // too small for the range).
   static Distribution make_float(double low, double high, bool log = false,
                                  std::optional<double> step = std::nullopt,
                                  const std::string& path = "");

@@ -1,7 +1,24 @@
 // Pruner interface (implementations live in algorithms/).
 //
 // A pruner answers "prune this trial now?" from the study's stored history
-// only, so a restarted coordinator decides the same way.
+// only, so a restarted coordinator decides the same way. Bookkeeping a
+// pruner needs across calls (successive halving rungs, Hyperband brackets)
+// is written to the trials' system attrs through ctx.storage, never kept
+// only in memory.
+//
+// Rules every pruner of algorithms/ follows:
+// - One value per step. A second report for a step already reported keeps
+//   the first value: Storage::set_trial_intermediate_value() returns false,
+//   Trial::report() logs a warning ("step S was already reported; keeping
+//   the first value") and returns false, and pruners only ever see the first
+//   value. A coordinator refuses such a report the same way.
+// - A NaN intermediate value at the reported step prunes the trial (except
+//   with NopPruner), whatever the warm-up and startup options say.
+// - Values are compared by the study's direction (maximize: higher is
+//   better); only ThresholdPruner uses absolute bounds.
+// - ctx.step must be a step reported by ctx.trial; otherwise the answer is
+//   "continue".
+// Pruners available from space.json: algorithms/factory.h (make_pruner).
 #pragma once
 
 #include <cstdint>

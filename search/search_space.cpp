@@ -16,10 +16,16 @@ SearchSpace& SearchSpace::add(ParamSpec spec) {
     if (!parent)
       throw ConfigError(wpath, "unknown parent param '" + spec.condition->parent + "'");
     if (spec.condition->values.empty()) throw ConfigError(wpath, "needs at least one value");
-    for (const Json& v : spec.condition->values)
+    for (Json& v : spec.condition->values) {
       if (!parent->distribution.contains(v))
         throw ConfigError(wpath, "value " + v.dump() + " is not a possible value of '" +
                                      parent->name + "'");
+      // is_active() compares JSON types too: write a numeric value as the
+      // parent's sampled values are (integers for int, floats on the grid
+      // for float), so "when": {"n": 2.0} or {"scale": 1} can hold.
+      if (parent->distribution.is_numeric())
+        v = parent->distribution.to_external(parent->distribution.to_internal(v));
+    }
   }
   if (spec.scale_with) {
     std::string spath = join_path(path, "scale_with");

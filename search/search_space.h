@@ -18,7 +18,9 @@ using Params = std::map<std::string, Json>;
 
 // "when": {"parent": value or [values]}: the param is active only when the
 // parent param is active and has one of `values` (compared by JSON type and
-// value, so null, false, 0 and "0" are distinct).
+// value, so null, false, 0 and "0" are distinct). For a numeric parent,
+// SearchSpace::add() rewrites each value as the parent's distribution gives
+// it (to_external), so 2.0 matches an int parent's 2 and 1 a float's 1.0.
 struct Condition {
   std::string parent;
   std::vector<Json> values;

@@ -356,9 +356,16 @@ void Study::optimize(const Objective& objective, const OptimizeOptions& options)
         done = tell(trial, TrialState::kFail, std::nullopt, "interrupted");
         s.retry(*done);
       });
-    } catch (const std::exception& e) {
-      std::string msg = e.what();
-      if (msg.empty()) msg = "exception";
+    } catch (...) {
+      // Any exception, std:: or not (a thrown int must not escape a thread).
+      std::string msg = "exception of a type not derived from std::exception";
+      try {
+        throw;
+      } catch (const std::exception& e) {
+        msg = e.what();
+        if (msg.empty()) msg = "exception";
+      } catch (...) {
+      }
       done = tell(trial, TrialState::kFail, std::nullopt, msg);
       spdlog::warn("trial {} failed: {}", trial.number(), msg);
       if (!options.catch_exceptions) {
@@ -394,7 +401,15 @@ void Study::optimize(const Objective& objective, const OptimizeOptions& options)
         halt = true;
         break;
       }
-      run_one(*trial);
+      try {
+        run_one(*trial);
+      } catch (...) {
+        // The store failed while ending the trial: stop, report it.
+        std::lock_guard lock(mu);
+        if (!first_error) first_error = std::current_exception();
+        halt = true;
+        break;
+      }
     }
   };
 
@@ -412,12 +427,25 @@ void Study::optimize(const Objective& objective, const OptimizeOptions& options)
 TrialPtr Study::enqueue_trial(const Params& params, const Json& system_attrs) {
   auto& s = *impl_;
   if (s.space) {
+    Params normalized;  // as samplers give values, for is_active()
     for (const auto& [k, v] : params) {
       const ParamSpec* spec = s.space->find(k);
       if (!spec) throw ConfigError(join_path("params", k), "is not in the search space");
       if (!spec->distribution.contains(v))
         throw ConfigError(join_path("params", k), "value " + v.dump() + " is not in " +
                                                       spec->distribution.to_json().dump());
+      normalized[k] = spec->distribution.to_external(spec->distribution.to_internal(v));
+    }
+    // A value whose parent is given too but does not activate it could
+    // never be used.
+    for (const auto& spec : s.space->params()) {
+      if (!spec.condition || !normalized.count(spec.name) ||
+          !normalized.count(spec.condition->parent) || SearchSpace::is_active(spec, normalized))
+        continue;
+      throw ConfigError(join_path("params", spec.name),
+                        "is inactive: its condition on '" + spec.condition->parent +
+                            "' does not hold for the enqueued value " +
+                            normalized.at(spec.condition->parent).dump());
     }
   }
   Json fixed = Json::object();

@@ -45,7 +45,7 @@ class TrialBackend {
 
 struct SuggestOptions {
   bool log = false;                  // sample on a log scale (needs low > 0)
-  std::optional<double> step;        // quantization step (float); int default 1
+  std::optional<double> step{};      // quantization step (float); int default 1
 };
 
 // A running trial, handed to the objective. Not copyable; lives as long as
@@ -94,6 +94,11 @@ class Trial {
   // was interrupted.
   bool should_prune();
   void set_user_attr(const std::string& key, const Json& value);
+  // True once the run was interrupted (Ctrl-C, a worker told to stop, a lost
+  // lease): report() and should_prune() then throw Interrupted. For
+  // objectives that wait without reporting (the "command" objective waiting
+  // on its program): poll this and throw Interrupted. Thread-safe.
+  bool interrupted() const { return interrupt_ && interrupt_->load(); }
 
   // The newest step reported, if any.
   std::optional<std::int64_t> last_step() const { return last_step_; }
@@ -190,8 +195,10 @@ class Study {
   void optimize(const Objective& objective, const OptimizeOptions& options = {});
 
   // Queues a trial with these params (a WAITING trial served before new
-  // samples). With a declared space, the params must be valid for it
-  // (ConfigError otherwise); missing active params are sampled at ask().
+  // samples). With a declared space, the params must be valid for it:
+  // each in the space and in its distribution, and none inactive given the
+  // other params enqueued (ConfigError("params.<name>", ...) otherwise);
+  // missing active params are sampled at ask().
   TrialPtr enqueue_trial(const Params& params, const Json& system_attrs = Json::object());
 
   // The best COMPLETE trial (lowest value to minimize, highest to

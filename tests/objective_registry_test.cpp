@@ -67,9 +67,11 @@ TEST(ObjectiveRegistryTest, UnknownTypeSuggestsTheClosestName) {
   ConfigError e = config_error([] { validate_objective(type_config("brannin"), float_space(2)); });
   EXPECT_EQ(e.path(), "objective.type");
   EXPECT_THAT(e.what(), HasSubstr("unknown type 'brannin'"));
-  // Every built-in type is listed, sorted.
-  EXPECT_THAT(e.what(), HasSubstr("ackley, branin, hartmann6, rosenbrock"));
-  EXPECT_THAT(e.what(), HasSubstr("styblinski_tang"));
+  // The known types are listed (in name order), whatever else is registered.
+  std::string known;
+  for (const std::string& name : objective_type_names()) known += (known.empty() ? "" : ", ") + name;
+  EXPECT_THAT(e.what(), HasSubstr("(known: " + known + ")"));
+  EXPECT_THAT(known, HasSubstr("ackley, branin, "));
   EXPECT_THAT(e.what(), HasSubstr("did you mean 'branin'?"));
 
   e = config_error([] { validate_objective(type_config("hartman6"), float_space(6)); });

@@ -99,7 +99,7 @@ void LocalWorkerPool::spawn(int slot) {
   if (pid < 0) throw Error(std::string("cannot start a worker process: fork: ") + std::strerror(errno));
   if (pid == 0) {
     setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);  // not SIGKILL: the worker stops its trial's programs
     if (getppid() != parent) _exit(127);  // the coordinator died already
     sigset_t none;
     sigemptyset(&none);

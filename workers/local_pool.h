@@ -4,8 +4,10 @@
 // Each worker is `<executable> worker --connect ENDPOINT --device D
 // --threads T [extra args]`, started with fork + exec in its own process
 // group (so a Ctrl-C at the terminal reaches only the coordinator, which
-// stops the workers itself) and with PR_SET_PDEATHSIG = SIGKILL (so the
-// workers die with the coordinator, even after kill -9).
+// stops the workers itself) and with PR_SET_PDEATHSIG = SIGTERM (so the
+// workers stop with the coordinator, even after kill -9: SIGTERM interrupts
+// the running trial, which lets the "command" objective stop its program's
+// process group first; a second signal ends a worker at once).
 //
 // Devices: with GPUs, worker i gets GPU gpus[i mod G] through
 // CUDA_VISIBLE_DEVICES and runs on "cuda:0"; without GPUs, device "cpu".

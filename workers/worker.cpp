@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <thread>
@@ -23,7 +24,7 @@ namespace proto = hps::protocol;
 using Steady = std::chrono::steady_clock;
 
 void WorkerOptions::validate() const {
-  if (endpoint.empty()) throw ConfigError("worker.endpoint", "is required (e.g. tcp://host:5555)");
+  if (connect.empty()) throw ConfigError("worker.connect", "is required (e.g. tcp://host:5555)");
   if (device != "cpu" && device.rfind("cuda", 0) != 0)
     throw ConfigError("worker.device", "must be 'cpu' or 'cuda:N', got '" + device + "'");
   if (threads < 0) throw ConfigError("worker.threads", "must be >= 0 (0 = all hardware threads)");
@@ -154,13 +155,13 @@ struct Worker::Impl : TrialBackend {
         ++attempts;
         if (attempts > options.reconnect_attempts) {
           post(link_pipe, Ev::kFatal, 0,
-               "the coordinator at " + options.endpoint + " did not answer after " +
+               "the coordinator at " + options.connect + " did not answer after " +
                    std::to_string(attempts) + " attempts; giving up");
           wait_for_quit();
           return;
         }
         spdlog::info("worker: no answer from the coordinator at {}; retrying in {} ms (attempt {} of {})",
-                     options.endpoint, backoff, attempts, options.reconnect_attempts);
+                     options.connect, backoff, attempts, options.reconnect_attempts);
         if (!pause(backoff, stop_posted)) return;
         backoff = std::min(options.reconnect_max_ms, std::max(1, backoff * 2));
       }
@@ -211,7 +212,7 @@ struct Worker::Impl : TrialBackend {
     dealer.set(zmq::sockopt::routing_id, rid);
     dealer.set(zmq::sockopt::linger, 0);
     dealer.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(proto::kMaxFrameBytes));
-    dealer.connect(options.endpoint);
+    dealer.connect(options.connect);
 
     proto::Hello hello;
     hello.worker_id = options.worker_id;
@@ -280,7 +281,7 @@ struct Worker::Impl : TrialBackend {
             interval = w->heartbeat_interval_ms;
             liveness = w->liveness;
             next_beat = Steady::now();
-            spdlog::debug("worker: connected to {} (study '{}')", options.endpoint, w->study_name);
+            spdlog::debug("worker: connected to {} (study '{}')", options.connect, w->study_name);
             post(link_pipe, Ev::kReady, session, "");
           }
         } else if (std::holds_alternative<proto::Heartbeat>(m)) {
@@ -308,7 +309,7 @@ struct Worker::Impl : TrialBackend {
       if (!ready) next_beat = now + std::chrono::milliseconds(100);
       if (now - last_recv > std::chrono::milliseconds(interval) * liveness) {
         if (ready) {
-          spdlog::warn("worker: the coordinator at {} is silent; reconnecting", options.endpoint);
+          spdlog::warn("worker: the coordinator at {} is silent; reconnecting", options.connect);
           lose("the coordinator is silent");
         }
         return End::kSilent;
@@ -418,7 +419,9 @@ struct Worker::Impl : TrialBackend {
         ctx.threads = options.threads;
         ctx.device = options.device;
         ctx.study_name = b.study;
-        ctx.log_dir = options.log_dir;
+        if (config.contains("direction") && config["direction"].is_string())
+          ctx.direction = parse_direction(config["direction"].get<std::string>(), "direction");
+        ctx.log_dir = options.log_dir.empty() ? study_log_dir(b.study, ".") : options.log_dir;
         b.objective = make_objective(config.at("objective"), b.space, ctx);
       }
       return &objectives.emplace(a.config_id, std::move(b)).first->second;
@@ -540,6 +543,21 @@ struct Worker::Impl : TrialBackend {
 Worker::Worker(WorkerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 Worker::~Worker() = default;
 int Worker::run() { return impl_->run(); }
+int Worker::run(Objective objective) {
+  impl_->options.objective = std::move(objective);
+  return impl_->run();
+}
+
+std::string study_log_dir(const std::string& study_name, const std::string& parent) {
+  std::string name;
+  for (char c : study_name) {
+    bool keep = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                c == '.' || c == '_' || c == '-';
+    name += keep ? c : '_';
+  }
+  if (name.find_first_not_of('.') == std::string::npos) name = "study";
+  return (std::filesystem::path(parent.empty() ? "." : parent) / (name + ".logs")).string();
+}
 std::int64_t Worker::trials_run() const { return impl_->ended.load(); }
 
 }  // namespace hps

@@ -1,16 +1,31 @@
 // Worker: serves trials for a coordinator (coordinator/coordinator.h) over a
-// ZeroMQ DEALER socket. `hpsearch worker --connect ENDPOINT` runs one; a
-// training program can embed one to serve trials with its own objective:
+// ZeroMQ DEALER socket. `hpsearch worker --connect ENDPOINT` runs one with
+// the objective the coordinator's study names (objectives/objective.h); a
+// training program embeds one to serve trials with its own objective, with
+// the same Trial API as the in-process Study:
 //
-//   hps::WorkerOptions o;
-//   o.endpoint = "tcp://head-node:5555";
-//   o.objective = [](hps::Trial& t) { ...; return loss; };   // optional
-//   return hps::Worker(o).run();
+//   hps::Worker worker({.connect = "tcp://head-node:5555"});
+//   return worker.run([&](hps::Trial& t) {
+//     double lr = t.suggest_float("lr", 1e-4, 1e-1, {.log = true});
+//     for (int epoch = 1; epoch <= 20; ++epoch) {
+//       double loss = train_one_epoch(lr);
+//       t.report(epoch, loss);
+//       if (t.should_prune()) throw hps::TrialPruned();
+//     }
+//     return loss;
+//   });
 //
-// The worker says Hello, then asks for a trial, runs the objective (each
-// Trial::report() goes to the coordinator, which answers continue or prune),
-// sends Complete or Fail, and asks again, until the coordinator says
-// Shutdown.
+// with a coordinator started by `hpsearch run space.json --workers 0 --bind
+// tcp://0.0.0.0:5555` (the space.json's objective may then be
+// {"type": "external"}). suggest_*() of a param declared in space.json
+// returns the value the coordinator's sampler chose; of an undeclared one,
+// it asks the coordinator (define-by-run). report() is a request: it returns
+// once the coordinator stored the value and the pruner answered, so
+// should_prune() right after it holds that answer. set_user_attr() values
+// are sent with the trial's result.
+//
+// The worker says Hello, then asks for a trial, runs the objective, sends
+// Complete or Fail, and asks again, until the coordinator says Shutdown.
 //
 // Threads: the objective runs on the thread that called run(); a second
 // thread owns the socket, sends heartbeats every interval and watches the
@@ -20,10 +35,13 @@
 // abandons the running trial (the coordinator has failed it) and reconnects
 // with a fresh session, waiting 1, 2, 4 ... up to reconnect_max_ms between
 // attempts (the ZeroMQ guide's Paranoid Pirate worker); after
-// reconnect_attempts failed attempts in a row it gives up.
+// reconnect_attempts failed attempts in a row it gives up. An abandoned or
+// stopped trial sees Trial::interrupted() become true, and its report() and
+// should_prune() throw hps::Interrupted (let it propagate).
 //
 // An exception from the objective ends the trial FAIL with its message and
-// the worker goes on with the next trial.
+// the worker goes on with the next trial; TrialPruned ends it PRUNED; a NaN
+// result ends it FAIL.
 #pragma once
 
 #include <atomic>
@@ -37,7 +55,7 @@ namespace hps {
 struct WorkerOptions {
   // The coordinator's endpoint ("tcp://host:5555", "ipc:///tmp/x.sock").
   // Required.
-  std::string endpoint{};
+  std::string connect{};
   // The device the objective uses: "cpu" or "cuda:N". Default "cpu".
   std::string device = "cpu";
   // CPU threads the objective may use (ObjectiveContext::threads). Default
@@ -61,14 +79,17 @@ struct WorkerOptions {
   // section the coordinator sends, through the objective registry
   // (objectives/objective.h).
   Objective objective{};
-  // Per-study log directory passed to objectives (ObjectiveContext::log_dir).
+  // The study's log directory, passed to objectives built from the
+  // registry (ObjectiveContext::log_dir; the "command" objective writes
+  // trial-<number>.log files there). Default "" = study_log_dir(study, ".")
+  // once the study's name is known.
   std::string log_dir{};
   // Set (e.g. by a signal handler) to stop: the running trial is
   // interrupted at its next report (FAIL, queued again by the coordinator)
   // and run() returns kStopped.
   std::atomic<bool>* stop = nullptr;
 
-  // Throws ConfigError naming the field ("worker.endpoint: ...").
+  // Throws ConfigError naming the field ("worker.connect: ...").
   void validate() const;
 };
 
@@ -85,8 +106,11 @@ class Worker {
   // Serves trials until the coordinator says Shutdown (returns 0), refuses
   // this worker (protocol version mismatch: returns 1), stays unreachable
   // for reconnect_attempts attempts (returns 1), or *options.stop is set
-  // (returns kStopped). Call once.
+  // (returns kStopped). Runs options.objective, or without one the
+  // objective the study's "objective" section names. Call once.
   int run();
+  // run() with `objective` (which replaces options.objective).
+  int run(Objective objective);
 
   // Trials this worker ended (complete, pruned or failed) so far.
   std::int64_t trials_run() const;
@@ -96,5 +120,10 @@ class Worker {
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+// The default log directory of a study: <parent>/<name>.logs, where <name>
+// is the study name with every character other than A-Z a-z 0-9 . _ -
+// replaced by '_' (and "study" if that leaves nothing but dots).
+std::string study_log_dir(const std::string& study_name, const std::string& parent);
 
 }  // namespace hps

@@ -1,0 +1,616 @@
+// The kernels' hot loops (exp, Gaussian exponents) must vectorize; GCC
+// if-converts the clamp in exp_nonpositive() only without trapping math.
+// hpsearch never enables floating-point exceptions, so nothing changes.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+
+#include "algorithms/parzen_estimator.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "search/errors.h"
+
+namespace hps::tpe {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kHalfLog2Pi = 0.91893853320467274178;  // 0.5 * log(2 pi)
+constexpr double kInvSqrt2 = 0.70710678118654752440;
+// A discrete cell narrower than this many bandwidths gets its mass from the
+// density at its middle (relative error below 1e-4 * (z^2 - 1)), which costs
+// one exp instead of two erfc.
+constexpr double kMidpointWidth = 0.05;
+// Rejection sampling of a truncated Gaussian accepts with probability >= 0.34
+// (its mean lies in the domain and its bandwidth is at most the domain's
+// width), so this many tries fail with probability below 1e-11.
+constexpr int kMaxRejections = 64;
+// log_pdf() of a one-dimensional estimator with at least kMinWindowKernels
+// kernels visits only kernels within kWindow bandwidths of the point (one
+// further away adds under e^-32 = 1e-14 of its peak).
+constexpr double kWindow = 8.0;
+constexpr std::size_t kMinWindowKernels = 64;
+
+// P(a < Z < b) for a standard normal Z, a <= b, without cancellation in the
+// tails.
+double normal_mass(double a, double b) {
+  if (a >= 0) return 0.5 * (std::erfc(a * kInvSqrt2) - std::erfc(b * kInvSqrt2));
+  if (b <= 0) return 0.5 * (std::erfc(-b * kInvSqrt2) - std::erfc(-a * kInvSqrt2));
+  return 1.0 - 0.5 * std::erfc(-a * kInvSqrt2) - 0.5 * std::erfc(b * kInvSqrt2);
+}
+
+double safe_log(double x) { return x > 0 ? std::log(x) : -kInf; }
+
+// log Phi(b) for b >= 0 (Phi the standard normal CDF), from a table on
+// [0, kTableEnd] with cubic Hermite interpolation (values and slopes at the
+// nodes; error below 1e-10), and 0 beyond (where -log Phi < 1e-19). The
+// normalizers of thousands of kernels need it on every suggestion; erfc
+// would cost several times more.
+class LogPhiTable {
+ public:
+  LogPhiTable() {
+    for (int i = 0; i <= kNodes; ++i) {
+      double b = i * kStep;
+      double phi_cdf = 0.5 * std::erfc(-b * kInvSqrt2);
+      double pdf = std::exp(-0.5 * b * b) * 0.39894228040143267794;
+      value_[i] = std::log(phi_cdf);
+      slope_[i] = pdf / phi_cdf;
+    }
+  }
+  double operator()(double b) const {
+    if (b >= kTableEnd) return 0.0;
+    double t = b / kStep;
+    int i = static_cast<int>(t);
+    double u = t - i;
+    double h00 = (1 + 2 * u) * (1 - u) * (1 - u), h10 = u * (1 - u) * (1 - u);
+    double h01 = u * u * (3 - 2 * u), h11 = u * u * (u - 1);
+    return h00 * value_[i] + h10 * kStep * slope_[i] + h01 * value_[i + 1] + h11 * kStep * slope_[i + 1];
+  }
+
+ private:
+  static constexpr double kTableEnd = 9.0;
+  static constexpr double kStep = 1.0 / 128;
+  static constexpr int kNodes = static_cast<int>(kTableEnd / kStep);
+  double value_[kNodes + 1];
+  double slope_[kNodes + 1];
+};
+
+// exp(x) for x <= 0 with relative error below 1e-13 (x < -708, -inf
+// included, gives about 1e-308 instead of 0: nothing next to the term 1 that
+// every shifted sum holds). Plain arithmetic so that loops over it
+// vectorize: x = k ln2 + r with |r| <= ln2/2, exp(r) by its Taylor
+// polynomial of degree 11, 2^k by building the exponent bits.
+inline double exp_nonpositive(double x) {
+  constexpr double kLog2e = 1.4426950408889634074;
+  constexpr double kLn2Hi = 6.93147180369123816490e-01;
+  constexpr double kLn2Lo = 1.90821492927058770002e-10;
+  constexpr double kShift = 0x1.8p52;  // adding it rounds to an integer
+  x = x < -708.0 ? -708.0 : x;
+  double t = x * kLog2e + kShift;
+  double k = t - kShift;
+  std::int64_t ki = std::bit_cast<std::int64_t>(t) - std::bit_cast<std::int64_t>(kShift);
+  double r = (x - k * kLn2Hi) - k * kLn2Lo;
+  double p = 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  p = p * r + 1.0;
+  return p * std::bit_cast<double>((ki + 1023) << 52);
+}
+
+// out[i] = exp(v[i] - m) for i < n, all v[i] <= m. Same dispatch as below.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+void exp_shifted(const double* v, double* out, std::size_t n, double m) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = exp_nonpositive(v[i] - m);
+}
+
+// log(sum(exp(v[i]))) for i < n; scratch holds n doubles.
+double log_sum_exp(const double* v, std::size_t n, double* scratch) {
+  double m0 = -kInf, m1 = -kInf;
+  std::size_t k = 0;
+  for (; k + 2 <= n; k += 2) {
+    m0 = v[k] > m0 ? v[k] : m0;
+    m1 = v[k + 1] > m1 ? v[k + 1] : m1;
+  }
+  if (k < n) m0 = v[k] > m0 ? v[k] : m0;
+  const double m = std::max(m0, m1);
+  if (m == -kInf || m == kInf) return m;
+  exp_shifted(v, scratch, n, m);
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  k = 0;
+  for (; k + 4 <= n; k += 4) {
+    s0 += scratch[k];
+    s1 += scratch[k + 1];
+    s2 += scratch[k + 2];
+    s3 += scratch[k + 3];
+  }
+  for (; k < n; ++k) s0 += scratch[k];
+  return m + std::log((s0 + s1) + (s2 + s3));
+}
+
+// acc[k] -= ((x - mu[k]) * inv[k])^2 / 2 for k < n: the hot loop of
+// multivariate TPE. Compiled twice (AVX2 where the CPU has it, SSE2
+// otherwise) and picked at load time; both give bit-identical results (no
+// FMA contraction).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+void add_gaussian_exponents(double* acc, const double* mu, const double* inv, double x,
+                            std::size_t n) {
+  for (std::size_t k = 0; k < n; ++k) {
+    double z = (x - mu[k]) * inv[k];
+    acc[k] -= 0.5 * z * z;
+  }
+}
+
+double log_phi_nonnegative(double b) {
+  static const LogPhiTable table;
+  return table(b);
+}
+
+}  // namespace
+
+double uniform01(std::mt19937_64& rng) {
+  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
+}
+
+double standard_normal(std::mt19937_64& rng) {
+  for (;;) {
+    double u = 2.0 * uniform01(rng) - 1.0;
+    double v = 2.0 * uniform01(rng) - 1.0;
+    double s = u * u + v * v;
+    if (s > 0 && s < 1) return u * std::sqrt(-2.0 * std::log(s) / s);
+  }
+}
+
+double log_sum_exp(std::span<const double> values) {
+  std::vector<double> scratch(values.size());
+  return log_sum_exp(values.data(), values.size(), scratch.data());
+}
+
+// ---------------------------------------------------------------- DimensionSpec
+
+DimensionSpec DimensionSpec::from(const Distribution& d) {
+  if (d.single_value()) throw Error("a single-value distribution has nothing to model");
+  DimensionSpec s;
+  switch (d.kind()) {
+    case DistributionKind::kCategorical:
+      s.kind = Kind::kCategorical;
+      s.count = d.choices().size();
+      return s;
+    case DistributionKind::kOrdinal:
+      s.kind = Kind::kDiscrete;
+      s.low = 0;
+      s.high = static_cast<double>(d.choices().size() - 1);
+      s.step = 1;
+      s.count = d.choices().size();
+      break;
+    case DistributionKind::kFloat:
+    case DistributionKind::kInt:
+      s.log = d.is_log();
+      if (d.step() > 0) {
+        s.kind = Kind::kDiscrete;
+        s.low = d.low();
+        s.high = d.grid_high();
+        s.step = d.step();
+        s.count = d.cardinality();
+      } else {
+        s.kind = Kind::kContinuous;
+        s.low = d.low();
+        s.high = d.high();
+      }
+      break;
+  }
+  if (s.kind == Kind::kDiscrete) {
+    s.u0 = s.u(s.low - 0.5 * s.step);
+    s.u1 = s.u(s.high + 0.5 * s.step);
+  } else {
+    s.u0 = s.u(s.low);
+    s.u1 = s.u(s.high);
+  }
+  return s;
+}
+
+double DimensionSpec::u(double raw) const { return log ? std::log(raw) : raw; }
+
+double DimensionSpec::to_unit(double raw) const {
+  // Halves keep u1 - u0 finite even for [-1e308, 1e308].
+  return (0.5 * u(raw) - 0.5 * u0) / (0.5 * u1 - 0.5 * u0);
+}
+
+double DimensionSpec::from_unit(double t) const {
+  double v = (1.0 - t) * u0 + t * u1;
+  if (log) v = std::exp(v);
+  if (kind == Kind::kDiscrete) return v;
+  return std::clamp(v, low, high);
+}
+
+double DimensionSpec::center(double internal) const {
+  return kind == Kind::kCategorical ? internal : to_unit(internal);
+}
+
+double DimensionSpec::snap(double t) const {
+  double x = from_unit(t);
+  double k = std::round((x - low) / step);
+  if (std::isnan(k)) k = 0;
+  k = std::clamp(k, 0.0, static_cast<double>(count - 1));
+  return std::clamp(low + k * step, low, high);
+}
+
+void DimensionSpec::cell(double v, double& e0, double& e1) const {
+  e0 = to_unit(v - 0.5 * step);
+  e1 = to_unit(v + 0.5 * step);
+}
+
+// ---------------------------------------------------------------- ParzenEstimator
+
+ParzenEstimator::ParzenEstimator(std::vector<DimensionSpec> dims,
+                                 std::span<const double> observations,
+                                 std::span<const double> weights, const EstimatorOptions& options,
+                                 const std::vector<std::vector<std::size_t>>* orders)
+    : dims_(std::move(dims)) {
+  const std::size_t n_dims = dims_.size();
+  if (n_dims == 0) throw Error("ParzenEstimator: no dimensions");
+  if (observations.size() % n_dims != 0 || observations.size() / n_dims != weights.size())
+    throw Error("ParzenEstimator: observations and weights disagree in size");
+  const std::size_t n = weights.size();
+  for (double w : weights)
+    if (!(w > 0) || !std::isfinite(w)) throw Error("ParzenEstimator: weights must be finite and > 0");
+  if (!(options.prior_weight > 0) || !std::isfinite(options.prior_weight))
+    throw Error("ParzenEstimator: prior_weight must be finite and > 0");
+  has_prior_ = options.consider_prior || n == 0;
+  const std::size_t n_kernels = n + (has_prior_ ? 1 : 0);
+
+  // Mixture weights.
+  double prior_w = n == 0 ? 1.0 : options.prior_weight;
+  double total = has_prior_ ? prior_w : 0.0;
+  for (double w : weights) total += w;
+  log_w_.resize(n_kernels);
+  cum_w_.resize(n_kernels);
+  double acc = 0;
+  const double log_total = std::log(total);
+  for (std::size_t k = 0; k < n_kernels; ++k) {
+    double w = k < n ? weights[k] : prior_w;
+    log_w_[k] = (w == 1.0 ? 0.0 : std::log(w)) - log_total;  // most weights are 1
+    acc += w / total;
+    cum_w_[k] = acc;
+  }
+  cum_w_.back() = 1.0;
+  base_ = log_w_;
+
+  num_.resize(n_dims);
+  cat_.resize(n_dims);
+  for (std::size_t d = 0; d < n_dims; ++d) {
+    if (dims_[d].kind == DimensionSpec::Kind::kCategorical) {
+      fit_categorical(d, observations, n, options);
+    } else {
+      const std::vector<std::size_t>* order = nullptr;
+      if (orders && d < orders->size() && (*orders)[d].size() == n) order = &(*orders)[d];
+      fit_numeric(d, observations, n, options, order);
+      const bool continuous = dims_[d].kind == DimensionSpec::Kind::kContinuous;
+      double last_sigma = -1, last_log = 0;  // many kernels share the clipped bandwidth
+      for (std::size_t k = 0; k < n_kernels; ++k) {
+        // Continuous: the density's 1/sigma (cancelled by equal heights).
+        // Discrete: masses need no 1/sigma; equal heights multiply by sigma.
+        double ls = 0.0;
+        if (continuous != options.equal_heights) {
+          if (num_[d].sigma[k] != last_sigma) {
+            last_sigma = num_[d].sigma[k];
+            last_log = std::log(last_sigma);
+          }
+          ls = last_log;
+        }
+        base_[k] += (continuous ? -ls : ls) - num_[d].log_z[k];
+        if (continuous) base_[k] -= kHalfLog2Pi;
+      }
+    }
+  }
+  build_window();
+}
+
+void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, std::size_t n,
+                                  const EstimatorOptions& opt,
+                                  const std::vector<std::size_t>* hint) {
+  const DimensionSpec& dim = dims_[d];
+  const std::size_t n_dims = dims_.size();
+  const std::size_t n_kernels = log_w_.size();
+  // The transformed domain is [0, 1].
+  constexpr double t_low = 0.0, t_high = 1.0, range = 1.0;
+  NumericKernels& kern = num_[d];
+  kern.mu.resize(n_kernels);
+  kern.sigma.resize(n_kernels);
+  for (std::size_t i = 0; i < n; ++i)
+    kern.mu[i] = std::clamp(dim.center(obs[i * n_dims + d]), t_low, t_high);
+  if (has_prior_) kern.mu[n] = 0.5 * (t_low + t_high);
+
+  // Smallest bandwidth.
+  double floor = std::max(1e-12 * range, opt.min_bandwidth_factor * range);
+  if (opt.consider_magic_clip)
+    floor = std::max(floor, range / std::min(100.0, 1.0 + static_cast<double>(n_kernels)));
+
+  const double dim_exponent = -1.0 / (static_cast<double>(n_dims) + 4.0);
+  auto range_rule = [&] {
+    return 0.2 * range * std::pow(std::max<double>(1.0, static_cast<double>(n)), dim_exponent);
+  };
+
+  if (opt.bandwidth == BandwidthRule::kNeighbor) {
+    // Sort the means (prior included, as Bergstra et al.) and take the larger
+    // gap to a neighbour.
+    std::vector<std::size_t> order;
+    order.reserve(n_kernels);
+    if (hint) {
+      order = *hint;
+    } else {
+      order.resize(n);
+      std::iota(order.begin(), order.end(), 0);
+      std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        return kern.mu[a] < kern.mu[b] || (kern.mu[a] == kern.mu[b] && a < b);
+      });
+    }
+    if (has_prior_) {
+      // The prior (index n) goes after the observations with the same mean.
+      auto at = std::upper_bound(order.begin(), order.end(), kern.mu[n],
+                                 [&](double m, std::size_t k) { return m < kern.mu[k]; });
+      order.insert(at, n);
+    }
+    for (std::size_t p = 0; p < n_kernels; ++p) {
+      double x = kern.mu[order[p]];
+      double s = -1;
+      if (p > 0) s = std::max(s, x - kern.mu[order[p - 1]]);
+      else if (opt.consider_endpoints) s = std::max(s, x - t_low);
+      if (p + 1 < n_kernels) s = std::max(s, kern.mu[order[p + 1]] - x);
+      else if (opt.consider_endpoints) s = std::max(s, t_high - x);
+      if (s < 0) s = range;  // a single point and no endpoints
+      kern.sigma[order[p]] = opt.bandwidth_factor * s;
+    }
+    if (d == 0 && dims_.size() == 1) order0_ = std::move(order);
+  } else {
+    double s = -1;
+    if (opt.bandwidth == BandwidthRule::kScott && n >= 2) {
+      double mean = 0;
+      for (std::size_t i = 0; i < n; ++i) mean += kern.mu[i];
+      mean /= static_cast<double>(n);
+      double var = 0;
+      for (std::size_t i = 0; i < n; ++i) var += (kern.mu[i] - mean) * (kern.mu[i] - mean);
+      double sd = std::sqrt(var / static_cast<double>(n - 1));
+      std::vector<double> sorted(kern.mu.begin(), kern.mu.begin() + static_cast<std::ptrdiff_t>(n));
+      auto q1 = sorted.begin() + static_cast<std::ptrdiff_t>(n / 4);
+      std::nth_element(sorted.begin(), q1, sorted.end());
+      double lo = *q1;
+      auto q3 = sorted.begin() + static_cast<std::ptrdiff_t>((3 * n) / 4);
+      std::nth_element(sorted.begin(), q3, sorted.end());
+      double iqr = *q3 - lo;
+      double spread = iqr > 0 ? std::min(sd, iqr / 1.349) : sd;
+      s = 1.059 * spread * std::pow(static_cast<double>(n), dim_exponent);
+    }
+    if (s < 0) s = range_rule();
+    s *= opt.bandwidth_factor;
+    for (std::size_t k = 0; k < n; ++k) kern.sigma[k] = s;
+  }
+  for (std::size_t k = 0; k < n; ++k) kern.sigma[k] = std::clamp(kern.sigma[k], floor, range);
+  if (has_prior_) kern.sigma[n] = range;
+
+  kern.inv_sigma.resize(n_kernels);
+  kern.log_z.resize(n_kernels);
+  for (std::size_t k = 0; k < n_kernels; ++k) {
+    kern.inv_sigma[k] = 1.0 / kern.sigma[k];
+    double a = (t_low - kern.mu[k]) * kern.inv_sigma[k];
+    double b = (t_high - kern.mu[k]) * kern.inv_sigma[k];
+    // Beyond 9 bandwidths a tail holds under 1e-18: ignore it (and its erfc).
+    // (The mean lies in the domain, so a <= 0 <= b.)
+    if (a < -9.0 && b > 9.0) kern.log_z[k] = 0.0;
+    else if (a < -9.0) kern.log_z[k] = log_phi_nonnegative(b);
+    else if (b > 9.0) kern.log_z[k] = log_phi_nonnegative(-a);
+    else kern.log_z[k] = safe_log(normal_mass(a, b));
+  }
+}
+
+void ParzenEstimator::fit_categorical(std::size_t d, std::span<const double> obs, std::size_t n,
+                                      const EstimatorOptions&) {
+  const std::size_t n_dims = dims_.size();
+  const std::size_t n_kernels = log_w_.size();
+  const std::size_t c = dims_[d].count;
+  const double kc = static_cast<double>(c);
+  // Aitchison-Aitken smoothing: shrinks as observations accumulate.
+  const double lambda = 1.0 / (1.0 + static_cast<double>(n));
+  CategoricalKernels& kern = cat_[d];
+  kern.log_p.assign(n_kernels * c, 0.0);
+  kern.cum_p.assign(n_kernels * c, 0.0);
+  for (std::size_t k = 0; k < n_kernels; ++k) {
+    double* p = &kern.log_p[k * c];
+    if (k < n) {
+      double idx = std::clamp(std::round(obs[k * n_dims + d]), 0.0, kc - 1);
+      for (std::size_t j = 0; j < c; ++j) p[j] = lambda / kc;
+      p[static_cast<std::size_t>(idx)] += 1.0 - lambda;
+    } else {
+      for (std::size_t j = 0; j < c; ++j) p[j] = 1.0 / kc;
+    }
+    double acc = 0;
+    for (std::size_t j = 0; j < c; ++j) {
+      acc += p[j];
+      kern.cum_p[k * c + j] = acc;
+      p[j] = std::log(p[j]);
+    }
+    kern.cum_p[k * c + c - 1] = 1.0;
+  }
+}
+
+void ParzenEstimator::sample(std::mt19937_64& rng, std::size_t count,
+                             std::vector<double>& out) const {
+  const std::size_t n_dims = dims_.size();
+  out.resize(count * n_dims);
+  for (std::size_t j = 0; j < count; ++j) {
+    double u = uniform01(rng);
+    std::size_t k = static_cast<std::size_t>(
+        std::upper_bound(cum_w_.begin(), cum_w_.end(), u) - cum_w_.begin());
+    k = std::min(k, cum_w_.size() - 1);
+    for (std::size_t d = 0; d < n_dims; ++d) {
+      const DimensionSpec& dim = dims_[d];
+      double& x = out[j * n_dims + d];
+      if (dim.kind == DimensionSpec::Kind::kCategorical) {
+        const double* cum = &cat_[d].cum_p[k * dim.count];
+        double v = uniform01(rng);
+        std::size_t c = static_cast<std::size_t>(std::upper_bound(cum, cum + dim.count, v) - cum);
+        x = static_cast<double>(std::min<std::size_t>(c, dim.count - 1));
+        continue;
+      }
+      const double mu = num_[d].mu[k], sigma = num_[d].sigma[k];
+      double y = mu;
+      for (int t = 0; t < kMaxRejections; ++t) {
+        double cand = mu + sigma * standard_normal(rng);
+        if (cand >= 0.0 && cand <= 1.0) {
+          y = cand;
+          break;
+        }
+      }
+      if (dim.kind == DimensionSpec::Kind::kDiscrete) {
+        x = dim.snap(y);
+      } else {
+        x = dim.from_unit(y);
+      }
+    }
+  }
+}
+
+double ParzenEstimator::numeric_term(std::size_t d, std::size_t k, const NumericPoint& p) const {
+  const NumericKernels& kern = num_[d];
+  if (p.continuous) {
+    double z = (p.x - kern.mu[k]) * kern.inv_sigma[k];
+    return -0.5 * z * z;
+  }
+  const double inv = kern.inv_sigma[k];
+  double a = (p.e0 - kern.mu[k]) * inv, b = (p.e1 - kern.mu[k]) * inv;
+  double lm;
+  if (b - a < kMidpointWidth) {
+    double z = (p.x - kern.mu[k]) * inv;
+    lm = -0.5 * z * z - kHalfLog2Pi + std::log(p.width * inv);
+  } else {
+    lm = safe_log(normal_mass(a, b));
+  }
+  return lm;  // the kernel's log_z is in base_
+}
+
+ParzenEstimator::NumericPoint ParzenEstimator::numeric_point(std::size_t d, double v) const {
+  const DimensionSpec& dim = dims_[d];
+  NumericPoint p;
+  p.continuous = dim.kind == DimensionSpec::Kind::kContinuous;
+  if (p.continuous) {
+    p.x = dim.to_unit(v);
+  } else {
+    dim.cell(v, p.e0, p.e1);
+    p.x = 0.5 * (p.e0 + p.e1);
+    p.width = p.e1 - p.e0;
+  }
+  return p;
+}
+
+void ParzenEstimator::build_window() {
+  // One numeric dimension with many kernels: index the narrow kernels by
+  // mean, so that log_pdf() visits only those within kWindow bandwidths of
+  // a point.
+  const std::size_t n_kernels = log_w_.size();
+  if (dims_.size() != 1 || dims_[0].kind == DimensionSpec::Kind::kCategorical ||
+      n_kernels < kMinWindowKernels)
+    return;
+  const NumericKernels& kern = num_[0];
+  // Kernels up to the 90th percentile of bandwidths are "narrow".
+  std::vector<double> sig = kern.sigma;
+  auto p90 = sig.begin() + static_cast<std::ptrdiff_t>((sig.size() * 9) / 10);
+  std::nth_element(sig.begin(), p90, sig.end());
+  const double cut = *p90;
+  window_ = kWindow * cut;
+  std::vector<std::size_t> order = order0_;
+  if (order.size() != n_kernels) {
+    order.resize(n_kernels);
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return kern.mu[a] < kern.mu[b] || (kern.mu[a] == kern.mu[b] && a < b);
+    });
+  }
+  for (std::size_t k : order) {
+    if (kern.sigma[k] <= cut) {
+      sorted_mu_.push_back(kern.mu[k]);
+      sorted_k_.push_back(k);
+      sorted_inv_.push_back(kern.inv_sigma[k]);
+      sorted_base_.push_back(base_[k]);
+    } else {
+      wide_.push_back(k);
+    }
+  }
+  windowed_ = true;
+}
+
+void ParzenEstimator::log_pdf(std::span<const double> points, std::span<double> out) const {
+  const std::size_t n_dims = dims_.size();
+  const std::size_t n_kernels = log_w_.size();
+  std::vector<double> acc(n_kernels), scratch(n_kernels);
+  for (std::size_t j = 0; j < out.size(); ++j) {
+    if (windowed_) {
+      NumericPoint p = numeric_point(0, points[j]);
+      double lo = (p.continuous ? p.x : p.e0) - window_;
+      double hi = (p.continuous ? p.x : p.e1) + window_;
+      const auto first = static_cast<std::size_t>(
+          std::lower_bound(sorted_mu_.begin(), sorted_mu_.end(), lo) - sorted_mu_.begin());
+      const auto last = static_cast<std::size_t>(
+          std::upper_bound(sorted_mu_.begin() + static_cast<std::ptrdiff_t>(first), sorted_mu_.end(), hi) -
+          sorted_mu_.begin());
+      const std::size_t m = last - first + wide_.size();
+      if (m > 0) {
+        double* a = acc.data();
+        if (p.continuous) {
+          const double* mu = sorted_mu_.data() + first;
+          const double* inv = sorted_inv_.data() + first;
+          const double* base = sorted_base_.data() + first;
+          for (std::size_t i = 0; i < last - first; ++i) {
+            double z = (p.x - mu[i]) * inv[i];
+            a[i] = base[i] - 0.5 * z * z;
+          }
+        } else {
+          for (std::size_t i = first; i < last; ++i)
+            a[i - first] = sorted_base_[i] + numeric_term(0, sorted_k_[i], p);
+        }
+        std::size_t w = last - first;
+        for (std::size_t k : wide_) a[w++] = base_[k] + numeric_term(0, k, p);
+        out[j] = log_sum_exp(a, m, scratch.data());
+        continue;
+      }
+    }
+    std::copy(base_.begin(), base_.end(), acc.begin());
+    for (std::size_t d = 0; d < n_dims; ++d) {
+      const DimensionSpec& dim = dims_[d];
+      const double v = points[j * n_dims + d];
+      if (dim.kind == DimensionSpec::Kind::kCategorical) {
+        std::size_t c = static_cast<std::size_t>(
+            std::clamp(std::round(v), 0.0, static_cast<double>(dim.count - 1)));
+        const double* lp = cat_[d].log_p.data();
+        for (std::size_t k = 0; k < n_kernels; ++k) acc[k] += lp[k * dim.count + c];
+        continue;
+      }
+      const NumericPoint p = numeric_point(d, v);
+      if (p.continuous) {
+        add_gaussian_exponents(acc.data(), num_[d].mu.data(), num_[d].inv_sigma.data(), p.x,
+                               n_kernels);
+        continue;
+      }
+      for (std::size_t k = 0; k < n_kernels; ++k) acc[k] += numeric_term(d, k, p);
+    }
+    out[j] = log_sum_exp(acc.data(), n_kernels, scratch.data());
+  }
+}
+
+}  // namespace hps::tpe

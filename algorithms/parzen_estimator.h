@@ -1,0 +1,206 @@
+// Parzen estimators (kernel density estimators) for the TPE sampler.
+//
+// A ParzenEstimator is a weighted mixture of product kernels, one kernel per
+// observation plus an optional prior kernel, over one or more dimensions
+// (one dimension: univariate TPE; several: multivariate TPE, where kernel k
+// is the product over dimensions of the k-th observation's kernels).
+//
+// Numeric dimensions are modelled in a transformed space t(x): log(x) for
+// log-scale params, x otherwise, mapped affinely onto [0, 1].
+//   continuous  (float without step)    truncated Gaussian on [t(low), t(high)]
+//   discrete    (int, stepped float,     truncated Gaussian on the cells
+//                ordinal index)          [t(v - step/2), t(v + step/2)] of the
+//                                        grid points v; a point's mass is the
+//                                        kernel's integral over its cell
+//   categorical (choice index)          Aitchison-Aitken kernel: mass
+//                                        1 - lambda + lambda/K on the observed
+//                                        choice, lambda/K on every other
+// Sources: Bergstra, Bardenet, Bengio, Kegl, "Algorithms for Hyper-Parameter
+// Optimization", NeurIPS 2011, section 4 (the estimators l(x), g(x), the
+// prior, the neighbour-distance bandwidth); Watanabe, "Tree-Structured Parzen
+// Estimator: Understanding Its Algorithm Components and Why They Matter for
+// Optimization", 2023, section 3 (bandwidth rules, magic clip, minimum
+// bandwidth, multivariate kernels, Aitchison-Aitken categorical kernel);
+// Scott, "Multivariate Density Estimation", 1992 (the n^(-1/(d+4)) rule).
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "search/distributions.h"
+
+namespace hps::tpe {
+
+// How the Gaussian kernels' standard deviations (bandwidths) are chosen, in
+// the transformed space, per dimension.
+enum class BandwidthRule {
+  // Bergstra et al. 2011: the larger of the distances to the two neighbours
+  // among the sorted observations (and the prior's mean); the domain's ends
+  // count as neighbours with consider_endpoints.
+  kNeighbor,
+  // Scott's rule of thumb: 1.059 * min(sd, IQR / 1.349) * n^(-1/(d+4)) of the
+  // n observations (d = dimensions of the estimator); one bandwidth for all
+  // kernels of a dimension. Fewer than 2 observations: the range rule.
+  kScott,
+  // A fraction of the domain: 0.2 * n^(-1/(d+4)) (the transformed domain
+  // has width 1); one bandwidth for all kernels of a dimension.
+  kRange,
+};
+
+// The model of one param's domain. Built from a Distribution with
+// DimensionSpec::from(); a single-value distribution cannot be modelled.
+// Numeric domains are mapped affinely onto the unit interval [0, 1] after the
+// log transform (so kernels are comparable across params and even
+// [-1e308, 1e308] has a finite width): the "transformed space".
+struct DimensionSpec {
+  enum class Kind { kContinuous, kDiscrete, kCategorical };
+  Kind kind = Kind::kContinuous;
+  bool log = false;
+  double low = 0;     // continuous: low; discrete: first grid point (raw)
+  double high = 0;    // continuous: high; discrete: last grid point (raw)
+  double step = 0;    // discrete: grid step (raw, > 0)
+  std::uint64_t count = 0;  // discrete: number of grid points; categorical: choices
+  // The domain's ends before the unit mapping: u(low), u(high) (continuous)
+  // or u(low - step/2), u(high + step/2) (discrete), u = log or identity.
+  double u0 = 0, u1 = 0;
+
+  // Throws Error if `d` is single-valued (nothing to model).
+  static DimensionSpec from(const Distribution& d);
+  // Raw value -> transformed coordinate in [0, 1] (numeric kinds).
+  double to_unit(double raw) const;
+  // Transformed coordinate -> raw value, clamped into [low, high]
+  // (continuous) or the grid's span (discrete, before snapping).
+  double from_unit(double t) const;
+  // Transformed coordinate of an internal value (grid value, index) as used
+  // for a kernel's mean; categorical: the index itself.
+  double center(double internal) const;
+  // Discrete: the grid point whose cell holds transformed coordinate t,
+  // clamped into the grid (a raw grid value low + k*step).
+  double snap(double t) const;
+  // Discrete: the cell [e0, e1] of grid value v in the transformed space.
+  void cell(double v, double& e0, double& e1) const;
+
+ private:
+  double u(double raw) const;
+};
+
+struct EstimatorOptions {
+  // Add a prior kernel: for numeric dimensions a Gaussian at the middle of
+  // the domain with standard deviation 1 (the transformed domain's width);
+  // uniform for categorical ones.
+  bool consider_prior = true;
+  // The prior kernel's weight, relative to observation weights (> 0).
+  double prior_weight = 1.0;
+  // Bergstra's "magic clip": bandwidths are at least 1 / min(100, 1 + n)
+  // (a fraction of the transformed domain) for n kernels.
+  bool consider_magic_clip = true;
+  // Neighbour rule only: the domain's ends are neighbours of the outermost
+  // observations.
+  bool consider_endpoints = false;
+  BandwidthRule bandwidth = BandwidthRule::kNeighbor;
+  // Multiplies the rule's bandwidth (> 0).
+  double bandwidth_factor = 1.0;
+  // Bandwidths are at least this fraction of the domain (>= 0).
+  double min_bandwidth_factor = 0.0;
+  // log_pdf() weighs kernel k by w_k times the product of its numeric
+  // bandwidths (kernels of equal weight have equal peak heights) instead of
+  // w_k (equal mass). Draws still use w_k. Isolated observations, which get
+  // wide kernels, then count for more. This is what Optuna 3.1's univariate
+  // estimator computes in effect; bench/tpe_quality measures it better for
+  // univariate TPE and worse for multivariate TPE.
+  bool equal_heights = false;
+};
+
+// Uniform double in [0, 1) from 53 random bits (portable: the same on every
+// standard library, unlike std::uniform_real_distribution).
+double uniform01(std::mt19937_64& rng);
+// Standard normal variate (Marsaglia's polar method; portable).
+double standard_normal(std::mt19937_64& rng);
+
+// A fitted estimator. Immutable after construction; sample() and log_pdf()
+// are const and need no locking.
+class ParzenEstimator {
+ public:
+  // dims: the dimensions (>= 1). observations: n rows of dims.size()
+  // internal values, row-major (numeric: the raw value; discrete: the grid
+  // value; categorical/ordinal: the index). weights: n positive weights
+  // (relative; the prior's weight is added to them). n may be 0: then the
+  // prior kernel alone is used, whatever consider_prior says.
+  // orders (optional, a speed-up for the neighbour rule): for each numeric
+  // dimension d, orders[d] lists the observation indices 0..n-1 sorted by
+  // their value in d (ties by index); without it they are sorted here in
+  // O(n log n). An entry of the wrong size is ignored.
+  // Throws Error on mismatched sizes.
+  ParzenEstimator(std::vector<DimensionSpec> dims, std::span<const double> observations,
+                  std::span<const double> weights, const EstimatorOptions& options,
+                  const std::vector<std::vector<std::size_t>>* orders = nullptr);
+
+  std::size_t n_dims() const { return dims_.size(); }
+  // Number of mixture components (observations + prior).
+  std::size_t n_kernels() const { return log_w_.size(); }
+  const std::vector<DimensionSpec>& dims() const { return dims_; }
+  // Kernel parameters of numeric dimension `d` (transformed space), for
+  // tests: mean and bandwidth of kernel k.
+  double kernel_mean(std::size_t d, std::size_t k) const { return num_[d].mu[k]; }
+  double kernel_sigma(std::size_t d, std::size_t k) const { return num_[d].sigma[k]; }
+
+  // Draws `count` points into `out` (resized to count * n_dims(), row-major):
+  // internal values inside the domain, on the grid for discrete dimensions.
+  void sample(std::mt19937_64& rng, std::size_t count, std::vector<double>& out) const;
+  // Log density (continuous dimensions, in the transformed space) times log
+  // mass (discrete and categorical dimensions) of each row of `points`
+  // (internal values, as sample() returns). out.size() rows; -inf where the
+  // mixture has no mass. Never NaN.
+  void log_pdf(std::span<const double> points, std::span<double> out) const;
+
+ private:
+  struct NumericKernels {
+    std::vector<double> mu, sigma, inv_sigma;
+    std::vector<double> log_z;      // log of the kernel's mass inside the domain
+  };
+  struct CategoricalKernels {
+    std::vector<double> log_p;  // n_kernels x count, row-major
+    std::vector<double> cum_p;  // n_kernels x count cumulative probabilities
+  };
+
+  // A point's coordinate in numeric dimension d: x (continuous), or its
+  // cell [e0, e1] with middle x (discrete).
+  struct NumericPoint {
+    bool continuous = true;
+    double x = 0, e0 = 0, e1 = 0, width = 0;
+  };
+  NumericPoint numeric_point(std::size_t d, double v) const;
+  // Kernel k's log density (continuous) or log mass (discrete) in
+  // dimension d at p, less what base_ holds (log weight, normalizers).
+  double numeric_term(std::size_t d, std::size_t k, const NumericPoint& p) const;
+  void build_window();
+
+  void fit_numeric(std::size_t d, std::span<const double> observations, std::size_t n,
+                   const EstimatorOptions& options, const std::vector<std::size_t>* order);
+  void fit_categorical(std::size_t d, std::span<const double> observations, std::size_t n,
+                       const EstimatorOptions& options);
+
+  std::vector<DimensionSpec> dims_;
+  bool has_prior_ = false;
+  std::vector<double> log_w_;   // normalized log weights, one per kernel
+  std::vector<double> cum_w_;   // cumulative normalized weights
+  std::vector<double> base_;    // per kernel: log w + numeric dims' log normalizers
+  std::vector<NumericKernels> num_;        // per dim (empty for categorical)
+  std::vector<CategoricalKernels> cat_;    // per dim (empty for numeric)
+  // One-dimensional numeric estimators with many kernels: narrow kernels
+  // sorted by mean (their indices), the wide ones, and the window's
+  // half-width (see build_window()).
+  std::vector<std::size_t> order0_;  // kernels sorted by mean in dimension 0
+  bool windowed_ = false;
+  double window_ = 0;
+  std::vector<double> sorted_mu_, sorted_inv_, sorted_base_;
+  std::vector<std::size_t> sorted_k_;
+  std::vector<std::size_t> wide_;
+};
+
+// log(sum(exp(values))), stable; -inf for an empty span or all -inf.
+double log_sum_exp(std::span<const double> values);
+
+}  // namespace hps::tpe

@@ -1,0 +1,207 @@
+// TpeSampler: the Tree-structured Parzen Estimator.
+//
+// Sources: Bergstra, Bardenet, Bengio, Kegl, "Algorithms for Hyper-Parameter
+// Optimization", NeurIPS 2011 (section 4: the split of the observations at a
+// quantile gamma into a "below" and an "above" group, the estimators l(x)
+// and g(x), and the choice of x maximizing l(x)/g(x) among candidates drawn
+// from l); Watanabe, "Tree-Structured Parzen Estimator: Understanding Its
+// Algorithm Components and Why They Matter for Optimization", 2023 (the
+// components and their options: gamma rules, weights, prior, bandwidth
+// rules and magic clip, multivariate kernels, categorical kernels);
+// Ginsbourger, Le Riche, Carraro, "Kriging is well-suited to parallelize
+// optimization", 2010 (the constant liar). The kernels themselves are in
+// algorithms/parzen_estimator.h.
+//
+// How a suggestion is made:
+//   1. Observations: COMPLETE trials by their value; PRUNED trials by the
+//      value at the deepest step they reported (ranked below a COMPLETE
+//      trial of the same value; deeper steps first); with the constant liar,
+//      RUNNING trials as the worst observations (never in the below group).
+//      FAIL and WAITING trials, and NaN values, never enter.
+//   2. Startup: until n_startup_trials trials are COMPLETE (RUNNING ones do
+//      not count), params are drawn at random (RandomSampler::draw).
+//   3. For each param (univariate) or group of params (multivariate), the
+//      observations where the param(s) were active are split: the best
+//      gamma(m) of the m finished ones form the below group, the rest (and
+//      the liars) the above group. A conditional param's model therefore
+//      uses only the trials where it was active; an absent param is never
+//      confused with a null choice.
+//   4. n_ei_candidates points are drawn from l; the one with the largest
+//      log l(x) - log g(x) is taken (the first on ties).
+//   5. No duplicates (declared spaces, sample()): a suggestion equal, after
+//      rounding to the grid, to a COMPLETE or RUNNING trial's params is drawn
+//      again, first by TPE, then at random; when a finite space has no
+//      untried point left, SearchSpaceExhausted is thrown.
+//
+// State: the sampler keeps no history of its own. Its caches (per finished
+// trial: its score and its params as internal values per (param,
+// distribution)) are filled from the trials it is shown and can always be
+// rebuilt from them. Random numbers come from a generator seeded by
+// (seed, trial number, attempt) for each suggestion, so the same seed and the
+// same history give the same suggestion, whatever was asked before and
+// across a restart of the coordinator.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "algorithms/parzen_estimator.h"
+#include "search/json_util.h"
+#include "search/sampler.h"
+
+namespace hps {
+
+// The size of the below group as a function of the number n of finished
+// observations: ceil(factor * n) (kLinear) or ceil(factor * sqrt(n))
+// (kSqrt), at most cap, and never more than n.
+struct TpeGamma {
+  enum class Rule { kLinear, kSqrt };
+  Rule rule = Rule::kLinear;  // default linear (Optuna's default_gamma)
+  double factor = 0.1;        // default 0.1; in (0, 1] for kLinear, > 0 for kSqrt
+  std::size_t cap = 25;       // default 25; >= 1
+
+  std::size_t operator()(std::size_t n) const;
+};
+
+// Weights of the observations inside each group (Watanabe 2023, section 3.3).
+enum class TpeWeights {
+  kUniform,   // every observation weighs 1
+  // The newest `weights_window` observations of a group (by trial number)
+  // weigh 1; older ones weigh linearly less, down to about 1/(m-window+1)
+  // for the oldest of m (Bergstra et al. 2011, "old observations fade").
+  kOldDecay,
+};
+
+const char* to_string(TpeWeights weights);
+const char* to_string(tpe::BandwidthRule rule);
+
+// Options of TpeSampler. Defaults were chosen with bench/tpe_quality (see
+// README.md, "Benchmarks"); each comment gives the default and the
+// trade-off.
+struct TpeOptions {
+  // Random suggestions until this many trials are COMPLETE. Default 10. More
+  // explores more before modelling.
+  std::size_t n_startup_trials = 10;
+  // Candidates drawn from l(x) per suggestion. Default 24. More exploits
+  // more (and costs linearly more time).
+  std::size_t n_ei_candidates = 24;
+  // Size of the below group. Default linear, 0.1, cap 25.
+  TpeGamma gamma;
+  // C++ only: replaces `gamma` when set; must return a value <= n (larger
+  // values are clamped).
+  std::function<std::size_t(std::size_t)> gamma_function;
+  // Weight of the prior kernel relative to an observation's. Default 1.0.
+  // Larger explores more.
+  double prior_weight = 1.0;
+  // Add a prior kernel (domain-wide Gaussian, uniform over choices) to
+  // both estimators. Default true. Off makes the model greedier.
+  bool consider_prior = true;
+  // Neighbour bandwidth only: the domain's ends are neighbours of the
+  // outermost observations. Default false.
+  bool consider_endpoints = false;
+  // Bandwidths are at least (high - low) / min(100, 1 + n) ("magic clip",
+  // Bergstra et al.). Default (unset): on for univariate, off for
+  // multivariate TPE, as measured best. Off lets kernels shrink to the
+  // observations' spacing (more exploitation).
+  std::optional<bool> consider_magic_clip;
+  // Bandwidths are at least this fraction of the domain (Watanabe's minimum
+  // bandwidth). Default (unset): 0.0 univariate, 0.04 multivariate, as
+  // measured best.
+  std::optional<double> min_bandwidth_factor;
+  // Evaluate kernels with equal peak heights rather than equal mass (see
+  // tpe::EstimatorOptions::equal_heights). Default (unset): on for
+  // univariate, off for multivariate TPE, as measured best.
+  std::optional<bool> equal_kernel_heights;
+  // The bandwidth rule (see parzen_estimator.h). Default neighbor (measured
+  // best in both modes).
+  tpe::BandwidthRule bandwidth = tpe::BandwidthRule::kNeighbor;
+  // Multiplies every rule's bandwidth. Default 1.0.
+  double bandwidth_factor = 1.0;
+  // Observation weights. Default kOldDecay with a window of 25.
+  TpeWeights weights = TpeWeights::kOldDecay;
+  std::size_t weights_window = 25;
+  // Seed of the random numbers; nullopt draws one from std::random_device.
+  std::optional<std::uint64_t> seed;
+  // Joint kernels over the params that every observation has (declared
+  // spaces: the unconditional ones); other params are modelled one by one.
+  // Default: see the definition below (chosen by the benchmark).
+  bool multivariate = false;
+  // With multivariate: params are grouped by the set of trials they were
+  // active in (a conditional branch's params form a group), and each group
+  // gets joint kernels. Default false.
+  bool group = false;
+  // RUNNING trials count as the worst observations, so parallel workers get
+  // different suggestions. Default false; the coordinator turns it on
+  // whenever more than one worker runs (TpeSampler::set_n_workers).
+  bool constant_liar = false;
+  // Tries to avoid a duplicate: this many TPE draws, then as many random
+  // draws, before a finite space is enumerated. Default 16.
+  std::size_t duplicate_retries = 16;
+
+  // Throws ConfigError("sampler.<field>", rule) for an invalid value.
+  void validate(const std::string& path = "sampler") const;
+  // A copy with every unset (mode-dependent) default filled in.
+  TpeOptions resolved() const;
+
+  // Reads the "sampler" section {"type": "tpe", ...}. Keys: seed,
+  // n_startup_trials, n_ei_candidates, gamma ({"rule": "linear"|"sqrt",
+  // "factor": x, "cap": n}), prior_weight, consider_prior,
+  // consider_endpoints, consider_magic_clip, min_bandwidth_factor,
+  // bandwidth ("neighbor"|"scott"|"range"), bandwidth_factor, weights
+  // ("uniform"|"old_decay"), weights_window, multivariate, group,
+  // constant_liar, duplicate_retries. Missing keys keep their defaults; an
+  // unknown key or a bad value throws ConfigError naming it
+  // ("sampler.gamma.factor: must be > 0").
+  static TpeOptions from_json(const Json& config, const std::string& path = "sampler");
+  // The resolved options as from_json() reads them (without gamma_function).
+  Json to_json() const;
+};
+
+class TpeSampler : public Sampler {
+ public:
+  // Throws ConfigError if options.validate() fails. Unset defaults are
+  // resolved (TpeOptions::resolved()).
+  explicit TpeSampler(TpeOptions options = {});
+
+  // Samples every active param of `space` (joint groups when multivariate),
+  // keeping the values already in `params`. Never returns a duplicate of a
+  // COMPLETE or RUNNING trial's params; throws SearchSpaceExhausted when a
+  // finite space has no untried point.
+  void sample(const SamplingContext& ctx, const SearchSpace& space, Params& params) override;
+  // Define-by-run: one param. With multivariate, the first call for a trial
+  // draws all params shared by every finished observation jointly and later
+  // calls take their values from that draw.
+  double sample_independent(const SamplingContext& ctx, const std::string& name,
+                            const Distribution& distribution) override;
+  std::string name() const override { return "tpe"; }
+
+  // The resolved options.
+  const TpeOptions& options() const { return options_; }
+  // Tells the sampler how many workers run trials at once; more than one
+  // turns the constant liar on (it stays on if the options asked for it).
+  // Called by the coordinator and by Study::optimize with n_jobs > 1.
+  void set_n_workers(int n_workers);
+  // Whether RUNNING trials currently count as bad observations.
+  bool constant_liar_active() const;
+
+  struct Cache;  // implementation detail
+
+ private:
+  TpeOptions options_;
+  std::uint64_t seed_;
+  int n_workers_ = 1;
+  mutable std::mutex mu_;
+  std::unique_ptr<Cache> cache_;
+
+ public:
+  ~TpeSampler() override;
+};
+
+}  // namespace hps

@@ -1,0 +1,242 @@
+// tpe_latency: time per suggestion (one sample() of all params of a declared
+// space) of TpeSampler with 10 float params, with 100, 1,000 and 10,000
+// COMPLETE trials in the history, univariate and multivariate, beside
+// Optuna's time per trial from ../shared/bench/optuna_reference.py.
+//
+//   tpe_latency [--history 100,1000,10000] [--repeats 50] [--params 10]
+//               [--optuna saved|live|none|FILE] [--optuna-max 1000]
+//               [--save-optuna FILE] [--markdown] [--mode univariate|multivariate|both]
+//
+// The history is N trials with uniform random params and the value
+// sum((x_i - 1)^2); then `repeats` suggestions are timed (wall and thread CPU
+// time), each one added to
+// the history as COMPLETE before the next (so the caches are updated
+// incrementally, as in a real study). "median" is the median of those;
+// "first" is the first suggestion of a new sampler (the caches filled from
+// scratch: what a restarted coordinator pays once).
+// Optuna's figure is its median wall time per trial (study.optimize of one
+// trial, define-by-run, in-memory storage) at that history, so it includes
+// Optuna's own bookkeeping; "live" runs it now up to --optuna-max trials
+// (Optuna needs minutes per 1,000 trials), "saved" reads
+// bench/reference/optuna_latency.jsonl.
+#include <chrono>
+#include <ctime>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "algorithms/tpe_sampler.h"
+#include "bench/bench_util.h"
+
+namespace {
+
+using hps::Json;
+
+std::shared_ptr<hps::FrozenTrial> make_trial(std::int64_t number, hps::TrialState state,
+                                              const hps::Params& params,
+                                              const std::map<std::string, hps::Distribution>& dists,
+                                              std::optional<double> value) {
+  auto t = std::make_shared<hps::FrozenTrial>();
+  t->trial_id = number;
+  t->number = number;
+  t->state = state;
+  t->params = params;
+  t->distributions = dists;
+  t->value = value;
+  return t;
+}
+
+double objective(const hps::Params& p) {
+  double s = 0;
+  for (const auto& [k, v] : p) s += (v.get<double>() - 1) * (v.get<double>() - 1);
+  return s;
+}
+
+struct Timing {
+  double median_ms = 0, first_ms = 0, cpu_median_ms = 0;
+};
+
+// CPU time of this thread in ms (immune to waiting for a busy machine's
+// cores, unlike wall time).
+double thread_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
+
+Timing measure(std::size_t n_params, std::size_t history, std::size_t repeats, bool multivariate) {
+  hps::SearchSpace space;
+  std::map<std::string, hps::Distribution> dists;
+  for (std::size_t i = 0; i < n_params; ++i) {
+    auto d = hps::Distribution::make_float(-5, 5);
+    space.add("x" + std::to_string(i), d);
+    dists.emplace("x" + std::to_string(i), d);
+  }
+  std::mt19937_64 rng(12345);
+  std::uniform_real_distribution<double> u(-5, 5);
+  std::vector<hps::TrialPtr> trials;
+  trials.reserve(history + repeats + 1);
+  for (std::size_t n = 0; n < history; ++n) {
+    hps::Params p;
+    for (std::size_t i = 0; i < n_params; ++i) p["x" + std::to_string(i)] = u(rng);
+    trials.push_back(make_trial(static_cast<std::int64_t>(n), hps::TrialState::kComplete, p, dists,
+                                objective(p)));
+  }
+  hps::TpeOptions opt;
+  opt.seed = 1;
+  opt.multivariate = multivariate;
+  hps::TpeSampler sampler(opt);
+  std::vector<double> times, cpu_times;
+  Timing out;
+  for (std::size_t r = 0; r < repeats; ++r) {
+    auto number = static_cast<std::int64_t>(trials.size());
+    auto running = make_trial(number, hps::TrialState::kRunning, {}, {}, std::nullopt);
+    trials.push_back(running);
+    hps::SamplingContext ctx{hps::StudyDirection::kMinimize, trials, *running};
+    hps::Params params;
+    double c0 = thread_cpu_ms();
+    auto t0 = std::chrono::steady_clock::now();
+    sampler.sample(ctx, space, params);
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    double cpu = thread_cpu_ms() - c0;
+    if (r == 0) {
+      out.first_ms = ms;
+    } else {
+      times.push_back(ms);
+      cpu_times.push_back(cpu);
+    }
+    trials.back() = make_trial(number, hps::TrialState::kComplete, params, dists, objective(params));
+  }
+  out.median_ms = hps::bench::median(times);
+  out.cpu_median_ms = hps::bench::median(cpu_times);
+  return out;
+}
+
+std::string fmt(double v, int prec = 3) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", prec, v);
+  return buf;
+}
+
+int usage(const char* msg) {
+  if (msg) std::cerr << "tpe_latency: " << msg << "\n";
+  std::cerr << "usage: tpe_latency [--history N,N,...] [--repeats R] [--params P]\n"
+               "                   [--optuna saved|live|none|FILE] [--optuna-max N]\n"
+               "                   [--save-optuna FILE] [--markdown]\n"
+               "                   [--mode univariate|multivariate|both]\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::size_t> histories = {100, 1000, 10000};
+  std::size_t repeats = 50, n_params = 10, optuna_max = 1000;
+  std::string optuna = "saved", save_optuna, mode_arg = "both";
+  bool markdown = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
+      return argv[++i];
+    };
+    try {
+      if (a == "--history") {
+        histories.clear();
+        std::stringstream ss(next());
+        for (std::string tok; std::getline(ss, tok, ',');) histories.push_back(std::stoul(tok));
+      } else if (a == "--repeats") repeats = std::max<std::size_t>(2, std::stoul(next()));
+      else if (a == "--params") n_params = std::max<std::size_t>(1, std::stoul(next()));
+      else if (a == "--optuna") optuna = next();
+      else if (a == "--optuna-max") optuna_max = std::stoul(next());
+      else if (a == "--save-optuna") save_optuna = next();
+      else if (a == "--markdown") markdown = true;
+      else if (a == "--mode") mode_arg = next();
+      else return usage(("unknown argument " + a).c_str());
+    } catch (const std::exception& e) {
+      return usage(e.what());
+    }
+  }
+
+  // Optuna: (sampler, history) -> median ms per trial.
+  std::map<std::pair<std::string, std::size_t>, double> ref;
+  std::string ref_note = "none";
+  try {
+    std::vector<Json> lines;
+    if (optuna == "live") {
+      std::string base = "/usr/bin/python3 " + hps::bench::default_optuna_script() + " latency " +
+                         std::to_string(n_params) + " " + std::to_string(optuna_max);
+      std::vector<std::string> cmds = {base, base + " multi"};
+      auto t0 = std::chrono::steady_clock::now();
+      for (const auto& cmd : cmds) {
+        std::cerr << "running Optuna: " << cmd << "\n";
+        auto l = hps::bench::run_json_lines(cmd);
+        lines.insert(lines.end(), l.begin(), l.end());
+      }
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      ref_note = "measured live in this run (" + fmt(s, 0) + " s)";
+      if (!save_optuna.empty()) {
+        std::ofstream out(save_optuna);
+        out << Json({{"kind", "meta"}, {"date", hps::bench::today()},
+                     {"machine", hps::bench::machine_description()},
+                     {"command", cmds[0] + " ; " + cmds[1]}})
+                   .dump()
+            << "\n";
+        for (const auto& l : lines) out << l.dump() << "\n";
+      }
+    } else if (optuna != "none") {
+      std::string file = optuna == "saved"
+                             ? std::string(HPSEARCH_SOURCE_DIR) + "/bench/reference/optuna_latency.jsonl"
+                             : optuna;
+      lines = hps::bench::read_json_lines(file);
+      ref_note = "read from " + file;
+    }
+    for (const auto& l : lines) {
+      if (l.value("kind", "") == "meta")
+        ref_note += " (measured " + l.value("date", "?") + " on " + l.value("machine", "?") + ")";
+      if (l.value("kind", "") != "latency" || l.value("n_params", 0) != static_cast<int>(n_params))
+        continue;
+      ref[{l.value("sampler", ""), l.value("history", 0UL)}] = l.value("median_ms_per_trial", 0.0);
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "tpe_latency: no Optuna figures: " << e.what() << "\n";
+    ref_note = std::string("unavailable (") + e.what() + ")";
+  }
+
+  std::cout << "# tpe_latency: ms per suggestion, " << n_params << " float params, median of "
+            << repeats - 1 << " suggestions after the first\n"
+            << "# date " << hps::bench::today() << ", machine " << hps::bench::machine_description()
+            << "\n# Optuna figures (ms per trial): " << ref_note << "\n";
+  if (markdown)
+    std::cout << "\n| history | mode | median ms (wall) | median ms (CPU) | first ms (wall) | Optuna ms/trial (wall) | ratio |\n"
+                 "|---:|---|---:|---:|---:|---:|---:|\n";
+  else
+    std::printf("\n%8s %-13s %10s %10s %10s %12s %8s\n", "history", "mode", "median_ms", "cpu_ms",
+                "first_ms", "optuna_ms", "ratio");
+  for (std::size_t h : histories) {
+    for (bool multi : {false, true}) {
+      if ((multi && mode_arg == "univariate") || (!multi && mode_arg == "multivariate")) continue;
+      Timing t = measure(n_params, h, repeats, multi);
+      std::string mode = multi ? "multivariate" : "univariate";
+      auto it = ref.find({multi ? "tpe_multivariate" : "tpe", h});
+      std::string om = "-", ratio = "-";
+      if (it != ref.end()) {
+        om = fmt(it->second, 1);
+        ratio = fmt(it->second / t.median_ms, 0) + "x";
+      }
+      if (markdown)
+        std::cout << "| " << h << " | " << mode << " | " << fmt(t.median_ms) << " | "
+                  << fmt(t.cpu_median_ms) << " | " << fmt(t.first_ms) << " | " << om << " | " << ratio
+                  << " |\n";
+      else
+        std::printf("%8zu %-13s %10s %10s %10s %12s %8s\n", h, mode.c_str(), fmt(t.median_ms).c_str(),
+                    fmt(t.cpu_median_ms).c_str(), fmt(t.first_ms).c_str(), om.c_str(), ratio.c_str());
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}

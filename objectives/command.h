@@ -1,0 +1,91 @@
+// The "command" objective: runs any program (a Python training script, a C++
+// binary, a shell script) once per trial and reads its results from stdout.
+//
+//   "objective": {"type": "command",
+//                 "argv": ["python3", "train.py", "--lr", "{lr}",
+//                          "--momentum", "{momentum?}"],
+//                 "cwd": "examples/python", "env": {"DATA_DIR": "/data"},
+//                 "timeout_s": 600, "grace_s": 10}
+//
+// Fields:
+//  - argv (required): the program and its arguments, strings. "{name}" is
+//    replaced by the value of param `name` (anywhere in an argument, e.g.
+//    "--lr={lr}"), formatted by format_param_value() so that it reads back
+//    to the same value. A param that is inactive in a trial (its "when" does
+//    not hold) must be written "{name?}": the argument is then dropped, and
+//    so is the flag before it when the argument is exactly "{name?}" and the
+//    argument before it is a literal starting with '-'. "{{" and "}}" are
+//    literal braces. argv[0] is looked up in PATH unless it contains '/'
+//    (then it is relative to cwd).
+//  - cwd: the working directory of the program (default: the worker's).
+//  - env: {"NAME": "value"} added to the worker's environment; values may
+//    hold placeholders ("{name?}" omits the variable when inactive).
+//  - timeout_s: seconds a trial may run (> 0; default: no limit). A trial
+//    still running then is terminated and ends FAIL("timeout ...").
+//  - grace_s: seconds between SIGTERM and SIGKILL when the program is
+//    stopped (pruned, timed out, interrupted); default 10, in [0, 3600].
+// Errors name the field: "objective.argv[3]: placeholder {lrr} names no
+// param in space (did you mean 'lr'?)".
+//
+// The program's environment also holds
+//  - HPSEARCH_PARAMS: the trial's params as a JSON object,
+//  - HPSEARCH_TRIAL_NUMBER, HPSEARCH_STUDY (ObjectiveContext::study_name),
+//  - HPSEARCH_THREADS (ObjectiveContext::threads), and OMP_NUM_THREADS with
+//    the same value unless the environment or "env" sets it,
+//  - CUDA_VISIBLE_DEVICES from ObjectiveContext::device: "cuda:N" gives the
+//    N-th entry of the worker's own CUDA_VISIBLE_DEVICES (N itself when the
+//    worker has none), so the program sees its one GPU as cuda:0; "cpu"
+//    gives "" (no GPU).
+// These names may not be set in "env".
+//
+// Protocol: the program reports by printing lines on stdout
+//   hpsearch: {"step": 3, "value": 0.41}     an intermediate value
+//   hpsearch: {"value": 0.38, "attrs": {...}} the final value (+ user attrs)
+// ("value" may be a number, "nan", "inf" or "-inf"; Python's json.dumps
+// literals NaN, Infinity, -Infinity are accepted; a later final value
+// replaces an earlier one). Other lines, and stderr, go to the per-trial log
+// file <log_dir>/trial-<number>.log (ObjectiveContext::log_dir; no file when
+// it is ""), together with the command line, the exit status and any line
+// starting with "hpsearch:" that is not a valid report (which is otherwise
+// ignored). stdin is /dev/null.
+//
+// Outcome of a trial:
+//  - after each intermediate value the pruner is asked (Trial::report(),
+//    Trial::should_prune()); on prune the program's process group gets
+//    SIGTERM, SIGKILL after grace_s, and the trial ends PRUNED;
+//  - exit code 0 with a final value: the trial's value (NaN: FAIL);
+//  - a non-zero exit, death by a signal, or exit 0 without a final value:
+//    FAIL, the reason ending with the last lines of stderr;
+//  - the run is interrupted (Ctrl-C, the worker told to stop; checked
+//    every 100 ms): the program is stopped as on prune and Interrupted is
+//    thrown (the trial ends FAIL("interrupted") and is queued again);
+//  - the program cannot be started: FAIL("cannot run 'x': ...");
+//  - a "{name}" placeholder of a param inactive in this trial: FAIL naming
+//    the argument (validation rejects "{name}" for conditional params).
+// The program runs in its own process group (see objectives/child_process.h):
+// it and every process it started in that group are killed when the trial
+// ends, and when the worker exits.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "objectives/objective.h"
+
+namespace hps {
+
+// The registry entry for "command".
+ObjectiveType command_objective_type();
+
+// A param value as a command-line argument that reads back to the same
+// value: integers in decimal, doubles in the shortest form that parses back
+// to the same double ("0.001", "1e-05", "3", "inf"), strings verbatim, bools
+// "true"/"false", null "null" (anything else: compact JSON).
+std::string format_param_value(const Json& value);
+
+// The argv of one trial: config["argv"] (already validated) with its
+// placeholders filled from `params`. Throws Error("objective.argv[i]: ...")
+// when a "{name}" placeholder names a param absent from `params`.
+std::vector<std::string> command_argv(const Json& config, const Params& params);
+
+}  // namespace hps

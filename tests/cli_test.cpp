@@ -1,0 +1,495 @@
+// Tests of the hpsearch executable (cli/), run as a child process in a
+// temporary directory: run, best, trials, studies; bad space.json files;
+// resuming after a rerun, kill -9 and SIGINT; readers while a run writes.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "search/json_util.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace hps {
+namespace {
+
+using testsupport::BackgroundProcess;
+using testsupport::ProcessResult;
+using testsupport::TempDir;
+
+const char* kBraninSpace = R"({
+  "study": {"name": "branin", "direction": "minimize", "storage": "branin.db"},
+  "sampler": {"type": "random", "seed": 1},
+  "pruner": {"type": "none"},
+  "budget": {"n_trials": 20},
+  "objective": {"type": "branin"},
+  "space": {
+    "x0": {"type": "float", "low": -5, "high": 10},
+    "x1": {"type": "float", "low": 0, "high": 15}
+  }
+})";
+
+// A space whose objective sleeps `seconds` per trial in 3 steps, reporting
+// after each.
+std::string sleep_space(double seconds, int n_trials) {
+  return fmt::format(R"({{
+    "study": {{"name": "slow", "direction": "minimize", "storage": "slow.db"}},
+    "sampler": {{"type": "random", "seed": 3}},
+    "budget": {{"n_trials": {}}},
+    "objective": {{"type": "sleep", "seconds": {}, "steps": 3}},
+    "space": {{"x": {{"type": "float", "low": 0, "high": 1}}}}
+  }})",
+                     n_trials, seconds);
+}
+
+// Calls pred() until it is true; false if `limit` passed first (a guard
+// against hanging, not a timing assertion).
+bool wait_until(const std::function<bool()>& pred, std::chrono::seconds limit = std::chrono::seconds(120)) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return pred();
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    out.push_back(line);
+  }
+  return out;
+}
+
+bool is_complete(const Json& t) { return t["state"] == "COMPLETE"; }
+// Counts towards the budget: COMPLETE, PRUNED, or FAIL that was not retried.
+bool counts_as_finished(const Json& t) {
+  if (t["state"] == "COMPLETE" || t["state"] == "PRUNED") return true;
+  return t["state"] == "FAIL" && !t["system_attrs"].contains("retried_as");
+}
+int count_if(const Json& trials, const std::function<bool(const Json&)>& pred) {
+  int n = 0;
+  for (const auto& t : trials) n += pred(t) ? 1 : 0;
+  return n;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  // Runs `hpsearch args...` in the test's directory.
+  ProcessResult cli(const std::vector<std::string>& args) const {
+    std::vector<std::string> argv = {HPSEARCH_CLI_PATH};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return testsupport::run_process(argv, dir_.path().string());
+  }
+  std::unique_ptr<BackgroundProcess> cli_background(const std::vector<std::string>& args,
+                                                    const std::string& label) const {
+    std::vector<std::string> argv = {HPSEARCH_CLI_PATH};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return std::make_unique<BackgroundProcess>(argv, dir_.path().string(), dir_.file(label + ".out"),
+                                               dir_.file(label + ".err"));
+  }
+  // `hpsearch trials <db> --format json`, parsed; null if it failed.
+  Json trials_json(const std::string& db) const {
+    ProcessResult r = cli({"trials", db, "--format", "json"});
+    if (r.exit_code != 0) return Json();
+    return Json::parse(r.out, nullptr, false);
+  }
+  Json trials_or_fail(const std::string& db) const {
+    ProcessResult r = cli({"trials", db, "--format", "json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    Json j = Json::parse(r.out, nullptr, false);
+    EXPECT_TRUE(j.is_array()) << r.out;
+    return j.is_array() ? j : Json::array();
+  }
+  // Files in the test directory other than `keep`.
+  std::set<std::string> other_files(const std::set<std::string>& keep) const {
+    std::set<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(dir_.path())) {
+      std::string name = e.path().filename().string();
+      if (!keep.count(name)) out.insert(name);
+    }
+    return out;
+  }
+  // Numbers 0..n-1 in order, no RUNNING or WAITING trial left.
+  void expect_consistent(const Json& trials) const {
+    for (std::size_t i = 0; i < trials.size(); ++i) {
+      EXPECT_EQ(trials[i]["number"], i);
+      EXPECT_NE(trials[i]["state"], "RUNNING") << trials[i].dump();
+    }
+  }
+
+  TempDir dir_{"cli"};
+};
+
+// ------------------------------------------------------------ run, read
+
+TEST_F(CliTest, RunPrintsASummaryAndTheStoreCanBeRead) {
+  dir_.write("space.json", kBraninSpace);
+  ProcessResult run = cli({"run", "space.json"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  ASSERT_TRUE(std::filesystem::exists(dir_.file("branin.db")));
+
+  // best --format json
+  ProcessResult best = cli({"best", "branin.db", "--format", "json"});
+  ASSERT_EQ(best.exit_code, 0) << best.err;
+  Json b = Json::parse(best.out);
+  ASSERT_TRUE(b["value"].is_number()) << best.out;
+  double best_value = b["value"].get<double>();
+  // The summary shows the best value as the table prints it.
+  std::string shown = fmt::format("{:.10g}", best_value);
+  EXPECT_NE(lower(run.out).find("best trial"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find(shown), std::string::npos) << "summary lacks " << shown << ":\n" << run.out;
+  EXPECT_NE(run.out.find("20 COMPLETE"), std::string::npos) << run.out;
+
+  // trials --format json: every key, every trial.
+  Json trials = trials_or_fail("branin.db");
+  ASSERT_EQ(trials.size(), 20u);
+  const std::set<std::string> keys = {"number", "state", "value", "params", "distributions",
+                                      "intermediate_values", "user_attrs", "system_attrs",
+                                      "datetime_start", "datetime_complete", "duration_s",
+                                      "worker", "fail_reason"};
+  double min_value = 1e300;
+  for (std::size_t i = 0; i < trials.size(); ++i) {
+    const Json& t = trials[i];
+    std::set<std::string> got;
+    for (const auto& [k, v] : t.items()) got.insert(k);
+    EXPECT_EQ(got, keys);
+    EXPECT_EQ(t["number"], i);
+    EXPECT_EQ(t["state"], "COMPLETE");
+    ASSERT_TRUE(t["value"].is_number());
+    min_value = std::min(min_value, t["value"].get<double>());
+    EXPECT_GE(t["params"]["x0"].get<double>(), -5);
+    EXPECT_LE(t["params"]["x0"].get<double>(), 10);
+    EXPECT_EQ(t["distributions"]["x0"], Json::parse(R"({"type": "float", "low": -5.0, "high": 10.0})"));
+    EXPECT_TRUE(t["intermediate_values"].is_object());
+    EXPECT_TRUE(t["datetime_start"].is_string());
+    EXPECT_TRUE(t["datetime_complete"].is_string());
+    EXPECT_TRUE(t["duration_s"].is_number());
+    EXPECT_FALSE(t["worker"].get<std::string>().empty());
+    EXPECT_EQ(t["fail_reason"], "");
+  }
+  EXPECT_EQ(min_value, best_value);
+  // The best trial is the first one with the lowest value.
+  for (const auto& t : trials) {
+    if (t["value"].get<double>() != best_value) continue;
+    EXPECT_EQ(b["number"], t["number"]);
+    break;
+  }
+
+  // trials --format csv: a header and one row per trial.
+  ProcessResult csv = cli({"trials", "branin.db", "--format", "csv"});
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  auto csv_lines = lines(csv.out);
+  ASSERT_EQ(csv_lines.size(), 21u) << csv.out;
+  EXPECT_EQ(csv_lines[0], "number,state,value,duration_s,x0,x1,worker,fail_reason");
+  EXPECT_EQ(csv_lines[1].rfind("0,COMPLETE,", 0), 0u) << csv_lines[1];
+
+  // trials --format table (the default): header, rule, rows.
+  ProcessResult table = cli({"trials", "branin.db"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  auto table_lines = lines(table.out);
+  ASSERT_EQ(table_lines.size(), 22u) << table.out;
+  EXPECT_EQ(table_lines[0].rfind("number", 0), 0u);
+  EXPECT_EQ(table_lines[1].find_first_not_of("- "), std::string::npos) << table_lines[1];
+
+  // --state filters.
+  ProcessResult fails = cli({"trials", "branin.db", "--format", "json", "--state", "fail"});
+  ASSERT_EQ(fails.exit_code, 0) << fails.err;
+  EXPECT_EQ(Json::parse(fails.out), Json::array());
+  EXPECT_EQ(cli({"trials", "branin.db", "--state", "DONE"}).exit_code, 2);
+
+  // best as a table, studies.
+  ProcessResult best_table = cli({"best", "branin.db"});
+  ASSERT_EQ(best_table.exit_code, 0);
+  EXPECT_NE(best_table.out.find(shown), std::string::npos) << best_table.out;
+  EXPECT_NE(best_table.out.find("x0"), std::string::npos);
+  ProcessResult studies = cli({"studies", "branin.db"});
+  ASSERT_EQ(studies.exit_code, 0) << studies.err;
+  EXPECT_NE(studies.out.find("branin"), std::string::npos);
+  EXPECT_NE(studies.out.find("minimize"), std::string::npos);
+  EXPECT_NE(studies.out.find(shown), std::string::npos) << studies.out;
+  ProcessResult studies_json = cli({"studies", "branin.db", "--format", "json"});
+  ASSERT_EQ(studies_json.exit_code, 0);
+  Json s = Json::parse(studies_json.out);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0]["name"], "branin");
+  EXPECT_EQ(s[0]["n_trials"], 20);
+  EXPECT_EQ(s[0]["best_value"], best_value);
+}
+
+TEST_F(CliTest, RunsTheBraninExample) {
+  std::string example = std::string(HPSEARCH_SOURCE_DIR) + "/examples/branin/space.json";
+  ASSERT_TRUE(std::filesystem::exists(example)) << example;
+  std::filesystem::copy_file(example, dir_.file("space.json"));
+  Json doc = read_json_file(example);
+  std::string db = doc["study"].value("storage", doc["study"]["name"].get<std::string>() + ".db");
+  ProcessResult run = cli({"run", "space.json", "--n-trials", "5"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(lower(run.out).find("best trial"), std::string::npos) << run.out;
+  EXPECT_EQ(trials_or_fail(db).size(), 5u);
+}
+
+TEST_F(CliTest, ReadCommandsOnMissingOrEmptyStores) {
+  EXPECT_EQ(cli({"best", "nope.db"}).exit_code, 2);
+  EXPECT_EQ(cli({"trials", "nope.db"}).exit_code, 2);
+  EXPECT_EQ(cli({"studies", "nope.db"}).exit_code, 2);
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("nope.db")));  // reading creates nothing
+  // Two studies in one store: --study picks one.
+  dir_.write("a.json", kBraninSpace);
+  ASSERT_EQ(cli({"run", "a.json", "--n-trials", "2", "--study", "one", "--storage", "two.db"}).exit_code, 0);
+  ASSERT_EQ(cli({"run", "a.json", "--n-trials", "3", "--study", "two", "--storage", "two.db"}).exit_code, 0);
+  ProcessResult ambiguous = cli({"trials", "two.db"});
+  EXPECT_EQ(ambiguous.exit_code, 2);
+  EXPECT_NE(ambiguous.err.find("--study"), std::string::npos) << ambiguous.err;
+  ProcessResult two = cli({"trials", "two.db", "--study", "two", "--format", "json"});
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_EQ(Json::parse(two.out).size(), 3u);
+  EXPECT_EQ(cli({"best", "two.db", "--study", "three"}).exit_code, 2);
+}
+
+// ------------------------------------------------------------ bad input
+
+TEST_F(CliTest, BadSpaceFilesExitWithCode2AndCreateNothing) {
+  struct Case {
+    std::string what;
+    std::string patch;  // JSON merge patch on kBraninSpace, or raw text if not JSON
+    std::string field;  // must appear in the message
+  };
+  const std::vector<Case> cases = {
+      {"invalid JSON", "{\n  \"study\": {\"name\": \"b\"},\n  \"space\": {,\n}", "line 3, column 13"},
+      {"unknown key", R"({"spce": {}})", "spce"},
+      {"unknown nested key", R"({"budget": {"n_trial": 3}})", "budget.n_trial"},
+      {"bad distribution", R"({"space": {"lr": {"type": "float", "low": 0, "high": 1, "log": true}}})",
+       "space.lr.low"},
+      {"bad distribution type", R"({"space": {"lr": {"type": "flaot", "low": 0, "high": 1}}})", "space.lr.type"},
+      {"bad condition", R"({"space": {"m": {"type": "float", "low": 0, "high": 1, "when": {"opt": "sgd"}}}})",
+       "space.m.when.opt"},
+      {"missing objective", R"({"objective": null})", "objective"},
+      {"unknown objective type", R"({"objective": {"type": "no-such-objective"}})", "objective.type"},
+      {"unknown sampler type", R"({"sampler": {"type": "grid"}})", "sampler.type"},
+      {"bad sampler seed", R"({"sampler": {"seed": "one"}})", "sampler.seed"},
+      {"unknown pruner type", R"({"pruner": {"type": "sometimes"}})", "pruner.type"},
+      {"bad budget", R"({"budget": {"n_trials": 0}})", "budget.n_trials"},
+      {"bad budget type", R"({"budget": {"timeout_s": "1h"}})", "budget.timeout_s"},
+      {"bad direction", R"({"study": {"direction": "down"}})", "study.direction"},
+      {"missing space", R"({"space": null})", "space"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    std::string text;
+    Json patch = Json::parse(c.patch, nullptr, false);
+    if (patch.is_discarded()) {
+      text = c.patch;
+    } else {
+      Json doc = Json::parse(kBraninSpace);
+      doc.merge_patch(patch);
+      text = doc.dump(2);
+    }
+    dir_.write("space.json", text);
+    ProcessResult r = cli({"run", "space.json"});
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find(c.field), std::string::npos) << "stderr lacks '" << c.field << "':\n" << r.err;
+    EXPECT_EQ(other_files({"space.json"}), std::set<std::string>{}) << "a bad space.json created files";
+  }
+  ProcessResult missing = cli({"run", "does-not-exist.json"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("does-not-exist.json"), std::string::npos) << missing.err;
+  EXPECT_EQ(other_files({"space.json"}), std::set<std::string>{});
+}
+
+TEST_F(CliTest, BadArgumentsExitWithCode2) {
+  dir_.write("space.json", kBraninSpace);
+  EXPECT_EQ(cli({}).exit_code, 2);
+  EXPECT_EQ(cli({"frobnicate"}).exit_code, 2);
+  EXPECT_EQ(cli({"run"}).exit_code, 2);
+  ProcessResult zero = cli({"run", "space.json", "--n-trials", "0"});
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_NE(zero.err.find("--n-trials"), std::string::npos) << zero.err;
+  EXPECT_EQ(cli({"run", "space.json", "--timeout", "-1"}).exit_code, 2);
+  EXPECT_EQ(cli({"run", "space.json", "--workers", "-1"}).exit_code, 2);
+  EXPECT_EQ(cli({"run", "space.json", "--n-trials", "many"}).exit_code, 2);
+  EXPECT_EQ(other_files({"space.json"}), std::set<std::string>{});
+  EXPECT_EQ(cli({"trials", "x.db", "--format", "xml"}).exit_code, 2);
+  EXPECT_EQ(cli({"--version"}).exit_code, 0);
+  EXPECT_EQ(cli({"--help"}).exit_code, 0);
+}
+
+// ------------------------------------------------------------ resume
+
+TEST_F(CliTest, RunningTwiceCompletesOnlyTheRemainingBudget) {
+  Json doc = Json::parse(kBraninSpace);
+  doc["budget"]["n_trials"] = 10;
+  dir_.write("space.json", doc.dump());
+  ProcessResult first = cli({"run", "space.json", "--n-trials", "4"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  ASSERT_EQ(trials_or_fail("branin.db").size(), 4u);
+  ProcessResult second = cli({"run", "space.json"});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  Json trials = trials_or_fail("branin.db");
+  ASSERT_EQ(trials.size(), 10u);
+  EXPECT_EQ(count_if(trials, is_complete), 10);
+  expect_consistent(trials);
+  // The second run continued the seeded sequence; it did not start it over.
+  std::set<std::string> params;
+  for (const auto& t : trials) EXPECT_TRUE(params.insert(t["params"].dump()).second) << "repeated: " << t.dump();
+  ProcessResult third = cli({"run", "space.json"});
+  ASSERT_EQ(third.exit_code, 0) << third.err;
+  EXPECT_EQ(trials_or_fail("branin.db").size(), 10u);
+  EXPECT_NE(third.out.find("already"), std::string::npos) << third.out;
+  // Several workers share the budget the same way.
+  ProcessResult more = cli({"run", "space.json", "--n-trials", "30", "--workers", "4"});
+  ASSERT_EQ(more.exit_code, 0) << more.err;
+  trials = trials_or_fail("branin.db");
+  EXPECT_EQ(trials.size(), 30u);
+  expect_consistent(trials);
+}
+
+TEST_F(CliTest, Kill9ThenRerunLosesNothing) {
+  const int budget = 12;
+  dir_.write("space.json", sleep_space(0.2, budget));
+  Json before;
+  {
+    auto run = cli_background({"run", "space.json"}, "run1");
+    ASSERT_TRUE(wait_until([&] {
+      Json t = trials_json("slow.db");
+      return t.is_array() && count_if(t, is_complete) >= 3;
+    })) << "no progress";
+    run->send_signal(SIGKILL);
+    ProcessResult r = run->wait();
+    EXPECT_EQ(r.signal, SIGKILL);
+    before = trials_or_fail("slow.db");
+  }
+  ASSERT_GE(count_if(before, is_complete), 3);
+  ASSERT_LT(count_if(before, counts_as_finished), budget);
+
+  ProcessResult again = cli({"run", "space.json"});
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  Json after = trials_or_fail("slow.db");
+  expect_consistent(after);
+  EXPECT_EQ(count_if(after, counts_as_finished), budget);
+  // Every COMPLETE trial before the kill is unchanged ...
+  for (const auto& t : before) {
+    if (!is_complete(t)) continue;
+    const Json& now = after[t["number"].get<std::size_t>()];
+    EXPECT_EQ(now["state"], "COMPLETE");
+    EXPECT_EQ(now["value"], t["value"]);
+    EXPECT_EQ(now["params"], t["params"]);
+  }
+  // ... and was not run again: retries only repeat trials that did not finish.
+  std::set<std::string> complete_params;
+  for (const auto& t : after) {
+    if (t["system_attrs"].contains("retry_of")) {
+      const Json& original = after[t["system_attrs"]["retry_of"].get<std::size_t>()];
+      EXPECT_EQ(original["state"], "FAIL") << t.dump();
+      EXPECT_EQ(original["system_attrs"]["retried_as"], t["number"]);
+      EXPECT_EQ(t["params"], original["params"]) << "a retry must reuse the params";
+    }
+    if (is_complete(t)) {
+      EXPECT_TRUE(complete_params.insert(t["params"].dump()).second) << "run twice: " << t.dump();
+    }
+    EXPECT_NE(t["state"], "WAITING");
+  }
+  // The trial that was running at the kill was failed and queued again.
+  for (const auto& t : before) {
+    if (t["state"] != "RUNNING") continue;
+    const Json& now = after[t["number"].get<std::size_t>()];
+    EXPECT_EQ(now["state"], "FAIL");
+    EXPECT_TRUE(now["system_attrs"].contains("retried_as")) << now.dump();
+  }
+}
+
+TEST_F(CliTest, ReadersWhileOneProcessWrites) {
+  const int budget = 40;
+  dir_.write("space.json", sleep_space(0.02, budget));
+  auto run = cli_background({"run", "space.json", "--workers", "2"}, "writer");
+  ASSERT_TRUE(wait_until([&] {
+    Json t = trials_json("slow.db");
+    return t.is_array() && !t.empty();
+  }));
+  std::atomic<bool> done{false};
+  std::vector<std::string> problems[2];
+  int reads[2] = {0, 0};
+  auto reader = [&](int k) {
+    while (!done) {
+      const char* cmd = reads[k] % 2 ? "studies" : "trials";
+      ProcessResult r = cli({cmd, "slow.db", "--format", "json"});
+      ++reads[k];
+      if (r.exit_code != 0 || r.err.find("locked") != std::string::npos ||
+          Json::parse(r.out, nullptr, false).is_discarded())
+        problems[k].push_back(std::string(cmd) + " exit " + std::to_string(r.exit_code) + ": " + r.err);
+    }
+  };
+  std::thread a(reader, 0), b(reader, 1);
+  ProcessResult w = run->wait();
+  done = true;
+  a.join();
+  b.join();
+  EXPECT_EQ(w.exit_code, 0) << w.err;
+  EXPECT_EQ(w.err.find("locked"), std::string::npos) << w.err;
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_GT(reads[k], 0);
+    EXPECT_TRUE(problems[k].empty()) << problems[k].size() << " failed reads, first: " << problems[k][0];
+  }
+  Json trials = trials_or_fail("slow.db");
+  EXPECT_EQ(trials.size(), static_cast<std::size_t>(budget));
+  expect_consistent(trials);
+}
+
+TEST_F(CliTest, SigintStopsCleanlyAndRerunResumes) {
+  const int budget = 10;
+  dir_.write("space.json", sleep_space(0.3, budget));
+  auto run = cli_background({"run", "space.json"}, "run1");
+  ASSERT_TRUE(wait_until([&] {
+    Json t = trials_json("slow.db");
+    return t.is_array() && count_if(t, is_complete) >= 2;
+  }));
+  run->send_signal(SIGINT);
+  ProcessResult r = run->wait();
+  EXPECT_EQ(r.exit_code, 130) << r.out << r.err;
+  EXPECT_NE(r.out.find("resume"), std::string::npos) << r.out;
+  Json stopped = trials_or_fail("slow.db");
+  expect_consistent(stopped);
+  for (const auto& t : stopped) {
+    if (t["state"] == "FAIL") {
+      EXPECT_EQ(t["fail_reason"], "interrupted") << t.dump();
+      EXPECT_TRUE(t["system_attrs"].contains("retried_as")) << t.dump();
+    }
+  }
+  int finished_before = count_if(stopped, counts_as_finished);
+  EXPECT_LT(finished_before, budget);
+
+  ProcessResult again = cli({"run", "space.json"});
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  Json after = trials_or_fail("slow.db");
+  expect_consistent(after);
+  EXPECT_EQ(count_if(after, counts_as_finished), budget);
+  for (const auto& t : after) EXPECT_NE(t["state"], "WAITING");
+  for (const auto& t : stopped) {
+    if (is_complete(t)) {
+      EXPECT_EQ(after[t["number"].get<std::size_t>()]["value"], t["value"]);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hps

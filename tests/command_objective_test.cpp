@@ -1,0 +1,640 @@
+// Tests of the "command" objective (objectives/command.h) and of
+// ChildProcess (objectives/child_process.h): programs are small /bin/sh
+// scripts written into a scratch directory, run through a Study.
+#include "objectives/command.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "objectives/child_process.h"
+#include "objectives/objective.h"
+#include "search/errors.h"
+#include "search/study.h"
+
+namespace hps {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+// Prunes every trial once it reports step >= `from`.
+class PruneFromStep : public Pruner {
+ public:
+  explicit PruneFromStep(std::int64_t from) : from_(from) {}
+  bool prune(const PruningContext& ctx) override { return ctx.step >= from_; }
+  std::string name() const override { return "test"; }
+
+ private:
+  std::int64_t from_;
+};
+
+SearchSpace test_space() {
+  return SearchSpace::from_json(Json::parse(R"({
+    "x":   {"type": "float", "low": -10, "high": 10},
+    "n":   {"type": "int", "low": 1, "high": 1000},
+    "opt": {"type": "categorical", "choices": ["adam", "sgd"]},
+    "m":   {"type": "float", "low": 0, "high": 1, "when": {"opt": "sgd"}}
+  })"));
+}
+
+// Whether process `pid` still runs (absent or a zombie counts as not running).
+bool is_running(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return false;
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  std::size_t close = text.rfind(')');
+  if (close == std::string::npos || close + 2 >= text.size()) return false;
+  char state = text[close + 2];
+  return state != 'Z' && state != 'X';
+}
+
+// Waits (bounded) until `pid` stops running; true if it did.
+bool stops_running(pid_t pid) {
+  for (int i = 0; i < 500 && is_running(pid); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return !is_running(pid);
+}
+
+int count_open_fds() {
+  int n = 0;
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (!dir) return -1;
+  while (dirent* e = ::readdir(dir))
+    if (e->d_name[0] != '.') ++n;
+  ::closedir(dir);
+  return n - 1;  // the directory stream itself
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+pid_t read_pid(const fs::path& path) {
+  std::string text = read_file(path);
+  return text.empty() ? -1 : static_cast<pid_t>(std::stol(text));
+}
+
+class CommandObjectiveTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/hps_command_test_XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    context_.study_name = "command-test";
+    context_.log_dir = (dir_ / "logs").string();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Writes a /bin/sh script and returns an objective config that runs it
+  // with `args` (templates).
+  Json command(const std::string& body, const std::vector<std::string>& args = {}) {
+    fs::path script = dir_ / ("script" + std::to_string(n_scripts_++) + ".sh");
+    std::ofstream(script) << "#!/bin/sh\n" << body << "\n";
+    Json argv = Json::array({"/bin/sh", script.string()});
+    for (const std::string& a : args) argv.push_back(a);
+    return Json{{"type", "command"}, {"argv", argv}};
+  }
+
+  // Runs one trial with `params` and returns it.
+  TrialPtr run_one(const Json& objective, const Params& params,
+                   std::shared_ptr<Pruner> pruner = nullptr) {
+    StudyOptions options;
+    options.space = test_space();
+    options.pruner = std::move(pruner);
+    Study study = Study::create(std::make_shared<InMemoryStorage>(), "s",
+                                StudyDirection::kMinimize, options);
+    study.enqueue_trial(params);
+    Objective f = make_objective(objective, *options.space, context_);
+    study.optimize(f, {.n_trials = 1, .catch_exceptions = true});
+    auto trials = study.trials();
+    EXPECT_EQ(trials.size(), 1u);
+    return trials.empty() ? nullptr : trials.back();
+  }
+
+  fs::path log_of(const TrialPtr& t) const {
+    return dir_ / "logs" / ("trial-" + std::to_string(t->number) + ".log");
+  }
+
+  fs::path dir_;
+  ObjectiveContext context_;
+  int n_scripts_ = 0;
+};
+
+const Params kAdam = {{"x", 1.5}, {"n", 7}, {"opt", "adam"}};
+const Params kSgd = {{"x", 1.5}, {"n", 7}, {"opt", "sgd"}, {"m", 0.25}};
+
+// ---------------------------------------------------------------- values
+
+TEST_F(CommandObjectiveTest, FinalValueIsTheTrialValueAndParamsReadBackExactly) {
+  // The program returns x read from its command line: the value must be
+  // bit-identical to the param.
+  const double x = 0.1 + 0.2;  // 0.30000000000000004
+  Json objective = command(
+      "echo starting\n"
+      "echo \"hpsearch: {\\\"value\\\": $2}\"",
+      {"--x", "{x}"});
+  TrialPtr t = run_one(objective, {{"x", x}, {"n", 7}, {"opt", "adam"}});
+  ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
+  ASSERT_TRUE(t->value);
+  EXPECT_EQ(*t->value, x);
+}
+
+TEST_F(CommandObjectiveTest, IntermediateValuesAndAttrsAreRecorded) {
+  Json objective = command(
+      "echo 'hpsearch: {\"step\": 1, \"value\": 3.5}'\n"
+      "echo 'hpsearch: {\"step\": 2, \"value\": 2.5}'\n"
+      "echo 'hpsearch: {\"value\": 2.0, \"attrs\": {\"epochs\": 2, \"note\": \"ok\"}}'");
+  TrialPtr t = run_one(objective, kAdam);
+  ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
+  EXPECT_EQ(*t->value, 2.0);
+  EXPECT_EQ(t->intermediate_values, (std::map<std::int64_t, double>{{1, 3.5}, {2, 2.5}}));
+  EXPECT_EQ(t->user_attrs.value("epochs", 0), 2);
+  EXPECT_EQ(t->user_attrs.value("note", ""), "ok");
+}
+
+TEST_F(CommandObjectiveTest, EnvironmentCarriesTrialAndParams) {
+  context_.device = "cpu";
+  context_.threads = 3;
+  Json objective = command(
+      "echo \"hpsearch: {\\\"value\\\": 0, \\\"attrs\\\": {"
+      "\\\"number\\\": $HPSEARCH_TRIAL_NUMBER, \\\"params\\\": $HPSEARCH_PARAMS, "
+      "\\\"study\\\": \\\"$HPSEARCH_STUDY\\\", \\\"threads\\\": \\\"$HPSEARCH_THREADS\\\", "
+      "\\\"omp\\\": \\\"$OMP_NUM_THREADS\\\", \\\"cuda\\\": \\\"${CUDA_VISIBLE_DEVICES-unset}\\\", "
+      "\\\"mine\\\": \\\"$MY_VAR\\\"}}\"");
+  objective["env"] = {{"MY_VAR", "n={n}"}};
+  TrialPtr t = run_one(objective, kSgd);
+  ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
+  EXPECT_EQ(t->user_attrs["number"], t->number);
+  EXPECT_EQ(t->user_attrs["params"], Json(kSgd));
+  EXPECT_EQ(t->user_attrs["study"], "command-test");
+  EXPECT_EQ(t->user_attrs["threads"], "3");
+  EXPECT_EQ(t->user_attrs["cuda"], "");  // "cpu": no GPU visible
+  EXPECT_EQ(t->user_attrs["mine"], "n=7");
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+    EXPECT_EQ(t->user_attrs["omp"], "3");
+  }
+}
+
+TEST_F(CommandObjectiveTest, CudaDeviceIsMappedThroughTheWorkersVisibleDevices) {
+  Json objective = command(
+      "echo \"hpsearch: {\\\"value\\\": 0, \\\"attrs\\\": {\\\"cuda\\\": "
+      "\\\"$CUDA_VISIBLE_DEVICES\\\"}}\"");
+  const char* saved = std::getenv("CUDA_VISIBLE_DEVICES");
+  std::string saved_value = saved ? saved : "";
+  ::setenv("CUDA_VISIBLE_DEVICES", "4,6", 1);
+  context_.device = "cuda:1";
+  TrialPtr t = run_one(objective, kAdam);
+  context_.device = "cuda:2";  // the worker sees only two GPUs
+  TrialPtr bad = run_one(objective, kAdam);
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  context_.device = "cuda:3";
+  TrialPtr plain = run_one(objective, kAdam);
+  if (saved) ::setenv("CUDA_VISIBLE_DEVICES", saved_value.c_str(), 1);
+
+  ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
+  EXPECT_EQ(t->user_attrs["cuda"], "6");
+  EXPECT_EQ(bad->state, TrialState::kFail);
+  EXPECT_THAT(bad->fail_reason, HasSubstr("cuda:2"));
+  ASSERT_EQ(plain->state, TrialState::kComplete) << plain->fail_reason;
+  EXPECT_EQ(plain->user_attrs["cuda"], "3");
+}
+
+TEST_F(CommandObjectiveTest, StdinIsDevNull) {
+  Json objective = command(
+      "if read line; then v=1; else v=0; fi\n"
+      "echo \"hpsearch: {\\\"value\\\": $v}\"");
+  TrialPtr t = run_one(objective, kAdam);
+  ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
+  EXPECT_EQ(*t->value, 0.0);
+}
+
+// ---------------------------------------------------------------- pruning
+
+TEST_F(CommandObjectiveTest, PruneTerminatesTheProcessGroup) {
+  // The script starts a helper in its group, then reports forever; SIGTERM
+  // is recorded by the trap.
+  Json objective = command("trap 'echo term > " + (dir_ / "term").string() + "; exit 1' TERM\n" +
+                           "sleep 1000 &\n"
+                           "echo $! > " + (dir_ / "helper").string() + "\n" +
+                           "echo $$ > " + (dir_ / "leader").string() + "\n" +
+                           "i=0\n"
+                           "while true; do\n"
+                           "  i=$((i+1))\n"
+                           "  echo \"hpsearch: {\\\"step\\\": $i, \\\"value\\\": $i}\"\n"
+                           "  sleep 0.02\n"
+                           "done");
+  TrialPtr t = run_one(objective, kAdam, std::make_shared<PruneFromStep>(3));
+  EXPECT_EQ(t->state, TrialState::kPruned) << t->fail_reason;
+  EXPECT_EQ(t->intermediate_values.rbegin()->first, 3);
+  pid_t leader = read_pid(dir_ / "leader");
+  pid_t helper = read_pid(dir_ / "helper");
+  ASSERT_GT(leader, 0);
+  ASSERT_GT(helper, 0);
+  // The leader was reaped by us (no zombie of ours), the helper is dead.
+  errno = 0;
+  EXPECT_EQ(::waitpid(leader, nullptr, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
+  EXPECT_FALSE(is_running(leader));
+  EXPECT_TRUE(stops_running(helper));
+  EXPECT_EQ(read_file(dir_ / "term"), "term\n");
+  EXPECT_THAT(read_file(log_of(t)), HasSubstr("pruned after step 3"));
+}
+
+TEST_F(CommandObjectiveTest, PruneKillsAProgramThatIgnoresSigterm) {
+  Json objective = command("trap '' TERM\n"
+                           "sleep 1000 &\n"
+                           "echo $! > " + (dir_ / "helper").string() + "\n" +
+                           "echo 'hpsearch: {\"step\": 0, \"value\": 1}'\n"
+                           "while true; do sleep 0.02; done");
+  objective["grace_s"] = 0.1;
+  TrialPtr t = run_one(objective, kAdam, std::make_shared<PruneFromStep>(0));
+  EXPECT_EQ(t->state, TrialState::kPruned) << t->fail_reason;
+  pid_t helper = read_pid(dir_ / "helper");
+  ASSERT_GT(helper, 0);
+  EXPECT_TRUE(stops_running(helper));
+  EXPECT_THAT(read_file(log_of(t)), HasSubstr("signal 9"));
+}
+
+// ---------------------------------------------------------------- failures
+
+TEST_F(CommandObjectiveTest, CrashFailsWithTheEndOfStderr) {
+  Json objective = command(
+      "echo 'hpsearch: {\"value\": 1}'\n"
+      "echo 'Traceback (most recent call last):' >&2\n"
+      "echo 'ZeroDivisionError: division by zero' >&2\n"
+      "exit 3");
+  TrialPtr t = run_one(objective, kAdam);
+  EXPECT_EQ(t->state, TrialState::kFail);
+  EXPECT_THAT(t->fail_reason, HasSubstr("exit code 3"));
+  EXPECT_THAT(t->fail_reason, HasSubstr("ZeroDivisionError: division by zero"));
+}
+
+TEST_F(CommandObjectiveTest, DeathBySignalFails) {
+  Json objective = command("echo oops >&2\nkill -SEGV $$");
+  TrialPtr t = run_one(objective, kAdam);
+  EXPECT_EQ(t->state, TrialState::kFail);
+  EXPECT_THAT(t->fail_reason, HasSubstr("signal 11"));
+  EXPECT_THAT(t->fail_reason, HasSubstr("oops"));
+}
+
+TEST_F(CommandObjectiveTest, LongStderrKeepsOnlyItsLastLines) {
+  Json objective = command("i=0; while [ $i -lt 1000 ]; do echo \"line $i\" >&2; i=$((i+1)); done\n"
+                           "exit 1");
+  TrialPtr t = run_one(objective, kAdam);
+  EXPECT_EQ(t->state, TrialState::kFail);
+  EXPECT_THAT(t->fail_reason, HasSubstr("line 999"));
+  EXPECT_THAT(t->fail_reason, Not(HasSubstr("line 100\n")));
+  // The log has all of it.
+  EXPECT_THAT(read_file(log_of(t)), HasSubstr("line 0\n"));
+}
+
+TEST_F(CommandObjectiveTest, NoFinalValueFails) {
+  Json objective = command("echo 'hpsearch: {\"step\": 1, \"value\": 1}'\necho bye >&2");
+  TrialPtr t = run_one(objective, kAdam);
+  EXPECT_EQ(t->state, TrialState::kFail);
+  EXPECT_THAT(t->fail_reason, HasSubstr("without reporting a final value"));
+  EXPECT_THAT(t->fail_reason, HasSubstr("bye"));
+}
+
+TEST_F(CommandObjectiveTest, TimeoutFails) {
+  Json objective = command("echo $$ > " + (dir_ / "leader").string() + "\nexec sleep 1000");
+  objective["timeout_s"] = 0.2;
+  objective["grace_s"] = 5;
+  TrialPtr t = run_one(objective, kAdam);
+  EXPECT_EQ(t->state, TrialState::kFail);
+  EXPECT_THAT(t->fail_reason, StartsWith("timeout"));
+  pid_t leader = read_pid(dir_ / "leader");
+  ASSERT_GT(leader, 0);
+  EXPECT_FALSE(is_running(leader));
+}
+
+TEST_F(CommandObjectiveTest, NanValueFails) {
+  for (const char* nan : {"NaN", "\"nan\""}) {
+    Json objective = command(std::string("echo 'hpsearch: {\"value\": ") + nan + "}'");
+    TrialPtr t = run_one(objective, kAdam);
+    EXPECT_EQ(t->state, TrialState::kFail) << nan;
+    EXPECT_THAT(t->fail_reason, HasSubstr("NaN")) << nan;
+  }
+}
+
+TEST_F(CommandObjectiveTest, InfinityIsAValue) {
+  Json objective = command("echo 'hpsearch: {\"value\": -Infinity}'");
+  TrialPtr t = run_one(objective, kAdam);
+  ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
+  EXPECT_EQ(*t->value, -std::numeric_limits<double>::infinity());
+}
+
+TEST_F(CommandObjectiveTest, GarbageOnStdoutIsIgnoredAndLogged) {
+  Json objective = command(
+      "echo 'epoch 1: loss 0.5'\n"
+      "printf '\\001\\002\\377 binary\\n'\n"
+      "echo 'hpsearch: this is not json'\n"
+      "echo 'hpsearch: {\"vlaue\": 1}'\n"
+      "echo 'hpsearch: [1, 2]'\n"
+      "echo '   hpsearch: {\"value\": 99}'\n"
+      "echo 'xhpsearch: {\"value\": 98}'\n"
+      "head -c 3000000 /dev/zero | tr '\\0' 'a'\n"
+      "echo\n"
+      "echo 'hpsearch: {\"value\": 0.75}'\n"
+      "printf 'no newline at the end'");
+  TrialPtr t = run_one(objective, kAdam);
+  ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
+  EXPECT_EQ(*t->value, 0.75);
+  std::string log = read_file(log_of(t));
+  EXPECT_THAT(log, HasSubstr("epoch 1: loss 0.5\n"));
+  EXPECT_THAT(log, HasSubstr("unknown key 'vlaue'"));
+  EXPECT_THAT(log, HasSubstr("no newline at the end\n"));
+}
+
+TEST_F(CommandObjectiveTest, UnreadableReportIsNamedWhenNoValueFollows) {
+  Json objective = command("echo 'hpsearch: {\"value\": \"fast\"}'");
+  TrialPtr t = run_one(objective, kAdam);
+  EXPECT_EQ(t->state, TrialState::kFail);
+  EXPECT_THAT(t->fail_reason, HasSubstr("\"value\" must be a number"));
+}
+
+TEST_F(CommandObjectiveTest, MissingProgramFails) {
+  Json objective = {{"type", "command"}, {"argv", {(dir_ / "no_such_program").string()}}};
+  TrialPtr t = run_one(objective, kAdam);
+  EXPECT_EQ(t->state, TrialState::kFail);
+  EXPECT_THAT(t->fail_reason, HasSubstr("cannot run"));
+  EXPECT_THAT(t->fail_reason, HasSubstr("No such file or directory"));
+}
+
+TEST_F(CommandObjectiveTest, CwdIsTheProgramsWorkingDirectory) {
+  fs::create_directories(dir_ / "work");
+  std::ofstream(dir_ / "work" / "value.txt") << "4.25\n";
+  Json objective = command("echo \"hpsearch: {\\\"value\\\": $(cat value.txt)}\"");
+  objective["cwd"] = (dir_ / "work").string();
+  TrialPtr t = run_one(objective, kAdam);
+  ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
+  EXPECT_EQ(*t->value, 4.25);
+
+  objective["cwd"] = (dir_ / "missing").string();
+  TrialPtr bad = run_one(objective, kAdam);
+  EXPECT_EQ(bad->state, TrialState::kFail);
+  EXPECT_THAT(bad->fail_reason, HasSubstr("objective.cwd"));
+}
+
+// ---------------------------------------------------------------- descriptors
+
+TEST_F(CommandObjectiveTest, NoDescriptorLeaksIntoTheProgramOrTheWorker) {
+  // A descriptor opened without O_CLOEXEC must not reach the program.
+  int fd = ::open("/dev/null", O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::dup2(fd, 200), 200);
+  ::close(fd);
+  Json leak = command(
+      "if [ -e /proc/$$/fd/200 ]; then v=1; else v=0; fi\n"
+      "echo \"hpsearch: {\\\"value\\\": $v}\"");
+  TrialPtr t = run_one(leak, kAdam);
+  ::close(200);
+  ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
+  EXPECT_EQ(*t->value, 0.0);
+
+  // Many trials of every outcome leave the worker's descriptors as they were.
+  Json ok = command("echo 'hpsearch: {\"value\": 1}'; echo err >&2");
+  Json crash = command("exit 2");
+  Json pruned = command("while true; do echo 'hpsearch: {\"step\": 1, \"value\": 1}'; sleep 1; done");
+  Json timeout = command("exec sleep 1000");
+  timeout["timeout_s"] = 0.05;
+  Json missing = {{"type", "command"}, {"argv", {(dir_ / "no_such_program").string()}}};
+  run_one(ok, kAdam);  // first use: logging, registry, ...
+  int before = count_open_fds();
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(run_one(ok, kAdam)->state, TrialState::kComplete);
+    EXPECT_EQ(run_one(crash, kAdam)->state, TrialState::kFail);
+    EXPECT_EQ(run_one(pruned, kAdam, std::make_shared<PruneFromStep>(0))->state,
+              TrialState::kPruned);
+    EXPECT_EQ(run_one(timeout, kAdam)->state, TrialState::kFail);
+    EXPECT_EQ(run_one(missing, kAdam)->state, TrialState::kFail);
+  }
+  EXPECT_EQ(count_open_fds(), before);
+}
+
+TEST_F(CommandObjectiveTest, ParallelTrialsEachGetTheirOwnValue) {
+  Json objective = command("sleep 0.05\necho \"hpsearch: {\\\"value\\\": $2}\"", {"--n", "{n}"});
+  StudyOptions options;
+  options.space = test_space();
+  Study study = Study::create(std::make_shared<InMemoryStorage>(), "p", StudyDirection::kMinimize,
+                              options);
+  Objective f = make_objective(objective, *options.space, context_);
+  study.optimize(f, {.n_trials = 12, .n_jobs = 4, .catch_exceptions = true});
+  auto trials = study.trials();
+  ASSERT_EQ(trials.size(), 12u);
+  for (const TrialPtr& t : trials) {
+    ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
+    EXPECT_EQ(*t->value, t->params.at("n").get<double>());
+  }
+}
+
+// ---------------------------------------------------------------- examples/python
+
+TEST_F(CommandObjectiveTest, PythonExampleRunsThroughTheCli) {
+  if (std::system("python3 -c 'import json' > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "python3 is not installed";
+  const fs::path example = fs::path(HPSEARCH_SOURCE_DIR) / "examples" / "python";
+  // Both example configs are valid.
+  for (const char* file : {"space.json", "space_torch.json"}) {
+    StudyConfig config = StudyConfig::from_file((example / file).string());
+    EXPECT_NO_THROW(validate_objective(config.objective, config.space)) << file;
+  }
+  const fs::path db = dir_ / "example.db";
+  std::string cmd = "cd '" + example.string() + "' && '" + HPSEARCH_CLI_PATH +
+                    "' run space.json --n-trials 3 --storage '" + db.string() + "' > '" +
+                    (dir_ / "out").string() + "' 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << read_file(dir_ / "out");
+  Study study = Study::load(open_storage(db.string()), "python-logreg");
+  auto trials = study.trials();
+  ASSERT_EQ(trials.size(), 3u);
+  for (const TrialPtr& t : trials) {
+    ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
+    EXPECT_TRUE(std::isfinite(*t->value));
+    EXPECT_GT(*t->value, 0.0);  // a log loss
+    EXPECT_EQ(t->intermediate_values.size(), 8u);
+    EXPECT_TRUE(t->user_attrs.contains("best_epoch"));
+    // The program's own output is in the trial's log, next to the storage.
+    EXPECT_THAT(read_file(dir_ / "python-logreg.logs" / ("trial-" + std::to_string(t->number) +
+                                                         ".log")),
+                HasSubstr("epoch 8: validation loss"));
+  }
+}
+
+// ---------------------------------------------------------------- placeholders
+
+TEST(CommandArgvTest, FormatsValuesSoTheyReadBack) {
+  EXPECT_EQ(format_param_value(Json(0.001)), "0.001");
+  EXPECT_EQ(format_param_value(Json(1e-5)), "1e-05");
+  EXPECT_EQ(format_param_value(Json(0.1 + 0.2)), "0.30000000000000004");
+  EXPECT_EQ(format_param_value(Json(std::int64_t{-42})), "-42");
+  EXPECT_EQ(format_param_value(Json(std::uint64_t{18446744073709551615u})),
+            "18446744073709551615");
+  EXPECT_EQ(format_param_value(Json(true)), "true");
+  EXPECT_EQ(format_param_value(Json(false)), "false");
+  EXPECT_EQ(format_param_value(Json("a b {c}")), "a b {c}");
+  EXPECT_EQ(format_param_value(Json(nullptr)), "null");
+  for (double v : {1.0 / 3.0, 6.02214076e23, 5e-324, -0.0, 123456789.0}) {
+    EXPECT_EQ(std::strtod(format_param_value(Json(v)).c_str(), nullptr), v);
+  }
+}
+
+TEST(CommandArgvTest, FillsPlaceholdersAndDropsInactiveOptionalOnes) {
+  Json config = {{"type", "command"},
+                 {"argv",
+                  {"python3", "train.py", "--lr={x}", "--n", "{n}", "--opt", "{opt}", "--m",
+                   "{m?}", "--m2={m?}", "{m?}", "--braces={{{n}}}", "--tail"}}};
+  EXPECT_THAT(command_argv(config, kSgd),
+              ElementsAre("python3", "train.py", "--lr=1.5", "--n", "7", "--opt", "sgd", "--m",
+                          "0.25", "--m2=0.25", "0.25", "--braces={7}", "--tail"));
+  EXPECT_THAT(command_argv(config, kAdam),
+              ElementsAre("python3", "train.py", "--lr=1.5", "--n", "7", "--opt", "adam",
+                          "--braces={7}", "--tail"));
+}
+
+TEST(CommandArgvTest, InactiveRequiredPlaceholderIsAnErrorNamingTheArgument) {
+  Json config = {{"type", "command"}, {"argv", {"prog", "--m", "{m}"}}};
+  try {
+    command_argv(config, kAdam);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("objective.argv[2]"));
+    EXPECT_THAT(e.what(), HasSubstr("{m?}"));
+  }
+}
+
+// Returns the ConfigError that validating `objective` throws.
+ConfigError validation_error(const Json& objective) {
+  try {
+    validate_objective(objective, test_space());
+  } catch (const ConfigError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no ConfigError for " << objective.dump();
+  return ConfigError("", "");
+}
+
+TEST(CommandConfigTest, ValidConfigPasses) {
+  EXPECT_NO_THROW(validate_objective(
+      Json::parse(R"({"type": "command", "argv": ["python3", "train.py", "--lr", "{x}",
+                  "--m", "{m?}"], "cwd": ".", "env": {"A": "{n}", "B": "{m?}"},
+                  "timeout_s": 600, "grace_s": 0})"),
+      test_space()));
+}
+
+TEST(CommandConfigTest, ErrorsNameTheField) {
+  struct Case {
+    const char* json;
+    const char* path;
+    const char* rule;
+  };
+  const Case cases[] = {
+      {R"({"type": "command"})", "objective.argv", "required"},
+      {R"({"type": "command", "argv": []})", "objective.argv", "must not be empty"},
+      {R"({"type": "command", "argv": "python3 train.py"})", "objective.argv", "array"},
+      {R"({"type": "command", "argv": ["p", 3]})", "objective.argv[1]", "must be a string"},
+      {R"({"type": "command", "argv": ["p", "--lr", "{lr}"]})", "objective.argv[2]",
+       "names no param"},
+      {R"({"type": "command", "argv": ["p", "{xx}"]})", "objective.argv[1]", "did you mean 'x'"},
+      {R"({"type": "command", "argv": ["p", "--m", "{m}"]})", "objective.argv[2]", "{m?}"},
+      {R"({"type": "command", "argv": ["p", "{x"]})", "objective.argv[1]", "no closing '}'"},
+      {R"({"type": "command", "argv": ["p", "a}b"]})", "objective.argv[1]", "'}}'"},
+      {R"({"type": "command", "argv": ["p", "{}"]})", "objective.argv[1]", "empty placeholder"},
+      {R"({"type": "command", "argv": ["{opt?}"]})", "objective.argv[0]", "cannot be optional"},
+      {R"({"type": "command", "argv": [""]})", "objective.argv[0]", "must name the program"},
+      {R"({"type": "command", "argv": ["p"], "cwd": 3})", "objective.cwd", "string"},
+      {R"({"type": "command", "argv": ["p"], "env": {"A": 1}})", "objective.env.A", "string"},
+      {R"({"type": "command", "argv": ["p"], "env": {"CUDA_VISIBLE_DEVICES": "0"}})",
+       "objective.env.CUDA_VISIBLE_DEVICES", "set by hpsearch"},
+      {R"({"type": "command", "argv": ["p"], "env": {"A=B": "1"}})", "objective.env.A=B",
+       "variable name"},
+      {R"({"type": "command", "argv": ["p"], "env": {"A": "{q}"}})", "objective.env.A",
+       "names no param"},
+      {R"({"type": "command", "argv": ["p"], "timeout_s": 0})", "objective.timeout_s", "(0, 1e9]"},
+      {R"({"type": "command", "argv": ["p"], "grace_s": -1})", "objective.grace_s", "[0, 3600]"},
+      {R"({"type": "command", "argv": ["p"], "timeout": 5})", "objective.timeout", "unknown key"},
+  };
+  for (const Case& c : cases) {
+    ConfigError e = validation_error(Json::parse(c.json));
+    EXPECT_EQ(e.path(), c.path) << c.json << " -> " << e.what();
+    EXPECT_THAT(e.what(), HasSubstr(c.rule)) << c.json;
+  }
+}
+
+TEST(CommandConfigTest, IsRegistered) {
+  auto names = objective_type_names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "command"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "sleep"), names.end());
+}
+
+// ---------------------------------------------------------------- ChildProcess
+
+TEST(ChildProcessTest, KillChildProcessGroupsStopsRunningChildren) {
+  ChildProcess child({{"sleep", "1000"}, "", {"PATH=/usr/bin:/bin"}});
+  kill_child_process_groups();
+  while (!child.wait_for_output(std::chrono::milliseconds(1000), {})) {
+  }
+  EXPECT_EQ(child.term_signal(), SIGKILL);
+  EXPECT_FALSE(is_running(child.pid()));
+}
+
+TEST(ChildProcessTest, GroupIsKilledWhenTheOwnerExits) {
+  char tmpl[] = "/tmp/hps_child_exit_XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  fs::path dir = tmpl;
+  fs::path pid_file = dir / "pid";
+  pid_t owner = ::fork();
+  ASSERT_GE(owner, 0);
+  if (owner == 0) {
+    // The owner starts a program, waits until it runs, then exits without
+    // destroying the ChildProcess: the atexit handler must kill it.
+    auto* child = new ChildProcess(
+        {{"/bin/sh", "-c", "echo $$ > " + pid_file.string() + "; exec sleep 1000"}, "", {}});
+    for (int i = 0; i < 500 && !fs::exists(pid_file); ++i)
+      child->wait_for_output(std::chrono::milliseconds(10), {});
+    std::exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(owner, &status, 0), owner);
+  EXPECT_TRUE(WIFEXITED(status));
+  pid_t pid = read_pid(pid_file);
+  ASSERT_GT(pid, 0);
+  EXPECT_TRUE(stops_running(pid));
+  fs::remove_all(dir);
+}
+
+TEST(ChildProcessTest, StartFailureNamesTheProgram) {
+  try {
+    ChildProcess child({{"/nonexistent/program"}, "", {}});
+    FAIL() << "started";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("cannot run '/nonexistent/program'"));
+  }
+}
+
+}  // namespace
+}  // namespace hps

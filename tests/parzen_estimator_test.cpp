@@ -1,0 +1,299 @@
+// Tests of algorithms/parzen_estimator.h: the kernels are normalized
+// densities/masses, bandwidths follow their rules, draws stay in the domain
+// and on the grid, log densities are never NaN.
+#include "algorithms/parzen_estimator.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "search/errors.h"
+
+namespace hps::tpe {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+DimensionSpec dim_of(const Distribution& d) { return DimensionSpec::from(d); }
+
+// Integral of exp(log_pdf) over a continuous 1-D domain in the transformed
+// space [0, 1] (midpoint rule on a fine grid), mapped back to raw values.
+double integrate_unit(const ParzenEstimator& pe, const DimensionSpec& dim, int n = 20000) {
+  std::vector<double> pts(static_cast<std::size_t>(n)), lp(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) pts[static_cast<std::size_t>(i)] = dim.from_unit((i + 0.5) / n);
+  pe.log_pdf(pts, lp);
+  double s = 0;
+  for (double v : lp) s += std::exp(v) / n;
+  return s;
+}
+
+TEST(DimensionSpecTest, KindsAndUnitMapping) {
+  auto c = dim_of(Distribution::make_float(-2, 6));
+  EXPECT_EQ(c.kind, DimensionSpec::Kind::kContinuous);
+  EXPECT_DOUBLE_EQ(c.to_unit(-2), 0.0);
+  EXPECT_DOUBLE_EQ(c.to_unit(6), 1.0);
+  EXPECT_DOUBLE_EQ(c.to_unit(2), 0.5);
+  EXPECT_DOUBLE_EQ(c.from_unit(0.25), 0.0);
+
+  auto lg = dim_of(Distribution::make_float(1e-4, 1, true));
+  EXPECT_NEAR(lg.to_unit(1e-2), 0.5, 1e-12);  // halfway in log space
+
+  auto i = dim_of(Distribution::make_int(1, 9, false, 2));
+  EXPECT_EQ(i.kind, DimensionSpec::Kind::kDiscrete);
+  EXPECT_EQ(i.count, 5u);
+  // Cells of width 2 around 1, 3, ..., 9: the domain is [0, 10].
+  EXPECT_DOUBLE_EQ(i.to_unit(0), 0.0);
+  EXPECT_DOUBLE_EQ(i.to_unit(10), 1.0);
+  EXPECT_DOUBLE_EQ(i.snap(0.0), 1.0);
+  EXPECT_DOUBLE_EQ(i.snap(1.0), 9.0);
+  EXPECT_DOUBLE_EQ(i.snap(0.41), 5.0);  // raw 4.1 -> 5
+  EXPECT_DOUBLE_EQ(i.snap(0.39), 3.0);  // raw 3.9 -> 3
+
+  auto o = dim_of(Distribution::make_ordinal({Json(16), Json(32), Json(64)}));
+  EXPECT_EQ(o.kind, DimensionSpec::Kind::kDiscrete);
+  EXPECT_EQ(o.count, 3u);
+
+  auto k = dim_of(Distribution::make_categorical({Json(nullptr), Json(true), Json("relu")}));
+  EXPECT_EQ(k.kind, DimensionSpec::Kind::kCategorical);
+  EXPECT_EQ(k.count, 3u);
+
+  EXPECT_THROW(dim_of(Distribution::make_float(3, 3)), Error);
+}
+
+TEST(DimensionSpecTest, HugeRangeHasFiniteUnitMapping) {
+  auto h = dim_of(Distribution::make_float(-1e308, 1e308));
+  EXPECT_DOUBLE_EQ(h.to_unit(0), 0.5);
+  EXPECT_DOUBLE_EQ(h.to_unit(1e308), 1.0);
+  EXPECT_TRUE(std::isfinite(h.from_unit(0.7)));
+}
+
+TEST(ParzenEstimatorTest, ContinuousDensityIntegratesToOne) {
+  auto d = Distribution::make_float(-5, 10);
+  auto dim = dim_of(d);
+  std::vector<double> obs = {-4.9, 0.0, 0.3, 9.99};
+  std::vector<double> w = {1, 1, 2, 0.5};
+  for (auto rule : {BandwidthRule::kNeighbor, BandwidthRule::kScott, BandwidthRule::kRange}) {
+    for (bool prior : {true, false}) {
+      EstimatorOptions opt;
+      opt.bandwidth = rule;
+      opt.consider_prior = prior;
+      ParzenEstimator pe({dim}, obs, w, opt);
+      // Density is per unit of the transformed space; integrate there.
+      std::vector<double> pts(20000), lp(20000);
+      for (std::size_t i = 0; i < pts.size(); ++i)
+        pts[i] = dim.from_unit((static_cast<double>(i) + 0.5) / 20000.0);
+      pe.log_pdf(pts, lp);
+      double s = 0;
+      for (double v : lp) s += std::exp(v) / 20000.0;
+      EXPECT_NEAR(s, 1.0, 1e-3) << static_cast<int>(rule) << " prior " << prior;
+    }
+  }
+}
+
+TEST(ParzenEstimatorTest, LogScaleDensityIntegratesToOneInLogSpace) {
+  auto dim = dim_of(Distribution::make_float(1e-5, 1, true));
+  std::vector<double> obs = {1e-4, 3e-3, 0.5};
+  std::vector<double> w = {1, 1, 1};
+  ParzenEstimator pe({dim}, obs, w, EstimatorOptions{});
+  EXPECT_NEAR(integrate_unit(pe, dim), 1.0, 1e-3);
+}
+
+TEST(ParzenEstimatorTest, DiscreteMassesSumToOne) {
+  for (const auto& d : {Distribution::make_int(1, 9, false, 2), Distribution::make_int(1, 1024, true),
+                        Distribution::make_float(64, 1312, false, 160.0),
+                        Distribution::make_ordinal({Json(1), Json("a"), Json(nullptr), Json(2.5)})}) {
+    auto dim = dim_of(d);
+    std::vector<double> obs = {dim.low, dim.high, dim.low + dim.step};
+    std::vector<double> w = {1, 1, 1};
+    ParzenEstimator pe({dim}, obs, w, EstimatorOptions{});
+    std::vector<double> pts;
+    for (std::uint64_t k = 0; k < dim.count; ++k) pts.push_back(dim.low + static_cast<double>(k) * dim.step);
+    std::vector<double> lp(pts.size());
+    pe.log_pdf(pts, lp);
+    double s = 0;
+    for (double v : lp) s += std::exp(v);
+    EXPECT_NEAR(s, 1.0, 2e-3) << d.to_json().dump();
+  }
+}
+
+TEST(ParzenEstimatorTest, CategoricalMassesSumToOneAndFavourObservedChoice) {
+  auto dim = dim_of(Distribution::make_categorical({Json(nullptr), Json(true), Json(1), Json("relu")}));
+  std::vector<double> obs = {3, 3, 0};
+  std::vector<double> w = {1, 1, 1};
+  ParzenEstimator pe({dim}, obs, w, EstimatorOptions{});
+  std::vector<double> pts = {0, 1, 2, 3}, lp(4);
+  pe.log_pdf(pts, lp);
+  double s = 0;
+  for (double v : lp) s += std::exp(v);
+  EXPECT_NEAR(s, 1.0, 1e-12);
+  EXPECT_GT(lp[3], lp[0]);  // observed twice beats once
+  EXPECT_GT(lp[0], lp[1]);  // observed once beats never
+  EXPECT_DOUBLE_EQ(lp[1], lp[2]);
+}
+
+TEST(ParzenEstimatorTest, MixedMultivariateIsNormalized) {
+  // Continuous x categorical x discrete: sum over choices and grid points of
+  // the integral over the continuous dimension is 1.
+  auto c = dim_of(Distribution::make_float(0, 1));
+  auto k = dim_of(Distribution::make_categorical({Json("a"), Json("b")}));
+  auto g = dim_of(Distribution::make_int(0, 3));
+  std::vector<double> obs = {0.2, 0, 1, 0.7, 1, 3, 0.5, 1, 2};
+  std::vector<double> w = {1, 1, 1};
+  ParzenEstimator pe({c, k, g}, obs, w, EstimatorOptions{});
+  const int n = 4000;
+  double total = 0;
+  for (int kc = 0; kc < 2; ++kc) {
+    for (int gi = 0; gi < 4; ++gi) {
+      std::vector<double> pts, lp(n);
+      for (int i = 0; i < n; ++i) {
+        pts.push_back((i + 0.5) / n);
+        pts.push_back(kc);
+        pts.push_back(gi);
+      }
+      pe.log_pdf(pts, lp);
+      for (double v : lp) total += std::exp(v) / n;
+    }
+  }
+  EXPECT_NEAR(total, 1.0, 1e-3);
+}
+
+TEST(ParzenEstimatorTest, NeighborBandwidthsByHand) {
+  // Observations 0.2 and 0.5 in [0, 1], no prior, no clip: each gets the
+  // larger distance to a neighbour; with endpoints the domain ends count.
+  auto dim = dim_of(Distribution::make_float(0, 1));
+  std::vector<double> obs = {0.5, 0.2};
+  std::vector<double> w = {1, 1};
+  EstimatorOptions opt;
+  opt.consider_prior = false;
+  opt.consider_magic_clip = false;
+  ParzenEstimator a({dim}, obs, w, opt);
+  EXPECT_NEAR(a.kernel_sigma(0, 0), 0.3, 1e-12);
+  EXPECT_NEAR(a.kernel_sigma(0, 1), 0.3, 1e-12);
+  opt.consider_endpoints = true;
+  ParzenEstimator b({dim}, obs, w, opt);
+  EXPECT_NEAR(b.kernel_sigma(0, 0), 0.5, 1e-12);  // 0.5 -> 1.0
+  EXPECT_NEAR(b.kernel_sigma(0, 1), 0.3, 1e-12);  // max(0.2, 0.3)
+  // With the prior (mean 0.5, sd 1) among the neighbours: 0.5 sits on it.
+  opt.consider_endpoints = false;
+  opt.consider_prior = true;
+  ParzenEstimator c({dim}, obs, w, opt);
+  EXPECT_NEAR(c.kernel_sigma(0, 1), 0.3, 1e-12);
+  EXPECT_NEAR(c.kernel_sigma(0, 2), 1.0, 1e-12);  // the prior
+  EXPECT_NEAR(c.kernel_mean(0, 2), 0.5, 1e-12);
+}
+
+TEST(ParzenEstimatorTest, MagicClipAndMinimumBandwidth) {
+  auto dim = dim_of(Distribution::make_float(0, 10));
+  std::vector<double> obs, w;
+  for (int i = 0; i < 9; ++i) {
+    obs.push_back(5.0 + 1e-6 * i);
+    w.push_back(1);
+  }
+  EstimatorOptions opt;  // prior on: 10 kernels
+  ParzenEstimator a({dim}, obs, w, opt);
+  for (std::size_t k = 0; k < 9; ++k) EXPECT_NEAR(a.kernel_sigma(0, k), 1.0 / 11.0, 1e-12);
+  opt.consider_magic_clip = false;
+  opt.min_bandwidth_factor = 0.05;
+  ParzenEstimator b({dim}, obs, w, opt);
+  for (std::size_t k = 0; k < 9; ++k) EXPECT_NEAR(b.kernel_sigma(0, k), 0.05, 1e-12);
+}
+
+TEST(ParzenEstimatorTest, ScottBandwidthShrinksWithObservations) {
+  auto dim = dim_of(Distribution::make_float(0, 1));
+  EstimatorOptions opt;
+  opt.bandwidth = BandwidthRule::kScott;
+  opt.consider_magic_clip = false;
+  std::mt19937_64 rng(3);
+  auto sigma_for = [&](int n) {
+    std::vector<double> obs, w;
+    for (int i = 0; i < n; ++i) {
+      obs.push_back(uniform01(rng));
+      w.push_back(1);
+    }
+    return ParzenEstimator({dim}, obs, w, opt).kernel_sigma(0, 0);
+  };
+  double s10 = sigma_for(10), s1000 = sigma_for(1000);
+  EXPECT_LT(s1000, s10);
+  // Uniform data: sd ~ 0.289, so 1.059 * 0.289 * 1000^(-1/5) ~ 0.0768.
+  EXPECT_NEAR(s1000, 1.059 * std::sqrt(1.0 / 12.0) * std::pow(1000.0, -0.2), 0.01);
+}
+
+TEST(ParzenEstimatorTest, DrawsStayInDomainAndOnGrid) {
+  std::mt19937_64 rng(7);
+  auto c = dim_of(Distribution::make_float(1e-3, 10, true));
+  auto g = dim_of(Distribution::make_float(64, 1312, false, 160.0));
+  auto k = dim_of(Distribution::make_categorical({Json(1), Json(2), Json(3)}));
+  std::vector<double> obs = {1e-3, 64, 0, 10, 1184, 2};
+  std::vector<double> w = {1, 1};
+  ParzenEstimator pe({c, g, k}, obs, w, EstimatorOptions{});
+  std::vector<double> out;
+  pe.sample(rng, 2000, out);
+  ASSERT_EQ(out.size(), 6000u);
+  for (std::size_t j = 0; j < 2000; ++j) {
+    EXPECT_GE(out[j * 3], 1e-3);
+    EXPECT_LE(out[j * 3], 10);
+    double v = out[j * 3 + 1];
+    double kk = (v - 64) / 160;
+    EXPECT_DOUBLE_EQ(kk, std::round(kk));
+    EXPECT_GE(v, 64);
+    EXPECT_LE(v, 1184);
+    double cat = out[j * 3 + 2];
+    EXPECT_TRUE(cat == 0 || cat == 1 || cat == 2);
+  }
+}
+
+TEST(ParzenEstimatorTest, EmptyObservationsUseThePrior) {
+  auto dim = dim_of(Distribution::make_float(0, 1));
+  EstimatorOptions opt;
+  opt.consider_prior = false;
+  ParzenEstimator pe({dim}, {}, {}, opt);
+  EXPECT_EQ(pe.n_kernels(), 1u);
+  EXPECT_NEAR(integrate_unit(pe, dim), 1.0, 1e-3);
+}
+
+TEST(ParzenEstimatorTest, LogPdfNeverNaN) {
+  // Tight kernels far from the probed points: huge negative log densities,
+  // never NaN; grid values of a +-2^53 int whose cells collapse neither.
+  auto dim = dim_of(Distribution::make_float(0, 1));
+  EstimatorOptions opt;
+  opt.consider_prior = false;
+  opt.consider_magic_clip = false;
+  std::vector<double> obs = {0.0, 1e-9};
+  std::vector<double> w = {1, 1};
+  ParzenEstimator pe({dim}, obs, w, opt);
+  std::vector<double> pts = {1.0, 0.5, 0.0}, lp(3);
+  pe.log_pdf(pts, lp);
+  for (double v : lp) EXPECT_FALSE(std::isnan(v));
+  EXPECT_LT(lp[0], -1e10);
+
+  auto big = dim_of(Distribution::make_int(-9007199254740992LL, 9007199254740992LL));
+  std::vector<double> bobs = {9007199254740992.0, 0.0};
+  ParzenEstimator pb({big}, bobs, w, EstimatorOptions{});
+  std::vector<double> bp = {9007199254740992.0, -9007199254740992.0, 1.0}, blp(3);
+  pb.log_pdf(bp, blp);
+  for (double v : blp) EXPECT_FALSE(std::isnan(v));
+}
+
+TEST(ParzenEstimatorTest, MismatchedSizesThrow) {
+  auto dim = dim_of(Distribution::make_float(0, 1));
+  std::vector<double> obs = {0.1, 0.2};
+  std::vector<double> w = {1};
+  EXPECT_THROW(ParzenEstimator({dim}, obs, w, EstimatorOptions{}), Error);
+  EXPECT_THROW(ParzenEstimator({}, {}, {}, EstimatorOptions{}), Error);
+}
+
+TEST(LogSumExpTest, Values) {
+  std::vector<double> v = {std::log(1.0), std::log(2.0), std::log(3.0)};
+  EXPECT_NEAR(log_sum_exp(v), std::log(6.0), 1e-12);
+  std::vector<double> big = {1000, 1000};
+  EXPECT_NEAR(log_sum_exp(big), 1000 + std::log(2.0), 1e-9);
+  std::vector<double> none = {-kInf, -kInf};
+  EXPECT_EQ(log_sum_exp(none), -kInf);
+  EXPECT_EQ(log_sum_exp({}), -kInf);
+}
+
+}  // namespace
+}  // namespace hps::tpe

@@ -1,0 +1,531 @@
+// Tests of search/search_space.h: the "space" object of space.json
+// (distributions, conditions, scale_with), SearchSpace::is_active/check,
+// and StudyConfig::from_json/from_file errors.
+#include "search/search_space.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "search/errors.h"
+#include "tests/support/temp_dir.h"
+
+namespace hps {
+namespace {
+
+template <typename F>
+ConfigError config_error(F&& fn) {
+  try {
+    fn();
+  } catch (const ConfigError& e) {
+    return e;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected ConfigError, got another exception: " << e.what();
+    return ConfigError("", "");
+  }
+  ADD_FAILURE() << "expected ConfigError, nothing was thrown";
+  return ConfigError("", "");
+}
+
+bool contains_text(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+SearchSpace parse_space(const char* text) { return SearchSpace::from_json(Json::parse(text)); }
+
+// ------------------------------------------------------------ distributions
+
+TEST(SearchSpaceTest, ParsesEveryDistributionKind) {
+  auto space = parse_space(R"({
+    "lr":         {"type": "float", "low": 1e-4, "high": 1e-1, "log": true},
+    "dropout":    {"type": "float", "low": 0.0, "high": 0.5, "step": 0.05},
+    "hidden":     {"type": "int", "low": 32, "high": 512, "log": true},
+    "layers":     {"type": "int", "low": 1, "high": 9, "step": 2},
+    "optimizer":  {"type": "categorical", "choices": ["adam", "sgd", null, 1, 1.0, true]},
+    "batch_size": {"type": "ordinal", "values": [16, 32, 64]},
+    "fixed":      {"type": "float", "low": 3, "high": 3}
+  })");
+  ASSERT_EQ(space.size(), 7u);
+  EXPECT_FALSE(space.empty());
+  EXPECT_EQ(space.find("lr")->distribution.kind(), DistributionKind::kFloat);
+  EXPECT_TRUE(space.find("lr")->distribution.is_log());
+  EXPECT_EQ(space.find("dropout")->distribution.step(), 0.05);
+  EXPECT_EQ(space.find("hidden")->distribution.kind(), DistributionKind::kInt);
+  EXPECT_EQ(space.find("layers")->distribution.cardinality(), 5u);
+  EXPECT_EQ(space.find("optimizer")->distribution.cardinality(), 6u);
+  EXPECT_EQ(space.find("batch_size")->distribution.kind(), DistributionKind::kOrdinal);
+  EXPECT_TRUE(space.find("fixed")->distribution.single_value());
+  EXPECT_EQ(space.find("nope"), nullptr);
+  for (const auto& p : space.params()) {
+    EXPECT_FALSE(p.condition);
+    EXPECT_FALSE(p.scale_with);
+  }
+}
+
+TEST(SearchSpaceTest, EmptySpaceIsAllowed) {
+  auto space = SearchSpace::from_json(Json::object());
+  EXPECT_TRUE(space.empty());
+  EXPECT_EQ(space.check({}), "");
+}
+
+TEST(SearchSpaceTest, SpaceMustBeAnObject) {
+  EXPECT_EQ(config_error([] { SearchSpace::from_json(Json::array()); }).path(), "space");
+  EXPECT_EQ(config_error([] { SearchSpace::from_json(Json("x")); }).path(), "space");
+}
+
+TEST(SearchSpaceTest, DistributionErrorsNameTheParam) {
+  auto e = config_error([] {
+    parse_space(R"({"ok": {"type": "int", "low": 1, "high": 2},
+                    "lr": {"type": "float", "low": 0, "high": 1, "log": true}})");
+  });
+  EXPECT_STREQ(e.what(), "space.lr.low: log scale needs low > 0, got low = 0");
+  auto typo = config_error([] { parse_space(R"({"lr": {"type": "float", "low": 0, "high": 1, "wehn": {}}})"); });
+  EXPECT_EQ(typo.path(), "space.lr.wehn");
+  EXPECT_TRUE(contains_text(typo.what(), "did you mean 'when'?")) << typo.what();
+  auto not_obj = config_error([] { parse_space(R"({"lr": 0.1})"); });
+  EXPECT_EQ(not_obj.path(), "space.lr");
+}
+
+// ------------------------------------------------------------ conditions
+
+TEST(SearchSpaceTest, ConditionWithOneValue) {
+  auto space = parse_space(R"({
+    "momentum":  {"type": "float", "low": 0, "high": 0.99, "when": {"optimizer": "sgd"}},
+    "optimizer": {"type": "categorical", "choices": ["adam", "sgd"]}
+  })");
+  ASSERT_EQ(space.size(), 2u);
+  // Parents come before their children whatever the order in the file.
+  EXPECT_EQ(space.params()[0].name, "optimizer");
+  EXPECT_EQ(space.params()[1].name, "momentum");
+  const ParamSpec& m = *space.find("momentum");
+  ASSERT_TRUE(m.condition);
+  EXPECT_EQ(m.condition->parent, "optimizer");
+  ASSERT_EQ(m.condition->values.size(), 1u);
+  EXPECT_EQ(m.condition->values[0], "sgd");
+  EXPECT_TRUE(SearchSpace::is_active(m, {{"optimizer", "sgd"}}));
+  EXPECT_FALSE(SearchSpace::is_active(m, {{"optimizer", "adam"}}));
+  EXPECT_FALSE(SearchSpace::is_active(m, {}));
+  EXPECT_EQ(space.check({{"optimizer", "sgd"}, {"momentum", 0.9}}), "");
+  EXPECT_EQ(space.check({{"optimizer", "adam"}}), "");
+  EXPECT_TRUE(contains_text(space.check({{"optimizer", "sgd"}}), "momentum"));
+  EXPECT_TRUE(contains_text(space.check({{"optimizer", "adam"}, {"momentum", 0.9}}), "inactive"));
+  EXPECT_TRUE(contains_text(space.check({{"optimizer", "sgd"}, {"momentum", 2.0}}), "momentum"));
+  EXPECT_TRUE(contains_text(space.check({{"optimizer", "rmsprop"}}), "optimizer"));
+  EXPECT_TRUE(contains_text(space.check({{"optimizer", "adam"}, {"extra", 1}}), "extra"));
+}
+
+TEST(SearchSpaceTest, ConditionWithAListOfValues) {
+  auto space = parse_space(R"({
+    "opt":  {"type": "categorical", "choices": ["adam", "sgd", "rmsprop"]},
+    "beta": {"type": "float", "low": 0.5, "high": 0.999, "when": {"opt": ["adam", "rmsprop"]}}
+  })");
+  const ParamSpec& b = *space.find("beta");
+  ASSERT_EQ(b.condition->values.size(), 2u);
+  EXPECT_TRUE(SearchSpace::is_active(b, {{"opt", "adam"}}));
+  EXPECT_TRUE(SearchSpace::is_active(b, {{"opt", "rmsprop"}}));
+  EXPECT_FALSE(SearchSpace::is_active(b, {{"opt", "sgd"}}));
+}
+
+TEST(SearchSpaceTest, NestedConditionsNeedAnActiveParent) {
+  auto space = parse_space(R"({
+    "c":   {"type": "int", "low": 1, "high": 3, "when": {"b": true}},
+    "b":   {"type": "categorical", "choices": [true, false], "when": {"a": "x"}},
+    "a":   {"type": "categorical", "choices": ["x", "y"]}
+  })");
+  EXPECT_EQ(space.params()[0].name, "a");
+  EXPECT_EQ(space.params()[1].name, "b");
+  EXPECT_EQ(space.params()[2].name, "c");
+  EXPECT_EQ(space.check({{"a", "x"}, {"b", true}, {"c", 2}}), "");
+  EXPECT_EQ(space.check({{"a", "y"}}), "");
+  EXPECT_NE(space.check({{"a", "y"}, {"c", 2}}), "");
+  EXPECT_NE(space.check({{"a", "x"}, {"b", false}, {"c", 2}}), "");
+}
+
+TEST(SearchSpaceTest, NullChoiceIsNotAnAbsentParam) {
+  auto space = parse_space(R"({
+    "norm":  {"type": "categorical", "choices": [null, "batch", "layer"]},
+    "eps":   {"type": "float", "low": 1e-6, "high": 1e-3, "log": true, "when": {"norm": null}},
+    "group": {"type": "int", "low": 1, "high": 8, "when": {"norm": ["batch", "layer"]}}
+  })");
+  const ParamSpec& eps = *space.find("eps");
+  ASSERT_EQ(eps.condition->values.size(), 1u);
+  EXPECT_TRUE(eps.condition->values[0].is_null());
+  EXPECT_TRUE(SearchSpace::is_active(eps, {{"norm", Json()}}));
+  EXPECT_FALSE(SearchSpace::is_active(eps, {}));  // absent is not null
+  EXPECT_FALSE(SearchSpace::is_active(eps, {{"norm", "batch"}}));
+  EXPECT_FALSE(SearchSpace::is_active(eps, {{"norm", false}}));
+  EXPECT_FALSE(SearchSpace::is_active(eps, {{"norm", "null"}}));
+  EXPECT_EQ(space.check({{"norm", Json()}, {"eps", 1e-4}}), "");
+  EXPECT_NE(space.check({{"norm", Json()}}), "");              // eps missing
+  EXPECT_NE(space.check({{"eps", 1e-4}}), "");                 // norm missing
+  EXPECT_NE(space.check({{"norm", Json()}, {"eps", 1e-4}, {"group", 2}}), "");
+}
+
+TEST(SearchSpaceTest, ConditionValuesKeepTheirJsonType) {
+  auto space = parse_space(R"({
+    "flag": {"type": "categorical", "choices": [0, false, "0", null]},
+    "x":    {"type": "float", "low": 0, "high": 1, "when": {"flag": false}}
+  })");
+  const ParamSpec& x = *space.find("x");
+  EXPECT_TRUE(SearchSpace::is_active(x, {{"flag", false}}));
+  EXPECT_FALSE(SearchSpace::is_active(x, {{"flag", 0}}));
+  EXPECT_FALSE(SearchSpace::is_active(x, {{"flag", "0"}}));
+  EXPECT_FALSE(SearchSpace::is_active(x, {{"flag", Json()}}));
+}
+
+TEST(SearchSpaceTest, ConditionOnNumericParents) {
+  auto space = parse_space(R"({
+    "layers": {"type": "int", "low": 1, "high": 3},
+    "width2": {"type": "int", "low": 8, "high": 64, "when": {"layers": [2, 3]}},
+    "scale":  {"type": "float", "low": 0, "high": 2, "step": 0.5},
+    "extra":  {"type": "float", "low": 0, "high": 1, "when": {"scale": 1.5}},
+    "tens":   {"type": "float", "low": 0, "high": 2, "step": 1},
+    "w":      {"type": "float", "low": 0, "high": 1, "when": {"tens": 1}},
+    "n":      {"type": "int", "low": 0, "high": 4},
+    "v":      {"type": "float", "low": 0, "high": 1, "when": {"n": 2.0}}
+  })");
+  // A sampled int is a JSON integer (signed); a value in a file is unsigned.
+  const auto& layers = space.find("layers")->distribution;
+  EXPECT_TRUE(SearchSpace::is_active(*space.find("width2"), {{"layers", layers.to_external(2)}}));
+  EXPECT_FALSE(SearchSpace::is_active(*space.find("width2"), {{"layers", layers.to_external(1)}}));
+  const auto& scale = space.find("scale")->distribution;
+  EXPECT_TRUE(SearchSpace::is_active(*space.find("extra"), {{"scale", scale.to_external(1.5)}}));
+  // The condition value 1 (integer in the file) must match the sampled 1.0
+  // of a float parent, and 2.0 the sampled integer 2 of an int parent:
+  // otherwise the child could never be active.
+  const auto& tens = space.find("tens")->distribution;
+  EXPECT_TRUE(SearchSpace::is_active(*space.find("w"), {{"tens", tens.to_external(1.0)}}));
+  const auto& n = space.find("n")->distribution;
+  EXPECT_TRUE(SearchSpace::is_active(*space.find("v"), {{"n", n.to_external(2.0)}}));
+  EXPECT_EQ(space.check({{"layers", 1}, {"scale", 0.5}, {"tens", tens.to_external(1.0)},
+                         {"w", 0.5}, {"n", n.to_external(2.0)}, {"v", 0.25}}),
+            "");
+}
+
+TEST(SearchSpaceTest, ConditionErrors) {
+  struct Case {
+    const char* space;
+    const char* path;
+    const char* words;
+  };
+  const Case cases[] = {
+      {R"({"m": {"type": "float", "low": 0, "high": 1, "when": {"optimizer": "sgd"}}})",
+       "space.m.when.optimizer", "unknown parent param 'optimizer'"},
+      {R"({"o": {"type": "categorical", "choices": ["adam", "sgd"]},
+           "m": {"type": "float", "low": 0, "high": 1, "when": {"o": "rmsprop"}}})",
+       "space.m.when.o", "not a possible value"},
+      {R"({"o": {"type": "categorical", "choices": ["adam", "sgd"]},
+           "m": {"type": "float", "low": 0, "high": 1, "when": {"o": ["sgd", "rmsprop"]}}})",
+       "space.m.when.o", "\"rmsprop\""},
+      {R"({"o": {"type": "categorical", "choices": [1, 2]},
+           "m": {"type": "float", "low": 0, "high": 1, "when": {"o": "1"}}})",
+       "space.m.when.o", "not a possible value"},
+      {R"({"n": {"type": "int", "low": 1, "high": 3},
+           "m": {"type": "float", "low": 0, "high": 1, "when": {"n": 1.5}}})",
+       "space.m.when.n", "not a possible value"},
+      {R"({"o": {"type": "categorical", "choices": ["a"]},
+           "m": {"type": "float", "low": 0, "high": 1, "when": {"o": []}}})",
+       "space.m.when.o", "at least one value"},
+      {R"({"o": {"type": "categorical", "choices": ["a"]},
+           "m": {"type": "float", "low": 0, "high": 1, "when": {}}})",
+       "space.m.when", "exactly one parent"},
+      {R"({"o": {"type": "categorical", "choices": ["a"]}, "p": {"type": "categorical", "choices": ["a"]},
+           "m": {"type": "float", "low": 0, "high": 1, "when": {"o": "a", "p": "a"}}})",
+       "space.m.when", "exactly one parent"},
+      {R"({"o": {"type": "categorical", "choices": ["a"]},
+           "m": {"type": "float", "low": 0, "high": 1, "when": "o"}})",
+       "space.m.when", "object"},
+      {R"({"m": {"type": "float", "low": 0, "high": 1, "when": {"m": 0.5}}})", "space.m.when", "m"},
+      {R"({"a": {"type": "categorical", "choices": ["x"], "when": {"b": "x"}},
+           "b": {"type": "categorical", "choices": ["x"], "when": {"a": "x"}}})",
+       "space.a.when", "cycle"},
+      {R"({"a": {"type": "categorical", "choices": ["x"], "when": {"c": "x"}},
+           "b": {"type": "categorical", "choices": ["x"], "when": {"a": "x"}},
+           "c": {"type": "categorical", "choices": ["x"], "when": {"b": "x"}},
+           "d": {"type": "categorical", "choices": ["x"]}})",
+       "space.a.when", "cycle"},
+  };
+  for (const auto& c : cases) {
+    auto e = config_error([&] { parse_space(c.space); });
+    EXPECT_EQ(e.path(), c.path) << c.space << "\n -> " << e.what();
+    EXPECT_TRUE(contains_text(e.what(), c.words)) << c.space << "\n -> " << e.what();
+  }
+}
+
+TEST(SearchSpaceTest, AddRejectsDuplicatesAndUnknownParents) {
+  SearchSpace space;
+  space.add("x", Distribution::make_float(0, 1));
+  EXPECT_EQ(config_error([&] { space.add("x", Distribution::make_float(0, 2)); }).path(), "space.x");
+  EXPECT_THROW(space.add("", Distribution::make_float(0, 1)), ConfigError);
+  ParamSpec child{"y", Distribution::make_float(0, 1), Condition{"z", {Json(1)}}, std::nullopt};
+  EXPECT_EQ(config_error([&] { space.add(child); }).path(), "space.y.when.z");
+  ParamSpec self{"w", Distribution::make_float(0, 1), Condition{"w", {Json(0.5)}}, std::nullopt};
+  EXPECT_THROW(space.add(self), ConfigError);
+  EXPECT_EQ(space.size(), 1u);
+}
+
+TEST(SearchSpaceTest, JsonRoundTrip) {
+  const char* text = R"({
+    "batch_size": {"type": "ordinal", "values": [16, 32, 64, 128]},
+    "lr":         {"type": "float", "low": 1e-4, "high": 1e-1, "log": true,
+                   "scale_with": {"param": "batch_size", "reference": 64, "rule": "sqrt"}},
+    "optimizer":  {"type": "categorical", "choices": ["adam", "sgd", null]},
+    "momentum":   {"type": "float", "low": 0.0, "high": 0.99, "when": {"optimizer": "sgd"}},
+    "beta":       {"type": "float", "low": 0.5, "high": 0.99, "when": {"optimizer": ["adam", null]}},
+    "layers":     {"type": "int", "low": 1, "high": 9, "step": 2}
+  })";
+  auto space = parse_space(text);
+  Json j = space.to_json();
+  auto back = SearchSpace::from_json(j);
+  ASSERT_EQ(back.size(), space.size());
+  for (std::size_t i = 0; i < space.size(); ++i) {
+    const auto& a = space.params()[i];
+    const auto& b = back.params()[i];
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_TRUE(a.distribution == b.distribution) << a.name;
+    ASSERT_EQ(a.condition.has_value(), b.condition.has_value()) << a.name;
+    if (a.condition) {
+      EXPECT_EQ(a.condition->parent, b.condition->parent);
+      ASSERT_EQ(a.condition->values.size(), b.condition->values.size());
+      for (std::size_t k = 0; k < a.condition->values.size(); ++k)
+        EXPECT_TRUE(same_json_scalar(a.condition->values[k], b.condition->values[k]));
+    }
+    ASSERT_EQ(a.scale_with.has_value(), b.scale_with.has_value()) << a.name;
+    if (a.scale_with) {
+      EXPECT_EQ(a.scale_with->param, b.scale_with->param);
+      EXPECT_EQ(a.scale_with->reference, b.scale_with->reference);
+      EXPECT_EQ(a.scale_with->rule, b.scale_with->rule);
+    }
+  }
+  EXPECT_EQ(back.to_json(), j);
+}
+
+// ------------------------------------------------------------ scale_with
+
+TEST(SearchSpaceTest, ScaleWith) {
+  auto space = parse_space(R"({
+    "batch_size": {"type": "ordinal", "values": [16, 32, 64]},
+    "lr":  {"type": "float", "low": 1e-4, "high": 1e-1, "log": true,
+            "scale_with": {"param": "batch_size", "reference": 64}},
+    "lr2": {"type": "float", "low": 1e-4, "high": 1e-1,
+            "scale_with": {"param": "batch_size", "reference": 32, "rule": "linear"}}
+  })");
+  const auto& lr = *space.find("lr");
+  ASSERT_TRUE(lr.scale_with);
+  EXPECT_EQ(lr.scale_with->param, "batch_size");
+  EXPECT_EQ(lr.scale_with->reference, 64);
+  EXPECT_EQ(lr.scale_with->rule, "sqrt");
+  EXPECT_EQ(lr.scale_with->exponent(), 0.5);
+  EXPECT_EQ(space.find("lr2")->scale_with->exponent(), 1.0);
+}
+
+TEST(SearchSpaceTest, ScaleWithErrors) {
+  struct Case {
+    const char* space;
+    const char* path;
+    const char* words;
+  };
+  const char* bs = R"("bs": {"type": "ordinal", "values": [16, 32, 64]}, )";
+  const Case cases[] = {
+      {R"("lr": {"type": "float", "low": 0.1, "high": 1, "scale_with": {"param": "nope", "reference": 64}}})",
+       "space.lr.scale_with.param", "unknown param 'nope'"},
+      {R"("lr": {"type": "float", "low": 0.1, "high": 1, "scale_with": {"param": "bs", "reference": 0}}})",
+       "space.lr.scale_with.reference", "> 0"},
+      {R"("lr": {"type": "float", "low": 0.1, "high": 1, "scale_with": {"param": "bs", "reference": -8}}})",
+       "space.lr.scale_with.reference", "> 0"},
+      {R"("lr": {"type": "float", "low": 0.1, "high": 1, "scale_with": {"param": "bs", "reference": 64, "rule": "cube"}}})",
+       "space.lr.scale_with.rule", "sqrt"},
+      {R"("lr": {"type": "float", "low": 0.1, "high": 1, "scale_with": {"param": "bs", "refrence": 64}}})",
+       "space.lr.scale_with.refrence", "did you mean 'reference'?"},
+      {R"("lr": {"type": "float", "low": 0.1, "high": 1, "scale_with": {"reference": 64}}})",
+       "space.lr.scale_with.param", "required"},
+      {R"("lr": {"type": "float", "low": 0.1, "high": 1, "scale_with": {"param": "bs"}}})",
+       "space.lr.scale_with.reference", "required"},
+      {R"("lr": {"type": "float", "low": 0.1, "high": 1, "scale_with": "bs"}})", "space.lr.scale_with",
+       "object"},
+      {R"("lr": {"type": "float", "low": 0.1, "high": 1, "scale_with": {"param": "lr", "reference": 1}}})",
+       "space.lr.scale_with.param", "itself"},
+      {R"("act": {"type": "categorical", "choices": ["a", "b"], "scale_with": {"param": "bs", "reference": 64}}})",
+       "space.act.scale_with", "float and int"},
+      {R"("o": {"type": "categorical", "choices": ["a", 2]},
+          "lr": {"type": "float", "low": 0.1, "high": 1, "scale_with": {"param": "o", "reference": 2}}})",
+       "space.lr.scale_with.param", "positive numbers"},
+      {R"("z": {"type": "int", "low": 0, "high": 4},
+          "lr": {"type": "float", "low": 0.1, "high": 1, "scale_with": {"param": "z", "reference": 2}}})",
+       "space.lr.scale_with.param", "positive numbers"},
+  };
+  for (const auto& c : cases) {
+    std::string text = std::string("{") + bs + c.space;
+    auto e = config_error([&] { parse_space(text.c_str()); });
+    EXPECT_EQ(e.path(), c.path) << text << "\n -> " << e.what();
+    EXPECT_TRUE(contains_text(e.what(), c.words)) << text << "\n -> " << e.what();
+  }
+}
+
+// ------------------------------------------------------------ StudyConfig
+
+const char* kGoodConfig = R"({
+  "study":     {"name": "fmnist-mlp", "direction": "maximize", "storage": "x.db"},
+  "sampler":   {"type": "random", "seed": 1},
+  "pruner":    {"type": "none"},
+  "budget":    {"n_trials": 64, "timeout_s": 3600},
+  "objective": {"type": "branin"},
+  "space": {
+    "x0": {"type": "float", "low": -5, "high": 10},
+    "x1": {"type": "float", "low": 0, "high": 15}
+  }
+})";
+
+TEST(StudyConfigTest, ParsesAWholeFile) {
+  auto c = StudyConfig::from_json(Json::parse(kGoodConfig));
+  EXPECT_EQ(c.name, "fmnist-mlp");
+  EXPECT_EQ(c.direction, StudyDirection::kMaximize);
+  EXPECT_EQ(c.storage, "x.db");
+  EXPECT_EQ(c.sampler["type"], "random");
+  EXPECT_EQ(c.pruner["type"], "none");
+  EXPECT_EQ(c.budget.n_trials, 64);
+  EXPECT_EQ(c.budget.timeout_s, 3600.0);
+  EXPECT_EQ(c.objective["type"], "branin");
+  EXPECT_EQ(c.space.size(), 2u);
+  EXPECT_EQ(c.source, Json::parse(kGoodConfig));
+}
+
+TEST(StudyConfigTest, Defaults) {
+  auto c = StudyConfig::from_json(Json::parse(R"({
+    "study": {"name": "s"}, "objective": {"type": "branin"}, "space": {}})"));
+  EXPECT_EQ(c.direction, StudyDirection::kMinimize);
+  EXPECT_EQ(c.storage, "s.db");
+  EXPECT_EQ(c.sampler, Json::parse(R"({"type": "random"})"));
+  EXPECT_EQ(c.pruner, Json::parse(R"({"type": "none"})"));
+  EXPECT_FALSE(c.budget.n_trials);
+  EXPECT_FALSE(c.budget.timeout_s);
+}
+
+// Applies a JSON merge patch to the good config and expects a ConfigError
+// at `path` whose message contains `words`.
+void expect_config_error(const char* patch, const std::string& path, const std::string& words) {
+  Json doc = Json::parse(kGoodConfig);
+  doc.merge_patch(Json::parse(patch));
+  auto e = config_error([&] { StudyConfig::from_json(doc); });
+  EXPECT_EQ(e.path(), path) << patch << " -> " << e.what();
+  EXPECT_TRUE(contains_text(e.what(), words)) << patch << " -> " << e.what();
+}
+
+TEST(StudyConfigTest, UnknownKeysSuggestTheRightOne) {
+  expect_config_error(R"({"spce": {}})", "spce", "did you mean 'space'?");
+  expect_config_error(R"({"budget": {"n_trial": 5, "n_trials": null}})", "budget.n_trial",
+                      "did you mean 'n_trials'?");
+  expect_config_error(R"({"study": {"nmae": "x"}})", "study.nmae", "did you mean 'name'?");
+  expect_config_error(R"({"study": {"direciton": "minimize"}})", "study.direciton",
+                      "did you mean 'direction'?");
+  expect_config_error(R"({"budget": {"timeout": 5}})", "budget.timeout", "did you mean 'timeout_s'?");
+  expect_config_error(R"({"extra_section": {}})", "extra_section", "unknown key");
+}
+
+TEST(StudyConfigTest, MissingSections) {
+  for (const char* section : {"study", "objective", "space"}) {
+    Json doc = Json::parse(kGoodConfig);
+    doc.erase(section);
+    auto e = config_error([&] { StudyConfig::from_json(doc); });
+    EXPECT_EQ(e.path(), section) << e.what();
+    EXPECT_TRUE(contains_text(e.what(), "required")) << e.what();
+  }
+  expect_config_error(R"({"study": {"name": null}})", "study.name", "required");
+}
+
+TEST(StudyConfigTest, WrongTypes) {
+  expect_config_error(R"({"study": "fmnist"})", "study", "object");
+  expect_config_error(R"({"study": {"name": 3}})", "study.name", "string");
+  expect_config_error(R"({"study": {"name": ""}})", "study.name", "empty");
+  expect_config_error(R"({"study": {"direction": "up"}})", "study.direction", "minimize");
+  expect_config_error(R"({"study": {"direction": 1}})", "study.direction", "string");
+  expect_config_error(R"({"study": {"storage": ""}})", "study.storage", "empty");
+  expect_config_error(R"({"sampler": "tpe"})", "sampler", "object");
+  expect_config_error(R"({"sampler": {"type": null, "seed": null}})", "sampler.type", "required");
+  expect_config_error(R"({"pruner": {"type": 5}})", "pruner.type", "string");
+  expect_config_error(R"({"budget": 64})", "budget", "object");
+  expect_config_error(R"({"budget": {"n_trials": "64"}})", "budget.n_trials", "integer");
+  expect_config_error(R"({"budget": {"n_trials": 2.5}})", "budget.n_trials", "integer");
+  expect_config_error(R"({"budget": {"n_trials": 0}})", "budget.n_trials", "> 0");
+  expect_config_error(R"({"budget": {"n_trials": -3}})", "budget.n_trials", "> 0");
+  expect_config_error(R"({"budget": {"timeout_s": 0}})", "budget.timeout_s", "> 0");
+  expect_config_error(R"({"budget": {"timeout_s": "1h"}})", "budget.timeout_s", "number");
+  expect_config_error(R"({"objective": "branin"})", "objective", "object");
+  expect_config_error(R"({"objective": {"type": null, "model": "mlp"}})", "objective.type", "required");
+  expect_config_error(R"({"space": [1]})", "space", "object");
+  expect_config_error(R"({"space": {"x0": {"low": 30}}})", "space.x0", "low <= high");
+  auto top = config_error([] { StudyConfig::from_json(Json::array()); });
+  EXPECT_TRUE(contains_text(top.what(), "object")) << top.what();
+}
+
+// ------------------------------------------------------------ files
+
+class StudyConfigFileTest : public ::testing::Test {
+ protected:
+  std::string write(const std::string& name, const std::string& text) { return dir_.write(name, text); }
+  hps::testsupport::TempDir dir_{"search_space"};
+};
+
+TEST_F(StudyConfigFileTest, ReadsAFile) {
+  auto c = StudyConfig::from_file(write("space.json", kGoodConfig));
+  EXPECT_EQ(c.name, "fmnist-mlp");
+}
+
+TEST_F(StudyConfigFileTest, MissingFile) {
+  std::string path = dir_.file("nope.json");
+  auto e = config_error([&] { StudyConfig::from_file(path); });
+  EXPECT_EQ(e.path(), path);
+  EXPECT_TRUE(contains_text(e.what(), "cannot open")) << e.what();
+}
+
+TEST_F(StudyConfigFileTest, InvalidJsonGivesLineAndColumn) {
+  struct Case {
+    const char* text;
+    int line, column;
+  };
+  const Case cases[] = {
+      {"{\n  \"study\": {\"name\": \"x\"},\n  \"space\": ,\n}", 3, 12},
+      {"{\"a\": 1,}", 1, 9},
+      {"{\n\n  \"a\": tru\n}", 3, 11},
+      {"{\"a\": 1}\n}", 2, 1},
+      {"", 1, 1},
+  };
+  for (const auto& c : cases) {
+    std::string path = write("bad.json", c.text);
+    auto e = config_error([&] { StudyConfig::from_file(path); });
+    EXPECT_EQ(e.path(), path);
+    std::string want = "invalid JSON at line " + std::to_string(c.line) + ", column " + std::to_string(c.column);
+    EXPECT_TRUE(contains_text(e.what(), want)) << c.text << "\n -> " << e.what() << "\n want " << want;
+  }
+}
+
+TEST_F(StudyConfigFileTest, ParseJsonTextNamesTheOrigin) {
+  auto e = config_error([] { parse_json_text("[1, 2", "inline"); });
+  EXPECT_EQ(e.path(), "inline");
+  EXPECT_TRUE(contains_text(e.what(), "line 1")) << e.what();
+}
+
+TEST_F(StudyConfigFileTest, ADirectoryIsNotAFile) {
+  auto e = config_error([&] { StudyConfig::from_file(dir_.path().string()); });
+  EXPECT_EQ(e.path(), dir_.path().string());
+}
+
+// ------------------------------------------------------------ json_util
+
+TEST(JsonUtilTest, EditDistanceAndJoinPath) {
+  EXPECT_EQ(edit_distance("spce", "space"), 1u);
+  EXPECT_EQ(edit_distance("", "abc"), 3u);
+  EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
+  EXPECT_EQ(join_path("", "lr"), "lr");
+  EXPECT_EQ(join_path("space", "lr"), "space.lr");
+}
+
+TEST(JsonUtilTest, NoSuggestionForAFarKey) {
+  auto e = config_error([] { check_keys(Json::parse(R"({"zzzzzz": 1})"), "budget", {"n_trials", "timeout_s"}); });
+  EXPECT_EQ(e.path(), "budget.zzzzzz");
+  EXPECT_FALSE(contains_text(e.what(), "did you mean")) << e.what();
+  EXPECT_TRUE(contains_text(e.what(), "n_trials")) << e.what();  // the allowed keys are listed
+}
+
+}  // namespace
+}  // namespace hps

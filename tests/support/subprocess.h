@@ -1,0 +1,52 @@
+// Running a program as a child process from a test (fork + exec), in a
+// given directory, with its output captured.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace hps::testsupport {
+
+struct ProcessResult {
+  int exit_code = -1;  // the exit status, or -1 if killed by a signal
+  int signal = 0;      // the signal that killed it, or 0
+  std::string out;     // everything written to stdout
+  std::string err;     // everything written to stderr
+};
+
+// Runs argv (argv[0] is a path to the program) in directory `cwd` with
+// stdin from /dev/null, and waits for it. Throws std::runtime_error if the
+// process cannot be started. Safe to call from several threads at once.
+ProcessResult run_process(const std::vector<std::string>& argv, const std::string& cwd);
+
+// A child process running in the background, its stdout and stderr written
+// to files. The destructor kills it (SIGKILL) if it still runs and reaps it.
+class BackgroundProcess {
+ public:
+  // Starts argv in `cwd`; stdout goes to `out_file`, stderr to `err_file`
+  // (created or truncated). Throws std::runtime_error on failure.
+  BackgroundProcess(const std::vector<std::string>& argv, const std::string& cwd,
+                    const std::string& out_file, const std::string& err_file);
+  ~BackgroundProcess();
+  BackgroundProcess(const BackgroundProcess&) = delete;
+  BackgroundProcess& operator=(const BackgroundProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // True until the process has exited (reaps it when it has).
+  bool running();
+  // Sends `sig` to the process (no-op once it was reaped).
+  void send_signal(int sig);
+  // Waits for the process to end; exit_code/signal as in ProcessResult,
+  // out and err read from the files.
+  ProcessResult wait();
+
+ private:
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int status_ = 0;
+  std::string out_file_, err_file_;
+};
+
+}  // namespace hps::testsupport
