@@ -17,13 +17,7 @@
 #include "coordinator/protocol.h"
 #include "coordinator/zmq_util.h"
 
-// TPE's constant liar must be on whenever more than one worker runs; the TPE
-// sampler takes the worker count through TpeSampler::set_n_workers(). The
-// include is optional so that this file builds before the TPE sampler lands.
-#if __has_include("algorithms/tpe_sampler.h")
 #include "algorithms/tpe_sampler.h"
-#define HPSEARCH_COORDINATOR_HAS_TPE 1
-#endif
 
 namespace hps {
 
@@ -142,6 +136,7 @@ struct Coordinator::Impl {
   SearchSpace space;
   CoordinatorOptions options;
   bool prune_filters_trials;  // the pruner may show samplers a subset of trials
+  bool nop_pruner;            // NopPruner: no decisions, no bookkeeping
   std::string config_json;
   std::uint64_t config_id;
   std::string hostname = host_name();
@@ -189,7 +184,8 @@ struct Coordinator::Impl {
         space(study.space() ? *study.space() : SearchSpace()),
         options(std::move(o)) {
     options.validate();
-    prune_filters_trials = dynamic_cast<NopPruner*>(&study.pruner()) == nullptr;
+    nop_pruner = dynamic_cast<NopPruner*>(&study.pruner()) != nullptr;
+    prune_filters_trials = !nop_pruner;
     Json config{{"study", study.name()}, {"direction", to_string(study.direction())},
                 {"objective", std::move(objective_config)},
                 {"space", space.to_json()}};
@@ -589,7 +585,7 @@ struct Coordinator::Impl {
                    m.number, m.step, e.what());
       d.prune = false;
     }
-    refresh(m.number);  // the pruner may have written bookkeeping attrs
+    if (!nop_pruner) refresh(m.number);  // the pruner may have written bookkeeping attrs
     send(s, d);
   }
 
@@ -706,12 +702,11 @@ struct Coordinator::Impl {
     status_dirty = true;
   }
 
-  // Tells a parallel-aware sampler how many workers run trials at once.
+  // Tells a parallel-aware sampler how many workers run trials at once: TPE
+  // turns its constant liar on when more than one does.
   void note_worker_count() {
-#ifdef HPSEARCH_COORDINATOR_HAS_TPE
     if (auto* tpe = dynamic_cast<TpeSampler*>(&study.sampler()))
       tpe->set_n_workers(std::max(1, static_cast<int>(sessions.size())));
-#endif
   }
 
   void remember_expired(const Session& s) {
@@ -953,6 +948,23 @@ struct Coordinator::Impl {
 
   // ---------------------------------------------------------------- the loop
 
+  // Whether a step without messages has anything to write: a worker to
+  // expire, a trial to dispatch, the end of the study, the status attr.
+  bool writes_due(Steady::time_point now, bool may_expire) {
+    const auto timeout = std::chrono::milliseconds(options.heartbeat_interval_ms) * options.liveness;
+    if (may_expire)
+      for (const auto& [rid, s] : sessions)
+        if (now - s.last_seen > timeout) return true;
+    if (!is_done) {
+      if (!idle.empty() && can_dispatch(now)) return true;
+      if (running.empty() && (stopping || (options.n_trials && finished >= *options.n_trials) ||
+                              timed_out(now) || (exhausted && waiting.empty())))
+        return true;
+    }
+    return status_dirty &&
+           now - last_status >= std::chrono::duration<double>(options.status_interval_s);
+  }
+
   bool step(int timeout_ms) {
     int wait = std::max(0, std::min(timeout_ms, std::max(1, options.heartbeat_interval_ms / 2)));
     zmq::pollitem_t item{static_cast<void*>(socket), 0, ZMQ_POLLIN, 0};
@@ -964,16 +976,20 @@ struct Coordinator::Impl {
     bool drained = false;
     std::vector<Incoming> batch = drain(drained);
     auto now = Steady::now();
-    storage.run_in_transaction([&] {
-      for (const auto& in : batch) handle(in, now);
-      heartbeats_and_expiry(now, drained);
-      if (!is_done) {
-        dispatch(now);
-        check_done(now);
-      }
-      // The status attr: periodically, and always a last time when done.
-      write_status(is_done && status_dirty);
-    });
+    if (batch.empty() && !writes_due(now, drained)) {
+      heartbeats_and_expiry(now, false);  // heartbeats only: nothing to store
+    } else {
+      storage.run_in_transaction([&] {
+        for (const auto& in : batch) handle(in, now);
+        heartbeats_and_expiry(now, drained);
+        if (!is_done) {
+          dispatch(now);
+          check_done(now);
+        }
+        // The status attr: periodically, and always a last time when done.
+        write_status(is_done && status_dirty);
+      });
+    }
     flush_outbox();
     run_callbacks();
     return !is_done;
