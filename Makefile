@@ -14,7 +14,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # Parallel test processes.
 TEST_JOBS ?= 2
 RELEASE_DIR := build/release
-DEMO_CMD ?= ./$(RELEASE_DIR)/hpsearch run examples/branin/space.json
+DEMO_CMD ?= ./$(RELEASE_DIR)/hpsearch run examples/fashion_mnist/space.json --workers 8
 # Runs every benchmark program built from bench/*.cpp, one after another.
 BENCH_CMD ?= found=0; for b in $(RELEASE_DIR)/bench/*; do \
 	  if [ -f "$$b" ] && [ -x "$$b" ]; then found=1; echo "== $$b"; "$$b" || exit 1; fi; \

@@ -1,6 +1,15 @@
+// The kernels' hot loops (exp, Gaussian exponents) must vectorize; GCC
+// if-converts the clamp in exp_nonpositive() only without trapping math.
+// hpsearch never enables floating-point exceptions, so nothing changes.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+
 #include "algorithms/parzen_estimator.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -22,6 +31,11 @@ constexpr double kMidpointWidth = 0.05;
 // (its mean lies in the domain and its bandwidth is at most the domain's
 // width), so this many tries fail with probability below 1e-11.
 constexpr int kMaxRejections = 64;
+// log_pdf() of a one-dimensional estimator with at least kMinWindowKernels
+// kernels visits only kernels within kWindow bandwidths of the point (one
+// further away adds under e^-32 = 1e-14 of its peak).
+constexpr double kWindow = 8.0;
+constexpr std::size_t kMinWindowKernels = 64;
 
 // P(a < Z < b) for a standard normal Z, a <= b, without cancellation in the
 // tails.
@@ -32,6 +46,122 @@ double normal_mass(double a, double b) {
 }
 
 double safe_log(double x) { return x > 0 ? std::log(x) : -kInf; }
+
+// log Phi(b) for b >= 0 (Phi the standard normal CDF), from a table on
+// [0, kTableEnd] with cubic Hermite interpolation (values and slopes at the
+// nodes; error below 1e-10), and 0 beyond (where -log Phi < 1e-19). The
+// normalizers of thousands of kernels need it on every suggestion; erfc
+// would cost several times more.
+class LogPhiTable {
+ public:
+  LogPhiTable() {
+    for (int i = 0; i <= kNodes; ++i) {
+      double b = i * kStep;
+      double phi_cdf = 0.5 * std::erfc(-b * kInvSqrt2);
+      double pdf = std::exp(-0.5 * b * b) * 0.39894228040143267794;
+      value_[i] = std::log(phi_cdf);
+      slope_[i] = pdf / phi_cdf;
+    }
+  }
+  double operator()(double b) const {
+    if (b >= kTableEnd) return 0.0;
+    double t = b / kStep;
+    int i = static_cast<int>(t);
+    double u = t - i;
+    double h00 = (1 + 2 * u) * (1 - u) * (1 - u), h10 = u * (1 - u) * (1 - u);
+    double h01 = u * u * (3 - 2 * u), h11 = u * u * (u - 1);
+    return h00 * value_[i] + h10 * kStep * slope_[i] + h01 * value_[i + 1] + h11 * kStep * slope_[i + 1];
+  }
+
+ private:
+  static constexpr double kTableEnd = 9.0;
+  static constexpr double kStep = 1.0 / 128;
+  static constexpr int kNodes = static_cast<int>(kTableEnd / kStep);
+  double value_[kNodes + 1];
+  double slope_[kNodes + 1];
+};
+
+// exp(x) for x <= 0 with relative error below 1e-13 (x < -708, -inf
+// included, gives about 1e-308 instead of 0: nothing next to the term 1 that
+// every shifted sum holds). Plain arithmetic so that loops over it
+// vectorize: x = k ln2 + r with |r| <= ln2/2, exp(r) by its Taylor
+// polynomial of degree 11, 2^k by building the exponent bits.
+inline double exp_nonpositive(double x) {
+  constexpr double kLog2e = 1.4426950408889634074;
+  constexpr double kLn2Hi = 6.93147180369123816490e-01;
+  constexpr double kLn2Lo = 1.90821492927058770002e-10;
+  constexpr double kShift = 0x1.8p52;  // adding it rounds to an integer
+  x = x < -708.0 ? -708.0 : x;
+  double t = x * kLog2e + kShift;
+  double k = t - kShift;
+  std::int64_t ki = std::bit_cast<std::int64_t>(t) - std::bit_cast<std::int64_t>(kShift);
+  double r = (x - k * kLn2Hi) - k * kLn2Lo;
+  double p = 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  p = p * r + 1.0;
+  return p * std::bit_cast<double>((ki + 1023) << 52);
+}
+
+// out[i] = exp(v[i] - m) for i < n, all v[i] <= m. Same dispatch as below.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+void exp_shifted(const double* v, double* out, std::size_t n, double m) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = exp_nonpositive(v[i] - m);
+}
+
+// log(sum(exp(v[i]))) for i < n; scratch holds n doubles.
+double log_sum_exp(const double* v, std::size_t n, double* scratch) {
+  double m0 = -kInf, m1 = -kInf;
+  std::size_t k = 0;
+  for (; k + 2 <= n; k += 2) {
+    m0 = v[k] > m0 ? v[k] : m0;
+    m1 = v[k + 1] > m1 ? v[k + 1] : m1;
+  }
+  if (k < n) m0 = v[k] > m0 ? v[k] : m0;
+  const double m = std::max(m0, m1);
+  if (m == -kInf || m == kInf) return m;
+  exp_shifted(v, scratch, n, m);
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  k = 0;
+  for (; k + 4 <= n; k += 4) {
+    s0 += scratch[k];
+    s1 += scratch[k + 1];
+    s2 += scratch[k + 2];
+    s3 += scratch[k + 3];
+  }
+  for (; k < n; ++k) s0 += scratch[k];
+  return m + std::log((s0 + s1) + (s2 + s3));
+}
+
+// acc[k] -= ((x - mu[k]) * inv[k])^2 / 2 for k < n: the hot loop of
+// multivariate TPE. Compiled twice (AVX2 where the CPU has it, SSE2
+// otherwise) and picked at load time; both give bit-identical results (no
+// FMA contraction).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+void add_gaussian_exponents(double* acc, const double* mu, const double* inv, double x,
+                            std::size_t n) {
+  for (std::size_t k = 0; k < n; ++k) {
+    double z = (x - mu[k]) * inv[k];
+    acc[k] -= 0.5 * z * z;
+  }
+}
+
+double log_phi_nonnegative(double b) {
+  static const LogPhiTable table;
+  return table(b);
+}
 
 }  // namespace
 
@@ -49,13 +179,8 @@ double standard_normal(std::mt19937_64& rng) {
 }
 
 double log_sum_exp(std::span<const double> values) {
-  double m = -kInf;
-  for (double v : values) m = std::max(m, v);
-  if (m == -kInf) return -kInf;
-  if (m == kInf) return kInf;
-  double s = 0;
-  for (double v : values) s += std::exp(v - m);
-  return m + std::log(s);
+  std::vector<double> scratch(values.size());
+  return log_sum_exp(values.data(), values.size(), scratch.data());
 }
 
 // ---------------------------------------------------------------- DimensionSpec
@@ -136,13 +261,18 @@ void DimensionSpec::cell(double v, double& e0, double& e1) const {
 
 ParzenEstimator::ParzenEstimator(std::vector<DimensionSpec> dims,
                                  std::span<const double> observations,
-                                 std::span<const double> weights, const EstimatorOptions& options)
+                                 std::span<const double> weights, const EstimatorOptions& options,
+                                 const std::vector<std::vector<std::size_t>>* orders)
     : dims_(std::move(dims)) {
   const std::size_t n_dims = dims_.size();
   if (n_dims == 0) throw Error("ParzenEstimator: no dimensions");
   if (observations.size() % n_dims != 0 || observations.size() / n_dims != weights.size())
     throw Error("ParzenEstimator: observations and weights disagree in size");
   const std::size_t n = weights.size();
+  for (double w : weights)
+    if (!(w > 0) || !std::isfinite(w)) throw Error("ParzenEstimator: weights must be finite and > 0");
+  if (!(options.prior_weight > 0) || !std::isfinite(options.prior_weight))
+    throw Error("ParzenEstimator: prior_weight must be finite and > 0");
   has_prior_ = options.consider_prior || n == 0;
   const std::size_t n_kernels = n + (has_prior_ ? 1 : 0);
 
@@ -153,9 +283,10 @@ ParzenEstimator::ParzenEstimator(std::vector<DimensionSpec> dims,
   log_w_.resize(n_kernels);
   cum_w_.resize(n_kernels);
   double acc = 0;
+  const double log_total = std::log(total);
   for (std::size_t k = 0; k < n_kernels; ++k) {
     double w = k < n ? weights[k] : prior_w;
-    log_w_[k] = std::log(w / total);
+    log_w_[k] = (w == 1.0 ? 0.0 : std::log(w)) - log_total;  // most weights are 1
     acc += w / total;
     cum_w_[k] = acc;
   }
@@ -168,15 +299,33 @@ ParzenEstimator::ParzenEstimator(std::vector<DimensionSpec> dims,
     if (dims_[d].kind == DimensionSpec::Kind::kCategorical) {
       fit_categorical(d, observations, n, options);
     } else {
-      fit_numeric(d, observations, n, options);
-      if (options.equal_heights)
-        for (std::size_t k = 0; k < n_kernels; ++k) base_[k] += std::log(num_[d].sigma[k]);
+      const std::vector<std::size_t>* order = nullptr;
+      if (orders && d < orders->size() && (*orders)[d].size() == n) order = &(*orders)[d];
+      fit_numeric(d, observations, n, options, order);
+      const bool continuous = dims_[d].kind == DimensionSpec::Kind::kContinuous;
+      double last_sigma = -1, last_log = 0;  // many kernels share the clipped bandwidth
+      for (std::size_t k = 0; k < n_kernels; ++k) {
+        // Continuous: the density's 1/sigma (cancelled by equal heights).
+        // Discrete: masses need no 1/sigma; equal heights multiply by sigma.
+        double ls = 0.0;
+        if (continuous != options.equal_heights) {
+          if (num_[d].sigma[k] != last_sigma) {
+            last_sigma = num_[d].sigma[k];
+            last_log = std::log(last_sigma);
+          }
+          ls = last_log;
+        }
+        base_[k] += (continuous ? -ls : ls) - num_[d].log_z[k];
+        if (continuous) base_[k] -= kHalfLog2Pi;
+      }
     }
   }
+  build_window();
 }
 
 void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, std::size_t n,
-                                  const EstimatorOptions& opt) {
+                                  const EstimatorOptions& opt,
+                                  const std::vector<std::size_t>* hint) {
   const DimensionSpec& dim = dims_[d];
   const std::size_t n_dims = dims_.size();
   const std::size_t n_kernels = log_w_.size();
@@ -202,11 +351,23 @@ void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, st
   if (opt.bandwidth == BandwidthRule::kNeighbor) {
     // Sort the means (prior included, as Bergstra et al.) and take the larger
     // gap to a neighbour.
-    std::vector<std::size_t> order(n_kernels);
-    std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-      return kern.mu[a] < kern.mu[b] || (kern.mu[a] == kern.mu[b] && a < b);
-    });
+    std::vector<std::size_t> order;
+    order.reserve(n_kernels);
+    if (hint) {
+      order = *hint;
+    } else {
+      order.resize(n);
+      std::iota(order.begin(), order.end(), 0);
+      std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        return kern.mu[a] < kern.mu[b] || (kern.mu[a] == kern.mu[b] && a < b);
+      });
+    }
+    if (has_prior_) {
+      // The prior (index n) goes after the observations with the same mean.
+      auto at = std::upper_bound(order.begin(), order.end(), kern.mu[n],
+                                 [&](double m, std::size_t k) { return m < kern.mu[k]; });
+      order.insert(at, n);
+    }
     for (std::size_t p = 0; p < n_kernels; ++p) {
       double x = kern.mu[order[p]];
       double s = -1;
@@ -217,6 +378,7 @@ void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, st
       if (s < 0) s = range;  // a single point and no endpoints
       kern.sigma[order[p]] = opt.bandwidth_factor * s;
     }
+    if (d == 0 && dims_.size() == 1) order0_ = std::move(order);
   } else {
     double s = -1;
     if (opt.bandwidth == BandwidthRule::kScott && n >= 2) {
@@ -249,10 +411,12 @@ void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, st
     kern.inv_sigma[k] = 1.0 / kern.sigma[k];
     double a = (t_low - kern.mu[k]) * kern.inv_sigma[k];
     double b = (t_high - kern.mu[k]) * kern.inv_sigma[k];
-    // A kernel more than 9 bandwidths from both ends loses under 1e-18.
-    kern.log_z[k] = a < -9.0 && b > 9.0 ? 0.0 : safe_log(normal_mass(a, b));
-    if (dim.kind == DimensionSpec::Kind::kContinuous)
-      base_[k] += -std::log(kern.sigma[k]) - kern.log_z[k] - kHalfLog2Pi;
+    // Beyond 9 bandwidths a tail holds under 1e-18: ignore it (and its erfc).
+    // (The mean lies in the domain, so a <= 0 <= b.)
+    if (a < -9.0 && b > 9.0) kern.log_z[k] = 0.0;
+    else if (a < -9.0) kern.log_z[k] = log_phi_nonnegative(b);
+    else if (b > 9.0) kern.log_z[k] = log_phi_nonnegative(-a);
+    else kern.log_z[k] = safe_log(normal_mass(a, b));
   }
 }
 
@@ -323,11 +487,109 @@ void ParzenEstimator::sample(std::mt19937_64& rng, std::size_t count,
   }
 }
 
+double ParzenEstimator::numeric_term(std::size_t d, std::size_t k, const NumericPoint& p) const {
+  const NumericKernels& kern = num_[d];
+  if (p.continuous) {
+    double z = (p.x - kern.mu[k]) * kern.inv_sigma[k];
+    return -0.5 * z * z;
+  }
+  const double inv = kern.inv_sigma[k];
+  double a = (p.e0 - kern.mu[k]) * inv, b = (p.e1 - kern.mu[k]) * inv;
+  double lm;
+  if (b - a < kMidpointWidth) {
+    double z = (p.x - kern.mu[k]) * inv;
+    lm = -0.5 * z * z - kHalfLog2Pi + std::log(p.width * inv);
+  } else {
+    lm = safe_log(normal_mass(a, b));
+  }
+  return lm;  // the kernel's log_z is in base_
+}
+
+ParzenEstimator::NumericPoint ParzenEstimator::numeric_point(std::size_t d, double v) const {
+  const DimensionSpec& dim = dims_[d];
+  NumericPoint p;
+  p.continuous = dim.kind == DimensionSpec::Kind::kContinuous;
+  if (p.continuous) {
+    p.x = dim.to_unit(v);
+  } else {
+    dim.cell(v, p.e0, p.e1);
+    p.x = 0.5 * (p.e0 + p.e1);
+    p.width = p.e1 - p.e0;
+  }
+  return p;
+}
+
+void ParzenEstimator::build_window() {
+  // One numeric dimension with many kernels: index the narrow kernels by
+  // mean, so that log_pdf() visits only those within kWindow bandwidths of
+  // a point.
+  const std::size_t n_kernels = log_w_.size();
+  if (dims_.size() != 1 || dims_[0].kind == DimensionSpec::Kind::kCategorical ||
+      n_kernels < kMinWindowKernels)
+    return;
+  const NumericKernels& kern = num_[0];
+  // Kernels up to the 90th percentile of bandwidths are "narrow".
+  std::vector<double> sig = kern.sigma;
+  auto p90 = sig.begin() + static_cast<std::ptrdiff_t>((sig.size() * 9) / 10);
+  std::nth_element(sig.begin(), p90, sig.end());
+  const double cut = *p90;
+  window_ = kWindow * cut;
+  std::vector<std::size_t> order = order0_;
+  if (order.size() != n_kernels) {
+    order.resize(n_kernels);
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return kern.mu[a] < kern.mu[b] || (kern.mu[a] == kern.mu[b] && a < b);
+    });
+  }
+  for (std::size_t k : order) {
+    if (kern.sigma[k] <= cut) {
+      sorted_mu_.push_back(kern.mu[k]);
+      sorted_k_.push_back(k);
+      sorted_inv_.push_back(kern.inv_sigma[k]);
+      sorted_base_.push_back(base_[k]);
+    } else {
+      wide_.push_back(k);
+    }
+  }
+  windowed_ = true;
+}
+
 void ParzenEstimator::log_pdf(std::span<const double> points, std::span<double> out) const {
   const std::size_t n_dims = dims_.size();
   const std::size_t n_kernels = log_w_.size();
-  std::vector<double> acc(n_kernels);
+  std::vector<double> acc(n_kernels), scratch(n_kernels);
   for (std::size_t j = 0; j < out.size(); ++j) {
+    if (windowed_) {
+      NumericPoint p = numeric_point(0, points[j]);
+      double lo = (p.continuous ? p.x : p.e0) - window_;
+      double hi = (p.continuous ? p.x : p.e1) + window_;
+      const auto first = static_cast<std::size_t>(
+          std::lower_bound(sorted_mu_.begin(), sorted_mu_.end(), lo) - sorted_mu_.begin());
+      const auto last = static_cast<std::size_t>(
+          std::upper_bound(sorted_mu_.begin() + static_cast<std::ptrdiff_t>(first), sorted_mu_.end(), hi) -
+          sorted_mu_.begin());
+      const std::size_t m = last - first + wide_.size();
+      if (m > 0) {
+        double* a = acc.data();
+        if (p.continuous) {
+          const double* mu = sorted_mu_.data() + first;
+          const double* inv = sorted_inv_.data() + first;
+          const double* base = sorted_base_.data() + first;
+          for (std::size_t i = 0; i < last - first; ++i) {
+            double z = (p.x - mu[i]) * inv[i];
+            a[i] = base[i] - 0.5 * z * z;
+          }
+        } else {
+          for (std::size_t i = first; i < last; ++i)
+            a[i - first] = sorted_base_[i] + numeric_term(0, sorted_k_[i], p);
+        }
+        std::size_t w = last - first;
+        for (std::size_t k : wide_) a[w++] = base_[k] + numeric_term(0, k, p);
+        out[j] = log_sum_exp(a, m, scratch.data());
+        continue;
+      }
+    }
     std::copy(base_.begin(), base_.end(), acc.begin());
     for (std::size_t d = 0; d < n_dims; ++d) {
       const DimensionSpec& dim = dims_[d];
@@ -339,34 +601,15 @@ void ParzenEstimator::log_pdf(std::span<const double> points, std::span<double> 
         for (std::size_t k = 0; k < n_kernels; ++k) acc[k] += lp[k * dim.count + c];
         continue;
       }
-      const NumericKernels& kern = num_[d];
-      const double* mu = kern.mu.data();
-      const double* inv = kern.inv_sigma.data();
-      if (dim.kind == DimensionSpec::Kind::kContinuous) {
-        const double x = dim.to_unit(v);
-        double* a = acc.data();
-        for (std::size_t k = 0; k < n_kernels; ++k) {
-          double z = (x - mu[k]) * inv[k];
-          a[k] -= 0.5 * z * z;
-        }
+      const NumericPoint p = numeric_point(d, v);
+      if (p.continuous) {
+        add_gaussian_exponents(acc.data(), num_[d].mu.data(), num_[d].inv_sigma.data(), p.x,
+                               n_kernels);
         continue;
       }
-      double e0, e1;
-      dim.cell(v, e0, e1);
-      const double mid = 0.5 * (e0 + e1), width = e1 - e0;
-      for (std::size_t k = 0; k < n_kernels; ++k) {
-        double a = (e0 - mu[k]) * inv[k], b = (e1 - mu[k]) * inv[k];
-        double lm;
-        if (b - a < kMidpointWidth) {
-          double z = (mid - mu[k]) * inv[k];
-          lm = -0.5 * z * z - kHalfLog2Pi + std::log(width * inv[k]);
-        } else {
-          lm = safe_log(normal_mass(a, b));
-        }
-        acc[k] += lm - kern.log_z[k];
-      }
+      for (std::size_t k = 0; k < n_kernels; ++k) acc[k] += numeric_term(d, k, p);
     }
-    out[j] = log_sum_exp(acc);
+    out[j] = log_sum_exp(acc.data(), n_kernels, scratch.data());
   }
 }
 

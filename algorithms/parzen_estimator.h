@@ -128,9 +128,14 @@ class ParzenEstimator {
   // value; categorical/ordinal: the index). weights: n positive weights
   // (relative; the prior's weight is added to them). n may be 0: then the
   // prior kernel alone is used, whatever consider_prior says.
+  // orders (optional, a speed-up for the neighbour rule): for each numeric
+  // dimension d, orders[d] lists the observation indices 0..n-1 sorted by
+  // their value in d (ties by index); without it they are sorted here in
+  // O(n log n). An entry of the wrong size is ignored.
   // Throws Error on mismatched sizes.
   ParzenEstimator(std::vector<DimensionSpec> dims, std::span<const double> observations,
-                  std::span<const double> weights, const EstimatorOptions& options);
+                  std::span<const double> weights, const EstimatorOptions& options,
+                  const std::vector<std::vector<std::size_t>>* orders = nullptr);
 
   std::size_t n_dims() const { return dims_.size(); }
   // Number of mixture components (observations + prior).
@@ -160,8 +165,20 @@ class ParzenEstimator {
     std::vector<double> cum_p;  // n_kernels x count cumulative probabilities
   };
 
+  // A point's coordinate in numeric dimension d: x (continuous), or its
+  // cell [e0, e1] with middle x (discrete).
+  struct NumericPoint {
+    bool continuous = true;
+    double x = 0, e0 = 0, e1 = 0, width = 0;
+  };
+  NumericPoint numeric_point(std::size_t d, double v) const;
+  // Kernel k's log density (continuous) or log mass (discrete) in
+  // dimension d at p, less what base_ holds (log weight, normalizers).
+  double numeric_term(std::size_t d, std::size_t k, const NumericPoint& p) const;
+  void build_window();
+
   void fit_numeric(std::size_t d, std::span<const double> observations, std::size_t n,
-                   const EstimatorOptions& options);
+                   const EstimatorOptions& options, const std::vector<std::size_t>* order);
   void fit_categorical(std::size_t d, std::span<const double> observations, std::size_t n,
                        const EstimatorOptions& options);
 
@@ -169,9 +186,18 @@ class ParzenEstimator {
   bool has_prior_ = false;
   std::vector<double> log_w_;   // normalized log weights, one per kernel
   std::vector<double> cum_w_;   // cumulative normalized weights
-  std::vector<double> base_;    // per kernel: log w + continuous dims' log normalizers
+  std::vector<double> base_;    // per kernel: log w + numeric dims' log normalizers
   std::vector<NumericKernels> num_;        // per dim (empty for categorical)
   std::vector<CategoricalKernels> cat_;    // per dim (empty for numeric)
+  // One-dimensional numeric estimators with many kernels: narrow kernels
+  // sorted by mean (their indices), the wide ones, and the window's
+  // half-width (see build_window()).
+  std::vector<std::size_t> order0_;  // kernels sorted by mean in dimension 0
+  bool windowed_ = false;
+  double window_ = 0;
+  std::vector<double> sorted_mu_, sorted_inv_, sorted_base_;
+  std::vector<std::size_t> sorted_k_;
+  std::vector<std::size_t> wide_;
 };
 
 // log(sum(exp(values))), stable; -inf for an empty span or all -inf.

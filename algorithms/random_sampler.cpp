@@ -1,11 +1,37 @@
 #include "algorithms/random_sampler.h"
 
 #include <cmath>
+#include <string>
 
 namespace hps {
 
+namespace {
+
+// SplitMix64's finalizer (Steele, Lea & Flood 2014): a bijective mix whose
+// outputs for nearby inputs are unrelated.
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// FNV-1a over the bytes of a param name.
+std::uint64_t hash_name(const std::string& name) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
+std::uint64_t random_seed() {
+  std::random_device device;
+  return (static_cast<std::uint64_t>(device()) << 32) ^ device();
+}
+
+}  // namespace
+
 RandomSampler::RandomSampler(std::optional<std::uint64_t> seed)
-    : rng_(seed ? *seed : std::random_device{}()) {}
+    : seed_(seed ? *seed : random_seed()) {}
 
 double RandomSampler::draw(std::mt19937_64& rng, const Distribution& d) {
   if (d.is_indexed()) {
@@ -39,9 +65,12 @@ double RandomSampler::draw(std::mt19937_64& rng, const Distribution& d) {
   return u(rng);
 }
 
-double RandomSampler::sample_independent(const SamplingContext&, const std::string&,
+double RandomSampler::sample_independent(const SamplingContext& ctx, const std::string& name,
                                          const Distribution& distribution) {
-  return draw(rng_, distribution);
+  // One stream per (seed, trial number, param name).
+  std::uint64_t key = mix(mix(seed_ ^ mix(static_cast<std::uint64_t>(ctx.trial.number))) ^ hash_name(name));
+  std::mt19937_64 rng(key);
+  return draw(rng, distribution);
 }
 
 }  // namespace hps

@@ -14,8 +14,11 @@ namespace hps {
 // log space); stepped and int params uniformly over their grid points (each
 // point equally likely, also on a log scale: uniform in log over the cells
 // around the points); categorical and ordinal params uniformly over choices.
-// Reproducible: the same seed and the same sequence of calls give the same
-// values. Not thread-safe on its own (Study serializes sampler calls).
+// Reproducible: a value is a function of (seed, trial number, param name)
+// only, so the same seed gives the same trials whatever the order of the
+// calls, the threads, or a restart: a resumed study continues the sequence
+// of an uninterrupted run instead of repeating its first trials.
+// Thread-safe (no mutable state).
 class RandomSampler : public Sampler {
  public:
   // seed: nullopt draws one from std::random_device.
@@ -30,7 +33,7 @@ class RandomSampler : public Sampler {
   static double draw(std::mt19937_64& rng, const Distribution& distribution);
 
  private:
-  std::mt19937_64 rng_;
+  std::uint64_t seed_;
 };
 
 }  // namespace hps

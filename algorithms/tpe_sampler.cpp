@@ -271,6 +271,9 @@ struct Column {
   std::string name;
   Distribution distribution;
   std::vector<double> values;
+  // Slots with a value, sorted by (value, trial number): kept up to date
+  // as slots are added, so that a call needs no O(n log n) sort.
+  std::vector<std::size_t> sorted;
 };
 
 struct PendingJoint {
@@ -331,8 +334,11 @@ struct TpeSampler::Cache {
       // but a caller may reuse ids): refresh it in place.
       slots[it->second] = std::move(s);
       for (auto& c : columns) {
-        if (c->values.size() > it->second)
+        if (c->values.size() > it->second) {
           c->values[it->second] = internal_value(*t, c->name, c->distribution);
+          c->sorted.clear();
+          for (std::size_t i = 0; i < c->values.size(); ++i) insert_sorted(*c, i);
+        }
       }
       return it->second;
     }
@@ -352,13 +358,26 @@ struct TpeSampler::Cache {
       }
     }
     if (!col) {
-      columns.push_back(std::make_unique<Column>(Column{name, d, {}}));
+      columns.push_back(std::make_unique<Column>(Column{name, d, {}, {}}));
       col = columns.back().get();
       list.push_back(col);
     }
-    for (std::size_t i = col->values.size(); i < slots.size(); ++i)
+    for (std::size_t i = col->values.size(); i < slots.size(); ++i) {
       col->values.push_back(internal_value(*slots[i].trial, name, d));
+      insert_sorted(*col, i);
+    }
     return *col;
+  }
+
+  void insert_sorted(Column& col, std::size_t slot) const {
+    const double v = col.values[slot];
+    if (std::isnan(v)) return;
+    const std::int64_t number = slots[slot].trial->number;
+    auto at = std::upper_bound(col.sorted.begin(), col.sorted.end(), slot, [&](std::size_t, std::size_t b) {
+      double vb = col.values[b];
+      return v < vb || (v == vb && number < slots[b].trial->number);
+    });
+    col.sorted.insert(at, slot);
   }
 };
 
@@ -375,6 +394,8 @@ struct Observation {
 // Everything a call needs from the history.
 struct History {
   std::vector<Observation> obs;
+  // For each cache slot, the index of its observation in obs, or -1.
+  std::vector<std::ptrdiff_t> obs_of_slot;
   std::size_t n_complete = 0;
   std::size_t n_finished = 0;
   // Params of COMPLETE and RUNNING trials, for the duplicate check.
@@ -399,16 +420,20 @@ class TpeModel {
   TpeModel(const TpeOptions& options, TpeSampler::Cache& cache, const History& history)
       : options_(options), cache_(cache), h_(history), eopt_(estimator_options(options)) {}
 
-  // Internal values of the param `name` for each observation (NaN: absent).
-  std::vector<double> values(const std::string& name, const Distribution& d) {
+  // Internal values of the param `name` for each observation (NaN: absent),
+  // computed once per call.
+  const std::vector<double>& values(const std::string& name, const Distribution& d) {
+    for (const auto& m : memo_)
+      if (m->name == name && m->distribution == d) return m->values;
     Column& col = cache_.column(name, d);
-    std::vector<double> v(h_.obs.size());
+    auto m = std::make_unique<Memo>(Memo{name, d, std::vector<double>(h_.obs.size())});
     for (std::size_t i = 0; i < h_.obs.size(); ++i) {
       const Observation& o = h_.obs[i];
-      v[i] = o.slot >= 0 ? col.values[static_cast<std::size_t>(o.slot)]
-                         : TpeSampler::Cache::internal_value(*o.trial, name, d);
+      m->values[i] = o.slot >= 0 ? col.values[static_cast<std::size_t>(o.slot)]
+                                 : TpeSampler::Cache::internal_value(*o.trial, name, d);
     }
-    return v;
+    memo_.push_back(std::move(m));
+    return memo_.back()->values;
   }
 
   // A fitted pair of estimators over some params.
@@ -421,14 +446,16 @@ class TpeModel {
   // observations where all of them are present.
   Fitted fit(const std::vector<std::string>& names, const std::vector<Distribution>& dists) {
     const std::size_t n_dims = names.size();
-    std::vector<std::vector<double>> cols;
+    std::vector<const std::vector<double>*> cols;
     cols.reserve(n_dims);
-    for (std::size_t d = 0; d < n_dims; ++d) cols.push_back(values(names[d], dists[d]));
+    for (std::size_t d = 0; d < n_dims; ++d) cols.push_back(&values(names[d], dists[d]));
     const std::size_t n = h_.obs.size();
     std::vector<std::size_t> present, finished;
+    present.reserve(n);
+    finished.reserve(n);
     for (std::size_t i = 0; i < n; ++i) {
       bool ok = true;
-      for (std::size_t d = 0; d < n_dims && ok; ++d) ok = !std::isnan(cols[d][i]);
+      for (std::size_t d = 0; d < n_dims && ok; ++d) ok = !std::isnan((*cols[d])[i]);
       if (!ok) continue;
       present.push_back(i);
       if (h_.obs[i].finished) finished.push_back(i);
@@ -438,30 +465,73 @@ class TpeModel {
       f.random = true;
       return f;
     }
-    std::size_t n_below = options_.gamma_function ? options_.gamma_function(finished.size())
-                                                  : options_.gamma(finished.size());
-    n_below = std::min(n_below, finished.size());
-    std::vector<char> is_below(n, 0);
-    if (n_below > 0) {
-      auto mid = finished.begin() + static_cast<std::ptrdiff_t>(n_below);
-      std::nth_element(finished.begin(), mid - 1, finished.end(), [&](std::size_t a, std::size_t b) {
-        return better(h_.obs[a].rank, h_.obs[b].rank);
-      });
-      // nth_element puts the n_below best before `mid` (in any order).
-      for (auto it = finished.begin(); it != mid; ++it) is_below[*it] = 1;
+    // The split is the same for every param present in all observations:
+    // compute it once per call.
+    const bool all = present.size() == n;
+    if (!all || all_below_.empty()) {
+      std::size_t n_below = options_.gamma_function ? options_.gamma_function(finished.size())
+                                                    : options_.gamma(finished.size());
+      n_below = std::min(n_below, finished.size());
+      std::vector<char> below(n, 0);
+      if (n_below > 0) {
+        auto mid = finished.begin() + static_cast<std::ptrdiff_t>(n_below);
+        std::nth_element(finished.begin(), mid - 1, finished.end(),
+                         [&](std::size_t a, std::size_t b) { return better(h_.obs[a].rank, h_.obs[b].rank); });
+        // nth_element puts the n_below best before `mid` (in any order).
+        for (auto it = finished.begin(); it != mid; ++it) below[*it] = 1;
+      }
+      if (!all) split_ = std::move(below);
+      else all_below_ = std::move(below);
     }
+    const std::vector<char>& is_below = all ? all_below_ : split_;
     std::vector<double> below_x, above_x;
+    above_x.reserve(present.size() * n_dims);
     std::size_t nb = 0, na = 0;
     for (std::size_t i : present) {
       auto& dst = is_below[i] ? below_x : above_x;
-      for (std::size_t d = 0; d < n_dims; ++d) dst.push_back(cols[d][i]);
+      for (std::size_t d = 0; d < n_dims; ++d) dst.push_back((*cols[d])[i]);
       (is_below[i] ? nb : na)++;
     }
     std::vector<tpe::DimensionSpec> dims;
     for (const auto& d : dists) dims.push_back(tpe::DimensionSpec::from(d));
     std::vector<double> wb = weights(nb), wa = weights(na);
-    f.below = std::make_unique<tpe::ParzenEstimator>(dims, below_x, wb, eopt_);
-    f.above = std::make_unique<tpe::ParzenEstimator>(dims, above_x, wa, eopt_);
+    std::vector<std::vector<std::size_t>> below_orders(n_dims), above_orders(n_dims);
+    if (eopt_.bandwidth == tpe::BandwidthRule::kNeighbor) {
+      // Each group's observations sorted by value per numeric dimension,
+      // read off the cached sorted columns in O(n).
+      std::vector<std::ptrdiff_t> pos(n, -1);  // index within its group
+      std::size_t ib = 0, ia = 0;
+      for (std::size_t i : present) pos[i] = static_cast<std::ptrdiff_t>(is_below[i] ? ib++ : ia++);
+      for (std::size_t d = 0; d < n_dims; ++d) {
+        if (dims[d].kind == tpe::DimensionSpec::Kind::kCategorical) continue;
+        const Column& col = cache_.column(names[d], dists[d]);
+        auto& bo = below_orders[d];
+        auto& ao = above_orders[d];
+        bo.reserve(nb);
+        ao.reserve(na);
+        for (std::size_t slot : col.sorted) {
+          std::ptrdiff_t i = slot < h_.obs_of_slot.size() ? h_.obs_of_slot[slot] : -1;
+          if (i < 0 || pos[static_cast<std::size_t>(i)] < 0) continue;
+          auto ui = static_cast<std::size_t>(i);
+          (is_below[ui] ? bo : ao).push_back(static_cast<std::size_t>(pos[ui]));
+        }
+        // Liars (no slot) are in the above group: merge them in.
+        std::vector<std::size_t> liars;
+        for (std::size_t i : present)
+          if (h_.obs[i].slot < 0) liars.push_back(static_cast<std::size_t>(pos[i]));
+        if (liars.empty()) continue;
+        auto less = [&](std::size_t a, std::size_t b) {
+          double va = above_x[a * n_dims + d], vb = above_x[b * n_dims + d];
+          return va < vb || (va == vb && a < b);
+        };
+        std::sort(liars.begin(), liars.end(), less);
+        std::vector<std::size_t> merged(ao.size() + liars.size());
+        std::merge(ao.begin(), ao.end(), liars.begin(), liars.end(), merged.begin(), less);
+        ao = std::move(merged);
+      }
+    }
+    f.below = std::make_unique<tpe::ParzenEstimator>(dims, below_x, wb, eopt_, &below_orders);
+    f.above = std::make_unique<tpe::ParzenEstimator>(dims, above_x, wa, eopt_, &above_orders);
     return f;
   }
 
@@ -515,7 +585,7 @@ class TpeModel {
   // For each param: the number of finished observations it is present in
   // and a hash of that set (the "signature" used to group params).
   std::pair<std::size_t, std::uint64_t> presence(const std::string& name, const Distribution& d) {
-    std::vector<double> v = values(name, d);
+    const std::vector<double>& v = values(name, d);
     std::size_t count = 0;
     std::uint64_t sig = 0;
     for (std::size_t i = 0; i < v.size(); ++i) {
@@ -532,6 +602,14 @@ class TpeModel {
   const History& h_;
   tpe::EstimatorOptions eopt_;
   std::vector<std::pair<std::pair<std::string, Distribution>, Fitted>> uni_;
+  struct Memo {
+    std::string name;
+    Distribution distribution;
+    std::vector<double> values;
+  };
+  std::vector<std::unique_ptr<Memo>> memo_;
+  std::vector<char> all_below_;  // the split when every observation takes part
+  std::vector<char> split_;      // the split of the latest fit() otherwise
 };
 
 History prepare_history(const SamplingContext& ctx, TpeSampler::Cache& cache, bool liar) {
@@ -569,6 +647,9 @@ History prepare_history(const SamplingContext& ctx, TpeSampler::Cache& cache, bo
       h.obs.push_back(o);
     }
   }
+  h.obs_of_slot.assign(cache.slots.size(), -1);
+  for (std::size_t i = 0; i < h.obs.size(); ++i)
+    if (h.obs[i].slot >= 0) h.obs_of_slot[static_cast<std::size_t>(h.obs[i].slot)] = static_cast<std::ptrdiff_t>(i);
   return h;
 }
 

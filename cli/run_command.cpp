@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <thread>
 #include <filesystem>
 #include <iostream>
 
@@ -16,6 +17,9 @@
 #include "cli/table.h"
 #include "coordinator/coordinator.h"
 #include "objectives/objective.h"
+#ifdef HPSEARCH_HAVE_TORCH
+#include "objectives/torch_objectives.h"
+#endif
 #include "search/storage.h"
 #include "search/study.h"
 #include "workers/local_pool.h"
@@ -119,6 +123,12 @@ int run_study(StudyConfig config, const RunOptions& o) {
                  pool.threads_per_worker());
   pool.start();
 
+  // For scoring the best trial on the test set at the end (in this process).
+  ObjectiveContext octx;
+  octx.study_name = config.name;
+  octx.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  octx.direction = config.direction;
+
   // 4. Run.
   std::atomic<bool>* stop = install_stop_handlers();
   Progress progress(stdout, isatty(STDOUT_FILENO) == 1);
@@ -185,6 +195,24 @@ int run_study(StudyConfig config, const RunOptions& o) {
   fill();
   progress.update(ps, "", true);
   progress.finish();
+#ifdef HPSEARCH_HAVE_TORCH
+  // The held-out test set is scored once, for the best trial, at the end.
+  if (!stop_signal() && is_torch_objective(config.objective)) {
+    try {
+      TrialPtr best = study.best_trial();
+      if (!best->user_attrs.contains("test_accuracy")) {
+        std::cout << "Scoring the best trial (" << best->number << ") on the test set...\n";
+        // Same threads and device as the trials: the retrained model is the trial's own.
+        TestEvaluation test = evaluate_on_test_set(config.objective, config.space, best->params, octx);
+        const Json attrs = test.to_user_attrs();
+        for (const auto& [key, value] : attrs.items())
+          storage->set_trial_user_attr(best->trial_id, key, value);
+      }
+    } catch (const Error& e) {
+      spdlog::warn("test set evaluation: {}", e.what());
+    }
+  }
+#endif
   std::cout << "\n" << summary(study, progress.elapsed_s());
   std::cout << "Storage: " << config.storage << "\n";
   if (int sig = stop_signal()) {

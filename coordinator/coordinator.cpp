@@ -190,7 +190,8 @@ struct Coordinator::Impl {
         options(std::move(o)) {
     options.validate();
     prune_filters_trials = dynamic_cast<NopPruner*>(&study.pruner()) == nullptr;
-    Json config{{"study", study.name()}, {"objective", std::move(objective_config)},
+    Json config{{"study", study.name()}, {"direction", to_string(study.direction())},
+                {"objective", std::move(objective_config)},
                 {"space", space.to_json()}};
     config_json = config.dump();
     config_id = fnv1a(config_json);

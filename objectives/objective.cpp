@@ -128,7 +128,11 @@ ObjectiveType synthetic_type(const SyntheticFunction& f) {
     const std::size_t n = synthetic_dimension(f, config, space);
     std::vector<std::string> names;
     names.reserve(n);
-    for (std::size_t i = 0; i < n; ++i) names.push_back("x" + std::to_string(i));
+    for (std::size_t i = 0; i < n; ++i) {
+      std::string name = "x";
+      name += std::to_string(i);
+      names.push_back(std::move(name));
+    }
     return [&f, names = std::move(names)](Trial& trial) {
       std::vector<double> x(names.size());
       for (std::size_t i = 0; i < names.size(); ++i) {

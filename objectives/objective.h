@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,10 @@ struct ObjectiveContext {
   std::string device = "cpu";     // "cpu" or "cuda:N"
   std::string study_name;         // for logs and the environment of commands
   std::string log_dir;            // per-study log directory ("" = none)
+  // The study's direction, when the caller knows it; objectives whose metric
+  // depends on it (torch.fashion_mnist: val_loss or val_accuracy) derive or
+  // check it. nullopt = unknown.
+  std::optional<StudyDirection> direction;
 };
 
 struct ObjectiveType {

@@ -326,7 +326,7 @@ TEST_F(CliTest, BadArgumentsExitWithCode2) {
   EXPECT_EQ(zero.exit_code, 2);
   EXPECT_NE(zero.err.find("--n-trials"), std::string::npos) << zero.err;
   EXPECT_EQ(cli({"run", "space.json", "--timeout", "-1"}).exit_code, 2);
-  EXPECT_EQ(cli({"run", "space.json", "--jobs", "0"}).exit_code, 2);
+  EXPECT_EQ(cli({"run", "space.json", "--workers", "-1"}).exit_code, 2);
   EXPECT_EQ(cli({"run", "space.json", "--n-trials", "many"}).exit_code, 2);
   EXPECT_EQ(other_files({"space.json"}), std::set<std::string>{});
   EXPECT_EQ(cli({"trials", "x.db", "--format", "xml"}).exit_code, 2);
@@ -349,12 +349,15 @@ TEST_F(CliTest, RunningTwiceCompletesOnlyTheRemainingBudget) {
   ASSERT_EQ(trials.size(), 10u);
   EXPECT_EQ(count_if(trials, is_complete), 10);
   expect_consistent(trials);
+  // The second run continued the seeded sequence; it did not start it over.
+  std::set<std::string> params;
+  for (const auto& t : trials) EXPECT_TRUE(params.insert(t["params"].dump()).second) << "repeated: " << t.dump();
   ProcessResult third = cli({"run", "space.json"});
   ASSERT_EQ(third.exit_code, 0) << third.err;
   EXPECT_EQ(trials_or_fail("branin.db").size(), 10u);
   EXPECT_NE(third.out.find("already"), std::string::npos) << third.out;
-  // Jobs in threads share the budget the same way.
-  ProcessResult more = cli({"run", "space.json", "--n-trials", "30", "--jobs", "4"});
+  // Several workers share the budget the same way.
+  ProcessResult more = cli({"run", "space.json", "--n-trials", "30", "--workers", "4"});
   ASSERT_EQ(more.exit_code, 0) << more.err;
   trials = trials_or_fail("branin.db");
   EXPECT_EQ(trials.size(), 30u);
@@ -418,7 +421,7 @@ TEST_F(CliTest, Kill9ThenRerunLosesNothing) {
 TEST_F(CliTest, ReadersWhileOneProcessWrites) {
   const int budget = 40;
   dir_.write("space.json", sleep_space(0.02, budget));
-  auto run = cli_background({"run", "space.json", "--jobs", "2"}, "writer");
+  auto run = cli_background({"run", "space.json", "--workers", "2"}, "writer");
   ASSERT_TRUE(wait_until([&] {
     Json t = trials_json("slow.db");
     return t.is_array() && !t.empty();

@@ -336,6 +336,48 @@ TEST_P(SamplerConformanceTest, SameSeedSameSequence) {
   EXPECT_NE(d, f);
 }
 
+// One process's session on a study kept in `storage`: a fresh sampler (as
+// after a restart) runs `n` trials. Returns the params of the trials it ran.
+std::vector<std::string> session(const NamedSamplerFactory& factory, const std::shared_ptr<Storage>& storage,
+                                 std::uint64_t seed, int n, bool declared) {
+  StudyOptions o;
+  o.sampler = factory.make(seed);
+  if (declared) o.space = edge_case_space();
+  Study study = Study::load_if_exists(storage, "resume", StudyDirection::kMinimize, o);
+  std::size_t before = study.trials().size();
+  if (declared) {
+    for (int i = 0; i < n; ++i) {
+      Trial t = study.ask();
+      finish(study, t);
+    }
+  } else {
+    Seen seen;
+    study.optimize([&](Trial& t) { return define_by_run_objective(t, seen); },
+                   {.n_trials = n, .catch_exceptions = true});
+  }
+  std::vector<std::string> out;
+  auto all = study.trials();
+  for (std::size_t i = before; i < all.size(); ++i) out.push_back(Json(all[i]->params).dump());
+  return out;
+}
+
+TEST_P(SamplerConformanceTest, ARestartContinuesTheSequence) {
+  for (bool declared : {true, false}) {
+    SCOPED_TRACE(declared ? "declared space" : "define-by-run");
+    auto straight = session(GetParam(), std::make_shared<InMemoryStorage>(), 21, 80, declared);
+    auto storage = std::make_shared<InMemoryStorage>();
+    auto first = session(GetParam(), storage, 21, 40, declared);
+    auto second = session(GetParam(), storage, 21, 40, declared);
+    // A restarted sampler must not repeat the trials already run ...
+    std::set<std::string> earlier(first.begin(), first.end());
+    for (const auto& p : second) EXPECT_EQ(earlier.count(p), 0u) << "repeated after a restart: " << p;
+    // ... it samples as the uninterrupted run did.
+    std::vector<std::string> resumed = first;
+    resumed.insert(resumed.end(), second.begin(), second.end());
+    EXPECT_EQ(resumed, straight);
+  }
+}
+
 TEST_P(SamplerConformanceTest, EnqueuedValuesAreKept) {
   Study study = make_study(5, edge_case_space());
   Params fixed = {{"opt", "sgd"}, {"nesterov", false}, {"cat", Json()}, {"i_step", 1}, {"f_step", 0.7}};
@@ -386,7 +428,7 @@ double loose_bound(std::size_t bins) {
 }
 
 TEST(RandomSamplerTest, DrawsAreUniform) {
-  const int n = 6000;
+  const int n = 3000;
   auto space = SearchSpace::from_json(Json::parse(R"({
     "f":        {"type": "float", "low": -3, "high": 7},
     "f_log":    {"type": "float", "low": 1e-3, "high": 1e3, "log": true},

@@ -419,6 +419,8 @@ struct Worker::Impl : TrialBackend {
         ctx.threads = options.threads;
         ctx.device = options.device;
         ctx.study_name = b.study;
+        if (config.contains("direction") && config["direction"].is_string())
+          ctx.direction = parse_direction(config["direction"].get<std::string>(), "direction");
         ctx.log_dir = options.log_dir.empty() ? study_log_dir(b.study, ".") : options.log_dir;
         b.objective = make_objective(config.at("objective"), b.space, ctx);
       }

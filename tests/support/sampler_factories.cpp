@@ -13,8 +13,20 @@ NamedSamplerFactory sampler_from_config(std::string name, Json config) {
 const std::vector<NamedSamplerFactory>& sampler_factories() {
   static const std::vector<NamedSamplerFactory> all = {
       sampler_from_config("random", Json{{"type", "random"}}),
-      // One line per sampler or mode, e.g.:
-      // sampler_from_config("tpe_multivariate", Json{{"type", "tpe"}, {"multivariate", true}}),
+      // TPE in every mode (algorithms/tpe_sampler.h).
+      sampler_from_config("tpe", Json{{"type", "tpe"}, {"multivariate", false}}),
+      sampler_from_config("tpe_multivariate", Json{{"type", "tpe"}, {"multivariate", true}}),
+      sampler_from_config("tpe_group",
+                          Json{{"type", "tpe"}, {"multivariate", true}, {"group", true}}),
+      sampler_from_config("tpe_constant_liar",
+                          Json{{"type", "tpe"}, {"multivariate", true}, {"constant_liar", true}}),
+      sampler_from_config("tpe_univariate_liar_scott",
+                          Json{{"type", "tpe"},
+                               {"multivariate", false},
+                               {"constant_liar", true},
+                               {"bandwidth", "scott"},
+                               {"consider_endpoints", true},
+                               {"weights", "uniform"}}),
   };
   return all;
 }

@@ -1,0 +1,501 @@
+// torch.fashion_mnist: MLP and CNN classifiers of Fashion-MNIST (or MNIST)
+// trained with LibTorch. Every use of LibTorch of the objectives is in this
+// file (one slow translation unit rather than several).
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <map>
+#include <mutex>
+#include <new>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include "objectives/idx.h"
+#include "objectives/torch_objectives.h"
+
+namespace hps {
+namespace {
+
+// ------------------------------------------------------------------ data
+
+// Raw data sets, loaded once per process and kept: (data_dir, train) -> data.
+std::mutex g_raw_mu;
+std::map<std::pair<std::string, bool>, std::shared_ptr<const Dataset>> g_raw;
+std::atomic<std::int64_t> g_loads{0};
+
+std::shared_ptr<const Dataset> load_cached(const std::string& dir, bool train) {
+  std::lock_guard lock(g_raw_mu);
+  auto key = std::make_pair(dir, train);
+  if (auto it = g_raw.find(key); it != g_raw.end()) return it->second;
+  auto data = std::make_shared<const Dataset>(load_fashion_mnist(dir, train));
+  ++g_loads;
+  spdlog::debug("loaded {} {} images of {}x{} from {}", data->n, train ? "training" : "test",
+                data->rows, data->cols, dir);
+  g_raw.emplace(key, data);
+  return data;
+}
+
+// The tensors one configuration trains on, on its device.
+struct PreparedData {
+  torch::Tensor train_x, train_y;  // [n_train, 1, rows, cols] float32 normalized; [n_train] int64
+  torch::Tensor val_x, val_y;      // [n_val, 1, rows, cols]; [n_val]
+  std::int64_t rows = 0, cols = 0;
+  double mean = 0.0, std = 1.0;    // of the training part's pixels scaled to [0, 1]
+};
+
+// Images `indices` of `data` as a [k, 1, rows, cols] float32 tensor in [0, 1]
+// and their labels as [k] int64.
+std::pair<torch::Tensor, torch::Tensor> select(const Dataset& data,
+                                               const std::vector<std::size_t>& indices) {
+  const auto n = static_cast<std::int64_t>(data.n);
+  const auto rows = static_cast<std::int64_t>(data.rows), cols = static_cast<std::int64_t>(data.cols);
+  // from_blob does not copy; index_select does, so the result owns its memory.
+  auto images = torch::from_blob(const_cast<std::uint8_t*>(data.images.data()), {n, 1, rows, cols},
+                                 torch::kUInt8);
+  auto labels = torch::from_blob(const_cast<std::uint8_t*>(data.labels.data()), {n}, torch::kUInt8);
+  std::vector<std::int64_t> idx(indices.begin(), indices.end());
+  auto index = torch::tensor(idx, torch::kInt64);
+  auto x = images.index_select(0, index).to(torch::kFloat32).div_(255.0);
+  auto y = labels.index_select(0, index).to(torch::kInt64);
+  return {x, y};
+}
+
+std::mutex g_prepared_mu;
+std::map<std::string, std::shared_ptr<const PreparedData>> g_prepared;
+
+std::shared_ptr<const PreparedData> prepare(const FashionMnistConfig& c, const torch::Device& device) {
+  const std::string key = fmt::format("{}|{}|{}|{}|{}", c.data_dir, c.val_fraction, c.train_subset,
+                                      c.seed, device.str());
+  {
+    std::lock_guard lock(g_prepared_mu);
+    if (auto it = g_prepared.find(key); it != g_prepared.end()) return it->second;
+  }
+  auto raw = load_cached(c.data_dir, true);
+  IndexSplit split;
+  try {
+    split = split_indices(raw->n, c.val_fraction, c.seed, static_cast<std::size_t>(c.train_subset));
+  } catch (const ConfigError& e) {
+    const std::string field = e.path() == "subset" ? "objective.train_subset"
+                              : e.path() == "val_fraction" ? "objective.val_fraction"
+                                                           : "objective.data_dir";
+    std::string rule = e.what();
+    rule = rule.substr(std::min(rule.size(), e.path().size() + 2));
+    throw ConfigError(field, rule + " (" + std::to_string(raw->n) + " images in " + c.data_dir + ")");
+  }
+  auto data = std::make_shared<PreparedData>();
+  data->rows = static_cast<std::int64_t>(raw->rows);
+  data->cols = static_cast<std::int64_t>(raw->cols);
+  auto [tx, ty] = select(*raw, split.train);
+  auto [vx, vy] = select(*raw, split.val);
+  // Normalize with the training part's statistics only (no leak from val).
+  data->mean = tx.mean().item<double>();
+  data->std = std::max(tx.std().item<double>(), 1e-6);
+  data->train_x = tx.sub_(data->mean).div_(data->std).to(device);
+  data->train_y = ty.to(device);
+  data->val_x = vx.sub_(data->mean).div_(data->std).to(device);
+  data->val_y = vy.to(device);
+  std::lock_guard lock(g_prepared_mu);
+  return g_prepared.emplace(key, std::move(data)).first->second;
+}
+
+// ------------------------------------------------------------------ runtime
+
+std::function<void(std::int64_t, std::int64_t)> g_batch_hook;
+
+// Sets LibTorch's intra-op threads and OpenBLAS' threads (LibTorch does not
+// forward its thread count to OpenBLAS). The inter-op pool can be sized only
+// once per process, before it is first used: done on the first call only.
+void apply_threads(int threads) {
+  threads = std::max(1, threads);
+  static std::once_flag interop_once;
+  std::call_once(interop_once, [threads] {
+    try {
+      at::set_num_interop_threads(threads);
+    } catch (const c10::Error& e) {
+      spdlog::debug("LibTorch inter-op threads already set: {}", e.what_without_backtrace());
+    }
+  });
+  if (at::get_num_threads() != threads) at::set_num_threads(threads);
+  using SetThreads = void (*)(int);
+  if (void* fn = dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))
+    reinterpret_cast<SetThreads>(fn)(threads);
+}
+
+torch::Device pick_device(const std::string& wanted) {
+  if (wanted.empty() || wanted == "cpu") return torch::kCPU;
+  if (wanted.rfind("cuda", 0) != 0)
+    throw ConfigError("device", "must be \"cpu\" or \"cuda:N\", got \"" + wanted + "\"");
+  std::optional<torch::Device> device;
+  try {
+    device.emplace(wanted);
+  } catch (const c10::Error&) {
+    throw ConfigError("device", "must be \"cpu\" or \"cuda:N\", got \"" + wanted + "\"");
+  }
+  if (torch::cuda::is_available()) {
+    const auto count = static_cast<std::int64_t>(torch::cuda::device_count());
+    if (!device->has_index() || device->index() < count) return *device;
+    spdlog::warn("device {} asked for, but only {} CUDA devices are visible; using the CPU", wanted,
+                 count);
+  } else {
+    spdlog::warn("device {} asked for, but LibTorch has no usable CUDA; using the CPU", wanted);
+  }
+  return torch::kCPU;
+}
+
+// splitmix64 (Steele, Lea, Flood, "Fast splittable pseudorandom number
+// generators", OOPSLA 2014): mixes a 64-bit value.
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+// The seed of a trial: the config's seed mixed with a 64-bit FNV-1a hash of
+// the params as canonical JSON (keys sorted, numbers round-trip exact).
+std::uint64_t trial_seed(std::uint64_t base, const Params& params) {
+  const std::string text = Json(params).dump();
+  std::uint64_t h = 0xCBF29CE484222325ULL;
+  for (unsigned char ch : text) h = (h ^ ch) * 0x100000001B3ULL;
+  // Keep it below 2^53 so that it survives a JSON number round trip.
+  return splitmix64(base ^ h) >> 11;
+}
+
+// ------------------------------------------------------------------ models
+
+torch::nn::AnyModule activation(const std::string& name) {
+  if (name == "gelu") return torch::nn::AnyModule(torch::nn::GELU());
+  if (name == "tanh") return torch::nn::AnyModule(torch::nn::Tanh());
+  if (name == "silu") return torch::nn::AnyModule(torch::nn::SiLU());
+  if (name == "leaky_relu") return torch::nn::AnyModule(torch::nn::LeakyReLU());
+  return torch::nn::AnyModule(torch::nn::ReLU());
+}
+
+// Dropout drawing its masks from the trial's own generator (not LibTorch's
+// global one), so that concurrent trials in one process stay reproducible.
+// Inverted dropout (Srivastava et al., "Dropout", JMLR 2014, scaled at
+// training time): y = x * mask / (1 - p), mask ~ Bernoulli(1 - p); identity
+// in eval mode. `generator` undefined: the device's default generator.
+class SeededDropoutImpl : public torch::nn::Cloneable<SeededDropoutImpl> {
+ public:
+  SeededDropoutImpl(double p, c10::optional<at::Generator> generator)
+      : p_(p), generator_(std::move(generator)) {}
+  void reset() override {}
+  torch::Tensor forward(const torch::Tensor& x) {
+    if (!is_training() || p_ <= 0) return x;
+    auto mask = torch::empty_like(x).bernoulli_(1.0 - p_, generator_);
+    return x * mask / (1.0 - p_);
+  }
+
+ private:
+  double p_;
+  c10::optional<at::Generator> generator_;
+};
+TORCH_MODULE(SeededDropout);
+
+// Re-initialises every Linear and Conv2d layer as LibTorch does by default
+// (weights and biases ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)), which is
+// kaiming_uniform with a = sqrt(5); He et al., ICCV 2015), drawing from
+// `generator` instead of the global generator. Call before moving to a device.
+void init_weights(torch::nn::Module& model, at::Generator& generator) {
+  torch::NoGradGuard no_grad;
+  for (auto& module : model.modules(/*include_self=*/false)) {
+    torch::Tensor weight, bias;
+    if (auto* linear = module->as<torch::nn::Linear>()) {
+      weight = linear->weight;
+      bias = linear->bias;
+    } else if (auto* conv = module->as<torch::nn::Conv2d>()) {
+      weight = conv->weight;
+      bias = conv->bias;
+    } else {
+      continue;
+    }
+    const double fan_in = static_cast<double>(weight[0].numel());
+    const double bound = 1.0 / std::sqrt(fan_in);
+    weight.uniform_(-bound, bound, generator);
+    if (bias.defined()) bias.uniform_(-bound, bound, generator);
+  }
+}
+
+// MLP: input [N, 1, rows, cols] float32 -> flatten [N, rows*cols] ->
+// `layers` x (Linear(hidden) -> activation -> Dropout) -> Linear(10):
+// logits [N, 10].
+torch::nn::Sequential make_mlp(const TrainingParams& p, std::int64_t rows, std::int64_t cols,
+                               const c10::optional<at::Generator>& dropout_gen) {
+  torch::nn::Sequential seq;
+  seq->push_back(torch::nn::Flatten());
+  std::int64_t in = rows * cols;
+  for (std::int64_t i = 0; i < p.layers; ++i) {
+    seq->push_back(torch::nn::Linear(in, p.hidden));
+    seq->push_back(activation(p.activation));
+    if (p.dropout > 0) seq->push_back(SeededDropout(p.dropout, dropout_gen));
+    in = p.hidden;
+  }
+  seq->push_back(torch::nn::Linear(in, Dataset::kNumClasses));
+  return seq;
+}
+
+// CNN (after LeNet-5): input [N, 1, rows, cols] ->
+// Conv(channels, k, same padding) -> act -> MaxPool 2 -> [N, c, rows/2, cols/2]
+// Conv(2*channels, k, same padding) -> act -> MaxPool 2 -> [N, 2c, rows/4, cols/4]
+// flatten -> Dropout -> Linear(128) -> act -> Dropout -> Linear(10): logits [N, 10].
+torch::nn::Sequential make_cnn(const TrainingParams& p, std::int64_t rows, std::int64_t cols,
+                               const c10::optional<at::Generator>& dropout_gen) {
+  namespace nn = torch::nn;
+  const std::int64_t c = p.channels, k = p.kernel_size, pad = p.kernel_size / 2;
+  nn::Sequential seq;
+  seq->push_back(nn::Conv2d(nn::Conv2dOptions(1, c, k).padding(pad)));
+  seq->push_back(activation(p.activation));
+  seq->push_back(nn::MaxPool2d(nn::MaxPool2dOptions(2)));
+  seq->push_back(nn::Conv2d(nn::Conv2dOptions(c, 2 * c, k).padding(pad)));
+  seq->push_back(activation(p.activation));
+  seq->push_back(nn::MaxPool2d(nn::MaxPool2dOptions(2)));
+  seq->push_back(nn::Flatten());
+  const std::int64_t flat = 2 * c * (rows / 4) * (cols / 4);
+  if (flat < 1) throw Error(fmt::format("cnn: images of {}x{} are too small (need at least 4x4)", rows, cols));
+  if (p.dropout > 0) seq->push_back(SeededDropout(p.dropout, dropout_gen));
+  seq->push_back(nn::Linear(flat, 128));
+  seq->push_back(activation(p.activation));
+  if (p.dropout > 0) seq->push_back(SeededDropout(p.dropout, dropout_gen));
+  seq->push_back(nn::Linear(128, Dataset::kNumClasses));
+  return seq;
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingParams& p,
+                                                        std::vector<torch::Tensor> params) {
+  namespace optim = torch::optim;
+  if (p.optimizer == "adamw")
+    return std::make_unique<optim::AdamW>(params, optim::AdamWOptions(p.lr_effective).weight_decay(p.weight_decay));
+  if (p.optimizer == "sgd")
+    return std::make_unique<optim::SGD>(params, optim::SGDOptions(p.lr_effective)
+                                                    .momentum(p.momentum)
+                                                    .nesterov(p.nesterov && p.momentum > 0)
+                                                    .weight_decay(p.weight_decay));
+  if (p.optimizer == "rmsprop")
+    return std::make_unique<optim::RMSprop>(
+        params, optim::RMSpropOptions(p.lr_effective).momentum(p.momentum).weight_decay(p.weight_decay));
+  return std::make_unique<optim::Adam>(params, optim::AdamOptions(p.lr_effective).weight_decay(p.weight_decay));
+}
+
+// Mean cross-entropy and accuracy of `model` on (x, y), in chunks.
+std::pair<double, double> score(torch::nn::Sequential& model, const torch::Tensor& x,
+                                const torch::Tensor& y, std::int64_t chunk) {
+  torch::NoGradGuard no_grad;
+  model->eval();
+  const std::int64_t n = x.size(0);
+  double loss_sum = 0.0;
+  std::int64_t correct = 0;
+  for (std::int64_t start = 0; start < n; start += chunk) {
+    const std::int64_t end = std::min(n, start + chunk);
+    auto logits = model->forward(x.slice(0, start, end));
+    auto target = y.slice(0, start, end);
+    loss_sum += torch::nn::functional::cross_entropy(
+                    logits, target, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                    .item<double>();
+    correct += logits.argmax(1).eq(target).sum().item<std::int64_t>();
+  }
+  return {loss_sum / static_cast<double>(n), static_cast<double>(correct) / static_cast<double>(n)};
+}
+
+// Everything an objective needs across trials.
+struct FashionMnistState {
+  FashionMnistConfig config;
+  SearchSpace space;
+  TrainMetric metric = TrainMetric::kValLoss;
+  torch::Device device = torch::kCPU;
+  std::shared_ptr<const PreparedData> data;
+};
+
+std::shared_ptr<FashionMnistState> make_state(const Json& config, const SearchSpace& space,
+                                              const ObjectiveContext& context) {
+  auto s = std::make_shared<FashionMnistState>();
+  s->config = FashionMnistConfig::from_json(config, space);
+  s->space = space;
+  s->metric = s->config.resolve_metric(context.direction);
+  apply_threads(context.threads);
+  s->device = pick_device(context.device);
+  s->data = prepare(s->config, s->device);
+  return s;
+}
+
+// Runs `fn`, turning out-of-memory errors into Error("oom") and other
+// LibTorch errors into Error("libtorch: <message without backtrace>").
+// LibTorch 1.13 raises c10::OutOfMemoryError for CUDA, and a plain c10::Error
+// ("DefaultCPUAllocator: can't allocate memory: ...") for host memory.
+template <class Fn>
+auto oom_guard(Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const c10::OutOfMemoryError& e) {
+    spdlog::warn("out of memory: {}", e.what_without_backtrace());
+    throw Error("oom");
+  } catch (const c10::Error& e) {
+    std::string msg = e.what_without_backtrace();
+    std::string lower = msg;
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    // CUDA says "out of memory"; the CPU allocator "can't allocate memory".
+    const bool oom = lower.find("out of memory") != std::string::npos ||
+                     lower.find("can't allocate memory") != std::string::npos ||
+                     lower.find("cannot allocate memory") != std::string::npos ||
+                     lower.find("not enough memory") != std::string::npos;
+    if (oom) {
+      spdlog::warn("out of memory: {}", msg);
+      throw Error("oom");
+    }
+    throw Error("libtorch: " + msg.substr(0, msg.find('\n')));
+  } catch (const std::bad_alloc&) {
+    spdlog::warn("out of memory: std::bad_alloc");
+    throw Error("oom");
+  }
+}
+
+// A copy of a model's parameters and buffers.
+std::vector<torch::Tensor> snapshot(const torch::nn::Sequential& model) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> out;
+  for (const auto& p : model->parameters()) out.push_back(p.detach().clone());
+  for (const auto& b : model->buffers()) out.push_back(b.detach().clone());
+  return out;
+}
+
+void restore(torch::nn::Sequential& model, const std::vector<torch::Tensor>& saved) {
+  torch::NoGradGuard no_grad;
+  std::size_t i = 0;
+  for (auto& p : model->parameters()) p.copy_(saved.at(i++));
+  for (auto& b : model->buffers()) b.copy_(saved.at(i++));
+}
+
+// Trains one model: returns the outcome and the model (with its final
+// weights); keeps the best epoch's weights in *best_weights when given.
+TrainingOutcome train(const FashionMnistState& s, const TrainingParams& p, std::uint64_t seed,
+                      Trial* trial, torch::nn::Sequential* model_out,
+                      std::vector<torch::Tensor>* best_weights) {
+  const PreparedData& d = *s.data;
+  // The trial's generators: initial weights, batch order, dropout masks (on
+  // the CPU; on a GPU the masks come from the device's generator, seeded by
+  // manual_seed, so concurrent GPU trials in one process can interfere).
+  torch::manual_seed(seed);
+  auto init_gen = at::detail::createCPUGenerator(seed);
+  auto shuffle_gen = at::detail::createCPUGenerator(splitmix64(seed));
+  c10::optional<at::Generator> dropout_gen;
+  if (s.device.is_cpu()) dropout_gen = at::detail::createCPUGenerator(splitmix64(splitmix64(seed)));
+  torch::nn::Sequential model = s.config.model == "cnn" ? make_cnn(p, d.rows, d.cols, dropout_gen)
+                                                        : make_mlp(p, d.rows, d.cols, dropout_gen);
+  init_weights(*model, init_gen);
+  model->to(s.device);
+  auto optimizer = make_optimizer(p, model->parameters());
+  const std::int64_t n = d.train_x.size(0);
+  const std::int64_t batch = std::min<std::int64_t>(p.batch_size, n);
+
+  auto run_epoch = [&](std::int64_t epoch) {
+    model->train();
+    auto perm = torch::randperm(n, shuffle_gen, torch::kInt64).to(s.device);
+    // Summed on the device: no host synchronisation per batch.
+    auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(s.device));
+    std::int64_t b = 0;
+    for (std::int64_t start = 0; start < n; start += batch, ++b) {
+      if (g_batch_hook) g_batch_hook(epoch, b);
+      auto idx = perm.slice(0, start, std::min(n, start + batch));
+      auto x = d.train_x.index_select(0, idx);
+      auto y = d.train_y.index_select(0, idx);
+      optimizer->zero_grad();
+      auto loss = torch::nn::functional::cross_entropy(model->forward(x), y);
+      loss.backward();
+      optimizer->step();
+      loss_sum += loss.detach().to(torch::kFloat64) * static_cast<double>(idx.size(0));
+    }
+    EpochMetrics m;
+    m.train_loss = loss_sum.item<double>() / static_cast<double>(n);
+    std::tie(m.val_loss, m.val_accuracy) = score(model, d.val_x, d.val_y, s.config.eval_batch_size);
+    spdlog::debug("epoch {}: train_loss {:.4f} val_loss {:.4f} val_accuracy {:.4f}", epoch, m.train_loss,
+                  m.val_loss, m.val_accuracy);
+    return m;
+  };
+  std::function<void(std::int64_t)> on_best;
+  if (best_weights) on_best = [&](std::int64_t) { *best_weights = snapshot(model); };
+  TrainingOutcome out = run_epochs(trial, s.config.max_epochs, s.metric, s.config.early_stopping,
+                                   run_epoch, on_best);
+  if (model_out) *model_out = model;
+  return out;
+}
+
+}  // namespace
+
+Objective make_fashion_mnist_objective(const Json& config, const SearchSpace& space,
+                                       const ObjectiveContext& context) {
+  auto state = oom_guard([&] { return make_state(config, space, context); });
+  spdlog::info("{}: {} model, {} training and {} validation images, metric {}, device {}, {} threads",
+               kFashionMnistType, state->config.model, state->data->train_x.size(0),
+               state->data->val_x.size(0), to_string(state->metric), state->device.str(),
+               at::get_num_threads());
+  return [state](Trial& trial) -> double {
+    const TrainingParams p = TrainingParams::from_params(trial.params(), state->space);
+    const std::uint64_t seed = trial_seed(state->config.seed, trial.params());
+    trial.set_user_attr("lr_effective", p.lr_effective);
+    trial.set_user_attr("n_train", state->data->train_x.size(0));
+    return oom_guard([&] { return train(*state, p, seed, &trial, nullptr, nullptr); }).best_value;
+  };
+}
+
+TestEvaluation evaluate_on_test_set(const Json& config, const SearchSpace& space, const Params& params,
+                                    const ObjectiveContext& context) {
+  auto state = oom_guard([&] { return make_state(config, space, context); });
+  const TrainingParams p = TrainingParams::from_params(params, space);
+  const std::uint64_t seed = trial_seed(state->config.seed, params);
+  return oom_guard([&] {
+    auto test_raw = load_cached(state->config.data_dir, false);
+    const PreparedData& d = *state->data;
+    if (static_cast<std::int64_t>(test_raw->rows) != d.rows ||
+        static_cast<std::int64_t>(test_raw->cols) != d.cols)
+      throw Error(fmt::format("{}: test images are {}x{} but training images are {}x{}",
+                              state->config.data_dir, test_raw->rows, test_raw->cols, d.rows, d.cols));
+    std::vector<std::size_t> all(test_raw->n);
+    for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+    auto [tx, ty] = select(*test_raw, all);
+    tx = tx.sub_(d.mean).div_(d.std).to(state->device);
+    ty = ty.to(state->device);
+
+    torch::nn::Sequential model;
+    std::vector<torch::Tensor> best_weights;
+    TrainingOutcome out = train(*state, p, seed, nullptr, &model, &best_weights);
+    restore(model, best_weights);
+    TestEvaluation e;
+    std::tie(e.test_loss, e.test_accuracy) = score(model, tx, ty, state->config.eval_batch_size);
+    e.best_epoch = out.best_epoch;
+    e.val_loss = out.best.val_loss;
+    e.val_accuracy = out.best.val_accuracy;
+    return e;
+  });
+}
+
+void register_torch_objectives() {
+  ObjectiveType t;
+  t.type = kFashionMnistType;
+  t.description =
+      "LibTorch MLP or CNN on Fashion-MNIST (or MNIST) with early stopping; value: the best "
+      "val_loss or val_accuracy";
+  t.validate = [](const Json& config, const SearchSpace& space) {
+    (void)FashionMnistConfig::from_json(config, space);
+  };
+  t.make = make_fashion_mnist_objective;
+  register_objective_type(std::move(t));
+}
+
+namespace torch_testing {
+void set_batch_hook(std::function<void(std::int64_t, std::int64_t)> hook) { g_batch_hook = std::move(hook); }
+void clear_data_cache() {
+  std::scoped_lock lock(g_raw_mu, g_prepared_mu);
+  g_raw.clear();
+  g_prepared.clear();
+}
+std::int64_t data_loads() { return g_loads.load(); }
+}  // namespace torch_testing
+
+}  // namespace hps

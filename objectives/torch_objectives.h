@@ -1,0 +1,243 @@
+// LibTorch objectives: image classifiers on Fashion-MNIST (or MNIST) trained
+// with early stopping, registered as the objective type
+// "torch.fashion_mnist".
+//
+// This header does not include LibTorch; everything that needs it lives in
+// objectives/torch_fashion_mnist.cpp (library hpsearch_torch).
+//
+// The objective section of space.json (every field optional):
+//
+//   "objective": {
+//     "type": "torch.fashion_mnist",
+//     "model": "mlp",                 // "mlp" or "cnn"
+//     "data_dir": "/usr/share/datasets/fashion-mnist",
+//     "train_subset": 0,              // train on this many images (0 = all)
+//     "val_fraction": 0.1,            // part of the training set held out
+//     "max_epochs": 10,
+//     "early_stopping": {"patience": 3, "min_delta": 0.0},
+//     "metric": "val_loss",           // or "val_accuracy"; default: from
+//                                     // study.direction (minimize: val_loss)
+//     "seed": 0,                      // split seed, base of per-trial seeds
+//     "eval_batch_size": 1000         // images per forward pass when scoring
+//   }
+//
+// The params a trial may set (all optional; a param the space does not declare
+// takes its default, an inactive conditional param too):
+//
+//   lr            float > 0, default 1e-3. With "scale_with" in the space
+//                 (design.md) the sampled value is the base rate at the
+//                 reference batch size; the rate used in training is
+//                 lr * (batch_size / reference)^p, p = 0.5 ("sqrt") or 1
+//                 ("linear"), stored as user attr "lr_effective".
+//   batch_size    int >= 1, default 64
+//   optimizer     "adam" (default), "adamw", "sgd", "rmsprop"
+//   momentum      float in [0, 1); sgd and rmsprop; default 0.9 for sgd and
+//                 0 for rmsprop
+//   nesterov      bool, sgd only, default false; ignored when momentum is 0
+//                 (LibTorch refuses Nesterov without momentum)
+//   weight_decay  float >= 0, default 0 (L2 penalty; decoupled for adamw)
+//   layers        int >= 1, MLP hidden layers, default 1
+//   hidden        int >= 1, MLP hidden units per layer, default 128
+//   activation    "relu" (default), "gelu", "tanh", "silu", "leaky_relu"
+//   dropout       float in [0, 1), default 0; after every hidden layer (MLP)
+//                 or before each fully connected layer (CNN)
+//   channels      int >= 1, CNN channels of the first convolution (the second
+//                 has twice as many), default 32
+//   kernel_size   odd int >= 1, CNN convolution kernel, default 3
+//
+// A param of the space that the objective does not know, or whose
+// distribution can produce a value outside the ranges above, is refused by
+// validate (ConfigError "space.<param>: ...") before any trial runs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "objectives/objective.h"
+#include "search/json_util.h"
+#include "search/search_space.h"
+#include "search/study.h"
+
+namespace hps {
+
+// Registers "torch.fashion_mnist" with the objective registry. Idempotent.
+void register_torch_objectives();
+
+inline constexpr const char* kFashionMnistType = "torch.fashion_mnist";
+inline constexpr const char* kFashionMnistDefaultDir = "/usr/share/datasets/fashion-mnist";
+
+// The validation metric a trial reports and returns.
+enum class TrainMetric {
+  kValLoss,      // mean cross-entropy on the validation set (nats); minimize
+  kValAccuracy,  // fraction of validation images classified right, [0, 1]; maximize
+};
+// "val_loss" / "val_accuracy".
+const char* to_string(TrainMetric metric);
+
+// Per-trial early stopping (the rule of Keras' EarlyStopping callback).
+struct EarlyStoppingOptions {
+  // Epochs without improvement after which training stops; 0 (default) never
+  // stops early. Small values save time but can stop a slow starter.
+  std::int64_t patience = 0;
+  // An epoch improves when its metric beats the best so far by more than
+  // this (absolute, in the metric's units; default 0: any improvement).
+  double min_delta = 0.0;
+};
+
+// The parsed objective section.
+struct FashionMnistConfig {
+  std::string model = "mlp";                       // "mlp" or "cnn"
+  std::string data_dir = kFashionMnistDefaultDir;  // the four IDX files (see idx.h)
+  std::int64_t train_subset = 0;  // images of the training part used; 0 = all
+  double val_fraction = 0.1;      // in (0, 1); the validation part is never subset
+  std::int64_t max_epochs = 10;   // >= 1
+  EarlyStoppingOptions early_stopping;
+  // Absent: derived from the study direction (val_loss when it is unknown).
+  std::optional<TrainMetric> metric;
+  std::uint64_t seed = 0;              // seed of the train/validation split and base of
+                                       // the per-trial seeds
+  std::int64_t eval_batch_size = 1000;  // images per forward pass when scoring; >= 1
+
+  // Parses and validates the objective section and its fit with `space`
+  // (the params above). Throws ConfigError naming "objective.<field>" or
+  // "space.<param>"; does not touch the data files.
+  static FashionMnistConfig from_json(const Json& objective, const SearchSpace& space);
+
+  // The metric to use under `direction` (nullopt: unknown). Throws
+  // ConfigError("objective.metric", ...) when the configured metric does not
+  // fit the direction (val_loss must be minimized, val_accuracy maximized).
+  TrainMetric resolve_metric(std::optional<StudyDirection> direction) const;
+};
+
+// The hyperparameters of one trial, after defaults and scale_with.
+struct TrainingParams {
+  std::string optimizer = "adam";
+  double lr = 1e-3;            // as sampled (the base rate when scale_with applies)
+  double lr_effective = 1e-3;  // the rate used in training
+  std::int64_t batch_size = 64;
+  double momentum = 0.0;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+  std::int64_t layers = 1;
+  std::int64_t hidden = 128;
+  std::string activation = "relu";
+  double dropout = 0.0;
+  std::int64_t channels = 32;
+  std::int64_t kernel_size = 3;
+
+  // Reads a trial's params (see the list at the top of this file), applying
+  // `space`'s scale_with rules. Throws ConfigError("params.<name>", ...) for
+  // a value out of range or of the wrong type.
+  static TrainingParams from_params(const Params& params, const SearchSpace& space);
+};
+
+// Validation metrics after one epoch of training.
+struct EpochMetrics {
+  double train_loss = 0.0;    // mean cross-entropy over the epoch's batches (nats)
+  double val_loss = 0.0;      // mean cross-entropy on the validation set (nats)
+  double val_accuracy = 0.0;  // in [0, 1]
+};
+
+// What run_epochs() ended with.
+struct TrainingOutcome {
+  double best_value = 0.0;       // the best metric reached (the trial's value)
+  std::int64_t best_epoch = 0;   // 1-based epoch of best_value
+  EpochMetrics best;             // the metrics of best_epoch
+  std::int64_t epochs_run = 0;   // epochs trained
+  bool stopped_early = false;    // early stopping ended training
+  bool diverged = false;         // a non-finite loss ended training
+};
+
+// The epoch loop shared by the LibTorch objectives, independent of LibTorch.
+//
+// For epoch = 1, 2, ..., max_epochs: m = run_epoch(epoch); the metric value
+// v (m.val_loss or m.val_accuracy) is reported to `trial` at step = epoch;
+// when the pruner answers prune, training stops and TrialPruned is thrown
+// (after the user attrs below are set). An epoch improves when v beats the
+// best value by more than early.min_delta (lower for val_loss, higher for
+// val_accuracy); then on_best(epoch) is called (e.g. to keep the weights).
+// After early.patience epochs in a row without improvement training stops
+// (patience 0: never). A non-finite train or validation loss ends training
+// as diverged (it is not reported): the best epoch so far is kept, or, at
+// epoch 1, Error("diverged: ...") is thrown.
+//
+// Before returning or throwing TrialPruned, sets the user attrs best_epoch,
+// val_loss, val_accuracy (of the best epoch, whichever metric is used),
+// train_loss, epochs_run and stopped_early on `trial`. `trial` may be null
+// (no reports, no pruning, no attrs). Exceptions of run_epoch propagate.
+TrainingOutcome run_epochs(Trial* trial, std::int64_t max_epochs, TrainMetric metric,
+                           const EarlyStoppingOptions& early,
+                           const std::function<EpochMetrics(std::int64_t epoch)>& run_epoch,
+                           const std::function<void(std::int64_t epoch)>& on_best = {});
+
+// The Fashion-MNIST objective, as the registry's make() builds it. Loads the
+// data (once per process and data_dir, kept for every later call), sets
+// LibTorch's CPU threads to context.threads, and picks the device:
+// context.device "cuda:N" when LibTorch has CUDA and a GPU is available,
+// else the CPU (with a warning if CUDA was asked for).
+//
+// Each call of the objective trains a model from its params, seeded from
+// config.seed and the params (not the trial number), so the same params
+// give the same result on the same machine, thread count and device: the
+// initial weights, the batch order and (on the CPU) the dropout masks come
+// from generators of the trial's own, so trials running concurrently in one
+// process do not disturb each other (on a GPU, dropout draws from the
+// device's generator and only one trial at a time per process is
+// reproducible). Returns the best
+// metric reached (run_epochs()); sets the user attrs of run_epochs() plus
+// lr_effective (the rate used) and n_train (training images).
+//
+// Errors: ConfigError for a bad config (as from_json) or bad params; Error
+// naming the file for missing or malformed data; a trial whose training
+// runs out of memory (c10::OutOfMemoryError, a c10::Error saying "out of
+// memory" or "can't allocate memory" as LibTorch's CPU allocator does,
+// std::bad_alloc) throws Error("oom"), so the trial ends FAIL with reason
+// "oom" and the process can run the next trial. Other LibTorch errors throw
+// Error("libtorch: <message>").
+Objective make_fashion_mnist_objective(const Json& config, const SearchSpace& space,
+                                       const ObjectiveContext& context = {});
+
+// The held-out test set score of a set of params.
+struct TestEvaluation {
+  double test_accuracy = 0.0;  // in [0, 1], on the 10,000 test images
+  double test_loss = 0.0;      // mean cross-entropy (nats)
+  std::int64_t best_epoch = 0; // epoch whose weights were scored
+  double val_accuracy = 0.0;   // the retrained model's validation accuracy at best_epoch
+  double val_loss = 0.0;
+  // The attrs to store with the trial: test_accuracy, test_loss.
+  Json to_user_attrs() const;
+};
+
+// Scores `params` on the test split, once, at the end of a study (the test
+// set is never seen by the search). No weights are stored during the
+// search, so the trial is reproduced: the same seed, data and params train
+// a model again (early stopping as configured, up to max_epochs), its
+// weights at the best validation epoch are kept and scored on the test
+// split. With the thread count and device of the trial the model is the
+// trial's own; otherwise floating-point reassociation can make it differ
+// slightly. Takes as long as one trial. `config` is the objective section of
+// the study (type torch.fashion_mnist).
+//
+// Throws as make_fashion_mnist_objective(), and ConfigError when `config` is
+// not a torch.fashion_mnist section.
+TestEvaluation evaluate_on_test_set(const Json& config, const SearchSpace& space,
+                                    const Params& params, const ObjectiveContext& context = {});
+
+// Whether `config` (an objective section) is one of this library's types.
+bool is_torch_objective(const Json& config);
+
+// Hooks for tests; not for production use.
+namespace torch_testing {
+// Called before every training batch with the 1-based epoch and the 0-based
+// batch index; it may throw (e.g. std::bad_alloc to simulate an allocation
+// failure). Pass {} to remove. Not thread-safe: set it while no trial runs.
+void set_batch_hook(std::function<void(std::int64_t epoch, std::int64_t batch)> hook);
+// Drops the process-wide data cache (for tests of loading).
+void clear_data_cache();
+// Number of data sets (data_dir and split) loaded from disk so far.
+std::int64_t data_loads();
+}  // namespace torch_testing
+
+}  // namespace hps
