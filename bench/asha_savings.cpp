@@ -130,6 +130,7 @@ RunResult run_one(const Options& o, const hps::Json& document, const std::string
   ctx.threads = o.threads > 0 ? o.threads : std::max(1, cores / o.jobs);
   ctx.device = o.device;
   ctx.study_name = config.name + "-" + name;
+  ctx.direction = config.direction;
   hps::Objective objective = hps::make_objective(config.objective, config.space, ctx);
 
   hps::OptimizeOptions oo;
