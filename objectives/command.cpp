@@ -496,9 +496,46 @@ class Tail {
   std::size_t bytes_ = 0;
 };
 
+// `text` with every byte that is not part of a well-formed UTF-8 sequence
+// (RFC 3629: no overlong forms, surrogates or code points above U+10FFFF)
+// replaced by U+FFFD, so that a program's binary output cannot break the
+// JSON of the store, the protocol or `hpsearch trials`.
+std::string valid_utf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  std::size_t i = 0;
+  while (i < text.size()) {
+    auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
+    unsigned char c = byte(i);
+    std::size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (c < 0x80) len = 1;
+    else if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c == 0xE0) { len = 3; lo = 0xA0; }
+    else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) len = 3;
+    else if (c == 0xED) { len = 3; hi = 0x9F; }
+    else if (c == 0xF0) { len = 4; lo = 0x90; }
+    else if (c >= 0xF1 && c <= 0xF3) len = 4;
+    else if (c == 0xF4) { len = 4; hi = 0x8F; }
+    bool ok = len > 0 && i + len <= text.size();
+    for (std::size_t k = 1; ok && k < len; ++k) {
+      unsigned char b = byte(i + k);
+      ok = k == 1 ? (b >= lo && b <= hi) : (b >= 0x80 && b <= 0xBF);
+    }
+    if (ok) {
+      out.append(text.substr(i, len));
+      i += len;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
 std::string with_tail(std::string reason, const Tail& tail) {
-  if (tail.empty()) return reason + "; stderr was empty";
-  return reason + "; last lines of stderr:\n" + tail.text();
+  if (tail.empty()) return valid_utf8(reason + "; stderr was empty");
+  return valid_utf8(reason + "; last lines of stderr:\n" + tail.text());
 }
 
 std::string format_seconds(double s) {

@@ -287,11 +287,15 @@ TEST_F(CommandObjectiveTest, CrashFailsWithTheEndOfStderr) {
       "echo 'hpsearch: {\"value\": 1}'\n"
       "echo 'Traceback (most recent call last):' >&2\n"
       "echo 'ZeroDivisionError: division by zero' >&2\n"
+      "printf 'bytes \\377\\300\\200 caf\\303\\251\\n' >&2\n"
       "exit 3");
   TrialPtr t = run_one(objective, kAdam);
   EXPECT_EQ(t->state, TrialState::kFail);
   EXPECT_THAT(t->fail_reason, HasSubstr("exit code 3"));
   EXPECT_THAT(t->fail_reason, HasSubstr("ZeroDivisionError: division by zero"));
+  // Binary output is made valid UTF-8 (the reason goes into JSON), text kept.
+  EXPECT_THAT(t->fail_reason, HasSubstr("bytes \xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD caf\xC3\xA9"));
+  EXPECT_NO_THROW(Json(t->fail_reason).dump());
 }
 
 TEST_F(CommandObjectiveTest, DeathBySignalFails) {

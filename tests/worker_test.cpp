@@ -289,6 +289,13 @@ TEST(WorkerOptionsTest, ValidateNamesTheField) {
   }
 }
 
+TEST(WorkerOptionsTest, DesignatedInitializersBuildAWorker) {
+  // The embedding API of the docs: no connection is made before run().
+  Worker worker({.connect = "tcp://127.0.0.1:1", .device = "cpu", .threads = 2});
+  EXPECT_EQ(worker.trials_run(), 0);
+  EXPECT_THROW(Worker({.connect = ""}), ConfigError);
+}
+
 TEST(StudyLogDirTest, SanitizesTheStudyName) {
   EXPECT_EQ(study_log_dir("fmnist-mlp", "runs"), "runs/fmnist-mlp.logs");
   EXPECT_EQ(study_log_dir("a/b c", "."), "./a_b_c.logs");
