@@ -222,10 +222,26 @@ std::vector<TrialPtr> InMemoryStorage::get_all_trials(std::int64_t study_id,
 }
 
 void InMemoryStorage::run_in_transaction(const std::function<void()>& fn) {
-  // Holds the lock for the whole unit so no reader sees half of it. There is
-  // no rollback in memory: a throwing fn leaves the writes it made.
+  // Holds the lock for the whole unit so no reader sees half of it. Each
+  // call keeps a snapshot (trials are copy-on-write, so it copies pointers,
+  // not trials) and restores it when fn throws: like SQLite's savepoints, a
+  // failed nested unit undoes only its own writes.
   std::lock_guard lock(impl_->mu);
-  fn();
+  Impl& m = *impl_;
+  auto studies = m.studies;
+  auto trials_by_study = m.trials_by_study;
+  auto where = m.where;
+  const std::int64_t next_study_id = m.next_study_id, next_trial_id = m.next_trial_id;
+  try {
+    fn();
+  } catch (...) {
+    m.studies = std::move(studies);
+    m.trials_by_study = std::move(trials_by_study);
+    m.where = std::move(where);
+    m.next_study_id = next_study_id;
+    m.next_trial_id = next_trial_id;
+    throw;
+  }
 }
 
 std::shared_ptr<Storage> open_storage(const std::string& url) {

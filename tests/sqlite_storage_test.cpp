@@ -512,6 +512,45 @@ TEST_P(StorageContract, RunInTransactionCommits) {
   EXPECT_EQ(storage_->count_trials(study, {TrialState::kComplete}), 5);
 }
 
+TEST_P(StorageContract, RunInTransactionRollsBackEverythingWhenItThrows) {
+  auto study = storage_->create_study("s", StudyDirection::kMinimize, Json());
+  auto keep = storage_->create_trial(study, running());
+  EXPECT_THROW(storage_->run_in_transaction([&] {
+    for (int k = 0; k < 3; ++k) {
+      auto t = storage_->create_trial(study, running());
+      storage_->set_trial_intermediate_value(t->trial_id, 0, 1.0);
+    }
+    storage_->set_trial_state(keep->trial_id, TrialState::kComplete, 1.0);
+    storage_->set_study_user_attr(study, "k", 1);
+    EXPECT_EQ(storage_->count_trials(study, {}), 4);
+    throw std::runtime_error("objective failed");
+  }),
+               std::runtime_error);
+  auto all = storage_->get_all_trials(study, {});
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0]->state, TrialState::kRunning);
+  EXPECT_FALSE(all[0]->value.has_value());
+  EXPECT_TRUE(storage_->get_study(study).user_attrs.empty());
+  EXPECT_EQ(storage_->create_trial(study, running())->number, 1);
+}
+
+TEST_P(StorageContract, FailedNestedTransactionUndoesOnlyItsOwnWrites) {
+  auto study = storage_->create_study("s", StudyDirection::kMinimize, Json());
+  storage_->run_in_transaction([&] {
+    storage_->create_trial(study, running());
+    EXPECT_THROW(storage_->run_in_transaction([&] {
+      storage_->create_trial(study, running());
+      throw std::runtime_error("inner");
+    }),
+                 std::runtime_error);
+    storage_->create_trial(study, running());
+  });
+  auto all = storage_->get_all_trials(study, {});
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0]->number, 0);
+  EXPECT_EQ(all[1]->number, 1);
+}
+
 std::vector<StorageFactory> all_storages() {
   return {
       {"InMemory", [](const std::string&) { return std::make_shared<InMemoryStorage>(); }},
