@@ -104,7 +104,7 @@ tpe::EstimatorOptions estimator_options(const TpeOptions& o) {
   e.consider_magic_clip = o.consider_magic_clip.value_or(true);
   e.consider_endpoints = o.consider_endpoints;
   e.bandwidth = o.bandwidth;
-  e.bandwidth_factor = o.bandwidth_factor;
+  e.bandwidth_factor = o.bandwidth_factor.value_or(1.0);
   e.min_bandwidth_factor = o.min_bandwidth_factor.value_or(0.0);
   e.equal_heights = o.equal_kernel_heights.value_or(false);
   return e;
@@ -151,7 +151,7 @@ void TpeOptions::validate(const std::string& path) const {
     fail("prior_weight", "must be a finite number > 0");
   if (min_bandwidth_factor && !(*min_bandwidth_factor >= 0 && *min_bandwidth_factor <= 1))
     fail("min_bandwidth_factor", "must be in [0, 1]");
-  if (!(bandwidth_factor > 0) || !std::isfinite(bandwidth_factor))
+  if (bandwidth_factor && (!(*bandwidth_factor > 0) || !std::isfinite(*bandwidth_factor)))
     fail("bandwidth_factor", "must be a finite number > 0");
   if (weights_window < 1) fail("weights_window", "must be >= 1");
   if (group && !multivariate) fail("group", "needs multivariate: true");
@@ -163,6 +163,7 @@ TpeOptions TpeOptions::resolved() const {
   if (!o.consider_magic_clip) o.consider_magic_clip = !multivariate;
   if (!o.min_bandwidth_factor) o.min_bandwidth_factor = multivariate ? 0.04 : 0.0;
   if (!o.equal_kernel_heights) o.equal_kernel_heights = !multivariate;
+  if (!o.bandwidth_factor) o.bandwidth_factor = multivariate ? 0.7 : 1.0;
   return o;
 }
 
@@ -247,7 +248,7 @@ Json TpeOptions::to_json() const {
       {"min_bandwidth_factor", *o.min_bandwidth_factor},
       {"equal_kernel_heights", *o.equal_kernel_heights},
       {"bandwidth", to_string(bandwidth)},
-      {"bandwidth_factor", bandwidth_factor},
+      {"bandwidth_factor", *o.bandwidth_factor},
       {"weights", to_string(weights)},
       {"weights_window", weights_window},
       {"multivariate", multivariate},

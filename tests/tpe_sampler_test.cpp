@@ -122,12 +122,14 @@ TEST(TpeOptionsTest, ModeDependentDefaultsResolve) {
   EXPECT_TRUE(*r.consider_magic_clip);
   EXPECT_DOUBLE_EQ(*r.min_bandwidth_factor, 0.0);
   EXPECT_TRUE(*r.equal_kernel_heights);
+  EXPECT_DOUBLE_EQ(*r.bandwidth_factor, 1.0);
   TpeOptions multi;
   multi.multivariate = true;
   r = multi.resolved();
   EXPECT_FALSE(*r.consider_magic_clip);
   EXPECT_DOUBLE_EQ(*r.min_bandwidth_factor, 0.04);
   EXPECT_FALSE(*r.equal_kernel_heights);
+  EXPECT_DOUBLE_EQ(*r.bandwidth_factor, 0.7);
   // Values set explicitly are kept.
   multi.consider_magic_clip = true;
   EXPECT_TRUE(*multi.resolved().consider_magic_clip);
@@ -185,7 +187,7 @@ TEST(TpeOptionsTest, FromJsonReadsEveryOptionAndRoundTrips) {
   EXPECT_DOUBLE_EQ(*o.min_bandwidth_factor, 0.01);
   EXPECT_TRUE(*o.equal_kernel_heights);
   EXPECT_EQ(o.bandwidth, tpe::BandwidthRule::kScott);
-  EXPECT_DOUBLE_EQ(o.bandwidth_factor, 0.5);
+  EXPECT_DOUBLE_EQ(*o.bandwidth_factor, 0.5);
   EXPECT_EQ(o.weights, TpeWeights::kUniform);
   EXPECT_EQ(o.weights_window, 10u);
   EXPECT_TRUE(o.multivariate);
