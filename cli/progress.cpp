@@ -51,10 +51,13 @@ void Progress::update(const ProgressState& s, const std::string& last, bool forc
     return;
   }
   auto now = std::chrono::steady_clock::now();
-  if (!force && last_plain_.time_since_epoch().count() != 0 &&
-      now - last_plain_ < std::chrono::seconds(1))
-    return;
+  // Plain lines: when the count of finished trials changed (at most one a
+  // second), else one every 30 s to show the run is alive.
+  const auto gap = s.finished != last_plain_finished_ ? std::chrono::seconds(1)
+                                                      : std::chrono::seconds(30);
+  if (!force && last_plain_.time_since_epoch().count() != 0 && now - last_plain_ < gap) return;
   last_plain_ = now;
+  last_plain_finished_ = s.finished;
   fmt::print(out_, "[{}] {} trials done | {}{}{}{}\n", format_duration(elapsed), done, best, eta,
              extra, last.empty() ? "" : " | last: " + last);
   std::fflush(out_);

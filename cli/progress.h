@@ -28,8 +28,8 @@ class Progress {
   // labels the best value.
   Progress(std::FILE* out, bool tty);
   ~Progress();
-  // Redraws (tty) or logs (plain, throttled to one line a second unless
-  // `force`). `last` describes the trial that just finished, if any.
+  // Redraws (tty) or logs (plain: a line when the finished count changed,
+  // at most one a second, else one every 30 s, unless `force`). `last` describes the trial that just finished, if any.
   void update(const ProgressState& state, const std::string& last = "", bool force = false);
   // Ends the live line (tty) so normal output can follow.
   void finish();
@@ -41,6 +41,7 @@ class Progress {
   bool drawn_ = false;
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_plain_;
+  std::int64_t last_plain_finished_ = -1;
 };
 
 // The end-of-run summary: best trial, its params and user attrs, counts by

@@ -108,9 +108,12 @@ std::shared_ptr<const PreparedData> prepare(const FashionMnistConfig& c, const t
 
 std::function<void(std::int64_t, std::int64_t)> g_batch_hook;
 
-// Sets LibTorch's intra-op threads and OpenBLAS' threads (LibTorch does not
-// forward its thread count to OpenBLAS). The inter-op pool can be sized only
-// once per process, before it is first used: done on the first call only.
+// Sets LibTorch's intra-op threads and pins OpenBLAS to one thread: LibTorch
+// parallelizes through its OpenMP pool, and OpenBLAS' own pthreads inside it
+// oversubscribe the cores (bench/fmnist_epoch on 2 cores, MLP batch 64:
+// 1.7 s/epoch with 1 thread, 1.9 s with 2 LibTorch threads and OpenBLAS at 1,
+// 5.2 s with both at 2). The inter-op pool can be sized only once per
+// process, before it is first used: done on the first call only.
 void apply_threads(int threads) {
   threads = std::max(1, threads);
   static std::once_flag interop_once;
@@ -124,7 +127,7 @@ void apply_threads(int threads) {
   if (at::get_num_threads() != threads) at::set_num_threads(threads);
   using SetThreads = void (*)(int);
   if (void* fn = dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))
-    reinterpret_cast<SetThreads>(fn)(threads);
+    reinterpret_cast<SetThreads>(fn)(1);
 }
 
 torch::Device pick_device(const std::string& wanted) {
