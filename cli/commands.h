@@ -66,9 +66,11 @@ int studies_command(const ReadOptions& options);
 // worker runs now, the best trial so far.
 int status_command(const ReadOptions& options);
 
-// Installs SIGINT/SIGTERM handlers: the first sets the stop flag (returned),
-// the second exits at once with 128 + signal.
-std::atomic<bool>* install_stop_handlers();
+// Installs SIGINT/SIGTERM handlers: the first sets the stop flag (returned)
+// and, with `announce`, says on stderr what happens next; the second exits at
+// once with 128 + signal. Workers do not announce: a local pool stops its
+// workers with SIGTERM, and one line from the coordinator is enough.
+std::atomic<bool>* install_stop_handlers(bool announce = true);
 // 0 if no signal arrived, else the first signal number.
 int stop_signal();
 

@@ -11,6 +11,7 @@ namespace hps::cli {
 namespace {
 std::atomic<bool> g_stop{false};
 volatile sig_atomic_t g_signal = 0;
+volatile sig_atomic_t g_announce = 1;
 
 void on_signal(int sig) {
   if (g_signal != 0) {  // second signal: leave at once, with no program left behind
@@ -19,13 +20,17 @@ void on_signal(int sig) {
   }
   g_signal = sig;
   g_stop.store(true);
-  const char msg[] = "\nhpsearch: stopping after the running trials (press Ctrl-C again to quit now)\n";
+  if (!g_announce) return;
+  const char msg[] =
+      "\nhpsearch: stopping: no new trials; running trials are stopped and marked (press Ctrl-C "
+      "again to quit now)\n";
   ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
   (void)ignored;
 }
 }  // namespace
 
-std::atomic<bool>* install_stop_handlers() {
+std::atomic<bool>* install_stop_handlers(bool announce) {
+  g_announce = announce ? 1 : 0;
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);

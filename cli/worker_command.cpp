@@ -16,7 +16,7 @@ int worker_command(const WorkerCommandOptions& o) {
   wo.reconnect_attempts = o.reconnect_attempts;
   wo.reconnect_initial_ms = o.reconnect_initial_ms;
   wo.reconnect_max_ms = std::max(wo.reconnect_max_ms, o.reconnect_initial_ms);
-  wo.stop = install_stop_handlers();
+  wo.stop = install_stop_handlers(/*announce=*/false);
   Worker worker(std::move(wo));
   int rc = worker.run();
   if (rc == Worker::kStopped) return 128 + (stop_signal() ? stop_signal() : 2);

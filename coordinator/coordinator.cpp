@@ -36,6 +36,7 @@ void CoordinatorOptions::validate() const {
   if (!(min_workers_wait_s >= 0))
     throw ConfigError("coordinator.min_workers_wait_s", "must be >= 0 (seconds)");
   if (!(status_interval_s > 0)) throw ConfigError("coordinator.status_interval_s", "must be > 0 (seconds)");
+  if (!endpoint.empty()) zmq_util::check_endpoint(endpoint, "coordinator.endpoint", true);
 }
 
 namespace {

@@ -374,6 +374,7 @@ std::string lower(std::string s) {
 // Parses the text after "hpsearch:". Returns an error message, or "" and
 // fills `out`.
 std::string parse_report(std::string_view text, Report& out) {
+  if (json_too_deep_at(text) != std::string_view::npos) return "JSON nested too deeply";
   Json j = Json::parse(normalize_literals(text), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return "not valid JSON";
   if (!j.is_object()) return "not a JSON object";

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -144,27 +145,71 @@ std::optional<bool> optional_bool(const Json& object, std::string_view path, std
   return v->get<bool>();
 }
 
+std::size_t json_too_deep_at(std::string_view text, std::size_t max_depth) {
+  std::size_t depth = 0;
+  bool in_string = false, escaped = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return i;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return std::string_view::npos;
+}
+
+namespace {
+
+// "line L, column C" of a byte offset.
+std::string line_column(const std::string& text, std::size_t offset) {
+  offset = std::min(offset, text.size());
+  std::size_t line = 1, column = 1;
+  for (std::size_t i = 0; i < offset; ++i) {
+    if (text[i] == '\n') { ++line; column = 1; } else { ++column; }
+  }
+  return "line " + std::to_string(line) + ", column " + std::to_string(column);
+}
+
+// nlohmann's message without its "[json.exception.x.n] " prefix.
+std::string json_detail(const std::exception& e) {
+  std::string what = e.what();
+  auto pos = what.find("] ");
+  if (what.rfind("[json.exception", 0) == 0 && pos != std::string::npos) what = what.substr(pos + 2);
+  // parse errors: "parse error at line 1, column 2: syntax error ..." -> keep what follows.
+  if (what.rfind("parse error", 0) == 0) {
+    auto colon = what.find(": ");
+    if (colon != std::string::npos) what = what.substr(colon + 2);
+  }
+  return what;
+}
+
+}  // namespace
+
 Json parse_json_text(const std::string& text, const std::string& origin) {
+  if (std::size_t at = json_too_deep_at(text); at != std::string_view::npos)
+    throw ConfigError(origin, "invalid JSON at " + line_column(text, at) + ": nested deeper than " +
+                                  std::to_string(kMaxJsonDepth) + " levels");
   try {
     return Json::parse(text);
   } catch (const Json::parse_error& e) {
-    // Locate line and column of the byte offset nlohmann reports.
-    std::size_t offset = e.byte == 0 ? 0 : e.byte - 1;
-    offset = std::min(offset, text.size());
-    std::size_t line = 1, column = 1;
-    for (std::size_t i = 0; i < offset; ++i) {
-      if (text[i] == '\n') { ++line; column = 1; } else { ++column; }
-    }
-    std::string what = e.what();
-    // Drop nlohmann's "[json.exception.parse_error.101] parse error at line..." prefix.
-    auto pos = what.find(": ");
-    std::string detail = pos == std::string::npos ? what : what.substr(pos + 2);
-    throw ConfigError(origin, "invalid JSON at line " + std::to_string(line) + ", column " +
-                                  std::to_string(column) + ": " + detail);
+    // nlohmann reports the byte offset just past the error.
+    throw ConfigError(origin, "invalid JSON at " + line_column(text, e.byte == 0 ? 0 : e.byte - 1) +
+                                  ": " + json_detail(e));
+  } catch (const Json::exception& e) {  // e.g. out_of_range.406: number overflow
+    throw ConfigError(origin, "invalid JSON: " + json_detail(e));
   }
 }
 
 Json read_json_file(const std::string& file) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) throw ConfigError(file, "is a directory, not a file");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw ConfigError(file, "cannot open file (missing or unreadable)");
   std::ostringstream ss;

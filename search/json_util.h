@@ -51,7 +51,18 @@ std::optional<bool> optional_bool(const Json& object, std::string_view path,
 Json read_json_file(const std::string& file);
 
 // Parses JSON text; `origin` names the source in errors. Invalid JSON throws
-// ConfigError(origin, "invalid JSON at line L, column C: ...").
+// ConfigError(origin, "invalid JSON at line L, column C: ..."), as does text
+// nested deeper than kMaxJsonDepth and a number out of the double range.
 Json parse_json_text(const std::string& text, const std::string& origin);
+
+// Deepest nesting of arrays and objects accepted in any JSON we parse (files,
+// messages, stored columns, program output); deeper text is refused before
+// parsing, so no input can exhaust the stack.
+inline constexpr std::size_t kMaxJsonDepth = 256;
+
+// Byte offset of the first '[' or '{' (outside strings) that opens a level
+// deeper than `max_depth`, or npos when the text stays within it. Works on
+// any bytes, valid JSON or not; O(size).
+std::size_t json_too_deep_at(std::string_view text, std::size_t max_depth = kMaxJsonDepth);
 
 }  // namespace hps

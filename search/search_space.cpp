@@ -197,6 +197,9 @@ StudyConfig StudyConfig::from_json(const Json& doc) {
   check_keys(*study, "study", {"name", "direction", "storage"});
   c.name = require_string(*study, "study", "name");
   if (c.name.empty()) throw ConfigError("study.name", "must not be empty");
+  if (c.name.size() > kMaxStudyNameBytes)
+    throw ConfigError("study.name", "must be at most " + std::to_string(kMaxStudyNameBytes) +
+                                        " bytes, got " + std::to_string(c.name.size()));
   c.direction = parse_direction(optional_string(*study, "study", "direction").value_or("minimize"),
                                 "study.direction");
   c.storage = optional_string(*study, "study", "storage").value_or(c.name + ".db");

@@ -92,6 +92,10 @@ struct Budget {
   std::optional<double> timeout_s{};       // seconds of wall time per run; default none
 };
 
+// Longest study name accepted in space.json (bytes of UTF-8): names appear
+// in file names, log directories and worker command lines.
+inline constexpr std::size_t kMaxStudyNameBytes = 255;
+
 // The parsed space.json. Sections that later components interpret (sampler,
 // pruner, objective) are kept as JSON and validated by their factories,
 // which report errors under "sampler.", "pruner." and "objective.".

@@ -227,6 +227,9 @@ Where study_row_where(const char* table, std::int64_t study_id) {
 }
 
 Json decode_json(const std::string& text, const Where& where, const char* column) {
+  if (json_too_deep_at(text) != std::string_view::npos)
+    throw StorageError(where.str() + ": column " + column + ": invalid JSON: nested deeper than " +
+                       std::to_string(kMaxJsonDepth) + " levels");
   try {
     return Json::parse(text);
   } catch (const Json::exception& e) {

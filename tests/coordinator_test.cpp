@@ -179,6 +179,23 @@ std::int64_t count_finished(const std::vector<TrialPtr>& trials) {
   return n;
 }
 
+TEST(CoordinatorOptions, BindEndpointIsChecked) {
+  CoordinatorOptions co;
+  for (const char* ok : {"", "tcp://0.0.0.0:5555", "tcp://127.0.0.1:*", "tcp://*:0", "ipc:///tmp/c.sock"}) {
+    co.endpoint = ok;
+    EXPECT_NO_THROW(co.validate()) << ok;
+  }
+  for (const char* bad : {"bogus", "tcp://127.0.0.1:99999", "tcp://127.0.0.1", "tcp://0.0.0.0:-1"}) {
+    co.endpoint = bad;
+    try {
+      co.validate();
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.path(), "coordinator.endpoint") << bad;
+    }
+  }
+}
+
 class CoordinatorTransport : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CoordinatorTransport, EightWorkersFinish64TrialsNoneLostNoneRunTwice) {

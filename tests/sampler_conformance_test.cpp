@@ -31,7 +31,13 @@ using testsupport::sampler_factories;
 
 // Trials per test run for each sampler. With about 20 params of 4 kinds,
 // every kind gets thousands of draws.
+#if defined(__SANITIZE_ADDRESS__)
+// The ASan/UBSan build (about 10x slower) runs the same checks on fewer
+// trials; the Release suite runs 1,000.
+constexpr int kTrials = 300;
+#else
 constexpr int kTrials = 1000;
+#endif
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 

@@ -510,6 +510,40 @@ TEST_F(StudyConfigFileTest, ADirectoryIsNotAFile) {
   EXPECT_EQ(e.path(), dir_.path().string());
 }
 
+TEST_F(StudyConfigFileTest, DeepNestingAndNumberOverflowAreConfigErrors) {
+  // Deeper than kMaxJsonDepth: refused before parsing (no stack exhaustion,
+  // however deep), with the place of the first level too many.
+  for (std::size_t depth : {kMaxJsonDepth + 1, std::size_t{500000}}) {
+    std::string text = "{\"study\": " + std::string(depth, '[') + std::string(depth, ']') + "}";
+    std::string path = write("deep.json", text);
+    auto e = config_error([&] { StudyConfig::from_file(path); });
+    EXPECT_EQ(e.path(), path);
+    EXPECT_TRUE(contains_text(e.what(), "nested deeper than")) << e.what();
+    EXPECT_TRUE(contains_text(e.what(), "line 1, column " + std::to_string(10 + kMaxJsonDepth)))
+        << e.what();
+  }
+  // Brackets inside strings do not count.
+  EXPECT_NO_THROW(parse_json_text("[\"" + std::string(1000, '[') + "\"]", "inline"));
+  EXPECT_EQ(json_too_deep_at("[[1]]", 2), std::string_view::npos);
+  EXPECT_EQ(json_too_deep_at("[[[1]]]", 2), 2u);
+  EXPECT_EQ(json_too_deep_at("\"\\\"[[[\" [[1]]", 2), std::string_view::npos);
+
+  auto e = config_error([] { parse_json_text(R"({"low": -1e400})", "space.json"); });
+  EXPECT_EQ(e.path(), "space.json");
+  EXPECT_TRUE(contains_text(e.what(), "invalid JSON")) << e.what();
+  EXPECT_TRUE(contains_text(e.what(), "1e400")) << e.what();
+}
+
+TEST_F(StudyConfigFileTest, StudyNameLengthIsBounded) {
+  Json doc = {{"study", {{"name", std::string(kMaxStudyNameBytes, 'n')}}},
+              {"objective", {{"type", "branin"}}},
+              {"space", {{"x0", {{"type", "float"}, {"low", 0}, {"high", 1}}}}}};
+  EXPECT_NO_THROW(StudyConfig::from_json(doc));
+  doc["study"]["name"] = std::string(kMaxStudyNameBytes + 1, 'n');
+  auto e = config_error([&] { StudyConfig::from_json(doc); });
+  EXPECT_EQ(e.path(), "study.name");
+}
+
 // ------------------------------------------------------------ json_util
 
 TEST(JsonUtilTest, EditDistanceAndJoinPath) {

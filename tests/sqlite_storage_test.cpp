@@ -19,6 +19,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <string>
 #include <thread>
@@ -165,6 +166,8 @@ struct StorageFactory {
   std::string name;
   std::function<std::shared_ptr<Storage>(const std::string& dir_file)> make;
 };
+// Names the param in test listings (instead of a byte dump).
+[[maybe_unused]] void PrintTo(const StorageFactory& f, std::ostream* os) { *os << f.name; }
 
 class StorageContract : public ::testing::TestWithParam<StorageFactory> {
  protected:

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <set>
 #include <stdexcept>
+#include <ostream>
 #include <string>
 #include <thread>
 
@@ -35,6 +36,8 @@ struct StorageKind {
   // same one again on later calls for kinds that persist).
   std::function<std::shared_ptr<Storage>(const std::string& dir)> open;
 };
+// Names the param in test listings (instead of a byte dump).
+[[maybe_unused]] void PrintTo(const StorageKind& k, std::ostream* os) { *os << k.name; }
 
 class StudyTest : public ::testing::TestWithParam<StorageKind> {
  protected:

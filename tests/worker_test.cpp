@@ -289,6 +289,27 @@ TEST(WorkerOptionsTest, ValidateNamesTheField) {
   }
 }
 
+TEST(WorkerOptionsTest, EndpointsAreChecked) {
+  auto path_of = [](const std::string& endpoint) -> std::string {
+    WorkerOptions o;
+    o.connect = endpoint;
+    try {
+      o.validate();
+      return "";
+    } catch (const ConfigError& e) {
+      return e.path();
+    }
+  };
+  for (const char* ok : {"tcp://127.0.0.1:5555", "tcp://head-node:1", "tcp://[::1]:65535",
+                         "ipc:///tmp/x.sock", "inproc://w"}) {
+    EXPECT_EQ(path_of(ok), "") << ok;
+  }
+  for (const char* bad : {"bogus", "tcp://127.0.0.1:99999", "tcp://127.0.0.1:0", "tcp://host",
+                          "tcp://:5555", "tcp://host:*", "tcp://host:5x", "ipc://", "udp://h:1"}) {
+    EXPECT_EQ(path_of(bad), "worker.connect") << bad;
+  }
+}
+
 TEST(WorkerOptionsTest, DesignatedInitializersBuildAWorker) {
   // The embedding API of the docs: no connection is made before run().
   Worker worker({.connect = "tcp://127.0.0.1:1", .device = "cpu", .threads = 2});
