@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include "search/json_util.h"
+
 namespace hps::cli {
 
 inline constexpr int kExitOk = 0;
@@ -32,6 +34,18 @@ struct RunOptions {
 
 // hpsearch run space.json: runs (or continues) the study with a coordinator
 // and `workers` local worker processes.
+// LibTorch hand-over. `hpsearch` is built without LibTorch (its processes,
+// local workers included, start in milliseconds; LibTorch costs about 1 s of
+// CPU per process at load); `hpsearch-torch`, installed beside it, is the
+// same program with the LibTorch objectives. remember_program_args() keeps
+// main's arguments; exec_torch_sibling() replaces this process with
+// `hpsearch-torch` and the same arguments when this build lacks LibTorch and
+// the sibling exists (else it returns, and a torch objective is then refused
+// as an unknown type). `why` is logged.
+void remember_program_args(int argc, char** argv);
+bool needs_torch(const Json& objective);  // objective.type starts with "torch."
+void exec_torch_sibling(const char* why);
+
 int run_command(const RunOptions& options);
 // hpsearch resume STORAGE: continues a study from the settings stored with
 // it (options.storage is the STORAGE argument; space_file is unused).

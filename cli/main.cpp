@@ -14,6 +14,7 @@
 
 int main(int argc, char** argv) {
   using namespace hps::cli;
+  remember_program_args(argc, argv);
   spdlog::set_default_logger(spdlog::stderr_color_mt("hpsearch"));
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
 #ifdef HPSEARCH_HAVE_TORCH

@@ -41,6 +41,7 @@ std::string local_endpoint(const std::string& bound) {
 }
 
 int run_study(StudyConfig config, const RunOptions& o) {
+  if (needs_torch(config.objective)) exec_torch_sibling("LibTorch objective");
   // 1. Check everything before touching the store.
   if (o.study) {
     if (o.study->empty()) throw ConfigError("--study", "must not be empty");

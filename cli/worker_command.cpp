@@ -1,10 +1,17 @@
 // hpsearch worker --connect ENDPOINT: serves trials for a coordinator.
+#include <cstdlib>
+
 #include "cli/commands.h"
 #include "workers/worker.h"
 
 namespace hps::cli {
 
 int worker_command(const WorkerCommandOptions& o) {
+  // A worker does not know its objective before the first trial: one started
+  // by hand becomes `hpsearch-torch` when that exists, so it can serve any
+  // study. Local pools set HPSEARCH_NO_HANDOVER: their executable already is
+  // the right one (`hpsearch run` handed over before starting them).
+  if (std::getenv("HPSEARCH_NO_HANDOVER") == nullptr) exec_torch_sibling("hpsearch worker");
   WorkerOptions wo;
   wo.connect = o.connect;
   if (o.log_dir) wo.log_dir = *o.log_dir;

@@ -86,6 +86,10 @@ void LocalWorkerPool::spawn(int slot) {
     env.push_back(std::move(kv));
   }
   if (!visible.empty()) env.push_back("CUDA_VISIBLE_DEVICES=" + visible);
+  // The `hpsearch worker` command would otherwise hand over to
+  // `hpsearch-torch` (cli/commands.h); this executable is already the one
+  // the study needs.
+  env.push_back("HPSEARCH_NO_HANDOVER=1");
   if (!has_omp) env.push_back("OMP_NUM_THREADS=" + std::to_string(threads_));
   if (!has_mkl) env.push_back("MKL_NUM_THREADS=" + std::to_string(threads_));
   std::vector<char*> argv, envp;
