@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -439,24 +440,45 @@ struct SqliteStorage::Impl {
 
     // Look before changing anything: a file of another program or of a
     // newer hpsearch is left as it is.
-    std::int64_t version = 0;
+    // Version and tables are read in one read transaction: another process
+    // creating the schema of a new file between the two reads must not make
+    // it look like a file of another program.
+    std::int64_t version = 0, tables = 0;
     try {
+      exec("BEGIN");
       version = pragma_int("PRAGMA user_version");
+      tables = pragma_int("SELECT count(*) FROM sqlite_master");
+      exec("COMMIT");
     } catch (const StorageError&) {
-      if (sqlite3_errcode(db) == SQLITE_NOTADB)
+      const int code = sqlite3_errcode(db);
+      if (!sqlite3_get_autocommit(db)) sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+      if (code == SQLITE_NOTADB)
         throw StorageError(path + ": not a SQLite database (file is not a database)");
       throw;
     }
     check_version(version);
-    if (version == 0 && pragma_int("SELECT count(*) FROM sqlite_master") > 0)
+    if (version == 0 && tables > 0)
       throw StorageError(path +
                          ": is a SQLite database of another program (it has tables but no "
                          "hpsearch schema version)");
 
+    // Switching a new file to WAL needs it to itself for a moment; another
+    // process opening it at the same time can make this fail as busy, so
+    // it is retried until the busy timeout.
     std::string mode;
-    {
-      Use s(stmt("PRAGMA journal_mode=WAL"));
-      if (s->step()) mode = s->text(0);
+    const auto give_up = std::chrono::steady_clock::now() +
+                         std::chrono::milliseconds(std::max(0, options.busy_timeout_ms));
+    while (true) {
+      try {
+        Use s(stmt("PRAGMA journal_mode=WAL"));
+        if (s->step()) mode = s->text(0);
+        break;
+      } catch (const StorageError&) {
+        const int code = sqlite3_errcode(db) & 0xff;
+        if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) || std::chrono::steady_clock::now() > give_up)
+          throw;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
     }
     if (mode != "wal" && mode != "memory")
       throw StorageError(path + ": cannot use WAL journal mode (got '" + mode + "')");

@@ -19,6 +19,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <ostream>
 #include <random>
 #include <string>
@@ -750,6 +751,33 @@ TEST_F(SqliteStorageTest, RunInTransactionRollsBackOnException) {
   check(other);
   // The next trial number is 1 again: the rolled-back numbers are reused.
   EXPECT_EQ(storage.create_trial(study, running())->number, 1);
+}
+
+TEST_F(SqliteStorageTest, ConnectionsOpeningANewFileTogetherAllSucceed) {
+  // A run creating its store while `hpsearch status` polls it: whoever
+  // creates the schema, nobody may take the file for another program's.
+  for (int round = 0; round < 20; ++round) {
+    const std::string file = dir_.file("race" + std::to_string(round) + ".db");
+    { std::ofstream touch(file); }  // an empty file, as a creator leaves it at first
+    std::atomic<int> failures{0};
+    std::string first_error;
+    std::mutex mu;
+    std::vector<std::thread> threads;
+    for (int k = 0; k < 6; ++k) {
+      threads.emplace_back([&] {
+        try {
+          SqliteStorage s(file);
+          (void)s.list_studies();
+        } catch (const std::exception& e) {
+          ++failures;
+          std::lock_guard lock(mu);
+          if (first_error.empty()) first_error = e.what();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    ASSERT_EQ(failures.load(), 0) << "round " << round << ": " << first_error;
+  }
 }
 
 TEST_F(SqliteStorageTest, NestedTransactionFailureRollsBackOnlyItsPart) {
