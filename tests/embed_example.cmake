@@ -1,35 +1,10 @@
 # ctest script: installs the current build into a scratch prefix, then
 # configures, builds and runs examples/embed against that installed package,
-# as a user of find_package(hpsearch) would.
-#
-# Variables (-D): HPSEARCH_BUILD_DIR (the build to install), HPSEARCH_SOURCE_DIR,
-# WORK_DIR (scratch folder, emptied first), CXX_COMPILER, BUILD_TYPE, GENERATOR.
+# as a user of find_package(hpsearch) would. Variables: see
+# install_and_build_example.cmake.
 cmake_minimum_required(VERSION 3.25)
 
-foreach(var HPSEARCH_BUILD_DIR HPSEARCH_SOURCE_DIR WORK_DIR CXX_COMPILER BUILD_TYPE GENERATOR)
-  if(NOT DEFINED ${var})
-    message(FATAL_ERROR "embed_example.cmake: -D${var}=... is required")
-  endif()
-endforeach()
-
-set(prefix ${WORK_DIR}/prefix)
-set(build ${WORK_DIR}/build)
-file(REMOVE_RECURSE ${WORK_DIR})
-file(MAKE_DIRECTORY ${WORK_DIR})
-
-function(run_step what)
-  message(STATUS "embed example: ${what}: ${ARGN}")
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "embed example: ${what} failed (${rc})")
-  endif()
-endfunction()
-
-run_step(install ${CMAKE_COMMAND} --install ${HPSEARCH_BUILD_DIR} --prefix ${prefix})
-# Only the scratch prefix: the package must bring everything it needs.
-run_step(configure ${CMAKE_COMMAND} -S ${HPSEARCH_SOURCE_DIR}/examples/embed -B ${build}
-  -G ${GENERATOR} -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_BUILD_TYPE=${BUILD_TYPE}
-  -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
-run_step(build ${CMAKE_COMMAND} --build ${build})
+set(EXAMPLE embed)
+include(${CMAKE_CURRENT_LIST_DIR}/install_and_build_example.cmake)
 run_step(run ${build}/embed)
 run_step("run with a SQLite store" ${build}/embed ${WORK_DIR}/embed.db)

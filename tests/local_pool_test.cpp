@@ -16,28 +16,13 @@
 #include <gtest/gtest.h>
 
 #include "search/errors.h"
+#include "tests/support/temp_dir.h"
 
 namespace hps {
 namespace {
 
 namespace fs = std::filesystem;
 using Steady = std::chrono::steady_clock;
-
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/hps-pool-test-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 // Writes an executable shell script.
 std::string script(const fs::path& dir, const std::string& name, const std::string& body) {
@@ -93,7 +78,7 @@ TEST(LocalPool, DetectsGpusFromCudaVisibleDevices) {
 }
 
 TEST(LocalPool, AssignsGpusRoundRobinAndCpuThreads) {
-  TempDir dir;
+  testsupport::TempDir dir("pool");
   EnvGuard omp("OMP_NUM_THREADS");
   unsetenv("OMP_NUM_THREADS");
   // Each "worker" records its arguments and environment, then exits.
@@ -141,7 +126,7 @@ TEST(LocalPool, CpuWorkersShareTheCores) {
 }
 
 TEST(LocalPool, RestartsAKilledWorkerAndReapsAllAtTheEnd) {
-  TempDir dir;
+  testsupport::TempDir dir("pool");
   std::string exe = script(dir.path(), "worker.sh", "exec sleep 30");
   LocalPoolOptions o;
   o.workers = 2;
@@ -169,7 +154,7 @@ TEST(LocalPool, RestartsAKilledWorkerAndReapsAllAtTheEnd) {
 }
 
 TEST(LocalPool, GivesUpOnAWorkerThatKeepsExitingAtOnce) {
-  TempDir dir;
+  testsupport::TempDir dir("pool");
   std::string exe = script(dir.path(), "worker.sh", "exit 3");
   LocalPoolOptions o;
   o.workers = 1;
