@@ -7,14 +7,9 @@ namespace hps {
 
 namespace {
 
-// SplitMix64's finalizer (Steele, Lea & Flood 2014): a bijective mix whose
-// outputs for nearby inputs are unrelated.
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+// SplitMix64's output for one state: a bijective mix whose outputs for
+// nearby inputs are unrelated.
+std::uint64_t mix(std::uint64_t x) { return SplitMix64(x)(); }
 
 // FNV-1a over the bytes of a param name.
 std::uint64_t hash_name(const std::string& name) {
@@ -28,12 +23,8 @@ std::uint64_t random_seed() {
   return (static_cast<std::uint64_t>(device()) << 32) ^ device();
 }
 
-}  // namespace
-
-RandomSampler::RandomSampler(std::optional<std::uint64_t> seed)
-    : seed_(seed ? *seed : random_seed()) {}
-
-double RandomSampler::draw(std::mt19937_64& rng, const Distribution& d) {
+template <class Rng>
+double draw_with(Rng& rng, const Distribution& d) {
   if (d.is_indexed()) {
     std::uniform_int_distribution<std::size_t> u(0, d.choices().size() - 1);
     return static_cast<double>(u(rng));
@@ -65,11 +56,19 @@ double RandomSampler::draw(std::mt19937_64& rng, const Distribution& d) {
   return u(rng);
 }
 
+}  // namespace
+
+RandomSampler::RandomSampler(std::optional<std::uint64_t> seed)
+    : seed_(seed ? *seed : random_seed()) {}
+
+double RandomSampler::draw(std::mt19937_64& rng, const Distribution& d) { return draw_with(rng, d); }
+double RandomSampler::draw(SplitMix64& rng, const Distribution& d) { return draw_with(rng, d); }
+
 double RandomSampler::sample_independent(const SamplingContext& ctx, const std::string& name,
                                          const Distribution& distribution) {
   // One stream per (seed, trial number, param name).
   std::uint64_t key = mix(mix(seed_ ^ mix(static_cast<std::uint64_t>(ctx.trial.number))) ^ hash_name(name));
-  std::mt19937_64 rng(key);
+  SplitMix64 rng(key);
   return draw(rng, distribution);
 }
 

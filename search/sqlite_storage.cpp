@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cctype>
 #include <cmath>
@@ -187,6 +188,8 @@ class Use {
 
 // Checks that `text` is valid UTF-8 (nlohmann refuses to dump anything else).
 void check_utf8(const std::string& text, const std::string& what) {
+  if (std::all_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; }))
+    return;  // ASCII
   try {
     (void)Json(text).dump();
   } catch (const Json::exception&) {
@@ -250,6 +253,13 @@ double encode_time(TimePoint t) {
 // Largest |seconds| stored: well inside what TimePoint (nanoseconds, int64)
 // can hold (about year 2262).
 constexpr double kMaxTimeSeconds = 9.0e9;
+
+// What reading back encode_time(t) gives (col_time below): a snapshot
+// updated in memory after a write equals one read from the file.
+TimePoint stored_time(TimePoint t) {
+  auto us = Micros(std::llround(encode_time(t) * 1e6));
+  return TimePoint(std::chrono::duration_cast<Clock::duration>(us));
+}
 
 // Columns read with type checks: a damaged row gives a StorageError naming
 // the table, row and column instead of garbage.
@@ -424,6 +434,13 @@ struct SqliteStorage::Impl {
     }
   }
 
+  // Runs a statement without results through the statement cache (for
+  // the savepoints every nested write opens: no parsing each time).
+  void run(const std::string& sql) {
+    Use u(stmt(sql));
+    u->step();
+  }
+
   std::int64_t pragma_int(const char* sql) {
     Use s(stmt(sql));
     if (!s->step()) throw StorageError(path + ": " + sql + " returned nothing");
@@ -554,7 +571,7 @@ struct SqliteStorage::Impl {
         ++impl_.depth;
         name_ = "hps_sp" + std::to_string(impl_.depth);
         try {
-          impl_.exec(("SAVEPOINT " + name_).c_str());
+          impl_.run(("SAVEPOINT " + name_).c_str());
         } catch (...) {
           --impl_.depth;
           throw;
@@ -568,7 +585,11 @@ struct SqliteStorage::Impl {
     Txn& operator=(const Txn&) = delete;
 
     void commit() {
-      impl_.exec(name_.empty() ? "COMMIT" : ("RELEASE " + name_).c_str());
+      if (name_.empty()) {
+        impl_.exec("COMMIT");
+      } else {
+        impl_.run(("RELEASE " + name_).c_str());
+      }
       done_ = true;
       --impl_.depth;
     }
@@ -832,6 +853,64 @@ struct SqliteStorage::Impl {
     return t;
   }
 
+  // The snapshot of a trial after a write to it: `change` applied to a copy
+  // of the cached snapshot when its study is cached (the write mirrored in
+  // memory, as reading it back would give it: no read of the file), else the
+  // trial read from the file. Returns the snapshot.
+  template <class F>
+  TrialPtr update_trial(std::int64_t trial_id, F&& change) {
+    auto loc = trial_loc.find(trial_id);
+    if (loc != trial_loc.end()) {
+      auto it = trials.find(loc->second.study_id);
+      if (it != trials.end()) {
+        auto& list = it->second;
+        auto pos = std::lower_bound(list.begin(), list.end(), loc->second.number, by_number);
+        if (pos != list.end() && (*pos)->trial_id == trial_id) {
+          auto t = std::make_shared<FrozenTrial>(**pos);
+          change(*t);
+          *pos = t;
+          return t;
+        }
+      }
+    }
+    return reload_trial(trial_id);
+  }
+
+  // The snapshot of a trial just inserted: `t` appended to its cached study
+  // (when cached and `t` comes last), else the trial read from the file.
+  TrialPtr add_trial(std::int64_t study_id, std::shared_ptr<FrozenTrial> t) {
+    auto it = trials.find(study_id);
+    if (it == trials.end() || (!it->second.empty() && it->second.back()->number >= t->number))
+      return reload_trial(t->trial_id);
+    trial_loc[t->trial_id] = {study_id, t->number};
+    it->second.push_back(t);
+    return t;
+  }
+
+  // The text of a distribution's distribution_json column. The last one
+  // stored per param name is kept (a study's trials mostly repeat them), so
+  // it is not encoded again; numeric ones only, compared bit for bit (-0.0
+  // and 0.0 are stored differently).
+  std::unordered_map<std::string, std::pair<Distribution, std::string>> distribution_texts;
+
+  std::string distribution_text(const std::string& name, const Distribution& d,
+                                const std::string& what) {
+    auto same = [](const Distribution& a, const Distribution& b) {
+      auto bits = [](double x) { return std::bit_cast<std::uint64_t>(x); };
+      return a.is_numeric() && b.is_numeric() && a.kind() == b.kind() &&
+             a.is_log() == b.is_log() && bits(a.low()) == bits(b.low()) &&
+             bits(a.high()) == bits(b.high()) && bits(a.step()) == bits(b.step());
+    };
+    auto it = distribution_texts.find(name);
+    if (it != distribution_texts.end() && same(it->second.first, d)) return it->second.second;
+    std::string text = encode_json(d.to_json(), what + " distribution");
+    if (d.is_numeric()) {
+      if (distribution_texts.size() >= 1024) distribution_texts.clear();
+      distribution_texts.insert_or_assign(name, std::pair<Distribution, std::string>(d, text));
+    }
+    return text;
+  }
+
   // study_id of a trial; throws if there is no such trial.
   std::int64_t study_of(std::int64_t trial_id) {
     auto it = trial_loc.find(trial_id);
@@ -866,7 +945,9 @@ struct SqliteStorage::Impl {
                          to_string(row.state) + "); cannot " + action);
   }
 
-  void insert_param(std::int64_t trial_id, const std::string& name, const Json& value,
+  // Inserts a param row. Returns the value as reading the row back gives it
+  // (value_real for floats, else the parsed value_json).
+  Json insert_param(std::int64_t trial_id, const std::string& name, const Json& value,
                     const Distribution* distribution) {
     std::string what = "param '" + name + "'";
     check_utf8(name, "param name");
@@ -879,17 +960,23 @@ struct SqliteStorage::Impl {
     s.bind(1, trial_id);
     s.bind(2, name);
     if (distribution) {
-      s.bind(3, encode_json(distribution->to_json(), what + " distribution"));
+      s.bind(3, distribution_text(name, *distribution, what));
     } else {
       s.bind_null(3);
     }
-    s.bind(4, encode_json(value, what));
+    std::string text = encode_json(value, what);
+    s.bind(4, text);
     if (value.is_number_float()) {
       s.bind(5, value.get<double>());
     } else {
       s.bind_null(5);
     }
     s.step();
+    if (value.is_number_float()) return Json(value.get<double>());
+    Where where = trial_row_where("trial_params", trial_id);
+    where.key_name = "name";
+    where.key = &name;
+    return decode_json(text, where, "value_json");
   }
 
   void set_trial_attr(std::int64_t trial_id, int kind, const std::string& key,
@@ -908,7 +995,12 @@ struct SqliteStorage::Impl {
         u->bind(4, text);
         u->step();
       }
-      reload_trial(trial_id);
+      update_trial(trial_id, [&](FrozenTrial& t) {
+        Where where = trial_row_where("trial_attrs", trial_id);
+        where.key_name = "key";
+        where.key = &key;
+        (kind == kKindUser ? t.user_attrs : t.system_attrs)[key] = decode_json(text, where, "value_json");
+      });
     });
   }
 
@@ -1026,45 +1118,57 @@ TrialPtr SqliteStorage::create_trial(std::int64_t study_id, const NewTrial& init
   check_utf8(init.worker, "worker");
   return impl_->write([&] {
     impl_->study(study_id);  // throws if absent
-    std::int64_t number = 0;
+    auto t = std::make_shared<FrozenTrial>();
+    t->state = init.state;
+    t->worker = init.worker;
     {
       Use u(impl_->stmt("SELECT COALESCE(MAX(number) + 1, 0) FROM trials WHERE study_id = ?1"));
       u->bind(1, study_id);
       u->step();
-      number = u->int64(0);
+      t->number = u->int64(0);
     }
     {
       Use u(impl_->stmt(
           "INSERT INTO trials(study_id, number, state, datetime_start, worker) "
           "VALUES (?1, ?2, ?3, ?4, ?5)"));
       u->bind(1, study_id);
-      u->bind(2, number);
+      u->bind(2, t->number);
       u->bind(3, static_cast<int>(init.state));
       if (init.state == TrialState::kRunning) {
-        u->bind(4, encode_time(now_us()));
+        TimePoint now = now_us();
+        u->bind(4, encode_time(now));
+        t->datetime_start = stored_time(now);
       } else {
         u->bind_null(4);
       }
       u->bind(5, init.worker);
       u->step();
     }
-    std::int64_t trial_id = sqlite3_last_insert_rowid(impl_->db);
+    t->trial_id = sqlite3_last_insert_rowid(impl_->db);
     for (const auto& [name, value] : init.params) {
       auto d = init.distributions.find(name);
-      impl_->insert_param(trial_id, name, value,
-                          d == init.distributions.end() ? nullptr : &d->second);
+      const Distribution* dist = d == init.distributions.end() ? nullptr : &d->second;
+      t->params[name] = impl_->insert_param(t->trial_id, name, value, dist);
+      if (dist) t->distributions.insert_or_assign(name, *dist);
     }
     for (const auto& [key, value] : init.system_attrs.items()) {
       check_utf8(key, "attr key");
-      Use u(impl_->stmt(
-          "INSERT INTO trial_attrs(trial_id, kind, key, value_json) VALUES (?1, ?2, ?3, ?4)"));
-      u->bind(1, trial_id);
-      u->bind(2, kKindSystem);
-      u->bind(3, key);
-      u->bind(4, encode_json(value, "attr '" + key + "'"));
-      u->step();
+      std::string text = encode_json(value, "attr '" + key + "'");
+      {
+        Use u(impl_->stmt(
+            "INSERT INTO trial_attrs(trial_id, kind, key, value_json) VALUES (?1, ?2, ?3, ?4)"));
+        u->bind(1, t->trial_id);
+        u->bind(2, kKindSystem);
+        u->bind(3, key);
+        u->bind(4, text);
+        u->step();
+      }
+      Where where = trial_row_where("trial_attrs", t->trial_id);
+      where.key_name = "key";
+      where.key = &key;
+      t->system_attrs[key] = decode_json(text, where, "value_json");
     }
-    return impl_->reload_trial(trial_id);
+    return impl_->add_trial(study_id, std::move(t));
   });
 }
 
@@ -1082,16 +1186,21 @@ TrialPtr SqliteStorage::claim_waiting_trial(std::int64_t study_id, const std::st
       if (!u->step()) return nullptr;
       trial_id = u->int64(0);
     }
+    TimePoint now = now_us();
     {
       Use u(impl_->stmt(
           "UPDATE trials SET state = ?2, datetime_start = ?3, worker = ?4 WHERE trial_id = ?1"));
       u->bind(1, trial_id);
       u->bind(2, static_cast<int>(TrialState::kRunning));
-      u->bind(3, encode_time(now_us()));
+      u->bind(3, encode_time(now));
       u->bind(4, worker);
       u->step();
     }
-    return impl_->reload_trial(trial_id);
+    return impl_->update_trial(trial_id, [&](FrozenTrial& t) {
+      t.state = TrialState::kRunning;
+      t.datetime_start = stored_time(now);
+      t.worker = worker;
+    });
   });
 }
 
@@ -1124,16 +1233,24 @@ void SqliteStorage::set_trial_param(std::int64_t trial_id, const std::string& na
     }
     if (exists) {
       // Same value: the distribution given now replaces the stored one.
-      Use u(impl_->stmt(
-          "UPDATE trial_params SET distribution_json = ?3 WHERE trial_id = ?1 AND name = ?2"));
-      u->bind(1, trial_id);
-      u->bind(2, name);
-      u->bind(3, encode_json(distribution.to_json(), "param '" + name + "' distribution"));
-      u->step();
+      {
+        Use u(impl_->stmt(
+            "UPDATE trial_params SET distribution_json = ?3 WHERE trial_id = ?1 AND name = ?2"));
+        u->bind(1, trial_id);
+        u->bind(2, name);
+        u->bind(3, impl_->distribution_text(name, distribution, "param '" + name + "'"));
+        u->step();
+      }
+      impl_->update_trial(trial_id, [&](FrozenTrial& t) {
+        t.distributions.insert_or_assign(name, distribution);
+      });
     } else {
-      impl_->insert_param(trial_id, name, value, &distribution);
+      Json stored = impl_->insert_param(trial_id, name, value, &distribution);
+      impl_->update_trial(trial_id, [&](FrozenTrial& t) {
+        t.params[name] = std::move(stored);
+        t.distributions.insert_or_assign(name, distribution);
+      });
     }
-    impl_->reload_trial(trial_id);
   });
 }
 
@@ -1153,7 +1270,9 @@ bool SqliteStorage::set_trial_intermediate_value(std::int64_t trial_id, std::int
       u->step();
     }
     if (sqlite3_changes(impl_->db) == 0) return false;
-    impl_->reload_trial(trial_id);
+    impl_->update_trial(trial_id, [&](FrozenTrial& t) {
+      t.intermediate_values[step] = std::isnan(value) ? std::nan("") : value;  // as read from NULL
+    });
     return true;
   });
 }
@@ -1192,7 +1311,13 @@ bool SqliteStorage::set_trial_state(std::int64_t trial_id, TrialState state,
       u->bind(6, state == TrialState::kFail ? fail_reason : std::string());
       u->step();
     }
-    impl_->reload_trial(trial_id);
+    impl_->update_trial(trial_id, [&](FrozenTrial& t) {
+      t.state = state;
+      t.value = finished && value && !std::isnan(*value) ? value : std::nullopt;
+      if (state == TrialState::kRunning && !t.datetime_start) t.datetime_start = stored_time(now);
+      t.datetime_complete = finished ? std::optional<TimePoint>(stored_time(now)) : std::nullopt;
+      t.fail_reason = state == TrialState::kFail ? fail_reason : std::string();
+    });
     return true;
   });
 }

@@ -879,6 +879,44 @@ TEST_F(SqliteStorageTest, CachedSnapshotsEqualFreshReads) {
   for (std::size_t k = 0; k < cached.size(); ++k) expect_same_trial(*cached[k], *fresh[k]);
 }
 
+// Writes to a cached study update its snapshots in memory instead of reading
+// them back: those snapshots must be exactly what a fresh read gives (JSON
+// types, bits of every double, times to the microsecond).
+TEST_F(SqliteStorageTest, SnapshotsUpdatedInMemoryEqualFreshReads) {
+  SqliteStorage a(path());
+  auto study = a.create_study("s", StudyDirection::kMinimize, Json());
+  ASSERT_TRUE(a.get_all_trials(study, {}).empty());  // the study is cached from here on
+  populate(a, study);
+  NewTrial init = running();
+  init.params = {{"neg_zero", -0.0}, {"big", Json(std::uint64_t{1} << 63)}, {"neg", -3},
+                 {"s", "x"}, {"b", false}, {"n", nullptr}};
+  init.system_attrs = Json{{"retry_of", 2}, {"deep", Json{{"a", Json::array({1, -0.0})}}}};
+  auto t = a.create_trial(study, init);
+  a.set_trial_system_attr(t->trial_id, "u", Json(std::uint64_t{7}));
+  a.set_trial_intermediate_value(t->trial_id, 3, -0.0);
+  a.set_trial_state(t->trial_id, TrialState::kComplete, -0.0);
+  NewTrial enqueued;
+  enqueued.state = TrialState::kWaiting;
+  a.create_trial(study, enqueued);
+  auto claimed = a.claim_waiting_trial(study, "w:1");
+  ASSERT_TRUE(claimed);
+  auto cached = a.get_all_trials(study, {});
+  SqliteStorage b(path());
+  auto fresh = b.get_all_trials(study, {});
+  ASSERT_EQ(cached.size(), fresh.size());
+  for (std::size_t k = 0; k < cached.size(); ++k) {
+    expect_same_trial(*cached[k], *fresh[k]);
+    EXPECT_EQ(trial_to_json(*cached[k]).dump(), trial_to_json(*fresh[k]).dump()) << k;
+    for (const auto& [name, v] : cached[k]->params)
+      EXPECT_EQ(v.type(), fresh[k]->params.at(name).type()) << k << " " << name;
+    EXPECT_EQ(cached[k]->system_attrs.dump(), fresh[k]->system_attrs.dump()) << k;
+  }
+  EXPECT_EQ(bits(*cached[t->number]->value), bits(-0.0));
+  EXPECT_EQ(bits(cached[t->number]->params.at("neg_zero").get<double>()), bits(-0.0));
+  EXPECT_EQ(cached[claimed->number]->state, TrialState::kRunning);
+  EXPECT_EQ(cached[claimed->number]->worker, "w:1");
+}
+
 // Damaged rows give a StorageError naming the table, not a crash.
 TEST_F(SqliteStorageTest, DamagedRowsGiveClearErrors) {
   struct Case {

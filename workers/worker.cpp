@@ -241,7 +241,9 @@ struct Worker::Impl : TrialBackend {
       wait = std::clamp(wait, std::chrono::milliseconds(0), std::chrono::milliseconds(100));
       zmq_util::no_eintr([&] { return zmq::poll(items, 2, wait); });
 
-      if (items[0].revents & ZMQ_POLLIN) {
+      // Every event the main thread posted (a Complete and the next
+      // RequestTrial come together), not one per poll.
+      for (bool more = (items[0].revents & ZMQ_POLLIN) != 0; more;) {
         Event e = receive(link_pipe);
         if (e.kind == Ev::kQuit) {
           dealer.set(zmq::sockopt::linger, 1000);  // let a last Fail get out
@@ -249,6 +251,7 @@ struct Worker::Impl : TrialBackend {
         }
         if (e.kind == Ev::kSend && e.epoch == session && ready)
           zmq_util::no_eintr([&] { return dealer.send(zmq::buffer(e.payload), zmq::send_flags::dontwait); });
+        more = (link_pipe.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
       }
       while (true) {
         zmq::message_t msg;
