@@ -4,6 +4,8 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <bit>
 #include <chrono>
 #include <cctype>
@@ -373,6 +375,8 @@ bool by_number(const TrialPtr& t, std::int64_t number) { return t->number < numb
 void SqliteOptions::validate() const {
   if (busy_timeout_ms < 0)
     throw ConfigError("sqlite.busy_timeout_ms", "must be >= 0, got " + std::to_string(busy_timeout_ms));
+  if (checkpoint_pages < 1)
+    throw ConfigError("sqlite.checkpoint_pages", "must be >= 1, got " + std::to_string(checkpoint_pages));
   std::string s = synchronous;
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
   if (s != "OFF" && s != "NORMAL" && s != "FULL")
@@ -402,8 +406,94 @@ struct SqliteStorage::Impl {
   std::unordered_map<std::int64_t, Location> trial_loc;  // trial_id -> where in `trials`
 
   ~Impl() {
+    checkpointer.reset();  // its connection closes before ours
     statements.clear();
     if (db) sqlite3_close_v2(db);
+  }
+
+  // ---------------------------------------------------------------- checkpoints
+
+  // Copies the WAL into the database file on its own thread and connection
+  // (SQLITE_CHECKPOINT_PASSIVE: it never blocks the writer or readers, and
+  // the writer restarts the WAL from its beginning once all of it is copied).
+  class Checkpointer {
+   public:
+    explicit Checkpointer(std::string path) : path_(std::move(path)), thread_([this] { run(); }) {}
+    ~Checkpointer() {
+      {
+        std::lock_guard lock(mutex_);
+        quit_ = true;
+      }
+      wake_.notify_one();
+      thread_.join();
+    }
+    Checkpointer(const Checkpointer&) = delete;
+    Checkpointer& operator=(const Checkpointer&) = delete;
+
+    // Asks for a checkpoint (cheap when one is already asked for or running).
+    void request() {
+      {
+        std::lock_guard lock(mutex_);
+        if (pending_) return;
+        pending_ = true;
+      }
+      wake_.notify_one();
+    }
+    std::int64_t completed() const { return completed_.load(); }
+
+   private:
+    void run() {
+      sqlite3* db = nullptr;
+      while (true) {
+        {
+          std::unique_lock lock(mutex_);
+          wake_.wait(lock, [&] { return pending_ || quit_; });
+          if (quit_) break;
+          pending_ = false;
+        }
+        if (!db &&
+            sqlite3_open_v2(path_.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+                            nullptr) != SQLITE_OK) {
+          sqlite3_close_v2(db);  // the writer's own fallback checkpoints instead
+          db = nullptr;
+          continue;
+        }
+        int rc = sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+        if (rc == SQLITE_OK) ++completed_;
+        // SQLITE_BUSY: another checkpoint runs; the next request retries.
+      }
+      if (db) sqlite3_close_v2(db);
+    }
+
+    std::string path_;
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    bool pending_ = false;
+    bool quit_ = false;
+    std::atomic<std::int64_t> completed_{0};
+    std::thread thread_;  // last: starts after the members above exist
+  };
+  std::unique_ptr<Checkpointer> checkpointer;
+
+  // sqlite3_wal_hook: called by the writing thread after each commit with
+  // the WAL's size in pages.
+  static int on_wal_commit(void* arg, sqlite3* db, const char* name, int pages) {
+    auto* self = static_cast<Impl*>(arg);
+    const int threshold = self->options.checkpoint_pages;
+    if (pages >= 8 * threshold) {
+      // The thread cannot keep up (or a long reader pins old frames):
+      // checkpoint here, as SQLite's automatic checkpoint would.
+      sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+    } else if (pages >= threshold) {
+      try {
+        if (!self->checkpointer) self->checkpointer = std::make_unique<Checkpointer>(self->path);
+        self->checkpointer->request();
+      } catch (const std::exception&) {
+        // No thread (resources): checkpoint here instead.
+        sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+      }
+    }
+    return SQLITE_OK;
   }
 
   [[noreturn]] void fail(const std::string& what, int rc) {
@@ -504,6 +594,14 @@ struct SqliteStorage::Impl {
                    [](unsigned char c) { return std::toupper(c); });
     exec(("PRAGMA synchronous=" + sync).c_str());
     exec("PRAGMA foreign_keys=ON");
+    if (mode == "wal") {
+      // Not for "" (a private temporary file another connection cannot open).
+      if (options.background_checkpoint && !path.empty()) {
+        sqlite3_wal_hook(db, &Impl::on_wal_commit, this);  // replaces the automatic checkpoint
+      } else {
+        sqlite3_wal_autocheckpoint(db, options.checkpoint_pages);
+      }
+    }
     if (version < SqliteStorage::kSchemaVersion) migrate();
     data_version = pragma_int("PRAGMA data_version");
   }
@@ -1038,6 +1136,11 @@ SqliteStorage::SqliteStorage(const std::string& path, SqliteOptions options)
 SqliteStorage::~SqliteStorage() = default;
 
 const std::string& SqliteStorage::path() const { return impl_->path; }
+
+std::int64_t SqliteStorage::background_checkpoints() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->checkpointer ? impl_->checkpointer->completed() : 0;
+}
 
 std::int64_t SqliteStorage::create_study(const std::string& name, StudyDirection direction,
                                          const Json& config) {

@@ -70,6 +70,17 @@ struct SqliteOptions {
   // "FULL" fsyncs every commit (durable, slower); "OFF" never fsyncs
   // (fastest, may corrupt the file on power loss).
   std::string synchronous = "NORMAL";
+  // WAL checkpoints (copying the write-ahead log into the database file, with
+  // its fsyncs) run on a thread of their own, with a connection of their
+  // own, once the WAL holds checkpoint_pages pages, so a writer does not wait
+  // for them. Default true. false: SQLite's own automatic checkpoint, run by
+  // the writing call after its commit (what a plain SQLite connection does).
+  // Either way the WAL stays bounded: if it reaches 8 x checkpoint_pages (the
+  // thread cannot keep up), the writer checkpoints itself.
+  bool background_checkpoint = true;
+  // WAL size in pages (of 4096 bytes by default) that starts a checkpoint.
+  // Default 1000 (SQLite's default). Must be >= 1.
+  int checkpoint_pages = 1000;
 
   // Throws ConfigError naming the bad field ("sqlite.busy_timeout_ms", ...).
   void validate() const;
@@ -91,6 +102,10 @@ class SqliteStorage : public Storage {
   SqliteStorage& operator=(const SqliteStorage&) = delete;
 
   const std::string& path() const;
+  // Checkpoints the background thread has completed so far (0 when
+  // background_checkpoint is off or none was needed). For tests and
+  // diagnostics.
+  std::int64_t background_checkpoints() const;
 
   std::int64_t create_study(const std::string& name, StudyDirection direction,
                             const Json& config) override;

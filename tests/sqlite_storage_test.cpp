@@ -716,6 +716,63 @@ TEST_F(SqliteStorageTest, OptionsAreValidated) {
   EXPECT_NO_THROW(sync.validate());
   SqliteStorage storage(path(), sync);
   EXPECT_EQ(storage.path(), path());
+  SqliteOptions pages;
+  pages.checkpoint_pages = 0;
+  try {
+    pages.validate();
+    FAIL() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.path(), "sqlite.checkpoint_pages");
+  }
+}
+
+// Writes `n` trials with 10 float params each, one transaction per trial.
+void write_trials(SqliteStorage& storage, std::int64_t study, int n) {
+  auto d = Distribution::make_float(-5.0, 5.0);
+  for (int k = 0; k < n; ++k) {
+    NewTrial init;
+    for (int p = 0; p < 10; ++p) {
+      init.params["x" + std::to_string(p)] = 0.001 * k + p;
+      init.distributions.insert_or_assign("x" + std::to_string(p), d);
+    }
+    auto t = storage.create_trial(study, init);
+    storage.set_trial_state(t->trial_id, TrialState::kComplete, 1.0 * k);
+  }
+}
+
+// The WAL is copied into the database file by the background thread, and
+// stays bounded whether the thread keeps up or not (the writer checkpoints
+// itself at 8 x checkpoint_pages).
+TEST_F(SqliteStorageTest, BackgroundCheckpointsKeepTheWalBounded) {
+  for (bool background : {true, false}) {
+    SCOPED_TRACE(background ? "background" : "SQLite's automatic checkpoint");
+    std::filesystem::remove(path());
+    SqliteOptions options;
+    options.checkpoint_pages = 20;
+    options.background_checkpoint = background;
+    std::int64_t study = 0;
+    {
+      SqliteStorage storage(path(), options);
+      study = storage.create_study("s", StudyDirection::kMinimize, Json());
+      write_trials(storage, study, 600);
+      if (background) {
+        auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (storage.background_checkpoints() == 0 && std::chrono::steady_clock::now() < give_up)
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        EXPECT_GT(storage.background_checkpoints(), 0);
+      } else {
+        EXPECT_EQ(storage.background_checkpoints(), 0);
+      }
+      // 600 trials wrote thousands of WAL frames; the file never held more
+      // than the limit plus one commit.
+      auto wal = std::filesystem::file_size(path() + "-wal");
+      EXPECT_LE(wal, (8 * 20 + 64) * (4096 + 24) + 32) << wal;
+      SqliteStorage reader(path());
+      EXPECT_EQ(reader.count_trials(study, {TrialState::kComplete}), 600);
+    }
+    SqliteStorage reopened(path());
+    EXPECT_EQ(reopened.count_trials(study, {TrialState::kComplete}), 600);
+  }
 }
 
 TEST_F(SqliteStorageTest, InvalidUtf8IsRefused) {
