@@ -15,6 +15,9 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -73,6 +76,7 @@ int main(int argc, char** argv) {
            {"space", space}};
   StudyConfig config = StudyConfig::from_json(doc);
   double ready_s = 0, wall_s = 0, span = 0, coordinator_cpu_us = 0;
+  std::string thread_split;  // "main 120, ZMQbg/IO/0 60, ..." us per trial
   std::int64_t durable = 0;
   {
     auto storage = open_storage(db);
@@ -91,6 +95,30 @@ int main(int argc, char** argv) {
     po.endpoint = coordinator.endpoint();
     po.extra_args = {"--log-level", "warn"};
     LocalWorkerPool pool(po);
+    // CPU seconds of each thread of this process, by thread name
+    // (/proc/self/task/*/stat: utime and stime in clock ticks).
+    auto thread_cpu = [] {
+      std::map<std::string, double> out;
+      const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+      for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+        std::ifstream f(e.path() / "stat");
+        std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        auto open = text.find('('), close = text.rfind(')');
+        if (open == std::string::npos || close == std::string::npos) continue;
+        std::string name = text.substr(open + 1, close - open - 1);
+        std::istringstream rest(text.substr(close + 2));
+        std::string field;
+        double utime = 0, stime = 0;
+        for (int i = 3; i <= 15 && rest >> field; ++i) {
+          if (i == 14) utime = std::stod(field);
+          if (i == 15) stime = std::stod(field);
+        }
+        out[e.path().filename() == std::to_string(getpid()) ? std::string("main") : name] +=
+            (utime + stime) / tick;
+      }
+      return out;
+    };
+    auto threads0 = thread_cpu();
     auto cpu = [] {
       rusage u{};
       getrusage(RUSAGE_SELF, &u);
@@ -110,6 +138,10 @@ int main(int argc, char** argv) {
     }
     wall_s = std::chrono::duration<double>(Steady::now() - t0).count();
     coordinator_cpu_us = (cpu() - cpu0) * 1e6 / static_cast<double>(n_trials);
+    for (const auto& [name, seconds] : thread_cpu()) {
+      double us = (seconds - threads0[name]) * 1e6 / static_cast<double>(n_trials);
+      if (us >= 1) thread_split += fmt::format("{}{} {:.0f}", thread_split.empty() ? "" : ", ", name, us);
+    }
     pool.stop_restarting();
     while (pool.running() > 0 && std::chrono::duration<double>(Steady::now() - t0).count() < wall_s + 5) {
       coordinator.step(10);
@@ -138,9 +170,9 @@ int main(int argc, char** argv) {
   fmt::print("dispatch_throughput: no-op objective, random sampler, 10 float params, SQLite (WAL)\n");
   fmt::print("  {:<28} {:>10} {:>14}   {}\n", "", "trials", "trials/s", "notes");
   fmt::print("  {:<28} {:>10} {:>14.0f}   {} workers ready in {:.2f} s; {:.2f} s wall incl. start-up; "
-             "{}/{} COMPLETE in the file; coordinator CPU {:.0f} us/trial\n",
+             "{}/{} COMPLETE in the file; coordinator CPU {:.0f} us/trial ({})\n",
              fmt::format("hpsearch ({} workers)", workers), n_trials, rate, workers, ready_s, wall_s,
-             durable, n_trials, coordinator_cpu_us);
+             durable, n_trials, coordinator_cpu_us, thread_split);
   if (optuna_rate) {
     fmt::print("  {:<28} {:>10} {:>14.1f}   optuna_reference.py storage {} /tmp/o.db (in-memory: {:.0f}/s)\n",
                "Optuna (SQLite, 1 process)", optuna_trials, *optuna_rate, optuna_trials,

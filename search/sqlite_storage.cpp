@@ -441,6 +441,13 @@ struct SqliteStorage::Impl {
     }
     std::int64_t completed() const { return completed_.load(); }
 
+    // A checkpoint on the writer's connection, after the thread's current
+    // one (if any) ends, so that it is not refused as busy.
+    void checkpoint_here(sqlite3* writer, const char* name) {
+      std::lock_guard running(running_);
+      sqlite3_wal_checkpoint_v2(writer, name, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+    }
+
    private:
     void run() {
       sqlite3* db = nullptr;
@@ -451,21 +458,30 @@ struct SqliteStorage::Impl {
           if (quit_) break;
           pending_ = false;
         }
-        if (!db &&
-            sqlite3_open_v2(path_.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
-                            nullptr) != SQLITE_OK) {
+        // A connection checkpoints only once it has opened the WAL, which its
+        // first read does (SQLite before 3.42 silently does nothing otherwise).
+        if (!db && (sqlite3_open_v2(path_.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+                                    nullptr) != SQLITE_OK ||
+                    sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr,
+                                 nullptr) != SQLITE_OK)) {
           sqlite3_close_v2(db);  // the writer's own fallback checkpoints instead
           db = nullptr;
           continue;
         }
-        int rc = sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
-        if (rc == SQLITE_OK) ++completed_;
+        int log = 0, copied = 0;
+        int rc = SQLITE_OK;
+        {
+          std::lock_guard running(running_);
+          rc = sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
+        }
+        if (rc == SQLITE_OK && copied > 0) ++completed_;
         // SQLITE_BUSY: another checkpoint runs; the next request retries.
       }
       if (db) sqlite3_close_v2(db);
     }
 
     std::string path_;
+    std::mutex running_;  // held while a checkpoint of this process runs
     std::mutex mutex_;
     std::condition_variable wake_;
     bool pending_ = false;
@@ -474,17 +490,29 @@ struct SqliteStorage::Impl {
     std::thread thread_;  // last: starts after the members above exist
   };
   std::unique_ptr<Checkpointer> checkpointer;
+  int last_wal_pages = 0;      // the WAL's size after the last commit
+  int next_checkpoint_at = 0;  // WAL size that asks for the next checkpoint
 
   // sqlite3_wal_hook: called by the writing thread after each commit with
   // the WAL's size in pages.
   static int on_wal_commit(void* arg, sqlite3* db, const char* name, int pages) {
     auto* self = static_cast<Impl*>(arg);
     const int threshold = self->options.checkpoint_pages;
+    if (pages < self->last_wal_pages || self->next_checkpoint_at == 0)
+      self->next_checkpoint_at = threshold;  // the WAL restarted from its beginning
+    self->last_wal_pages = pages;
     if (pages >= 8 * threshold) {
       // The thread cannot keep up (or a long reader pins old frames):
       // checkpoint here, as SQLite's automatic checkpoint would.
-      sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
-    } else if (pages >= threshold) {
+      if (self->checkpointer) {
+        self->checkpointer->checkpoint_here(db, name);
+      } else {
+        sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+      }
+    } else if (pages >= self->next_checkpoint_at) {
+      // One checkpoint per `threshold` new pages, as SQLite's own cadence
+      // (not one per commit: each costs two fsyncs).
+      self->next_checkpoint_at = pages + threshold;
       try {
         if (!self->checkpointer) self->checkpointer = std::make_unique<Checkpointer>(self->path);
         self->checkpointer->request();

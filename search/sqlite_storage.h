@@ -102,7 +102,7 @@ class SqliteStorage : public Storage {
   SqliteStorage& operator=(const SqliteStorage&) = delete;
 
   const std::string& path() const;
-  // Checkpoints the background thread has completed so far (0 when
+  // Checkpoints by the background thread that copied frames so far (0 when
   // background_checkpoint is off or none was needed). For tests and
   // diagnostics.
   std::int64_t background_checkpoints() const;
