@@ -985,21 +985,28 @@ struct SqliteStorage::Impl {
   // trial read from the file. Returns the snapshot.
   template <class F>
   TrialPtr update_trial(std::int64_t trial_id, F&& change) {
-    auto loc = trial_loc.find(trial_id);
-    if (loc != trial_loc.end()) {
-      auto it = trials.find(loc->second.study_id);
-      if (it != trials.end()) {
-        auto& list = it->second;
-        auto pos = std::lower_bound(list.begin(), list.end(), loc->second.number, by_number);
-        if (pos != list.end() && (*pos)->trial_id == trial_id) {
-          auto t = std::make_shared<FrozenTrial>(**pos);
-          change(*t);
-          *pos = t;
-          return t;
-        }
-      }
+    if (TrialPtr* slot = cached_slot(trial_id)) {
+      auto t = std::make_shared<FrozenTrial>(**slot);
+      change(*t);
+      *slot = t;
+      return t;
     }
     return reload_trial(trial_id);
+  }
+
+  // Where the cached snapshot of a trial is, if its study is cached; else
+  // null. Inside a write the cache is current: it was checked against
+  // data_version when the write lock was taken, and only this connection
+  // writes until the commit.
+  TrialPtr* cached_slot(std::int64_t trial_id) {
+    auto loc = trial_loc.find(trial_id);
+    if (loc == trial_loc.end()) return nullptr;
+    auto it = trials.find(loc->second.study_id);
+    if (it == trials.end()) return nullptr;
+    auto& list = it->second;
+    auto pos = std::lower_bound(list.begin(), list.end(), loc->second.number, by_number);
+    if (pos == list.end() || (*pos)->trial_id != trial_id) return nullptr;
+    return &*pos;
   }
 
   // The snapshot of a trial just inserted: `t` appended to its cached study
@@ -1053,8 +1060,11 @@ struct SqliteStorage::Impl {
     TrialState state;
   };
 
-  // The trial's current row, read from the file (inside a write).
+  // The trial's current row (inside a write): from the cache when its study
+  // is cached, else read from the file.
   TrialRow trial_row(std::int64_t trial_id) {
+    if (TrialPtr* slot = cached_slot(trial_id))
+      return {trial_loc.at(trial_id).study_id, (*slot)->number, (*slot)->state};
     Use u(stmt("SELECT study_id, number, state FROM trials WHERE trial_id = ?1"));
     Statement& s = u.get();
     s.bind(1, trial_id);
@@ -1071,38 +1081,72 @@ struct SqliteStorage::Impl {
                          to_string(row.state) + "); cannot " + action);
   }
 
-  // Inserts a param row. Returns the value as reading the row back gives it
-  // (value_real for floats, else the parsed value_json).
-  Json insert_param(std::int64_t trial_id, const std::string& name, const Json& value,
-                    const Distribution* distribution) {
-    std::string what = "param '" + name + "'";
-    check_utf8(name, "param name");
-    if (value.is_number_float() && std::isnan(value.get<double>()))
-      throw StorageError(what + ": value must not be NaN");
-    Use u(stmt(
-        "INSERT INTO trial_params(trial_id, name, distribution_json, value_json, value_real) "
-        "VALUES (?1, ?2, ?3, ?4, ?5)"));
-    Statement& s = u.get();
-    s.bind(1, trial_id);
-    s.bind(2, name);
-    if (distribution) {
-      s.bind(3, distribution_text(name, *distribution, what));
-    } else {
-      s.bind_null(3);
+  struct ParamRow {
+    const std::string* name;
+    const Json* value;
+    const Distribution* distribution;  // may be null
+  };
+
+  // Inserts param rows of one trial, up to kRowsPerInsert per statement.
+  // Returns each value as reading its row back gives it (value_real for
+  // floats, else the parsed value_json), in the order of `rows`.
+  static constexpr std::size_t kRowsPerInsert = 16;
+
+  std::vector<Json> insert_params(std::int64_t trial_id, const std::vector<ParamRow>& rows) {
+    static const std::vector<std::string> sql = [] {
+      std::vector<std::string> out(kRowsPerInsert + 1);
+      for (std::size_t n = 1; n <= kRowsPerInsert; ++n) {
+        out[n] = "INSERT INTO trial_params(trial_id, name, distribution_json, value_json, value_real) VALUES ";
+        for (std::size_t r = 0; r < n; ++r) out[n] += r ? ", (?, ?, ?, ?, ?)" : "(?, ?, ?, ?, ?)";
+      }
+      return out;
+    }();
+    std::vector<Json> stored;
+    stored.reserve(rows.size());
+    std::vector<std::string> texts(rows.size());
+    for (std::size_t first = 0; first < rows.size(); first += kRowsPerInsert) {
+      const std::size_t n = std::min(kRowsPerInsert, rows.size() - first);
+      Use u(stmt(sql[n]));
+      Statement& s = u.get();
+      for (std::size_t r = 0; r < n; ++r) {
+        const ParamRow& row = rows[first + r];
+        const std::string& name = *row.name;
+        const Json& value = *row.value;
+        std::string what = "param '" + name + "'";
+        check_utf8(name, "param name");
+        if (value.is_number_float() && std::isnan(value.get<double>()))
+          throw StorageError(what + ": value must not be NaN");
+        const int c = static_cast<int>(5 * r);
+        s.bind(c + 1, trial_id);
+        s.bind(c + 2, name);
+        if (row.distribution) {
+          s.bind(c + 3, distribution_text(name, *row.distribution, what));
+        } else {
+          s.bind_null(c + 3);
+        }
+        std::string& text = texts[first + r];
+        text = encode_json(value, what);
+        s.bind(c + 4, text);
+        if (value.is_number_float()) {
+          s.bind(c + 5, value.get<double>());
+        } else {
+          s.bind_null(c + 5);
+        }
+      }
+      s.step();
     }
-    std::string text = encode_json(value, what);
-    s.bind(4, text);
-    if (value.is_number_float()) {
-      s.bind(5, value.get<double>());
-    } else {
-      s.bind_null(5);
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      const Json& value = *rows[r].value;
+      if (value.is_number_float()) {
+        stored.emplace_back(value.get<double>());
+        continue;
+      }
+      Where where = trial_row_where("trial_params", trial_id);
+      where.key_name = "name";
+      where.key = rows[r].name;
+      stored.push_back(decode_json(texts[r], where, "value_json"));
     }
-    s.step();
-    if (value.is_number_float()) return Json(value.get<double>());
-    Where where = trial_row_where("trial_params", trial_id);
-    where.key_name = "name";
-    where.key = &name;
-    return decode_json(text, where, "value_json");
+    return stored;
   }
 
   void set_trial_attr(std::int64_t trial_id, int kind, const std::string& key,
@@ -1252,7 +1296,10 @@ TrialPtr SqliteStorage::create_trial(std::int64_t study_id, const NewTrial& init
     auto t = std::make_shared<FrozenTrial>();
     t->state = init.state;
     t->worker = init.worker;
-    {
+    if (auto cached = impl_->trials.find(study_id); cached != impl_->trials.end()) {
+      // The cached study holds every trial, in number order.
+      t->number = cached->second.empty() ? 0 : cached->second.back()->number + 1;
+    } else {
       Use u(impl_->stmt("SELECT COALESCE(MAX(number) + 1, 0) FROM trials WHERE study_id = ?1"));
       u->bind(1, study_id);
       u->step();
@@ -1276,11 +1323,16 @@ TrialPtr SqliteStorage::create_trial(std::int64_t study_id, const NewTrial& init
       u->step();
     }
     t->trial_id = sqlite3_last_insert_rowid(impl_->db);
+    std::vector<Impl::ParamRow> rows;
+    rows.reserve(init.params.size());
     for (const auto& [name, value] : init.params) {
       auto d = init.distributions.find(name);
-      const Distribution* dist = d == init.distributions.end() ? nullptr : &d->second;
-      t->params[name] = impl_->insert_param(t->trial_id, name, value, dist);
-      if (dist) t->distributions.insert_or_assign(name, *dist);
+      rows.push_back({&name, &value, d == init.distributions.end() ? nullptr : &d->second});
+    }
+    std::vector<Json> stored = impl_->insert_params(t->trial_id, rows);
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      t->params.emplace_hint(t->params.end(), *rows[r].name, std::move(stored[r]));
+      if (rows[r].distribution) t->distributions.emplace_hint(t->distributions.end(), *rows[r].name, *rows[r].distribution);
     }
     for (const auto& [key, value] : init.system_attrs.items()) {
       check_utf8(key, "attr key");
@@ -1376,7 +1428,7 @@ void SqliteStorage::set_trial_param(std::int64_t trial_id, const std::string& na
         t.distributions.insert_or_assign(name, distribution);
       });
     } else {
-      Json stored = impl_->insert_param(trial_id, name, value, &distribution);
+      Json stored = std::move(impl_->insert_params(trial_id, {{&name, &value, &distribution}}).front());
       impl_->update_trial(trial_id, [&](FrozenTrial& t) {
         t.params[name] = std::move(stored);
         t.distributions.insert_or_assign(name, distribution);
