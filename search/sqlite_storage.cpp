@@ -754,6 +754,22 @@ struct SqliteStorage::Impl {
     }
   }
 
+  // A state-changing call that writes with at most one SQL statement: inside
+  // a transaction it needs no savepoint of its own (a failed statement undoes
+  // itself); a failure after the statement drops the caches, which may then
+  // disagree with the file. Outside a transaction it is write().
+  template <class F>
+  auto write_one(F&& f) {
+    std::lock_guard lock(mutex);
+    if (depth == 0) return write(std::forward<F>(f));
+    try {
+      return f();
+    } catch (...) {
+      drop_caches();
+      throw;
+    }
+  }
+
   // A read: inside a write transaction the caches are current; otherwise a
   // read transaction gives one consistent snapshot for the check of
   // data_version and any loading.
@@ -1153,7 +1169,7 @@ struct SqliteStorage::Impl {
                       const Json& value) {
     check_utf8(key, "attr key");
     std::string text = encode_json(value, "attr '" + key + "'");
-    write([&] {
+    write_one([&] {
       trial_row(trial_id);  // throws if absent
       {
         Use u(stmt(
@@ -1439,7 +1455,7 @@ void SqliteStorage::set_trial_param(std::int64_t trial_id, const std::string& na
 
 bool SqliteStorage::set_trial_intermediate_value(std::int64_t trial_id, std::int64_t step,
                                                  double value) {
-  return impl_->write([&] {
+  return impl_->write_one([&] {
     auto row = impl_->trial_row(trial_id);
     impl_->require_unfinished(trial_id, row,
                               ("report step " + std::to_string(step)).c_str());
@@ -1467,7 +1483,7 @@ bool SqliteStorage::set_trial_state(std::int64_t trial_id, TrialState state,
     throw StorageError("trial id " + std::to_string(trial_id) +
                        ": COMPLETE needs a value that is not NaN");
   check_utf8(fail_reason, "fail_reason");
-  return impl_->write([&] {
+  return impl_->write_one([&] {
     auto row = impl_->trial_row(trial_id);
     if (is_finished(row.state)) return false;
     bool finished = is_finished(state);
