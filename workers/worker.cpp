@@ -1,5 +1,6 @@
 #include "workers/worker.h"
 
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -272,8 +273,14 @@ struct Worker::Impl : TrialBackend {
     bool ready = false;
     auto last_recv = Steady::now();
     auto next_beat = last_recv;
-    zmq::pollitem_t items[] = {{nullptr, to_link.fd(), ZMQ_POLLIN, 0},
-                               {static_cast<void*>(dealer), 0, ZMQ_POLLIN, 0}};
+    // Waiting: poll(2) on the main thread's eventfd and the socket's ZMQ_FD.
+    // ZMQ_FD wakes on an edge ("the socket's state may have changed"), so a
+    // round that did anything (a message, an event, a send, which can take
+    // that edge) is followed by another look before sleeping; the socket is
+    // always read until it has nothing (zmq::poll costs several system calls
+    // per call, this one).
+    const int socket_fd = dealer.get(zmq::sockopt::fd);
+    bool busy = true;
     auto lose = [&](const std::string& why) {
       interrupt = true;
       to_main.post(Ev::kLost, session, why);
@@ -283,11 +290,15 @@ struct Worker::Impl : TrialBackend {
       auto now = Steady::now();
       auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_beat - now);
       wait = std::clamp(wait, std::chrono::milliseconds(0), std::chrono::milliseconds(100));
-      zmq_util::no_eintr([&] { return zmq::poll(items, 2, wait); });
+      if (!busy) {
+        pollfd fds[2] = {{to_link.fd(), POLLIN, 0}, {socket_fd, POLLIN, 0}};
+        (void)::poll(fds, 2, static_cast<int>(wait.count()));  // EINTR: look and wait again
+      }
+      busy = false;
 
-      // Every event the main thread posted (a Complete and the next
-      // RequestTrial come together), not one per poll.
+      // Every event the main thread posted, then every message the socket has.
       while (auto e = to_link.try_receive()) {
+        busy = true;
         if (e->kind == Ev::kQuit) {
           dealer.set(zmq::sockopt::linger, 1000);  // let a last Fail get out
           return End::kQuit;
@@ -298,6 +309,7 @@ struct Worker::Impl : TrialBackend {
       while (true) {
         zmq::message_t msg;
         if (!zmq_util::no_eintr([&] { return dealer.recv(msg, zmq::recv_flags::dontwait); })) break;
+        busy = true;
         std::string_view frame(static_cast<const char*>(msg.data()), msg.size());
         if (msg.more()) {  // never sent by a coordinator: drain and drop
           zmq::message_t rest;
@@ -351,6 +363,7 @@ struct Worker::Impl : TrialBackend {
         std::string beat = proto::encode(proto::Heartbeat{});
         zmq_util::no_eintr([&] { return dealer.send(zmq::buffer(beat), zmq::send_flags::dontwait); });
         next_beat = now + std::chrono::milliseconds(interval);
+        busy = true;
       }
       if (!ready) next_beat = now + std::chrono::milliseconds(100);
       if (now - last_recv > std::chrono::milliseconds(interval) * liveness) {
