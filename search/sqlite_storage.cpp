@@ -553,8 +553,9 @@ struct SqliteStorage::Impl {
   }
 
   // Runs a statement without results through the statement cache (for
-  // the savepoints every nested write opens: no parsing each time).
-  void run(const std::string& sql) {
+  // transactions and the savepoints every nested write opens: no parsing
+  // each time).
+  void run(std::string_view sql) {
     Use u(stmt(sql));
     u->step();
   }
@@ -685,7 +686,7 @@ struct SqliteStorage::Impl {
    public:
     explicit Txn(Impl& impl) : impl_(impl) {
       if (impl_.depth == 0) {
-        impl_.exec("BEGIN IMMEDIATE");
+        impl_.run("BEGIN IMMEDIATE");
         impl_.depth = 1;
         try {
           impl_.refresh();
@@ -712,7 +713,7 @@ struct SqliteStorage::Impl {
 
     void commit() {
       if (name_.empty()) {
-        impl_.exec("COMMIT");
+        impl_.run("COMMIT");
       } else {
         impl_.run(("RELEASE " + name_).c_str());
       }
