@@ -273,12 +273,12 @@ struct Worker::Impl : TrialBackend {
     bool ready = false;
     auto last_recv = Steady::now();
     auto next_beat = last_recv;
-    // Waiting: poll(2) on the main thread's eventfd and the socket's ZMQ_FD.
-    // ZMQ_FD wakes on an edge ("the socket's state may have changed"), so a
-    // round that did anything (a message, an event, a send, which can take
-    // that edge) is followed by another look before sleeping; the socket is
-    // always read until it has nothing (zmq::poll costs several system calls
-    // per call, this one).
+    // Waiting: poll(2) on the main thread's eventfd and the socket's ZMQ_FD
+    // (zmq::poll costs several system calls per call, this one). ZMQ_FD
+    // wakes on an edge ("the socket's state may have changed"): each round
+    // sends what the main thread posted, then reads the socket until it has
+    // nothing, which leaves no edge unseen; a send after that (a heartbeat)
+    // can take an edge, so such a round is followed by another look.
     const int socket_fd = dealer.get(zmq::sockopt::fd);
     bool busy = true;
     auto lose = [&](const std::string& why) {
@@ -298,7 +298,6 @@ struct Worker::Impl : TrialBackend {
 
       // Every event the main thread posted, then every message the socket has.
       while (auto e = to_link.try_receive()) {
-        busy = true;
         if (e->kind == Ev::kQuit) {
           dealer.set(zmq::sockopt::linger, 1000);  // let a last Fail get out
           return End::kQuit;
@@ -309,7 +308,6 @@ struct Worker::Impl : TrialBackend {
       while (true) {
         zmq::message_t msg;
         if (!zmq_util::no_eintr([&] { return dealer.recv(msg, zmq::recv_flags::dontwait); })) break;
-        busy = true;
         std::string_view frame(static_cast<const char*>(msg.data()), msg.size());
         if (msg.more()) {  // never sent by a coordinator: drain and drop
           zmq::message_t rest;
