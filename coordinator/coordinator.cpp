@@ -828,12 +828,15 @@ struct Coordinator::Impl {
     NewTrial init;
     init.state = TrialState::kRunning;
     init.worker = s.name;
-    for (const auto& [name, value] : chosen) {
-      if (const ParamSpec* spec = space.find(name)) {
-        init.params[name] = value;
-        init.distributions.insert_or_assign(name, spec->distribution);
+    for (auto it = chosen.begin(); it != chosen.end();) {
+      if (const ParamSpec* spec = space.find(it->first)) {
+        init.distributions.emplace_hint(init.distributions.end(), it->first, spec->distribution);
+        ++it;
+      } else {
+        it = chosen.erase(it);  // not a param of the space: not stored
       }
     }
+    init.params = std::move(chosen);
     TrialPtr t = storage.create_trial(study_id, init);
     append(t);
     send_assignment(s, t, {});

@@ -1043,8 +1043,9 @@ struct SqliteStorage::Impl {
   // and 0.0 are stored differently).
   std::unordered_map<std::string, std::pair<Distribution, std::string>> distribution_texts;
 
-  std::string distribution_text(const std::string& name, const Distribution& d,
-                                const std::string& what) {
+  // The reference stays valid until the next call.
+  const std::string& distribution_text(const std::string& name, const Distribution& d,
+                                       const std::string& what) {
     auto same = [](const Distribution& a, const Distribution& b) {
       auto bits = [](double x) { return std::bit_cast<std::uint64_t>(x); };
       return a.is_numeric() && b.is_numeric() && a.kind() == b.kind() &&
@@ -1053,13 +1054,14 @@ struct SqliteStorage::Impl {
     };
     auto it = distribution_texts.find(name);
     if (it != distribution_texts.end() && same(it->second.first, d)) return it->second.second;
-    std::string text = encode_json(d.to_json(), what + " distribution");
-    if (d.is_numeric()) {
-      if (distribution_texts.size() >= 1024) distribution_texts.clear();
-      distribution_texts.insert_or_assign(name, std::pair<Distribution, std::string>(d, text));
-    }
-    return text;
+    distribution_scratch = encode_json(d.to_json(), what + " distribution");
+    if (!d.is_numeric()) return distribution_scratch;
+    if (distribution_texts.size() >= 1024) distribution_texts.clear();
+    return distribution_texts
+        .insert_or_assign(name, std::pair<Distribution, std::string>(d, distribution_scratch))
+        .first->second.second;
   }
+  std::string distribution_scratch;
 
   // study_id of a trial; throws if there is no such trial.
   std::int64_t study_of(std::int64_t trial_id) {
