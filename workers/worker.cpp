@@ -47,7 +47,7 @@ void WorkerOptions::validate() const {
 namespace {
 
 // Events between the objective thread ("main") and the socket thread
-// ("link"), over an inproc PAIR: [kind u8, epoch u64][payload].
+// ("link"), through an EventQueue (below): kind, epoch and payload.
 enum class Ev : std::uint8_t {
   kSend = 1,      // main -> link: send payload to the coordinator (if epoch is current)
   kQuit = 2,      // main -> link: close and end
