@@ -178,6 +178,8 @@ int main(int argc, char** argv) {
                "Optuna (SQLite, 1 process)", optuna_trials, *optuna_rate, optuna_trials,
                optuna_memory.value_or(0.0));
     fmt::print("  ratio hpsearch / Optuna: {:.0f}x\n", *optuna_rate > 0 ? rate / *optuna_rate : 0.0);
+  } else if (!optuna) {
+    fmt::print("  Optuna: not measured (--no-optuna)\n");
   } else {
     fmt::print("  Optuna: not measured ({} not found or python3-optuna missing)\n", optuna_script);
   }
