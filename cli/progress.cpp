@@ -18,6 +18,13 @@ double Progress::elapsed_s() const {
 }
 
 void Progress::update(const ProgressState& s, const std::string& last, bool force) {
+  if (tty_ && !force) {
+    // A fast study finishes thousands of trials a second: redraw at most
+    // every 100 ms.
+    auto now = std::chrono::steady_clock::now();
+    if (drawn_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
+    last_draw_ = now;
+  }
   double elapsed = elapsed_s();
   std::string done = s.n_trials ? fmt::format("{}/{}", s.finished, *s.n_trials)
                                 : fmt::format("{}", s.finished);

@@ -41,6 +41,7 @@ class Progress {
   bool drawn_ = false;
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_plain_;
+  std::chrono::steady_clock::time_point last_draw_;  // tty: at most 10 redraws a second
   std::int64_t last_plain_finished_ = -1;
 };
 

@@ -79,7 +79,14 @@ int run_study(StudyConfig config, const RunOptions& o) {
       info.config["space"] != config.source["space"])
     spdlog::warn("study '{}': the search space differs from the one stored with the study; "
                  "continuing with the new one", config.name);
-  storage->set_study_config(study.study_id(), config.source);
+  // The settings stored with the study are this run's: the file's, with the
+  // command line's budget, so that hpsearch resume continues with the same.
+  Json stored = config.source;
+  if (stored.is_object()) {
+    if (o.n_trials) stored["budget"]["n_trials"] = *o.n_trials;
+    if (o.timeout_s) stored["budget"]["timeout_s"] = *o.timeout_s;
+  }
+  storage->set_study_config(study.study_id(), stored);
 
   CoordinatorOptions co;
   co.endpoint = o.bind.value_or("");

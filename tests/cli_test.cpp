@@ -364,6 +364,29 @@ TEST_F(CliTest, RunningTwiceCompletesOnlyTheRemainingBudget) {
   expect_consistent(trials);
 }
 
+// The budget given on the command line is stored with the study: status
+// shows it and resume continues with it, not with the file's.
+TEST_F(CliTest, ResumeKeepsTheCommandLineBudget) {
+  Json doc = Json::parse(kBraninSpace);
+  doc["budget"]["n_trials"] = 3;
+  dir_.write("space.json", doc.dump());
+  ProcessResult first = cli({"run", "space.json", "--n-trials", "6"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  ASSERT_EQ(trials_or_fail("branin.db").size(), 6u);
+  ProcessResult status = cli({"status", "branin.db"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("of 6"), std::string::npos) << status.out;
+  ProcessResult again = cli({"resume", "branin.db"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("Budget of 6 trials already reached"), std::string::npos) << again.out;
+  ProcessResult more = cli({"resume", "branin.db", "--n-trials", "8"});
+  ASSERT_EQ(more.exit_code, 0) << more.err;
+  EXPECT_EQ(trials_or_fail("branin.db").size(), 8u);
+  ProcessResult last = cli({"resume", "branin.db"});
+  ASSERT_EQ(last.exit_code, 0) << last.err;
+  EXPECT_NE(last.out.find("Budget of 8 trials already reached"), std::string::npos) << last.out;
+}
+
 TEST_F(CliTest, Kill9ThenRerunLosesNothing) {
   // Long enough that the kill comes well before the end of the budget.
   const int budget = 30;

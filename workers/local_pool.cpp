@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -71,7 +72,16 @@ void LocalWorkerPool::start() {
 void LocalWorkerPool::spawn(int slot) {
   // Everything the child needs is built before fork: after it, only
   // async-signal-safe calls.
-  std::vector<std::string> args = {options_.executable, "worker",    "--connect",
+  // argv[0] names the executable as `ps` and `pgrep -f 'hpsearch worker'`
+  // should show it, though /proc/self/exe itself is what runs (it stays
+  // this very binary even if the file is replaced meanwhile).
+  std::string shown = options_.executable;
+  if (shown == "/proc/self/exe") {
+    std::error_code ec;
+    auto real = std::filesystem::read_symlink(shown, ec);
+    if (!ec && !real.empty()) shown = real.string();
+  }
+  std::vector<std::string> args = {shown,               "worker",    "--connect",
                                    options_.endpoint,   "--device",  device_of(slot),
                                    "--threads",         std::to_string(threads_)};
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
@@ -108,7 +118,7 @@ void LocalWorkerPool::spawn(int slot) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    execve(argv[0], argv.data(), envp.data());
+    execve(options_.executable.c_str(), argv.data(), envp.data());
     _exit(127);
   }
   Slot& s = slots_[static_cast<std::size_t>(slot)];

@@ -202,12 +202,12 @@ struct Worker::Impl : TrialBackend {
         ++attempts;
         if (attempts > options.reconnect_attempts) {
           to_main.post(Ev::kFatal, 0,
-               "the coordinator at " + options.connect + " did not answer after " +
-                   std::to_string(attempts) + " attempts; giving up");
+               "the coordinator at " + options.connect + " did not answer (the first try and " +
+                   std::to_string(options.reconnect_attempts) + " retries); giving up");
           wait_for_quit();
           return;
         }
-        spdlog::info("worker: no answer from the coordinator at {}; retrying in {} ms (attempt {} of {})",
+        spdlog::info("worker: no answer from the coordinator at {}; retrying in {} ms (retry {} of {})",
                      options.connect, backoff, attempts, options.reconnect_attempts);
         if (!pause(backoff, stop_posted)) return;
         backoff = std::min(options.reconnect_max_ms, std::max(1, backoff * 2));
