@@ -243,6 +243,16 @@ Json decode_json(const std::string& text, const Where& where, const char* column
   }
 }
 
+// A JSON column of a trial's keyed row (trial_params by name, trial_attrs by
+// key) decoded as a read of that row decodes it (errors name the row).
+Json decode_keyed(const std::string& text, const char* table, std::int64_t trial_id,
+                  const char* key_name, const std::string& key) {
+  Where where = trial_row_where(table, trial_id);
+  where.key_name = key_name;
+  where.key = &key;
+  return decode_json(text, where, "value_json");
+}
+
 using Micros = std::chrono::microseconds;
 
 TimePoint now_us() { return std::chrono::floor<Micros>(Clock::now()); }
@@ -1015,9 +1025,10 @@ struct SqliteStorage::Impl {
   // null. Inside a write the cache is current: it was checked against
   // data_version when the write lock was taken, and only this connection
   // writes until the commit.
-  TrialPtr* cached_slot(std::int64_t trial_id) {
+  TrialPtr* cached_slot(std::int64_t trial_id, std::int64_t* study_id = nullptr) {
     auto loc = trial_loc.find(trial_id);
     if (loc == trial_loc.end()) return nullptr;
+    if (study_id) *study_id = loc->second.study_id;
     auto it = trials.find(loc->second.study_id);
     if (it == trials.end()) return nullptr;
     auto& list = it->second;
@@ -1082,8 +1093,8 @@ struct SqliteStorage::Impl {
   // The trial's current row (inside a write): from the cache when its study
   // is cached, else read from the file.
   TrialRow trial_row(std::int64_t trial_id) {
-    if (TrialPtr* slot = cached_slot(trial_id))
-      return {trial_loc.at(trial_id).study_id, (*slot)->number, (*slot)->state};
+    std::int64_t study_id = 0;
+    if (TrialPtr* slot = cached_slot(trial_id, &study_id)) return {study_id, (*slot)->number, (*slot)->state};
     Use u(stmt("SELECT study_id, number, state FROM trials WHERE trial_id = ?1"));
     Statement& s = u.get();
     s.bind(1, trial_id);
@@ -1160,10 +1171,7 @@ struct SqliteStorage::Impl {
         stored.emplace_back(value.get<double>());
         continue;
       }
-      Where where = trial_row_where("trial_params", trial_id);
-      where.key_name = "name";
-      where.key = rows[r].name;
-      stored.push_back(decode_json(texts[r], where, "value_json"));
+      stored.push_back(decode_keyed(texts[r], "trial_params", trial_id, "name", *rows[r].name));
     }
     return stored;
   }
@@ -1185,10 +1193,8 @@ struct SqliteStorage::Impl {
         u->step();
       }
       update_trial(trial_id, [&](FrozenTrial& t) {
-        Where where = trial_row_where("trial_attrs", trial_id);
-        where.key_name = "key";
-        where.key = &key;
-        (kind == kKindUser ? t.user_attrs : t.system_attrs)[key] = decode_json(text, where, "value_json");
+        (kind == kKindUser ? t.user_attrs : t.system_attrs)[key] =
+            decode_keyed(text, "trial_attrs", trial_id, "key", key);
       });
     });
   }
@@ -1365,10 +1371,7 @@ TrialPtr SqliteStorage::create_trial(std::int64_t study_id, const NewTrial& init
         u->bind(4, text);
         u->step();
       }
-      Where where = trial_row_where("trial_attrs", t->trial_id);
-      where.key_name = "key";
-      where.key = &key;
-      t->system_attrs[key] = decode_json(text, where, "value_json");
+      t->system_attrs[key] = decode_keyed(text, "trial_attrs", t->trial_id, "key", key);
     }
     return impl_->add_trial(study_id, std::move(t));
   });

@@ -41,6 +41,13 @@ const char* kBraninSpace = R"({
   }
 })";
 
+// The Branin space with a budget of `n_trials` in the file.
+std::string branin_space(int n_trials) {
+  Json doc = Json::parse(kBraninSpace);
+  doc["budget"]["n_trials"] = n_trials;
+  return doc.dump();
+}
+
 // A space whose objective sleeps `seconds` per trial in `steps` steps,
 // reporting after each when steps > 1.
 std::string sleep_space(double seconds, int n_trials, int steps = 3) {
@@ -337,9 +344,7 @@ TEST_F(CliTest, BadArgumentsExitWithCode2) {
 // ------------------------------------------------------------ resume
 
 TEST_F(CliTest, RunningTwiceCompletesOnlyTheRemainingBudget) {
-  Json doc = Json::parse(kBraninSpace);
-  doc["budget"]["n_trials"] = 10;
-  dir_.write("space.json", doc.dump());
+  dir_.write("space.json", branin_space(10));
   ProcessResult first = cli({"run", "space.json", "--n-trials", "4"});
   ASSERT_EQ(first.exit_code, 0) << first.err;
   ASSERT_EQ(trials_or_fail("branin.db").size(), 4u);
@@ -367,9 +372,7 @@ TEST_F(CliTest, RunningTwiceCompletesOnlyTheRemainingBudget) {
 // The budget given on the command line is stored with the study: status
 // shows it and resume continues with it, not with the file's.
 TEST_F(CliTest, ResumeKeepsTheCommandLineBudget) {
-  Json doc = Json::parse(kBraninSpace);
-  doc["budget"]["n_trials"] = 3;
-  dir_.write("space.json", doc.dump());
+  dir_.write("space.json", branin_space(3));
   ProcessResult first = cli({"run", "space.json", "--n-trials", "6"});
   ASSERT_EQ(first.exit_code, 0) << first.err;
   ASSERT_EQ(trials_or_fail("branin.db").size(), 6u);

@@ -43,6 +43,15 @@ LocalWorkerPool::LocalWorkerPool(LocalPoolOptions options) : options_(std::move(
     throw ConfigError("pool.endpoint", "is required to start workers");
   if (options_.threads_per_worker < 0) throw ConfigError("--threads", "must be >= 0");
   if (options_.executable.empty()) options_.executable = "/proc/self/exe";
+  // argv[0] of the workers names the executable as `ps` and `pgrep -f
+  // 'hpsearch worker'` should show it, though /proc/self/exe itself is what
+  // runs (it stays this very binary even if the file is replaced meanwhile).
+  shown_executable_ = options_.executable;
+  if (shown_executable_ == "/proc/self/exe") {
+    std::error_code ec;
+    auto real = std::filesystem::read_symlink(shown_executable_, ec);
+    if (!ec && !real.empty()) shown_executable_ = real.string();
+  }
   int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   threads_ = options_.threads_per_worker > 0
                  ? options_.threads_per_worker
@@ -72,16 +81,7 @@ void LocalWorkerPool::start() {
 void LocalWorkerPool::spawn(int slot) {
   // Everything the child needs is built before fork: after it, only
   // async-signal-safe calls.
-  // argv[0] names the executable as `ps` and `pgrep -f 'hpsearch worker'`
-  // should show it, though /proc/self/exe itself is what runs (it stays
-  // this very binary even if the file is replaced meanwhile).
-  std::string shown = options_.executable;
-  if (shown == "/proc/self/exe") {
-    std::error_code ec;
-    auto real = std::filesystem::read_symlink(shown, ec);
-    if (!ec && !real.empty()) shown = real.string();
-  }
-  std::vector<std::string> args = {shown,               "worker",    "--connect",
+  std::vector<std::string> args = {shown_executable_,   "worker",    "--connect",
                                    options_.endpoint,   "--device",  device_of(slot),
                                    "--threads",         std::to_string(threads_)};
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());

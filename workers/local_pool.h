@@ -102,6 +102,7 @@ class LocalWorkerPool {
   std::vector<ExitedWorker> reap(bool block_briefly);
 
   LocalPoolOptions options_;
+  std::string shown_executable_;  // argv[0] of the workers (the real path of /proc/self/exe)
   int threads_ = 1;
   std::vector<Slot> slots_;
   bool restarting_ = true;
