@@ -64,8 +64,17 @@ int run_study(StudyConfig config, const RunOptions& o) {
   auto sampler = make_sampler(config.sampler, o.seed);
   auto pruner = make_pruner(config.pruner);
   validate_objective(config.objective, config.space);
+  if (o.workers > 4096) throw ConfigError("--workers", "must be <= 4096");
   if (!config.budget.n_trials && !config.budget.timeout_s)
     spdlog::warn("no budget (n_trials or timeout_s): running until interrupted");
+  CoordinatorOptions co;
+  co.endpoint = o.bind.value_or("");
+  co.heartbeat_interval_ms = o.heartbeat_ms;
+  co.liveness = o.liveness;
+  co.max_retries = o.max_retries;
+  co.n_trials = config.budget.n_trials;
+  co.timeout_s = config.budget.timeout_s;
+  co.validate();  // a bad --bind is refused before the store is touched
 
   // 2. Open the study (continue it if it exists).
   auto storage = open_storage(config.storage);
@@ -79,23 +88,16 @@ int run_study(StudyConfig config, const RunOptions& o) {
       info.config["space"] != config.source["space"])
     spdlog::warn("study '{}': the search space differs from the one stored with the study; "
                  "continuing with the new one", config.name);
-  // The settings stored with the study are this run's: the file's, with the
-  // command line's budget, so that hpsearch resume continues with the same.
+  Coordinator coordinator(study, config.objective, co);
+  // Once the coordinator runs (its endpoint bound, the study taken over),
+  // the settings stored with the study become this run's: the file's, with
+  // the command line's budget, so that hpsearch resume continues with them.
   Json stored = config.source;
   if (stored.is_object()) {
     if (o.n_trials) stored["budget"]["n_trials"] = *o.n_trials;
     if (o.timeout_s) stored["budget"]["timeout_s"] = *o.timeout_s;
   }
   storage->set_study_config(study.study_id(), stored);
-
-  CoordinatorOptions co;
-  co.endpoint = o.bind.value_or("");
-  co.heartbeat_interval_ms = o.heartbeat_ms;
-  co.liveness = o.liveness;
-  co.max_retries = o.max_retries;
-  co.n_trials = config.budget.n_trials;
-  co.timeout_s = config.budget.timeout_s;
-  Coordinator coordinator(study, config.objective, co);
   CoordinatorStats start = coordinator.stats();
   if (start.finished > 0 || start.waiting > 0)
     spdlog::info("continuing study '{}': {} finished trials, {} queued", config.name, start.finished,

@@ -390,6 +390,27 @@ TEST_F(CliTest, ResumeKeepsTheCommandLineBudget) {
   EXPECT_NE(last.out.find("Budget of 8 trials already reached"), std::string::npos) << last.out;
 }
 
+// A run refused for a bad option writes nothing: no new file, and an
+// existing study keeps its stored budget.
+TEST_F(CliTest, RefusedRunLeavesTheStoreAlone) {
+  dir_.write("space.json", branin_space(3));
+  ProcessResult bad_new = cli({"run", "space.json", "--workers", "0", "--bind", "tcp://127.0.0.1:99999"});
+  EXPECT_EQ(bad_new.exit_code, 2) << bad_new.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("branin.db")));
+  ProcessResult first = cli({"run", "space.json"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"resume", "branin.db", "--n-trials", "50", "--bind", "tcp://127.0.0.1:99999"},
+        std::vector<std::string>{"resume", "branin.db", "--n-trials", "50", "--workers", "100000"}}) {
+    ProcessResult r = cli(args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+  }
+  ProcessResult status = cli({"status", "branin.db"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("of 3"), std::string::npos) << status.out;
+  EXPECT_EQ(trials_or_fail("branin.db").size(), 3u);
+}
+
 TEST_F(CliTest, Kill9ThenRerunLosesNothing) {
   // Long enough that the kill comes well before the end of the budget.
   const int budget = 30;
