@@ -20,7 +20,7 @@ BENCH_CMD ?= found=0; for b in $(RELEASE_DIR)/bench/*; do \
 	  if [ -f "$$b" ] && [ -x "$$b" ]; then found=1; echo "== $$b"; "$$b" || exit 1; fi; \
 	done; [ $$found = 1 ] || echo "bench: no benchmark programs yet (bench/*.cpp)"
 
-.PHONY: all deps build test test-release test-asan demo install bench clean
+.PHONY: all deps build test check-format test-release test-asan demo install bench clean
 
 all: build
 
@@ -36,7 +36,10 @@ build: deps
 
 # Runs both suites even if the first fails (make -k), and fails if either did.
 test: deps
-	$(MAKE) -k test-release test-asan
+	$(MAKE) -k check-format test-release test-asan
+
+check-format:
+	scripts/check-format.sh
 
 test-release:
 	cmake --preset release

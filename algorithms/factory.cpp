@@ -20,11 +20,15 @@ namespace {
   std::string list;
   for (auto k : known) {
     std::size_t d = edit_distance(type, k);
-    if (d < best_d) { best_d = d; best = std::string(k); }
+    if (d < best_d) {
+      best_d = d;
+      best = std::string(k);
+    }
     if (!list.empty()) list += ", ";
     list += k;
   }
-  if (best_d <= std::max<std::size_t>(2, type.size() / 3)) rule += " (did you mean '" + best + "'?)";
+  if (best_d <= std::max<std::size_t>(2, type.size() / 3))
+    rule += " (did you mean '" + best + "'?)";
   rule += "; known types: " + list;
   throw ConfigError(path + ".type", rule);
 }
@@ -38,7 +42,8 @@ std::optional<std::uint64_t> read_seed(const Json& config, const std::string& pa
 
 }  // namespace
 
-std::shared_ptr<Sampler> make_sampler(const Json& config, std::optional<std::uint64_t> seed_override) {
+std::shared_ptr<Sampler> make_sampler(const Json& config,
+                                      std::optional<std::uint64_t> seed_override) {
   const std::string path = "sampler";
   std::string type = require_string(config, path, "type");
   if (type == "random") {
@@ -67,8 +72,8 @@ void read_int(const Json& config, const std::string& path, const char* key, T& o
 
 std::shared_ptr<Pruner> make_pruner_at(const Json& config, const std::string& path, int depth) {
   if (depth > kMaxPrunerNesting)
-    throw ConfigError(path, "pruners nested more than " + std::to_string(kMaxPrunerNesting) +
-                                " deep");
+    throw ConfigError(path,
+                      "pruners nested more than " + std::to_string(kMaxPrunerNesting) + " deep");
   if (!config.is_object()) throw ConfigError(path, "must be an object");
   std::string type = require_string(config, path, "type");
   if (type == "none") {
@@ -80,8 +85,9 @@ std::shared_ptr<Pruner> make_pruner_at(const Json& config, const std::string& pa
       check_keys(config, path,
                  {"type", "n_startup_trials", "n_warmup_steps", "interval_steps", "n_min_trials"});
     else
-      check_keys(config, path, {"type", "percentile", "n_startup_trials", "n_warmup_steps",
-                                "interval_steps", "n_min_trials"});
+      check_keys(config, path,
+                 {"type", "percentile", "n_startup_trials", "n_warmup_steps", "interval_steps",
+                  "n_min_trials"});
     PercentilePrunerOptions o;
     if (type == "percentile") o.percentile = require_number(config, path, "percentile");
     read_int(config, path, "n_startup_trials", o.n_startup_trials);
@@ -95,12 +101,14 @@ std::shared_ptr<Pruner> make_pruner_at(const Json& config, const std::string& pa
     return std::make_shared<PercentilePruner>(o);
   }
   if (type == "asha") {
-    check_keys(config, path, {"type", "min_resource", "reduction_factor", "min_early_stopping_rate"});
+    check_keys(config, path,
+               {"type", "min_resource", "reduction_factor", "min_early_stopping_rate"});
     SuccessiveHalvingPrunerOptions o;
     if (config.contains("min_resource") && config["min_resource"].is_string()) {
       if (config["min_resource"].get<std::string>() != "auto")
-        throw ConfigError(join_path(path, "min_resource"),
-                          "must be an integer >= 1 or \"auto\", got " + config["min_resource"].dump());
+        throw ConfigError(
+            join_path(path, "min_resource"),
+            "must be an integer >= 1 or \"auto\", got " + config["min_resource"].dump());
     } else {
       o.min_resource = optional_int(config, path, "min_resource");
     }
@@ -137,7 +145,8 @@ std::shared_ptr<Pruner> make_pruner_at(const Json& config, const std::string& pa
     o.validate(path);
     std::shared_ptr<Pruner> wrapped;
     if (config.contains("wrapped_pruner"))
-      wrapped = make_pruner_at(config["wrapped_pruner"], join_path(path, "wrapped_pruner"), depth + 1);
+      wrapped =
+          make_pruner_at(config["wrapped_pruner"], join_path(path, "wrapped_pruner"), depth + 1);
     return std::make_shared<PatientPruner>(std::move(wrapped), o);
   }
   unknown_type(path, type,

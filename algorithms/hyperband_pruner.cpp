@@ -51,9 +51,9 @@ HyperbandPruner::HyperbandPruner(HyperbandPrunerOptions options) : options_(opti
 }
 
 std::int64_t HyperbandPruner::bracket_for_number(std::int64_t number) const {
-  const unsigned __int128 h =
-      static_cast<unsigned __int128>(pruning::mix_hash(options_.seed, static_cast<std::uint64_t>(number))) %
-      cumulative_.back();
+  const unsigned __int128 h = static_cast<unsigned __int128>(pruning::mix_hash(
+                                  options_.seed, static_cast<std::uint64_t>(number))) %
+                              cumulative_.back();
   for (std::size_t b = 0; b < cumulative_.size(); ++b)
     if (h < cumulative_[b]) return static_cast<std::int64_t>(b);
   return n_brackets_ - 1;  // unreachable: h < total
@@ -84,11 +84,13 @@ bool HyperbandPruner::prune(const PruningContext& ctx) {
   if (!value) return false;
   if (std::isnan(*value)) return true;
   if (!ctx.storage)
-    throw Error("hyperband pruner: the PruningContext has no storage; bracket bookkeeping needs one");
+    throw Error(
+        "hyperband pruner: the PruningContext has no storage; bracket bookkeeping needs one");
   const std::int64_t bracket = bracket_of(ctx.trial);
-  const bool stored = ctx.trial.system_attrs.is_object() &&
-                      ctx.trial.system_attrs.contains(kAttrHyperbandBracket);
-  if (!stored) ctx.storage->set_trial_system_attr(ctx.trial.trial_id, kAttrHyperbandBracket, bracket);
+  const bool stored =
+      ctx.trial.system_attrs.is_object() && ctx.trial.system_attrs.contains(kAttrHyperbandBracket);
+  if (!stored)
+    ctx.storage->set_trial_system_attr(ctx.trial.trial_id, kAttrHyperbandBracket, bracket);
   std::vector<TrialPtr> same;
   for (const auto& t : ctx.trials)
     if (t && bracket_of(*t) == bracket) same.push_back(t);

@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <bit>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <numeric>
 
@@ -70,7 +70,8 @@ class LogPhiTable {
     double u = t - i;
     double h00 = (1 + 2 * u) * (1 - u) * (1 - u), h10 = u * (1 - u) * (1 - u);
     double h01 = u * u * (3 - 2 * u), h11 = u * u * (u - 1);
-    return h00 * value_[i] + h10 * kStep * slope_[i] + h01 * value_[i + 1] + h11 * kStep * slope_[i + 1];
+    return h00 * value_[i] + h10 * kStep * slope_[i] + h01 * value_[i + 1] +
+           h11 * kStep * slope_[i + 1];
   }
 
  private:
@@ -165,9 +166,7 @@ double log_phi_nonnegative(double b) {
 
 }  // namespace
 
-double uniform01(std::mt19937_64& rng) {
-  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
-}
+double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 
 double standard_normal(std::mt19937_64& rng) {
   for (;;) {
@@ -270,7 +269,8 @@ ParzenEstimator::ParzenEstimator(std::vector<DimensionSpec> dims,
     throw Error("ParzenEstimator: observations and weights disagree in size");
   const std::size_t n = weights.size();
   for (double w : weights)
-    if (!(w > 0) || !std::isfinite(w)) throw Error("ParzenEstimator: weights must be finite and > 0");
+    if (!(w > 0) || !std::isfinite(w))
+      throw Error("ParzenEstimator: weights must be finite and > 0");
   if (!(options.prior_weight > 0) || !std::isfinite(options.prior_weight))
     throw Error("ParzenEstimator: prior_weight must be finite and > 0");
   has_prior_ = options.consider_prior || n == 0;
@@ -363,10 +363,14 @@ void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, st
     for (std::size_t p = 0; p < n_kernels; ++p) {
       double x = kern.mu[order[p]];
       double s = -1;
-      if (p > 0) s = std::max(s, x - kern.mu[order[p - 1]]);
-      else if (opt.consider_endpoints) s = std::max(s, x - t_low);
-      if (p + 1 < n_kernels) s = std::max(s, kern.mu[order[p + 1]] - x);
-      else if (opt.consider_endpoints) s = std::max(s, t_high - x);
+      if (p > 0)
+        s = std::max(s, x - kern.mu[order[p - 1]]);
+      else if (opt.consider_endpoints)
+        s = std::max(s, x - t_low);
+      if (p + 1 < n_kernels)
+        s = std::max(s, kern.mu[order[p + 1]] - x);
+      else if (opt.consider_endpoints)
+        s = std::max(s, t_high - x);
       if (s < 0) s = range;  // a single point and no endpoints
       kern.sigma[order[p]] = opt.bandwidth_factor * s;
     }
@@ -404,15 +408,19 @@ void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, st
     kern.inv_sigma[k] = 1.0 / kern.sigma[k];
     // Many kernels share the clipped bandwidth: reuse the last log.
     kern.log_sigma[k] = k > 0 && kern.sigma[k] == kern.sigma[k - 1] ? kern.log_sigma[k - 1]
-                                                                     : std::log(kern.sigma[k]);
+                                                                    : std::log(kern.sigma[k]);
     double a = (t_low - kern.mu[k]) * kern.inv_sigma[k];
     double b = (t_high - kern.mu[k]) * kern.inv_sigma[k];
     // Beyond 9 bandwidths a tail holds under 1e-18: ignore it (and its erfc).
     // (The mean lies in the domain, so a <= 0 <= b.)
-    if (a < -9.0 && b > 9.0) kern.log_z[k] = 0.0;
-    else if (a < -9.0) kern.log_z[k] = log_phi_nonnegative(b);
-    else if (b > 9.0) kern.log_z[k] = log_phi_nonnegative(-a);
-    else kern.log_z[k] = safe_log(normal_mass(a, b));
+    if (a < -9.0 && b > 9.0)
+      kern.log_z[k] = 0.0;
+    else if (a < -9.0)
+      kern.log_z[k] = log_phi_nonnegative(b);
+    else if (b > 9.0)
+      kern.log_z[k] = log_phi_nonnegative(-a);
+    else
+      kern.log_z[k] = safe_log(normal_mass(a, b));
   }
 }
 
@@ -452,8 +460,8 @@ void ParzenEstimator::sample(std::mt19937_64& rng, std::size_t count,
   out.resize(count * n_dims);
   for (std::size_t j = 0; j < count; ++j) {
     double u = uniform01(rng);
-    std::size_t k = static_cast<std::size_t>(
-        std::upper_bound(cum_w_.begin(), cum_w_.end(), u) - cum_w_.begin());
+    std::size_t k = static_cast<std::size_t>(std::upper_bound(cum_w_.begin(), cum_w_.end(), u) -
+                                             cum_w_.begin());
     k = std::min(k, cum_w_.size() - 1);
     for (std::size_t d = 0; d < n_dims; ++d) {
       const DimensionSpec& dim = dims_[d];
@@ -562,18 +570,21 @@ void ParzenEstimator::log_pdf(std::span<const double> points, std::span<double> 
     // each distinct value once.
     std::vector<std::size_t> order(n_points);
     std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return points[a] < points[b]; });
+    std::sort(order.begin(), order.end(),
+              [&](std::size_t a, std::size_t b) { return points[a] < points[b]; });
     const std::vector<const double*> none;
     for (std::size_t i = 0; i < n_points; ++i) {
       const std::size_t j = order[i];
-      if (i > 0 && points[j] == points[order[i - 1]]) out[j] = out[order[i - 1]];
-      else out[j] = log_pdf_one(&points[j], acc.data(), scratch.data(), none);
+      if (i > 0 && points[j] == points[order[i - 1]])
+        out[j] = out[order[i - 1]];
+      else
+        out[j] = log_pdf_one(&points[j], acc.data(), scratch.data(), none);
     }
     return;
   }
   // Several dimensions: the terms of a discrete dimension depend on the
   // point only through its grid value, so compute them once per value.
-  std::vector<std::vector<double>> values(n_dims);       // distinct values per dim
+  std::vector<std::vector<double>> values(n_dims);  // distinct values per dim
   std::vector<std::vector<std::vector<double>>> terms(n_dims);
   for (std::size_t d = 0; d < n_dims; ++d) {
     if (dims_[d].kind != DimensionSpec::Kind::kDiscrete) continue;
@@ -609,7 +620,8 @@ double ParzenEstimator::log_pdf_one(const double* point, double* acc, double* sc
     const auto first = static_cast<std::size_t>(
         std::lower_bound(sorted_mu_.begin(), sorted_mu_.end(), lo) - sorted_mu_.begin());
     const auto last = static_cast<std::size_t>(
-        std::upper_bound(sorted_mu_.begin() + static_cast<std::ptrdiff_t>(first), sorted_mu_.end(), hi) -
+        std::upper_bound(sorted_mu_.begin() + static_cast<std::ptrdiff_t>(first), sorted_mu_.end(),
+                         hi) -
         sorted_mu_.begin());
     const std::size_t m = last - first + wide_.size();
     if (m > 0) {

@@ -58,9 +58,9 @@ struct DimensionSpec {
   enum class Kind { kContinuous, kDiscrete, kCategorical };
   Kind kind = Kind::kContinuous;
   bool log = false;
-  double low = 0;     // continuous: low; discrete: first grid point (raw)
-  double high = 0;    // continuous: high; discrete: last grid point (raw)
-  double step = 0;    // discrete: grid step (raw, > 0)
+  double low = 0;           // continuous: low; discrete: first grid point (raw)
+  double high = 0;          // continuous: high; discrete: last grid point (raw)
+  double step = 0;          // discrete: grid step (raw, > 0)
   std::uint64_t count = 0;  // discrete: number of grid points; categorical: choices
   // The domain's ends before the unit mapping: u(low), u(high) (continuous)
   // or u(low - step/2), u(high + step/2) (discrete), u = log or identity.
@@ -158,7 +158,7 @@ class ParzenEstimator {
  private:
   struct NumericKernels {
     std::vector<double> mu, sigma, inv_sigma, log_sigma;
-    std::vector<double> log_z;      // log of the kernel's mass inside the domain
+    std::vector<double> log_z;  // log of the kernel's mass inside the domain
   };
   struct CategoricalKernels {
     std::vector<double> log_p;  // n_kernels x count, row-major
@@ -189,11 +189,11 @@ class ParzenEstimator {
 
   std::vector<DimensionSpec> dims_;
   bool has_prior_ = false;
-  std::vector<double> log_w_;   // normalized log weights, one per kernel
-  std::vector<double> cum_w_;   // cumulative normalized weights
-  std::vector<double> base_;    // per kernel: log w + numeric dims' log normalizers
-  std::vector<NumericKernels> num_;        // per dim (empty for categorical)
-  std::vector<CategoricalKernels> cat_;    // per dim (empty for numeric)
+  std::vector<double> log_w_;            // normalized log weights, one per kernel
+  std::vector<double> cum_w_;            // cumulative normalized weights
+  std::vector<double> base_;             // per kernel: log w + numeric dims' log normalizers
+  std::vector<NumericKernels> num_;      // per dim (empty for categorical)
+  std::vector<CategoricalKernels> cat_;  // per dim (empty for numeric)
   // One-dimensional numeric estimators with many kernels: narrow kernels
   // sorted by mean (their indices), the wide ones, and the window's
   // half-width (see build_window()).

@@ -61,13 +61,16 @@ double draw_with(Rng& rng, const Distribution& d) {
 RandomSampler::RandomSampler(std::optional<std::uint64_t> seed)
     : seed_(seed ? *seed : random_seed()) {}
 
-double RandomSampler::draw(std::mt19937_64& rng, const Distribution& d) { return draw_with(rng, d); }
+double RandomSampler::draw(std::mt19937_64& rng, const Distribution& d) {
+  return draw_with(rng, d);
+}
 double RandomSampler::draw(SplitMix64& rng, const Distribution& d) { return draw_with(rng, d); }
 
 double RandomSampler::sample_independent(const SamplingContext& ctx, const std::string& name,
                                          const Distribution& distribution) {
   // One stream per (seed, trial number, param name).
-  std::uint64_t key = mix(mix(seed_ ^ mix(static_cast<std::uint64_t>(ctx.trial.number))) ^ hash_name(name));
+  std::uint64_t key =
+      mix(mix(seed_ ^ mix(static_cast<std::uint64_t>(ctx.trial.number))) ^ hash_name(name));
   SplitMix64 rng(key);
   return draw(rng, distribution);
 }

@@ -44,9 +44,8 @@ bool promotable(double value, std::vector<double> competing, std::int64_t eta,
   const auto n = static_cast<std::int64_t>(competing.size());
   const std::int64_t m = std::max<std::int64_t>(1, n / eta);
   // Best first.
-  std::sort(competing.begin(), competing.end(), [&](double a, double b) {
-    return pruning::is_better(direction, a, b);
-  });
+  std::sort(competing.begin(), competing.end(),
+            [&](double a, double b) { return pruning::is_better(direction, a, b); });
   const double bar = competing[static_cast<std::size_t>(m - 1)];
   return !pruning::is_better(direction, bar, value);
 }
@@ -110,15 +109,17 @@ bool SuccessiveHalvingPruner::judge(const PruningContext& ctx,
   for (std::int64_t rung = 0;; ++rung) {
     const std::int64_t exponent =
         min_early_stopping_rate > kMaxStep - rung ? kMaxStep : min_early_stopping_rate + rung;
-    const std::int64_t rung_step = pruning::saturating_power(min_resource, reduction_factor, exponent);
+    const std::int64_t rung_step =
+        pruning::saturating_power(min_resource, reduction_factor, exponent);
     if (rung_step == kMaxStep || ctx.step < rung_step) return false;
     if (max_resource && rung_step >= *max_resource) return false;
     const std::string key = rung_key(rung);
     if (has_attr(trial, key)) continue;  // promoted there earlier
 
     if (!ctx.storage)
-      throw Error("successive halving pruner: the PruningContext has no storage; rung "
-                  "bookkeeping needs one");
+      throw Error(
+          "successive halving pruner: the PruningContext has no storage; rung "
+          "bookkeeping needs one");
     // The trial's value at this rung: at its first report at or after rung_step.
     auto it = trial.intermediate_values.lower_bound(rung_step);
     const double rung_value = it->second;  // exists: ctx.step >= rung_step was reported
@@ -135,7 +136,8 @@ bool SuccessiveHalvingPruner::judge(const PruningContext& ctx,
       if (a == t->system_attrs.end()) continue;
       if (auto v = rung_value_from_json(*a); v && !std::isnan(*v)) competing.push_back(*v);
     }
-    const bool promoted = promotable(rung_value, std::move(competing), reduction_factor, ctx.direction);
+    const bool promoted =
+        promotable(rung_value, std::move(competing), reduction_factor, ctx.direction);
     ctx.storage->run_in_transaction([&] {
       ctx.storage->set_trial_system_attr(trial.trial_id, key, rung_value_to_json(rung_value));
       if (!promoted) ctx.storage->set_trial_system_attr(trial.trial_id, kAttrPrunedAtRung, rung);

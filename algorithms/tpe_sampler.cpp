@@ -48,7 +48,7 @@ std::uint64_t hash_name(const std::string& s) {
 std::size_t hash_params(const Params& params) {
   std::size_t h = params.size();
   for (const auto& [name, value] : params) {
-    std::size_t v = std::hash<std::string>{}(name) * 31u + std::hash<Json>{}(value);
+    std::size_t v = std::hash<std::string>{}(name)*31u + std::hash<Json>{}(value);
     h = (h ^ v) * 0x100000001b3ULL + 0x9E3779B97F4A7C15ULL;
   }
   return h;
@@ -130,9 +130,12 @@ const char* to_string(TpeWeights weights) {
 
 const char* to_string(tpe::BandwidthRule rule) {
   switch (rule) {
-    case tpe::BandwidthRule::kNeighbor: return "neighbor";
-    case tpe::BandwidthRule::kScott: return "scott";
-    case tpe::BandwidthRule::kRange: return "range";
+    case tpe::BandwidthRule::kNeighbor:
+      return "neighbor";
+    case tpe::BandwidthRule::kScott:
+      return "scott";
+    case tpe::BandwidthRule::kRange:
+      return "range";
   }
   return "?";
 }
@@ -170,9 +173,9 @@ TpeOptions TpeOptions::resolved() const {
 TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
   check_keys(config, path,
              {"type", "seed", "n_startup_trials", "n_ei_candidates", "gamma", "prior_weight",
-              "consider_prior", "consider_endpoints", "consider_magic_clip",
-              "min_bandwidth_factor", "equal_kernel_heights", "bandwidth", "bandwidth_factor", "weights",
-              "weights_window", "multivariate", "group", "constant_liar", "duplicate_retries"});
+              "consider_prior", "consider_endpoints", "consider_magic_clip", "min_bandwidth_factor",
+              "equal_kernel_heights", "bandwidth", "bandwidth_factor", "weights", "weights_window",
+              "multivariate", "group", "constant_liar", "duplicate_retries"});
   TpeOptions o;
   auto count = [&](const Json& obj, const std::string& p, const char* key, std::size_t& out) {
     if (auto v = optional_int(obj, p, key)) {
@@ -193,12 +196,16 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
   if (auto it = config.find("gamma"); it != config.end()) {
     const std::string gp = join_path(path, "gamma");
     if (!it->is_object())
-      throw ConfigError(gp, "must be an object {\"rule\": \"linear\"|\"sqrt\", \"factor\": x, \"cap\": n}");
+      throw ConfigError(
+          gp, "must be an object {\"rule\": \"linear\"|\"sqrt\", \"factor\": x, \"cap\": n}");
     check_keys(*it, gp, {"rule", "factor", "cap"});
     if (auto rule = optional_string(*it, gp, "rule")) {
-      if (*rule == "linear") o.gamma.rule = TpeGamma::Rule::kLinear;
-      else if (*rule == "sqrt") o.gamma.rule = TpeGamma::Rule::kSqrt;
-      else bad_choice(join_path(gp, "rule"), {"linear", "sqrt"}, *rule);
+      if (*rule == "linear")
+        o.gamma.rule = TpeGamma::Rule::kLinear;
+      else if (*rule == "sqrt")
+        o.gamma.rule = TpeGamma::Rule::kSqrt;
+      else
+        bad_choice(join_path(gp, "rule"), {"linear", "sqrt"}, *rule);
     }
     if (auto f = optional_number(*it, gp, "factor")) o.gamma.factor = *f;
     count(*it, gp, "cap", o.gamma.cap);
@@ -210,16 +217,23 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
   if (auto v = optional_number(config, path, "min_bandwidth_factor")) o.min_bandwidth_factor = *v;
   if (auto v = optional_bool(config, path, "equal_kernel_heights")) o.equal_kernel_heights = *v;
   if (auto v = optional_string(config, path, "bandwidth")) {
-    if (*v == "neighbor") o.bandwidth = tpe::BandwidthRule::kNeighbor;
-    else if (*v == "scott") o.bandwidth = tpe::BandwidthRule::kScott;
-    else if (*v == "range") o.bandwidth = tpe::BandwidthRule::kRange;
-    else bad_choice(join_path(path, "bandwidth"), {"neighbor", "scott", "range"}, *v);
+    if (*v == "neighbor")
+      o.bandwidth = tpe::BandwidthRule::kNeighbor;
+    else if (*v == "scott")
+      o.bandwidth = tpe::BandwidthRule::kScott;
+    else if (*v == "range")
+      o.bandwidth = tpe::BandwidthRule::kRange;
+    else
+      bad_choice(join_path(path, "bandwidth"), {"neighbor", "scott", "range"}, *v);
   }
   if (auto v = optional_number(config, path, "bandwidth_factor")) o.bandwidth_factor = *v;
   if (auto v = optional_string(config, path, "weights")) {
-    if (*v == "uniform") o.weights = TpeWeights::kUniform;
-    else if (*v == "old_decay") o.weights = TpeWeights::kOldDecay;
-    else bad_choice(join_path(path, "weights"), {"uniform", "old_decay"}, *v);
+    if (*v == "uniform")
+      o.weights = TpeWeights::kUniform;
+    else if (*v == "old_decay")
+      o.weights = TpeWeights::kOldDecay;
+    else
+      bad_choice(join_path(path, "weights"), {"uniform", "old_decay"}, *v);
   }
   count(config, path, "weights_window", o.weights_window);
   if (auto v = optional_bool(config, path, "multivariate")) o.multivariate = *v;
@@ -267,10 +281,10 @@ Json TpeOptions::to_json() const {
 struct Slot {
   TrialPtr trial;
   TrialState state = TrialState::kComplete;
-  bool usable = false;    // enters the model (COMPLETE with a value, PRUNED)
-  bool has_value = false; // PRUNED without any value ranks last
-  double value = kInf;    // raw value (COMPLETE) or value at the deepest step (PRUNED)
-  double depth = 0;       // minus the deepest step reported (PRUNED)
+  bool usable = false;     // enters the model (COMPLETE with a value, PRUNED)
+  bool has_value = false;  // PRUNED without any value ranks last
+  double value = kInf;     // raw value (COMPLETE) or value at the deepest step (PRUNED)
+  double depth = 0;        // minus the deepest step reported (PRUNED)
   std::size_t params_hash = 0;
 };
 
@@ -301,7 +315,8 @@ struct TpeSampler::Cache {
   using PendingKey = std::tuple<std::int64_t, std::int64_t, std::int64_t>;
   std::map<PendingKey, PendingJoint> pending;
 
-  static double internal_value(const FrozenTrial& t, const std::string& name, const Distribution& d) {
+  static double internal_value(const FrozenTrial& t, const std::string& name,
+                               const Distribution& d) {
     auto it = t.params.find(name);
     if (it == t.params.end() || !d.contains(it->second)) return kNaN;
     return d.to_internal(it->second);
@@ -409,10 +424,11 @@ struct TpeSampler::Cache {
     const double v = col.values[slot];
     if (std::isnan(v)) return;
     const std::int64_t number = slots[slot].trial->number;
-    auto at = std::upper_bound(col.sorted.begin(), col.sorted.end(), slot, [&](std::size_t, std::size_t b) {
-      double vb = col.values[b];
-      return v < vb || (v == vb && number < slots[b].trial->number);
-    });
+    auto at = std::upper_bound(col.sorted.begin(), col.sorted.end(), slot,
+                               [&](std::size_t, std::size_t b) {
+                                 double vb = col.values[b];
+                                 return v < vb || (v == vb && number < slots[b].trial->number);
+                               });
     col.sorted.insert(at, slot);
   }
 };
@@ -511,13 +527,16 @@ class TpeModel {
       std::vector<char> below(n, 0);
       if (n_below > 0) {
         auto mid = finished.begin() + static_cast<std::ptrdiff_t>(n_below);
-        std::nth_element(finished.begin(), mid - 1, finished.end(),
-                         [&](std::size_t a, std::size_t b) { return better(h_.obs[a].rank, h_.obs[b].rank); });
+        std::nth_element(
+            finished.begin(), mid - 1, finished.end(),
+            [&](std::size_t a, std::size_t b) { return better(h_.obs[a].rank, h_.obs[b].rank); });
         // nth_element puts the n_below best before `mid` (in any order).
         for (auto it = finished.begin(); it != mid; ++it) below[*it] = 1;
       }
-      if (!all) split_ = std::move(below);
-      else all_below_ = std::move(below);
+      if (!all)
+        split_ = std::move(below);
+      else
+        all_below_ = std::move(below);
     }
     const std::vector<char>& is_below = all ? all_below_ : split_;
     std::vector<double> below_x, above_x;
@@ -685,7 +704,8 @@ History prepare_history(const SamplingContext& ctx, TpeSampler::Cache& cache, bo
   }
   h.obs_of_slot.assign(cache.slots.size(), -1);
   for (std::size_t i = 0; i < h.obs.size(); ++i)
-    if (h.obs[i].slot >= 0) h.obs_of_slot[static_cast<std::size_t>(h.obs[i].slot)] = static_cast<std::ptrdiff_t>(i);
+    if (h.obs[i].slot >= 0)
+      h.obs_of_slot[static_cast<std::size_t>(h.obs[i].slot)] = static_cast<std::ptrdiff_t>(i);
   return h;
 }
 
@@ -718,9 +738,10 @@ void enumerate(const SearchSpace& space, std::size_t index, Params& params, cons
   const ParamSpec& spec = specs[index];
   const std::uint64_t c = spec.distribution.cardinality();
   for (std::uint64_t k = 0; k < c; ++k) {
-    double internal = spec.distribution.is_indexed()
-                          ? static_cast<double>(k)
-                          : spec.distribution.low() + static_cast<double>(k) * spec.distribution.step();
+    double internal =
+        spec.distribution.is_indexed()
+            ? static_cast<double>(k)
+            : spec.distribution.low() + static_cast<double>(k) * spec.distribution.step();
     params[spec.name] = spec.distribution.to_external(internal);
     enumerate(space, index + 1, params, fixed, visit);
   }
@@ -732,9 +753,9 @@ void enumerate(const SearchSpace& space, std::size_t index, Params& params, cons
 TpeSampler::TpeSampler(TpeOptions options)
     : options_(options.resolved()), cache_(std::make_unique<Cache>()) {
   options_.validate();
-  seed_ = options_.seed ? *options_.seed
-                        : (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^
-                              std::random_device{}();
+  seed_ = options_.seed
+              ? *options_.seed
+              : (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
 }
 
 TpeSampler::~TpeSampler() = default;
@@ -744,9 +765,7 @@ void TpeSampler::set_n_workers(int n_workers) {
   n_workers_ = n_workers;
 }
 
-bool TpeSampler::constant_liar_active() const {
-  return options_.constant_liar || n_workers_ > 1;
-}
+bool TpeSampler::constant_liar_active() const { return options_.constant_liar || n_workers_ > 1; }
 
 void TpeSampler::sample(const SamplingContext& ctx, const SearchSpace& space, Params& params) {
   std::lock_guard lock(mu_);
@@ -897,8 +916,7 @@ double TpeSampler::sample_independent(const SamplingContext& ctx, const std::str
     }
     const PendingJoint& joint = it->second;
     for (std::size_t m = 0; m < joint.names.size(); ++m)
-      if (joint.names[m] == name && joint.distributions[m] == distribution)
-        return joint.values[m];
+      if (joint.names[m] == name && joint.distributions[m] == distribution) return joint.values[m];
   }
   return model.draw(model.univariate(name, distribution), {distribution}, rng)[0];
 }

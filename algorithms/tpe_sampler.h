@@ -72,7 +72,7 @@ struct TpeGamma {
 
 // Weights of the observations inside each group (Watanabe 2023, section 3.3).
 enum class TpeWeights {
-  kUniform,   // every observation weighs 1
+  kUniform,  // every observation weighs 1
   // The newest `weights_window` observations of a group (by trial number)
   // weigh 1; older ones weigh linearly less, down to about 1/(m-window+1)
   // for the oldest of m (Bergstra et al. 2011, "old observations fade").

@@ -18,6 +18,10 @@
 // objectives (HPSEARCH_WITH_TORCH=ON) and the Fashion-MNIST IDX files
 // (--data-dir). Exit status: 0 when the target is met, 1 when not, 2 on
 // errors.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -26,10 +30,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "algorithms/factory.h"
 #include "algorithms/random_sampler.h"
@@ -52,7 +52,7 @@ struct Options {
   int threads = 0;  // 0: cores / jobs
   std::string device = "cpu";
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
-  std::string space_file;  // optional: a space.json whose space/objective replace the built-in
+  std::string space_file;   // optional: a space.json whose space/objective replace the built-in
   std::string storage_dir;  // optional: keep each run in <dir>/asha_savings_<pruner>.db
   std::vector<std::string> pruners{"none", "median", "asha"};
   std::string median = R"({"type": "median", "n_startup_trials": 5, "n_warmup_steps": 0})";
@@ -101,8 +101,8 @@ hps::Json pruner_config(const Options& o, const std::string& name) {
     if (!o.hyperband.empty()) return hps::parse_json_text(o.hyperband, "--hyperband");
     return hps::Json{{"type", "hyperband"}, {"min_resource", 1}, {"max_resource", o.max_epochs}};
   }
-  throw hps::ConfigError("--pruners", "unknown pruner '" + name +
-                                          "' (none, median, asha, hyperband)");
+  throw hps::ConfigError("--pruners",
+                         "unknown pruner '" + name + "' (none, median, asha, hyperband)");
 }
 
 RunResult run_one(const Options& o, const hps::Json& document, const std::string& name) {
@@ -122,8 +122,8 @@ RunResult run_one(const Options& o, const hps::Json& document, const std::string
   so.sampler = hps::make_sampler(config.sampler);
   so.pruner = hps::make_pruner(config.pruner);
   so.space = config.space;
-  hps::Study study = hps::Study::create(storage, config.name + "-" + name, config.direction, so,
-                                        config.source);
+  hps::Study study =
+      hps::Study::create(storage, config.name + "-" + name, config.direction, so, config.source);
 
   hps::ObjectiveContext ctx;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -169,12 +169,14 @@ RunResult run_one(const Options& o, const hps::Json& document, const std::string
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"Best validation accuracy and epochs trained on the Fashion-MNIST MLP study, "
-               "per pruner"};
+  CLI::App app{
+      "Best validation accuracy and epochs trained on the Fashion-MNIST MLP study, "
+      "per pruner"};
   app.add_option("--trials", o.n_trials, "trials per pruner")->check(CLI::PositiveNumber);
   app.add_option("--train-subset", o.train_subset, "training images used (0 = all)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--max-epochs", o.max_epochs, "epochs of an unpruned trial")->check(CLI::PositiveNumber);
+  app.add_option("--max-epochs", o.max_epochs, "epochs of an unpruned trial")
+      ->check(CLI::PositiveNumber);
   app.add_option("--seed", o.seed, "sampler and data-split seed");
   app.add_option("--jobs", o.jobs, "trials run at once (threads; decisions then depend on timing)")
       ->check(CLI::PositiveNumber);
@@ -212,15 +214,16 @@ int main(int argc, char** argv) {
     for (const auto& name : o.pruners) results.push_back(run_one(o, document, name));
 
     const RunResult& base = results.front();
-    std::cout << fmt::format("Fashion-MNIST MLP, {} trials, train subset {}, max {} epochs, seed {}\n",
-                             o.n_trials, o.train_subset, o.max_epochs, o.seed);
+    std::cout << fmt::format(
+        "Fashion-MNIST MLP, {} trials, train subset {}, max {} epochs, seed {}\n", o.n_trials,
+        o.train_subset, o.max_epochs, o.seed);
     std::cout << fmt::format("{:<10} {:>8} {:>7} {:>5} {:>13} {:>7} {:>9} {:>8}\n", "pruner",
                              "complete", "pruned", "fail", "best val acc", "epochs", "epochs %",
                              "wall s");
     for (const auto& r : results) {
-      double pct = base.epochs > 0 ? 100.0 * static_cast<double>(r.epochs) /
-                                         static_cast<double>(base.epochs)
-                                   : std::nan("");
+      double pct = base.epochs > 0
+                       ? 100.0 * static_cast<double>(r.epochs) / static_cast<double>(base.epochs)
+                       : std::nan("");
       std::cout << fmt::format("{:<10} {:>8} {:>7} {:>5} {:>12.2f}% {:>7} {:>8.1f}% {:>8.1f}\n",
                                r.pruner, r.complete, r.pruned, r.failed, 100.0 * r.best_accuracy,
                                r.epochs, pct, r.wall_s);

@@ -2,23 +2,23 @@
 // benchmark itself).
 #pragma once
 
-#include <algorithm>
-#include <array>
-#include <cstdio>
-#include <ctime>
-#include <fstream>
-#include <memory>
-#include <stdexcept>
-#include <string>
+#include <stdlib.h>
 #include <sys/utsname.h>
 #include <unistd.h>
-#include <chrono>
-#include <filesystem>
-#include <optional>
-#include <stdlib.h>
-#include <vector>
 
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "search/trial.h"
 
@@ -47,7 +47,8 @@ inline std::vector<nlohmann::json> run_json_lines(const std::string& command) {
     line.clear();
   }
   int rc = pclose(pipe.release());
-  if (rc != 0) throw std::runtime_error("command failed (status " + std::to_string(rc) + "): " + command);
+  if (rc != 0)
+    throw std::runtime_error("command failed (status " + std::to_string(rc) + "): " + command);
   return out;
 }
 
@@ -130,7 +131,8 @@ inline double span_s(const std::vector<TrialPtr>& trials) {
   std::optional<TimePoint> first, last;
   for (const auto& t : trials) {
     if (t->datetime_start && (!first || *t->datetime_start < *first)) first = t->datetime_start;
-    if (t->datetime_complete && (!last || *t->datetime_complete > *last)) last = t->datetime_complete;
+    if (t->datetime_complete && (!last || *t->datetime_complete > *last))
+      last = t->datetime_complete;
   }
   if (!first || !last) return 0.0;
   return std::chrono::duration<double>(*last - *first).count();

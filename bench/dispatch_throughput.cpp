@@ -10,18 +10,17 @@
 // opened again by a new connection and every trial must be COMPLETE there.
 // Optuna runs ../shared/bench/optuna_reference.py storage M /tmp/o.db (one
 // process, RandomSampler, 10 float params).
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <sstream>
-#include <iostream>
-
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "algorithms/factory.h"
 #include "bench/bench_util.h"
@@ -37,7 +36,8 @@ int main(int argc, char** argv) {
   std::int64_t n_trials = 20000;
   int workers = 8;
   int optuna_trials = 500;
-  std::string optuna_script = std::string(HPSEARCH_SOURCE_DIR) + "/../shared/bench/optuna_reference.py";
+  std::string optuna_script =
+      std::string(HPSEARCH_SOURCE_DIR) + "/../shared/bench/optuna_reference.py";
   bool optuna = true;
   std::string exe = HPSEARCH_CLI_PATH;
   for (int i = 1; i < argc; ++i) {
@@ -49,12 +49,18 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--trials") n_trials = std::stoll(next());
-    else if (a == "--workers") workers = std::stoi(next());
-    else if (a == "--optuna-trials") optuna_trials = std::stoi(next());
-    else if (a == "--optuna-script") optuna_script = next();
-    else if (a == "--no-optuna") optuna = false;
-    else if (a == "--exe") exe = next();
+    if (a == "--trials")
+      n_trials = std::stoll(next());
+    else if (a == "--workers")
+      workers = std::stoi(next());
+    else if (a == "--optuna-trials")
+      optuna_trials = std::stoi(next());
+    else if (a == "--optuna-script")
+      optuna_script = next();
+    else if (a == "--no-optuna")
+      optuna = false;
+    else if (a == "--exe")
+      exe = next();
     else {
       std::cerr << "usage: dispatch_throughput [--trials N] [--workers W] [--optuna-trials M] "
                    "[--optuna-script PATH] [--no-optuna] [--exe HPSEARCH]\n";
@@ -140,10 +146,12 @@ int main(int argc, char** argv) {
     coordinator_cpu_us = (cpu() - cpu0) * 1e6 / static_cast<double>(n_trials);
     for (const auto& [name, seconds] : thread_cpu()) {
       double us = (seconds - threads0[name]) * 1e6 / static_cast<double>(n_trials);
-      if (us >= 1) thread_split += fmt::format("{}{} {:.0f}", thread_split.empty() ? "" : ", ", name, us);
+      if (us >= 1)
+        thread_split += fmt::format("{}{} {:.0f}", thread_split.empty() ? "" : ", ", name, us);
     }
     pool.stop_restarting();
-    while (pool.running() > 0 && std::chrono::duration<double>(Steady::now() - t0).count() < wall_s + 5) {
+    while (pool.running() > 0 &&
+           std::chrono::duration<double>(Steady::now() - t0).count() < wall_s + 5) {
       coordinator.step(10);
       pool.poll();
     }
@@ -160,24 +168,30 @@ int main(int argc, char** argv) {
 
   std::optional<double> optuna_rate, optuna_memory;
   if (optuna && std::filesystem::exists(optuna_script)) {
-    for (const auto& j : bench::run_json_lines(fmt::format("/usr/bin/python3 {} storage {} /tmp/o.db 2>/dev/null",
-                                                           optuna_script, optuna_trials))) {
+    for (const auto& j :
+         bench::run_json_lines(fmt::format("/usr/bin/python3 {} storage {} /tmp/o.db 2>/dev/null",
+                                           optuna_script, optuna_trials))) {
       if (j.value("storage", "") == "sqlite") optuna_rate = j.value("trials_per_s", 0.0);
       if (j.value("storage", "") == "memory") optuna_memory = j.value("trials_per_s", 0.0);
     }
   }
 
-  fmt::print("dispatch_throughput: no-op objective, random sampler, 10 float params, SQLite (WAL)\n");
+  fmt::print(
+      "dispatch_throughput: no-op objective, random sampler, 10 float params, SQLite (WAL)\n");
   fmt::print("  {:<28} {:>10} {:>14}   {}\n", "", "trials", "trials/s", "notes");
-  fmt::print("  {:<28} {:>10} {:>14.0f}   {} workers ready in {:.2f} s; {:.2f} s wall incl. start-up; "
-             "{}/{} COMPLETE in the file; coordinator CPU {:.0f} us/trial ({})\n",
-             fmt::format("hpsearch ({} workers)", workers), n_trials, rate, workers, ready_s, wall_s,
-             durable, n_trials, coordinator_cpu_us, thread_split);
+  fmt::print(
+      "  {:<28} {:>10} {:>14.0f}   {} workers ready in {:.2f} s; {:.2f} s wall incl. start-up; "
+      "{}/{} COMPLETE in the file; coordinator CPU {:.0f} us/trial ({})\n",
+      fmt::format("hpsearch ({} workers)", workers), n_trials, rate, workers, ready_s, wall_s,
+      durable, n_trials, coordinator_cpu_us, thread_split);
   if (optuna_rate) {
-    fmt::print("  {:<28} {:>10} {:>14.1f}   optuna_reference.py storage {} /tmp/o.db (in-memory: {:.0f}/s)\n",
-               "Optuna (SQLite, 1 process)", optuna_trials, *optuna_rate, optuna_trials,
-               optuna_memory.value_or(0.0));
-    fmt::print("  ratio hpsearch / Optuna: {:.0f}x\n", *optuna_rate > 0 ? rate / *optuna_rate : 0.0);
+    fmt::print(
+        "  {:<28} {:>10} {:>14.1f}   optuna_reference.py storage {} /tmp/o.db (in-memory: "
+        "{:.0f}/s)\n",
+        "Optuna (SQLite, 1 process)", optuna_trials, *optuna_rate, optuna_trials,
+        optuna_memory.value_or(0.0));
+    fmt::print("  ratio hpsearch / Optuna: {:.0f}x\n",
+               *optuna_rate > 0 ? rate / *optuna_rate : 0.0);
   } else if (!optuna) {
     fmt::print("  Optuna: not measured (--no-optuna)\n");
   } else {

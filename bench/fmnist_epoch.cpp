@@ -10,7 +10,12 @@
 // 64 and 256, one hidden layer of 256 units, Adam. An epoch is timed with its
 // validation pass (6,000 images), as a trial runs it. The data are loaded
 // before the clock starts.
+#include <ATen/Parallel.h>
+#include <ATen/Version.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <sys/resource.h>
+#include <torch/torch.h>
 
 #include <chrono>
 #include <cstdio>
@@ -21,12 +26,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <ATen/Parallel.h>
-#include <ATen/Version.h>
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
-#include <torch/torch.h>
 
 #include "objectives/torch_objectives.h"
 #include "search/errors.h"
@@ -70,16 +69,23 @@ Options parse(int argc, char** argv) {
     if (flag == "-h" || flag == "--help") usage("help");
     if (i + 1 >= argc) usage(flag + ": missing value");
     std::string value = argv[++i];
-    if (flag == "--data") o.data_dir = value;
-    else if (flag == "--threads") o.threads = static_cast<int>(parse_int(flag, value, 1));
-    else if (flag == "--epochs") o.epochs = parse_int(flag, value, 1);
-    else if (flag == "--subset") o.subset = parse_int(flag, value, 0);
-    else if (flag == "--hidden") o.hidden = parse_int(flag, value, 1);
-    else if (flag == "--layers") o.layers = parse_int(flag, value, 1);
+    if (flag == "--data")
+      o.data_dir = value;
+    else if (flag == "--threads")
+      o.threads = static_cast<int>(parse_int(flag, value, 1));
+    else if (flag == "--epochs")
+      o.epochs = parse_int(flag, value, 1);
+    else if (flag == "--subset")
+      o.subset = parse_int(flag, value, 0);
+    else if (flag == "--hidden")
+      o.hidden = parse_int(flag, value, 1);
+    else if (flag == "--layers")
+      o.layers = parse_int(flag, value, 1);
     else if (flag == "--batch") {
       o.batches.clear();
       std::stringstream ss(value);
-      for (std::string part; std::getline(ss, part, ',');) o.batches.push_back(parse_int(flag, part, 1));
+      for (std::string part; std::getline(ss, part, ',');)
+        o.batches.push_back(parse_int(flag, part, 1));
       if (o.batches.empty()) usage("--batch: empty list");
     } else {
       usage("unknown option " + flag);
@@ -121,7 +127,9 @@ void print_blas() {
 double cpu_seconds() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  auto sec = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec);
+  };
   return sec(usage.ru_utime) + sec(usage.ru_stime);
 }
 
@@ -135,8 +143,8 @@ int main(int argc, char** argv) {
     space.add("hidden", hps::Distribution::make_ordinal({o.hidden}));
     space.add("layers", hps::Distribution::make_ordinal({o.layers}));
     hps::Json config = {{"type", hps::kFashionMnistType}, {"model", "mlp"},
-                        {"data_dir", o.data_dir}, {"train_subset", o.subset},
-                        {"max_epochs", o.epochs}, {"metric", "val_loss"}};
+                        {"data_dir", o.data_dir},         {"train_subset", o.subset},
+                        {"max_epochs", o.epochs},         {"metric", "val_loss"}};
     hps::ObjectiveContext context;
     context.threads = o.threads;
     hps::SearchSpace full = space;
@@ -150,8 +158,9 @@ int main(int argc, char** argv) {
     print_blas();
     std::cout << fmt::format("MLP {}x{} hidden, Adam, {} epoch(s) per batch size, data {}\n\n",
                              o.layers, o.hidden, o.epochs, o.data_dir);
-    std::cout << fmt::format("{:>6}  {:>10}  {:>12}  {:>12}  {:>10}  {:>12}\n", "batch", "train imgs",
-                             "s per epoch", "CPU s/epoch", "images/s", "val_accuracy");
+    std::cout << fmt::format("{:>6}  {:>10}  {:>12}  {:>12}  {:>10}  {:>12}\n", "batch",
+                             "train imgs", "s per epoch", "CPU s/epoch", "images/s",
+                             "val_accuracy");
     for (std::int64_t batch : o.batches) {
       auto storage = hps::open_storage("memory");
       hps::StudyOptions so;
@@ -164,7 +173,8 @@ int main(int argc, char** argv) {
       const double cpu_start = cpu_seconds();
       double value = objective(trial);
       const double cpu = cpu_seconds() - cpu_start;
-      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       auto done = study.tell(trial, value);
       const auto n_train = done->user_attrs.value("n_train", std::int64_t{0});
       const auto epochs = done->user_attrs.value("epochs_run", o.epochs);

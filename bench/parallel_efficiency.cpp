@@ -8,12 +8,12 @@
 // starting the processes to the last one's Hello) is reported beside it;
 // the coordinator holds the first dispatch until every worker is there
 // (CoordinatorOptions::min_workers), so start-up is not counted twice.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <iostream>
 #include <sstream>
-
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "algorithms/factory.h"
 #include "bench/bench_util.h"
@@ -38,9 +38,12 @@ int main(int argc, char** argv) {
       return 2;
     }
     std::string v = argv[++i];
-    if (a == "--trials") n_trials = std::stoll(v);
-    else if (a == "--seconds") seconds = std::stod(v);
-    else if (a == "--exe") exe = v;
+    if (a == "--trials")
+      n_trials = std::stoll(v);
+    else if (a == "--seconds")
+      seconds = std::stod(v);
+    else if (a == "--exe")
+      exe = v;
     else if (a == "--workers") {
       counts.clear();
       std::stringstream ss(v);
@@ -53,10 +56,10 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(spdlog::level::warn);
 
-  fmt::print("parallel_efficiency: {} trials of a {:.0f} ms sleep objective, SQLite store\n", n_trials,
-             seconds * 1000);
-  fmt::print("  {:>7} {:>10} {:>11} {:>11} {:>17}\n", "workers", "ideal s", "measured s", "efficiency",
-             "workers ready s");
+  fmt::print("parallel_efficiency: {} trials of a {:.0f} ms sleep objective, SQLite store\n",
+             n_trials, seconds * 1000);
+  fmt::print("  {:>7} {:>10} {:>11} {:>11} {:>17}\n", "workers", "ideal s", "measured s",
+             "efficiency", "workers ready s");
   bool ok = true;
   for (int workers : counts) {
     bench::TempDir dir("hps-efficiency");

@@ -20,8 +20,8 @@
 // (Optuna needs minutes per 1,000 trials), "saved" reads
 // bench/reference/optuna_latency.jsonl.
 #include <chrono>
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 #include <map>
 #include <random>
@@ -45,9 +45,9 @@ std::string x_name(std::size_t i) {
 using hps::Json;
 
 std::shared_ptr<hps::FrozenTrial> make_trial(std::int64_t number, hps::TrialState state,
-                                              const hps::Params& params,
-                                              const std::map<std::string, hps::Distribution>& dists,
-                                              std::optional<double> value) {
+                                             const hps::Params& params,
+                                             const std::map<std::string, hps::Distribution>& dists,
+                                             std::optional<double> value) {
   auto t = std::make_shared<hps::FrozenTrial>();
   t->trial_id = number;
   t->number = number;
@@ -109,7 +109,8 @@ Timing measure(std::size_t n_params, std::size_t history, std::size_t repeats, b
     double c0 = thread_cpu_ms();
     auto t0 = std::chrono::steady_clock::now();
     sampler.sample(ctx, space, params);
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     double cpu = thread_cpu_ms() - c0;
     if (r == 0) {
       out.first_ms = ms;
@@ -117,7 +118,8 @@ Timing measure(std::size_t n_params, std::size_t history, std::size_t repeats, b
       times.push_back(ms);
       cpu_times.push_back(cpu);
     }
-    trials.back() = make_trial(number, hps::TrialState::kComplete, params, dists, objective(params));
+    trials.back() =
+        make_trial(number, hps::TrialState::kComplete, params, dists, objective(params));
   }
   out.median_ms = hps::bench::median(times);
   out.cpu_median_ms = hps::bench::median(cpu_times);
@@ -157,14 +159,22 @@ int main(int argc, char** argv) {
         histories.clear();
         std::stringstream ss(next());
         for (std::string tok; std::getline(ss, tok, ',');) histories.push_back(std::stoul(tok));
-      } else if (a == "--repeats") repeats = std::max<std::size_t>(2, std::stoul(next()));
-      else if (a == "--params") n_params = std::max<std::size_t>(1, std::stoul(next()));
-      else if (a == "--optuna") optuna = next();
-      else if (a == "--optuna-max") optuna_max = std::stoul(next());
-      else if (a == "--save-optuna") save_optuna = next();
-      else if (a == "--markdown") markdown = true;
-      else if (a == "--mode") mode_arg = next();
-      else return usage(("unknown argument " + a).c_str());
+      } else if (a == "--repeats")
+        repeats = std::max<std::size_t>(2, std::stoul(next()));
+      else if (a == "--params")
+        n_params = std::max<std::size_t>(1, std::stoul(next()));
+      else if (a == "--optuna")
+        optuna = next();
+      else if (a == "--optuna-max")
+        optuna_max = std::stoul(next());
+      else if (a == "--save-optuna")
+        save_optuna = next();
+      else if (a == "--markdown")
+        markdown = true;
+      else if (a == "--mode")
+        mode_arg = next();
+      else
+        return usage(("unknown argument " + a).c_str());
     } catch (const std::exception& e) {
       return usage(e.what());
     }
@@ -193,7 +203,8 @@ int main(int argc, char** argv) {
       ref_note = "measured live in this run (" + fmt(s, 0) + " s)";
       if (!save_optuna.empty()) {
         std::ofstream out(save_optuna);
-        out << Json({{"kind", "meta"}, {"date", hps::bench::today()},
+        out << Json({{"kind", "meta"},
+                     {"date", hps::bench::today()},
                      {"machine", hps::bench::machine_description()},
                      {"command", cmds[0] + " ; " + cmds[1]}})
                    .dump()
@@ -201,9 +212,9 @@ int main(int argc, char** argv) {
         for (const auto& l : lines) out << l.dump() << "\n";
       }
     } else if (optuna != "none") {
-      std::string file = optuna == "saved"
-                             ? std::string(HPSEARCH_SOURCE_DIR) + "/bench/reference/optuna_latency.jsonl"
-                             : optuna;
+      std::string file = optuna == "saved" ? std::string(HPSEARCH_SOURCE_DIR) +
+                                                 "/bench/reference/optuna_latency.jsonl"
+                                           : optuna;
       lines = hps::bench::read_json_lines(file);
       ref_note = "read from " + file;
     }
@@ -224,7 +235,8 @@ int main(int argc, char** argv) {
             << "# date " << hps::bench::today() << ", machine " << hps::bench::machine_description()
             << "\n# Optuna figures (ms per trial): " << ref_note << "\n";
   if (markdown)
-    std::cout << "\n| history | mode | median ms (wall) | median ms (CPU) | first ms (wall) | Optuna ms/trial (wall) | ratio |\n"
+    std::cout << "\n| history | mode | median ms (wall) | median ms (CPU) | first ms (wall) | "
+                 "Optuna ms/trial (wall) | ratio |\n"
                  "|---:|---|---:|---:|---:|---:|---:|\n";
   else
     std::printf("\n%8s %-13s %10s %10s %10s %12s %8s\n", "history", "mode", "median_ms", "cpu_ms",
@@ -242,11 +254,12 @@ int main(int argc, char** argv) {
       }
       if (markdown)
         std::cout << "| " << h << " | " << mode << " | " << fmt(t.median_ms) << " | "
-                  << fmt(t.cpu_median_ms) << " | " << fmt(t.first_ms) << " | " << om << " | " << ratio
-                  << " |\n";
+                  << fmt(t.cpu_median_ms) << " | " << fmt(t.first_ms) << " | " << om << " | "
+                  << ratio << " |\n";
       else
-        std::printf("%8zu %-13s %10s %10s %10s %12s %8s\n", h, mode.c_str(), fmt(t.median_ms).c_str(),
-                    fmt(t.cpu_median_ms).c_str(), fmt(t.first_ms).c_str(), om.c_str(), ratio.c_str());
+        std::printf("%8zu %-13s %10s %10s %10s %12s %8s\n", h, mode.c_str(),
+                    fmt(t.median_ms).c_str(), fmt(t.cpu_median_ms).c_str(), fmt(t.first_ms).c_str(),
+                    om.c_str(), ratio.c_str());
       std::fflush(stdout);
     }
   }

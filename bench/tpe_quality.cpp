@@ -103,7 +103,8 @@ std::string fmt(double v) {
 
 int usage(const char* msg) {
   if (msg) std::cerr << "tpe_quality: " << msg << "\n";
-  std::cerr << "usage: tpe_quality [--trials N] [--seeds S] [--seed-offset K] [--func NAME]... [--jobs J]\n"
+  std::cerr << "usage: tpe_quality [--trials N] [--seeds S] [--seed-offset K] [--func NAME]... "
+               "[--jobs J]\n"
                "                   [--sampler LABEL=JSON]... [--tpe JSON]\n"
                "                   [--optuna saved|live|none|FILE] [--save-optuna FILE]\n"
                "                   [--markdown] [--json FILE]\n";
@@ -126,22 +127,33 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     try {
-      if (a == "--trials") n_trials = std::stoi(next());
-      else if (a == "--seeds") n_seeds = std::stoi(next());
-      else if (a == "--seed-offset") seed_offset = std::stoi(next());
-      else if (a == "--jobs") jobs = std::max(1, std::stoi(next()));
-      else if (a == "--func") funcs.push_back(next());
+      if (a == "--trials")
+        n_trials = std::stoi(next());
+      else if (a == "--seeds")
+        n_seeds = std::stoi(next());
+      else if (a == "--seed-offset")
+        seed_offset = std::stoi(next());
+      else if (a == "--jobs")
+        jobs = std::max(1, std::stoi(next()));
+      else if (a == "--func")
+        funcs.push_back(next());
       else if (a == "--sampler") {
         std::string v = next();
         auto eq = v.find('=');
         if (eq == std::string::npos) return usage("--sampler needs LABEL=JSON");
         samplers.push_back({v.substr(0, eq), Json::parse(v.substr(eq + 1)), ""});
-      } else if (a == "--tpe") tpe_extra = Json::parse(next());
-      else if (a == "--optuna") optuna = next();
-      else if (a == "--save-optuna") save_optuna = next();
-      else if (a == "--markdown") markdown = true;
-      else if (a == "--json") json_out = next();
-      else return usage(("unknown argument " + a).c_str());
+      } else if (a == "--tpe")
+        tpe_extra = Json::parse(next());
+      else if (a == "--optuna")
+        optuna = next();
+      else if (a == "--save-optuna")
+        save_optuna = next();
+      else if (a == "--markdown")
+        markdown = true;
+      else if (a == "--json")
+        json_out = next();
+      else
+        return usage(("unknown argument " + a).c_str());
     } catch (const std::exception& e) {
       return usage(e.what());
     }
@@ -181,16 +193,18 @@ int main(int argc, char** argv) {
       ref_note = "measured live in this run (" + fmt(s) + " s)";
       if (!save_optuna.empty()) {
         std::ofstream out(save_optuna);
-        out << Json({{"kind", "meta"}, {"date", hps::bench::today()},
-                     {"machine", hps::bench::machine_description()}, {"command", cmd}})
+        out << Json({{"kind", "meta"},
+                     {"date", hps::bench::today()},
+                     {"machine", hps::bench::machine_description()},
+                     {"command", cmd}})
                    .dump()
             << "\n";
         for (const auto& l : lines) out << l.dump() << "\n";
       }
     } else if (optuna != "none") {
-      std::string file = optuna == "saved"
-                             ? std::string(HPSEARCH_SOURCE_DIR) + "/bench/reference/optuna_quality.jsonl"
-                             : optuna;
+      std::string file = optuna == "saved" ? std::string(HPSEARCH_SOURCE_DIR) +
+                                                 "/bench/reference/optuna_quality.jsonl"
+                                           : optuna;
       lines = hps::bench::read_json_lines(file);
       ref_note = "read from " + file;
     }
@@ -218,7 +232,8 @@ int main(int argc, char** argv) {
     for (std::size_t s = 0; s < samplers.size(); ++s)
       for (int seed = 0; seed < n_seeds; ++seed) tasks.push_back({p, s, seed});
   std::vector<std::vector<std::vector<double>>> bests(
-      problems.size(), std::vector<std::vector<double>>(samplers.size(), std::vector<double>(n_seeds)));
+      problems.size(),
+      std::vector<std::vector<double>>(samplers.size(), std::vector<double>(n_seeds)));
   std::atomic<std::size_t> next_task{0};
   std::mutex err_mu;
   std::string error;
@@ -250,8 +265,9 @@ int main(int argc, char** argv) {
             << "\n# ours took " << fmt(ours_s) << " s; Optuna figures " << ref_note << "\n";
   for (const auto& s : samplers) std::cout << "# " << s.label << ": " << s.config.dump() << "\n";
   if (markdown) {
-    std::cout << "\n| function | sampler | mean best | median best | Optuna mean | Optuna median |\n"
-                 "|---|---|---:|---:|---:|---:|\n";
+    std::cout
+        << "\n| function | sampler | mean best | median best | Optuna mean | Optuna median |\n"
+           "|---|---|---:|---:|---:|---:|\n";
   } else {
     std::printf("\n%-16s %-18s %12s %12s %12s %12s\n", "function", "sampler", "mean", "median",
                 "optuna_mean", "optuna_med");
@@ -274,13 +290,16 @@ int main(int argc, char** argv) {
       fname += std::to_string(problems[p].dim);
       fname += "-D";
       if (markdown)
-        std::cout << "| " << fname << " | " << samplers[s].label << " | " << fmt(m) << " | " << fmt(md)
-                  << " | " << om << " | " << omd << " |\n";
+        std::cout << "| " << fname << " | " << samplers[s].label << " | " << fmt(m) << " | "
+                  << fmt(md) << " | " << om << " | " << omd << " |\n";
       else
         std::printf("%-16s %-18s %12s %12s %12s %12s\n", fname.c_str(), samplers[s].label.c_str(),
                     fmt(m).c_str(), fmt(md).c_str(), om.c_str(), omd.c_str());
-      out.push_back({{"func", problems[p].name}, {"sampler", samplers[s].label},
-                     {"config", samplers[s].config}, {"mean_best", m}, {"median_best", md},
+      out.push_back({{"func", problems[p].name},
+                     {"sampler", samplers[s].label},
+                     {"config", samplers[s].config},
+                     {"mean_best", m},
+                     {"median_best", md},
                      {"bests", b}});
     }
   }

@@ -3,8 +3,8 @@
 // interrupted by SIGINT/SIGTERM.
 #pragma once
 
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -17,19 +17,19 @@ inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
 
 struct RunOptions {
-  std::string space_file;                  // run: the space.json file
-  std::optional<std::string> storage;      // --storage (resume: the STORAGE argument)
-  std::optional<std::string> study;        // --study
-  std::optional<std::int64_t> n_trials;    // --n-trials
-  std::optional<double> timeout_s;         // --timeout (seconds)
-  std::optional<std::uint64_t> seed;       // --seed
-  int workers = 1;                         // --workers: local worker processes (0: remote only)
-  std::optional<std::string> bind;         // --bind: the coordinator's endpoint
-  std::optional<std::string> gpus;         // --gpus: "0,1,..." (default: automatic)
-  int heartbeat_ms = 1000;                 // --heartbeat-ms
-  int liveness = 5;                        // --liveness
-  int max_retries = 1;                     // --max-retries
-  std::string log_level = "info";          // passed on to local workers
+  std::string space_file;                // run: the space.json file
+  std::optional<std::string> storage;    // --storage (resume: the STORAGE argument)
+  std::optional<std::string> study;      // --study
+  std::optional<std::int64_t> n_trials;  // --n-trials
+  std::optional<double> timeout_s;       // --timeout (seconds)
+  std::optional<std::uint64_t> seed;     // --seed
+  int workers = 1;                       // --workers: local worker processes (0: remote only)
+  std::optional<std::string> bind;       // --bind: the coordinator's endpoint
+  std::optional<std::string> gpus;       // --gpus: "0,1,..." (default: automatic)
+  int heartbeat_ms = 1000;               // --heartbeat-ms
+  int liveness = 5;                      // --liveness
+  int max_retries = 1;                   // --max-retries
+  std::string log_level = "info";        // passed on to local workers
 };
 
 // hpsearch run space.json: runs (or continues) the study with a coordinator
@@ -52,14 +52,14 @@ int run_command(const RunOptions& options);
 int resume_command(const RunOptions& options);
 
 struct WorkerCommandOptions {
-  std::string connect;             // --connect ENDPOINT
-  std::string device = "cpu";      // --device
-  int threads = 0;                 // --threads (0: all hardware threads)
-  std::optional<std::string> id;   // --id
-  int heartbeat_ms = 1000;         // --heartbeat-ms (until the coordinator's Welcome)
-  int liveness = 5;                // --liveness
-  int reconnect_attempts = 6;      // --reconnect-attempts
-  int reconnect_initial_ms = 1000; // --reconnect-initial-ms
+  std::string connect;                 // --connect ENDPOINT
+  std::string device = "cpu";          // --device
+  int threads = 0;                     // --threads (0: all hardware threads)
+  std::optional<std::string> id;       // --id
+  int heartbeat_ms = 1000;             // --heartbeat-ms (until the coordinator's Welcome)
+  int liveness = 5;                    // --liveness
+  int reconnect_attempts = 6;          // --reconnect-attempts
+  int reconnect_initial_ms = 1000;     // --reconnect-initial-ms
   std::optional<std::string> log_dir;  // --log-dir (default: ./<study>.logs)
 };
 
@@ -69,7 +69,7 @@ int worker_command(const WorkerCommandOptions& options);
 struct ReadOptions {
   std::string storage;
   std::optional<std::string> study;
-  std::string format = "table";  // table | csv | json
+  std::string format = "table";      // table | csv | json
   std::optional<std::string> state;  // filter
 };
 

@@ -1,9 +1,9 @@
 // hpsearch: the command-line front end.
-#include <iostream>
-
-#include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
 
 #include "cli/commands.h"
 #include "search/errors.h"
@@ -29,11 +29,13 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
 
   RunOptions run;
-  auto* run_cmd = app.add_subcommand("run", "Run (or continue) the study described by a space.json file");
+  auto* run_cmd =
+      app.add_subcommand("run", "Run (or continue) the study described by a space.json file");
   run_cmd->add_option("space", run.space_file, "space.json file")->required();
   run_cmd->add_option("--storage", run.storage, "SQLite file (default: study.storage of the file)");
   run_cmd->add_option("--study", run.study, "study name (default: study.name of the file)");
-  auto* resume_cmd = app.add_subcommand("resume", "Continue a study from the settings stored with it");
+  auto* resume_cmd =
+      app.add_subcommand("resume", "Continue a study from the settings stored with it");
   resume_cmd->add_option("storage", run.storage, "SQLite file")->required();
   resume_cmd->add_option("--study", run.study, "study name (needed if the file holds several)");
   for (auto* cmd : {run_cmd, resume_cmd}) {
@@ -64,16 +66,19 @@ int main(int argc, char** argv) {
   worker_cmd->add_option("--threads", worker.threads, "CPU threads for the objective (0: all)")
       ->capture_default_str();
   worker_cmd->add_option("--id", worker.id, "worker name (default: host:pid)");
-  worker_cmd->add_option("--heartbeat-ms", worker.heartbeat_ms,
-                         "heartbeat interval until the coordinator sets it")
+  worker_cmd
+      ->add_option("--heartbeat-ms", worker.heartbeat_ms,
+                   "heartbeat interval until the coordinator sets it")
       ->capture_default_str();
   worker_cmd->add_option("--liveness", worker.liveness, "missed heartbeats before reconnecting")
       ->capture_default_str();
-  worker_cmd->add_option("--reconnect-attempts", worker.reconnect_attempts,
-                         "failed connection attempts in a row before giving up")
+  worker_cmd
+      ->add_option("--reconnect-attempts", worker.reconnect_attempts,
+                   "failed connection attempts in a row before giving up")
       ->capture_default_str();
-  worker_cmd->add_option("--reconnect-initial-ms", worker.reconnect_initial_ms,
-                         "first back-off between attempts (doubles up to 32 s)")
+  worker_cmd
+      ->add_option("--reconnect-initial-ms", worker.reconnect_initial_ms,
+                   "first back-off between attempts (doubles up to 32 s)")
       ->capture_default_str();
   worker_cmd->add_option("--log-dir", worker.log_dir,
                          "where objectives write per-trial logs (default: ./<study>.logs)");

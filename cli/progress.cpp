@@ -1,8 +1,8 @@
 #include "cli/progress.h"
 
-#include <map>
-
 #include <fmt/format.h>
+
+#include <map>
 
 #include "cli/table.h"
 
@@ -26,16 +26,16 @@ void Progress::update(const ProgressState& s, const std::string& last, bool forc
     last_draw_ = now;
   }
   double elapsed = elapsed_s();
-  std::string done = s.n_trials ? fmt::format("{}/{}", s.finished, *s.n_trials)
-                                : fmt::format("{}", s.finished);
-  std::string best = s.best_value
-                         ? fmt::format("best {} (trial {})", format_value(*s.best_value),
-                                       s.best_number.value_or(-1))
-                         : std::string("best -");
+  std::string done =
+      s.n_trials ? fmt::format("{}/{}", s.finished, *s.n_trials) : fmt::format("{}", s.finished);
+  std::string best = s.best_value ? fmt::format("best {} (trial {})", format_value(*s.best_value),
+                                                s.best_number.value_or(-1))
+                                  : std::string("best -");
   std::string eta;
   std::optional<double> left;
   if (s.n_trials && s.finished > 0 && *s.n_trials > s.finished)
-    left = elapsed / static_cast<double>(s.finished) * static_cast<double>(*s.n_trials - s.finished);
+    left =
+        elapsed / static_cast<double>(s.finished) * static_cast<double>(*s.n_trials - s.finished);
   if (s.timeout_s) {
     double t = std::max(0.0, *s.timeout_s - elapsed);
     left = left ? std::min(*left, t) : t;
@@ -47,7 +47,7 @@ void Progress::update(const ProgressState& s, const std::string& last, bool forc
     if (s.n_trials && *s.n_trials > 0) {
       int w = 20;
       int fill = static_cast<int>(w * std::min<double>(1.0, static_cast<double>(s.finished) /
-                                                              static_cast<double>(*s.n_trials)));
+                                                                static_cast<double>(*s.n_trials)));
       bar = "[" + std::string(fill, '#') + std::string(w - fill, '.') + "] ";
     }
     std::string line = fmt::format("{}{} trials | {} | {}{}{}", bar, done, best,
@@ -60,8 +60,8 @@ void Progress::update(const ProgressState& s, const std::string& last, bool forc
   auto now = std::chrono::steady_clock::now();
   // Plain lines: when the count of finished trials changed (at most one a
   // second), else one every 30 s to show the run is alive.
-  const auto gap = s.finished != last_plain_finished_ ? std::chrono::seconds(1)
-                                                      : std::chrono::seconds(30);
+  const auto gap =
+      s.finished != last_plain_finished_ ? std::chrono::seconds(1) : std::chrono::seconds(30);
   if (!force && last_plain_.time_since_epoch().count() != 0 && now - last_plain_ < gap) return;
   last_plain_ = now;
   last_plain_finished_ = s.finished;
@@ -83,8 +83,8 @@ std::string summary(const Study& study, double elapsed_s) {
   std::map<TrialState, int> counts;
   auto trials = study.trials();
   for (const auto& t : trials) counts[t->state]++;
-  out += fmt::format("Study '{}' ({}): {} trials in {}\n", study.name(), to_string(study.direction()),
-                     trials.size(), format_duration(elapsed_s));
+  out += fmt::format("Study '{}' ({}): {} trials in {}\n", study.name(),
+                     to_string(study.direction()), trials.size(), format_duration(elapsed_s));
   std::string by_state;
   for (TrialState st : {TrialState::kComplete, TrialState::kPruned, TrialState::kFail,
                         TrialState::kRunning, TrialState::kWaiting}) {
@@ -103,7 +103,8 @@ std::string summary(const Study& study, double elapsed_s) {
   Table table({"param", "value"});
   for (const auto& [k, v] : best->params) table.add_row({k, format_param(v)});
   if (best->user_attrs.is_object())
-    for (const auto& [k, v] : best->user_attrs.items()) table.add_row({"(attr) " + k, format_param(v)});
+    for (const auto& [k, v] : best->user_attrs.items())
+      table.add_row({"(attr) " + k, format_param(v)});
   out += table.render();
   return out;
 }

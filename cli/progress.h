@@ -14,12 +14,12 @@
 namespace hps::cli {
 
 struct ProgressState {
-  std::int64_t finished = 0;               // trials counting towards the budget
-  std::optional<std::int64_t> n_trials;    // the budget, if any
-  std::optional<double> timeout_s;         // the time budget, if any
+  std::int64_t finished = 0;             // trials counting towards the budget
+  std::optional<std::int64_t> n_trials;  // the budget, if any
+  std::optional<double> timeout_s;       // the time budget, if any
   std::optional<double> best_value;
   std::optional<std::int64_t> best_number;
-  std::string extra;                       // e.g. "workers 6 busy / 2 idle"
+  std::string extra;  // e.g. "workers 6 busy / 2 idle"
 };
 
 class Progress {
@@ -29,7 +29,8 @@ class Progress {
   Progress(std::FILE* out, bool tty);
   ~Progress();
   // Redraws (tty) or logs (plain: a line when the finished count changed,
-  // at most one a second, else one every 30 s, unless `force`). `last` describes the trial that just finished, if any.
+  // at most one a second, else one every 30 s, unless `force`). `last` describes the trial that
+  // just finished, if any.
   void update(const ProgressState& state, const std::string& last = "", bool force = false);
   // Ends the live line (tty) so normal output can follow.
   void finish();

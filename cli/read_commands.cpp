@@ -1,12 +1,12 @@
 // hpsearch best | trials | studies: read a study without running it.
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <map>
 #include <iostream>
+#include <map>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "cli/table.h"
@@ -133,8 +133,10 @@ int studies_command(const ReadOptions& o) {
                        {"n_complete", complete},
                        {"best_value", best_v ? Json(*best_v) : Json()}});
   }
-  if (o.format == "json") std::cout << arr.dump(2) << "\n";
-  else std::cout << (o.format == "csv" ? table.render_csv() : table.render());
+  if (o.format == "json")
+    std::cout << arr.dump(2) << "\n";
+  else
+    std::cout << (o.format == "csv" ? table.render_csv() : table.render());
   return kExitOk;
 }
 
@@ -155,9 +157,11 @@ int status_command(const ReadOptions& o) {
       best = t;
   }
   std::optional<std::int64_t> budget;
-  if (info.config.is_object() && info.config.contains("budget") && info.config["budget"].is_object()) {
+  if (info.config.is_object() && info.config.contains("budget") &&
+      info.config["budget"].is_object()) {
     const Json& b = info.config["budget"];
-    if (b.contains("n_trials") && b["n_trials"].is_number_integer()) budget = b["n_trials"].get<std::int64_t>();
+    if (b.contains("n_trials") && b["n_trials"].is_number_integer())
+      budget = b["n_trials"].get<std::int64_t>();
   }
   Json coord = info.system_attrs.value("coordinator", Json());
   double now = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
@@ -167,16 +171,20 @@ int status_command(const ReadOptions& o) {
     coord_line = "never run by a coordinator";
   } else {
     double age = now - coord.value("updated", 0.0);
-    std::string where = fmt::format("{}:{} at {}", coord.value("host", "?"),
-                                    coord.value("pid", std::int64_t{0}), coord.value("endpoint", "?"));
+    std::string where =
+        fmt::format("{}:{} at {}", coord.value("host", "?"), coord.value("pid", std::int64_t{0}),
+                    coord.value("endpoint", "?"));
     double stale_after = std::max(10.0, 3.0 * coord.value("heartbeat_interval_ms", 1000) *
                                             coord.value("liveness", 5) / 1000.0);
     if (!coord.value("running", false)) {
-      coord_line = fmt::format("not running (last run by {}, {}; {} ago)", where,
-                               coord.value("done_reason", std::string("ended")), format_duration(age));
+      coord_line =
+          fmt::format("not running (last run by {}, {}; {} ago)", where,
+                      coord.value("done_reason", std::string("ended")), format_duration(age));
     } else if (age > stale_after) {
-      coord_line = fmt::format("not responding (last update by {} {} ago; it may have been killed: "
-                               "hpsearch resume continues the study)", where, format_duration(age));
+      coord_line = fmt::format(
+          "not responding (last update by {} {} ago; it may have been killed: "
+          "hpsearch resume continues the study)",
+          where, format_duration(age));
     } else {
       coord_line = fmt::format("running ({}, updated {} ago)", where, format_duration(age));
       if (coord.contains("workers") && coord["workers"].is_array()) workers = coord["workers"];
@@ -197,7 +205,8 @@ int status_command(const ReadOptions& o) {
     std::cout << out.dump(2) << "\n";
     return kExitOk;
   }
-  std::cout << fmt::format("Study '{}' ({}) in {}\n", info.name, to_string(info.direction), o.storage);
+  std::cout << fmt::format("Study '{}' ({}) in {}\n", info.name, to_string(info.direction),
+                           o.storage);
   std::string by_state;
   for (TrialState st : {TrialState::kComplete, TrialState::kPruned, TrialState::kFail,
                         TrialState::kRunning, TrialState::kWaiting})
@@ -205,7 +214,8 @@ int status_command(const ReadOptions& o) {
   std::cout << fmt::format("Trials: {} ({}); finished {}{}\n", trials.size(), by_state, finished,
                            budget ? fmt::format(" of {}", *budget) : std::string());
   if (best)
-    std::cout << fmt::format("Best: trial {}, value {}\n", best->number, format_value(*best->value));
+    std::cout << fmt::format("Best: trial {}, value {}\n", best->number,
+                             format_value(*best->value));
   else
     std::cout << "Best: no COMPLETE trial yet\n";
   std::cout << "Coordinator: " << coord_line << "\n";
@@ -225,14 +235,16 @@ int status_command(const ReadOptions& o) {
         if (it != running.end()) {
           const FrozenTrial& t = *it->second;
           if (t.datetime_start)
-            since = format_duration(std::chrono::duration<double>(Clock::now() - *t.datetime_start).count());
+            since = format_duration(
+                std::chrono::duration<double>(Clock::now() - *t.datetime_start).count());
           if (auto li = t.last_intermediate())
             last = fmt::format("step {}: {}", li->first, format_value(li->second));
           running.erase(it);
         }
       }
-      table.add_row({w.value("name", "?"), w.value("host", "?"), std::to_string(w.value("pid", std::int64_t{0})),
-                     w.value("device", "?"), trial, since, last});
+      table.add_row({w.value("name", "?"), w.value("host", "?"),
+                     std::to_string(w.value("pid", std::int64_t{0})), w.value("device", "?"), trial,
+                     since, last});
     }
     std::cout << "\nWorkers (" << workers.size() << "):\n" << table.render();
   }

@@ -1,15 +1,14 @@
 // hpsearch run space.json / hpsearch resume STORAGE: a coordinator in this
 // process and N local worker processes (hpsearch worker) of this binary.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
-#include <thread>
 #include <filesystem>
 #include <iostream>
-
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
+#include <thread>
 
 #include "algorithms/factory.h"
 #include "cli/commands.h"
@@ -86,8 +85,10 @@ int run_study(StudyConfig config, const RunOptions& o) {
   StudyInfo info = storage->get_study(study.study_id());
   if (!info.config.is_null() && info.config.contains("space") &&
       info.config["space"] != config.source["space"])
-    spdlog::warn("study '{}': the search space differs from the one stored with the study; "
-                 "continuing with the new one", config.name);
+    spdlog::warn(
+        "study '{}': the search space differs from the one stored with the study; "
+        "continuing with the new one",
+        config.name);
   Coordinator coordinator(study, config.objective, co);
   // Once the coordinator runs (its endpoint bound, the study taken over),
   // the settings stored with the study become this run's: the file's, with
@@ -100,8 +101,8 @@ int run_study(StudyConfig config, const RunOptions& o) {
   storage->set_study_config(study.study_id(), stored);
   CoordinatorStats start = coordinator.stats();
   if (start.finished > 0 || start.waiting > 0)
-    spdlog::info("continuing study '{}': {} finished trials, {} queued", config.name, start.finished,
-                 start.waiting);
+    spdlog::info("continuing study '{}': {} finished trials, {} queued", config.name,
+                 start.finished, start.waiting);
   if (config.budget.n_trials && start.finished >= *config.budget.n_trials) {
     std::cout << "Budget of " << *config.budget.n_trials << " trials already reached.\n\n"
               << summary(study, 0.0);
@@ -109,7 +110,8 @@ int run_study(StudyConfig config, const RunOptions& o) {
   }
   if (o.bind || o.workers == 0)
     std::cout << "Coordinator listening on " << coordinator.endpoint()
-              << (o.workers == 0 ? " (waiting for workers: hpsearch worker --connect ENDPOINT)" : "")
+              << (o.workers == 0 ? " (waiting for workers: hpsearch worker --connect ENDPOINT)"
+                                 : "")
               << "\n";
 
   // 3. Local workers.
@@ -119,8 +121,7 @@ int run_study(StudyConfig config, const RunOptions& o) {
   po.gpus = gpus;
   // Per-trial logs (the "command" objective) go next to the storage file.
   std::string parent = ".";
-  if (config.storage != ":memory:" && config.storage != "memory" &&
-      config.storage != "memory://") {
+  if (config.storage != ":memory:" && config.storage != "memory" && config.storage != "memory://") {
     std::string file = config.storage;
     if (file.rfind("sqlite:///", 0) == 0) file = file.substr(10);
     parent = std::filesystem::path(file).parent_path().string();
@@ -178,8 +179,8 @@ int run_study(StudyConfig config, const RunOptions& o) {
       coordinator.worker_exited(w.pid);
     }
     if (!more) break;
-    if (o.workers > 0 && pool.all_given_up() && coordinator.stats().workers_busy +
-                                                        coordinator.stats().workers_idle == 0) {
+    if (o.workers > 0 && pool.all_given_up() &&
+        coordinator.stats().workers_busy + coordinator.stats().workers_idle == 0) {
       pool.shutdown(0.0);
       progress.finish();
       std::cerr << "hpsearch: error: every local worker failed to start; see the messages above\n";
@@ -213,7 +214,8 @@ int run_study(StudyConfig config, const RunOptions& o) {
       if (!best->user_attrs.contains("test_accuracy")) {
         std::cout << "Scoring the best trial (" << best->number << ") on the test set...\n";
         // Same threads and device as the trials: the retrained model is the trial's own.
-        TestEvaluation test = evaluate_on_test_set(config.objective, config.space, best->params, octx);
+        TestEvaluation test =
+            evaluate_on_test_set(config.objective, config.space, best->params, octx);
         const Json attrs = test.to_user_attrs();
         for (const auto& [key, value] : attrs.items())
           storage->set_trial_user_attr(best->trial_id, key, value);
@@ -235,9 +237,7 @@ int run_study(StudyConfig config, const RunOptions& o) {
 
 }  // namespace
 
-int run_command(const RunOptions& o) {
-  return run_study(StudyConfig::from_file(o.space_file), o);
-}
+int run_command(const RunOptions& o) { return run_study(StudyConfig::from_file(o.space_file), o); }
 
 int resume_command(const RunOptions& o) {
   if (!o.storage) throw ConfigError("STORAGE", "is required");

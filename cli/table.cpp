@@ -1,10 +1,10 @@
 #include "cli/table.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <sstream>
-
-#include <fmt/format.h>
 
 namespace hps::cli {
 

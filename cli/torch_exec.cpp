@@ -1,6 +1,7 @@
 // Hand-over from `hpsearch` (built without LibTorch, so that its processes
 // start in milliseconds) to its sibling `hpsearch-torch` (the same program
 // with the LibTorch objectives) when a study needs them. See cli/commands.h.
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -8,8 +9,6 @@
 #include <cstring>
 #include <filesystem>
 #include <vector>
-
-#include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
 

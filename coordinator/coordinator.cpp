@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,14 +12,11 @@
 #include <deque>
 #include <set>
 #include <unordered_map>
-
-#include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
+#include "algorithms/tpe_sampler.h"
 #include "coordinator/protocol.h"
 #include "coordinator/zmq_util.h"
-
-#include "algorithms/tpe_sampler.h"
 
 namespace hps {
 
@@ -27,16 +25,20 @@ using Steady = std::chrono::steady_clock;
 
 void CoordinatorOptions::validate() const {
   if (heartbeat_interval_ms < 1 || heartbeat_interval_ms > 3600 * 1000)
-    throw ConfigError("coordinator.heartbeat_interval_ms", "must be in [1, 3600000] (milliseconds)");
-  if (liveness < 1 || liveness > 1000) throw ConfigError("coordinator.liveness", "must be in [1, 1000]");
+    throw ConfigError("coordinator.heartbeat_interval_ms",
+                      "must be in [1, 3600000] (milliseconds)");
+  if (liveness < 1 || liveness > 1000)
+    throw ConfigError("coordinator.liveness", "must be in [1, 1000]");
   if (max_retries < 0) throw ConfigError("coordinator.max_retries", "must be >= 0");
   if (n_trials && *n_trials < 0) throw ConfigError("coordinator.n_trials", "must be >= 0");
-  if (timeout_s && !(*timeout_s >= 0)) throw ConfigError("coordinator.timeout_s", "must be >= 0 (seconds)");
+  if (timeout_s && !(*timeout_s >= 0))
+    throw ConfigError("coordinator.timeout_s", "must be >= 0 (seconds)");
   if (max_batch < 1) throw ConfigError("coordinator.max_batch", "must be >= 1");
   if (min_workers < 0) throw ConfigError("coordinator.min_workers", "must be >= 0");
   if (!(min_workers_wait_s >= 0))
     throw ConfigError("coordinator.min_workers_wait_s", "must be >= 0 (seconds)");
-  if (!(status_interval_s > 0)) throw ConfigError("coordinator.status_interval_s", "must be > 0 (seconds)");
+  if (!(status_interval_s > 0))
+    throw ConfigError("coordinator.status_interval_s", "must be > 0 (seconds)");
   if (!endpoint.empty()) zmq_util::check_endpoint(endpoint, "coordinator.endpoint", true);
 }
 
@@ -53,9 +55,7 @@ std::string host_name() {
   return host;
 }
 
-double unix_now() {
-  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
-}
+double unix_now() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
 
 bool process_alive(long pid) {
   if (pid <= 0) return false;
@@ -64,9 +64,8 @@ bool process_alive(long pid) {
 
 // A routing id as text: printable as is, else hex.
 std::string printable_id(const std::string& id) {
-  bool ok = !id.empty() && std::all_of(id.begin(), id.end(), [](char c) {
-    return c >= 0x20 && c < 0x7f;
-  });
+  bool ok = !id.empty() &&
+            std::all_of(id.begin(), id.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
   if (ok) return id;
   static const char* kHex = "0123456789abcdef";
   std::string out = "0x";
@@ -92,7 +91,8 @@ class LogLimiter {
   explicit LogLimiter(int burst) : burst_(burst) {}
   bool allow(Steady::time_point now) {
     if (now - window_ >= std::chrono::seconds(1)) {
-      if (suppressed_ > 0) spdlog::warn("coordinator: {} more similar messages not shown", suppressed_);
+      if (suppressed_ > 0)
+        spdlog::warn("coordinator: {} more similar messages not shown", suppressed_);
       window_ = now;
       count_ = 0;
       suppressed_ = 0;
@@ -125,8 +125,8 @@ struct Coordinator::Impl {
     Steady::time_point last_seen;
     Steady::time_point last_sent;
     Steady::time_point connected;
-    bool wants_trial = false;             // sent RequestTrial, not yet answered
-    std::optional<std::int64_t> trial;    // number of the RUNNING trial it owns
+    bool wants_trial = false;           // sent RequestTrial, not yet answered
+    std::optional<std::int64_t> trial;  // number of the RUNNING trial it owns
     bool config_sent = false;
   };
 
@@ -150,15 +150,15 @@ struct Coordinator::Impl {
   std::string endpoint;
 
   // ---- workers
-  std::unordered_map<std::string, Session> sessions;  // by routing id
-  std::deque<std::string> idle;                       // routing ids, in request order
+  std::unordered_map<std::string, Session> sessions;     // by routing id
+  std::deque<std::string> idle;                          // routing ids, in request order
   std::unordered_map<std::string, std::string> expired;  // routing id -> worker name
   std::deque<std::string> expired_order;
 
   // ---- trials (a copy of the store, by number)
   std::vector<TrialPtr> trials;
-  std::set<std::int64_t> waiting;                          // WAITING numbers
-  std::unordered_map<std::int64_t, std::string> running;   // number -> routing id
+  std::set<std::int64_t> waiting;                         // WAITING numbers
+  std::unordered_map<std::int64_t, std::string> running;  // number -> routing id
   std::int64_t finished = 0;
   std::optional<double> best_value;
   std::optional<std::int64_t> best_number;
@@ -189,7 +189,8 @@ struct Coordinator::Impl {
     options.validate();
     nop_pruner = dynamic_cast<NopPruner*>(&study.pruner()) != nullptr;
     prune_filters_trials = !nop_pruner;
-    Json config{{"study", study.name()}, {"direction", to_string(study.direction())},
+    Json config{{"study", study.name()},
+                {"direction", to_string(study.direction())},
                 {"objective", std::move(objective_config)},
                 {"space", space.to_json()}};
     config_json = config.dump();
@@ -212,8 +213,10 @@ struct Coordinator::Impl {
     take_over();
     int stale = study.fail_stale_trials("coordinator restarted", true);
     if (stale > 0)
-      spdlog::info("study '{}': {} trials left RUNNING by an earlier coordinator were failed and "
-                   "queued again", study.name(), stale);
+      spdlog::info(
+          "study '{}': {} trials left RUNNING by an earlier coordinator were failed and "
+          "queued again",
+          study.name(), stale);
     load_trials();
     write_status(true);
   }
@@ -227,12 +230,13 @@ struct Coordinator::Impl {
       std::string host = it->value("host", "");
       long pid = static_cast<long>(it->value("pid", 0.0));
       double updated = it->value("updated", 0.0);
-      double stale_after = std::max(30.0, 3.0 * options.heartbeat_interval_ms * options.liveness / 1000.0);
+      double stale_after =
+          std::max(30.0, 3.0 * options.heartbeat_interval_ms * options.liveness / 1000.0);
       bool alive = host == hostname ? (pid != static_cast<long>(getpid()) && process_alive(pid))
                                     : unix_now() - updated < stale_after;
       if (alive)
-        throw Error("study '" + study.name() + "' is being run by another coordinator (" + host + ":" +
-                    std::to_string(pid) + ", " + it->value("endpoint", std::string("?")) +
+        throw Error("study '" + study.name() + "' is being run by another coordinator (" + host +
+                    ":" + std::to_string(pid) + ", " + it->value("endpoint", std::string("?")) +
                     "); stop it first, or connect workers to it");
     }
   }
@@ -256,8 +260,9 @@ struct Coordinator::Impl {
     if (t.state == TrialState::kWaiting) waiting.insert(t.number);
     if (t.counts_as_finished()) ++finished;
     if (t.state == TrialState::kComplete && t.value && !std::isnan(*t.value)) {
-      bool better = !best_value || (direction == StudyDirection::kMaximize ? *t.value > *best_value
-                                                                         : *t.value < *best_value);
+      bool better =
+          !best_value || (direction == StudyDirection::kMaximize ? *t.value > *best_value
+                                                                 : *t.value < *best_value);
       if (better || (*t.value == *best_value && t.number < *best_number)) {
         best_value = t.value;
         best_number = t.number;
@@ -303,9 +308,11 @@ struct Coordinator::Impl {
     for (auto& [rid, frame] : outbox) {
       try {
         zmq_util::no_eintr([&] {
-          return socket.send(zmq::buffer(rid), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+          return socket.send(zmq::buffer(rid),
+                             zmq::send_flags::sndmore | zmq::send_flags::dontwait);
         });
-        zmq_util::no_eintr([&] { return socket.send(zmq::buffer(frame), zmq::send_flags::dontwait); });
+        zmq_util::no_eintr(
+            [&] { return socket.send(zmq::buffer(frame), zmq::send_flags::dontwait); });
       } catch (const zmq::error_t& e) {
         spdlog::debug("coordinator: cannot send to {}: {}", printable_id(rid), e.what());
       }
@@ -406,7 +413,8 @@ struct Coordinator::Impl {
           } else if constexpr (std::is_same_v<T, proto::Fail>) {
             on_fail(s, m);
           } else {
-            bad_frame(in.rid, proto::to_string(proto::type_of(message)) + " is not a worker message");
+            bad_frame(in.rid,
+                      proto::to_string(proto::type_of(message)) + " is not a worker message");
           }
         },
         message);
@@ -508,8 +516,10 @@ struct Coordinator::Impl {
     if (s.trial && *s.trial == number) return true;
     ++counters.rejected_results;
     if (late_log.allow(Steady::now()))
-      spdlog::warn("coordinator: rejected late result ({}) for trial {} from worker {}: not its "
-                   "running trial", what, number, s.name);
+      spdlog::warn(
+          "coordinator: rejected late result ({}) for trial {} from worker {}: not its "
+          "running trial",
+          what, number, s.name);
     return false;
   }
 
@@ -668,7 +678,8 @@ struct Coordinator::Impl {
 
   Params fixed_params_of(const FrozenTrial& t) const {
     Params fixed;
-    if (auto it = t.system_attrs.find(kAttrFixedParams); it != t.system_attrs.end() && it->is_object())
+    if (auto it = t.system_attrs.find(kAttrFixedParams);
+        it != t.system_attrs.end() && it->is_object())
       for (const auto& [k, v] : it->items()) fixed[k] = v;
     return fixed;
   }
@@ -776,7 +787,8 @@ struct Coordinator::Impl {
         auto f = fixed.find(spec.name);
         if (f != fixed.end() && !chosen.count(spec.name) && SearchSpace::is_active(spec, chosen) &&
             spec.distribution.contains(f->second))
-          chosen[spec.name] = spec.distribution.to_external(spec.distribution.to_internal(f->second));
+          chosen[spec.name] =
+              spec.distribution.to_external(spec.distribution.to_internal(f->second));
       }
       try {
         with_sampler_trials(*t, [&](const std::vector<TrialPtr>& ts) {
@@ -884,10 +896,14 @@ struct Coordinator::Impl {
   void check_done(Steady::time_point now) {
     if (is_done || !running.empty()) return;
     std::string why;
-    if (stopping) why = "interrupted";
-    else if (options.n_trials && finished >= *options.n_trials) why = "budget reached";
-    else if (timed_out(now)) why = "timeout";
-    else if (exhausted && waiting.empty()) why = "search space exhausted";
+    if (stopping)
+      why = "interrupted";
+    else if (options.n_trials && finished >= *options.n_trials)
+      why = "budget reached";
+    else if (timed_out(now))
+      why = "timeout";
+    else if (exhausted && waiting.empty())
+      why = "search space exhausted";
     if (why.empty()) return;
     finish(why, false);
   }
@@ -916,8 +932,8 @@ struct Coordinator::Impl {
     }
     for (const auto& rid : dead) {
       auto it = sessions.find(rid);
-      if (it != sessions.end()) expire(it->second, "no heartbeat for " + std::to_string(options.liveness) +
-                                                       " intervals");
+      if (it != sessions.end())
+        expire(it->second, "no heartbeat for " + std::to_string(options.liveness) + " intervals");
     }
   }
 
@@ -925,7 +941,10 @@ struct Coordinator::Impl {
     Json arr = Json::array();
     auto now = Steady::now();
     for (const auto& [rid, s] : sessions) {
-      Json w{{"name", s.name}, {"host", s.hostname}, {"pid", s.pid}, {"device", s.device},
+      Json w{{"name", s.name},
+             {"host", s.hostname},
+             {"pid", s.pid},
+             {"device", s.device},
              {"threads", s.threads},
              {"connected_s", std::chrono::duration<double>(now - s.connected).count()}};
       w["trial"] = s.trial ? Json(*s.trial) : Json();
@@ -958,7 +977,8 @@ struct Coordinator::Impl {
   // Whether a step without messages has anything to write: a worker to
   // expire, a trial to dispatch, the end of the study, the status attr.
   bool writes_due(Steady::time_point now, bool may_expire) {
-    const auto timeout = std::chrono::milliseconds(options.heartbeat_interval_ms) * options.liveness;
+    const auto timeout =
+        std::chrono::milliseconds(options.heartbeat_interval_ms) * options.liveness;
     if (may_expire)
       for (const auto& [rid, s] : sessions)
         if (now - s.last_seen > timeout) return true;
@@ -1047,7 +1067,8 @@ struct Coordinator::Impl {
 };
 
 Coordinator::Coordinator(Study study, Json objective_config, CoordinatorOptions options)
-    : impl_(std::make_unique<Impl>(std::move(study), std::move(objective_config), std::move(options))) {}
+    : impl_(std::make_unique<Impl>(std::move(study), std::move(objective_config),
+                                   std::move(options))) {}
 
 Coordinator::~Coordinator() {
   if (!impl_) return;
@@ -1096,9 +1117,8 @@ std::vector<WorkerStatus> Coordinator::workers() const {
     w.connected_s = std::chrono::duration<double>(now - s.connected).count();
     out.push_back(std::move(w));
   }
-  std::sort(out.begin(), out.end(), [](const WorkerStatus& a, const WorkerStatus& b) {
-    return a.name < b.name;
-  });
+  std::sort(out.begin(), out.end(),
+            [](const WorkerStatus& a, const WorkerStatus& b) { return a.name < b.name; });
   return out;
 }
 

@@ -91,10 +91,10 @@ struct CoordinatorOptions {
 
 // A connected worker, as `hpsearch status` and the progress line show it.
 struct WorkerStatus {
-  std::string name;      // the worker's id (Hello.worker_id), "host:pid" by default
+  std::string name;  // the worker's id (Hello.worker_id), "host:pid" by default
   std::string hostname;
   std::int64_t pid = 0;
-  std::string device;    // "cpu", "cuda:0", ... plus " (CUDA_VISIBLE_DEVICES=X)" if set
+  std::string device;  // "cpu", "cuda:0", ... plus " (CUDA_VISIBLE_DEVICES=X)" if set
   int threads = 1;
   std::optional<std::int64_t> trial;  // the number of the trial it runs, if any
   double connected_s = 0;             // seconds since its Hello

@@ -1,14 +1,13 @@
 #include "coordinator/protocol.h"
 
+#include <cereal/archives/portable_binary.hpp>
+#include <cereal/cereal.hpp>
 #include <cstring>
 #include <istream>
 #include <limits>
 #include <ostream>
 #include <sstream>
 #include <streambuf>
-
-#include <cereal/archives/portable_binary.hpp>
-#include <cereal/cereal.hpp>
 
 namespace hps::protocol {
 
@@ -67,7 +66,8 @@ void field_string(A& ar, std::string& s) {
   std::uint64_t n = s.size();
   ar(n);
   if constexpr (kLoading<A>) {
-    if (n > kMaxFrameBytes) throw ProtocolError("string length " + std::to_string(n) + " exceeds the frame");
+    if (n > kMaxFrameBytes)
+      throw ProtocolError("string length " + std::to_string(n) + " exceeds the frame");
     s.resize(static_cast<std::size_t>(n));
   }
   if (n > 0) ar(cereal::binary_data(s.data(), static_cast<std::size_t>(n)));
@@ -89,7 +89,8 @@ void field_list(A& ar, std::vector<T>& list) {
   std::uint64_t n = list.size();
   ar(n);
   if constexpr (kLoading<A>) {
-    if (n > kMaxFrameBytes) throw ProtocolError("list length " + std::to_string(n) + " exceeds the frame");
+    if (n > kMaxFrameBytes)
+      throw ProtocolError("list length " + std::to_string(n) + " exceeds the frame");
     list.clear();
     for (std::uint64_t i = 0; i < n; ++i) {  // no reserve: a short frame fails at the first read
       T item;
@@ -108,7 +109,10 @@ void field_optional_double(A& ar, std::optional<double>& v) {
   double d = v.value_or(0.0);
   ar(d);
   if constexpr (kLoading<A>) {
-    if (has) v = d; else v.reset();
+    if (has)
+      v = d;
+    else
+      v.reset();
   }
 }
 
@@ -127,12 +131,23 @@ void serialize(A& ar, Value& v, std::uint32_t const version) {
   check_version(version, "Value");
   field_enum(ar, v.kind, 0, 5, "Value.kind");
   switch (v.kind) {
-    case Value::Kind::kNull: break;
-    case Value::Kind::kBool: field_bool(ar, v.b); break;
-    case Value::Kind::kInt: ar(v.i); break;
-    case Value::Kind::kUint: ar(v.u); break;
-    case Value::Kind::kFloat: ar(v.d); break;
-    case Value::Kind::kString: field_string(ar, v.s); break;
+    case Value::Kind::kNull:
+      break;
+    case Value::Kind::kBool:
+      field_bool(ar, v.b);
+      break;
+    case Value::Kind::kInt:
+      ar(v.i);
+      break;
+    case Value::Kind::kUint:
+      ar(v.u);
+      break;
+    case Value::Kind::kFloat:
+      ar(v.d);
+      break;
+    case Value::Kind::kString:
+      field_string(ar, v.s);
+      break;
   }
 }
 
@@ -218,7 +233,8 @@ void serialize(A& ar, Report& m, std::uint32_t const version) {
   check_version(version, "Report");
   ar(m.number, m.step, m.value);
   if constexpr (kLoading<A>)
-    if (m.number < 0 || m.step < 0) throw ProtocolError("Report: trial number and step must be >= 0");
+    if (m.number < 0 || m.step < 0)
+      throw ProtocolError("Report: trial number and step must be >= 0");
 }
 
 template <class A>
@@ -307,10 +323,11 @@ struct Envelope {
 
 Envelope read_envelope(std::string_view frame) {
   if (frame.size() > kMaxFrameBytes)
-    throw ProtocolError("frame of " + std::to_string(frame.size()) + " bytes exceeds the limit of " +
-                        std::to_string(kMaxFrameBytes));
+    throw ProtocolError("frame of " + std::to_string(frame.size()) +
+                        " bytes exceeds the limit of " + std::to_string(kMaxFrameBytes));
   if (frame.size() < kEnvelopeBytes)
-    throw ProtocolError("frame of " + std::to_string(frame.size()) + " bytes is shorter than the envelope");
+    throw ProtocolError("frame of " + std::to_string(frame.size()) +
+                        " bytes is shorter than the envelope");
   if (std::memcmp(frame.data(), kMagic, sizeof kMagic) != 0)
     throw ProtocolError("frame does not start with the magic \"HPSW\"");
   return {get_u16(frame.data() + 4), get_u16(frame.data() + 6)};
@@ -347,9 +364,9 @@ Message decode_as(std::uint16_t type, std::string_view frame) {
 }  // namespace
 
 std::string to_string(MessageType type) {
-  static const char* const kNames[] = {"Hello",  "Welcome", "Disconnect", "RequestTrial", "Assignment",
-                                       "Suggest", "SuggestReply", "Report", "Decision", "Complete",
-                                       "Fail", "Heartbeat", "Shutdown"};
+  static const char* const kNames[] = {
+      "Hello",  "Welcome",  "Disconnect", "RequestTrial", "Assignment", "Suggest", "SuggestReply",
+      "Report", "Decision", "Complete",   "Fail",         "Heartbeat",  "Shutdown"};
   auto n = static_cast<std::uint16_t>(type);
   if (n >= kFirstType && n <= kLastType) return kNames[n - 1];
   return "unknown(" + std::to_string(n) + ")";
@@ -364,25 +381,49 @@ VersionMismatch::VersionMismatch(std::uint16_t version, MessageType type)
 Value Value::from_json(const Json& j) {
   Value v;
   switch (j.type()) {
-    case Json::value_t::null: v.kind = Kind::kNull; break;
-    case Json::value_t::boolean: v.kind = Kind::kBool; v.b = j.get<bool>(); break;
-    case Json::value_t::number_integer: v.kind = Kind::kInt; v.i = j.get<std::int64_t>(); break;
-    case Json::value_t::number_unsigned: v.kind = Kind::kUint; v.u = j.get<std::uint64_t>(); break;
-    case Json::value_t::number_float: v.kind = Kind::kFloat; v.d = j.get<double>(); break;
-    case Json::value_t::string: v.kind = Kind::kString; v.s = j.get<std::string>(); break;
-    default: throw ProtocolError("a param value must be a JSON scalar, got " + std::string(j.type_name()));
+    case Json::value_t::null:
+      v.kind = Kind::kNull;
+      break;
+    case Json::value_t::boolean:
+      v.kind = Kind::kBool;
+      v.b = j.get<bool>();
+      break;
+    case Json::value_t::number_integer:
+      v.kind = Kind::kInt;
+      v.i = j.get<std::int64_t>();
+      break;
+    case Json::value_t::number_unsigned:
+      v.kind = Kind::kUint;
+      v.u = j.get<std::uint64_t>();
+      break;
+    case Json::value_t::number_float:
+      v.kind = Kind::kFloat;
+      v.d = j.get<double>();
+      break;
+    case Json::value_t::string:
+      v.kind = Kind::kString;
+      v.s = j.get<std::string>();
+      break;
+    default:
+      throw ProtocolError("a param value must be a JSON scalar, got " + std::string(j.type_name()));
   }
   return v;
 }
 
 Json Value::to_json() const {
   switch (kind) {
-    case Kind::kNull: return Json();
-    case Kind::kBool: return Json(b);
-    case Kind::kInt: return Json(i);
-    case Kind::kUint: return Json(u);
-    case Kind::kFloat: return Json(d);
-    case Kind::kString: return Json(s);
+    case Kind::kNull:
+      return Json();
+    case Kind::kBool:
+      return Json(b);
+    case Kind::kInt:
+      return Json(i);
+    case Kind::kUint:
+      return Json(u);
+    case Kind::kFloat:
+      return Json(d);
+    case Kind::kString:
+      return Json(s);
   }
   return Json();
 }

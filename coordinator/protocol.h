@@ -104,7 +104,14 @@ class VersionMismatch : public ProtocolError {
 // A param value with its JSON type kept: null, bool, signed or unsigned
 // integer, double (bit-exact, +-inf and NaN included) or string.
 struct Value {
-  enum class Kind : std::uint8_t { kNull = 0, kBool = 1, kInt = 2, kUint = 3, kFloat = 4, kString = 5 };
+  enum class Kind : std::uint8_t {
+    kNull = 0,
+    kBool = 1,
+    kInt = 2,
+    kUint = 3,
+    kFloat = 4,
+    kString = 5
+  };
   Kind kind = Kind::kNull;
   bool b = false;
   std::int64_t i = 0;
@@ -131,12 +138,12 @@ Params from_wire(const std::vector<NamedValue>& values);
 
 // worker -> coordinator, first message of a session.
 struct Hello {
-  std::string worker_id{};   // stable name of the worker process ("host:pid" by default)
+  std::string worker_id{};  // stable name of the worker process ("host:pid" by default)
   std::string hostname{};
   std::int64_t pid = 0;
-  std::string device{};      // "cpu", "cuda:0", ...
+  std::string device{};           // "cpu", "cuda:0", ...
   std::string visible_devices{};  // CUDA_VISIBLE_DEVICES of the worker ("" if unset)
-  std::int32_t threads = 1;  // CPU threads the objective may use
+  std::int32_t threads = 1;       // CPU threads the objective may use
   std::uint32_t protocol_version = kProtocolVersion;
 };
 
@@ -191,7 +198,7 @@ struct SuggestReply {
   std::int64_t number = -1;
   std::string name{};
   bool ok = false;
-  Value value{};       // ok: the external value chosen
+  Value value{};        // ok: the external value chosen
   std::string error{};  // !ok: why (the objective raises it as hps::Error)
 };
 

@@ -4,7 +4,6 @@
 
 #include <cerrno>
 #include <string>
-
 #include <zmq.hpp>
 
 #include "search/errors.h"
@@ -47,7 +46,8 @@ inline void check_endpoint(const std::string& endpoint, const std::string& field
   const std::string port = r.substr(colon + 1);
   if (bind && port == "*") return;
   if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
-    fail(bind ? "the port must be a number in [1, 65535] or *" : "the port must be a number in [1, 65535]");
+    fail(bind ? "the port must be a number in [1, 65535] or *"
+              : "the port must be a number in [1, 65535]");
   const long n = std::stol(port);
   if (n > 65535 || (n == 0 && !bind)) fail("the port must be in [1, 65535]");
 }

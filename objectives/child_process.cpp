@@ -66,7 +66,9 @@ class Fd {
   int fd_ = -1;
 };
 
-std::string errno_text(int err) { return std::string(strerrordesc_np(err) ? strerrordesc_np(err) : "unknown error"); }
+std::string errno_text(int err) {
+  return std::string(strerrordesc_np(err) ? strerrordesc_np(err) : "unknown error");
+}
 
 // Moves `fd` (close-on-exec) to a number >= 3, so that dup2() onto 0, 1 or 2
 // in the child never meets itself (dup2(fd, fd) would keep FD_CLOEXEC).
@@ -172,8 +174,8 @@ ChildProcess::ChildProcess(const SpawnOptions& options) {
       check_rc(posix_spawn_file_actions_addchdir_np(&fa.actions, options.cwd.c_str()),
                "posix_spawn_file_actions_addchdir_np");
 
-    check_rc(posix_spawnattr_setflags(&sa.attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                                    POSIX_SPAWN_SETSIGDEF),
+    check_rc(posix_spawnattr_setflags(
+                 &sa.attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF),
              "posix_spawnattr_setflags");
     check_rc(posix_spawnattr_setpgroup(&sa.attr, 0), "posix_spawnattr_setpgroup");
     sigset_t none, all;
@@ -306,8 +308,7 @@ void ChildProcess::read_available(int& fd, std::string& buffer, Stream stream,
   }
 }
 
-bool ChildProcess::wait_for_output(std::chrono::milliseconds timeout,
-                                   const LineHandler& on_line) {
+bool ChildProcess::wait_for_output(std::chrono::milliseconds timeout, const LineHandler& on_line) {
   if (timeout.count() < 0) timeout = std::chrono::milliseconds(0);
   auto deadline = SteadyClock::now() + timeout;
   if (!reaped_) check_exit(false);
@@ -331,8 +332,10 @@ bool ChildProcess::wait_for_output(std::chrono::milliseconds timeout,
   if (rc > 0) {
     for (nfds_t i = 0; i < n; ++i) {
       if (fds[i].revents == 0) continue;
-      if (fds[i].fd == out_fd_) read_available(out_fd_, out_buffer_, Stream::kStdout, on_line);
-      else if (fds[i].fd == err_fd_) read_available(err_fd_, err_buffer_, Stream::kStderr, on_line);
+      if (fds[i].fd == out_fd_)
+        read_available(out_fd_, out_buffer_, Stream::kStdout, on_line);
+      else if (fds[i].fd == err_fd_)
+        read_available(err_fd_, err_buffer_, Stream::kStderr, on_line);
     }
   }
   if (!reaped_) check_exit(false);
@@ -345,9 +348,8 @@ void ChildProcess::terminate(std::chrono::duration<double> grace, const LineHand
   if (!reaped_) check_exit(false);
   if (!reaped_) {
     ::kill(-pid_, SIGTERM);
-    auto deadline = SteadyClock::now() +
-                    std::chrono::duration_cast<SteadyClock::duration>(
-                        std::max(grace, std::chrono::duration<double>(0)));
+    auto deadline = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
+                                             std::max(grace, std::chrono::duration<double>(0)));
     while (!reaped_ && SteadyClock::now() < deadline) {
       auto step = std::min<std::chrono::milliseconds>(
           std::chrono::milliseconds(remaining_ms(deadline)), std::chrono::milliseconds(100));
@@ -384,7 +386,8 @@ std::string ChildProcess::describe_status() const {
     const char* abbrev = sigabbrev_np(*term_signal_);
     const char* desc = sigdescr_np(*term_signal_);
     std::string text = "killed by signal " + std::to_string(*term_signal_);
-    if (abbrev) text += std::string(" (SIG") + abbrev + (desc ? std::string(": ") + desc : "") + ")";
+    if (abbrev)
+      text += std::string(" (SIG") + abbrev + (desc ? std::string(": ") + desc : "") + ")";
     return text;
   }
   return "exit status unknown";

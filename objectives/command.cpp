@@ -29,8 +29,8 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 
 constexpr std::string_view kReportPrefix = "hpsearch:";
-constexpr std::size_t kTailLines = 20;      // stderr lines kept for a FAIL reason
-constexpr std::size_t kTailBytes = 4000;    // and at most this many bytes of them
+constexpr std::size_t kTailLines = 20;    // stderr lines kept for a FAIL reason
+constexpr std::size_t kTailBytes = 4000;  // and at most this many bytes of them
 constexpr double kMaxTimeoutS = 1e9;
 // How often a running trial checks Trial::interrupted().
 constexpr std::chrono::milliseconds kInterruptPoll{100};
@@ -47,9 +47,9 @@ const std::vector<std::string>& reserved_env() {
 
 // One piece of an argument: literal text, or a placeholder.
 struct Piece {
-  std::string text;        // literal text, or the param name
+  std::string text;  // literal text, or the param name
   bool is_param = false;
-  bool optional = false;   // "{name?}"
+  bool optional = false;  // "{name?}"
 };
 using Template = std::vector<Piece>;
 
@@ -66,8 +66,8 @@ Template parse_template(const std::string& text, const std::string& path) {
         ++i;
         continue;
       }
-      throw ConfigError(path, "single '}' at offset " + std::to_string(i) +
-                                  "; write '}}' for a literal brace");
+      throw ConfigError(
+          path, "single '}' at offset " + std::to_string(i) + "; write '}}' for a literal brace");
     }
     if (c != '{') {
       literal += c;
@@ -92,8 +92,8 @@ Template parse_template(const std::string& text, const std::string& path) {
       name.pop_back();
     }
     if (name.empty())
-      throw ConfigError(path, "empty placeholder at offset " + std::to_string(i) +
-                                  "; write {param} or {param?}");
+      throw ConfigError(
+          path, "empty placeholder at offset " + std::to_string(i) + "; write {param} or {param?}");
     p.text = std::move(name);
     if (!literal.empty()) out.push_back({std::move(literal), false, false});
     literal.clear();
@@ -115,8 +115,8 @@ void check_placeholders(const Template& t, const SearchSpace& space, const std::
     if (!p.is_param) continue;
     const ParamSpec* spec = space.find(p.text);
     if (!spec) {
-      std::string rule = "placeholder {" + p.text + (p.optional ? "?" : "") +
-                         "} names no param in space";
+      std::string rule =
+          "placeholder {" + p.text + (p.optional ? "?" : "") + "} names no param in space";
       std::string best;
       std::size_t best_d = std::numeric_limits<std::size_t>::max();
       for (const ParamSpec& s : space.params()) {
@@ -135,8 +135,8 @@ void check_placeholders(const Template& t, const SearchSpace& space, const std::
     if (spec->condition && !p.optional)
       throw ConfigError(path, "param '" + p.text +
                                   "' is conditional (\"when\") and absent from some trials; "
-                                  "write {" + p.text + "?} to drop " + drop_what +
-                                  " when it is inactive");
+                                  "write {" +
+                                  p.text + "?} to drop " + drop_what + " when it is inactive");
   }
 }
 
@@ -212,7 +212,8 @@ CommandConfig parse_config(const Json& config, const SearchSpace* space) {
 
   if (config.contains("env")) {
     const Json& env = config.at("env");
-    if (!env.is_object()) throw ConfigError("objective.env", "must be an object {\"NAME\": \"value\"}");
+    if (!env.is_object())
+      throw ConfigError("objective.env", "must be an object {\"NAME\": \"value\"}");
     for (const auto& [name, value] : env.items()) {
       std::string path = join_path("objective.env", name);
       if (name.empty() || name.find('=') != std::string::npos ||
@@ -230,7 +231,8 @@ CommandConfig parse_config(const Json& config, const SearchSpace* space) {
 
   if (auto timeout = optional_number(config, "objective", "timeout_s")) {
     if (!(*timeout > 0 && *timeout <= kMaxTimeoutS))
-      throw ConfigError("objective.timeout_s", "must be in (0, 1e9] seconds (omit it for no limit)");
+      throw ConfigError("objective.timeout_s",
+                        "must be in (0, 1e9] seconds (omit it for no limit)");
     c.timeout_s = *timeout;
   }
   if (auto grace = optional_number(config, "objective", "grace_s")) {
@@ -337,8 +339,10 @@ std::string normalize_literals(std::string_view text) {
     char c = text[i];
     if (in_string) {
       out += c;
-      if (c == '\\' && i + 1 < text.size()) out += text[++i];
-      else if (c == '"') in_string = false;
+      if (c == '\\' && i + 1 < text.size())
+        out += text[++i];
+      else if (c == '"')
+        in_string = false;
       continue;
     }
     if (c == '"') {
@@ -388,10 +392,14 @@ std::string parse_report(std::string_view text, Report& out) {
       out.value = v.get<double>();
     } else if (v.is_string()) {
       std::string s = lower(v.get<std::string>());
-      if (s == "nan") out.value = std::numeric_limits<double>::quiet_NaN();
-      else if (s == "inf" || s == "infinity" || s == "+inf") out.value = std::numeric_limits<double>::infinity();
-      else if (s == "-inf" || s == "-infinity") out.value = -std::numeric_limits<double>::infinity();
-      else return "\"value\" must be a number, \"nan\", \"inf\" or \"-inf\"";
+      if (s == "nan")
+        out.value = std::numeric_limits<double>::quiet_NaN();
+      else if (s == "inf" || s == "infinity" || s == "+inf")
+        out.value = std::numeric_limits<double>::infinity();
+      else if (s == "-inf" || s == "-infinity")
+        out.value = -std::numeric_limits<double>::infinity();
+      else
+        return "\"value\" must be a number, \"nan\", \"inf\" or \"-inf\"";
     } else {
       return "\"value\" must be a number, \"nan\", \"inf\" or \"-inf\"";
     }
@@ -399,7 +407,8 @@ std::string parse_report(std::string_view text, Report& out) {
   if (j.contains("step")) {
     const Json& s = j["step"];
     if (s.is_number_unsigned()) {
-      if (s.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      if (s.get<std::uint64_t>() >
+          static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
         return "\"step\" is too large";
       out.step = static_cast<std::int64_t>(s.get<std::uint64_t>());
     } else if (s.is_number_integer()) {
@@ -417,7 +426,8 @@ std::string parse_report(std::string_view text, Report& out) {
     if (!j["attrs"].is_object()) return "\"attrs\" must be an object";
     out.attrs = j["attrs"];
   }
-  if (!out.value && out.attrs.is_null()) return "needs \"value\" (and \"step\" for an intermediate value)";
+  if (!out.value && out.attrs.is_null())
+    return "needs \"value\" (and \"step\" for an intermediate value)";
   return "";
 }
 
@@ -430,8 +440,10 @@ std::string quote(const std::string& arg) {
     return arg;
   std::string out = "'";
   for (char c : arg) {
-    if (c == '\'') out += "'\\''";
-    else out += c;
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
   }
   return out + "'";
 }
@@ -443,7 +455,8 @@ class TrialLog {
     if (log_dir.empty()) return;
     std::error_code ec;
     std::filesystem::create_directories(log_dir, ec);
-    path_ = (std::filesystem::path(log_dir) / ("trial-" + std::to_string(number) + ".log")).string();
+    path_ =
+        (std::filesystem::path(log_dir) / ("trial-" + std::to_string(number) + ".log")).string();
     file_ = ::fopen(path_.c_str(), "ae");
     if (!file_)
       spdlog::warn("trial {}: cannot write the program's output to {}: {}", number, path_,
@@ -510,14 +523,27 @@ std::string valid_utf8(std::string_view text) {
     unsigned char c = byte(i);
     std::size_t len = 0;
     unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-    if (c < 0x80) len = 1;
-    else if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c == 0xE0) { len = 3; lo = 0xA0; }
-    else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) len = 3;
-    else if (c == 0xED) { len = 3; hi = 0x9F; }
-    else if (c == 0xF0) { len = 4; lo = 0x90; }
-    else if (c >= 0xF1 && c <= 0xF3) len = 4;
-    else if (c == 0xF4) { len = 4; hi = 0x8F; }
+    if (c < 0x80)
+      len = 1;
+    else if (c >= 0xC2 && c <= 0xDF)
+      len = 2;
+    else if (c == 0xE0) {
+      len = 3;
+      lo = 0xA0;
+    } else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF)
+      len = 3;
+    else if (c == 0xED) {
+      len = 3;
+      hi = 0x9F;
+    } else if (c == 0xF0) {
+      len = 4;
+      lo = 0x90;
+    } else if (c >= 0xF1 && c <= 0xF3)
+      len = 4;
+    else if (c == 0xF4) {
+      len = 4;
+      hi = 0x8F;
+    }
     bool ok = len > 0 && i + len <= text.size();
     for (std::size_t k = 1; ok && k < len; ++k) {
       unsigned char b = byte(i + k);

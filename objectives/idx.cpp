@@ -37,13 +37,20 @@ std::string hex8(std::uint8_t value) {
 
 const char* type_name(std::uint8_t type) {
   switch (type) {
-    case 0x08: return "unsigned byte";
-    case 0x09: return "signed byte";
-    case 0x0B: return "int16";
-    case 0x0C: return "int32";
-    case 0x0D: return "float32";
-    case 0x0E: return "float64";
-    default: return "not an IDX type";
+    case 0x08:
+      return "unsigned byte";
+    case 0x09:
+      return "signed byte";
+    case 0x0B:
+      return "int16";
+    case 0x0C:
+      return "int32";
+    case 0x0D:
+      return "float32";
+    case 0x0E:
+      return "float64";
+    default:
+      return "not an IDX type";
   }
 }
 
@@ -69,8 +76,7 @@ std::string gz_error_text(gzFile file) {
 
 // Reads up to `size` bytes into `out`; returns the count read (< size only
 // at end of input). Throws on a read or decompression error.
-std::size_t read_some(gzFile file, const std::string& path, std::uint8_t* out,
-                      std::size_t size) {
+std::size_t read_some(gzFile file, const std::string& path, std::uint8_t* out, std::size_t size) {
   std::size_t total = 0;
   while (total < size) {
     const auto want = static_cast<unsigned>(std::min(size - total, kReadChunk));
@@ -133,8 +139,8 @@ IdxArray read_idx(const std::string& path, std::uint32_t expected_magic) {
                    ", got " + hex32(array.magic) + "; not an IDX file");
   }
   if (expected_magic != 0 && array.magic != expected_magic) {
-    fail(path, "wrong magic number: expected " + hex32(expected_magic) + ", got " +
-                   hex32(array.magic));
+    fail(path,
+         "wrong magic number: expected " + hex32(expected_magic) + ", got " + hex32(array.magic));
   }
   const std::uint8_t type = head[2];
   const std::size_t ndim = head[3];
@@ -173,8 +179,8 @@ IdxArray read_idx(const std::string& path, std::uint32_t expected_magic) {
     const auto step =
         static_cast<std::size_t>(std::min<std::uint64_t>(expected - have, kReadChunk));
     if (have + step > array.data.capacity()) {
-      array.data.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(
-          expected, std::max(2 * array.data.capacity(), have + step))));
+      array.data.reserve(static_cast<std::size_t>(
+          std::min<std::uint64_t>(expected, std::max(2 * array.data.capacity(), have + step))));
     }
     array.data.resize(have + step);
     const std::size_t n = read_some(file.get(), path, array.data.data() + have, step);
@@ -254,8 +260,7 @@ IndexSplit split_indices(std::size_t n, double val_fraction, std::uint64_t seed,
                                std::to_string(n));
   }
   const double rounded = std::round(static_cast<double>(n) * val_fraction);
-  const std::size_t n_val =
-      std::clamp<std::size_t>(static_cast<std::size_t>(rounded), 1, n - 1);
+  const std::size_t n_val = std::clamp<std::size_t>(static_cast<std::size_t>(rounded), 1, n - 1);
   const std::size_t n_train = n - n_val;
   if (subset > n_train) {
     throw ConfigError("subset", "must be at most the " + std::to_string(n_train) +

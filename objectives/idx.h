@@ -36,9 +36,9 @@ inline constexpr std::uint64_t kMaxIdxBytes = std::uint64_t{1} << 31;
 
 // An IDX array of unsigned bytes (type 0x08).
 struct IdxArray {
-  std::uint32_t magic = 0;           // e.g. 0x00000803; low byte = dims.size()
-  std::vector<std::uint32_t> dims;   // sizes, outermost first
-  std::vector<std::uint8_t> data;    // product(dims) elements, row-major
+  std::uint32_t magic = 0;          // e.g. 0x00000803; low byte = dims.size()
+  std::vector<std::uint32_t> dims;  // sizes, outermost first
+  std::vector<std::uint8_t> data;   // product(dims) elements, row-major
 };
 
 // Reads an IDX file, gzip-compressed or plain.
@@ -68,13 +68,13 @@ IdxArray read_idx(const std::string& path, std::uint32_t expected_magic = 0);
 
 // One split of an MNIST-like data set.
 struct Dataset {
-  std::size_t n = 0;                  // number of examples
-  std::size_t rows = 0;               // image height in pixels
-  std::size_t cols = 0;               // image width in pixels
+  std::size_t n = 0;     // number of examples
+  std::size_t rows = 0;  // image height in pixels
+  std::size_t cols = 0;  // image width in pixels
   // n * rows * cols grey levels 0..255, image i at [i*rows*cols, (i+1)*rows*cols),
   // each image row-major (pixel (r, c) at offset r*cols + c).
   std::vector<std::uint8_t> images;
-  std::vector<std::uint8_t> labels;   // n class labels, each in [0, kNumClasses)
+  std::vector<std::uint8_t> labels;  // n class labels, each in [0, kNumClasses)
 
   static constexpr int kNumClasses = 10;
 };

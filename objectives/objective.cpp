@@ -33,10 +33,10 @@ std::optional<std::size_t> input_index(const std::string& param, const std::stri
   const char* last = param.data() + param.size();
   auto [ptr, ec] = std::from_chars(first, last, index);
   if (ec != std::errc() || ptr != last || (param[1] == '0' && param.size() > 2)) {
-    throw ConfigError(join_path("space", param),
-                      "objective '" + type + "' reads its inputs from params x0, x1, ... " +
-                          "(decimal index without leading zeros); '" + param +
-                          "' is not one of them");
+    throw ConfigError(join_path("space", param), "objective '" + type +
+                                                     "' reads its inputs from params x0, x1, ... " +
+                                                     "(decimal index without leading zeros); '" +
+                                                     param + "' is not one of them");
   }
   return index;
 }
@@ -88,8 +88,8 @@ std::size_t synthetic_dimension(const SyntheticFunction& f, const Json& config,
       throw ConfigError("space", "objective '" + type + "' needs at least " +
                                      std::to_string(f.min_dimension) + " input" +
                                      (f.min_dimension == 1 ? "" : "s") +
-                                     ", params x0, x1, ... (float or int); x" +
-                                     std::to_string(n) + " is not declared");
+                                     ", params x0, x1, ... (float or int); x" + std::to_string(n) +
+                                     " is not declared");
     }
     if (inputs.rbegin()->first >= n) {
       const std::size_t extra = inputs.rbegin()->first;
@@ -181,8 +181,7 @@ class Registry {
     for (const SyntheticFunction& f : synthetic_functions()) {
       types_.emplace(f.name, synthetic_type(f));
     }
-    for (ObjectiveType type :
-         {sleep_objective_type(), command_objective_type(), external_type()}) {
+    for (ObjectiveType type : {sleep_objective_type(), command_objective_type(), external_type()}) {
       std::string name = type.type;
       types_.emplace(std::move(name), std::move(type));
     }
@@ -224,8 +223,8 @@ Registry& registry() {
 // "objective" or "objective.type".
 ObjectiveType find_type(const Json& config) {
   if (!config.is_object()) {
-    throw ConfigError("objective", "must be an object with a \"type\", got " +
-                                       std::string(config.type_name()));
+    throw ConfigError("objective",
+                      "must be an object with a \"type\", got " + std::string(config.type_name()));
   }
   const std::string name = require_string(config, "objective", "type");
   if (auto type = registry().find(name)) return std::move(*type);

@@ -16,10 +16,10 @@ namespace hps {
 
 // Where and how an objective runs (set by the worker that runs it).
 struct ObjectiveContext {
-  int threads = 1;                // CPU threads the objective may use (>= 1)
-  std::string device = "cpu";     // "cpu" or "cuda:N"
-  std::string study_name;         // for logs and the environment of commands
-  std::string log_dir;            // per-study log directory ("" = none)
+  int threads = 1;             // CPU threads the objective may use (>= 1)
+  std::string device = "cpu";  // "cpu" or "cuda:N"
+  std::string study_name;      // for logs and the environment of commands
+  std::string log_dir;         // per-study log directory ("" = none)
   // The study's direction, when the caller knows it; objectives whose metric
   // depends on it (torch.fashion_mnist: val_loss or val_accuracy) derive or
   // check it. nullopt = unknown.

@@ -85,9 +85,9 @@ double ackley(std::span<const double> x);
 // A description of one synthetic function, for benches and the objective
 // registry. Entries are immutable; the table is built once.
 struct SyntheticFunction {
-  std::string name;           // registry type name, e.g. "branin"
-  std::string description;    // one line, e.g. "Branin, 2-D, min 0.397887"
-  std::size_t dimension = 0;  // the exact dimension, or 0 for any N >= min_dimension
+  std::string name;               // registry type name, e.g. "branin"
+  std::string description;        // one line, e.g. "Branin, 2-D, min 0.397887"
+  std::size_t dimension = 0;      // the exact dimension, or 0 for any N >= min_dimension
   std::size_t min_dimension = 1;  // smallest N accepted (== dimension when fixed)
   // Domain per coordinate. For a fixed dimension: one entry per coordinate;
   // for N-D functions (dimension 0): one entry, used for every coordinate.

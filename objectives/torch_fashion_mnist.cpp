@@ -1,7 +1,12 @@
 // torch.fashion_mnist: MLP and CNN classifiers of Fashion-MNIST (or MNIST)
 // trained with LibTorch. Every use of LibTorch of the objectives is in this
 // file (one slow translation unit rather than several).
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 #include <dlfcn.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
 
 #include <algorithm>
 #include <atomic>
@@ -9,12 +14,6 @@
 #include <map>
 #include <mutex>
 #include <new>
-
-#include <ATen/CPUGeneratorImpl.h>
-#include <ATen/Parallel.h>
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
-#include <torch/torch.h>
 
 #include "objectives/idx.h"
 #include "objectives/torch_objectives.h"
@@ -46,7 +45,7 @@ struct PreparedData {
   torch::Tensor train_x, train_y;  // [n_train, 1, rows, cols] float32 normalized; [n_train] int64
   torch::Tensor val_x, val_y;      // [n_val, 1, rows, cols]; [n_val]
   std::int64_t rows = 0, cols = 0;
-  double mean = 0.0, std = 1.0;    // of the training part's pixels scaled to [0, 1]
+  double mean = 0.0, std = 1.0;  // of the training part's pixels scaled to [0, 1]
 };
 
 // Images `indices` of `data` as a [k, 1, rows, cols] float32 tensor in [0, 1]
@@ -54,7 +53,8 @@ struct PreparedData {
 std::pair<torch::Tensor, torch::Tensor> select(const Dataset& data,
                                                const std::vector<std::size_t>& indices) {
   const auto n = static_cast<std::int64_t>(data.n);
-  const auto rows = static_cast<std::int64_t>(data.rows), cols = static_cast<std::int64_t>(data.cols);
+  const auto rows = static_cast<std::int64_t>(data.rows),
+             cols = static_cast<std::int64_t>(data.cols);
   // from_blob does not copy; index_select does, so the result owns its memory.
   auto images = torch::from_blob(const_cast<std::uint8_t*>(data.images.data()), {n, 1, rows, cols},
                                  torch::kUInt8);
@@ -69,7 +69,8 @@ std::pair<torch::Tensor, torch::Tensor> select(const Dataset& data,
 std::mutex g_prepared_mu;
 std::map<std::string, std::shared_ptr<const PreparedData>> g_prepared;
 
-std::shared_ptr<const PreparedData> prepare(const FashionMnistConfig& c, const torch::Device& device) {
+std::shared_ptr<const PreparedData> prepare(const FashionMnistConfig& c,
+                                            const torch::Device& device) {
   const std::string key = fmt::format("{}|{}|{}|{}|{}", c.data_dir, c.val_fraction, c.train_subset,
                                       c.seed, device.str());
   {
@@ -81,12 +82,13 @@ std::shared_ptr<const PreparedData> prepare(const FashionMnistConfig& c, const t
   try {
     split = split_indices(raw->n, c.val_fraction, c.seed, static_cast<std::size_t>(c.train_subset));
   } catch (const ConfigError& e) {
-    const std::string field = e.path() == "subset" ? "objective.train_subset"
+    const std::string field = e.path() == "subset"         ? "objective.train_subset"
                               : e.path() == "val_fraction" ? "objective.val_fraction"
                                                            : "objective.data_dir";
     std::string rule = e.what();
     rule = rule.substr(std::min(rule.size(), e.path().size() + 2));
-    throw ConfigError(field, rule + " (" + std::to_string(raw->n) + " images in " + c.data_dir + ")");
+    throw ConfigError(field,
+                      rule + " (" + std::to_string(raw->n) + " images in " + c.data_dir + ")");
   }
   auto data = std::make_shared<PreparedData>();
   data->rows = static_cast<std::int64_t>(raw->rows);
@@ -261,7 +263,8 @@ torch::nn::Sequential make_cnn(const TrainingParams& p, std::int64_t rows, std::
   seq->push_back(nn::MaxPool2d(nn::MaxPool2dOptions(2)));
   seq->push_back(nn::Flatten());
   const std::int64_t flat = 2 * c * (rows / 4) * (cols / 4);
-  if (flat < 1) throw Error(fmt::format("cnn: images of {}x{} are too small (need at least 4x4)", rows, cols));
+  if (flat < 1)
+    throw Error(fmt::format("cnn: images of {}x{} are too small (need at least 4x4)", rows, cols));
   if (p.dropout > 0) seq->push_back(SeededDropout(p.dropout, dropout_gen));
   seq->push_back(nn::Linear(flat, 128));
   seq->push_back(activation(p.activation));
@@ -274,7 +277,8 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingParams& p,
                                                         std::vector<torch::Tensor> params) {
   namespace optim = torch::optim;
   if (p.optimizer == "adamw")
-    return std::make_unique<optim::AdamW>(params, optim::AdamWOptions(p.lr_effective).weight_decay(p.weight_decay));
+    return std::make_unique<optim::AdamW>(
+        params, optim::AdamWOptions(p.lr_effective).weight_decay(p.weight_decay));
   if (p.optimizer == "sgd")
     return std::make_unique<optim::SGD>(params, optim::SGDOptions(p.lr_effective)
                                                     .momentum(p.momentum)
@@ -282,8 +286,10 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingParams& p,
                                                     .weight_decay(p.weight_decay));
   if (p.optimizer == "rmsprop")
     return std::make_unique<optim::RMSprop>(
-        params, optim::RMSpropOptions(p.lr_effective).momentum(p.momentum).weight_decay(p.weight_decay));
-  return std::make_unique<optim::Adam>(params, optim::AdamOptions(p.lr_effective).weight_decay(p.weight_decay));
+        params,
+        optim::RMSpropOptions(p.lr_effective).momentum(p.momentum).weight_decay(p.weight_decay));
+  return std::make_unique<optim::Adam>(
+      params, optim::AdamOptions(p.lr_effective).weight_decay(p.weight_decay));
 }
 
 // Mean cross-entropy and accuracy of `model` on (x, y), in chunks.
@@ -298,9 +304,10 @@ std::pair<double, double> score(torch::nn::Sequential& model, const torch::Tenso
     const std::int64_t end = std::min(n, start + chunk);
     auto logits = model->forward(x.slice(0, start, end));
     auto target = y.slice(0, start, end);
-    loss_sum += torch::nn::functional::cross_entropy(
-                    logits, target, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                    .item<double>();
+    loss_sum +=
+        torch::nn::functional::cross_entropy(
+            logits, target, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+            .item<double>();
     correct += logits.argmax(1).eq(target).sum().item<std::int64_t>();
   }
   return {loss_sum / static_cast<double>(n), static_cast<double>(correct) / static_cast<double>(n)};
@@ -401,7 +408,8 @@ TrainingOutcome train(const FashionMnistState& s, const TrainingParams& p, std::
     model->train();
     auto perm = torch::randperm(n, shuffle_gen, torch::kInt64).to(s.device);
     // Summed on the device: no host synchronisation per batch.
-    auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(s.device));
+    auto loss_sum =
+        torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(s.device));
     std::int64_t b = 0;
     for (std::int64_t start = 0; start < n; start += batch, ++b) {
       if (g_batch_hook) g_batch_hook(epoch, b);
@@ -417,14 +425,14 @@ TrainingOutcome train(const FashionMnistState& s, const TrainingParams& p, std::
     EpochMetrics m;
     m.train_loss = loss_sum.item<double>() / static_cast<double>(n);
     std::tie(m.val_loss, m.val_accuracy) = score(model, d.val_x, d.val_y, s.config.eval_batch_size);
-    spdlog::debug("epoch {}: train_loss {:.4f} val_loss {:.4f} val_accuracy {:.4f}", epoch, m.train_loss,
-                  m.val_loss, m.val_accuracy);
+    spdlog::debug("epoch {}: train_loss {:.4f} val_loss {:.4f} val_accuracy {:.4f}", epoch,
+                  m.train_loss, m.val_loss, m.val_accuracy);
     return m;
   };
   std::function<void(std::int64_t)> on_best;
   if (best_weights) on_best = [&](std::int64_t) { *best_weights = snapshot(model); };
-  TrainingOutcome out = run_epochs(trial, s.config.max_epochs, s.metric, s.config.early_stopping,
-                                   run_epoch, on_best);
+  TrainingOutcome out =
+      run_epochs(trial, s.config.max_epochs, s.metric, s.config.early_stopping, run_epoch, on_best);
   if (model_out) *model_out = model;
   return out;
 }
@@ -434,10 +442,11 @@ TrainingOutcome train(const FashionMnistState& s, const TrainingParams& p, std::
 Objective make_fashion_mnist_objective(const Json& config, const SearchSpace& space,
                                        const ObjectiveContext& context) {
   auto state = oom_guard([&] { return make_state(config, space, context); });
-  spdlog::info("{}: {} model, {} training and {} validation images, metric {}, device {}, {} threads",
-               kFashionMnistType, state->config.model, state->data->train_x.size(0),
-               state->data->val_x.size(0), to_string(state->metric), state->device.str(),
-               at::get_num_threads());
+  spdlog::info(
+      "{}: {} model, {} training and {} validation images, metric {}, device {}, {} threads",
+      kFashionMnistType, state->config.model, state->data->train_x.size(0),
+      state->data->val_x.size(0), to_string(state->metric), state->device.str(),
+      at::get_num_threads());
   return [state](Trial& trial) -> double {
     const TrainingParams p = TrainingParams::from_params(trial.params(), state->space);
     const std::uint64_t seed = trial_seed(state->config.seed, trial.params());
@@ -447,8 +456,8 @@ Objective make_fashion_mnist_objective(const Json& config, const SearchSpace& sp
   };
 }
 
-TestEvaluation evaluate_on_test_set(const Json& config, const SearchSpace& space, const Params& params,
-                                    const ObjectiveContext& context) {
+TestEvaluation evaluate_on_test_set(const Json& config, const SearchSpace& space,
+                                    const Params& params, const ObjectiveContext& context) {
   auto state = oom_guard([&] { return make_state(config, space, context); });
   const TrainingParams p = TrainingParams::from_params(params, space);
   const std::uint64_t seed = trial_seed(state->config.seed, params);
@@ -458,7 +467,8 @@ TestEvaluation evaluate_on_test_set(const Json& config, const SearchSpace& space
     if (static_cast<std::int64_t>(test_raw->rows) != d.rows ||
         static_cast<std::int64_t>(test_raw->cols) != d.cols)
       throw Error(fmt::format("{}: test images are {}x{} but training images are {}x{}",
-                              state->config.data_dir, test_raw->rows, test_raw->cols, d.rows, d.cols));
+                              state->config.data_dir, test_raw->rows, test_raw->cols, d.rows,
+                              d.cols));
     std::vector<std::size_t> all(test_raw->n);
     for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
     auto [tx, ty] = select(*test_raw, all);
@@ -492,7 +502,9 @@ void register_torch_objectives() {
 }
 
 namespace torch_testing {
-void set_batch_hook(std::function<void(std::int64_t, std::int64_t)> hook) { g_batch_hook = std::move(hook); }
+void set_batch_hook(std::function<void(std::int64_t, std::int64_t)> hook) {
+  g_batch_hook = std::move(hook);
+}
 void clear_data_cache() {
   std::scoped_lock lock(g_raw_mu, g_prepared_mu);
   g_raw.clear();

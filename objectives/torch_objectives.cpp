@@ -3,12 +3,12 @@
 // torch_fashion_mnist.cpp so that it compiles fast.
 #include "objectives/torch_objectives.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
-
-#include <fmt/format.h>
 
 namespace hps {
 namespace {
@@ -76,18 +76,12 @@ struct ParamRule {
 
 const std::map<std::string, ParamRule>& param_rules() {
   static const std::map<std::string, ParamRule> rules = {
-      {"lr", {positive_number, ""}},
-      {"batch_size", {positive_int, ""}},
-      {"optimizer", {optimizer_name, ""}},
-      {"momentum", {unit_fraction, ""}},
-      {"nesterov", {boolean, ""}},
-      {"weight_decay", {non_negative_number, ""}},
-      {"layers", {positive_int, "mlp"}},
-      {"hidden", {positive_int, "mlp"}},
-      {"activation", {activation_name, ""}},
-      {"dropout", {unit_fraction, ""}},
-      {"channels", {positive_int, "cnn"}},
-      {"kernel_size", {odd_positive_int, "cnn"}},
+      {"lr", {positive_number, ""}},         {"batch_size", {positive_int, ""}},
+      {"optimizer", {optimizer_name, ""}},   {"momentum", {unit_fraction, ""}},
+      {"nesterov", {boolean, ""}},           {"weight_decay", {non_negative_number, ""}},
+      {"layers", {positive_int, "mlp"}},     {"hidden", {positive_int, "mlp"}},
+      {"activation", {activation_name, ""}}, {"dropout", {unit_fraction, ""}},
+      {"channels", {positive_int, "cnn"}},   {"kernel_size", {odd_positive_int, "cnn"}},
   };
   return rules;
 }
@@ -98,14 +92,15 @@ void check_distribution(const ParamSpec& spec, ValueRule rule) {
   const Distribution& d = spec.distribution;
   if (d.is_indexed()) {
     for (const Json& v : d.choices())
-      if (std::string e = rule(v); !e.empty()) throw ConfigError(path, "choice " + v.dump() + ": " + e);
+      if (std::string e = rule(v); !e.empty())
+        throw ConfigError(path, "choice " + v.dump() + ": " + e);
     return;
   }
   // Numeric: the kind must match and both ends of the range must pass.
   const bool is_int_kind = d.kind() == DistributionKind::kInt;
   const Json low = is_int_kind ? Json(static_cast<std::int64_t>(d.low())) : Json(d.low());
-  const Json high = is_int_kind ? Json(static_cast<std::int64_t>(d.grid_high()))
-                                : Json(d.grid_high());
+  const Json high =
+      is_int_kind ? Json(static_cast<std::int64_t>(d.grid_high())) : Json(d.grid_high());
   if (rule == positive_int || rule == odd_positive_int) {
     if (!is_int_kind)
       throw ConfigError(path, "must be an int, ordinal or categorical param (it takes integers)");
@@ -141,8 +136,8 @@ FashionMnistConfig FashionMnistConfig::from_json(const Json& o, const SearchSpac
              {"type", "model", "data_dir", "train_subset", "val_fraction", "max_epochs",
               "early_stopping", "metric", "seed", "eval_batch_size"});
   if (std::string type = require_string(o, path, "type"); type != kFashionMnistType)
-    throw ConfigError("objective.type", "expected \"" + std::string(kFashionMnistType) +
-                                            "\", got \"" + type + "\"");
+    throw ConfigError("objective.type",
+                      "expected \"" + std::string(kFashionMnistType) + "\", got \"" + type + "\"");
   FashionMnistConfig c;
   if (auto v = optional_string(o, path, "model")) {
     if (*v != "mlp" && *v != "cnn")
@@ -154,7 +149,9 @@ FashionMnistConfig FashionMnistConfig::from_json(const Json& o, const SearchSpac
     c.data_dir = *v;
   }
   if (auto v = optional_int(o, path, "train_subset")) {
-    if (*v < 0) throw ConfigError("objective.train_subset", "must be >= 0 (0 = all), got " + std::to_string(*v));
+    if (*v < 0)
+      throw ConfigError("objective.train_subset",
+                        "must be >= 0 (0 = all), got " + std::to_string(*v));
     c.train_subset = *v;
   }
   if (auto v = optional_number(o, path, "val_fraction")) {
@@ -163,34 +160,44 @@ FashionMnistConfig FashionMnistConfig::from_json(const Json& o, const SearchSpac
     c.val_fraction = *v;
   }
   if (auto v = optional_int(o, path, "max_epochs")) {
-    if (*v < 1) throw ConfigError("objective.max_epochs", "must be >= 1, got " + std::to_string(*v));
+    if (*v < 1)
+      throw ConfigError("objective.max_epochs", "must be >= 1, got " + std::to_string(*v));
     c.max_epochs = *v;
   }
   if (auto it = o.find("early_stopping"); it != o.end()) {
     const std::string epath = "objective.early_stopping";
-    if (!it->is_object()) throw ConfigError(epath, "must be an object {\"patience\": ..., \"min_delta\": ...}");
+    if (!it->is_object())
+      throw ConfigError(epath, "must be an object {\"patience\": ..., \"min_delta\": ...}");
     check_keys(*it, epath, {"patience", "min_delta"});
     if (auto v = optional_int(*it, epath, "patience")) {
-      if (*v < 0) throw ConfigError(epath + ".patience", "must be >= 0 (0 = never stop early), got " + std::to_string(*v));
+      if (*v < 0)
+        throw ConfigError(epath + ".patience",
+                          "must be >= 0 (0 = never stop early), got " + std::to_string(*v));
       c.early_stopping.patience = *v;
     }
     if (auto v = optional_number(*it, epath, "min_delta")) {
       if (!(std::isfinite(*v) && *v >= 0))
-        throw ConfigError(epath + ".min_delta", fmt::format("must be a finite number >= 0, got {}", *v));
+        throw ConfigError(epath + ".min_delta",
+                          fmt::format("must be a finite number >= 0, got {}", *v));
       c.early_stopping.min_delta = *v;
     }
   }
   if (auto v = optional_string(o, path, "metric")) {
-    if (*v == "val_loss") c.metric = TrainMetric::kValLoss;
-    else if (*v == "val_accuracy") c.metric = TrainMetric::kValAccuracy;
-    else throw ConfigError("objective.metric", "must be \"val_loss\" or \"val_accuracy\", got \"" + *v + "\"");
+    if (*v == "val_loss")
+      c.metric = TrainMetric::kValLoss;
+    else if (*v == "val_accuracy")
+      c.metric = TrainMetric::kValAccuracy;
+    else
+      throw ConfigError("objective.metric",
+                        "must be \"val_loss\" or \"val_accuracy\", got \"" + *v + "\"");
   }
   if (auto v = optional_int(o, path, "seed")) {
     if (*v < 0) throw ConfigError("objective.seed", "must be >= 0, got " + std::to_string(*v));
     c.seed = static_cast<std::uint64_t>(*v);
   }
   if (auto v = optional_int(o, path, "eval_batch_size")) {
-    if (*v < 1) throw ConfigError("objective.eval_batch_size", "must be >= 1, got " + std::to_string(*v));
+    if (*v < 1)
+      throw ConfigError("objective.eval_batch_size", "must be >= 1, got " + std::to_string(*v));
     c.eval_batch_size = *v;
   }
 
@@ -201,8 +208,9 @@ FashionMnistConfig FashionMnistConfig::from_json(const Json& o, const SearchSpac
     if (it == rules.end()) {
       std::string known;
       for (const auto& [name, _] : rules) known += (known.empty() ? "" : ", ") + name;
-      throw ConfigError(join_path("space", spec.name),
-                        "not a param of " + std::string(kFashionMnistType) + " (known: " + known + ")");
+      throw ConfigError(
+          join_path("space", spec.name),
+          "not a param of " + std::string(kFashionMnistType) + " (known: " + known + ")");
     }
     if (*it->second.model && c.model != it->second.model)
       throw ConfigError(join_path("space", spec.name),
@@ -218,15 +226,16 @@ FashionMnistConfig FashionMnistConfig::from_json(const Json& o, const SearchSpac
 
 TrainMetric FashionMnistConfig::resolve_metric(std::optional<StudyDirection> direction) const {
   if (!metric) {
-    return direction == StudyDirection::kMaximize ? TrainMetric::kValAccuracy : TrainMetric::kValLoss;
+    return direction == StudyDirection::kMaximize ? TrainMetric::kValAccuracy
+                                                  : TrainMetric::kValLoss;
   }
   if (direction) {
     const StudyDirection wanted =
         *metric == TrainMetric::kValLoss ? StudyDirection::kMinimize : StudyDirection::kMaximize;
     if (*direction != wanted)
       throw ConfigError("objective.metric",
-                        fmt::format("{} must be {}d, but study.direction is \"{}\"", to_string(*metric),
-                                    to_string(wanted), to_string(*direction)));
+                        fmt::format("{} must be {}d, but study.direction is \"{}\"",
+                                    to_string(*metric), to_string(wanted), to_string(*direction)));
   }
   return *metric;
 }
@@ -236,12 +245,16 @@ TrainingParams TrainingParams::from_params(const Params& params, const SearchSpa
   for (const auto& [name, value] : params) {
     auto it = rules.find(name);
     if (it == rules.end())
-      throw ConfigError(join_path("params", name), "not a param of " + std::string(kFashionMnistType));
-    if (std::string e = it->second.rule(value); !e.empty()) throw ConfigError(join_path("params", name), e);
+      throw ConfigError(join_path("params", name),
+                        "not a param of " + std::string(kFashionMnistType));
+    if (std::string e = it->second.rule(value); !e.empty())
+      throw ConfigError(join_path("params", name), e);
   }
   TrainingParams t;
-  if (auto it = params.find("optimizer"); it != params.end()) t.optimizer = it->second.get<std::string>();
-  if (auto it = params.find("activation"); it != params.end()) t.activation = it->second.get<std::string>();
+  if (auto it = params.find("optimizer"); it != params.end())
+    t.optimizer = it->second.get<std::string>();
+  if (auto it = params.find("activation"); it != params.end())
+    t.activation = it->second.get<std::string>();
   if (auto it = params.find("nesterov"); it != params.end()) t.nesterov = it->second.get<bool>();
   t.lr = number_or(params, "lr", t.lr);
   t.batch_size = int_or(params, "batch_size", t.batch_size);
@@ -259,7 +272,8 @@ TrainingParams TrainingParams::from_params(const Params& params, const SearchSpa
     auto it = params.find(s.param);
     if (it != params.end()) {
       if (!it->second.is_number() || !(it->second.get<double>() > 0))
-        throw ConfigError(join_path("params", s.param), "must be a positive number to scale lr with");
+        throw ConfigError(join_path("params", s.param),
+                          "must be a positive number to scale lr with");
       t.lr_effective = t.lr * std::pow(it->second.get<double>() / s.reference, s.exponent());
     }
   }
@@ -318,8 +332,8 @@ TrainingOutcome run_epochs(Trial* trial, std::int64_t max_epochs, TrainMetric me
       out.best = m;
       if (on_best) on_best(epoch);
     }
-    if (epoch == 1 || (minimize ? value < reference - early.min_delta
-                                : value > reference + early.min_delta)) {
+    if (epoch == 1 ||
+        (minimize ? value < reference - early.min_delta : value > reference + early.min_delta)) {
       reference = value;
       since_improvement = 0;
     } else {

@@ -90,14 +90,14 @@ struct EarlyStoppingOptions {
 struct FashionMnistConfig {
   std::string model = "mlp";                       // "mlp" or "cnn"
   std::string data_dir = kFashionMnistDefaultDir;  // the four IDX files (see idx.h)
-  std::int64_t train_subset = 0;  // images of the training part used; 0 = all
-  double val_fraction = 0.1;      // in (0, 1); the validation part is never subset
-  std::int64_t max_epochs = 10;   // >= 1
+  std::int64_t train_subset = 0;                   // images of the training part used; 0 = all
+  double val_fraction = 0.1;                       // in (0, 1); the validation part is never subset
+  std::int64_t max_epochs = 10;                    // >= 1
   EarlyStoppingOptions early_stopping;
   // Absent: derived from the study direction (val_loss when it is unknown).
   std::optional<TrainMetric> metric;
-  std::uint64_t seed = 0;              // seed of the train/validation split and base of
-                                       // the per-trial seeds
+  std::uint64_t seed = 0;               // seed of the train/validation split and base of
+                                        // the per-trial seeds
   std::int64_t eval_batch_size = 1000;  // images per forward pass when scoring; >= 1
 
   // Parses and validates the objective section and its fit with `space`
@@ -142,12 +142,12 @@ struct EpochMetrics {
 
 // What run_epochs() ended with.
 struct TrainingOutcome {
-  double best_value = 0.0;       // the best metric reached (the trial's value)
-  std::int64_t best_epoch = 0;   // 1-based epoch of best_value
-  EpochMetrics best;             // the metrics of best_epoch
-  std::int64_t epochs_run = 0;   // epochs trained
-  bool stopped_early = false;    // early stopping ended training
-  bool diverged = false;         // a non-finite loss ended training
+  double best_value = 0.0;      // the best metric reached (the trial's value)
+  std::int64_t best_epoch = 0;  // 1-based epoch of best_value
+  EpochMetrics best;            // the metrics of best_epoch
+  std::int64_t epochs_run = 0;  // epochs trained
+  bool stopped_early = false;   // early stopping ended training
+  bool diverged = false;        // a non-finite loss ended training
 };
 
 // The epoch loop shared by the LibTorch objectives, independent of LibTorch.
@@ -201,10 +201,10 @@ Objective make_fashion_mnist_objective(const Json& config, const SearchSpace& sp
 
 // The held-out test set score of a set of params.
 struct TestEvaluation {
-  double test_accuracy = 0.0;  // in [0, 1], on the 10,000 test images
-  double test_loss = 0.0;      // mean cross-entropy (nats)
-  std::int64_t best_epoch = 0; // epoch whose weights were scored
-  double val_accuracy = 0.0;   // the retrained model's validation accuracy at best_epoch
+  double test_accuracy = 0.0;   // in [0, 1], on the 10,000 test images
+  double test_loss = 0.0;       // mean cross-entropy (nats)
+  std::int64_t best_epoch = 0;  // epoch whose weights were scored
+  double val_accuracy = 0.0;    // the retrained model's validation accuracy at best_epoch
   double val_loss = 0.0;
   // The attrs to store with the trial: test_accuracy, test_loss.
   Json to_user_attrs() const;

@@ -17,6 +17,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev                     # tests
   dataset-fashion-mnist                         # data of the Fashion-MNIST objectives
   python3-optuna                                # bench/ comparisons
+  clang clang-format clang-tidy                 # format check, analysis, fuzzing
 )
 
 missing=()

@@ -56,10 +56,14 @@ void check_choices(const std::vector<Json>& choices, const std::string& path, co
 
 const char* to_string(DistributionKind kind) {
   switch (kind) {
-    case DistributionKind::kFloat: return "float";
-    case DistributionKind::kInt: return "int";
-    case DistributionKind::kCategorical: return "categorical";
-    case DistributionKind::kOrdinal: return "ordinal";
+    case DistributionKind::kFloat:
+      return "float";
+    case DistributionKind::kInt:
+      return "int";
+    case DistributionKind::kCategorical:
+      return "categorical";
+    case DistributionKind::kOrdinal:
+      return "ordinal";
   }
   return "?";
 }
@@ -69,7 +73,8 @@ bool same_json_scalar(const Json& a, const Json& b) {
   if (a.is_boolean() || b.is_boolean())
     return a.is_boolean() && b.is_boolean() && a.get<bool>() == b.get<bool>();
   if (a.is_string() || b.is_string())
-    return a.is_string() && b.is_string() && a.get_ref<const std::string&>() == b.get_ref<const std::string&>();
+    return a.is_string() && b.is_string() &&
+           a.get_ref<const std::string&>() == b.get_ref<const std::string&>();
   if (a.is_number_float() != b.is_number_float()) return false;
   if (a.is_number_float()) return a.get<double>() == b.get<double>();
   if (a.is_number_integer() && b.is_number_integer()) {
@@ -110,8 +115,8 @@ Distribution Distribution::make_float(double low, double high, bool log, std::op
   return d;
 }
 
-Distribution Distribution::make_int(std::int64_t low, std::int64_t high, bool log, std::int64_t step,
-                                    const std::string& path) {
+Distribution Distribution::make_int(std::int64_t low, std::int64_t high, bool log,
+                                    std::int64_t step, const std::string& path) {
   // Compared as integers: 2^53 + 1 rounds to 2^53 as a double.
   constexpr std::int64_t kLimit = std::int64_t{1} << 53;
   auto in_range = [](std::int64_t v) { return v <= kLimit && v >= -kLimit; };
@@ -120,7 +125,8 @@ Distribution Distribution::make_int(std::int64_t low, std::int64_t high, bool lo
   if (low > high)
     throw ConfigError(path, "needs low <= high, got low = " + std::to_string(low) +
                                 ", high = " + std::to_string(high));
-  if (step <= 0) throw ConfigError(join_path(path, "step"), "must be > 0, got " + std::to_string(step));
+  if (step <= 0)
+    throw ConfigError(join_path(path, "step"), "must be > 0, got " + std::to_string(step));
   if (log && step != 1)
     throw ConfigError(join_path(path, "step"), "log scale and step cannot be combined");
   if (log && low < 1)
@@ -143,7 +149,8 @@ void Distribution::finish_numeric() {
            st = static_cast<std::int64_t>(step_);
       grid_high_ = static_cast<double>(lo + ((hi - lo) / st) * st);
     } else {
-      grid_high_ = std::min(high_, low_ + static_cast<double>(steps_in_range(low_, high_, step_)) * step_);
+      grid_high_ =
+          std::min(high_, low_ + static_cast<double>(steps_in_range(low_, high_, step_)) * step_);
     }
   } else {
     grid_high_ = high_;
@@ -168,7 +175,8 @@ Distribution Distribution::make_ordinal(std::vector<Json> values, const std::str
 
 Distribution Distribution::from_json(const Json& spec, const std::string& path) {
   if (!spec.is_object())
-    throw ConfigError(path, "must be an object like {\"type\": \"float\", \"low\": 0, \"high\": 1}");
+    throw ConfigError(path,
+                      "must be an object like {\"type\": \"float\", \"low\": 0, \"high\": 1}");
   std::string type = require_string(spec, path, "type");
   if (type == "float") {
     check_keys(spec, path, {"type", "low", "high", "log", "step", "when", "scale_with"});
@@ -201,7 +209,10 @@ Distribution Distribution::from_json(const Json& spec, const std::string& path) 
   std::size_t best_d = 99;
   for (const char* t : {"float", "int", "categorical", "ordinal"}) {
     std::size_t dd = edit_distance(type, t);
-    if (dd < best_d) { best_d = dd; best = t; }
+    if (dd < best_d) {
+      best_d = dd;
+      best = t;
+    }
   }
   if (best_d <= 3) rule += " (did you mean '" + best + "'?)";
   rule += "; known types: float, int, categorical, ordinal";

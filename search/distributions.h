@@ -60,7 +60,9 @@ class Distribution {
   Json to_json() const;
 
   DistributionKind kind() const { return kind_; }
-  bool is_numeric() const { return kind_ == DistributionKind::kFloat || kind_ == DistributionKind::kInt; }
+  bool is_numeric() const {
+    return kind_ == DistributionKind::kFloat || kind_ == DistributionKind::kInt;
+  }
   // Categorical or ordinal: internal value is an index.
   bool is_indexed() const { return !is_numeric(); }
   double low() const { return low_; }    // numeric only

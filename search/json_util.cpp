@@ -39,14 +39,20 @@ void check_keys_impl(const Json& object, std::string_view path, const Range& all
   for (const auto& [key, value] : object.items()) {
     bool ok = false;
     for (const auto& a : allowed) {
-      if (key == a) { ok = true; break; }
+      if (key == a) {
+        ok = true;
+        break;
+      }
     }
     if (ok) continue;
     std::string best;
     std::size_t best_d = std::numeric_limits<std::size_t>::max();
     for (const auto& a : allowed) {
       std::size_t d = edit_distance(key, a);
-      if (d < best_d) { best_d = d; best = std::string(a); }
+      if (d < best_d) {
+        best_d = d;
+        best = std::string(a);
+      }
     }
     std::string rule = "unknown key";
     std::size_t limit = std::max<std::size_t>(2, key.size() / 3);
@@ -76,7 +82,8 @@ void check_keys(const Json& object, std::string_view path,
                 std::initializer_list<std::string_view> allowed) {
   check_keys_impl(object, path, allowed);
 }
-void check_keys(const Json& object, std::string_view path, const std::vector<std::string>& allowed) {
+void check_keys(const Json& object, std::string_view path,
+                const std::vector<std::string>& allowed) {
   check_keys_impl(object, path, allowed);
 }
 
@@ -103,7 +110,8 @@ std::optional<std::int64_t> optional_int(const Json& object, std::string_view pa
   if (!v) return std::nullopt;
   if (v->is_number_integer()) {
     if (v->is_number_unsigned() &&
-        v->get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+        v->get<std::uint64_t>() >
+            static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
       throw ConfigError(join_path(path, key), "integer out of range");
     return v->get<std::int64_t>();
   }
@@ -151,9 +159,12 @@ std::size_t json_too_deep_at(std::string_view text, std::size_t max_depth) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
@@ -172,7 +183,12 @@ std::string line_column(const std::string& text, std::size_t offset) {
   offset = std::min(offset, text.size());
   std::size_t line = 1, column = 1;
   for (std::size_t i = 0; i < offset; ++i) {
-    if (text[i] == '\n') { ++line; column = 1; } else { ++column; }
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
   }
   return "line " + std::to_string(line) + ", column " + std::to_string(column);
 }
@@ -181,7 +197,8 @@ std::string line_column(const std::string& text, std::size_t offset) {
 std::string json_detail(const std::exception& e) {
   std::string what = e.what();
   auto pos = what.find("] ");
-  if (what.rfind("[json.exception", 0) == 0 && pos != std::string::npos) what = what.substr(pos + 2);
+  if (what.rfind("[json.exception", 0) == 0 && pos != std::string::npos)
+    what = what.substr(pos + 2);
   // parse errors: "parse error at line 1, column 2: syntax error ..." -> keep what follows.
   if (what.rfind("parse error", 0) == 0) {
     auto colon = what.find(": ");
@@ -209,7 +226,8 @@ Json parse_json_text(const std::string& text, const std::string& origin) {
 
 Json read_json_file(const std::string& file) {
   std::error_code ec;
-  if (std::filesystem::is_directory(file, ec)) throw ConfigError(file, "is a directory, not a file");
+  if (std::filesystem::is_directory(file, ec))
+    throw ConfigError(file, "is a directory, not a file");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw ConfigError(file, "cannot open file (missing or unreadable)");
   std::ostringstream ss;

@@ -3,12 +3,11 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "search/errors.h"
 
@@ -28,8 +27,7 @@ std::size_t edit_distance(std::string_view a, std::string_view b);
 // ConfigError(path, "must be an object") if `object` is not an object.
 void check_keys(const Json& object, std::string_view path,
                 std::initializer_list<std::string_view> allowed);
-void check_keys(const Json& object, std::string_view path,
-                const std::vector<std::string>& allowed);
+void check_keys(const Json& object, std::string_view path, const std::vector<std::string>& allowed);
 
 // Typed field readers. Each throws ConfigError naming `path.key` when the
 // field has the wrong JSON type or, for the required_* forms, is absent.
@@ -43,8 +41,7 @@ std::optional<std::int64_t> optional_int(const Json& object, std::string_view pa
 std::string require_string(const Json& object, std::string_view path, std::string_view key);
 std::optional<std::string> optional_string(const Json& object, std::string_view path,
                                            std::string_view key);
-std::optional<bool> optional_bool(const Json& object, std::string_view path,
-                                  std::string_view key);
+std::optional<bool> optional_bool(const Json& object, std::string_view path, std::string_view key);
 
 // Reads and parses a JSON file. Throws ConfigError(path_of_file, ...) for a
 // missing or unreadable file and for invalid JSON, with line and column.

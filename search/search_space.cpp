@@ -12,14 +12,14 @@ SearchSpace& SearchSpace::add(ParamSpec spec) {
   if (spec.condition) {
     const ParamSpec* parent = find(spec.condition->parent);
     std::string wpath = join_path(join_path(path, "when"), spec.condition->parent);
-    if (spec.condition->parent == spec.name) throw ConfigError(wpath, "a param cannot depend on itself");
-    if (!parent)
-      throw ConfigError(wpath, "unknown parent param '" + spec.condition->parent + "'");
+    if (spec.condition->parent == spec.name)
+      throw ConfigError(wpath, "a param cannot depend on itself");
+    if (!parent) throw ConfigError(wpath, "unknown parent param '" + spec.condition->parent + "'");
     if (spec.condition->values.empty()) throw ConfigError(wpath, "needs at least one value");
     for (Json& v : spec.condition->values) {
       if (!parent->distribution.contains(v))
-        throw ConfigError(wpath, "value " + v.dump() + " is not a possible value of '" +
-                                     parent->name + "'");
+        throw ConfigError(
+            wpath, "value " + v.dump() + " is not a possible value of '" + parent->name + "'");
       // is_active() compares JSON types too: write a numeric value as the
       // parent's sampled values are (integers for int, floats on the grid
       // for float), so "when": {"n": 2.0} or {"scale": 1} can hold.
@@ -66,8 +66,8 @@ std::string SearchSpace::check(const Params& params) const {
     bool active = is_active(spec, params);
     if (active && it == params.end()) return "param '" + spec.name + "' is missing";
     if (!active && it != params.end())
-      return "param '" + spec.name + "' is inactive (its condition on '" +
-             spec.condition->parent + "' does not hold) but has a value";
+      return "param '" + spec.name + "' is inactive (its condition on '" + spec.condition->parent +
+             "' does not hold) but has a value";
     if (active && !spec.distribution.contains(it->second))
       return "param '" + spec.name + "': value " + it->second.dump() + " is not in " +
              spec.distribution.to_json().dump();
@@ -85,7 +85,8 @@ SearchSpace SearchSpace::from_json(const Json& space, const std::string& path) {
     if (auto w = spec.find("when"); w != spec.end()) {
       std::string wpath = join_path(ppath, "when");
       if (!w->is_object() || w->size() != 1)
-        throw ConfigError(wpath, "must be an object with exactly one parent, like {\"optimizer\": \"sgd\"}");
+        throw ConfigError(
+            wpath, "must be an object with exactly one parent, like {\"optimizer\": \"sgd\"}");
       Condition c;
       c.parent = w->begin().key();
       const Json& vals = w->begin().value();
@@ -94,7 +95,8 @@ SearchSpace SearchSpace::from_json(const Json& space, const std::string& path) {
       } else {
         c.values.push_back(vals);
       }
-      if (c.values.empty()) throw ConfigError(join_path(wpath, c.parent), "needs at least one value");
+      if (c.values.empty())
+        throw ConfigError(join_path(wpath, c.parent), "needs at least one value");
       p.condition = std::move(c);
     }
     if (auto s = spec.find("scale_with"); s != spec.end()) {
@@ -116,11 +118,13 @@ SearchSpace SearchSpace::from_json(const Json& space, const std::string& path) {
     for (auto& p : specs) {
       if (added.count(p.name)) continue;
       if (p.condition && !added.count(p.condition->parent)) {
-        bool parent_exists = std::any_of(specs.begin(), specs.end(),
-                                         [&](const ParamSpec& q) { return q.name == p.condition->parent; });
+        bool parent_exists = std::any_of(specs.begin(), specs.end(), [&](const ParamSpec& q) {
+          return q.name == p.condition->parent;
+        });
         if (!parent_exists)
-          throw ConfigError(join_path(join_path(join_path(path, p.name), "when"), p.condition->parent),
-                            "unknown parent param '" + p.condition->parent + "'");
+          throw ConfigError(
+              join_path(join_path(join_path(path, p.name), "when"), p.condition->parent),
+              "unknown parent param '" + p.condition->parent + "'");
         continue;
       }
       out.add(p);
@@ -154,7 +158,8 @@ Json SearchSpace::to_json() const {
   for (const auto& p : params_) {
     Json d = p.distribution.to_json();
     if (p.condition) {
-      Json vals = p.condition->values.size() == 1 ? p.condition->values[0] : Json(p.condition->values);
+      Json vals =
+          p.condition->values.size() == 1 ? p.condition->values[0] : Json(p.condition->values);
       d["when"] = Json{{p.condition->parent, vals}};
     }
     if (p.scale_with)
@@ -193,7 +198,8 @@ StudyConfig StudyConfig::from_json(const Json& doc) {
   StudyConfig c;
   c.source = doc;
   auto study = doc.find("study");
-  if (study == doc.end()) throw ConfigError("study", "is required ({\"name\": ..., \"direction\": ...})");
+  if (study == doc.end())
+    throw ConfigError("study", "is required ({\"name\": ..., \"direction\": ...})");
   check_keys(*study, "study", {"name", "direction", "storage"});
   c.name = require_string(*study, "study", "name");
   if (c.name.empty()) throw ConfigError("study.name", "must not be empty");
@@ -207,16 +213,21 @@ StudyConfig StudyConfig::from_json(const Json& doc) {
 
   require_type(doc, "sampler");
   require_type(doc, "pruner");
-  if (doc.contains("sampler")) c.sampler = doc["sampler"];
-  else c.sampler = Json{{"type", "random"}};
-  if (doc.contains("pruner")) c.pruner = doc["pruner"];
-  else c.pruner = Json{{"type", "none"}};
+  if (doc.contains("sampler"))
+    c.sampler = doc["sampler"];
+  else
+    c.sampler = Json{{"type", "random"}};
+  if (doc.contains("pruner"))
+    c.pruner = doc["pruner"];
+  else
+    c.pruner = Json{{"type", "none"}};
 
   if (auto b = doc.find("budget"); b != doc.end()) {
     check_keys(*b, "budget", {"n_trials", "timeout_s"});
     c.budget.n_trials = optional_int(*b, "budget", "n_trials");
     if (c.budget.n_trials && *c.budget.n_trials <= 0)
-      throw ConfigError("budget.n_trials", "must be > 0, got " + std::to_string(*c.budget.n_trials));
+      throw ConfigError("budget.n_trials",
+                        "must be > 0, got " + std::to_string(*c.budget.n_trials));
     c.budget.timeout_s = optional_number(*b, "budget", "timeout_s");
     if (c.budget.timeout_s && !(*c.budget.timeout_s > 0))
       throw ConfigError("budget.timeout_s", "must be > 0 (seconds)");

@@ -100,17 +100,17 @@ inline constexpr std::size_t kMaxStudyNameBytes = 255;
 // pruner, objective) are kept as JSON and validated by their factories,
 // which report errors under "sampler.", "pruner." and "objective.".
 struct StudyConfig {
-  std::string name;                    // study.name (required, any UTF-8)
+  std::string name;                                      // study.name (required, any UTF-8)
   StudyDirection direction = StudyDirection::kMinimize;  // study.direction
-  std::string storage;                 // study.storage; default "<name>.db";
-                                       // a relative path is relative to the
-                                       // current directory
-  Json sampler = Json::object();       // {"type": "random"|"tpe", ...}
-  Json pruner = Json::object();        // {"type": "none"|...}
+  std::string storage;                                   // study.storage; default "<name>.db";
+                                                         // a relative path is relative to the
+                                                         // current directory
+  Json sampler = Json::object();                         // {"type": "random"|"tpe", ...}
+  Json pruner = Json::object();                          // {"type": "none"|...}
   Budget budget;
-  Json objective = Json::object();     // {"type": ..., ...}
+  Json objective = Json::object();  // {"type": ..., ...}
   SearchSpace space;
-  Json source;                         // the whole file as read
+  Json source;  // the whole file as read
 
   // Parses and validates the structure of a whole space.json document.
   // Throws ConfigError naming the field ("space.lr.low: ...").

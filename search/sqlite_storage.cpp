@@ -5,16 +5,16 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <bit>
-#include <chrono>
 #include <cctype>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <thread>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 
@@ -190,7 +190,8 @@ class Use {
 
 // Checks that `text` is valid UTF-8 (nlohmann refuses to dump anything else).
 void check_utf8(const std::string& text, const std::string& what) {
-  if (std::all_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; }))
+  if (std::all_of(text.begin(), text.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x80; }))
     return;  // ASCII
   try {
     (void)Json(text).dump();
@@ -329,8 +330,7 @@ Distribution decode_distribution(const std::string& text, const Where& where) {
   try {
     return Distribution::from_json(spec, "distribution");
   } catch (const std::exception& e) {
-    throw StorageError(where.str() + ": column distribution_json: bad distribution: " +
-                       e.what());
+    throw StorageError(where.str() + ": column distribution_json: bad distribution: " + e.what());
   }
 }
 
@@ -384,9 +384,11 @@ bool by_number(const TrialPtr& t, std::int64_t number) { return t->number < numb
 
 void SqliteOptions::validate() const {
   if (busy_timeout_ms < 0)
-    throw ConfigError("sqlite.busy_timeout_ms", "must be >= 0, got " + std::to_string(busy_timeout_ms));
+    throw ConfigError("sqlite.busy_timeout_ms",
+                      "must be >= 0, got " + std::to_string(busy_timeout_ms));
   if (checkpoint_pages < 1)
-    throw ConfigError("sqlite.checkpoint_pages", "must be >= 1, got " + std::to_string(checkpoint_pages));
+    throw ConfigError("sqlite.checkpoint_pages",
+                      "must be >= 1, got " + std::to_string(checkpoint_pages));
   std::string s = synchronous;
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
   if (s != "OFF" && s != "NORMAL" && s != "FULL")
@@ -556,8 +558,7 @@ struct SqliteStorage::Impl {
     if (rc != SQLITE_OK) {
       std::string msg = err ? err : sqlite3_errstr(rc);
       sqlite3_free(err);
-      if (rc == SQLITE_NOTADB)
-        throw StorageError(path + ": not a SQLite database (" + msg + ")");
+      if (rc == SQLITE_NOTADB) throw StorageError(path + ": not a SQLite database (" + msg + ")");
       throw StorageError(path + ": " + msg + " (while running: " + sql + ")");
     }
   }
@@ -621,7 +622,8 @@ struct SqliteStorage::Impl {
         break;
       } catch (const StorageError&) {
         const int code = sqlite3_errcode(db) & 0xff;
-        if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) || std::chrono::steady_clock::now() > give_up)
+        if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) ||
+            std::chrono::steady_clock::now() > give_up)
           throw;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
@@ -976,7 +978,8 @@ struct SqliteStorage::Impl {
       std::int64_t study_id = study_of(trial_id);
       study_trials(study_id);
       loc = trial_loc.find(trial_id);
-      if (loc == trial_loc.end()) throw StorageError("no trial with id " + std::to_string(trial_id));
+      if (loc == trial_loc.end())
+        throw StorageError("no trial with id " + std::to_string(trial_id));
     }
     const auto& list = study_trials(loc->second.study_id);
     auto pos = std::lower_bound(list.begin(), list.end(), loc->second.number, by_number);
@@ -1059,9 +1062,9 @@ struct SqliteStorage::Impl {
                                        const std::string& what) {
     auto same = [](const Distribution& a, const Distribution& b) {
       auto bits = [](double x) { return std::bit_cast<std::uint64_t>(x); };
-      return a.is_numeric() && b.is_numeric() && a.kind() == b.kind() &&
-             a.is_log() == b.is_log() && bits(a.low()) == bits(b.low()) &&
-             bits(a.high()) == bits(b.high()) && bits(a.step()) == bits(b.step());
+      return a.is_numeric() && b.is_numeric() && a.kind() == b.kind() && a.is_log() == b.is_log() &&
+             bits(a.low()) == bits(b.low()) && bits(a.high()) == bits(b.high()) &&
+             bits(a.step()) == bits(b.step());
     };
     auto it = distribution_texts.find(name);
     if (it != distribution_texts.end() && same(it->second.first, d)) return it->second.second;
@@ -1094,7 +1097,8 @@ struct SqliteStorage::Impl {
   // is cached, else read from the file.
   TrialRow trial_row(std::int64_t trial_id) {
     std::int64_t study_id = 0;
-    if (TrialPtr* slot = cached_slot(trial_id, &study_id)) return {study_id, (*slot)->number, (*slot)->state};
+    if (TrialPtr* slot = cached_slot(trial_id, &study_id))
+      return {study_id, (*slot)->number, (*slot)->state};
     Use u(stmt("SELECT study_id, number, state FROM trials WHERE trial_id = ?1"));
     Statement& s = u.get();
     s.bind(1, trial_id);
@@ -1126,7 +1130,9 @@ struct SqliteStorage::Impl {
     static const std::vector<std::string> sql = [] {
       std::vector<std::string> out(kRowsPerInsert + 1);
       for (std::size_t n = 1; n <= kRowsPerInsert; ++n) {
-        out[n] = "INSERT INTO trial_params(trial_id, name, distribution_json, value_json, value_real) VALUES ";
+        out[n] =
+            "INSERT INTO trial_params(trial_id, name, distribution_json, value_json, value_real) "
+            "VALUES ";
         for (std::size_t r = 0; r < n; ++r) out[n] += r ? ", (?, ?, ?, ?, ?)" : "(?, ?, ?, ?, ?)";
       }
       return out;
@@ -1176,8 +1182,7 @@ struct SqliteStorage::Impl {
     return stored;
   }
 
-  void set_trial_attr(std::int64_t trial_id, int kind, const std::string& key,
-                      const Json& value) {
+  void set_trial_attr(std::int64_t trial_id, int kind, const std::string& key, const Json& value) {
     check_utf8(key, "attr key");
     std::string text = encode_json(value, "attr '" + key + "'");
     write_one([&] {
@@ -1199,8 +1204,7 @@ struct SqliteStorage::Impl {
     });
   }
 
-  void set_study_attr(std::int64_t study_id, int kind, const std::string& key,
-                      const Json& value) {
+  void set_study_attr(std::int64_t study_id, int kind, const std::string& key, const Json& value) {
     check_utf8(key, "attr key");
     std::string text = encode_json(value, "attr '" + key + "'");
     write([&] {
@@ -1331,9 +1335,9 @@ TrialPtr SqliteStorage::create_trial(std::int64_t study_id, const NewTrial& init
       t->number = u->int64(0);
     }
     {
-      Use u(impl_->stmt(
-          "INSERT INTO trials(study_id, number, state, datetime_start, worker) "
-          "VALUES (?1, ?2, ?3, ?4, ?5)"));
+      Use u(
+          impl_->stmt("INSERT INTO trials(study_id, number, state, datetime_start, worker) "
+                      "VALUES (?1, ?2, ?3, ?4, ?5)"));
       u->bind(1, study_id);
       u->bind(2, t->number);
       u->bind(3, static_cast<int>(init.state));
@@ -1357,7 +1361,8 @@ TrialPtr SqliteStorage::create_trial(std::int64_t study_id, const NewTrial& init
     std::vector<Json> stored = impl_->insert_params(t->trial_id, rows);
     for (std::size_t r = 0; r < rows.size(); ++r) {
       t->params.emplace_hint(t->params.end(), *rows[r].name, std::move(stored[r]));
-      if (rows[r].distribution) t->distributions.emplace_hint(t->distributions.end(), *rows[r].name, *rows[r].distribution);
+      if (rows[r].distribution)
+        t->distributions.emplace_hint(t->distributions.end(), *rows[r].name, *rows[r].distribution);
     }
     for (const auto& [key, value] : init.system_attrs.items()) {
       check_utf8(key, "attr key");
@@ -1383,9 +1388,9 @@ TrialPtr SqliteStorage::claim_waiting_trial(std::int64_t study_id, const std::st
     impl_->study(study_id);  // throws if absent
     std::int64_t trial_id = 0;
     {
-      Use u(impl_->stmt(
-          "SELECT trial_id FROM trials WHERE study_id = ?1 AND state = ?2 "
-          "ORDER BY number LIMIT 1"));
+      Use u(
+          impl_->stmt("SELECT trial_id FROM trials WHERE study_id = ?1 AND state = ?2 "
+                      "ORDER BY number LIMIT 1"));
       u->bind(1, study_id);
       u->bind(2, static_cast<int>(TrialState::kWaiting));
       if (!u->step()) return nullptr;
@@ -1446,11 +1451,11 @@ void SqliteStorage::set_trial_param(std::int64_t trial_id, const std::string& na
         u->bind(3, impl_->distribution_text(name, distribution, "param '" + name + "'"));
         u->step();
       }
-      impl_->update_trial(trial_id, [&](FrozenTrial& t) {
-        t.distributions.insert_or_assign(name, distribution);
-      });
+      impl_->update_trial(
+          trial_id, [&](FrozenTrial& t) { t.distributions.insert_or_assign(name, distribution); });
     } else {
-      Json stored = std::move(impl_->insert_params(trial_id, {{&name, &value, &distribution}}).front());
+      Json stored =
+          std::move(impl_->insert_params(trial_id, {{&name, &value, &distribution}}).front());
       impl_->update_trial(trial_id, [&](FrozenTrial& t) {
         t.params[name] = std::move(stored);
         t.distributions.insert_or_assign(name, distribution);
@@ -1463,8 +1468,7 @@ bool SqliteStorage::set_trial_intermediate_value(std::int64_t trial_id, std::int
                                                  double value) {
   return impl_->write_one([&] {
     auto row = impl_->trial_row(trial_id);
-    impl_->require_unfinished(trial_id, row,
-                              ("report step " + std::to_string(step)).c_str());
+    impl_->require_unfinished(trial_id, row, ("report step " + std::to_string(step)).c_str());
     {
       Use u(impl_->stmt(
           "INSERT INTO trial_intermediate_values(trial_id, step, value) VALUES (?1, ?2, ?3) "
@@ -1483,8 +1487,7 @@ bool SqliteStorage::set_trial_intermediate_value(std::int64_t trial_id, std::int
 }
 
 bool SqliteStorage::set_trial_state(std::int64_t trial_id, TrialState state,
-                                    std::optional<double> value,
-                                    const std::string& fail_reason) {
+                                    std::optional<double> value, const std::string& fail_reason) {
   if (state == TrialState::kComplete && (!value || std::isnan(*value)))
     throw StorageError("trial id " + std::to_string(trial_id) +
                        ": COMPLETE needs a value that is not NaN");
@@ -1495,11 +1498,11 @@ bool SqliteStorage::set_trial_state(std::int64_t trial_id, TrialState state,
     bool finished = is_finished(state);
     TimePoint now = now_us();
     {
-      Use u(impl_->stmt(
-          "UPDATE trials SET state = ?2, value = ?3, "
-          "datetime_start = CASE WHEN ?2 = 1 THEN COALESCE(datetime_start, ?4) "
-          "ELSE datetime_start END, "
-          "datetime_complete = ?5, fail_reason = ?6 WHERE trial_id = ?1"));
+      Use u(
+          impl_->stmt("UPDATE trials SET state = ?2, value = ?3, "
+                      "datetime_start = CASE WHEN ?2 = 1 THEN COALESCE(datetime_start, ?4) "
+                      "ELSE datetime_start END, "
+                      "datetime_complete = ?5, fail_reason = ?6 WHERE trial_id = ?1"));
       u->bind(1, trial_id);
       u->bind(2, static_cast<int>(state));
       if (finished && value && !std::isnan(*value)) {
@@ -1569,9 +1572,10 @@ std::int64_t SqliteStorage::count_trials(std::int64_t study_id,
   return impl_->read([&] {
     const auto& list = impl_->study_trials(study_id);
     if (states.empty()) return static_cast<std::int64_t>(list.size());
-    return static_cast<std::int64_t>(std::count_if(list.begin(), list.end(), [&](const TrialPtr& t) {
-      return std::find(states.begin(), states.end(), t->state) != states.end();
-    }));
+    return static_cast<std::int64_t>(
+        std::count_if(list.begin(), list.end(), [&](const TrialPtr& t) {
+          return std::find(states.begin(), states.end(), t->state) != states.end();
+        }));
   });
 }
 

@@ -24,7 +24,8 @@ struct InMemoryStorage::Impl {
   std::recursive_mutex mu;
   std::map<std::int64_t, StudyInfo> studies;
   std::map<std::int64_t, std::vector<TrialPtr>> trials_by_study;  // index = number
-  std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> where;  // trial_id -> (study, number)
+  std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>>
+      where;  // trial_id -> (study, number)
   std::int64_t next_study_id = 0;
   std::int64_t next_trial_id = 0;
 
@@ -142,13 +143,16 @@ void InMemoryStorage::set_trial_param(std::int64_t trial_id, const std::string& 
                                       const Json& value, const Distribution& distribution) {
   std::lock_guard lock(impl_->mu);
   if (!distribution.contains(value))
-    throw StorageError("param '" + name + "': value " + value.dump() + " is not in its distribution");
+    throw StorageError("param '" + name + "': value " + value.dump() +
+                       " is not in its distribution");
   impl_->update(trial_id, [&](FrozenTrial& t) {
     if (is_finished(t.state))
-      throw StorageError("trial " + std::to_string(t.number) + " is finished; cannot set param '" + name + "'");
+      throw StorageError("trial " + std::to_string(t.number) + " is finished; cannot set param '" +
+                         name + "'");
     auto it = t.params.find(name);
     if (it != t.params.end() && !same_json_scalar(it->second, value))
-      throw StorageError("param '" + name + "' of trial " + std::to_string(t.number) + " is already set");
+      throw StorageError("param '" + name + "' of trial " + std::to_string(t.number) +
+                         " is already set");
     t.params[name] = value;
     t.distributions.insert_or_assign(name, distribution);
   });

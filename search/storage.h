@@ -31,8 +31,8 @@ struct StudyInfo {
 
 // What a trial is created with.
 struct NewTrial {
-  TrialState state = TrialState::kRunning;  // WAITING (enqueued) or RUNNING
-  Params params;                            // fixed params, may be empty
+  TrialState state = TrialState::kRunning;            // WAITING (enqueued) or RUNNING
+  Params params;                                      // fixed params, may be empty
   std::map<std::string, Distribution> distributions;  // for each fixed param (optional)
   Json system_attrs = Json::object();
   std::string worker;
@@ -67,8 +67,8 @@ class Storage {
   // Sets a param of a RUNNING trial (external value + its distribution).
   // Throws StorageError if the trial is finished or the param already set
   // with a different value.
-  virtual void set_trial_param(std::int64_t trial_id, const std::string& name,
-                               const Json& value, const Distribution& distribution) = 0;
+  virtual void set_trial_param(std::int64_t trial_id, const std::string& name, const Json& value,
+                               const Distribution& distribution) = 0;
   // Records an intermediate value. A second report for the same step keeps
   // the first value and returns false; returns true when stored. NaN is
   // stored as NaN. Throws StorageError if the trial is finished.
@@ -90,8 +90,8 @@ class Storage {
   virtual TrialPtr get_trial_by_number(std::int64_t study_id, std::int64_t number) = 0;
   // All trials of the study in number order, optionally only those in
   // `states`. Snapshots: cheap to copy (shared pointers).
-  virtual std::vector<TrialPtr> get_all_trials(
-      std::int64_t study_id, const std::vector<TrialState>& states = {}) = 0;
+  virtual std::vector<TrialPtr> get_all_trials(std::int64_t study_id,
+                                               const std::vector<TrialState>& states = {}) = 0;
   virtual std::int64_t count_trials(std::int64_t study_id,
                                     const std::vector<TrialState>& states = {});
 

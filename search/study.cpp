@@ -1,6 +1,7 @@
 #include "search/study.h"
 
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,8 +10,6 @@
 #include <exception>
 #include <mutex>
 #include <thread>
-
-#include <spdlog/spdlog.h>
 
 #include "algorithms/random_sampler.h"
 
@@ -39,7 +38,8 @@ Json Trial::suggest(const std::string& name, const Distribution& distribution) {
     if (const ParamSpec* spec = space_->find(name)) {
       if (!(spec->distribution == distribution))
         throw Error("suggest '" + name + "': " + distribution.to_json().dump() +
-                    " does not agree with the declared space " + spec->distribution.to_json().dump());
+                    " does not agree with the declared space " +
+                    spec->distribution.to_json().dump());
       if (!params_.count(name))
         throw Error("suggest '" + name + "': the param is inactive in trial " +
                     std::to_string(number_) + " (its condition on '" +
@@ -283,8 +283,7 @@ Trial Study::ask() {
       try {
         s.sampler->sample(ctx, *s.space, chosen);
       } catch (...) {
-        s.storage->set_trial_state(t->trial_id, TrialState::kFail, std::nullopt,
-                                   "sampler failed");
+        s.storage->set_trial_state(t->trial_id, TrialState::kFail, std::nullopt, "sampler failed");
         throw;
       }
     }
@@ -304,7 +303,8 @@ Trial Study::ask() {
 }
 
 TrialPtr Study::tell(Trial& trial, double value) {
-  if (std::isnan(value)) return tell(trial, TrialState::kFail, std::nullopt, "objective returned NaN");
+  if (std::isnan(value))
+    return tell(trial, TrialState::kFail, std::nullopt, "objective returned NaN");
   return tell(trial, TrialState::kComplete, value);
 }
 
@@ -384,7 +384,8 @@ void Study::optimize(const Objective& objective, const OptimizeOptions& options)
     while (!halt) {
       if (options.stop && options.stop->load()) break;
       if (options.timeout_s) {
-        double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        double elapsed =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         if (elapsed >= *options.timeout_s) break;
       }
       if (options.n_trials && started.fetch_add(1) >= *options.n_trials) break;

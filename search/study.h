@@ -44,8 +44,8 @@ class TrialBackend {
 };
 
 struct SuggestOptions {
-  bool log = false;                  // sample on a log scale (needs low > 0)
-  std::optional<double> step{};      // quantization step (float); int default 1
+  bool log = false;              // sample on a log scale (needs low > 0)
+  std::optional<double> step{};  // quantization step (float); int default 1
 };
 
 // A running trial, handed to the objective. Not copyable; lives as long as
@@ -55,8 +55,8 @@ class Trial {
   // `params`: values already chosen (declared space); `fixed`: enqueued
   // values that define-by-run suggest calls take when they fit.
   Trial(TrialBackend* backend, std::int64_t trial_id, std::int64_t number, Params params,
-        std::map<std::string, Distribution> distributions, Params fixed,
-        const SearchSpace* space, std::atomic<bool>* interrupt = nullptr);
+        std::map<std::string, Distribution> distributions, Params fixed, const SearchSpace* space,
+        std::atomic<bool>* interrupt = nullptr);
   Trial(const Trial&) = delete;
   Trial& operator=(const Trial&) = delete;
   Trial(Trial&&) = default;

@@ -1,18 +1,23 @@
 #include "search/trial.h"
 
 #include <cmath>
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 
 namespace hps {
 
 const char* to_string(TrialState state) {
   switch (state) {
-    case TrialState::kWaiting: return "WAITING";
-    case TrialState::kRunning: return "RUNNING";
-    case TrialState::kComplete: return "COMPLETE";
-    case TrialState::kPruned: return "PRUNED";
-    case TrialState::kFail: return "FAIL";
+    case TrialState::kWaiting:
+      return "WAITING";
+    case TrialState::kRunning:
+      return "RUNNING";
+    case TrialState::kComplete:
+      return "COMPLETE";
+    case TrialState::kPruned:
+      return "PRUNED";
+    case TrialState::kFail:
+      return "FAIL";
   }
   return "?";
 }
@@ -45,7 +50,10 @@ std::string format_iso8601(TimePoint t) {
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
   std::time_t secs = static_cast<std::time_t>(us / 1000000);
   long frac = static_cast<long>(us % 1000000);
-  if (frac < 0) { frac += 1000000; --secs; }
+  if (frac < 0) {
+    frac += 1000000;
+    --secs;
+  }
   std::tm tm{};
   gmtime_r(&secs, &tm);
   char buf[64];
@@ -77,7 +85,8 @@ Json trial_to_json(const FrozenTrial& t) {
   j["user_attrs"] = t.user_attrs;
   j["system_attrs"] = t.system_attrs;
   j["datetime_start"] = t.datetime_start ? Json(format_iso8601(*t.datetime_start)) : Json();
-  j["datetime_complete"] = t.datetime_complete ? Json(format_iso8601(*t.datetime_complete)) : Json();
+  j["datetime_complete"] =
+      t.datetime_complete ? Json(format_iso8601(*t.datetime_complete)) : Json();
   auto d = t.duration_s();
   j["duration_s"] = d ? Json(*d) : Json();
   j["worker"] = t.worker;

@@ -27,8 +27,8 @@ using Clock = std::chrono::system_clock;
 using TimePoint = Clock::time_point;
 
 // System attribute keys used by hpsearch itself.
-inline constexpr const char* kAttrRetryOf = "retry_of";      // trial number this retries
-inline constexpr const char* kAttrRetriedAs = "retried_as";  // trial number of the retry
+inline constexpr const char* kAttrRetryOf = "retry_of";          // trial number this retries
+inline constexpr const char* kAttrRetriedAs = "retried_as";      // trial number of the retry
 inline constexpr const char* kAttrFixedParams = "fixed_params";  // enqueued params (JSON)
 
 // A snapshot of one trial as stored. Values are immutable once the snapshot
@@ -37,9 +37,9 @@ struct FrozenTrial {
   std::int64_t trial_id = -1;  // storage-wide id
   std::int64_t number = -1;    // 0, 1, 2 ... per study, unique and contiguous
   TrialState state = TrialState::kWaiting;
-  std::optional<double> value;  // COMPLETE: the objective value (never NaN)
-  Params params;                // external values; inactive params absent
-  std::map<std::string, Distribution> distributions;  // one per param
+  std::optional<double> value;                         // COMPLETE: the objective value (never NaN)
+  Params params;                                       // external values; inactive params absent
+  std::map<std::string, Distribution> distributions;   // one per param
   std::map<std::int64_t, double> intermediate_values;  // step -> value
   Json user_attrs = Json::object();
   Json system_attrs = Json::object();

@@ -1,6 +1,7 @@
 // Tests of the hpsearch executable (cli/), run as a child process in a
 // temporary directory: run, best, trials, studies; bad space.json files;
 // resuming after a rerun, kill -9 and SIGINT; readers while a run writes.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -15,8 +16,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "search/json_util.h"
 #include "tests/support/subprocess.h"
@@ -63,7 +62,8 @@ std::string sleep_space(double seconds, int n_trials, int steps = 3) {
 
 // Calls pred() until it is true; false if `limit` passed first (a guard
 // against hanging, not a timing assertion).
-bool wait_until(const std::function<bool()>& pred, std::chrono::seconds limit = std::chrono::seconds(120)) {
+bool wait_until(const std::function<bool()>& pred,
+                std::chrono::seconds limit = std::chrono::seconds(120)) {
   auto end = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < end) {
     if (pred()) return true;
@@ -112,8 +112,8 @@ class CliTest : public ::testing::Test {
                                                     const std::string& label) const {
     std::vector<std::string> argv = {HPSEARCH_CLI_PATH};
     argv.insert(argv.end(), args.begin(), args.end());
-    return std::make_unique<BackgroundProcess>(argv, dir_.path().string(), dir_.file(label + ".out"),
-                                               dir_.file(label + ".err"));
+    return std::make_unique<BackgroundProcess>(
+        argv, dir_.path().string(), dir_.file(label + ".out"), dir_.file(label + ".err"));
   }
   // `hpsearch trials <db> --format json`, parsed; null if it failed.
   Json trials_json(const std::string& db) const {
@@ -165,16 +165,20 @@ TEST_F(CliTest, RunPrintsASummaryAndTheStoreCanBeRead) {
   // The summary shows the best value as the table prints it.
   std::string shown = fmt::format("{:.10g}", best_value);
   EXPECT_NE(lower(run.out).find("best trial"), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find(shown), std::string::npos) << "summary lacks " << shown << ":\n" << run.out;
+  EXPECT_NE(run.out.find(shown), std::string::npos) << "summary lacks " << shown << ":\n"
+                                                    << run.out;
   EXPECT_NE(run.out.find("20 COMPLETE"), std::string::npos) << run.out;
 
   // trials --format json: every key, every trial.
   Json trials = trials_or_fail("branin.db");
   ASSERT_EQ(trials.size(), 20u);
-  const std::set<std::string> keys = {"number", "state", "value", "params", "distributions",
-                                      "intermediate_values", "user_attrs", "system_attrs",
-                                      "datetime_start", "datetime_complete", "duration_s",
-                                      "worker", "fail_reason"};
+  const std::set<std::string> keys = {"number",         "state",
+                                      "value",          "params",
+                                      "distributions",  "intermediate_values",
+                                      "user_attrs",     "system_attrs",
+                                      "datetime_start", "datetime_complete",
+                                      "duration_s",     "worker",
+                                      "fail_reason"};
   double min_value = 1e300;
   for (std::size_t i = 0; i < trials.size(); ++i) {
     const Json& t = trials[i];
@@ -187,7 +191,8 @@ TEST_F(CliTest, RunPrintsASummaryAndTheStoreCanBeRead) {
     min_value = std::min(min_value, t["value"].get<double>());
     EXPECT_GE(t["params"]["x0"].get<double>(), -5);
     EXPECT_LE(t["params"]["x0"].get<double>(), 10);
-    EXPECT_EQ(t["distributions"]["x0"], Json::parse(R"({"type": "float", "low": -5.0, "high": 10.0})"));
+    EXPECT_EQ(t["distributions"]["x0"],
+              Json::parse(R"({"type": "float", "low": -5.0, "high": 10.0})"));
     EXPECT_TRUE(t["intermediate_values"].is_object());
     EXPECT_TRUE(t["datetime_start"].is_string());
     EXPECT_TRUE(t["datetime_complete"].is_string());
@@ -263,8 +268,12 @@ TEST_F(CliTest, ReadCommandsOnMissingOrEmptyStores) {
   EXPECT_FALSE(std::filesystem::exists(dir_.file("nope.db")));  // reading creates nothing
   // Two studies in one store: --study picks one.
   dir_.write("a.json", kBraninSpace);
-  ASSERT_EQ(cli({"run", "a.json", "--n-trials", "2", "--study", "one", "--storage", "two.db"}).exit_code, 0);
-  ASSERT_EQ(cli({"run", "a.json", "--n-trials", "3", "--study", "two", "--storage", "two.db"}).exit_code, 0);
+  ASSERT_EQ(
+      cli({"run", "a.json", "--n-trials", "2", "--study", "one", "--storage", "two.db"}).exit_code,
+      0);
+  ASSERT_EQ(
+      cli({"run", "a.json", "--n-trials", "3", "--study", "two", "--storage", "two.db"}).exit_code,
+      0);
   ProcessResult ambiguous = cli({"trials", "two.db"});
   EXPECT_EQ(ambiguous.exit_code, 2);
   EXPECT_NE(ambiguous.err.find("--study"), std::string::npos) << ambiguous.err;
@@ -283,16 +292,20 @@ TEST_F(CliTest, BadSpaceFilesExitWithCode2AndCreateNothing) {
     std::string field;  // must appear in the message
   };
   const std::vector<Case> cases = {
-      {"invalid JSON", "{\n  \"study\": {\"name\": \"b\"},\n  \"space\": {,\n}", "line 3, column 13"},
+      {"invalid JSON", "{\n  \"study\": {\"name\": \"b\"},\n  \"space\": {,\n}",
+       "line 3, column 13"},
       {"unknown key", R"({"spce": {}})", "spce"},
       {"unknown nested key", R"({"budget": {"n_trial": 3}})", "budget.n_trial"},
-      {"bad distribution", R"({"space": {"lr": {"type": "float", "low": 0, "high": 1, "log": true}}})",
-       "space.lr.low"},
-      {"bad distribution type", R"({"space": {"lr": {"type": "flaot", "low": 0, "high": 1}}})", "space.lr.type"},
-      {"bad condition", R"({"space": {"m": {"type": "float", "low": 0, "high": 1, "when": {"opt": "sgd"}}}})",
+      {"bad distribution",
+       R"({"space": {"lr": {"type": "float", "low": 0, "high": 1, "log": true}}})", "space.lr.low"},
+      {"bad distribution type", R"({"space": {"lr": {"type": "flaot", "low": 0, "high": 1}}})",
+       "space.lr.type"},
+      {"bad condition",
+       R"({"space": {"m": {"type": "float", "low": 0, "high": 1, "when": {"opt": "sgd"}}}})",
        "space.m.when.opt"},
       {"missing objective", R"({"objective": null})", "objective"},
-      {"unknown objective type", R"({"objective": {"type": "no-such-objective"}})", "objective.type"},
+      {"unknown objective type", R"({"objective": {"type": "no-such-objective"}})",
+       "objective.type"},
       {"unknown sampler type", R"({"sampler": {"type": "grid"}})", "sampler.type"},
       {"bad sampler seed", R"({"sampler": {"seed": "one"}})", "sampler.seed"},
       {"unknown pruner type", R"({"pruner": {"type": "sometimes"}})", "pruner.type"},
@@ -315,8 +328,10 @@ TEST_F(CliTest, BadSpaceFilesExitWithCode2AndCreateNothing) {
     dir_.write("space.json", text);
     ProcessResult r = cli({"run", "space.json"});
     EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-    EXPECT_NE(r.err.find(c.field), std::string::npos) << "stderr lacks '" << c.field << "':\n" << r.err;
-    EXPECT_EQ(other_files({"space.json"}), std::set<std::string>{}) << "a bad space.json created files";
+    EXPECT_NE(r.err.find(c.field), std::string::npos) << "stderr lacks '" << c.field << "':\n"
+                                                      << r.err;
+    EXPECT_EQ(other_files({"space.json"}), std::set<std::string>{})
+        << "a bad space.json created files";
   }
   ProcessResult missing = cli({"run", "does-not-exist.json"});
   EXPECT_EQ(missing.exit_code, 2);
@@ -356,7 +371,8 @@ TEST_F(CliTest, RunningTwiceCompletesOnlyTheRemainingBudget) {
   expect_consistent(trials);
   // The second run continued the seeded sequence; it did not start it over.
   std::set<std::string> params;
-  for (const auto& t : trials) EXPECT_TRUE(params.insert(t["params"].dump()).second) << "repeated: " << t.dump();
+  for (const auto& t : trials)
+    EXPECT_TRUE(params.insert(t["params"].dump()).second) << "repeated: " << t.dump();
   ProcessResult third = cli({"run", "space.json"});
   ASSERT_EQ(third.exit_code, 0) << third.err;
   EXPECT_EQ(trials_or_fail("branin.db").size(), 10u);
@@ -394,14 +410,17 @@ TEST_F(CliTest, ResumeKeepsTheCommandLineBudget) {
 // existing study keeps its stored budget.
 TEST_F(CliTest, RefusedRunLeavesTheStoreAlone) {
   dir_.write("space.json", branin_space(3));
-  ProcessResult bad_new = cli({"run", "space.json", "--workers", "0", "--bind", "tcp://127.0.0.1:99999"});
+  ProcessResult bad_new =
+      cli({"run", "space.json", "--workers", "0", "--bind", "tcp://127.0.0.1:99999"});
   EXPECT_EQ(bad_new.exit_code, 2) << bad_new.err;
   EXPECT_FALSE(std::filesystem::exists(dir_.file("branin.db")));
   ProcessResult first = cli({"run", "space.json"});
   ASSERT_EQ(first.exit_code, 0) << first.err;
   for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"resume", "branin.db", "--n-trials", "50", "--bind", "tcp://127.0.0.1:99999"},
-        std::vector<std::string>{"resume", "branin.db", "--n-trials", "50", "--workers", "100000"}}) {
+       {std::vector<std::string>{"resume", "branin.db", "--n-trials", "50", "--bind",
+                                 "tcp://127.0.0.1:99999"},
+        std::vector<std::string>{"resume", "branin.db", "--n-trials", "50", "--workers",
+                                 "100000"}}) {
     ProcessResult r = cli(args);
     EXPECT_EQ(r.exit_code, 2) << r.err;
   }
@@ -484,7 +503,8 @@ TEST_F(CliTest, ReadersWhileOneProcessWrites) {
       ++reads[k];
       if (r.exit_code != 0 || r.err.find("locked") != std::string::npos ||
           Json::parse(r.out, nullptr, false).is_discarded())
-        problems[k].push_back(std::string(cmd) + " exit " + std::to_string(r.exit_code) + ": " + r.err);
+        problems[k].push_back(std::string(cmd) + " exit " + std::to_string(r.exit_code) + ": " +
+                              r.err);
     } while (!done);
   };
   std::thread a(reader, 0), b(reader, 1);
@@ -496,7 +516,8 @@ TEST_F(CliTest, ReadersWhileOneProcessWrites) {
   EXPECT_EQ(w.err.find("locked"), std::string::npos) << w.err;
   for (int k = 0; k < 2; ++k) {
     EXPECT_GT(reads[k], 0);
-    EXPECT_TRUE(problems[k].empty()) << problems[k].size() << " failed reads, first: " << problems[k][0];
+    EXPECT_TRUE(problems[k].empty())
+        << problems[k].size() << " failed reads, first: " << problems[k][0];
   }
   Json trials = trials_or_fail("slow.db");
   EXPECT_EQ(trials.size(), static_cast<std::size_t>(budget));

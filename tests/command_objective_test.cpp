@@ -1,10 +1,10 @@
 // Tests of the "command" objective (objectives/command.h) and of
 // ChildProcess (objectives/child_process.h): programs are small /bin/sh
 // scripts written into a scratch directory, run through a Study.
-#include "objectives/command.h"
-
 #include <dirent.h>
 #include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,10 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include "objectives/child_process.h"
+#include "objectives/command.h"
 #include "objectives/objective.h"
 #include "search/errors.h"
 #include "search/study.h"
@@ -126,8 +124,8 @@ class CommandObjectiveTest : public ::testing::Test {
     StudyOptions options;
     options.space = test_space();
     options.pruner = std::move(pruner);
-    Study study = Study::create(std::make_shared<InMemoryStorage>(), "s",
-                                StudyDirection::kMinimize, options);
+    Study study =
+        Study::create(std::make_shared<InMemoryStorage>(), "s", StudyDirection::kMinimize, options);
     study.enqueue_trial(params);
     Objective f = make_objective(objective, *options.space, context_);
     study.optimize(f, {.n_trials = 1, .catch_exceptions = true});
@@ -238,16 +236,17 @@ TEST_F(CommandObjectiveTest, StdinIsDevNull) {
 TEST_F(CommandObjectiveTest, PruneTerminatesTheProcessGroup) {
   // The script starts a helper in its group, then reports forever; SIGTERM
   // is recorded by the trap.
-  Json objective = command("trap 'echo term > " + (dir_ / "term").string() + "; exit 1' TERM\n" +
-                           "sleep 1000 &\n"
-                           "echo $! > " + (dir_ / "helper").string() + "\n" +
-                           "echo $$ > " + (dir_ / "leader").string() + "\n" +
-                           "i=0\n"
-                           "while true; do\n"
-                           "  i=$((i+1))\n"
-                           "  echo \"hpsearch: {\\\"step\\\": $i, \\\"value\\\": $i}\"\n"
-                           "  sleep 0.02\n"
-                           "done");
+  Json objective =
+      command("trap 'echo term > " + (dir_ / "term").string() + "; exit 1' TERM\n" +
+              "sleep 1000 &\n"
+              "echo $! > " +
+              (dir_ / "helper").string() + "\n" + "echo $$ > " + (dir_ / "leader").string() + "\n" +
+              "i=0\n"
+              "while true; do\n"
+              "  i=$((i+1))\n"
+              "  echo \"hpsearch: {\\\"step\\\": $i, \\\"value\\\": $i}\"\n"
+              "  sleep 0.02\n"
+              "done");
   TrialPtr t = run_one(objective, kAdam, std::make_shared<PruneFromStep>(3));
   EXPECT_EQ(t->state, TrialState::kPruned) << t->fail_reason;
   EXPECT_EQ(t->intermediate_values.rbegin()->first, 3);
@@ -266,11 +265,13 @@ TEST_F(CommandObjectiveTest, PruneTerminatesTheProcessGroup) {
 }
 
 TEST_F(CommandObjectiveTest, PruneKillsAProgramThatIgnoresSigterm) {
-  Json objective = command("trap '' TERM\n"
-                           "sleep 1000 &\n"
-                           "echo $! > " + (dir_ / "helper").string() + "\n" +
-                           "echo 'hpsearch: {\"step\": 0, \"value\": 1}'\n"
-                           "while true; do sleep 0.02; done");
+  Json objective = command(
+      "trap '' TERM\n"
+      "sleep 1000 &\n"
+      "echo $! > " +
+      (dir_ / "helper").string() + "\n" +
+      "echo 'hpsearch: {\"step\": 0, \"value\": 1}'\n"
+      "while true; do sleep 0.02; done");
   objective["grace_s"] = 0.1;
   TrialPtr t = run_one(objective, kAdam, std::make_shared<PruneFromStep>(0));
   EXPECT_EQ(t->state, TrialState::kPruned) << t->fail_reason;
@@ -307,8 +308,9 @@ TEST_F(CommandObjectiveTest, DeathBySignalFails) {
 }
 
 TEST_F(CommandObjectiveTest, LongStderrKeepsOnlyItsLastLines) {
-  Json objective = command("i=0; while [ $i -lt 1000 ]; do echo \"line $i\" >&2; i=$((i+1)); done\n"
-                           "exit 1");
+  Json objective = command(
+      "i=0; while [ $i -lt 1000 ]; do echo \"line $i\" >&2; i=$((i+1)); done\n"
+      "exit 1");
   TrialPtr t = run_one(objective, kAdam);
   EXPECT_EQ(t->state, TrialState::kFail);
   EXPECT_THAT(t->fail_reason, HasSubstr("line 999"));
@@ -424,7 +426,8 @@ TEST_F(CommandObjectiveTest, NoDescriptorLeaksIntoTheProgramOrTheWorker) {
   // Many trials of every outcome leave the worker's descriptors as they were.
   Json ok = command("echo 'hpsearch: {\"value\": 1}'; echo err >&2");
   Json crash = command("exit 2");
-  Json pruned = command("while true; do echo 'hpsearch: {\"step\": 1, \"value\": 1}'; sleep 1; done");
+  Json pruned =
+      command("while true; do echo 'hpsearch: {\"step\": 1, \"value\": 1}'; sleep 1; done");
   Json timeout = command("exec sleep 1000");
   timeout["timeout_s"] = 0.05;
   Json missing = {{"type", "command"}, {"argv", {(dir_ / "no_such_program").string()}}};
@@ -445,8 +448,8 @@ TEST_F(CommandObjectiveTest, ParallelTrialsEachGetTheirOwnValue) {
   Json objective = command("sleep 0.05\necho \"hpsearch: {\\\"value\\\": $2}\"", {"--n", "{n}"});
   StudyOptions options;
   options.space = test_space();
-  Study study = Study::create(std::make_shared<InMemoryStorage>(), "p", StudyDirection::kMinimize,
-                              options);
+  Study study =
+      Study::create(std::make_shared<InMemoryStorage>(), "p", StudyDirection::kMinimize, options);
   Objective f = make_objective(objective, *options.space, context_);
   study.optimize(f, {.n_trials = 12, .n_jobs = 4, .catch_exceptions = true});
   auto trials = study.trials();
@@ -483,9 +486,9 @@ TEST_F(CommandObjectiveTest, PythonExampleRunsThroughTheCli) {
     EXPECT_EQ(t->intermediate_values.size(), 8u);
     EXPECT_TRUE(t->user_attrs.contains("best_epoch"));
     // The program's own output is in the trial's log, next to the storage.
-    EXPECT_THAT(read_file(dir_ / "python-logreg.logs" / ("trial-" + std::to_string(t->number) +
-                                                         ".log")),
-                HasSubstr("epoch 8: validation loss"));
+    EXPECT_THAT(
+        read_file(dir_ / "python-logreg.logs" / ("trial-" + std::to_string(t->number) + ".log")),
+        HasSubstr("epoch 8: validation loss"));
   }
 }
 
@@ -496,8 +499,7 @@ TEST(CommandArgvTest, FormatsValuesSoTheyReadBack) {
   EXPECT_EQ(format_param_value(Json(1e-5)), "1e-05");
   EXPECT_EQ(format_param_value(Json(0.1 + 0.2)), "0.30000000000000004");
   EXPECT_EQ(format_param_value(Json(std::int64_t{-42})), "-42");
-  EXPECT_EQ(format_param_value(Json(std::uint64_t{18446744073709551615u})),
-            "18446744073709551615");
+  EXPECT_EQ(format_param_value(Json(std::uint64_t{18446744073709551615u})), "18446744073709551615");
   EXPECT_EQ(format_param_value(Json(true)), "true");
   EXPECT_EQ(format_param_value(Json(false)), "false");
   EXPECT_EQ(format_param_value(Json("a b {c}")), "a b {c}");
@@ -510,8 +512,8 @@ TEST(CommandArgvTest, FormatsValuesSoTheyReadBack) {
 TEST(CommandArgvTest, FillsPlaceholdersAndDropsInactiveOptionalOnes) {
   Json config = {{"type", "command"},
                  {"argv",
-                  {"python3", "train.py", "--lr={x}", "--n", "{n}", "--opt", "{opt}", "--m",
-                   "{m?}", "--m2={m?}", "{m?}", "--braces={{{n}}}", "--tail"}}};
+                  {"python3", "train.py", "--lr={x}", "--n", "{n}", "--opt", "{opt}", "--m", "{m?}",
+                   "--m2={m?}", "{m?}", "--braces={{{n}}}", "--tail"}}};
   EXPECT_THAT(command_argv(config, kSgd),
               ElementsAre("python3", "train.py", "--lr=1.5", "--n", "7", "--opt", "sgd", "--m",
                           "0.25", "--m2=0.25", "0.25", "--braces={7}", "--tail"));

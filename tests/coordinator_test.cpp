@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -20,8 +21,6 @@
 #include <random>
 #include <set>
 #include <thread>
-
-#include <gtest/gtest.h>
 #include <zmq.hpp>
 
 #include "algorithms/factory.h"
@@ -73,7 +72,8 @@ Json sleep_study(const std::string& storage, std::int64_t n_trials, double secon
 pid_t spawn(const std::vector<std::string>& args, const fs::path& log) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                   0644);
   posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
   std::vector<std::string> copy = args;
   std::vector<char*> argv;
@@ -88,7 +88,8 @@ pid_t spawn(const std::vector<std::string>& args, const fs::path& log) {
 
 // Waits up to `seconds` for `pid`; its wait status, or nullopt (then kills it).
 std::optional<int> wait_exit(pid_t pid, double seconds) {
-  auto until = Steady::now() + std::chrono::duration_cast<Steady::duration>(std::chrono::duration<double>(seconds));
+  auto until = Steady::now() +
+               std::chrono::duration_cast<Steady::duration>(std::chrono::duration<double>(seconds));
   while (Steady::now() < until) {
     int status = 0;
     if (waitpid(pid, &status, WNOHANG) == pid) return status;
@@ -135,7 +136,8 @@ class Harness {
   // Steps until done (true) or `max_s` seconds passed (false). `each` runs
   // after every step.
   bool run(double max_s, const std::function<void()>& each = {}) {
-    auto until = Steady::now() + std::chrono::duration_cast<Steady::duration>(std::chrono::duration<double>(max_s));
+    auto until = Steady::now() +
+                 std::chrono::duration_cast<Steady::duration>(std::chrono::duration<double>(max_s));
     while (Steady::now() < until) {
       bool more = coordinator_->step(20);
       for (const auto& w : pool_->poll()) coordinator_->worker_exited(w.pid);
@@ -170,7 +172,8 @@ CoordinatorOptions fast_heartbeats() {
 
 // Numbers 0..n-1, each once.
 void expect_contiguous(const std::vector<TrialPtr>& trials) {
-  for (std::size_t i = 0; i < trials.size(); ++i) EXPECT_EQ(trials[i]->number, static_cast<std::int64_t>(i));
+  for (std::size_t i = 0; i < trials.size(); ++i)
+    EXPECT_EQ(trials[i]->number, static_cast<std::int64_t>(i));
 }
 
 std::int64_t count_finished(const std::vector<TrialPtr>& trials) {
@@ -181,11 +184,13 @@ std::int64_t count_finished(const std::vector<TrialPtr>& trials) {
 
 TEST(CoordinatorOptions, BindEndpointIsChecked) {
   CoordinatorOptions co;
-  for (const char* ok : {"", "tcp://0.0.0.0:5555", "tcp://127.0.0.1:*", "tcp://*:0", "ipc:///tmp/c.sock"}) {
+  for (const char* ok :
+       {"", "tcp://0.0.0.0:5555", "tcp://127.0.0.1:*", "tcp://*:0", "ipc:///tmp/c.sock"}) {
     co.endpoint = ok;
     EXPECT_NO_THROW(co.validate()) << ok;
   }
-  for (const char* bad : {"bogus", "tcp://127.0.0.1:99999", "tcp://127.0.0.1", "tcp://0.0.0.0:-1"}) {
+  for (const char* bad :
+       {"bogus", "tcp://127.0.0.1:99999", "tcp://127.0.0.1", "tcp://0.0.0.0:-1"}) {
     co.endpoint = bad;
     try {
       co.validate();
@@ -200,8 +205,8 @@ class CoordinatorTransport : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CoordinatorTransport, EightWorkersFinish64TrialsNoneLostNoneRunTwice) {
   TempDir dir;
-  std::string endpoint = GetParam() == "ipc" ? "ipc://" + (dir.path() / "coord.sock").string()
-                                             : "tcp://127.0.0.1:*";
+  std::string endpoint =
+      GetParam() == "ipc" ? "ipc://" + (dir.path() / "coord.sock").string() : "tcp://127.0.0.1:*";
   Harness h(dir.path(), sleep_study("unused.db", 64, 0.02, 2), fast_heartbeats(), 8, endpoint);
   EXPECT_EQ(h.coordinator().endpoint().rfind(GetParam() == "ipc" ? "ipc://" : "tcp://", 0), 0u);
   ASSERT_TRUE(h.run(25.0)) << "the study did not finish";
@@ -239,8 +244,8 @@ TEST(Coordinator, KilledWorkerMidTrialIsFailedAndRetried) {
   // One pool worker, plus a worker the test starts (so that only the
   // heartbeat timeout can tell the coordinator it died).
   Harness h(dir.path(), sleep_study("unused.db", 4, 1.2, 6), fast_heartbeats(), 1, endpoint);
-  pid_t victim = spawn({HPSEARCH_CLI_PATH, "worker", "--connect", h.coordinator().endpoint(), "--id",
-                        "victim", "--log-level", "warn"},
+  pid_t victim = spawn({HPSEARCH_CLI_PATH, "worker", "--connect", h.coordinator().endpoint(),
+                        "--id", "victim", "--log-level", "warn"},
                        dir.path() / "victim.log");
   std::optional<std::int64_t> killed_trial;
   bool finished = h.run(25.0, [&] {
@@ -276,11 +281,9 @@ TEST(Coordinator, KilledWorkerMidTrialIsFailedAndRetried) {
 TEST(Coordinator, KilledCoordinatorThenResumeLosesAndRepeatsNothing) {
   TempDir dir;
   const std::string db = (dir.path() / "resume.db").string();
-  {
-    std::ofstream(dir.path() / "space.json") << sleep_study(db, 30, 0.15, 3).dump(2);
-  }
-  pid_t coord = spawn({HPSEARCH_CLI_PATH, "run", (dir.path() / "space.json").string(), "--workers", "4",
-                       "--heartbeat-ms", "100", "--log-level", "warn"},
+  { std::ofstream(dir.path() / "space.json") << sleep_study(db, 30, 0.15, 3).dump(2); }
+  pid_t coord = spawn({HPSEARCH_CLI_PATH, "run", (dir.path() / "space.json").string(), "--workers",
+                       "4", "--heartbeat-ms", "100", "--log-level", "warn"},
                       dir.path() / "run1.log");
   // Wait until some trials are COMPLETE, then kill -9 the coordinator.
   std::map<std::int64_t, TrialPtr> complete_before;
@@ -332,7 +335,8 @@ TEST(Coordinator, KilledCoordinatorThenResumeLosesAndRepeatsNothing) {
     EXPECT_EQ(now.state, TrialState::kComplete) << "trial " << number;
     EXPECT_EQ(now.value, before->value) << "trial " << number;
     EXPECT_EQ(now.params, before->params) << "trial " << number;
-    EXPECT_EQ(now.datetime_complete, before->datetime_complete) << "trial " << number << " ran again";
+    EXPECT_EQ(now.datetime_complete, before->datetime_complete)
+        << "trial " << number << " ran again";
   }
   for (std::int64_t number : running_before) {
     const FrozenTrial& t = *trials.at(static_cast<std::size_t>(number));
@@ -422,13 +426,15 @@ TEST(Coordinator, GarbageFromRawSocketsDoesNotStopOrCorruptTheStudy) {
       addr.sin_port = htons(static_cast<std::uint16_t>(port));
       addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
       ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-      std::string bytes = round == 0 ? random_bytes(4096)
-                                     : std::string("\xff\0\0\0\0\0\0\0\x01\x7f", 10) + random_bytes(512);
+      std::string bytes = round == 0
+                              ? random_bytes(4096)
+                              : std::string("\xff\0\0\0\0\0\0\0\x01\x7f", 10) + random_bytes(512);
       ASSERT_EQ(write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
       close(fd);
     }
     // Random frames, truncated messages, unknown types, several parts.
-    for (int i = 0; i < 50; ++i) junk.send(zmq::buffer(random_bytes(rng() % 200)), zmq::send_flags::dontwait);
+    for (int i = 0; i < 50; ++i)
+      junk.send(zmq::buffer(random_bytes(rng() % 200)), zmq::send_flags::dontwait);
     std::string complete = proto::encode(proto::Complete{0, false, 1.0, ""});
     for (std::size_t n = 0; n < complete.size(); ++n)
       junk.send(zmq::buffer(complete.data(), n), zmq::send_flags::dontwait);
@@ -438,17 +444,20 @@ TEST(Coordinator, GarbageFromRawSocketsDoesNotStopOrCorruptTheStudy) {
     junk.send(zmq::buffer(complete), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
     junk.send(zmq::buffer(complete), zmq::send_flags::dontwait);
     // A Hello of another protocol version: refused.
-    std::string hello = proto::encode(proto::Hello{"old", "h", 1, "cpu", "", 1, proto::kProtocolVersion});
+    std::string hello =
+        proto::encode(proto::Hello{"old", "h", 1, "cpu", "", 1, proto::kProtocolVersion});
     hello[4] = static_cast<char>(proto::kProtocolVersion + 1);
     old.send(zmq::buffer(hello), zmq::send_flags::dontwait);
     // Results from a peer without a session: told to disconnect.
     stranger.send(zmq::buffer(complete), zmq::send_flags::dontwait);
     // A session that reports on a trial it does not run.
-    member.send(zmq::buffer(proto::encode(proto::Hello{"member", "h", 1, "cpu", "", 1,
-                                                       proto::kProtocolVersion})),
+    member.send(zmq::buffer(proto::encode(
+                    proto::Hello{"member", "h", 1, "cpu", "", 1, proto::kProtocolVersion})),
                 zmq::send_flags::dontwait);
-    member.send(zmq::buffer(proto::encode(proto::Report{1000000, 1, 0.5})), zmq::send_flags::dontwait);
-    member.send(zmq::buffer(proto::encode(proto::Complete{1, false, -100.0, ""})), zmq::send_flags::dontwait);
+    member.send(zmq::buffer(proto::encode(proto::Report{1000000, 1, 0.5})),
+                zmq::send_flags::dontwait);
+    member.send(zmq::buffer(proto::encode(proto::Complete{1, false, -100.0, ""})),
+                zmq::send_flags::dontwait);
     // 8 MiB: over the frame limit.
     giant.send(zmq::buffer(std::string(8u << 20, 'x')), zmq::send_flags::dontwait);
   });
@@ -485,7 +494,8 @@ TEST(Coordinator, GarbageFromRawSocketsDoesNotStopOrCorruptTheStudy) {
 
 TEST(Coordinator, RemoteWorkerFromAnotherProcessJoinsOverTcp) {
   TempDir dir;
-  Harness h(dir.path(), sleep_study("unused.db", 16, 0.2, 2), fast_heartbeats(), 1, "tcp://127.0.0.1:*");
+  Harness h(dir.path(), sleep_study("unused.db", 16, 0.2, 2), fast_heartbeats(), 1,
+            "tcp://127.0.0.1:*");
   std::optional<pid_t> remote;
   bool finished = h.run(25.0, [&] {
     if (!remote && h.coordinator().stats().finished >= 1)
@@ -497,7 +507,8 @@ TEST(Coordinator, RemoteWorkerFromAnotherProcessJoinsOverTcp) {
   auto status = wait_exit(*remote, 10.0);
   ASSERT_TRUE(finished);
   ASSERT_TRUE(status) << "the remote worker did not exit after Shutdown";
-  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << read_file(dir.path() / "remote.log");
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+      << read_file(dir.path() / "remote.log");
   std::map<std::string, int> by_worker;
   auto trials = h.trials();
   for (const auto& t : trials) {

@@ -124,12 +124,15 @@ TEST(DistributionsTest, FloatStepMustBePositiveAndFinite) {
 }
 
 TEST(DistributionsTest, FloatBoundsMustBeFinite) {
-  EXPECT_EQ(config_error([] { Distribution::make_float(-kInf, 1, false, std::nullopt, "p"); }).path(),
-            "p.low");
-  EXPECT_EQ(config_error([] { Distribution::make_float(0, kInf, false, std::nullopt, "p"); }).path(),
-            "p.high");
-  EXPECT_EQ(config_error([] { Distribution::make_float(kNaN, 1, false, std::nullopt, "p"); }).path(),
-            "p.low");
+  EXPECT_EQ(
+      config_error([] { Distribution::make_float(-kInf, 1, false, std::nullopt, "p"); }).path(),
+      "p.low");
+  EXPECT_EQ(
+      config_error([] { Distribution::make_float(0, kInf, false, std::nullopt, "p"); }).path(),
+      "p.high");
+  EXPECT_EQ(
+      config_error([] { Distribution::make_float(kNaN, 1, false, std::nullopt, "p"); }).path(),
+      "p.low");
 }
 
 TEST(DistributionsTest, FloatStepThatDoesNotDivideTheRange) {
@@ -216,7 +219,8 @@ TEST(DistributionsTest, SingleValueFloat) {
   auto d = Distribution::make_float(0.5, 0.5);
   EXPECT_TRUE(d.single_value());
   EXPECT_EQ(d.cardinality(), 1u);
-  for (double x : {-1e300, 0.0, 0.5, 7.0, kNaN, kInf}) EXPECT_EQ(d.to_external(x).get<double>(), 0.5);
+  for (double x : {-1e300, 0.0, 0.5, 7.0, kNaN, kInf})
+    EXPECT_EQ(d.to_external(x).get<double>(), 0.5);
   EXPECT_TRUE(d.contains(0.5));
   EXPECT_FALSE(d.contains(0.50000000000001));
   auto stepped = Distribution::make_float(3, 3, false, 2.0);
@@ -248,7 +252,8 @@ TEST(DistributionsTest, FloatToExternalIsAlwaysContained) {
        {Distribution::make_float(-1, 1), Distribution::make_float(0, 1, false, 0.1),
         Distribution::make_float(64, 1312, false, 160.0), Distribution::make_float(1e-8, 1e8, true),
         Distribution::make_float(-1e308, 1e308), Distribution::make_float(5, 5),
-        Distribution::make_float(-3.5, 2.25, false, 0.7), Distribution::make_float(1e6, 1e6 + 1, false, 1e-3)}) {
+        Distribution::make_float(-3.5, 2.25, false, 0.7),
+        Distribution::make_float(1e6, 1e6 + 1, false, 1e-3)}) {
     expect_to_external_contained(d);
   }
 }
@@ -256,15 +261,21 @@ TEST(DistributionsTest, FloatToExternalIsAlwaysContained) {
 // ------------------------------------------------------------ int rules
 
 TEST(DistributionsTest, IntRules) {
-  EXPECT_EQ(config_error([] { Distribution::make_int(5, 4, false, 1, "space.n"); }).path(), "space.n");
+  EXPECT_EQ(config_error([] { Distribution::make_int(5, 4, false, 1, "space.n"); }).path(),
+            "space.n");
   auto log0 = config_error([] { Distribution::make_int(0, 4, true, 1, "space.n"); });
   EXPECT_STREQ(log0.what(), "space.n.low: log scale needs low > 0, got low = 0");
-  EXPECT_EQ(config_error([] { Distribution::make_int(1, 9, true, 2, "space.n"); }).path(), "space.n.step");
-  EXPECT_EQ(config_error([] { Distribution::make_int(1, 9, false, 0, "space.n"); }).path(), "space.n.step");
-  EXPECT_EQ(config_error([] { Distribution::make_int(1, 9, false, -2, "space.n"); }).path(), "space.n.step");
+  EXPECT_EQ(config_error([] { Distribution::make_int(1, 9, true, 2, "space.n"); }).path(),
+            "space.n.step");
+  EXPECT_EQ(config_error([] { Distribution::make_int(1, 9, false, 0, "space.n"); }).path(),
+            "space.n.step");
+  EXPECT_EQ(config_error([] { Distribution::make_int(1, 9, false, -2, "space.n"); }).path(),
+            "space.n.step");
   const std::int64_t big = (std::int64_t{1} << 53) + 1;
-  EXPECT_EQ(config_error([&] { Distribution::make_int(0, big, false, 1, "space.n"); }).path(), "space.n.high");
-  EXPECT_EQ(config_error([&] { Distribution::make_int(-big, 0, false, 1, "space.n"); }).path(), "space.n.low");
+  EXPECT_EQ(config_error([&] { Distribution::make_int(0, big, false, 1, "space.n"); }).path(),
+            "space.n.high");
+  EXPECT_EQ(config_error([&] { Distribution::make_int(-big, 0, false, 1, "space.n"); }).path(),
+            "space.n.low");
   EXPECT_NO_THROW(Distribution::make_int(1, 1, true));
 }
 
@@ -321,7 +332,8 @@ TEST(DistributionsTest, IntCardinalityIsExactForHugeRanges) {
 
 TEST(DistributionsTest, LogIntNeverBelowLow) {
   auto d = Distribution::make_int(1, 1000, true);
-  for (double x : {0.0, -1.0, 0.4, 0.6, kNaN}) EXPECT_EQ(d.to_external(x).get<std::int64_t>(), 1) << x;
+  for (double x : {0.0, -1.0, 0.4, 0.6, kNaN})
+    EXPECT_EQ(d.to_external(x).get<std::int64_t>(), 1) << x;
   EXPECT_EQ(d.to_external(1e12).get<std::int64_t>(), 1000);
 }
 
@@ -401,11 +413,16 @@ TEST(DistributionsTest, ChoicesMustBeNonEmptyScalarsWithoutDuplicates) {
   auto dup_null = config_error([] { Distribution::make_categorical({Json(), Json()}, "c"); });
   EXPECT_NE(std::string(dup_null.what()).find("duplicate"), std::string::npos);
   EXPECT_THROW(Distribution::make_categorical({Json(1), Json::parse("1")}, "c"), ConfigError);
-  auto nested = config_error([] { Distribution::make_categorical({Json::array({1, 2})}, "space.x"); });
+  auto nested = config_error([] {
+    Distribution::make_categorical({Json::array({1, 2})}, "space.x");
+  });
   EXPECT_NE(std::string(nested.what()).find("scalar"), std::string::npos);
   EXPECT_THROW(Distribution::make_categorical({Json::object()}, "c"), ConfigError);
-  EXPECT_EQ(config_error([] { Distribution::make_ordinal({}, "space.bs"); }).path(), "space.bs.values");
-  EXPECT_EQ(config_error([] { Distribution::make_ordinal({16, 32, 16}, "space.bs"); }).path(),
+  EXPECT_EQ(config_error([] { Distribution::make_ordinal({}, "space.bs"); }).path(),
+            "space.bs.values");
+  EXPECT_EQ(config_error([] {
+              Distribution::make_ordinal({16, 32, 16}, "space.bs");
+            }).path(),
             "space.bs.values");
   // 1, 1.0, "1" and true are four different choices.
   EXPECT_NO_THROW(Distribution::make_categorical({Json(1), Json(1.0), Json("1"), Json(true)}));
@@ -496,7 +513,8 @@ TEST(DistributionsTest, EqualityComparesKindAndParameters) {
   EXPECT_FALSE(Distribution::make_categorical({1, 2}) == Distribution::make_categorical({2, 1}));
   EXPECT_TRUE(Distribution::make_categorical({1, "a"}) ==
               Distribution::make_categorical({Json::parse("1"), Json("a")}));
-  EXPECT_TRUE(Distribution::make_int(0, 10, false, 2, "a") == Distribution::make_int(0, 10, false, 2, "b"));
+  EXPECT_TRUE(Distribution::make_int(0, 10, false, 2, "a") ==
+              Distribution::make_int(0, 10, false, 2, "b"));
 }
 
 TEST(DistributionsTest, FromJsonErrorsNameTheField) {
@@ -515,7 +533,8 @@ TEST(DistributionsTest, FromJsonErrorsNameTheField) {
       {R"({"type": "float", "low": 0, "high": 1, "log": "yes"})", "space.lr.log", "true or false"},
       {R"({"type": "float", "low": 0, "high": 1, "step": 0})", "space.lr.step", "> 0"},
       {R"({"type": "float", "low": 0, "high": 1, "step": -1})", "space.lr.step", "> 0"},
-      {R"({"type": "float", "low": 1, "high": 2, "step": 0.1, "log": true})", "space.lr.step", "log"},
+      {R"({"type": "float", "low": 1, "high": 2, "step": 0.1, "log": true})", "space.lr.step",
+       "log"},
       {R"({"type": "float", "low": 0, "hihg": 1})", "space.lr.hihg", "did you mean 'high'?"},
       {R"({"type": "flaot", "low": 0, "high": 1})", "space.lr.type", "did you mean 'float'?"},
       {R"({"type": "tensor"})", "space.lr.type", "unknown type 'tensor'"},
@@ -523,7 +542,8 @@ TEST(DistributionsTest, FromJsonErrorsNameTheField) {
       {R"({"type": 3})", "space.lr.type", "string"},
       {R"({"type": "int", "low": 0.5, "high": 4})", "space.lr.low", "integer"},
       {R"({"type": "int", "low": 1, "high": 4, "step": 1.5})", "space.lr.step", "integer"},
-      {R"({"type": "int", "low": 0, "high": 4, "log": true})", "space.lr.low", "log scale needs low > 0"},
+      {R"({"type": "int", "low": 0, "high": 4, "log": true})", "space.lr.low",
+       "log scale needs low > 0"},
       {R"({"type": "int", "low": 1, "high": 4, "step": 0})", "space.lr.step", "> 0"},
       {R"({"type": "int", "low": 1, "high": 18446744073709551615})", "space.lr.high", "range"},
       {R"({"type": "categorical"})", "space.lr.choices", "required"},
@@ -531,7 +551,8 @@ TEST(DistributionsTest, FromJsonErrorsNameTheField) {
       {R"({"type": "categorical", "choices": []})", "space.lr.choices", "empty"},
       {R"({"type": "categorical", "choices": ["a", "a"]})", "space.lr.choices", "duplicate"},
       {R"({"type": "categorical", "choices": [[1]]})", "space.lr.choices", "scalar"},
-      {R"({"type": "categorical", "choices": ["a"], "values": [1]})", "space.lr.values", "unknown key"},
+      {R"({"type": "categorical", "choices": ["a"], "values": [1]})", "space.lr.values",
+       "unknown key"},
       {R"({"type": "ordinal", "values": []})", "space.lr.values", "empty"},
       {R"({"type": "ordinal", "choices": [1]})", "space.lr.choices", "unknown key"},
       {R"([1, 2])", "space.lr", "object"},
@@ -541,7 +562,8 @@ TEST(DistributionsTest, FromJsonErrorsNameTheField) {
     Json spec = Json::parse(c.spec);
     auto e = config_error([&] { Distribution::from_json(spec, "space.lr"); });
     EXPECT_EQ(e.path(), c.path) << c.spec << " -> " << e.what();
-    EXPECT_NE(std::string(e.what()).find(c.words), std::string::npos) << c.spec << " -> " << e.what();
+    EXPECT_NE(std::string(e.what()).find(c.words), std::string::npos)
+        << c.spec << " -> " << e.what();
     EXPECT_EQ(std::string(e.what()).rfind(std::string(c.path) + ": ", 0), 0u) << e.what();
   }
 }
@@ -551,16 +573,18 @@ TEST(DistributionsTest, FromJsonReadsEveryKind) {
       Json::parse(R"({"type": "float", "low": 64, "high": 1312, "step": 160})"), "space.x");
   EXPECT_EQ(f.kind(), DistributionKind::kFloat);
   EXPECT_EQ(f.grid_high(), 1184);
-  auto i = Distribution::from_json(Json::parse(R"({"type": "int", "low": 1, "high": 9, "step": 2})"), "s");
+  auto i = Distribution::from_json(
+      Json::parse(R"({"type": "int", "low": 1, "high": 9, "step": 2})"), "s");
   EXPECT_EQ(i.kind(), DistributionKind::kInt);
   EXPECT_EQ(i.step(), 2);
   // An integer-valued float is accepted for int bounds.
   auto i2 = Distribution::from_json(Json::parse(R"({"type": "int", "low": 1.0, "high": 8})"), "s");
   EXPECT_EQ(i2.low(), 1);
-  auto l = Distribution::from_json(Json::parse(R"({"type": "int", "low": 1, "high": 8, "log": true})"), "s");
+  auto l = Distribution::from_json(
+      Json::parse(R"({"type": "int", "low": 1, "high": 8, "log": true})"), "s");
   EXPECT_TRUE(l.is_log());
-  auto c = Distribution::from_json(Json::parse(R"({"type": "categorical", "choices": [null, true, 1, 1.0, "1"]})"),
-                                   "s");
+  auto c = Distribution::from_json(
+      Json::parse(R"({"type": "categorical", "choices": [null, true, 1, 1.0, "1"]})"), "s");
   EXPECT_EQ(c.cardinality(), 5u);
   EXPECT_TRUE(c.to_external(0).is_null());
   EXPECT_TRUE(c.to_external(3).is_number_float());

@@ -3,11 +3,11 @@
 // successive halving within a bracket (both directions).
 #include "algorithms/hyperband_pruner.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <limits>
 #include <map>
-
-#include <gtest/gtest.h>
 
 #include "algorithms/successive_halving_pruner.h"
 #include "support/pruning_harness.h"
@@ -35,7 +35,7 @@ TEST(HyperbandBracketsTest, CountsUseExactIntegerArithmetic) {
   EXPECT_EQ(HyperbandPruner::n_brackets(1, 242, 3), 5);
   EXPECT_EQ(HyperbandPruner::n_brackets(1, 999, 10), 3);
   EXPECT_EQ(HyperbandPruner::n_brackets(5, 5, 2), 1);
-  EXPECT_EQ(HyperbandPruner::n_brackets(3, 10, 3), 2);  // 3, 9
+  EXPECT_EQ(HyperbandPruner::n_brackets(3, 10, 3), 2);     // 3, 9
   EXPECT_EQ(HyperbandPruner::n_brackets(2, 1000, 10), 3);  // 2, 20, 200
   // 2^62 <= INT64_MAX < 2^63.
   EXPECT_EQ(HyperbandPruner::n_brackets(1, std::numeric_limits<std::int64_t>::max(), 2), 63);

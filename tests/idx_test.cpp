@@ -53,7 +53,8 @@ Bytes random_bytes(std::size_t n, std::uint8_t modulo, std::uint64_t seed) {
 
 void write_plain(const fs::path& path, const Bytes& bytes) {
   std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
   ASSERT_TRUE(out.good()) << path;
 }
 
@@ -179,9 +180,9 @@ TEST_F(IdxTest, TruncatedHeader) {
   Bytes b = idx_bytes({2, 3, 4}, {});
   b.resize(4 + 6);  // 3 dims need 12 bytes of sizes
   write_plain(file("b"), b);
-  EXPECT_THAT(error_of([&] { read_idx(file("b")); }),
-              AllOf(HasSubstr("truncated header"), HasSubstr("expected 12 bytes"),
-                    HasSubstr("got 6")));
+  EXPECT_THAT(
+      error_of([&] { read_idx(file("b")); }),
+      AllOf(HasSubstr("truncated header"), HasSubstr("expected 12 bytes"), HasSubstr("got 6")));
 }
 
 TEST_F(IdxTest, TruncatedDataPlainAndGzip) {
@@ -228,8 +229,9 @@ TEST_F(IdxTest, HugeClaimedSizeWithLittleDataFailsWithoutHugeAllocation) {
   write_gzip(file("a.gz"), idx_bytes({2, 1024, 1024, 1024}, Bytes(100, 7)));
   const long before = peak_rss_kib();
   for (const std::string name : {"a", "a.gz"}) {
-    EXPECT_THAT(error_of([&] { read_idx(file(name)); }),
-                AllOf(HasSubstr("truncated data"), HasSubstr("expected 2147483648 bytes, got 100")));
+    EXPECT_THAT(
+        error_of([&] { read_idx(file(name)); }),
+        AllOf(HasSubstr("truncated data"), HasSubstr("expected 2147483648 bytes, got 100")));
   }
   // Filling a buffer of the claimed size would raise the peak by 2 GiB.
   EXPECT_LT(peak_rss_kib() - before, 256 * 1024);
@@ -293,9 +295,9 @@ TEST_F(IdxTest, MnistSplitCountMismatch) {
 TEST_F(IdxTest, MnistSplitLabelOutOfRange) {
   write_plain(file("images"), idx_bytes({4, 2, 2}, Bytes(16, 1)));
   write_plain(file("labels"), idx_bytes({4}, {9, 0, 10, 3}));
-  EXPECT_THAT(error_of([&] { load_mnist_split(file("images"), file("labels")); }),
-              AllOf(HasSubstr(file("labels")), HasSubstr("label 10 at index 2"),
-                    HasSubstr("[0, 10)")));
+  EXPECT_THAT(
+      error_of([&] { load_mnist_split(file("images"), file("labels")); }),
+      AllOf(HasSubstr(file("labels")), HasSubstr("label 10 at index 2"), HasSubstr("[0, 10)")));
 }
 
 TEST_F(IdxTest, FashionMnistPrefersGzipOverPlain) {
@@ -320,8 +322,9 @@ TEST_F(IdxTest, FashionMnistPrefersGzipOverPlain) {
 
 TEST_F(IdxTest, FashionMnistMissingFilesAreNamed) {
   const std::string msg = error_of([&] { load_fashion_mnist(dir_.string(), true); });
-  EXPECT_THAT(msg, AllOf(HasSubstr("train-images-idx3-ubyte.gz"),
-                         HasSubstr("nor " + file("train-images-idx3-ubyte")), HasSubstr("file not found")));
+  EXPECT_THAT(
+      msg, AllOf(HasSubstr("train-images-idx3-ubyte.gz"),
+                 HasSubstr("nor " + file("train-images-idx3-ubyte")), HasSubstr("file not found")));
   write_gzip(file("train-images-idx3-ubyte.gz"), idx_bytes({1, 1, 1}, {0}));
   EXPECT_THAT(error_of([&] { load_fashion_mnist(dir_.string(), true); }),
               HasSubstr("train-labels-idx1-ubyte.gz"));

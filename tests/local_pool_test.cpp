@@ -3,6 +3,7 @@
 // scripts standing in for hpsearch.
 #include "workers/local_pool.h"
 
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -12,8 +13,6 @@
 #include <fstream>
 #include <map>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "search/errors.h"
 #include "tests/support/temp_dir.h"
@@ -39,8 +38,10 @@ class EnvGuard {
     if (const char* v = std::getenv(name)) old_ = v;
   }
   ~EnvGuard() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
+    if (old_)
+      setenv(name_, old_->c_str(), 1);
+    else
+      unsetenv(name_);
   }
 
  private:
@@ -50,7 +51,8 @@ class EnvGuard {
 
 template <class F>
 bool wait_until(F&& done, double seconds) {
-  auto until = Steady::now() + std::chrono::duration_cast<Steady::duration>(std::chrono::duration<double>(seconds));
+  auto until = Steady::now() +
+               std::chrono::duration_cast<Steady::duration>(std::chrono::duration<double>(seconds));
   while (Steady::now() < until) {
     if (done()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -82,9 +84,9 @@ TEST(LocalPool, AssignsGpusRoundRobinAndCpuThreads) {
   EnvGuard omp("OMP_NUM_THREADS");
   unsetenv("OMP_NUM_THREADS");
   // Each "worker" records its arguments and environment, then exits.
-  std::string exe = script(dir.path(), "worker.sh",
-                           "echo \"$CUDA_VISIBLE_DEVICES|$OMP_NUM_THREADS|$*\" > " +
-                               dir.path().string() + "/out.$$");
+  std::string exe = script(
+      dir.path(), "worker.sh",
+      "echo \"$CUDA_VISIBLE_DEVICES|$OMP_NUM_THREADS|$*\" > " + dir.path().string() + "/out.$$");
   LocalPoolOptions o;
   o.workers = 3;
   o.executable = exe;
@@ -100,13 +102,20 @@ TEST(LocalPool, AssignsGpusRoundRobinAndCpuThreads) {
   pool.start();
   auto pids = pool.pids();
   pool.stop_restarting();
-  ASSERT_TRUE(wait_until([&] { pool.poll(); return pool.running() == 0; }, 10.0));
+  ASSERT_TRUE(wait_until(
+      [&] {
+        pool.poll();
+        return pool.running() == 0;
+      },
+      10.0));
   for (int slot = 0; slot < 3; ++slot) {
     std::ifstream in(dir.path() / ("out." + std::to_string(pids[static_cast<std::size_t>(slot)])));
     std::string line;
     std::getline(in, line);
-    EXPECT_EQ(line, std::string(slot == 1 ? "7" : "4") +
-                        "|3|worker --connect tcp://127.0.0.1:1 --device cuda:0 --threads 3 --log-level warn")
+    EXPECT_EQ(
+        line,
+        std::string(slot == 1 ? "7" : "4") +
+            "|3|worker --connect tcp://127.0.0.1:1 --device cuda:0 --threads 3 --log-level warn")
         << "slot " << slot;
   }
 }
@@ -139,10 +148,12 @@ TEST(LocalPool, RestartsAKilledWorkerAndReapsAllAtTheEnd) {
   pid_t victim = pool.pids()[0];
   ASSERT_EQ(kill(victim, SIGKILL), 0);
   std::vector<ExitedWorker> exited;
-  ASSERT_TRUE(wait_until([&] {
-    for (const auto& w : pool.poll()) exited.push_back(w);
-    return pool.running() == 2 && pool.pids()[0] != victim && pool.pids()[0] > 0;
-  }, 10.0));
+  ASSERT_TRUE(wait_until(
+      [&] {
+        for (const auto& w : pool.poll()) exited.push_back(w);
+        return pool.running() == 2 && pool.pids()[0] != victim && pool.pids()[0] > 0;
+      },
+      10.0));
   ASSERT_EQ(exited.size(), 1u);
   EXPECT_EQ(exited[0].pid, victim);
   EXPECT_EQ(exited[0].slot, 0);
@@ -165,13 +176,15 @@ TEST(LocalPool, GivesUpOnAWorkerThatKeepsExitingAtOnce) {
   LocalWorkerPool pool(o);
   pool.start();
   int exits = 0;
-  ASSERT_TRUE(wait_until([&] {
-    for (const auto& w : pool.poll()) {
-      EXPECT_EQ(w.how, "exited with status 3");
-      ++exits;
-    }
-    return pool.all_given_up();
-  }, 20.0));
+  ASSERT_TRUE(wait_until(
+      [&] {
+        for (const auto& w : pool.poll()) {
+          EXPECT_EQ(w.how, "exited with status 3");
+          ++exits;
+        }
+        return pool.all_given_up();
+      },
+      20.0));
   EXPECT_EQ(exits, 3);
   EXPECT_EQ(pool.running(), 0);
 }

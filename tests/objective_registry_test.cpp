@@ -1,6 +1,7 @@
 // Tests of the objective registry (objectives/objective.h) and of the
 // synthetic objective types it registers on first use.
-#include "objectives/objective.h"
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
@@ -10,9 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
+#include "objectives/objective.h"
 #include "objectives/synthetic.h"
 #include "search/errors.h"
 
@@ -69,7 +68,8 @@ TEST(ObjectiveRegistryTest, UnknownTypeSuggestsTheClosestName) {
   EXPECT_THAT(e.what(), HasSubstr("unknown type 'brannin'"));
   // The known types are listed (in name order), whatever else is registered.
   std::string known;
-  for (const std::string& name : objective_type_names()) known += (known.empty() ? "" : ", ") + name;
+  for (const std::string& name : objective_type_names())
+    known += (known.empty() ? "" : ", ") + name;
   EXPECT_THAT(e.what(), HasSubstr("(known: " + known + ")"));
   EXPECT_THAT(known, HasSubstr("ackley, branin, "));
   EXPECT_THAT(e.what(), HasSubstr("did you mean 'branin'?"));
@@ -95,8 +95,9 @@ TEST(ObjectiveRegistryTest, MissingOrMistypedTypeIsAnError) {
 }
 
 TEST(ObjectiveRegistryTest, SyntheticConfigAllowsOnlyType) {
-  ConfigError e = config_error(
-      [] { validate_objective(Json{{"type", "branin"}, {"dim", 2}}, float_space(2)); });
+  ConfigError e = config_error([] {
+    validate_objective(Json{{"type", "branin"}, {"dim", 2}}, float_space(2));
+  });
   EXPECT_EQ(e.path(), "objective.dim");
 }
 
@@ -243,8 +244,8 @@ TEST(ObjectiveRegistryTest, MadeObjectiveRunsInAStudy) {
   }
   StudyOptions options;
   options.space = space;
-  Study study = Study::create(open_storage("memory"), "synthetic", StudyDirection::kMinimize,
-                              options);
+  Study study =
+      Study::create(open_storage("memory"), "synthetic", StudyDirection::kMinimize, options);
   OptimizeOptions run;
   run.n_trials = 10;
   study.optimize(make_objective(type_config("styblinski_tang"), space), run);
@@ -295,8 +296,9 @@ TEST(ObjectiveRegistryTest, RegisteredTypeIsValidatedAndMade) {
   EXPECT_EQ(objective(t.trial()), 7.0);
   EXPECT_EQ(validated.load(), 1);
 
-  ConfigError e = config_error(
-      [] { validate_objective(Json{{"type", "test.constant"}, {"vlaue", 1}}, SearchSpace()); });
+  ConfigError e = config_error([] {
+    validate_objective(Json{{"type", "test.constant"}, {"vlaue", 1}}, SearchSpace());
+  });
   EXPECT_EQ(e.path(), "objective.vlaue");
 
   // Registering the same name again replaces the type.

@@ -3,12 +3,12 @@
 // and on the grid, log densities are never NaN.
 #include "algorithms/parzen_estimator.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <limits>
 #include <random>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "search/errors.h"
 
@@ -102,15 +102,17 @@ TEST(ParzenEstimatorTest, LogScaleDensityIntegratesToOneInLogSpace) {
 }
 
 TEST(ParzenEstimatorTest, DiscreteMassesSumToOne) {
-  for (const auto& d : {Distribution::make_int(1, 9, false, 2), Distribution::make_int(1, 1024, true),
-                        Distribution::make_float(64, 1312, false, 160.0),
-                        Distribution::make_ordinal({Json(1), Json("a"), Json(nullptr), Json(2.5)})}) {
+  for (const auto& d :
+       {Distribution::make_int(1, 9, false, 2), Distribution::make_int(1, 1024, true),
+        Distribution::make_float(64, 1312, false, 160.0),
+        Distribution::make_ordinal({Json(1), Json("a"), Json(nullptr), Json(2.5)})}) {
     auto dim = dim_of(d);
     std::vector<double> obs = {dim.low, dim.high, dim.low + dim.step};
     std::vector<double> w = {1, 1, 1};
     ParzenEstimator pe({dim}, obs, w, EstimatorOptions{});
     std::vector<double> pts;
-    for (std::uint64_t k = 0; k < dim.count; ++k) pts.push_back(dim.low + static_cast<double>(k) * dim.step);
+    for (std::uint64_t k = 0; k < dim.count; ++k)
+      pts.push_back(dim.low + static_cast<double>(k) * dim.step);
     std::vector<double> lp(pts.size());
     pe.log_pdf(pts, lp);
     double s = 0;
@@ -120,7 +122,8 @@ TEST(ParzenEstimatorTest, DiscreteMassesSumToOne) {
 }
 
 TEST(ParzenEstimatorTest, CategoricalMassesSumToOneAndFavourObservedChoice) {
-  auto dim = dim_of(Distribution::make_categorical({Json(nullptr), Json(true), Json(1), Json("relu")}));
+  auto dim =
+      dim_of(Distribution::make_categorical({Json(nullptr), Json(true), Json(1), Json("relu")}));
   std::vector<double> obs = {3, 3, 0};
   std::vector<double> w = {1, 1, 1};
   ParzenEstimator pe({dim}, obs, w, EstimatorOptions{});

@@ -2,9 +2,9 @@
 // directions), deferring to a wrapped pruner only when stalled.
 #include "algorithms/patient_pruner.h"
 
-#include <limits>
-
 #include <gtest/gtest.h>
+
+#include <limits>
 
 #include "algorithms/hyperband_pruner.h"
 #include "algorithms/percentile_pruner.h"
@@ -68,8 +68,10 @@ TEST_P(PatientPrunerTest, DirectionMatters) {
     PatientPruner p(nullptr, opts(1));
     double k = h.sign() * x->sign();
     auto pruned_at = x->run(p, {{0, k * 1.0}, {1, k * 2.0}, {2, k * 3.0}, {3, k * 4.0}});
-    if (x == &h) EXPECT_EQ(pruned_at, 2);
-    else EXPECT_EQ(pruned_at, std::nullopt);
+    if (x == &h)
+      EXPECT_EQ(pruned_at, 2);
+    else
+      EXPECT_EQ(pruned_at, std::nullopt);
   }
 }
 

@@ -3,10 +3,10 @@
 // decisions must be the same (mirror images).
 #include "algorithms/percentile_pruner.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <limits>
-
-#include <gtest/gtest.h>
 
 #include "support/pruning_harness.h"
 
@@ -114,7 +114,7 @@ TEST_P(PercentilePrunerTest, TrialsOfDifferentLengthsOnlyOneReachedTheStep) {
     auto t = h.start();
     EXPECT_FALSE(h.report(pruner, t, 8, 0.6));  // one trial at step 8 < n_min_trials
     auto u = h.start();
-    EXPECT_TRUE(h.report(pruner, u, 2, 9.5));   // three trials at step 2
+    EXPECT_TRUE(h.report(pruner, u, 2, 9.5));  // three trials at step 2
   }
 }
 
@@ -214,9 +214,7 @@ TEST_P(PercentilePrunerTest, StepNotReportedContinues) {
 
 INSTANTIATE_TEST_SUITE_P(Directions, PercentilePrunerTest,
                          ::testing::Values(StudyDirection::kMinimize, StudyDirection::kMaximize),
-                         [](const auto& info) {
-                           return std::string(to_string(info.param));
-                         });
+                         [](const auto& info) { return std::string(to_string(info.param)); });
 
 TEST(PercentilePrunerOptionsTest, ValidateNamesTheField) {
   PercentilePrunerOptions o;

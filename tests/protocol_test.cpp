@@ -1,12 +1,12 @@
 // Tests of coordinator/protocol: round trips and validation of hostile input.
 #include "coordinator/protocol.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
-
-#include <gtest/gtest.h>
 
 namespace hps::protocol {
 namespace {
@@ -192,7 +192,8 @@ std::string patch(std::string frame, const std::string& from, const std::string&
 
 std::string le64(std::uint64_t v) {
   std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>((v >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i)
+    out[static_cast<std::size_t>(i)] = static_cast<char>((v >> (8 * i)) & 0xff);
   return out;
 }
 

@@ -3,13 +3,12 @@
 // resume`. Pruned trials must end PRUNED with their last reported step
 // stored, and every decision -- before and after the restart -- must be the
 // one a fresh pruner makes from the stored history alone.
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <chrono>
 #include <cmath>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "algorithms/factory.h"
 #include "search/storage.h"
@@ -25,8 +24,8 @@ using Steady = std::chrono::steady_clock;
 using testsupport::BackgroundProcess;
 using testsupport::TempDir;
 
-constexpr std::int64_t kSteps = 8;      // the sleep objective reports steps 1..8
-constexpr std::int64_t kTrials = 24;    // enqueued param sets (the budget)
+constexpr std::int64_t kSteps = 8;    // the sleep objective reports steps 1..8
+constexpr std::int64_t kTrials = 24;  // enqueued param sets (the budget)
 
 // The study: sleep objective (value x + y, curve x + y + (8 - step) / 8),
 // minimized, with `pruner`.
@@ -72,8 +71,8 @@ TEST_P(PrunerCoordinatorTest, RestartedCoordinatorDecidesFromStoredHistory) {
   const std::string space = dir.write("space.json", doc.dump(2));
   create_study(db, doc);
 
-  const std::vector<std::string> common{"--workers", "1", "--heartbeat-ms", "100", "--log-level",
-                                        "warn"};
+  const std::vector<std::string> common{"--workers", "1",           "--heartbeat-ms",
+                                        "100",       "--log-level", "warn"};
   // 1. Run until at least 8 trials finished and one is mid-trial, then kill -9.
   {
     std::vector<std::string> argv{HPSEARCH_CLI_PATH, "run", space};
@@ -89,7 +88,8 @@ TEST_P(PrunerCoordinatorTest, RestartedCoordinatorDecidesFromStoredHistory) {
         bool mid_trial = false;
         for (const auto& t : trials) {
           finished += is_finished(t->state) ? 1 : 0;
-          if (t->state == TrialState::kRunning && t->intermediate_values.size() >= 2) mid_trial = true;
+          if (t->state == TrialState::kRunning && t->intermediate_values.size() >= 2)
+            mid_trial = true;
         }
         if (finished >= 8 && mid_trial) {
           run.send_signal(SIGKILL);
@@ -111,7 +111,8 @@ TEST_P(PrunerCoordinatorTest, RestartedCoordinatorDecidesFromStoredHistory) {
   {
     std::vector<std::string> argv{HPSEARCH_CLI_PATH, "resume", db};
     argv.insert(argv.end(), common.begin(), common.end());
-    BackgroundProcess resume(argv, dir.path().string(), dir.file("resume.out"), dir.file("resume.err"));
+    BackgroundProcess resume(argv, dir.path().string(), dir.file("resume.out"),
+                             dir.file("resume.err"));
     auto until = Steady::now() + std::chrono::seconds(90);
     while (resume.running() && Steady::now() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -181,12 +182,11 @@ TEST_P(PrunerCoordinatorTest, RestartedCoordinatorDecidesFromStoredHistory) {
 
 INSTANTIATE_TEST_SUITE_P(
     Pruners, PrunerCoordinatorTest,
-    ::testing::Values(R"({"type": "asha", "min_resource": 1, "reduction_factor": 2})",
-                      R"({"type": "median", "n_startup_trials": 3})",
-                      R"({"type": "hyperband", "min_resource": 1, "max_resource": 8, "reduction_factor": 2})"),
-    [](const auto& info) {
-      return Json::parse(info.param)["type"].template get<std::string>();
-    });
+    ::testing::Values(
+        R"({"type": "asha", "min_resource": 1, "reduction_factor": 2})",
+        R"({"type": "median", "n_startup_trials": 3})",
+        R"({"type": "hyperband", "min_resource": 1, "max_resource": 8, "reduction_factor": 2})"),
+    [](const auto& info) { return Json::parse(info.param)["type"].template get<std::string>(); });
 
 }  // namespace
 }  // namespace hps

@@ -73,7 +73,8 @@ TEST(PrunerFactoryTest, Asha) {
   EXPECT_EQ(error_of(R"({"type": "asha", "min_resource": "some"})").first, "pruner.min_resource");
   EXPECT_EQ(error_of(R"({"type": "asha", "min_resource": 0})").first, "pruner.min_resource");
   EXPECT_EQ(error_of(R"({"type": "asha", "min_resource": 1.5})").first, "pruner.min_resource");
-  EXPECT_EQ(error_of(R"({"type": "asha", "reduction_factor": 1})").first, "pruner.reduction_factor");
+  EXPECT_EQ(error_of(R"({"type": "asha", "reduction_factor": 1})").first,
+            "pruner.reduction_factor");
   EXPECT_EQ(error_of(R"({"type": "asha", "min_early_stopping_rate": -1})").first,
             "pruner.min_early_stopping_rate");
 }
@@ -94,8 +95,10 @@ TEST(PrunerFactoryTest, Hyperband) {
   EXPECT_EQ(error_of(R"({"type": "hyperband"})").first, "pruner.max_resource");
   EXPECT_EQ(error_of(R"({"type": "hyperband", "max_resource": 5, "min_resource": 6})").first,
             "pruner.max_resource");
-  EXPECT_EQ(error_of(R"({"type": "hyperband", "max_resource": 5, "seed": -1})").first, "pruner.seed");
-  EXPECT_EQ(error_of(R"({"type": "hyperband", "max_resource": "auto"})").first, "pruner.max_resource");
+  EXPECT_EQ(error_of(R"({"type": "hyperband", "max_resource": 5, "seed": -1})").first,
+            "pruner.seed");
+  EXPECT_EQ(error_of(R"({"type": "hyperband", "max_resource": "auto"})").first,
+            "pruner.max_resource");
 }
 
 TEST(PrunerFactoryTest, Threshold) {
@@ -126,18 +129,22 @@ TEST(PrunerFactoryTest, PatientWithAndWithoutWrappedPruner) {
   EXPECT_EQ(error_of(R"({"type": "patient", "patience": -2})").first, "pruner.patience");
   EXPECT_EQ(error_of(R"({"type": "patient", "patience": 1, "min_delta": -1})").first,
             "pruner.min_delta");
-  EXPECT_EQ(error_of(R"({"type": "patient", "patience": 1, "wrapped_pruner": {"type": "asha", "reduction_factor": 0}})")
-                .first,
-            "pruner.wrapped_pruner.reduction_factor");
+  EXPECT_EQ(
+      error_of(
+          R"({"type": "patient", "patience": 1, "wrapped_pruner": {"type": "asha", "reduction_factor": 0}})")
+          .first,
+      "pruner.wrapped_pruner.reduction_factor");
   EXPECT_EQ(error_of(R"({"type": "patient", "patience": 1, "wrapped_pruner": 3})").first,
             "pruner.wrapped_pruner");
-  EXPECT_EQ(error_of(R"({"type": "patient", "patience": 1, "wrapped_pruner": {"type": "medain"}})").first,
-            "pruner.wrapped_pruner.type");
+  EXPECT_EQ(
+      error_of(R"({"type": "patient", "patience": 1, "wrapped_pruner": {"type": "medain"}})").first,
+      "pruner.wrapped_pruner.type");
 }
 
 TEST(PrunerFactoryTest, DeepNestingIsRefused) {
   Json config = Json{{"type", "none"}};
-  for (int i = 0; i < 100; ++i) config = Json{{"type", "patient"}, {"patience", 1}, {"wrapped_pruner", config}};
+  for (int i = 0; i < 100; ++i)
+    config = Json{{"type", "patient"}, {"patience", 1}, {"wrapped_pruner", config}};
   try {
     make_pruner(config);
     FAIL() << "no error";
@@ -145,7 +152,8 @@ TEST(PrunerFactoryTest, DeepNestingIsRefused) {
     EXPECT_NE(std::string(e.what()).find("nested"), std::string::npos) << e.what();
   }
   // A few levels are fine.
-  Json two = Json{{"type", "patient"}, {"patience", 1},
+  Json two = Json{{"type", "patient"},
+                  {"patience", 1},
                   {"wrapped_pruner", Json{{"type", "patient"}, {"patience", 2}}}};
   EXPECT_NE(make_pruner(two), nullptr);
 }

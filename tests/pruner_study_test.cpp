@@ -2,6 +2,9 @@
 // PRUNED at their last reported step, and the restart property: a study run
 // in two halves, the storage (SQLite) closed and reopened with a fresh
 // pruner in between, decides exactly as an uninterrupted run.
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -9,10 +12,6 @@
 #include <limits>
 #include <memory>
 #include <sstream>
-
-#include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 
 #include "algorithms/factory.h"
 #include "algorithms/pruner_util.h"
@@ -87,7 +86,8 @@ TEST(PrunerStudyTest, PrunedTrialsEndPrunedWithTheirLastReportedStep) {
   auto storage = std::make_shared<InMemoryStorage>();
   for (auto direction : {StudyDirection::kMinimize, StudyDirection::kMaximize}) {
     StudyOptions so;
-    so.pruner = make_pruner(Json::parse(R"({"type": "asha", "min_resource": 1, "reduction_factor": 2})"));
+    so.pruner =
+        make_pruner(Json::parse(R"({"type": "asha", "min_resource": 1, "reduction_factor": 2})"));
     const double sign = direction == StudyDirection::kMaximize ? -1.0 : 1.0;
     Study study = Study::create(storage, std::string("s-") + to_string(direction), direction, so);
     std::map<std::int64_t, std::int64_t> pruned_at;  // trial number -> step
@@ -201,8 +201,10 @@ TEST_P(PrunerRestartTest, ReloadedStorageGivesTheSameDecisions) {
 }
 
 const RestartCase kRestartCases[] = {
-    {R"({"type": "median", "n_startup_trials": 3, "n_warmup_steps": 2})", StudyDirection::kMinimize},
-    {R"({"type": "median", "n_startup_trials": 3, "n_warmup_steps": 2})", StudyDirection::kMaximize},
+    {R"({"type": "median", "n_startup_trials": 3, "n_warmup_steps": 2})",
+     StudyDirection::kMinimize},
+    {R"({"type": "median", "n_startup_trials": 3, "n_warmup_steps": 2})",
+     StudyDirection::kMaximize},
     {R"({"type": "percentile", "percentile": 30, "n_startup_trials": 2, "interval_steps": 3})",
      StudyDirection::kMinimize},
     {R"({"type": "asha", "reduction_factor": 3})", StudyDirection::kMinimize},
@@ -216,12 +218,11 @@ const RestartCase kRestartCases[] = {
      StudyDirection::kMinimize},
 };
 
-INSTANTIATE_TEST_SUITE_P(Pruners, PrunerRestartTest, ::testing::ValuesIn(kRestartCases),
-                         [](const auto& info) {
-                           return Json::parse(info.param.pruner)["type"].template get<std::string>() +
-                                  "_" + std::to_string(info.index) + "_" +
-                                  to_string(info.param.direction);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Pruners, PrunerRestartTest, ::testing::ValuesIn(kRestartCases), [](const auto& info) {
+      return Json::parse(info.param.pruner)["type"].template get<std::string>() + "_" +
+             std::to_string(info.index) + "_" + to_string(info.param.direction);
+    });
 
 }  // namespace
 }  // namespace hps

@@ -84,9 +84,12 @@ double objective_value(const Params& params) {
   double v = 0;
   for (const auto& [name, value] : params) {
     if (name == "f_huge" || name == "i_big") continue;
-    if (value.is_number()) v += std::tanh(value.get<double>() / 100.0);
-    else if (value.is_string()) v += static_cast<double>(value.get_ref<const std::string&>().size()) / 10.0;
-    else if (value.is_boolean()) v += value.get<bool>() ? 0.3 : 0.0;
+    if (value.is_number())
+      v += std::tanh(value.get<double>() / 100.0);
+    else if (value.is_string())
+      v += static_cast<double>(value.get_ref<const std::string&>().size()) / 10.0;
+    else if (value.is_boolean())
+      v += value.get<bool>() ? 0.3 : 0.0;
   }
   return v;
 }
@@ -94,10 +97,18 @@ double objective_value(const Params& params) {
 // Ends `trial` with the outcome chosen for its number.
 void finish(Study& study, Trial& trial) {
   switch (outcome_of(trial.number())) {
-    case Outcome::kValue: study.tell(trial, objective_value(trial.params())); break;
-    case Outcome::kInf: study.tell(trial, trial.number() % 2 ? kInf : -kInf); break;
-    case Outcome::kNaN: study.tell(trial, kNaN); break;
-    case Outcome::kFail: study.tell(trial, TrialState::kFail, std::nullopt, "conformance"); break;
+    case Outcome::kValue:
+      study.tell(trial, objective_value(trial.params()));
+      break;
+    case Outcome::kInf:
+      study.tell(trial, trial.number() % 2 ? kInf : -kInf);
+      break;
+    case Outcome::kNaN:
+      study.tell(trial, kNaN);
+      break;
+    case Outcome::kFail:
+      study.tell(trial, TrialState::kFail, std::nullopt, "conformance");
+      break;
     case Outcome::kPruned:
       trial.report(0, objective_value(trial.params()));
       study.tell(trial, TrialState::kPruned);
@@ -108,13 +119,16 @@ void finish(Study& study, Trial& trial) {
 // Checks one value against its distribution: contained, the JSON type of
 // its kind, never outside [low, high].
 void expect_valid_value(const std::string& name, const Json& value, const Distribution& d) {
-  ASSERT_TRUE(d.contains(value)) << name << " = " << value.dump() << " not in " << d.to_json().dump();
+  ASSERT_TRUE(d.contains(value)) << name << " = " << value.dump() << " not in "
+                                 << d.to_json().dump();
   switch (d.kind()) {
     case DistributionKind::kInt:
-      ASSERT_TRUE(value.is_number_integer()) << name << " = " << value.dump() << " is not a JSON integer";
+      ASSERT_TRUE(value.is_number_integer())
+          << name << " = " << value.dump() << " is not a JSON integer";
       break;
     case DistributionKind::kFloat:
-      ASSERT_TRUE(value.is_number_float()) << name << " = " << value.dump() << " is not a JSON float";
+      ASSERT_TRUE(value.is_number_float())
+          << name << " = " << value.dump() << " is not a JSON float";
       break;
     default:
       ASSERT_GE(d.index_of(value), 0) << name << " = " << value.dump();
@@ -223,7 +237,8 @@ double define_by_run_objective(Trial& t, Seen& seen) {
   check("f_nondiv", t.suggest_float("f_nondiv", 64, 1312, {.log = false, .step = 160}),
         Distribution::make_float(64, 1312, false, 160.0));
   check("f_single", t.suggest_float("f_single", 0.5, 0.5), Distribution::make_float(0.5, 0.5));
-  check("f_huge", t.suggest_float("f_huge", -1e308, 1e308), Distribution::make_float(-1e308, 1e308));
+  check("f_huge", t.suggest_float("f_huge", -1e308, 1e308),
+        Distribution::make_float(-1e308, 1e308));
   check("i", t.suggest_int("i", -5, 5), Distribution::make_int(-5, 5));
   check("i_log", t.suggest_int("i_log", 1, 1024, {.log = true, .step = std::nullopt}),
         Distribution::make_int(1, 1024, true));
@@ -236,7 +251,8 @@ double define_by_run_objective(Trial& t, Seen& seen) {
   check("i_big", t.suggest_int("i_big", -p53, p53), Distribution::make_int(-p53, p53));
   std::vector<Json> cat = {Json(), true, 1, 1.0, "1", "relu"};
   check("cat", t.suggest_categorical("cat", cat), Distribution::make_categorical(cat));
-  check("cat_single", t.suggest_categorical("cat_single", {"only"}), Distribution::make_categorical({"only"}));
+  check("cat_single", t.suggest_categorical("cat_single", {"only"}),
+        Distribution::make_categorical({"only"}));
   auto ord = Distribution::make_ordinal({16, 32, 64, 128});
   check("ord", t.suggest("ord", ord), ord);
   auto ord_str = Distribution::make_ordinal({"low", "mid", "high"});
@@ -250,7 +266,8 @@ double define_by_run_objective(Trial& t, Seen& seen) {
     check("momentum", t.suggest_float("momentum", 0, 0.99), Distribution::make_float(0, 0.99));
     Json nesterov = t.suggest_categorical("nesterov", {true, false});
     check("nesterov", nesterov, Distribution::make_categorical({true, false}));
-    if (nesterov == false) check("dampening", t.suggest_int("dampening", 1, 4), Distribution::make_int(1, 4));
+    if (nesterov == false)
+      check("dampening", t.suggest_int("dampening", 1, 4), Distribution::make_int(1, 4));
   } else {
     check("beta", t.suggest_float("beta", 0.5, 0.999, {.log = true, .step = std::nullopt}),
           Distribution::make_float(0.5, 0.999, true));
@@ -259,11 +276,17 @@ double define_by_run_objective(Trial& t, Seen& seen) {
     check("width2", t.suggest_int("width2", 8, 64, {.log = false, .step = 8}),
           Distribution::make_int(8, 64, false, 8));
   switch (outcome_of(t.number())) {
-    case Outcome::kValue: return objective_value(t.params());
-    case Outcome::kInf: return t.number() % 2 ? kInf : -kInf;
-    case Outcome::kNaN: return kNaN;
-    case Outcome::kFail: throw std::runtime_error("conformance");
-    case Outcome::kPruned: t.report(0, objective_value(t.params())); throw TrialPruned();
+    case Outcome::kValue:
+      return objective_value(t.params());
+    case Outcome::kInf:
+      return t.number() % 2 ? kInf : -kInf;
+    case Outcome::kNaN:
+      return kNaN;
+    case Outcome::kFail:
+      throw std::runtime_error("conformance");
+    case Outcome::kPruned:
+      t.report(0, objective_value(t.params()));
+      throw TrialPruned();
   }
   return 0;
 }
@@ -344,8 +367,9 @@ TEST_P(SamplerConformanceTest, SameSeedSameSequence) {
 
 // One process's session on a study kept in `storage`: a fresh sampler (as
 // after a restart) runs `n` trials. Returns the params of the trials it ran.
-std::vector<std::string> session(const NamedSamplerFactory& factory, const std::shared_ptr<Storage>& storage,
-                                 std::uint64_t seed, int n, bool declared) {
+std::vector<std::string> session(const NamedSamplerFactory& factory,
+                                 const std::shared_ptr<Storage>& storage, std::uint64_t seed, int n,
+                                 bool declared) {
   StudyOptions o;
   o.sampler = factory.make(seed);
   if (declared) o.space = edge_case_space();
@@ -376,7 +400,8 @@ TEST_P(SamplerConformanceTest, ARestartContinuesTheSequence) {
     auto second = session(GetParam(), storage, 21, 40, declared);
     // A restarted sampler must not repeat the trials already run ...
     std::set<std::string> earlier(first.begin(), first.end());
-    for (const auto& p : second) EXPECT_EQ(earlier.count(p), 0u) << "repeated after a restart: " << p;
+    for (const auto& p : second)
+      EXPECT_EQ(earlier.count(p), 0u) << "repeated after a restart: " << p;
     // ... it samples as the uninterrupted run did.
     std::vector<std::string> resumed = first;
     resumed.insert(resumed.end(), second.begin(), second.end());
@@ -386,7 +411,8 @@ TEST_P(SamplerConformanceTest, ARestartContinuesTheSequence) {
 
 TEST_P(SamplerConformanceTest, EnqueuedValuesAreKept) {
   Study study = make_study(5, edge_case_space());
-  Params fixed = {{"opt", "sgd"}, {"nesterov", false}, {"cat", Json()}, {"i_step", 1}, {"f_step", 0.7}};
+  Params fixed = {
+      {"opt", "sgd"}, {"nesterov", false}, {"cat", Json()}, {"i_step", 1}, {"f_step", 0.7}};
   for (int i = 0; i < 20; ++i) study.enqueue_trial(fixed);
   for (int i = 0; i < 20; ++i) {
     Trial t = study.ask();
@@ -420,7 +446,8 @@ INSTANTIATE_TEST_SUITE_P(Samplers, SamplerConformanceTest, ::testing::ValuesIn(s
 // Pearson's chi-square statistic of `counts` against `expected` counts.
 double chi_square(const std::vector<double>& counts, const std::vector<double>& expected) {
   double x = 0;
-  for (std::size_t i = 0; i < counts.size(); ++i) x += (counts[i] - expected[i]) * (counts[i] - expected[i]) / expected[i];
+  for (std::size_t i = 0; i < counts.size(); ++i)
+    x += (counts[i] - expected[i]) * (counts[i] - expected[i]) / expected[i];
   return x;
 }
 
@@ -451,7 +478,8 @@ TEST(RandomSamplerTest, DrawsAreUniform) {
   StudyOptions o;
   o.sampler = std::make_shared<RandomSampler>(12345);
   o.space = space;
-  Study study = Study::create(std::make_shared<InMemoryStorage>(), "uniform", StudyDirection::kMinimize, o);
+  Study study =
+      Study::create(std::make_shared<InMemoryStorage>(), "uniform", StudyDirection::kMinimize, o);
   std::map<std::string, std::vector<double>> values;
   for (int i = 0; i < n; ++i) {
     Trial t = study.ask();
@@ -497,7 +525,8 @@ TEST(RandomSamplerTest, DrawsAreUniform) {
   auto flat = [](std::size_t k) { return std::vector<double>(k, 1.0); };
   const auto& f_step = space.find("f_step")->distribution;
   std::vector<double> f_step_points;
-  for (double x : {0.1, 0.4, 0.7, 1.0}) f_step_points.push_back(f_step.to_external(x).get<double>());
+  for (double x : {0.1, 0.4, 0.7, 1.0})
+    f_step_points.push_back(f_step.to_external(x).get<double>());
   discrete("f_step", f_step_points, flat(4));
   discrete("f_nondiv", {64, 224, 384, 544, 704, 864, 1024, 1184}, flat(8));
   discrete("i", {-5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5}, flat(11));

@@ -79,7 +79,8 @@ TEST(SearchSpaceTest, DistributionErrorsNameTheParam) {
                     "lr": {"type": "float", "low": 0, "high": 1, "log": true}})");
   });
   EXPECT_STREQ(e.what(), "space.lr.low: log scale needs low > 0, got low = 0");
-  auto typo = config_error([] { parse_space(R"({"lr": {"type": "float", "low": 0, "high": 1, "wehn": {}}})"); });
+  auto typo = config_error(
+      [] { parse_space(R"({"lr": {"type": "float", "low": 0, "high": 1, "wehn": {}}})"); });
   EXPECT_EQ(typo.path(), "space.lr.wehn");
   EXPECT_TRUE(contains_text(typo.what(), "did you mean 'when'?")) << typo.what();
   auto not_obj = config_error([] { parse_space(R"({"lr": 0.1})"); });
@@ -156,8 +157,8 @@ TEST(SearchSpaceTest, NullChoiceIsNotAnAbsentParam) {
   EXPECT_FALSE(SearchSpace::is_active(eps, {{"norm", false}}));
   EXPECT_FALSE(SearchSpace::is_active(eps, {{"norm", "null"}}));
   EXPECT_EQ(space.check({{"norm", Json()}, {"eps", 1e-4}}), "");
-  EXPECT_NE(space.check({{"norm", Json()}}), "");              // eps missing
-  EXPECT_NE(space.check({{"eps", 1e-4}}), "");                 // norm missing
+  EXPECT_NE(space.check({{"norm", Json()}}), "");  // eps missing
+  EXPECT_NE(space.check({{"eps", 1e-4}}), "");     // norm missing
   EXPECT_NE(space.check({{"norm", Json()}, {"eps", 1e-4}, {"group", 2}}), "");
 }
 
@@ -197,8 +198,12 @@ TEST(SearchSpaceTest, ConditionOnNumericParents) {
   EXPECT_TRUE(SearchSpace::is_active(*space.find("w"), {{"tens", tens.to_external(1.0)}}));
   const auto& n = space.find("n")->distribution;
   EXPECT_TRUE(SearchSpace::is_active(*space.find("v"), {{"n", n.to_external(2.0)}}));
-  EXPECT_EQ(space.check({{"layers", 1}, {"scale", 0.5}, {"tens", tens.to_external(1.0)},
-                         {"w", 0.5}, {"n", n.to_external(2.0)}, {"v", 0.25}}),
+  EXPECT_EQ(space.check({{"layers", 1},
+                         {"scale", 0.5},
+                         {"tens", tens.to_external(1.0)},
+                         {"w", 0.5},
+                         {"n", n.to_external(2.0)},
+                         {"v", 0.25}}),
             "");
 }
 
@@ -255,7 +260,8 @@ TEST(SearchSpaceTest, ConditionErrors) {
 TEST(SearchSpaceTest, AddRejectsDuplicatesAndUnknownParents) {
   SearchSpace space;
   space.add("x", Distribution::make_float(0, 1));
-  EXPECT_EQ(config_error([&] { space.add("x", Distribution::make_float(0, 2)); }).path(), "space.x");
+  EXPECT_EQ(config_error([&] { space.add("x", Distribution::make_float(0, 2)); }).path(),
+            "space.x");
   EXPECT_THROW(space.add("", Distribution::make_float(0, 1)), ConfigError);
   ParamSpec child{"y", Distribution::make_float(0, 1), Condition{"z", {Json(1)}}, std::nullopt};
   EXPECT_EQ(config_error([&] { space.add(child); }).path(), "space.y.when.z");
@@ -341,8 +347,8 @@ TEST(SearchSpaceTest, ScaleWithErrors) {
        "space.lr.scale_with.param", "required"},
       {R"("lr": {"type": "float", "low": 0.1, "high": 1, "scale_with": {"param": "bs"}}})",
        "space.lr.scale_with.reference", "required"},
-      {R"("lr": {"type": "float", "low": 0.1, "high": 1, "scale_with": "bs"}})", "space.lr.scale_with",
-       "object"},
+      {R"("lr": {"type": "float", "low": 0.1, "high": 1, "scale_with": "bs"}})",
+       "space.lr.scale_with", "object"},
       {R"("lr": {"type": "float", "low": 0.1, "high": 1, "scale_with": {"param": "lr", "reference": 1}}})",
        "space.lr.scale_with.param", "itself"},
       {R"("act": {"type": "categorical", "choices": ["a", "b"], "scale_with": {"param": "bs", "reference": 64}}})",
@@ -418,7 +424,8 @@ TEST(StudyConfigTest, UnknownKeysSuggestTheRightOne) {
   expect_config_error(R"({"study": {"nmae": "x"}})", "study.nmae", "did you mean 'name'?");
   expect_config_error(R"({"study": {"direciton": "minimize"}})", "study.direciton",
                       "did you mean 'direction'?");
-  expect_config_error(R"({"budget": {"timeout": 5}})", "budget.timeout", "did you mean 'timeout_s'?");
+  expect_config_error(R"({"budget": {"timeout": 5}})", "budget.timeout",
+                      "did you mean 'timeout_s'?");
   expect_config_error(R"({"extra_section": {}})", "extra_section", "unknown key");
 }
 
@@ -451,7 +458,8 @@ TEST(StudyConfigTest, WrongTypes) {
   expect_config_error(R"({"budget": {"timeout_s": 0}})", "budget.timeout_s", "> 0");
   expect_config_error(R"({"budget": {"timeout_s": "1h"}})", "budget.timeout_s", "number");
   expect_config_error(R"({"objective": "branin"})", "objective", "object");
-  expect_config_error(R"({"objective": {"type": null, "model": "mlp"}})", "objective.type", "required");
+  expect_config_error(R"({"objective": {"type": null, "model": "mlp"}})", "objective.type",
+                      "required");
   expect_config_error(R"({"space": [1]})", "space", "object");
   expect_config_error(R"({"space": {"x0": {"low": 30}}})", "space.x0", "low <= high");
   auto top = config_error([] { StudyConfig::from_json(Json::array()); });
@@ -462,7 +470,9 @@ TEST(StudyConfigTest, WrongTypes) {
 
 class StudyConfigFileTest : public ::testing::Test {
  protected:
-  std::string write(const std::string& name, const std::string& text) { return dir_.write(name, text); }
+  std::string write(const std::string& name, const std::string& text) {
+    return dir_.write(name, text);
+  }
   hps::testsupport::TempDir dir_{"search_space"};
 };
 
@@ -494,8 +504,10 @@ TEST_F(StudyConfigFileTest, InvalidJsonGivesLineAndColumn) {
     std::string path = write("bad.json", c.text);
     auto e = config_error([&] { StudyConfig::from_file(path); });
     EXPECT_EQ(e.path(), path);
-    std::string want = "invalid JSON at line " + std::to_string(c.line) + ", column " + std::to_string(c.column);
-    EXPECT_TRUE(contains_text(e.what(), want)) << c.text << "\n -> " << e.what() << "\n want " << want;
+    std::string want =
+        "invalid JSON at line " + std::to_string(c.line) + ", column " + std::to_string(c.column);
+    EXPECT_TRUE(contains_text(e.what(), want))
+        << c.text << "\n -> " << e.what() << "\n want " << want;
   }
 }
 
@@ -555,7 +567,9 @@ TEST(JsonUtilTest, EditDistanceAndJoinPath) {
 }
 
 TEST(JsonUtilTest, NoSuggestionForAFarKey) {
-  auto e = config_error([] { check_keys(Json::parse(R"({"zzzzzz": 1})"), "budget", {"n_trials", "timeout_s"}); });
+  auto e = config_error([] {
+    check_keys(Json::parse(R"({"zzzzzz": 1})"), "budget", {"n_trials", "timeout_s"});
+  });
   EXPECT_EQ(e.path(), "budget.zzzzzz");
   EXPECT_FALSE(contains_text(e.what(), "did you mean")) << e.what();
   EXPECT_TRUE(contains_text(e.what(), "n_trials")) << e.what();  // the allowed keys are listed

@@ -72,8 +72,8 @@ std::uint64_t bits(double x) { return std::bit_cast<std::uint64_t>(x); }
     same = a.dump() == b.dump();
   }
   if (same) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << a.dump() << " (" << a.type_name() << ") vs "
-                                       << b.dump() << " (" << b.type_name() << ")";
+  return ::testing::AssertionFailure() << a.dump() << " (" << a.type_name() << ") vs " << b.dump()
+                                       << " (" << b.type_name() << ")";
 }
 
 // Field-by-field equality of two snapshots; doubles bit-exact (NaN == NaN).
@@ -197,7 +197,8 @@ TEST_P(StorageContract, CreatesFindsAndListsStudies) {
 }
 
 TEST_P(StorageContract, Utf8StudyNames) {
-  const std::string name = "\xc3\xa9tude \xe7\xa0\x94\xe7\xa9\xb6 \xf0\x9f\x9a\x80";  // étude 研究 🚀
+  const std::string name =
+      "\xc3\xa9tude \xe7\xa0\x94\xe7\xa9\xb6 \xf0\x9f\x9a\x80";  // étude 研究 🚀
   auto id = storage_->create_study(name, StudyDirection::kMinimize, Json());
   EXPECT_EQ(storage_->get_study(id).name, name);
   EXPECT_EQ(storage_->find_study(name), id);
@@ -224,8 +225,7 @@ TEST_P(StorageContract, ParamValuesKeepTypesAndBits) {
   auto i = Distribution::make_int(-5, 1000000);
   auto c = Distribution::make_categorical({Json(), Json(true), Json(1), Json(1.5), Json("relu")});
   auto o = Distribution::make_ordinal({Json(16), Json(32), Json(64.5), Json("big")});
-  const std::vector<double> floats = {1.2345678901234567e-4, 0.1, 1e-308, 4.9e-324,
-                                      DBL_MAX, 0.0};
+  const std::vector<double> floats = {1.2345678901234567e-4, 0.1, 1e-308, 4.9e-324, DBL_MAX, 0.0};
   for (double x : floats) {
     auto t = storage_->create_trial(study, running());
     storage_->set_trial_param(t->trial_id, "x", x, f);
@@ -283,8 +283,18 @@ TEST_P(StorageContract, ParamRules) {
 
 TEST_P(StorageContract, ObjectiveValuesAreBitExact) {
   auto study = storage_->create_study("s", StudyDirection::kMinimize, Json());
-  const std::vector<double> values = {1.2345678901234567e-4, 0.1, 1e-308, 4.9e-324, DBL_MAX,
-                                      -DBL_MAX, kInf, -kInf, 0.0, -0.0, 3.0, -1e300};
+  const std::vector<double> values = {1.2345678901234567e-4,
+                                      0.1,
+                                      1e-308,
+                                      4.9e-324,
+                                      DBL_MAX,
+                                      -DBL_MAX,
+                                      kInf,
+                                      -kInf,
+                                      0.0,
+                                      -0.0,
+                                      3.0,
+                                      -1e300};
   for (double v : values) {
     auto t = storage_->create_trial(study, running());
     EXPECT_TRUE(storage_->set_trial_state(t->trial_id, TrialState::kComplete, v));
@@ -300,7 +310,7 @@ TEST_P(StorageContract, IntermediateValues) {
   auto study = storage_->create_study("s", StudyDirection::kMinimize, Json());
   auto t = storage_->create_trial(study, running());
   const std::vector<std::pair<std::int64_t, double>> reports = {
-      {0, 0.5}, {1, std::nan("")}, {2, kInf}, {3, -kInf}, {4, 1.2345678901234567e-4},
+      {0, 0.5},   {1, std::nan("")}, {2, kInf}, {3, -kInf}, {4, 1.2345678901234567e-4},
       {10, -0.0}, {-3, 1e-308}};
   for (const auto& [step, v] : reports)
     EXPECT_TRUE(storage_->set_trial_intermediate_value(t->trial_id, step, v));
@@ -598,7 +608,8 @@ void populate(Storage& storage, std::int64_t study) {
     storage.set_trial_param(t->trial_id, "lr", 1.2345678901234567e-4 * (k + 1), f);
     storage.set_trial_param(t->trial_id, "dropout", 0.05 * (k % 10), q);
     storage.set_trial_param(t->trial_id, "hidden", 32 + k, i);
-    storage.set_trial_param(t->trial_id, "act", choices[static_cast<std::size_t>(k) % choices.size()], c);
+    storage.set_trial_param(t->trial_id, "act",
+                            choices[static_cast<std::size_t>(k) % choices.size()], c);
     storage.set_trial_param(t->trial_id, "batch", 32, o);
     for (int step = 0; step < 5; ++step)
       storage.set_trial_intermediate_value(t->trial_id, step,
@@ -613,7 +624,8 @@ void populate(Storage& storage, std::int64_t study) {
         break;
       case 2:
         if (k != 6)
-          storage.set_trial_state(t->trial_id, TrialState::kFail, std::nullopt, "OOM \xf0\x9f\x92\xa5");
+          storage.set_trial_state(t->trial_id, TrialState::kFail, std::nullopt,
+                                  "OOM \xf0\x9f\x92\xa5");
         break;
     }
   }
@@ -945,8 +957,9 @@ TEST_F(SqliteStorageTest, SnapshotsUpdatedInMemoryEqualFreshReads) {
   ASSERT_TRUE(a.get_all_trials(study, {}).empty());  // the study is cached from here on
   populate(a, study);
   NewTrial init = running();
-  init.params = {{"neg_zero", -0.0}, {"big", Json(std::uint64_t{1} << 63)}, {"neg", -3},
-                 {"s", "x"}, {"b", false}, {"n", nullptr}};
+  init.params = {{"neg_zero", -0.0}, {"big", Json(std::uint64_t{1} << 63)},
+                 {"neg", -3},        {"s", "x"},
+                 {"b", false},       {"n", nullptr}};
   init.system_attrs = Json{{"retry_of", 2}, {"deep", Json{{"a", Json::array({1, -0.0})}}}};
   auto t = a.create_trial(study, init);
   a.set_trial_system_attr(t->trial_id, "u", Json(std::uint64_t{7}));

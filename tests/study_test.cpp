@@ -14,9 +14,9 @@
 #include <functional>
 #include <limits>
 #include <mutex>
+#include <ostream>
 #include <set>
 #include <stdexcept>
-#include <ostream>
 #include <string>
 #include <thread>
 
@@ -75,7 +75,8 @@ SearchSpace conditional_space() {
 
 // Numbers 0..n-1, each exactly once, in order.
 void expect_contiguous(const std::vector<TrialPtr>& trials) {
-  for (std::size_t i = 0; i < trials.size(); ++i) EXPECT_EQ(trials[i]->number, static_cast<std::int64_t>(i));
+  for (std::size_t i = 0; i < trials.size(); ++i)
+    EXPECT_EQ(trials[i]->number, static_cast<std::int64_t>(i));
 }
 
 // ------------------------------------------------------------ ask / tell
@@ -120,7 +121,8 @@ TEST_P(StudyTest, AskWithADeclaredSpaceSamplesEveryActiveParam) {
     EXPECT_TRUE(t.param("n").is_number_integer());
     // Define-by-run calls that agree with the space return the sampled value.
     EXPECT_EQ(t.suggest_float("x", -5, 5), t.param("x").get<double>());
-    EXPECT_EQ(t.suggest_int("n", 1, 9, {.log = false, .step = 2}), t.param("n").get<std::int64_t>());
+    EXPECT_EQ(t.suggest_int("n", 1, 9, {.log = false, .step = 2}),
+              t.param("n").get<std::int64_t>());
     if (t.param("optimizer") == "sgd") {
       EXPECT_EQ(t.suggest_float("momentum", 0, 0.99), t.param("momentum").get<double>());
     } else {
@@ -301,7 +303,8 @@ TEST_P(StudyTest, OptimizeRunsNTrialsPerCall) {
     double x = t.suggest_float("x", -10, 10);
     return (x - 2) * (x - 2);
   };
-  study.optimize(objective, {.n_trials = 20, .callback = [&](const FrozenTrial& t) { seen.push_back(t.number); }});
+  study.optimize(objective, {.n_trials = 20,
+                             .callback = [&](const FrozenTrial& t) { seen.push_back(t.number); }});
   EXPECT_EQ(calls, 20);
   EXPECT_EQ(seen.size(), 20u);
   study.optimize(objective, {.n_trials = 5});
@@ -357,9 +360,9 @@ TEST_P(StudyTest, FourThreadsShareOneStudy) {
     double extra = t.suggest_float("y", 0, 1);
     return t.param("x").get<double>() + extra;
   };
-  study.optimize(objective, {.n_trials = 200,
-                             .n_jobs = 4,
-                             .callback = [&](const FrozenTrial& t) { callback_numbers.insert(t.number); }});
+  study.optimize(objective, {.n_trials = 200, .n_jobs = 4, .callback = [&](const FrozenTrial& t) {
+                               callback_numbers.insert(t.number);
+                             }});
   EXPECT_TRUE(all_arrived);
   EXPECT_EQ(calls.load(), 200);
   auto all = study.trials();
@@ -372,7 +375,8 @@ TEST_P(StudyTest, FourThreadsShareOneStudy) {
       Params p = t->params;
       p.erase("y");
       return p;
-    }()), "");
+    }()),
+              "");
     EXPECT_EQ(t->intermediate_values.size(), 1u);
     ids.insert(t->trial_id);
   }
@@ -385,7 +389,8 @@ TEST_P(StudyTest, CatchExceptionsTrueKeepsGoing) {
   Study study = minimize();
   study.optimize(
       [](Trial& t) -> double {
-        if (t.number() % 2 == 1) throw std::runtime_error("odd trial " + std::to_string(t.number()));
+        if (t.number() % 2 == 1)
+          throw std::runtime_error("odd trial " + std::to_string(t.number()));
         return 1.0;
       },
       {.n_trials = 10, .catch_exceptions = true});
@@ -476,7 +481,7 @@ TEST_P(StudyTest, StopFlagInterruptsTheRunningTrialAndQueuesARetry) {
         ++calls;
         first_params = t.params();
         t.report(0, 1.0);
-        stop = true;      // as a signal handler would
+        stop = true;       // as a signal handler would
         t.report(1, 0.5);  // throws Interrupted
         ADD_FAILURE() << "report() did not throw after the stop flag was set";
         return 0.0;
@@ -622,12 +627,12 @@ TEST_P(StudyTest, InvalidEnqueueForADeclaredSpaceIsAConfigError) {
     }
     return std::string("(no error)");
   };
-  EXPECT_EQ(path_of({{"x", 7.0}}), "params.x");           // out of range
-  EXPECT_EQ(path_of({{"n", 4}}), "params.n");             // off the step grid
-  EXPECT_EQ(path_of({{"n", "3"}}), "params.n");           // wrong type
+  EXPECT_EQ(path_of({{"x", 7.0}}), "params.x");  // out of range
+  EXPECT_EQ(path_of({{"n", 4}}), "params.n");    // off the step grid
+  EXPECT_EQ(path_of({{"n", "3"}}), "params.n");  // wrong type
   EXPECT_EQ(path_of({{"optimizer", "rmsprop"}}), "params.optimizer");
   EXPECT_EQ(path_of({{"optimizer", "null"}}), "params.optimizer");
-  EXPECT_EQ(path_of({{"nope", 1}}), "params.nope");       // not in the space
+  EXPECT_EQ(path_of({{"nope", 1}}), "params.nope");  // not in the space
   EXPECT_EQ(path_of({{"optimizer", "adam"}, {"momentum", 0.5}}), "params.momentum");  // inactive
   EXPECT_TRUE(study.trials().empty());
 }
@@ -652,7 +657,8 @@ TEST_P(StudyTest, FailStaleTrialsOfADeadProcess) {
     init.state = TrialState::kRunning;
     init.worker = worker;
     init.params = {{"x", x}, {"optimizer", "adam"}, {"n", 3}};
-    for (const auto& [k, v] : init.params) init.distributions.emplace(k, study.space()->find(k)->distribution);
+    for (const auto& [k, v] : init.params)
+      init.distributions.emplace(k, study.space()->find(k)->distribution);
     return study.storage().create_trial(study.study_id(), init);
   };
   TrialPtr dead = running(host + ":" + std::to_string(dead_pid()), 1.0);
@@ -718,19 +724,27 @@ TEST_P(StudyTest, CreateLoadAndLoadIfExists) {
 }
 
 TEST_P(StudyTest, AnyUtf8StudyName) {
-  Study s = Study::create(storage(), "étude · 研究 \"quoted\" 'x'", StudyDirection::kMinimize, seeded());
+  Study s =
+      Study::create(storage(), "étude · 研究 \"quoted\" 'x'", StudyDirection::kMinimize, seeded());
   EXPECT_EQ(Study::load(storage(), "étude · 研究 \"quoted\" 'x'").study_id(), s.study_id());
   EXPECT_THROW(Study::create(storage(), "", StudyDirection::kMinimize), StorageError);
 }
 
 // ------------------------------------------------------------ storage kinds
 
-std::shared_ptr<Storage> open_memory(const std::string&) { return std::make_shared<InMemoryStorage>(); }
-std::shared_ptr<Storage> open_file(const std::string& dir) { return open_storage(dir + "/study.db"); }
+std::shared_ptr<Storage> open_memory(const std::string&) {
+  return std::make_shared<InMemoryStorage>();
+}
+std::shared_ptr<Storage> open_file(const std::string& dir) {
+  return open_storage(dir + "/study.db");
+}
 
 INSTANTIATE_TEST_SUITE_P(Storages, StudyTest,
-                         ::testing::Values(StorageKind{"memory", open_memory}, StorageKind{"file", open_file}),
-                         [](const ::testing::TestParamInfo<StorageKind>& info) { return info.param.name; });
+                         ::testing::Values(StorageKind{"memory", open_memory},
+                                           StorageKind{"file", open_file}),
+                         [](const ::testing::TestParamInfo<StorageKind>& info) {
+                           return info.param.name;
+                         });
 
 TEST(StudyFileTest, ATrialWrittenByOneStorageIsSeenByAnother) {
   hps::testsupport::TempDir dir("study_file");

@@ -2,10 +2,10 @@
 // and (values negated) maximize.
 #include "algorithms/successive_halving_pruner.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <limits>
-
-#include <gtest/gtest.h>
 
 #include "support/pruning_harness.h"
 
@@ -63,7 +63,7 @@ TEST_P(SuccessiveHalvingPrunerTest, TopOneOverEtaIsPromoted) {
   EXPECT_FALSE(h.report(pruner, tie, 1, 2.0));
   EXPECT_EQ(rung_value(tie, 0), 2.0);
   EXPECT_FALSE(h.get(tie)->system_attrs.contains(kAttrPrunedAtRung));
-  EXPECT_FALSE(h.report(pruner, tie, 2, 2.0));    // alone at rung 1 (step 2)
+  EXPECT_FALSE(h.report(pruner, tie, 2, 2.0));  // alone at rung 1 (step 2)
   // Steps between rungs are not judged, however bad the value.
   EXPECT_FALSE(h.report(pruner, tie, 3, 100.0));
 }

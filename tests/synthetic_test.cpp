@@ -2,13 +2,13 @@
 // points worked out by hand from the formulas, dimension errors, the table.
 #include "objectives/synthetic.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <numbers>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "search/errors.h"
 
@@ -65,8 +65,8 @@ TEST(BraninTest, WrongDimensionThrows) {
 // ---------------------------------------------------------------- Hartmann6
 
 TEST(Hartmann6Test, ValueAtPublishedMinimizer) {
-  EXPECT_NEAR(eval(hartmann6, {0.20169, 0.150011, 0.476874, 0.275332, 0.311652, 0.6573}),
-              -3.32237, kHalfUnit5);
+  EXPECT_NEAR(eval(hartmann6, {0.20169, 0.150011, 0.476874, 0.275332, 0.311652, 0.6573}), -3.32237,
+              kHalfUnit5);
 }
 
 TEST(Hartmann6Test, ValueAtACenterOfATerm) {
@@ -80,8 +80,7 @@ TEST(Hartmann6Test, ValueAtACenterOfATerm) {
     return alpha * std::exp(-s);
   };
   const double expected =
-      -3.2 -
-      term(1.0, {10, 3, 17, 3.5, 1.7, 8}, {0.1312, 0.1696, 0.5569, 0.0124, 0.8283, 0.5886}) -
+      -3.2 - term(1.0, {10, 3, 17, 3.5, 1.7, 8}, {0.1312, 0.1696, 0.5569, 0.0124, 0.8283, 0.5886}) -
       term(1.2, {0.05, 10, 17, 0.1, 8, 14}, {0.2329, 0.4135, 0.8307, 0.3736, 0.1004, 0.9991}) -
       term(3.0, {3, 3.5, 1.7, 10, 17, 8}, {0.2348, 0.1451, 0.3522, 0.2883, 0.3047, 0.6650});
   EXPECT_NEAR(eval(hartmann6, p4), expected, 1e-12);
@@ -190,9 +189,7 @@ TEST(AckleyTest, ValuesWorkedOutByHand) {
               1e-12);
 }
 
-TEST(AckleyTest, EmptyInputThrows) {
-  EXPECT_THROW(eval(ackley, {}), Error);
-}
+TEST(AckleyTest, EmptyInputThrows) { EXPECT_THROW(eval(ackley, {}), Error); }
 
 // ---------------------------------------------------------------- table
 

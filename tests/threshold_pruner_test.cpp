@@ -2,9 +2,9 @@
 // directions (bounds are absolute: a mirrored study mirrors the bounds).
 #include "algorithms/threshold_pruner.h"
 
-#include <limits>
-
 #include <gtest/gtest.h>
+
+#include <limits>
 
 #include "support/pruning_harness.h"
 
@@ -20,8 +20,10 @@ class ThresholdPrunerTest : public ::testing::TestWithParam<StudyDirection> {
   // bound when minimizing becomes a lower bound of the negated values.
   ThresholdPrunerOptions bad_side(double limit) {
     ThresholdPrunerOptions o;
-    if (GetParam() == StudyDirection::kMinimize) o.upper = limit;
-    else o.lower = -limit;
+    if (GetParam() == StudyDirection::kMinimize)
+      o.upper = limit;
+    else
+      o.lower = -limit;
     return o;
   }
 };

@@ -1,14 +1,14 @@
 // Tests of the LibTorch Fashion-MNIST objective (objectives/torch_objectives.h).
 // Tests that train read the real data set from /usr/share/datasets/fashion-mnist
 // (Debian's dataset-fashion-mnist) and are skipped when it is absent.
+#include <c10/util/Exception.h>
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <filesystem>
 #include <new>
 #include <optional>
 #include <thread>
-
-#include <c10/util/Exception.h>
-#include <gtest/gtest.h>
 
 #include "objectives/torch_objectives.h"
 #include "search/errors.h"
@@ -21,11 +21,12 @@ namespace hps {
 namespace {
 
 bool have_data() {
-  return std::filesystem::exists(std::string(kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz") ||
+  return std::filesystem::exists(std::string(kFashionMnistDefaultDir) +
+                                 "/train-images-idx3-ubyte.gz") ||
          std::filesystem::exists(std::string(kFashionMnistDefaultDir) + "/train-images-idx3-ubyte");
 }
 
-#define REQUIRE_DATA()                                                                  \
+#define REQUIRE_DATA() \
   if (!have_data()) GTEST_SKIP() << "Fashion-MNIST not installed in " << kFashionMnistDefaultDir
 
 // A trial backend that records reports and attrs and prunes at a set step.
@@ -43,7 +44,9 @@ class RecordingBackend : public TrialBackend {
     return true;
   }
   bool should_prune(Trial& trial) override { return prune_at && trial.last_step() == *prune_at; }
-  void set_user_attr(Trial&, const std::string& key, const Json& value) override { attrs[key] = value; }
+  void set_user_attr(Trial&, const std::string& key, const Json& value) override {
+    attrs[key] = value;
+  }
 };
 
 Trial make_trial(RecordingBackend& backend, Params params = {}) {
@@ -100,8 +103,8 @@ TEST(TorchEarlyStopping, StopsAfterPatienceEpochsWithoutImprovementAndReturnsThe
   RecordingBackend backend2;
   Trial trial2 = make_trial(backend2);
   const std::vector<double> accs = {0.5, 0.8, 0.7, 0.75, 0.79, 0.9};
-  TrainingOutcome out2 = run_epochs(&trial2, 6, TrainMetric::kValAccuracy, {.patience = 3, .min_delta = 0.0},
-                                    [&](std::int64_t epoch) {
+  TrainingOutcome out2 = run_epochs(&trial2, 6, TrainMetric::kValAccuracy,
+                                    {.patience = 3, .min_delta = 0.0}, [&](std::int64_t epoch) {
                                       EpochMetrics m;
                                       m.val_accuracy = accs.at(static_cast<std::size_t>(epoch - 1));
                                       m.val_loss = 1.0 - m.val_accuracy;
@@ -117,11 +120,13 @@ TEST(TorchEarlyStopping, StopsAfterPatienceEpochsWithoutImprovementAndReturnsThe
 
 TEST(TorchObjective, ShortTrainingOnASubsetLearns) {
   REQUIRE_DATA();
-  SearchSpace space = SearchSpace::from_json(
-      {{"lr", {{"type", "float"}, {"low", 1e-3}, {"high", 1e-3}}},
-       {"batch_size", {{"type", "ordinal"}, {"values", {64}}}},
-       {"hidden", {{"type", "ordinal"}, {"values", {128}}}}});
-  Json config = {{"type", kFashionMnistType}, {"train_subset", 2000}, {"max_epochs", 2},
+  SearchSpace space =
+      SearchSpace::from_json({{"lr", {{"type", "float"}, {"low", 1e-3}, {"high", 1e-3}}},
+                              {"batch_size", {{"type", "ordinal"}, {"values", {64}}}},
+                              {"hidden", {{"type", "ordinal"}, {"values", {128}}}}});
+  Json config = {{"type", kFashionMnistType},
+                 {"train_subset", 2000},
+                 {"max_epochs", 2},
                  {"metric", "val_accuracy"}};
   ObjectiveContext context;
   context.direction = StudyDirection::kMaximize;
@@ -151,7 +156,8 @@ TEST(TorchObjective, PruneAnswerStopsTrainingAtThatEpoch) {
   REQUIRE_DATA();
   HookGuard guard;
   std::int64_t last_epoch_trained = 0;
-  torch_testing::set_batch_hook([&](std::int64_t epoch, std::int64_t) { last_epoch_trained = epoch; });
+  torch_testing::set_batch_hook(
+      [&](std::int64_t epoch, std::int64_t) { last_epoch_trained = epoch; });
   SearchSpace space;
   Json config = {{"type", kFashionMnistType}, {"train_subset", 500}, {"max_epochs", 6}};
   Objective objective = make_fashion_mnist_objective(config, space, {});
@@ -169,8 +175,8 @@ TEST(TorchObjective, PruneAnswerStopsTrainingAtThatEpoch) {
 TEST(TorchObjective, OutOfMemoryFailsTheTrialWithReasonOomAndTheNextTrialRuns) {
   REQUIRE_DATA();
   HookGuard guard;
-  SearchSpace space = SearchSpace::from_json(
-      {{"batch_size", {{"type", "ordinal"}, {"values", {32, 64}}}}});
+  SearchSpace space =
+      SearchSpace::from_json({{"batch_size", {{"type", "ordinal"}, {"values", {32, 64}}}}});
   Json config = {{"type", kFashionMnistType}, {"train_subset", 300}, {"max_epochs", 1}};
   Objective objective = make_fashion_mnist_objective(config, space, {});
 
@@ -181,9 +187,12 @@ TEST(TorchObjective, OutOfMemoryFailsTheTrialWithReasonOomAndTheNextTrialRuns) {
   torch_testing::set_batch_hook([&](std::int64_t, std::int64_t batch) {
     if (batch != 2) return;
     if (mode == 0) throw std::bad_alloc();
-    if (mode == 1) TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory. Tried to allocate 2.00 GiB");
+    if (mode == 1)
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory. Tried to allocate 2.00 GiB");
     if (mode == 2)
-      TORCH_CHECK(false, "DefaultCPUAllocator: can't allocate memory: you tried to allocate 17592186044416 bytes");
+      TORCH_CHECK(
+          false,
+          "DefaultCPUAllocator: can't allocate memory: you tried to allocate 17592186044416 bytes");
   });
   StudyOptions so;
   so.space = space;
@@ -233,12 +242,13 @@ TEST(TorchObjective, EndToEndThroughTheCoordinatorSixTrialsTwoWorkersOnSubsetDat
           {"scale_with", {{"param", "batch_size"}, {"reference", 64}, {"rule", "sqrt"}}}}},
         {"batch_size", {{"type", "ordinal"}, {"values", {32, 128}}}},
         {"optimizer", {{"type", "categorical"}, {"choices", {"adam", "sgd"}}}},
-        {"momentum", {{"type", "float"}, {"low", 0.8}, {"high", 0.95}, {"when", {{"optimizer", "sgd"}}}}},
+        {"momentum",
+         {{"type", "float"}, {"low", 0.8}, {"high", 0.95}, {"when", {{"optimizer", "sgd"}}}}},
         {"hidden", {{"type", "int"}, {"low", 32}, {"high", 128}, {"log", true}}},
         {"dropout", {{"type", "float"}, {"low", 0.0}, {"high", 0.3}}}}}};
   const std::string space_file = dir.write("space.json", document.dump(2));
-  testsupport::ProcessResult r =
-      testsupport::run_process({HPSEARCH_CLI_PATH, "run", space_file, "--workers", "2"}, dir.path().string());
+  testsupport::ProcessResult r = testsupport::run_process(
+      {HPSEARCH_CLI_PATH, "run", space_file, "--workers", "2"}, dir.path().string());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
 
   StudyConfig config = StudyConfig::from_json(document);

@@ -4,13 +4,13 @@
 // reproducibility), and that it optimizes better than random search.
 #include "algorithms/tpe_sampler.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "algorithms/factory.h"
 #include "objectives/synthetic.h"
@@ -147,10 +147,10 @@ TEST(TpeOptionsTest, GammaRules) {
   g.rule = TpeGamma::Rule::kSqrt;
   g.factor = 0.5;
   g.cap = 100;
-  EXPECT_EQ(g(100), 5u);   // ceil(0.5 * 10)
-  EXPECT_EQ(g(101), 6u);   // ceil(0.5 * 10.05)
+  EXPECT_EQ(g(100), 5u);  // ceil(0.5 * 10)
+  EXPECT_EQ(g(101), 6u);  // ceil(0.5 * 10.05)
   g.factor = 2;
-  EXPECT_EQ(g(2), 2u);     // never more than n
+  EXPECT_EQ(g(2), 2u);  // never more than n
 }
 
 TEST(TpeOptionsTest, FromJsonReadsEveryOptionAndRoundTrips) {
@@ -212,22 +212,25 @@ TEST(TpeOptionsTest, BadOptionsNameTheField) {
   expect_config_error({{"type", "tpe"}, {"n_ei_candidate", 3}}, "sampler.n_ei_candidate",
                       "did you mean 'n_ei_candidates'");
   expect_config_error({{"type", "tpe"}, {"gamma", {{"factor", 0}}}}, "sampler.gamma.factor", "> 0");
-  expect_config_error({{"type", "tpe"}, {"gamma", {{"factor", 1.5}}}}, "sampler.gamma.factor", "<= 1");
-  expect_config_error({{"type", "tpe"}, {"gamma", {{"rule", "cube"}}}}, "sampler.gamma.rule", "sqrt");
+  expect_config_error({{"type", "tpe"}, {"gamma", {{"factor", 1.5}}}}, "sampler.gamma.factor",
+                      "<= 1");
+  expect_config_error({{"type", "tpe"}, {"gamma", {{"rule", "cube"}}}}, "sampler.gamma.rule",
+                      "sqrt");
   expect_config_error({{"type", "tpe"}, {"gamma", {{"cap", 0}}}}, "sampler.gamma.cap", ">= 1");
   expect_config_error({{"type", "tpe"}, {"gamma", {{"fraction", 0.1}}}}, "sampler.gamma.fraction",
                       "unknown key");
   expect_config_error({{"type", "tpe"}, {"gamma", 0.1}}, "sampler.gamma", "must be an object");
   expect_config_error({{"type", "tpe"}, {"prior_weight", -1}}, "sampler.prior_weight", "> 0");
-  expect_config_error({{"type", "tpe"}, {"n_startup_trials", -1}}, "sampler.n_startup_trials", ">= 0");
+  expect_config_error({{"type", "tpe"}, {"n_startup_trials", -1}}, "sampler.n_startup_trials",
+                      ">= 0");
   expect_config_error({{"type", "tpe"}, {"n_ei_candidates", 0}}, "sampler.n_ei_candidates", ">= 1");
   expect_config_error({{"type", "tpe"}, {"bandwidth", "silverman"}}, "sampler.bandwidth", "scott");
   expect_config_error({{"type", "tpe"}, {"weights", "new"}}, "sampler.weights", "old_decay");
   expect_config_error({{"type", "tpe"}, {"multivariate", "yes"}}, "sampler.multivariate", "");
   expect_config_error({{"type", "tpe"}, {"group", true}, {"multivariate", false}}, "sampler.group",
                       "multivariate");
-  expect_config_error({{"type", "tpe"}, {"min_bandwidth_factor", 2}}, "sampler.min_bandwidth_factor",
-                      "[0, 1]");
+  expect_config_error({{"type", "tpe"}, {"min_bandwidth_factor", 2}},
+                      "sampler.min_bandwidth_factor", "[0, 1]");
   expect_config_error({{"type", "tpe"}, {"seed", -3}}, "sampler.seed", ">= 0");
   expect_config_error({{"type", "tpee"}}, "sampler.type", "did you mean 'tpe'");
 }
@@ -278,8 +281,10 @@ TEST(TpeSamplerTest, StartupIsRandomUntilEnoughTrialsAreComplete) {
       EXPECT_EQ(a.suggest(*s, space, n), b.suggest(*s, space, n)) << multi;
     History c = build(10, false), d = build(10, true);
     int differ = 0;
-    for (std::int64_t n = 100; n < 105; ++n) differ += c.suggest(*s, space, n) != d.suggest(*s, space, n);
-    EXPECT_GT(differ, 0) << "the model ignored the values after the startup, multivariate " << multi;
+    for (std::int64_t n = 100; n < 105; ++n)
+      differ += c.suggest(*s, space, n) != d.suggest(*s, space, n);
+    EXPECT_GT(differ, 0) << "the model ignored the values after the startup, multivariate "
+                         << multi;
   }
 }
 
@@ -313,7 +318,8 @@ TEST(TpeSamplerTest, BeatsRandomOnBraninAndHartmann6) {
     double uni = mean_regret(func, {{"type", "tpe"}, {"multivariate", false}}, 10, 100);
     double multi = mean_regret(func, {{"type", "tpe"}, {"multivariate", true}}, 10, 100);
     EXPECT_LT(uni, 0.5 * random) << func << ": random " << random << ", tpe " << uni;
-    EXPECT_LT(multi, 0.5 * random) << func << ": random " << random << ", tpe multivariate " << multi;
+    EXPECT_LT(multi, 0.5 * random)
+        << func << ": random " << random << ", tpe multivariate " << multi;
   }
 }
 
@@ -432,8 +438,10 @@ TEST(TpeSamplerTest, MixedConditionalSpaceKeepsEveryValuesType) {
       EXPECT_TRUE(trial.param("batch").is_number_integer());
       EXPECT_TRUE(trial.param("drop").is_number_float());
       double v = trial.param("batch").get<double>() / 128 + trial.param("drop").get<double>();
-      if (trial.param("branch") == "a") v += std::log10(trial.param("lr").get<double>()) + 5;
-      else v += trial.param("depth").get<double>() + std::log2(trial.param("width").get<double>());
+      if (trial.param("branch") == "a")
+        v += std::log10(trial.param("lr").get<double>()) + 5;
+      else
+        v += trial.param("depth").get<double>() + std::log2(trial.param("width").get<double>());
       if (act.is_null()) v -= 1;
       study.tell(trial, v);
     }
@@ -490,14 +498,15 @@ TEST(TpeSamplerTest, PrunedTrialsEnterByTheirDeepestValue) {
     }
     for (int i = 0; i < 6; ++i) {
       double x = 0.08 + 0.005 * i;
-      std::map<std::int64_t, double> iv = deep_is_good
-                                              ? std::map<std::int64_t, double>{{1, 50.0}, {5, 0.01}, {6, kNaN}}
-                                              : std::map<std::int64_t, double>{{1, 0.01}, {5, 50.0}};
+      std::map<std::int64_t, double> iv =
+          deep_is_good ? std::map<std::int64_t, double>{{1, 50.0}, {5, 0.01}, {6, kNaN}}
+                       : std::map<std::int64_t, double>{{1, 0.01}, {5, 50.0}};
       h.add(TrialState::kPruned, {{"x0", x}}, std::nullopt, iv);
     }
     auto s = tpe(8);
     int near = 0;
-    for (std::int64_t n = 500; n < 530; ++n) near += std::abs(h.suggest(*s, space, n).at("x0").get<double>() - 0.1) < 0.1;
+    for (std::int64_t n = 500; n < 530; ++n)
+      near += std::abs(h.suggest(*s, space, n).at("x0").get<double>() - 0.1) < 0.1;
     return near;
   };
   int good = near_point_one(true), bad = near_point_one(false);
@@ -551,7 +560,8 @@ TEST(TpeSamplerTest, FailWaitingAndNaNNeverEnterTheModel) {
   a.add(TrialState::kPruned, {{"x0", 0.5}, {"x1", 0.5}}, std::nullopt, {{1, 0.2}, {2, kNaN}});
   b.add(TrialState::kPruned, {{"x0", 0.5}, {"x1", 0.5}}, std::nullopt, {{1, 0.2}});
   auto s = tpe(4);
-  for (std::int64_t n = 200; n < 205; ++n) EXPECT_EQ(a.suggest(*s, space, n), b.suggest(*s, space, n));
+  for (std::int64_t n = 200; n < 205; ++n)
+    EXPECT_EQ(a.suggest(*s, space, n), b.suggest(*s, space, n));
 }
 
 TEST(TpeSamplerTest, NullChoiceIsNotConfusedWithAnAbsentParam) {
@@ -565,10 +575,12 @@ TEST(TpeSamplerTest, NullChoiceIsNotConfusedWithAnAbsentParam) {
     "lr":  {"type": "float", "low": 0, "high": 1}
   })"));
   History h(space);
-  for (int i = 0; i < 30; ++i) h.add(TrialState::kComplete, {{"use", false}, {"lr", i / 30.0}}, -10.0 - i);
+  for (int i = 0; i < 30; ++i)
+    h.add(TrialState::kComplete, {{"use", false}, {"lr", i / 30.0}}, -10.0 - i);
   for (int i = 0; i < 15; ++i) {
     h.add(TrialState::kComplete, {{"use", true}, {"act", nullptr}, {"lr", i / 15.0}}, 5.0 + i);
-    h.add(TrialState::kComplete, {{"use", true}, {"act", "relu"}, {"lr", 0.5 + i / 31.0}}, 1.0 + i * 0.01);
+    h.add(TrialState::kComplete, {{"use", true}, {"act", "relu"}, {"lr", 0.5 + i / 31.0}},
+          1.0 + i * 0.01);
   }
   for (bool multi : {false, true}) {
     for (bool group : {false, true}) {

@@ -4,6 +4,8 @@
 // with a test pruner.
 #include "workers/worker.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,9 +21,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "coordinator/coordinator.h"
 #include "objectives/child_process.h"
@@ -150,9 +149,9 @@ TEST_F(WorkerTest, ServesACoordinatorStartedByTheCli) {
   Worker worker(worker_options());
   int rc = worker.run([&](Trial& t) {
     ++calls;
-    double x = t.suggest_float("x", -3, 3);             // declared: the sampler's value
+    double x = t.suggest_float("x", -3, 3);  // declared: the sampler's value
     std::int64_t n = t.suggest_int("n", 1, 4);
-    double y = t.suggest_float("y", 0, 1);               // undeclared: define-by-run
+    double y = t.suggest_float("y", 0, 1);  // undeclared: define-by-run
     for (int step = 1; step <= 3; ++step) {
       t.report(step, x * x + step);
       if (t.should_prune()) throw TrialPruned();
@@ -240,8 +239,8 @@ TEST_F(WorkerTest, StopInterruptsACommandTrialAndKillsItsProgram) {
   fs::path script = dir_ / "train.sh";
   std::ofstream(script) << "echo $$ > " << pid_file.string() << "\nexec sleep 1000\n";
   const Json space = Json::parse(R"({"x": {"type": "float", "low": 0, "high": 1}})");
-  Json objective = {{"type", "command"}, {"argv", {"/bin/sh", script.string(), "{x}"}},
-                    {"grace_s", 5}};
+  Json objective = {
+      {"type", "command"}, {"argv", {"/bin/sh", script.string(), "{x}"}}, {"grace_s", 5}};
   pid_t coordinator = fork_coordinator((dir_ / "stop.db").string(), space, objective, 1);
   ASSERT_GT(coordinator, 0);
 

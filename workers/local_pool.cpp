@@ -9,14 +9,14 @@
 #include <dlfcn.h>
 #endif
 
+#include <spdlog/spdlog.h>
+
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <thread>
-
-#include <spdlog/spdlog.h>
 
 #include "search/errors.h"
 
@@ -81,9 +81,9 @@ void LocalWorkerPool::start() {
 void LocalWorkerPool::spawn(int slot) {
   // Everything the child needs is built before fork: after it, only
   // async-signal-safe calls.
-  std::vector<std::string> args = {shown_executable_,   "worker",    "--connect",
-                                   options_.endpoint,   "--device",  device_of(slot),
-                                   "--threads",         std::to_string(threads_)};
+  std::vector<std::string> args = {
+      shown_executable_, "worker",        "--connect", options_.endpoint,
+      "--device",        device_of(slot), "--threads", std::to_string(threads_)};
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
   std::vector<std::string> env;
   const std::string visible = visible_devices_of(slot);
@@ -110,10 +110,11 @@ void LocalWorkerPool::spawn(int slot) {
   const pid_t parent = getpid();
 
   pid_t pid = fork();
-  if (pid < 0) throw Error(std::string("cannot start a worker process: fork: ") + std::strerror(errno));
+  if (pid < 0)
+    throw Error(std::string("cannot start a worker process: fork: ") + std::strerror(errno));
   if (pid == 0) {
     setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGTERM);  // not SIGKILL: the worker stops its trial's programs
+    prctl(PR_SET_PDEATHSIG, SIGTERM);     // not SIGKILL: the worker stops its trial's programs
     if (getppid() != parent) _exit(127);  // the coordinator died already
     sigset_t none;
     sigemptyset(&none);
@@ -152,12 +153,15 @@ std::vector<ExitedWorker> LocalWorkerPool::reap(bool) {
     s.quick_exits = lived < options_.quick_exit_s ? s.quick_exits + 1 : 0;
     if (s.quick_exits >= options_.max_quick_exits) {
       if (!s.given_up && restarting_)
-        spdlog::error("pool: worker {} exited {} times in a row right after starting ({}); "
-                      "not starting it again", i, s.quick_exits, w.how);
+        spdlog::error(
+            "pool: worker {} exited {} times in a row right after starting ({}); "
+            "not starting it again",
+            i, s.quick_exits, w.how);
       s.given_up = true;
     }
     if (restarting_ && !s.given_up) {
-      double delay = options_.restart_delay_s * static_cast<double>(1 << std::min(s.quick_exits, 6));
+      double delay =
+          options_.restart_delay_s * static_cast<double>(1 << std::min(s.quick_exits, 6));
       s.restart_at = Steady::now() + std::chrono::duration_cast<Steady::duration>(
                                          std::chrono::duration<double>(delay));
     }
@@ -233,10 +237,12 @@ std::vector<std::string> parse_gpu_list(const std::string& text) {
   std::size_t start = 0;
   while (true) {
     std::size_t comma = text.find(',', start);
-    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     while (!item.empty() && item.front() == ' ') item.erase(item.begin());
     while (!item.empty() && item.back() == ' ') item.pop_back();
-    if (item.empty()) throw ConfigError("--gpus", "has an empty entry in '" + text + "' (expected e.g. 0,1,2)");
+    if (item.empty())
+      throw ConfigError("--gpus", "has an empty entry in '" + text + "' (expected e.g. 0,1,2)");
     for (char c : item)
       if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == ':' || c == '_'))
         throw ConfigError("--gpus", "entry '" + item + "' is not a GPU index or UUID");

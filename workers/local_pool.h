@@ -81,9 +81,9 @@ class LocalWorkerPool {
   // workers that exited meanwhile.
   std::vector<ExitedWorker> shutdown(double grace_s);
 
-  int running() const;           // live worker processes
+  int running() const;              // live worker processes
   std::vector<pid_t> pids() const;  // their pids, by slot (0 = none)
-  bool all_given_up() const;     // every slot was given up
+  bool all_given_up() const;        // every slot was given up
   // The threads each worker gets.
   int threads_per_worker() const { return threads_; }
   // The device string and CUDA_VISIBLE_DEVICES of slot i ("" = unset).

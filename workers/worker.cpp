@@ -1,24 +1,23 @@
 #include "workers/worker.h"
 
 #include <poll.h>
+#include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <mutex>
-#include <optional>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
-
-#include <spdlog/spdlog.h>
 #include <zmq.hpp>
 
 #include "coordinator/protocol.h"
@@ -73,7 +72,8 @@ class EventQueue {
  public:
   // pollable: keep fd() (for a receiver that polls); else it is -1.
   explicit EventQueue(bool pollable) : fd_(pollable ? eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC) : -1) {
-    if (pollable && fd_ < 0) throw Error(std::string("worker: eventfd failed: ") + std::strerror(errno));
+    if (pollable && fd_ < 0)
+      throw Error(std::string("worker: eventfd failed: ") + std::strerror(errno));
   }
   ~EventQueue() {
     if (fd_ >= 0) close(fd_);
@@ -202,13 +202,15 @@ struct Worker::Impl : TrialBackend {
         ++attempts;
         if (attempts > options.reconnect_attempts) {
           to_main.post(Ev::kFatal, 0,
-               "the coordinator at " + options.connect + " did not answer (the first try and " +
-                   std::to_string(options.reconnect_attempts) + " retries); giving up");
+                       "the coordinator at " + options.connect +
+                           " did not answer (the first try and " +
+                           std::to_string(options.reconnect_attempts) + " retries); giving up");
           wait_for_quit();
           return;
         }
-        spdlog::info("worker: no answer from the coordinator at {}; retrying in {} ms (retry {} of {})",
-                     options.connect, backoff, attempts, options.reconnect_attempts);
+        spdlog::info(
+            "worker: no answer from the coordinator at {}; retrying in {} ms (retry {} of {})",
+            options.connect, backoff, attempts, options.reconnect_attempts);
         if (!pause(backoff, stop_posted)) return;
         backoff = std::min(options.reconnect_max_ms, std::max(1, backoff * 2));
       }
@@ -254,7 +256,8 @@ struct Worker::Impl : TrialBackend {
   End run_session(std::uint64_t session, int& interval, int& liveness, bool& was_ready,
                   bool& stop_posted) {
     zmq::socket_t dealer(context, zmq::socket_type::dealer);
-    std::string rid = options.worker_id.substr(0, 200) + "/" + std::to_string(session) + "/" + random_hex();
+    std::string rid =
+        options.worker_id.substr(0, 200) + "/" + std::to_string(session) + "/" + random_hex();
     dealer.set(zmq::sockopt::routing_id, rid);
     dealer.set(zmq::sockopt::linger, 0);
     dealer.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(proto::kMaxFrameBytes));
@@ -268,7 +271,8 @@ struct Worker::Impl : TrialBackend {
     if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES")) hello.visible_devices = cvd;
     hello.threads = options.threads;
     std::string hello_frame = proto::encode(hello);
-    zmq_util::no_eintr([&] { return dealer.send(zmq::buffer(hello_frame), zmq::send_flags::none); });
+    zmq_util::no_eintr(
+        [&] { return dealer.send(zmq::buffer(hello_frame), zmq::send_flags::none); });
 
     bool ready = false;
     auto last_recv = Steady::now();
@@ -303,7 +307,8 @@ struct Worker::Impl : TrialBackend {
           return End::kQuit;
         }
         if (e->kind == Ev::kSend && e->epoch == session && ready)
-          zmq_util::no_eintr([&] { return dealer.send(zmq::buffer(e->payload), zmq::send_flags::dontwait); });
+          zmq_util::no_eintr(
+              [&] { return dealer.send(zmq::buffer(e->payload), zmq::send_flags::dontwait); });
       }
       while (true) {
         zmq::message_t msg;
@@ -321,7 +326,8 @@ struct Worker::Impl : TrialBackend {
         try {
           m = proto::decode(frame);
         } catch (const proto::VersionMismatch& e) {
-          std::string why = "the coordinator speaks another protocol version (" + std::string(e.what()) + ")";
+          std::string why =
+              "the coordinator speaks another protocol version (" + std::string(e.what()) + ")";
           if (auto d = proto::decode_disconnect_any_version(frame)) why = d->reason;
           to_main.post(Ev::kFatal, session, "refused by the coordinator: " + why);
           wait_for_quit();
@@ -359,7 +365,8 @@ struct Worker::Impl : TrialBackend {
       now = Steady::now();
       if (ready && now >= next_beat) {
         std::string beat = proto::encode(proto::Heartbeat{});
-        zmq_util::no_eintr([&] { return dealer.send(zmq::buffer(beat), zmq::send_flags::dontwait); });
+        zmq_util::no_eintr(
+            [&] { return dealer.send(zmq::buffer(beat), zmq::send_flags::dontwait); });
         next_beat = now + std::chrono::milliseconds(interval);
         busy = true;
       }
@@ -385,12 +392,18 @@ struct Worker::Impl : TrialBackend {
   // stop_trial).
   bool note(const Event& e) {
     switch (e.kind) {
-      case Ev::kReady: epoch = e.epoch; return false;
+      case Ev::kReady:
+        epoch = e.epoch;
+        return false;
       case Ev::kLost:
         if (e.epoch == epoch) epoch = 0;
         return true;
-      case Ev::kFatal: fatal = e.payload; return true;
-      case Ev::kStop: stopped = true; return true;
+      case Ev::kFatal:
+        fatal = e.payload;
+        return true;
+      case Ev::kStop:
+        stopped = true;
+        return true;
       case Ev::kMessage: {
         if (e.epoch != epoch) return false;
         try {
@@ -404,7 +417,8 @@ struct Worker::Impl : TrialBackend {
         }
         return false;
       }
-      default: return false;
+      default:
+        return false;
     }
   }
 
@@ -516,7 +530,8 @@ struct Worker::Impl : TrialBackend {
     Params params = proto::from_wire(a.params);
     std::map<std::string, Distribution> dists;
     for (const auto& [name, value] : params)
-      if (const ParamSpec* spec = built->space.find(name)) dists.insert_or_assign(name, spec->distribution);
+      if (const ParamSpec* spec = built->space.find(name))
+        dists.insert_or_assign(name, spec->distribution);
     Trial trial(this, a.trial_id, a.number, params, dists, proto::from_wire(a.fixed), &built->space,
                 &interrupt);
     try {

@@ -66,15 +66,16 @@ double train_trial(hps::Trial& t, const Data& data, int epochs, const torch::Dev
   const int64_t hidden = t.suggest_int("hidden", 16, 256, {.log = true});
   const double dropout = t.suggest_float("dropout", 0.0, 0.5, {.step = 0.05});
   const int64_t batch_size = t.param("batch_size").get<int64_t>();  // ordinal: read it
-  const std::string optimizer = t.suggest_categorical("optimizer", {"adam", "sgd"}).get<std::string>();
+  const std::string optimizer =
+      t.suggest_categorical("optimizer", {"adam", "sgd"}).get<std::string>();
   const double weight_decay = t.suggest_float("weight_decay", 1e-6, 1e-2, {.log = true});
 
   torch::manual_seed(static_cast<uint64_t>(t.number()));
   const int64_t features = data.x_train.size(1);
-  torch::nn::Sequential model(
-      torch::nn::Linear(features, hidden), torch::nn::ReLU(), torch::nn::Dropout(dropout),
-      torch::nn::Linear(hidden, hidden), torch::nn::ReLU(), torch::nn::Dropout(dropout),
-      torch::nn::Linear(hidden, 10));
+  torch::nn::Sequential model(torch::nn::Linear(features, hidden), torch::nn::ReLU(),
+                              torch::nn::Dropout(dropout), torch::nn::Linear(hidden, hidden),
+                              torch::nn::ReLU(), torch::nn::Dropout(dropout),
+                              torch::nn::Linear(hidden, 10));
   model->to(device);
   std::unique_ptr<torch::optim::Optimizer> opt;
   if (optimizer == "sgd") {
@@ -92,7 +93,8 @@ double train_trial(hps::Trial& t, const Data& data, int epochs, const torch::Dev
   const int64_t n = data.x_train.size(0);
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     model->train();
-    torch::Tensor perm = torch::randperm(n, torch::TensorOptions().dtype(torch::kLong).device(device));
+    torch::Tensor perm =
+        torch::randperm(n, torch::TensorOptions().dtype(torch::kLong).device(device));
     for (int64_t start = 0; start < n; start += batch_size) {
       // A long epoch can check for a stop between batches.
       if (t.interrupted()) throw hps::Interrupted();
@@ -107,7 +109,8 @@ double train_trial(hps::Trial& t, const Data& data, int epochs, const torch::Dev
     torch::NoGradGuard no_grad;
     torch::Tensor logits = model->forward(data.x_val);
     const double val_loss = torch::nn::functional::cross_entropy(logits, data.y_val).item<double>();
-    const double accuracy = logits.argmax(1).eq(data.y_val).to(torch::kDouble).mean().item<double>();
+    const double accuracy =
+        logits.argmax(1).eq(data.y_val).to(torch::kDouble).mean().item<double>();
     if (!std::isfinite(val_loss)) throw hps::Error("diverged at epoch " + std::to_string(epoch));
     if (val_loss < best) {
       best = val_loss;

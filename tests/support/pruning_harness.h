@@ -37,14 +37,16 @@ class PruningHarness {
   TrialPtr add_finished(const std::map<std::int64_t, double>& curve,
                         TrialState state = TrialState::kComplete) {
     auto t = storage_->create_trial(study_id_, NewTrial{});
-    for (const auto& [step, v] : curve) storage_->set_trial_intermediate_value(t->trial_id, step, sign() * v);
+    for (const auto& [step, v] : curve)
+      storage_->set_trial_intermediate_value(t->trial_id, step, sign() * v);
     std::optional<double> value;
     if (state == TrialState::kComplete) {
       // The objective value: the last value, or 0 if there is none (or NaN).
       value = curve.empty() ? 0.0 : sign() * curve.rbegin()->second;
       if (std::isnan(*value)) value = 0.0;
     }
-    storage_->set_trial_state(t->trial_id, state, value, state == TrialState::kFail ? "scripted" : "");
+    storage_->set_trial_state(t->trial_id, state, value,
+                              state == TrialState::kFail ? "scripted" : "");
     return storage_->get_trial(t->trial_id);
   }
 

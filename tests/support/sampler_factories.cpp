@@ -5,9 +5,8 @@
 namespace hps::testsupport {
 
 NamedSamplerFactory sampler_from_config(std::string name, Json config) {
-  return NamedSamplerFactory{std::move(name), [config](std::uint64_t seed) {
-                               return make_sampler(config, seed);
-                             }};
+  return NamedSamplerFactory{std::move(name),
+                             [config](std::uint64_t seed) { return make_sampler(config, seed); }};
 }
 
 const std::vector<NamedSamplerFactory>& sampler_factories() {
@@ -20,13 +19,12 @@ const std::vector<NamedSamplerFactory>& sampler_factories() {
                           Json{{"type", "tpe"}, {"multivariate", true}, {"group", true}}),
       sampler_from_config("tpe_constant_liar",
                           Json{{"type", "tpe"}, {"multivariate", true}, {"constant_liar", true}}),
-      sampler_from_config("tpe_univariate_liar_scott",
-                          Json{{"type", "tpe"},
-                               {"multivariate", false},
-                               {"constant_liar", true},
-                               {"bandwidth", "scott"},
-                               {"consider_endpoints", true},
-                               {"weights", "uniform"}}),
+      sampler_from_config("tpe_univariate_liar_scott", Json{{"type", "tpe"},
+                                                            {"multivariate", false},
+                                                            {"constant_liar", true},
+                                                            {"bandwidth", "scott"},
+                                                            {"consider_endpoints", true},
+                                                            {"weights", "uniform"}}),
   };
   return all;
 }
