@@ -15,8 +15,8 @@
 #include <zmq.hpp>
 
 #include "algorithms/tpe_sampler.h"
-#include "coordinator/protocol.h"
-#include "coordinator/zmq_util.h"
+#include "protocol/protocol.h"
+#include "protocol/zmq_util.h"
 
 namespace hps {
 

@@ -5,7 +5,7 @@
 //   spawn workers: hpsearch worker --connect <coordinator.endpoint()>
 //   while (coordinator.step(100)) {}
 //
-// What it does (coordinator/protocol.h has the messages):
+// What it does (protocol/protocol.h has the messages):
 //  - Workers say Hello and get a session (a lease on their trial). Each side
 //    sends a heartbeat every heartbeat interval; a worker silent for
 //    liveness x interval is expired (the ZeroMQ guide's Paranoid Pirate

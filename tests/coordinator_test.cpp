@@ -24,7 +24,7 @@
 #include <zmq.hpp>
 
 #include "algorithms/factory.h"
-#include "coordinator/protocol.h"
+#include "protocol/protocol.h"
 #include "search/storage.h"
 #include "search/study.h"
 #include "workers/local_pool.h"

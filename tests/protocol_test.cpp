@@ -1,5 +1,5 @@
-// Tests of coordinator/protocol: round trips and validation of hostile input.
-#include "coordinator/protocol.h"
+// Tests of protocol/protocol: round trips and validation of hostile input.
+#include "protocol/protocol.h"
 
 #include <gtest/gtest.h>
 

@@ -20,8 +20,8 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "coordinator/protocol.h"
-#include "coordinator/zmq_util.h"
+#include "protocol/protocol.h"
+#include "protocol/zmq_util.h"
 #include "objectives/objective.h"
 
 namespace hps {

@@ -1,4 +1,4 @@
-#include "coordinator/protocol.h"
+#include "protocol/protocol.h"
 
 #include <cereal/archives/portable_binary.hpp>
 #include <cereal/cereal.hpp>
