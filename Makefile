@@ -3,7 +3,8 @@
 # packages that are missing (a no-op when all are there).
 #
 #   make demo                 install deps, build (release), run the demo study
-#   make test                 install deps, build + test release, then asan
+#   make test                 install deps, check formatting, build + test release,
+#                             then asan, fuzz and tsan
 #   make install PREFIX=DIR   install the release build into DIR
 #   make bench                build (release) and run the benchmark programs
 #   make clean                remove build/
@@ -20,7 +21,7 @@ BENCH_CMD ?= found=0; for b in $(RELEASE_DIR)/bench/*; do \
 	  if [ -f "$$b" ] && [ -x "$$b" ]; then found=1; echo "== $$b"; "$$b" || exit 1; fi; \
 	done; [ $$found = 1 ] || echo "bench: no benchmark programs yet (bench/*.cpp)"
 
-.PHONY: all deps build test check-format test-release test-asan demo install bench clean
+.PHONY: all deps build test check-format test-release test-asan test-tsan demo install bench clean
 
 all: build
 
@@ -36,7 +37,7 @@ build: deps
 
 # Runs both suites even if the first fails (make -k), and fails if either did.
 test: deps
-	$(MAKE) -k check-format test-release test-asan
+	$(MAKE) -k check-format test-release test-asan test-tsan
 
 check-format:
 	scripts/check-format.sh
@@ -50,6 +51,14 @@ test-asan:
 	cmake --preset asan
 	cmake --build --preset asan -j $(JOBS)
 	ctest --preset asan -j $(TEST_JOBS) --output-on-failure
+
+# ThreadSanitizer over the tests of the concurrent parts (coordinator,
+# workers and their threads, local pool, SQLite storage and its checkpoint
+# thread); the filter is the tsan test preset's (CMakePresets.json).
+test-tsan:
+	cmake --preset tsan
+	cmake --build --preset tsan -j $(JOBS)
+	ctest --preset tsan -j $(TEST_JOBS) --output-on-failure
 
 demo: build
 	$(DEMO_CMD)
