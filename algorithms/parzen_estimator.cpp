@@ -113,7 +113,7 @@ inline double exp_nonpositive(double x) {
 }
 
 // out[i] = exp(v[i] - m) for i < n, all v[i] <= m. Same dispatch as below.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 __attribute__((target_clones("avx2", "default")))
 #endif
 void exp_shifted(const double* v, double* out, std::size_t n, double m) {
@@ -147,8 +147,9 @@ double log_sum_exp(const double* v, std::size_t n, double* scratch) {
 // acc[k] -= ((x - mu[k]) * inv[k])^2 / 2 for k < n: the hot loop of
 // multivariate TPE. Compiled twice (AVX2 where the CPU has it, SSE2
 // otherwise) and picked at load time; both give bit-identical results (no
-// FMA contraction).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// FMA contraction). Not under ThreadSanitizer: the ifunc resolver that
+// picks the clone runs before the TSan runtime is set up and crashes.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 __attribute__((target_clones("avx2", "default")))
 #endif
 void add_gaussian_exponents(double* acc, const double* mu, const double* inv, double x,

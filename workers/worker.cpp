@@ -20,9 +20,9 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "objectives/objective.h"
 #include "protocol/protocol.h"
 #include "protocol/zmq_util.h"
-#include "objectives/objective.h"
 
 namespace hps {
 
