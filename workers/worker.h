@@ -47,6 +47,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "search/study.h"
 
@@ -89,7 +90,36 @@ struct WorkerOptions {
   // and run() returns kStopped.
   std::atomic<bool>* stop = nullptr;
 
-  // Throws ConfigError naming the field ("worker.connect: ...").
+  // ---- Trust (CurveZMQ, ZeroMQ RFC 26; README "Security").
+  // A worker folder made by `hpsearch keys init` (DIR/worker-N: its
+  // worker.secret and the coordinator's coordinator.public). Default "":
+  // none. With keys the worker connects as a CURVE client that pins the
+  // coordinator's public key: a coordinator without the matching secret key
+  // (an impostor) fails the handshake and never gets a Hello, so it can send
+  // nothing to run; after reconnect_attempts the worker gives up, naming
+  // the handshake failure.
+  std::string keys_dir{};
+  // Or the keys themselves (Z85, 40 characters): the coordinator's public
+  // key (pinned) and this worker's secret key (its public key is derived).
+  // keys_dir, when set, replaces both.
+  std::string curve_server_key{};
+  std::string curve_secret_key{};
+  // Connect to a tcp endpoint without keys. Default false (refused): a
+  // process that answers at that address could hand this worker trials.
+  bool insecure = false;
+  // Run "command" objectives (any program, with arguments and environment
+  // the coordinator chooses) that the coordinator sends. Default false: such
+  // a trial ends FAIL with the reason. Local pools (`hpsearch run`) allow it.
+  bool allow_command = false;
+  // Without allow_command: the programs a "command" objective may run,
+  // absolute paths. Its argv[0] must be one of them (compared after
+  // resolving symlinks), and its "env" may not set PATH or LD_* variables.
+  // The program still gets the coordinator's arguments: an interpreter
+  // such as python3 runs whatever script it is given. Default empty.
+  std::vector<std::string> allowed_programs{};
+
+  // Throws ConfigError naming the field ("worker.connect: ..."): also for a
+  // tcp endpoint without keys unless insecure.
   void validate() const;
 };
 
