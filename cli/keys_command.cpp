@@ -13,9 +13,9 @@ int keys_command(const KeysOptions& o) {
     std::cout << "Made the coordinator's key pair in " << o.dir << "/ ("
               << curve::kCoordinatorSecretFile << " stays on the coordinator's machine).\n";
   std::cout << "Made " << made.workers.size() << " worker key pair"
-            << (made.workers.size() == 1 ? "" : "s") << ", each in its own folder, and listed "
-            << (made.workers.size() == 1 ? "it" : "them") << " in " << o.dir << "/"
-            << curve::kAuthorizedWorkersFile << ":\n";
+            << (made.workers.size() == 1 ? ", in its own folder," : "s, each in its own folder,")
+            << " and listed " << (made.workers.size() == 1 ? "it" : "them") << " in " << o.dir
+            << "/" << curve::kAuthorizedWorkersFile << ":\n";
   for (const auto& w : made.workers) std::cout << "  " << w << "/\n";
   const std::string first = made.workers.front();
   std::cout << "\nNext:\n"

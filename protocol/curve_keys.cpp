@@ -63,7 +63,9 @@ std::vector<std::pair<int, std::string>> read_lines(const std::string& path, boo
   while (std::getline(in, line)) {
     ++number;
     line = trim(line);
-    if (line.empty() || line[0] == '#') continue;
+    // '#' starts a comment, unless the line starts with a key ('#' is Z85).
+    if (line.empty() || (line[0] == '#' && !is_key(line.substr(0, line.find_first_of(" \t")))))
+      continue;
     lines.emplace_back(number, line);
   }
   return lines;
@@ -96,6 +98,8 @@ void write_new_file(const fs::path& path, const std::string& text, mode_t mode) 
 }
 
 void make_private_dir(const fs::path& dir) {
+  std::error_code ec;
+  if (dir.has_parent_path()) fs::create_directories(dir.parent_path(), ec);
   if (::mkdir(dir.c_str(), 0700) != 0) {
     if (errno != EEXIST)
       throw Error("cannot create the folder " + dir.string() + ": " + std::strerror(errno));

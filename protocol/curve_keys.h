@@ -14,7 +14,9 @@
 //   DIR/worker-1/coordinator.public     a copy, so that worker-1/ is all a
 //   DIR/worker-2/...                    worker machine needs
 //
-// Key files hold one key on one line; lines starting with '#' are comments.
+// Key files hold one key on one line; other lines starting with '#' are
+// comments ('#' is also a Z85 character: a line that starts with a valid key
+// is a key).
 // Secret key files must be owner-only (no group or other permission bits),
 // as ssh requires of its keys.
 #pragma once

@@ -29,6 +29,7 @@
 #include "search/study.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "workers/worker.h"
 
 namespace hps {
 namespace {
@@ -95,13 +96,13 @@ Json marker_objective(const fs::path& marker) {
   return Json{
       {"type", "command"},
       {"argv",
-       {"/bin/sh", "-c", "touch '" + marker.string() + "'; echo 'hpsearch: {\"value\": 1.0}'"}}};
+       {"/bin/sh", "-c", "touch '" + marker.string() + "'; echo 'hpsearch: {{\"value\": 1.0}}'"}}};
 }
 
 // An in-process coordinator of a new study in dir/<db>.
-class Run {
+class StudyRun {
  public:
-  Run(const fs::path& db, const Json& doc, CoordinatorOptions co) {
+  StudyRun(const fs::path& db, const Json& doc, CoordinatorOptions co) {
     StudyConfig config = StudyConfig::from_json(doc);
     storage_ = open_storage(db.string());
     StudyOptions so;
@@ -373,7 +374,7 @@ class CurveCoordinator : public ::testing::Test {
 
 TEST_F(CurveCoordinator, UnknownKeyGetsNoTrialAndTheRefusalIsLoggedAndCounted) {
   CapturedLog log;
-  Run run(dir_.path() / "s.db", study_doc(3, sleep_objective()), with_keys());
+  StudyRun run(dir_.path() / "s.db", study_doc(3, sleep_objective()), with_keys());
   const std::string server_key = curve::load_worker_keys(dir_.file("keys/worker-1")).server_key;
   zmq::context_t ctx;
   // A peer that knows the coordinator's public key but has a key of its own.
@@ -406,7 +407,7 @@ TEST_F(CurveCoordinator, UnknownKeyGetsNoTrialAndTheRefusalIsLoggedAndCounted) {
 }
 
 TEST_F(CurveCoordinator, PlainPeerGetsNothing) {
-  Run run(dir_.path() / "s.db", study_doc(3, sleep_objective()), with_keys());
+  StudyRun run(dir_.path() / "s.db", study_doc(3, sleep_objective()), with_keys());
   zmq::context_t ctx;
   auto plain = dealer(ctx, run.coordinator().endpoint());
   say_hello(*plain, "plain");
@@ -423,7 +424,7 @@ TEST_F(CurveCoordinator, PlainPeerGetsNothing) {
 
 TEST_F(CurveCoordinator, TwoWorkersWithKeysFinishAStudyOverTcp) {
   CapturedLog log;
-  Run run(dir_.path() / "s.db", study_doc(12, sleep_objective()), with_keys());
+  StudyRun run(dir_.path() / "s.db", study_doc(12, sleep_objective()), with_keys());
   auto w1 = start_worker(dir_, "w1", run.coordinator().endpoint(),
                          {"--keys", dir_.file("keys/worker-1")});
   auto w2 = start_worker(dir_, "w2", run.coordinator().endpoint(),
@@ -459,7 +460,7 @@ TEST_F(CurveCoordinator, ImpostorCoordinatorMakesAWorkerRunNothing) {
   co.curve_secret_key = curve::load_coordinator_keys(dir_.file("impostor")).keys.secret_key;
   co.authorized_keys = {{worker_keys.keys.public_key, "victim"}};
   const fs::path marker = dir_.path() / "pwned";
-  Run impostor(dir_.path() / "i.db", study_doc(1, marker_objective(marker)), co);
+  StudyRun impostor(dir_.path() / "i.db", study_doc(1, marker_objective(marker)), co);
   auto w = start_worker(dir_, "victim", impostor.coordinator().endpoint(),
                         {"--keys", dir_.file("keys/worker-1"), "--allow-command"});
   auto done = wait_stepping(*w, 20.0, [&] { impostor.coordinator().step(20); });
@@ -473,7 +474,7 @@ TEST_F(CurveCoordinator, ImpostorCoordinatorMakesAWorkerRunNothing) {
 
   // Control: the same worker and objective with the real coordinator run.
   CoordinatorOptions real = with_keys();
-  Run genuine(dir_.path() / "g.db", study_doc(1, marker_objective(marker)), real);
+  StudyRun genuine(dir_.path() / "g.db", study_doc(1, marker_objective(marker)), real);
   auto w2 = start_worker(dir_, "victim2", genuine.coordinator().endpoint(),
                          {"--keys", dir_.file("keys/worker-1"), "--allow-command"});
   ASSERT_TRUE(genuine.step_until(20.0)) << testsupport::read_file(dir_.file("victim2.err"));
@@ -483,7 +484,7 @@ TEST_F(CurveCoordinator, ImpostorCoordinatorMakesAWorkerRunNothing) {
 TEST_F(CurveCoordinator, HellosBeyondMaxWorkersAreRefused) {
   CoordinatorOptions co;  // the private ipc endpoint: no keys needed
   co.max_workers = 2;
-  Run run(dir_.path() / "s.db", study_doc(1000, sleep_objective()), co);
+  StudyRun run(dir_.path() / "s.db", study_doc(1000, sleep_objective()), co);
   zmq::context_t ctx;
   std::vector<std::unique_ptr<zmq::socket_t>> peers;
   std::vector<std::vector<proto::Message>> got(3);
@@ -493,13 +494,17 @@ TEST_F(CurveCoordinator, HellosBeyondMaxWorkersAreRefused) {
         zmq::buffer(proto::encode(proto::Hello{"peer" + std::to_string(i), "h", 1, "cpu", "", 1,
                                                proto::kProtocolVersion})),
         zmq::send_flags::dontwait);
-    run.step_until(0.3, [] { return false; });
+    run.step_until(0.3, [&] { return run.coordinator().workers().size() > peers.size() - 1; });
   }
+  auto beat = Steady::now();
   run.step_until(1.0, [&] {
     for (int i = 0; i < 3; ++i) {
       auto more = received(*peers[i]);
       got[i].insert(got[i].end(), more.begin(), more.end());
+      if (Steady::now() - beat > std::chrono::milliseconds(50))  // stay alive
+        peers[i]->send(zmq::buffer(proto::encode(proto::Heartbeat{})), zmq::send_flags::dontwait);
     }
+    if (Steady::now() - beat > std::chrono::milliseconds(50)) beat = Steady::now();
     return false;
   });
   auto refusal = [&](int i) -> std::optional<proto::Disconnect> {
@@ -519,7 +524,7 @@ TEST_F(CurveCoordinator, HellosBeyondMaxWorkersAreRefused) {
 
 TEST_F(CurveCoordinator, WorkerIdsWithControlCharactersArePrintedEscaped) {
   CapturedLog log(spdlog::level::debug);
-  Run run(dir_.path() / "s.db", study_doc(1000, sleep_objective()), CoordinatorOptions{});
+  StudyRun run(dir_.path() / "s.db", study_doc(1000, sleep_objective()), CoordinatorOptions{});
   zmq::context_t ctx;
   auto peer = dealer(ctx, run.coordinator().endpoint());
   const std::string evil = "evil\n[12:00:00] [error] forged line\x1b]0;title\x07\x1b[2J";
@@ -551,7 +556,7 @@ TEST_F(CurveCoordinator, WorkerIdsWithControlCharactersArePrintedEscaped) {
 
 TEST_F(CurveCoordinator, HandStartedWorkerRefusesCommandObjectivesUnlessAllowed) {
   const fs::path marker = dir_.path() / "ran";
-  Run run(dir_.path() / "s.db", study_doc(1, marker_objective(marker)), CoordinatorOptions{});
+  StudyRun run(dir_.path() / "s.db", study_doc(1, marker_objective(marker)), CoordinatorOptions{});
   auto w = start_worker(dir_, "by-hand", run.coordinator().endpoint(), {});
   ASSERT_TRUE(run.step_until(20.0));
   auto trials = run.trials();
@@ -565,13 +570,15 @@ TEST_F(CurveCoordinator, HandStartedWorkerRefusesCommandObjectivesUnlessAllowed)
   EXPECT_NE(r->err.find("does not run \"command\" objectives"), std::string::npos) << r->err;
 
   // --allow-program with another program: refused; with /bin/sh: runs.
-  Run other(dir_.path() / "t.db", study_doc(1, marker_objective(marker)), CoordinatorOptions{});
+  StudyRun other(dir_.path() / "t.db", study_doc(1, marker_objective(marker)),
+                 CoordinatorOptions{});
   auto w2 = start_worker(dir_, "listed", other.coordinator().endpoint(),
                          {"--allow-program", "/bin/true"});
   ASSERT_TRUE(other.step_until(20.0));
   EXPECT_NE(other.trials().at(0)->fail_reason.find("allow-list"), std::string::npos);
   EXPECT_FALSE(fs::exists(marker));
-  Run third(dir_.path() / "u.db", study_doc(1, marker_objective(marker)), CoordinatorOptions{});
+  StudyRun third(dir_.path() / "u.db", study_doc(1, marker_objective(marker)),
+                 CoordinatorOptions{});
   auto w3 =
       start_worker(dir_, "listed2", third.coordinator().endpoint(), {"--allow-program", "/bin/sh"});
   ASSERT_TRUE(third.step_until(20.0));

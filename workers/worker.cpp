@@ -275,7 +275,10 @@ struct Worker::Impl : TrialBackend {
         }
         if (end == End::kExpired) continue;  // the coordinator is there: say Hello again now
         ++attempts;
-        const std::string why = handshake_error.empty() ? "" : ": " + handshake_error;
+        std::string why = handshake_error.empty() ? "" : ": " + handshake_error;
+        if (why.empty() && options.curve_secret_key.empty() &&
+            options.connect.rfind("tcp://", 0) == 0)
+          why = " (a coordinator with CURVE keys answers only workers started with --keys)";
         if (attempts > options.reconnect_attempts) {
           to_main.post(
               Ev::kFatal, 0,
