@@ -4,7 +4,7 @@
 // training program embeds one to serve trials with its own objective, with
 // the same Trial API as the in-process Study:
 //
-//   hps::Worker worker({.connect = "tcp://head-node:5555"});
+//   hps::Worker worker({.connect = "tcp://head-node:5555", .keys_dir = "keys/worker-1"});
 //   return worker.run([&](hps::Trial& t) {
 //     double lr = t.suggest_float("lr", 1e-4, 1e-1, {.log = true});
 //     for (int epoch = 1; epoch <= 20; ++epoch) {
@@ -16,7 +16,8 @@
 //   });
 //
 // with a coordinator started by `hpsearch run space.json --workers 0 --bind
-// tcp://0.0.0.0:5555` (the space.json's objective may then be
+// tcp://0.0.0.0:5555 --keys keys` (keys from `hpsearch keys init keys`;
+// README "Security"; the space.json's objective may then be
 // {"type": "external"}). suggest_*() of a param declared in space.json
 // returns the value the coordinator's sampler chose; of an undeclared one,
 // it asks the coordinator (define-by-run). report() is a request: it returns
