@@ -443,6 +443,10 @@ struct Worker::Impl : TrialBackend {
           if (!ready) {
             ready = true;
             was_ready = true;
+            // The handshake is done: no more monitoring (a monitored socket
+            // was seen to stall its session under load).
+            (void)zmq_socket_monitor(dealer.handle(), nullptr, 0);
+            monitor.close();
             interval = w->heartbeat_interval_ms;
             liveness = w->liveness;
             next_beat = Steady::now();
