@@ -1,9 +1,14 @@
 // dispatch_throughput: how many trials a second the coordinator finishes with
 // 8 local worker processes, a no-op objective, the random sampler and a
 // SQLite store, beside Optuna with SQLite storage measured in the same run.
+// One row per transport between the coordinator and its workers: ipc (the
+// private socket local pools use), tcp over loopback without keys
+// (--insecure), and tcp with CURVE (keys from protocol/curve_keys.h; the
+// cost of encryption and authentication is printed beside plain tcp).
 //
 //   dispatch_throughput [--trials N] [--workers W] [--optuna-trials M]
 //                       [--optuna-script PATH] [--no-optuna] [--exe HPSEARCH]
+//                       [--transport all|ipc|tcp|curve]
 //
 // hpsearch's figure is trials / (last trial's end - first trial's start); the
 // workers' start-up is reported beside it. At the end the SQLite file is
@@ -25,12 +30,28 @@
 #include "algorithms/factory.h"
 #include "bench/bench_util.h"
 #include "coordinator/coordinator.h"
+#include "protocol/curve_keys.h"
 #include "search/storage.h"
 #include "search/study.h"
 #include "workers/local_pool.h"
 
 using namespace hps;
 using Steady = std::chrono::steady_clock;
+
+namespace {
+
+// One measured run of the coordinator with a pool of workers.
+struct Row {
+  std::string transport;  // "ipc", "tcp", "tcp+CURVE"
+  double ready_s = 0, wall_s = 0, span = 0, coordinator_cpu_us = 0;
+  std::string thread_split;  // "main 120, ZMQbg/IO/0 60, ..." us per trial
+  std::int64_t durable = 0;
+  double rate() const;
+  std::int64_t n_trials = 0;
+};
+double Row::rate() const { return span > 0 ? static_cast<double>(n_trials) / span : 0; }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   std::int64_t n_trials = 20000;
@@ -40,6 +61,7 @@ int main(int argc, char** argv) {
       std::string(HPSEARCH_SOURCE_DIR) + "/../shared/bench/optuna_reference.py";
   bool optuna = true;
   std::string exe = HPSEARCH_CLI_PATH;
+  std::string transport = "all";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -61,110 +83,142 @@ int main(int argc, char** argv) {
       optuna = false;
     else if (a == "--exe")
       exe = next();
+    else if (a == "--transport")
+      transport = next();
     else {
       std::cerr << "usage: dispatch_throughput [--trials N] [--workers W] [--optuna-trials M] "
-                   "[--optuna-script PATH] [--no-optuna] [--exe HPSEARCH]\n";
+                   "[--optuna-script PATH] [--no-optuna] [--exe HPSEARCH] "
+                   "[--transport all|ipc|tcp|curve]\n";
       return 2;
     }
   }
+  std::vector<std::string> transports;
+  for (const char* t : {"ipc", "tcp", "curve"})
+    if (transport == "all" || transport == t) transports.push_back(t);
+  if (transports.empty()) {
+    std::cerr << "--transport must be all, ipc, tcp or curve\n";
+    return 2;
+  }
+  if (!curve::available() && transport == "all") transports.pop_back();
   spdlog::set_level(spdlog::level::warn);
 
   bench::TempDir dir("hps-dispatch");
-  const std::string db = (dir.path() / "bench.db").string();
   Json space = Json::object();
   for (int i = 0; i < 10; ++i)
     space["x" + std::to_string(i)] = Json{{"type", "float"}, {"low", -5.0}, {"high", 5.0}};
-  Json doc{{"study", {{"name", "dispatch"}, {"direction", "minimize"}, {"storage", db}}},
+  Json doc{{"study", {{"name", "dispatch"}, {"direction", "minimize"}, {"storage", "bench.db"}}},
            {"sampler", {{"type", "random"}, {"seed", 0}}},
            {"pruner", {{"type", "none"}}},
            {"budget", {{"n_trials", n_trials}}},
            {"objective", {{"type", "sleep"}, {"seconds", 0}, {"steps", 1}}},
            {"space", space}};
   StudyConfig config = StudyConfig::from_json(doc);
-  double ready_s = 0, wall_s = 0, span = 0, coordinator_cpu_us = 0;
-  std::string thread_split;  // "main 120, ZMQbg/IO/0 60, ..." us per trial
-  std::int64_t durable = 0;
-  {
-    auto storage = open_storage(db);
-    StudyOptions so;
-    so.sampler = make_sampler(config.sampler);
-    so.pruner = make_pruner(config.pruner);
-    so.space = config.space;
-    Study study = Study::create(storage, config.name, config.direction, so, config.source);
-    CoordinatorOptions co;
-    co.n_trials = n_trials;
-    co.min_workers = workers;  // start all workers' first trials together
-    Coordinator coordinator(study, config.objective, co);
-    LocalPoolOptions po;
-    po.workers = workers;
-    po.executable = exe;
-    po.endpoint = coordinator.endpoint();
-    po.extra_args = {"--log-level", "warn"};
-    LocalWorkerPool pool(po);
-    // CPU seconds of each thread of this process, by thread name
-    // (/proc/self/task/*/stat: utime and stime in clock ticks).
-    auto thread_cpu = [] {
-      std::map<std::string, double> out;
-      const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
-      for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
-        std::ifstream f(e.path() / "stat");
-        std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-        auto open = text.find('('), close = text.rfind(')');
-        if (open == std::string::npos || close == std::string::npos) continue;
-        std::string name = text.substr(open + 1, close - open - 1);
-        std::istringstream rest(text.substr(close + 2));
-        std::string field;
-        double utime = 0, stime = 0;
-        for (int i = 3; i <= 15 && rest >> field; ++i) {
-          if (i == 14) utime = std::stod(field);
-          if (i == 15) stime = std::stod(field);
+  auto measure = [&](const std::string& kind) {
+    Row row;
+    row.transport = kind == "curve" ? "tcp+CURVE" : kind;
+    row.n_trials = n_trials;
+    const std::string db = (dir.path() / ("bench-" + kind + ".db")).string();
+    double& ready_s = row.ready_s;
+    double& wall_s = row.wall_s;
+    double& coordinator_cpu_us = row.coordinator_cpu_us;
+    std::string& thread_split = row.thread_split;
+    {
+      auto storage = open_storage(db);
+      StudyOptions so;
+      so.sampler = make_sampler(config.sampler);
+      so.pruner = make_pruner(config.pruner);
+      so.space = config.space;
+      Study study = Study::create(storage, config.name, config.direction, so, config.source);
+      CoordinatorOptions co;
+      co.n_trials = n_trials;
+      co.min_workers = workers;  // start all workers' first trials together
+      std::vector<std::string> worker_args = {"--log-level", "warn"};
+      if (kind == "tcp") {
+        co.endpoint = "tcp://127.0.0.1:*";
+        co.insecure = true;
+        worker_args.push_back("--insecure");
+      } else if (kind == "curve") {
+        // One authorized key pair, shared by the pool's workers.
+        const std::string keys = (dir.path() / "keys").string();
+        if (!std::filesystem::exists(keys)) curve::make_keys(keys, 1, false);
+        co.endpoint = "tcp://127.0.0.1:*";
+        co.keys_dir = keys;
+        worker_args.insert(worker_args.end(), {"--keys", keys + "/worker-1"});
+      }  // ipc: the default, the coordinator's private socket
+      Coordinator coordinator(study, config.objective, co);
+      LocalPoolOptions po;
+      po.workers = workers;
+      po.executable = exe;
+      po.endpoint = coordinator.endpoint();
+      po.extra_args = worker_args;
+      LocalWorkerPool pool(po);
+      // CPU seconds of each thread of this process, by thread name
+      // (/proc/self/task/*/stat: utime and stime in clock ticks).
+      auto thread_cpu = [] {
+        std::map<std::string, double> out;
+        const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+        for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+          std::ifstream f(e.path() / "stat");
+          std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+          auto open = text.find('('), close = text.rfind(')');
+          if (open == std::string::npos || close == std::string::npos) continue;
+          std::string name = text.substr(open + 1, close - open - 1);
+          std::istringstream rest(text.substr(close + 2));
+          std::string field;
+          double utime = 0, stime = 0;
+          for (int i = 3; i <= 15 && rest >> field; ++i) {
+            if (i == 14) utime = std::stod(field);
+            if (i == 15) stime = std::stod(field);
+          }
+          out[e.path().filename() == std::to_string(getpid()) ? std::string("main") : name] +=
+              (utime + stime) / tick;
         }
-        out[e.path().filename() == std::to_string(getpid()) ? std::string("main") : name] +=
-            (utime + stime) / tick;
+        return out;
+      };
+      auto threads0 = thread_cpu();
+      auto cpu = [] {
+        rusage u{};
+        getrusage(RUSAGE_SELF, &u);
+        return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+               static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+      };
+      double cpu0 = cpu();
+      auto t0 = Steady::now();
+      pool.start();
+      bool ready = false;
+      while (coordinator.step(5)) {
+        for (const auto& w : pool.poll()) coordinator.worker_exited(w.pid);
+        if (!ready && static_cast<int>(coordinator.workers().size()) >= workers) {
+          ready = true;
+          ready_s = std::chrono::duration<double>(Steady::now() - t0).count();
+        }
       }
-      return out;
-    };
-    auto threads0 = thread_cpu();
-    auto cpu = [] {
-      rusage u{};
-      getrusage(RUSAGE_SELF, &u);
-      return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-             static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
-    };
-    double cpu0 = cpu();
-    auto t0 = Steady::now();
-    pool.start();
-    bool ready = false;
-    while (coordinator.step(5)) {
-      for (const auto& w : pool.poll()) coordinator.worker_exited(w.pid);
-      if (!ready && static_cast<int>(coordinator.workers().size()) >= workers) {
-        ready = true;
-        ready_s = std::chrono::duration<double>(Steady::now() - t0).count();
+      wall_s = std::chrono::duration<double>(Steady::now() - t0).count();
+      coordinator_cpu_us = (cpu() - cpu0) * 1e6 / static_cast<double>(n_trials);
+      for (const auto& [name, seconds] : thread_cpu()) {
+        double us = (seconds - threads0[name]) * 1e6 / static_cast<double>(n_trials);
+        if (us >= 1)
+          thread_split += fmt::format("{}{} {:.0f}", thread_split.empty() ? "" : ", ", name, us);
       }
+      pool.stop_restarting();
+      while (pool.running() > 0 &&
+             std::chrono::duration<double>(Steady::now() - t0).count() < wall_s + 5) {
+        coordinator.step(10);
+        pool.poll();
+      }
+      pool.shutdown(0.0);
     }
-    wall_s = std::chrono::duration<double>(Steady::now() - t0).count();
-    coordinator_cpu_us = (cpu() - cpu0) * 1e6 / static_cast<double>(n_trials);
-    for (const auto& [name, seconds] : thread_cpu()) {
-      double us = (seconds - threads0[name]) * 1e6 / static_cast<double>(n_trials);
-      if (us >= 1)
-        thread_split += fmt::format("{}{} {:.0f}", thread_split.empty() ? "" : ", ", name, us);
+    {
+      // A new connection to the file: what is durable.
+      auto storage = open_storage(db);
+      auto trials = storage->get_all_trials(*storage->find_study("dispatch"), {});
+      for (const auto& t : trials) row.durable += t->state == TrialState::kComplete;
+      row.span = bench::span_s(trials);
     }
-    pool.stop_restarting();
-    while (pool.running() > 0 &&
-           std::chrono::duration<double>(Steady::now() - t0).count() < wall_s + 5) {
-      coordinator.step(10);
-      pool.poll();
-    }
-    pool.shutdown(0.0);
-  }
-  {
-    // A new connection to the file: what is durable.
-    auto storage = open_storage(db);
-    auto trials = storage->get_all_trials(*storage->find_study("dispatch"), {});
-    for (const auto& t : trials) durable += t->state == TrialState::kComplete;
-    span = bench::span_s(trials);
-  }
-  double rate = span > 0 ? static_cast<double>(n_trials) / span : 0;
+    return row;
+  };
+  std::vector<Row> rows;
+  for (const auto& t : transports) rows.push_back(measure(t));
 
   std::optional<double> optuna_rate, optuna_memory;
   if (optuna && std::filesystem::exists(optuna_script)) {
@@ -178,15 +232,31 @@ int main(int argc, char** argv) {
 
   fmt::print(
       "dispatch_throughput: no-op objective, random sampler, 10 float params, SQLite (WAL)\n");
-  fmt::print("  {:<28} {:>10} {:>14}   {}\n", "", "trials", "trials/s", "notes");
-  fmt::print(
-      "  {:<28} {:>10} {:>14.0f}   {} workers ready in {:.2f} s; {:.2f} s wall incl. start-up; "
-      "{}/{} COMPLETE in the file; coordinator CPU {:.0f} us/trial ({})\n",
-      fmt::format("hpsearch ({} workers)", workers), n_trials, rate, workers, ready_s, wall_s,
-      durable, n_trials, coordinator_cpu_us, thread_split);
+  fmt::print("  {:<34} {:>10} {:>14}   {}\n", "", "trials", "trials/s", "notes");
+  for (const auto& r : rows)
+    fmt::print(
+        "  {:<34} {:>10} {:>14.0f}   {} workers ready in {:.2f} s; {:.2f} s wall incl. start-up; "
+        "{}/{} COMPLETE in the file; coordinator CPU {:.0f} us/trial ({})\n",
+        fmt::format("hpsearch {} ({} workers)", r.transport, workers), n_trials, r.rate(), workers,
+        r.ready_s, r.wall_s, r.durable, n_trials, r.coordinator_cpu_us, r.thread_split);
+  const Row* tcp_row = nullptr;
+  const Row* curve_row = nullptr;
+  for (const auto& r : rows) {
+    if (r.transport == "tcp") tcp_row = &r;
+    if (r.transport == "tcp+CURVE") curve_row = &r;
+  }
+  if (tcp_row && curve_row && tcp_row->rate() > 0) {
+    double cost = 100.0 * (1.0 - curve_row->rate() / tcp_row->rate());
+    fmt::print("  CURVE costs {:.1f}% of tcp's trials/s (goal <= 10%): {}\n", cost,
+               cost <= 10.0 ? "met" : "NOT met");
+  }
+  // The headline figure: the first row (ipc, what `hpsearch run --workers N` uses).
+  const double rate = rows.front().rate();
+  std::int64_t durable = n_trials;
+  for (const auto& r : rows) durable = std::min(durable, r.durable);
   if (optuna_rate) {
     fmt::print(
-        "  {:<28} {:>10} {:>14.1f}   optuna_reference.py storage {} /tmp/o.db (in-memory: "
+        "  {:<34} {:>10} {:>14.1f}   optuna_reference.py storage {} /tmp/o.db (in-memory: "
         "{:.0f}/s)\n",
         "Optuna (SQLite, 1 process)", optuna_trials, *optuna_rate, optuna_trials,
         optuna_memory.value_or(0.0));

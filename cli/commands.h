@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "search/json_util.h"
 
@@ -30,6 +31,9 @@ struct RunOptions {
   int liveness = 5;                      // --liveness
   int max_retries = 1;                   // --max-retries
   std::string log_level = "info";        // passed on to local workers
+  std::optional<std::string> keys_dir;   // --keys (default: $HPSEARCH_KEYS_DIR)
+  bool insecure = false;                 // --insecure: a tcp --bind without keys
+  int max_workers = 1024;                // --max-workers
 };
 
 // hpsearch run space.json: runs (or continues) the study with a coordinator
@@ -52,19 +56,38 @@ int run_command(const RunOptions& options);
 int resume_command(const RunOptions& options);
 
 struct WorkerCommandOptions {
-  std::string connect;                 // --connect ENDPOINT
-  std::string device = "cpu";          // --device
-  int threads = 0;                     // --threads (0: all hardware threads)
-  std::optional<std::string> id;       // --id
-  int heartbeat_ms = 1000;             // --heartbeat-ms (until the coordinator's Welcome)
-  int liveness = 5;                    // --liveness
-  int reconnect_attempts = 6;          // --reconnect-attempts
-  int reconnect_initial_ms = 1000;     // --reconnect-initial-ms
-  std::optional<std::string> log_dir;  // --log-dir (default: ./<study>.logs)
+  std::string connect;                      // --connect ENDPOINT
+  std::string device = "cpu";               // --device
+  int threads = 0;                          // --threads (0: all hardware threads)
+  std::optional<std::string> id;            // --id
+  int heartbeat_ms = 1000;                  // --heartbeat-ms (until the coordinator's Welcome)
+  int liveness = 5;                         // --liveness
+  int reconnect_attempts = 6;               // --reconnect-attempts
+  int reconnect_initial_ms = 1000;          // --reconnect-initial-ms
+  std::optional<std::string> log_dir;       // --log-dir (default: ./<study>.logs)
+  std::optional<std::string> keys_dir;      // --keys (default: $HPSEARCH_KEYS_DIR)
+  bool insecure = false;                    // --insecure: tcp without keys
+  bool allow_command = false;               // --allow-command
+  std::vector<std::string> allow_programs;  // --allow-program (repeatable)
 };
 
 // hpsearch worker --connect ENDPOINT: serves trials until told to stop.
 int worker_command(const WorkerCommandOptions& options);
+
+// The environment variable naming a keys folder, used when --keys is not
+// given (by `run`/`resume` for a tcp --bind, by `worker` for a tcp --connect).
+inline constexpr const char* kKeysDirEnv = "HPSEARCH_KEYS_DIR";
+
+struct KeysOptions {
+  std::string dir;   // the keys folder
+  int workers = 1;   // --workers: worker key pairs to make
+  bool add = false;  // `keys add`: add workers to an existing folder
+};
+
+// hpsearch keys init DIR [--workers N] / hpsearch keys add DIR [--workers N]:
+// makes CURVE keys (protocol/curve_keys.h) and prints the commands that use
+// them. Exit 2 if DIR already holds keys (init) or holds none (add).
+int keys_command(const KeysOptions& options);
 
 struct ReadOptions {
   std::string storage;

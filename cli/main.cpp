@@ -56,6 +56,13 @@ int main(int argc, char** argv) {
     cmd->add_option("--max-retries", run.max_retries,
                     "times a trial of a lost worker is queued again")
         ->capture_default_str();
+    cmd->add_option("--keys", run.keys_dir,
+                    "CURVE keys folder (hpsearch keys init) for a tcp --bind: admits only its "
+                    "authorized workers (default: $HPSEARCH_KEYS_DIR)");
+    cmd->add_flag("--insecure", run.insecure,
+                  "allow a tcp --bind without keys: anyone who reaches it can join as a worker");
+    cmd->add_option("--max-workers", run.max_workers, "most workers connected at once")
+        ->capture_default_str();
   }
 
   WorkerCommandOptions worker;
@@ -82,6 +89,28 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   worker_cmd->add_option("--log-dir", worker.log_dir,
                          "where objectives write per-trial logs (default: ./<study>.logs)");
+  worker_cmd->add_option("--keys", worker.keys_dir,
+                         "this worker's CURVE keys folder (DIR/worker-N from hpsearch keys init; "
+                         "default: $HPSEARCH_KEYS_DIR)");
+  worker_cmd->add_flag("--insecure", worker.insecure,
+                       "connect over tcp without keys: serve whatever process answers there");
+  worker_cmd->add_flag("--allow-command", worker.allow_command,
+                       "run \"command\" objectives (any program the coordinator names)");
+  worker_cmd->add_option("--allow-program", worker.allow_programs,
+                         "run \"command\" objectives of this program only (absolute path; "
+                         "repeatable)");
+
+  KeysOptions keys;
+  auto* keys_cmd = app.add_subcommand("keys", "Make CURVE keys for remote workers");
+  keys_cmd->require_subcommand(1);
+  auto* keys_init = keys_cmd->add_subcommand(
+      "init", "Make a keys folder: the coordinator's key pair and N worker key pairs");
+  auto* keys_add =
+      keys_cmd->add_subcommand("add", "Add N worker key pairs to an existing keys folder");
+  for (auto* cmd : {keys_init, keys_add}) {
+    cmd->add_option("dir", keys.dir, "keys folder (created 0700)")->required();
+    cmd->add_option("--workers", keys.workers, "worker key pairs to make")->capture_default_str();
+  }
 
   ReadOptions read;
   auto* best_cmd = app.add_subcommand("best", "Print the best trial of a study");
@@ -114,6 +143,10 @@ int main(int argc, char** argv) {
     if (*run_cmd) return run_command(run);
     if (*resume_cmd) return resume_command(run);
     if (*worker_cmd) return worker_command(worker);
+    if (*keys_cmd) {
+      keys.add = static_cast<bool>(*keys_add);
+      return keys_command(keys);
+    }
     if (*status_cmd) return status_command(read);
     if (*best_cmd) return best_command(read);
     if (*trials_cmd) return trials_command(read);

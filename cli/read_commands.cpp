@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/table.h"
+#include "search/printable.h"
 #include "search/storage.h"
 #include "search/study.h"
 
@@ -101,8 +102,8 @@ int trials_command(const ReadOptions& o) {
       auto it = t->params.find(n);
       row.push_back(it == t->params.end() ? "" : format_param(it->second));
     }
-    row.push_back(t->worker);
-    row.push_back(t->fail_reason);
+    row.push_back(printable(t->worker));  // text from workers: no control characters
+    row.push_back(printable(t->fail_reason));
     table.add_row(std::move(row));
   }
   std::cout << (o.format == "csv" ? table.render_csv() : table.render());
@@ -242,16 +243,16 @@ int status_command(const ReadOptions& o) {
           running.erase(it);
         }
       }
-      table.add_row({w.value("name", "?"), w.value("host", "?"),
-                     std::to_string(w.value("pid", std::int64_t{0})), w.value("device", "?"), trial,
-                     since, last});
+      table.add_row({printable(w.value("name", "?")), printable(w.value("host", "?")),
+                     std::to_string(w.value("pid", std::int64_t{0})),
+                     printable(w.value("device", "?")), trial, since, last});
     }
     std::cout << "\nWorkers (" << workers.size() << "):\n" << table.render();
   }
   if (!running.empty()) {
     Table table({"RUNNING trial", "worker", "started"});
     for (const auto& [n, t] : running)
-      table.add_row({std::to_string(n), t->worker,
+      table.add_row({std::to_string(n), printable(t->worker),
                      t->datetime_start ? format_iso8601(*t->datetime_start) : ""});
     std::cout << "\n" << table.render();
   }

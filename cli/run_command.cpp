@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <thread>
@@ -29,15 +30,6 @@ namespace hps::cli {
 namespace {
 
 using Steady = std::chrono::steady_clock;
-
-// The endpoint local workers connect to: a wildcard bind becomes loopback.
-std::string local_endpoint(const std::string& bound) {
-  for (const char* any : {"tcp://0.0.0.0:", "tcp://*:"}) {
-    std::string prefix = any;
-    if (bound.rfind(prefix, 0) == 0) return "tcp://127.0.0.1:" + bound.substr(prefix.size());
-  }
-  return bound;
-}
 
 int run_study(StudyConfig config, const RunOptions& o) {
   if (needs_torch(config.objective)) exec_torch_sibling("LibTorch objective");
@@ -73,6 +65,24 @@ int run_study(StudyConfig config, const RunOptions& o) {
   co.max_retries = o.max_retries;
   co.n_trials = config.budget.n_trials;
   co.timeout_s = config.budget.timeout_s;
+  co.max_workers = o.max_workers;
+  // Trust: a tcp --bind needs keys (--keys or $HPSEARCH_KEYS_DIR) or --insecure.
+  const bool tcp = o.bind && o.bind->rfind("tcp://", 0) == 0;
+  if (o.keys_dir) {
+    co.keys_dir = *o.keys_dir;
+  } else if (const char* env = std::getenv(kKeysDirEnv); env && *env && tcp && !o.insecure) {
+    co.keys_dir = env;
+  }
+  co.insecure = o.insecure;
+  if (tcp && co.keys_dir.empty() && !o.insecure)
+    throw ConfigError("--bind",
+                      "a tcp endpoint needs CURVE keys, or anyone who reaches it joins as a "
+                      "worker: make them once with `hpsearch keys init KEYS --workers N`, then "
+                      "pass --keys KEYS (or set " +
+                          std::string(kKeysDirEnv) +
+                          "); --insecure binds without keys (trusted networks only)");
+  if (!o.bind && o.keys_dir)
+    spdlog::warn("--keys has no effect without --bind (local workers use a private ipc socket)");
   co.validate();  // a bad --bind is refused before the store is touched
 
   // 2. Open the study (continue it if it exists).
@@ -113,11 +123,15 @@ int run_study(StudyConfig config, const RunOptions& o) {
               << (o.workers == 0 ? " (waiting for workers: hpsearch worker --connect ENDPOINT)"
                                  : "")
               << "\n";
+  if (o.bind && !co.keys_dir.empty())
+    std::cout << "Workers with keys from " << co.keys_dir << " connect with: hpsearch worker "
+              << "--connect " << coordinator.endpoint() << " --keys " << co.keys_dir
+              << "/worker-N\n";
 
   // 3. Local workers.
   LocalPoolOptions po;
   po.workers = o.workers;
-  po.endpoint = local_endpoint(coordinator.endpoint());
+  po.endpoint = coordinator.local_endpoint();
   po.gpus = gpus;
   // Per-trial logs (the "command" objective) go next to the storage file.
   std::string parent = ".";
@@ -126,7 +140,8 @@ int run_study(StudyConfig config, const RunOptions& o) {
     if (file.rfind("sqlite:///", 0) == 0) file = file.substr(10);
     parent = std::filesystem::path(file).parent_path().string();
   }
-  po.extra_args = {"--log-level", o.log_level, "--log-dir", study_log_dir(config.name, parent)};
+  po.extra_args = {"--log-level", o.log_level, "--log-dir", study_log_dir(config.name, parent),
+                   "--allow-command"};  // the study's own objective, on this machine
   LocalWorkerPool pool(po);
   if (o.workers > 0)
     spdlog::info("starting {} workers ({}, {} CPU threads each)", o.workers,

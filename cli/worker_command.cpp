@@ -1,5 +1,8 @@
 // hpsearch worker --connect ENDPOINT: serves trials for a coordinator.
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
 
 #include "cli/commands.h"
 #include "workers/worker.h"
@@ -23,6 +26,44 @@ int worker_command(const WorkerCommandOptions& o) {
   wo.reconnect_attempts = o.reconnect_attempts;
   wo.reconnect_initial_ms = o.reconnect_initial_ms;
   wo.reconnect_max_ms = std::max(wo.reconnect_max_ms, o.reconnect_initial_ms);
+  // Keys: --keys, else $HPSEARCH_KEYS_DIR for a tcp endpoint (an ipc
+  // endpoint, as local pools use, is guarded by its folder's permissions).
+  if (o.keys_dir) {
+    wo.keys_dir = *o.keys_dir;
+  } else if (const char* env = std::getenv(kKeysDirEnv);
+             env && *env && o.connect.rfind("tcp://", 0) == 0 && !o.insecure) {
+    wo.keys_dir = env;
+  }
+  wo.insecure = o.insecure;
+  if (o.connect.rfind("tcp://", 0) == 0 && wo.keys_dir.empty() && !o.insecure)
+    throw ConfigError("--connect",
+                      "a tcp endpoint needs CURVE keys: give --keys DIR (a worker folder made by "
+                      "`hpsearch keys init KEYS --workers N` on the coordinator's machine, such "
+                      "as KEYS/worker-1, copied here) or set " +
+                          std::string(kKeysDirEnv) +
+                          "; --insecure connects without them (whatever process answers at that "
+                          "address can then hand this worker trials)");
+  wo.allow_command = o.allow_command;
+  for (const auto& program : o.allow_programs) {
+    // A bare name is looked up in PATH now, by the user who starts the worker.
+    std::string path = program;
+    if (program.find('/') == std::string::npos) {
+      const char* env_path = std::getenv("PATH");
+      std::string dirs = env_path ? env_path : "";
+      for (std::size_t start = 0; start <= dirs.size();) {
+        std::size_t end = dirs.find(':', start);
+        if (end == std::string::npos) end = dirs.size();
+        std::string candidate = dirs.substr(start, end - start) + "/" + program;
+        if (end > start && access(candidate.c_str(), X_OK) == 0) {
+          path = candidate;
+          break;
+        }
+        start = end + 1;
+      }
+    }
+    if (path.empty() || path[0] != '/') path = std::filesystem::absolute(path).string();
+    wo.allowed_programs.push_back(path);
+  }
   wo.stop = install_stop_handlers(/*announce=*/false);
   Worker worker(std::move(wo));
   int rc = worker.run();

@@ -9,14 +9,20 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <deque>
+#include <filesystem>
 #include <set>
 #include <unordered_map>
 #include <zmq.hpp>
 
 #include "algorithms/tpe_sampler.h"
+#include "coordinator/zap_authenticator.h"
+#include "protocol/curve_keys.h"
 #include "protocol/protocol.h"
 #include "protocol/zmq_util.h"
+#include "search/printable.h"
 
 namespace hps {
 
@@ -40,6 +46,18 @@ void CoordinatorOptions::validate() const {
   if (!(status_interval_s > 0))
     throw ConfigError("coordinator.status_interval_s", "must be > 0 (seconds)");
   if (!endpoint.empty()) zmq_util::check_endpoint(endpoint, "coordinator.endpoint", true);
+  if (max_workers < 1) throw ConfigError("coordinator.max_workers", "must be >= 1");
+  if (!curve_secret_key.empty() && !curve::is_key(curve_secret_key))
+    throw ConfigError("coordinator.curve_secret_key", "is not a Z85 CURVE key (40 characters)");
+  for (const auto& [key, name] : authorized_keys)
+    if (!curve::is_key(key))
+      throw ConfigError("coordinator.authorized_keys",
+                        "'" + printable(key) + "' is not a Z85 CURVE public key (40 characters)");
+  if (endpoint.rfind("tcp://", 0) == 0 && keys_dir.empty() && curve_secret_key.empty() && !insecure)
+    throw ConfigError("coordinator.endpoint",
+                      "a tcp endpoint needs CURVE keys (keys_dir, or curve_secret_key and "
+                      "authorized_keys; make them with `hpsearch keys init DIR`), or insecure = "
+                      "true to let anyone who reaches it join");
 }
 
 namespace {
@@ -62,7 +80,8 @@ bool process_alive(long pid) {
   return kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
 }
 
-// A routing id as text: printable as is, else hex.
+// A routing id as text: printable as is, else hex. (Worker names and
+// other text from peers go through printable(), search/printable.h.)
 std::string printable_id(const std::string& id) {
   bool ok = !id.empty() &&
             std::all_of(id.begin(), id.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
@@ -112,6 +131,35 @@ class LogLimiter {
   Steady::time_point window_{};
 };
 
+// A fresh 0700 folder for the private ipc endpoint, removed with everything
+// in it by the destructor.
+class PrivateDir {
+ public:
+  PrivateDir() {
+    std::string base = "/tmp";
+    // An ipc path must fit sockaddr_un (107 bytes): a long $TMPDIR is skipped.
+    if (const char* t = std::getenv("TMPDIR"); t && *t && std::strlen(t) < 60) base = t;
+    std::string tmpl = base + "/hpsearch-XXXXXX";
+    if (!mkdtemp(tmpl.data())) {
+      tmpl = "/tmp/hpsearch-XXXXXX";
+      if (!mkdtemp(tmpl.data()))
+        throw Error(std::string("coordinator: cannot create a private folder in /tmp: ") +
+                    std::strerror(errno));
+    }
+    path_ = tmpl;  // mkdtemp makes it 0700
+  }
+  ~PrivateDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  PrivateDir(const PrivateDir&) = delete;
+  PrivateDir& operator=(const PrivateDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 }  // namespace
 
 struct Coordinator::Impl {
@@ -128,6 +176,7 @@ struct Coordinator::Impl {
     bool wants_trial = false;           // sent RequestTrial, not yet answered
     std::optional<std::int64_t> trial;  // number of the RUNNING trial it owns
     bool config_sent = false;
+    std::string key_name;  // the CURVE key's name (ZAP User-Id); "" over plain ZMTP
   };
 
   // ---- configuration
@@ -144,10 +193,14 @@ struct Coordinator::Impl {
   std::string hostname = host_name();
 
   // ---- socket
+  PrivateDir private_dir;  // holds the local ipc endpoint; outlives the socket
   zmq::context_t context{1};
+  std::unique_ptr<ZapAuthenticator> zap;  // with CURVE keys; outlives the socket
   zmq::socket_t socket{context, zmq::socket_type::router};
   int socket_fd = -1;  // the socket's ZMQ_FD, polled while the socket is empty
   std::string endpoint;
+  std::string local_endpoint;
+  bool curve_on = false;  // endpoint is a CURVE server: messages carry a User-Id
 
   // ---- workers
   std::unordered_map<std::string, Session> sessions;     // by routing id
@@ -196,18 +249,12 @@ struct Coordinator::Impl {
     config_json = config.dump();
     config_id = fnv1a(config_json);
 
-    if (options.endpoint.empty()) options.endpoint = "tcp://127.0.0.1:*";
     socket.set(zmq::sockopt::linger, 1000);
     socket.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(proto::kMaxFrameBytes));
     socket.set(zmq::sockopt::router_handover, true);
     socket.set(zmq::sockopt::sndhwm, 100000);
     socket.set(zmq::sockopt::rcvhwm, 100000);
-    try {
-      socket.bind(options.endpoint);
-    } catch (const zmq::error_t& e) {
-      throw Error("coordinator: cannot bind '" + options.endpoint + "': " + e.what());
-    }
-    endpoint = socket.get(zmq::sockopt::last_endpoint);
+    bind_endpoints();
     socket_fd = socket.get(zmq::sockopt::fd);
 
     take_over();
@@ -219,6 +266,51 @@ struct Coordinator::Impl {
           study.name(), stale);
     load_trials();
     write_status(true);
+  }
+
+  // Binds the private ipc endpoint (plain ZMTP), then options.endpoint: a
+  // CURVE server with a ZAP handler when there are keys (libzmq applies the
+  // socket's options as they are at each bind).
+  void bind_endpoints() {
+    auto bind = [&](const std::string& where) {
+      try {
+        socket.bind(where);
+      } catch (const zmq::error_t& e) {
+        throw Error("coordinator: cannot bind '" + where + "': " + e.what());
+      }
+      return socket.get(zmq::sockopt::last_endpoint);
+    };
+    local_endpoint = bind("ipc://" + private_dir.path() + "/coordinator.sock");
+    if (options.endpoint.empty()) {
+      endpoint = local_endpoint;
+      return;
+    }
+    if (!options.keys_dir.empty()) {
+      curve::CoordinatorKeys keys = curve::load_coordinator_keys(options.keys_dir);
+      options.curve_secret_key = keys.keys.secret_key;
+      options.authorized_keys = std::move(keys.authorized);
+    }
+    if (!options.curve_secret_key.empty()) {
+      curve::require("coordinator: CURVE keys");
+      if (options.authorized_keys.empty())
+        throw ConfigError("coordinator.authorized_keys", "lists no worker key");
+      zap = std::make_unique<ZapAuthenticator>(context, options.authorized_keys);
+      socket.set(zmq::sockopt::curve_server, true);
+      socket.set(zmq::sockopt::curve_secretkey, options.curve_secret_key);
+      socket.set(zmq::sockopt::zap_domain, curve::kZapDomain);
+      curve_on = true;
+    }
+    endpoint = bind(options.endpoint);
+    if (curve_on)
+      spdlog::info("coordinator: CURVE on {} (key {}); {} authorized worker keys", endpoint,
+                   curve::fingerprint(curve::public_key_of(options.curve_secret_key,
+                                                           "coordinator.curve_secret_key")),
+                   options.authorized_keys.size());
+    else if (endpoint.rfind("tcp://", 0) == 0)
+      spdlog::warn(
+          "coordinator: {} is INSECURE (no CURVE keys): anyone who can reach it can join as a "
+          "worker, read every trial's objective config and store made-up results",
+          endpoint);
   }
 
   // Refuses to run a study that a live coordinator process runs; else
@@ -325,7 +417,8 @@ struct Coordinator::Impl {
   struct Incoming {
     std::string rid;
     std::string frame;
-    bool valid = true;  // exactly [routing id][one frame]
+    bool valid = true;    // exactly [routing id][one frame]
+    std::string user_id;  // the ZAP User-Id (the CURVE key's name), if any
   };
 
   // Reads up to max_batch messages without blocking. Sets `drained` if the
@@ -347,7 +440,11 @@ struct Coordinator::Impl {
         zmq::message_t next;
         (void)zmq_util::no_eintr([&] { return socket.recv(next, zmq::recv_flags::none); });
         ++parts;
-        if (parts == 1) in.frame.assign(static_cast<const char*>(next.data()), next.size());
+        if (parts == 1) {
+          in.frame.assign(static_cast<const char*>(next.data()), next.size());
+          if (curve_on)
+            if (const char* user = zmq_msg_gets(next.handle(), "User-Id")) in.user_id = user;
+        }
         part = std::move(next);
       }
       in.valid = parts == 1;
@@ -389,7 +486,7 @@ struct Coordinator::Impl {
 
     auto it = sessions.find(in.rid);
     if (auto* hello = std::get_if<proto::Hello>(&message)) {
-      on_hello(in.rid, *hello, now);
+      on_hello(in.rid, *hello, in.user_id, now);
       return;
     }
     if (it == sessions.end()) {
@@ -444,7 +541,8 @@ struct Coordinator::Impl {
     send_to(rid, d);
   }
 
-  void on_hello(const std::string& rid, const proto::Hello& h, Steady::time_point now) {
+  void on_hello(const std::string& rid, const proto::Hello& h, const std::string& key_name,
+                Steady::time_point now) {
     auto refuse = [&](const std::string& why) {
       ++counters.dropped_frames;
       spdlog::warn("coordinator: refused Hello from {}: {}", printable_id(rid), why);
@@ -467,19 +565,38 @@ struct Coordinator::Impl {
       refuse("Hello: hostname, device or visible_devices too long");
       return;
     }
-    if (auto old = sessions.find(rid); old != sessions.end())
+    if (auto old = sessions.find(rid); old != sessions.end()) {
       expire(old->second, "worker said Hello again");
+    } else if (static_cast<int>(sessions.size()) >= options.max_workers) {
+      ++counters.refused_workers;
+      if (late_log.allow(now))
+        spdlog::warn("coordinator: refused worker {} from {}: {} workers connected (max_workers)",
+                     printable(h.worker_id), printable_id(rid), sessions.size());
+      proto::Disconnect d;
+      d.code = proto::Disconnect::Code::kRefused;
+      d.reason = "the coordinator has its maximum of " + std::to_string(options.max_workers) +
+                 " workers connected";
+      send_to(rid, d);
+      return;
+    }
+    // Text from the peer is stored and printed escaped (no control characters).
     Session s;
     s.routing_id = rid;
-    s.name = h.worker_id;
-    s.hostname = h.hostname;
+    s.name = printable(h.worker_id);
+    s.hostname = printable(h.hostname);
     s.pid = h.pid;
-    s.device = h.device.empty() ? "cpu" : h.device;
-    if (!h.visible_devices.empty()) s.device += " (CUDA_VISIBLE_DEVICES=" + h.visible_devices + ")";
+    s.device = h.device.empty() ? "cpu" : printable(h.device);
+    if (!h.visible_devices.empty())
+      s.device += " (CUDA_VISIBLE_DEVICES=" + printable(h.visible_devices) + ")";
     s.threads = std::max(1, h.threads);
     s.last_seen = now;
     s.connected = now;
-    spdlog::debug("coordinator: worker {} joined ({}, {} threads)", s.name, s.device, s.threads);
+    s.key_name = key_name;
+    if (!key_name.empty())
+      spdlog::info("coordinator: worker {} joined from {} with key '{}' ({}, {} threads)", s.name,
+                   s.hostname, printable(key_name), s.device, s.threads);
+    else
+      spdlog::debug("coordinator: worker {} joined ({}, {} threads)", s.name, s.device, s.threads);
     auto& stored = sessions[rid] = std::move(s);
     status_dirty = true;
     note_worker_count();
@@ -1085,6 +1202,7 @@ Coordinator::~Coordinator() {
 }
 
 const std::string& Coordinator::endpoint() const { return impl_->endpoint; }
+const std::string& Coordinator::local_endpoint() const { return impl_->local_endpoint; }
 bool Coordinator::step(int timeout_ms) { return impl_->step(timeout_ms); }
 void Coordinator::stop(const std::string& reason) { impl_->stop(reason); }
 void Coordinator::worker_exited(std::int64_t pid) { impl_->worker_exited(pid); }
@@ -1100,6 +1218,7 @@ CoordinatorStats Coordinator::stats() const {
   for (const auto& [rid, w] : s.sessions) (w.trial ? out.workers_busy : out.workers_idle) += 1;
   out.best_value = s.best_value;
   out.best_number = s.best_number;
+  if (s.zap) out.refused_keys = s.zap->refused();
   return out;
 }
 

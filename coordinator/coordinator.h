@@ -44,6 +44,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -54,9 +55,12 @@
 namespace hps {
 
 struct CoordinatorOptions {
-  // Where the ROUTER socket binds. Default "" = "tcp://127.0.0.1:*" (a free
-  // loopback port, for local workers). "tcp://0.0.0.0:5555" accepts remote
-  // workers; "ipc:///path" a Unix socket.
+  // Where the ROUTER socket binds for workers, besides local_endpoint().
+  // Default "" = nowhere else: endpoint() is then local_endpoint(), the
+  // private ipc socket (workers of this user on this host only).
+  // "tcp://0.0.0.0:5555" accepts remote workers and needs CURVE keys
+  // (keys_dir or curve_secret_key) unless insecure is set; "ipc:///path" a
+  // Unix socket (guarded by its folder's permissions).
   std::string endpoint{};
   // Heartbeat interval in milliseconds, both ways. Default 1000. Shorter
   // finds dead workers sooner at the cost of more messages. Workers adopt it.
@@ -85,7 +89,28 @@ struct CoordinatorOptions {
   // workers table that `hpsearch status` shows). Default 1.0.
   double status_interval_s = 1.0;
 
-  // Throws ConfigError naming the field ("coordinator.liveness: ...").
+  // ---- Trust (CurveZMQ + ZAP, ZeroMQ RFC 26/27; README "Security").
+  // A keys folder made by `hpsearch keys init`: coordinator.secret and
+  // authorized_workers (protocol/curve_keys.h). Default "": none. With keys,
+  // `endpoint` is a CURVE server that admits only the listed worker public
+  // keys; refusals are logged at warning level and counted
+  // (CoordinatorStats::refused_keys).
+  std::string keys_dir{};
+  // Or the keys themselves: the coordinator's CURVE secret key (Z85, 40
+  // characters) and the admitted workers' public keys (Z85 -> name, the
+  // name shown in logs). keys_dir, when set, replaces both.
+  std::string curve_secret_key{};
+  std::map<std::string, std::string> authorized_keys{};
+  // Bind a tcp endpoint without keys. Default false (refused). When true,
+  // anyone who can reach the port joins as a worker, sees every trial's
+  // objective config and can store made-up results; a warning is logged.
+  bool insecure = false;
+  // Most workers connected at once. Default 1024. A Hello beyond it gets
+  // Disconnect(refused), a warning and CoordinatorStats::refused_workers.
+  int max_workers = 1024;
+
+  // Throws ConfigError naming the field ("coordinator.liveness: ..."):
+  // also for a tcp endpoint without keys unless insecure.
   void validate() const;
 };
 
@@ -111,6 +136,8 @@ struct CoordinatorStats {
   std::int64_t dropped_frames = 0;    // invalid frames received
   std::int64_t rejected_results = 0;  // late results from expired sessions
   std::int64_t expired_workers = 0;   // sessions expired (silent or exited)
+  std::int64_t refused_keys = 0;      // connections refused by CURVE/ZAP (unknown key)
+  std::int64_t refused_workers = 0;   // Hellos refused: max_workers connected
 };
 
 class Coordinator {
@@ -129,8 +156,15 @@ class Coordinator {
   Coordinator& operator=(const Coordinator&) = delete;
 
   // The endpoint workers connect to ("tcp://127.0.0.1:41234"); for a
-  // wildcard bind (0.0.0.0) the address is as bound.
+  // wildcard bind (0.0.0.0) the address is as bound. Without
+  // options.endpoint, local_endpoint().
   const std::string& endpoint() const;
+  // The private endpoint for worker processes of this user on this host
+  // (local pools): "ipc://<folder>/coordinator.sock" in a fresh 0700
+  // folder under $TMPDIR (or /tmp), removed with the coordinator. Plain
+  // ZMTP (no CURVE: ipc is as fast as it gets, and the folder's permissions
+  // keep other users out), whatever the keys of endpoint().
+  const std::string& local_endpoint() const;
 
   // One round of the event loop: waits up to timeout_ms for messages,
   // handles a batch of them in one transaction, sends replies and

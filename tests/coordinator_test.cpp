@@ -118,6 +118,8 @@ class Harness {
     so.space = config_.space;
     study_.emplace(Study::create(storage_, config_.name, config_.direction, so, config_.source));
     co.endpoint = endpoint;
+    const bool tcp = endpoint.rfind("tcp://", 0) == 0;
+    if (tcp && co.keys_dir.empty()) co.insecure = true;  // curve_test covers the keys
     co.n_trials = config_.budget.n_trials;
     coordinator_ = std::make_unique<Coordinator>(*study_, config_.objective, co);
     LocalPoolOptions po;
@@ -125,6 +127,7 @@ class Harness {
     po.executable = HPSEARCH_CLI_PATH;
     po.endpoint = coordinator_->endpoint();
     po.extra_args = {"--log-level", "warn"};
+    if (tcp && co.keys_dir.empty()) po.extra_args.push_back("--insecure");
     pool_ = std::make_unique<LocalWorkerPool>(po);
     pool_->start();
   }
@@ -184,6 +187,7 @@ std::int64_t count_finished(const std::vector<TrialPtr>& trials) {
 
 TEST(CoordinatorOptions, BindEndpointIsChecked) {
   CoordinatorOptions co;
+  co.insecure = true;  // the syntax only (curve_test checks tcp without keys)
   for (const char* ok :
        {"", "tcp://0.0.0.0:5555", "tcp://127.0.0.1:*", "tcp://*:0", "ipc:///tmp/c.sock"}) {
     co.endpoint = ok;
@@ -390,7 +394,8 @@ std::optional<T> find_message(const std::vector<proto::Message>& messages) {
 
 TEST(Coordinator, GarbageFromRawSocketsDoesNotStopOrCorruptTheStudy) {
   TempDir dir;
-  Harness h(dir.path(), sleep_study("unused.db", 20, 0.05, 2), fast_heartbeats(), 2);
+  Harness h(dir.path(), sleep_study("unused.db", 20, 0.05, 2), fast_heartbeats(), 2,
+            "tcp://127.0.0.1:*");
   const std::string endpoint = h.coordinator().endpoint();
   const int port = std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
   std::mt19937_64 rng(99);
@@ -500,7 +505,7 @@ TEST(Coordinator, RemoteWorkerFromAnotherProcessJoinsOverTcp) {
   bool finished = h.run(25.0, [&] {
     if (!remote && h.coordinator().stats().finished >= 1)
       remote = spawn({HPSEARCH_CLI_PATH, "worker", "--connect", h.coordinator().endpoint(), "--id",
-                      "remote-worker", "--log-level", "warn"},
+                      "remote-worker", "--log-level", "warn", "--insecure"},
                      dir.path() / "remote.log");
   });
   ASSERT_TRUE(remote);

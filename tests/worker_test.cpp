@@ -248,6 +248,7 @@ TEST_F(WorkerTest, StopInterruptsACommandTrialAndKillsItsProgram) {
   WorkerOptions o = worker_options();
   o.stop = &stop;
   o.log_dir = (dir_ / "logs").string();
+  o.allow_command = true;
   std::thread stopper([&] {
     for (int i = 0; i < 3000 && !fs::exists(pid_file); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -292,6 +293,7 @@ TEST(WorkerOptionsTest, EndpointsAreChecked) {
   auto path_of = [](const std::string& endpoint) -> std::string {
     WorkerOptions o;
     o.connect = endpoint;
+    o.insecure = true;  // tcp without keys (curve_test checks the refusal)
     try {
       o.validate();
       return "";
@@ -311,7 +313,7 @@ TEST(WorkerOptionsTest, EndpointsAreChecked) {
 
 TEST(WorkerOptionsTest, DesignatedInitializersBuildAWorker) {
   // The embedding API of the docs: no connection is made before run().
-  Worker worker({.connect = "tcp://127.0.0.1:1", .device = "cpu", .threads = 2});
+  Worker worker({.connect = "tcp://127.0.0.1:1", .device = "cpu", .threads = 2, .insecure = true});
   EXPECT_EQ(worker.trials_run(), 0);
   EXPECT_THROW(Worker({.connect = ""}), ConfigError);
 }

@@ -21,8 +21,10 @@
 #include <zmq.hpp>
 
 #include "objectives/objective.h"
+#include "protocol/curve_keys.h"
 #include "protocol/protocol.h"
 #include "protocol/zmq_util.h"
+#include "search/printable.h"
 
 namespace hps {
 
@@ -41,6 +43,25 @@ void WorkerOptions::validate() const {
   if (reconnect_initial_ms < 0) throw ConfigError("worker.reconnect_initial_ms", "must be >= 0");
   if (reconnect_max_ms < reconnect_initial_ms)
     throw ConfigError("worker.reconnect_max_ms", "must be >= reconnect_initial_ms");
+  if (!curve_secret_key.empty() && curve_server_key.empty() && keys_dir.empty())
+    throw ConfigError("worker.curve_server_key",
+                      "is required with curve_secret_key (the coordinator's public key)");
+  if (!curve_server_key.empty() && curve_secret_key.empty() && keys_dir.empty())
+    throw ConfigError("worker.curve_secret_key",
+                      "is required with curve_server_key (this worker's secret key)");
+  for (const auto& [field, key] : {std::pair{"worker.curve_server_key", &curve_server_key},
+                                   std::pair{"worker.curve_secret_key", &curve_secret_key}})
+    if (!key->empty() && !curve::is_key(*key))
+      throw ConfigError(field, "is not a Z85 CURVE key (40 characters)");
+  if (connect.rfind("tcp://", 0) == 0 && keys_dir.empty() && curve_secret_key.empty() && !insecure)
+    throw ConfigError("worker.connect",
+                      "a tcp endpoint needs CURVE keys (keys_dir: a worker folder made by "
+                      "`hpsearch keys init DIR`, such as DIR/worker-1), or insecure = true to "
+                      "serve whatever process answers at that address");
+  for (const auto& program : allowed_programs)
+    if (program.empty() || program[0] != '/')
+      throw ConfigError("worker.allowed_programs",
+                        "'" + printable(program) + "' is not an absolute path");
 }
 
 namespace {
@@ -133,6 +154,42 @@ std::string host_name() {
   return host;
 }
 
+// Why a "command" objective may not run on this worker ("" if it may).
+std::string command_refusal(const Json& objective, const WorkerOptions& o) {
+  if (!objective.is_object() || objective.value("type", std::string()) != "command" ||
+      o.allow_command)
+    return "";
+  std::string program;
+  if (objective.contains("argv") && objective["argv"].is_array() && !objective["argv"].empty() &&
+      objective["argv"][0].is_string())
+    program = objective["argv"][0].get<std::string>();
+  const std::string shown = "'" + printable(program) + "'";
+  const std::string fix =
+      "start the worker with --allow-command (or --allow-program PATH for this program)";
+  if (o.allowed_programs.empty())
+    return "this worker does not run \"command\" objectives (the coordinator asked for " + shown +
+           "): " + fix;
+  std::error_code ec;
+  bool listed = false;
+  if (!program.empty() && program[0] == '/' && program.find('{') == std::string::npos) {
+    auto real = std::filesystem::weakly_canonical(program, ec);
+    for (const auto& allowed : o.allowed_programs) {
+      std::error_code ec2;
+      if (allowed == program || (!ec && std::filesystem::weakly_canonical(allowed, ec2) == real))
+        listed = true;
+    }
+  }
+  if (!listed)
+    return "program " + shown + " is not in this worker's allow-list (--allow-program, absolute " +
+           "paths): " + fix;
+  if (objective.contains("env") && objective["env"].is_object())
+    for (const auto& [name, value] : objective["env"].items())
+      if (name == "PATH" || name.rfind("LD_", 0) == 0)
+        return "the objective's env sets " + printable(name) +
+               ", which a worker with an allow-list refuses: " + fix;
+  return "";
+}
+
 std::string random_hex() {
   std::random_device rd;
   std::uint64_t v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
@@ -164,14 +221,32 @@ struct Worker::Impl : TrialBackend {
     std::string study;
   };
   std::map<std::uint64_t, Built> objectives;
+  std::map<std::uint64_t, std::string> refused;  // config id -> why its objective may not run
   // The running trial.
   std::int64_t number = -1;
   std::uint64_t trial_epoch = 0;
   bool last_prune = false;
   Json user_attrs = Json::object();
 
+  std::string curve_public_key;  // this worker's, derived from curve_secret_key
+  std::string handshake_error;   // link thread: why the last handshake failed
+
   explicit Impl(WorkerOptions o) : options(std::move(o)) {
     options.validate();
+    if (!options.keys_dir.empty()) {
+      curve::WorkerKeys keys = curve::load_worker_keys(options.keys_dir);
+      options.curve_secret_key = keys.keys.secret_key;
+      options.curve_server_key = keys.server_key;
+    }
+    if (!options.curve_secret_key.empty()) {
+      curve::require("worker: CURVE keys");
+      curve_public_key = curve::public_key_of(options.curve_secret_key, "worker.curve_secret_key");
+    } else if (options.connect.rfind("tcp://", 0) == 0) {
+      spdlog::warn(
+          "worker: connecting to {} without CURVE keys (--insecure): whatever process answers "
+          "there can hand this worker trials",
+          options.connect);
+    }
     if (options.worker_id.empty()) options.worker_id = default_worker_name();
     if (options.threads == 0)
       options.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -200,17 +275,27 @@ struct Worker::Impl : TrialBackend {
         }
         if (end == End::kExpired) continue;  // the coordinator is there: say Hello again now
         ++attempts;
+        std::string why = handshake_error.empty() ? "" : ": " + handshake_error;
+        if (why.empty() && options.curve_secret_key.empty() &&
+            options.connect.rfind("tcp://", 0) == 0)
+          why = " (a coordinator with CURVE keys answers only workers started with --keys)";
         if (attempts > options.reconnect_attempts) {
-          to_main.post(Ev::kFatal, 0,
-                       "the coordinator at " + options.connect +
-                           " did not answer (the first try and " +
-                           std::to_string(options.reconnect_attempts) + " retries); giving up");
+          to_main.post(
+              Ev::kFatal, 0,
+              "the coordinator at " + options.connect + " did not answer (the first try and " +
+                  std::to_string(options.reconnect_attempts) + " retries); giving up" + why);
           wait_for_quit();
           return;
         }
-        spdlog::info(
-            "worker: no answer from the coordinator at {}; retrying in {} ms (retry {} of {})",
-            options.connect, backoff, attempts, options.reconnect_attempts);
+        if (handshake_error.empty())
+          spdlog::info(
+              "worker: no answer from the coordinator at {}; retrying in {} ms (retry {} of {})",
+              options.connect, backoff, attempts, options.reconnect_attempts);
+        else
+          spdlog::warn(
+              "worker: no session with the coordinator at {}{}; retrying in {} ms (retry "
+              "{} of {})",
+              options.connect, why, backoff, attempts, options.reconnect_attempts);
         if (!pause(backoff, stop_posted)) return;
         backoff = std::min(options.reconnect_max_ms, std::max(1, backoff * 2));
       }
@@ -261,6 +346,24 @@ struct Worker::Impl : TrialBackend {
     dealer.set(zmq::sockopt::routing_id, rid);
     dealer.set(zmq::sockopt::linger, 0);
     dealer.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(proto::kMaxFrameBytes));
+    if (!options.curve_secret_key.empty()) {
+      dealer.set(zmq::sockopt::curve_serverkey, options.curve_server_key);
+      dealer.set(zmq::sockopt::curve_publickey, curve_public_key);
+      dealer.set(zmq::sockopt::curve_secretkey, options.curve_secret_key);
+    }
+    // Handshake failures (a refused key, an impostor, another mechanism) are
+    // only visible as socket events: watched until the session is open.
+    const std::string monitor_endpoint =
+        "inproc://hps-worker-monitor-" + std::to_string(session) + "-" + random_hex();
+    if (zmq_socket_monitor(dealer.handle(), monitor_endpoint.c_str(),
+                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
+      throw Error(std::string("worker: zmq_socket_monitor failed: ") + zmq_strerror(zmq_errno()));
+    zmq::socket_t monitor(context, zmq::socket_type::pair);
+    monitor.set(zmq::sockopt::linger, 0);
+    monitor.connect(monitor_endpoint);
+    handshake_error.clear();
     dealer.connect(options.connect);
 
     proto::Hello hello;
@@ -340,6 +443,10 @@ struct Worker::Impl : TrialBackend {
           if (!ready) {
             ready = true;
             was_ready = true;
+            // The handshake is done: no more monitoring (a monitored socket
+            // was seen to stall its session under load).
+            (void)zmq_socket_monitor(dealer.handle(), nullptr, 0);
+            monitor.close();
             interval = w->heartbeat_interval_ms;
             liveness = w->liveness;
             next_beat = Steady::now();
@@ -362,6 +469,8 @@ struct Worker::Impl : TrialBackend {
         }
       }
 
+      if (!ready) note_handshake_failures(monitor);
+
       now = Steady::now();
       if (ready && now >= next_beat) {
         std::string beat = proto::encode(proto::Heartbeat{});
@@ -378,6 +487,39 @@ struct Worker::Impl : TrialBackend {
         }
         return End::kSilent;
       }
+    }
+  }
+
+  // Reads the monitor's events (link thread); keeps the last failure's
+  // meaning in handshake_error.
+  void note_handshake_failures(zmq::socket_t& monitor) {
+    while (true) {
+      zmq::message_t head;
+      if (!zmq_util::no_eintr([&] { return monitor.recv(head, zmq::recv_flags::dontwait); }))
+        return;
+      zmq::message_t address;
+      if (head.more()) (void)zmq_util::no_eintr([&] { return monitor.recv(address); });
+      if (head.size() < 6) continue;
+      std::uint16_t event = 0;
+      std::uint32_t value = 0;
+      std::memcpy(&event, head.data(), 2);
+      std::memcpy(&value, static_cast<const char*>(head.data()) + 2, 4);
+      const bool keys = !options.curve_secret_key.empty();
+      std::string why;
+      if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        why = "the coordinator refused this worker's CURVE key (ZAP status " +
+              std::to_string(value) + "): it is not in the coordinator's authorized_workers";
+      else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && !keys)
+        why = "the handshake failed (protocol error " + std::to_string(value) +
+              "): the coordinator requires CURVE keys; start the worker with --keys DIR";
+      else if (keys)
+        why = "the CURVE handshake failed: the process at " + options.connect +
+              " does not hold the secret key of the pinned coordinator public key (an impostor, "
+              "or the wrong keys folder), or it does not use CURVE";
+      else
+        why = "the handshake with " + options.connect + " failed";
+      if (why != handshake_error) spdlog::warn("worker: {}", why);
+      handshake_error = why;
     }
   }
 
@@ -474,6 +616,10 @@ struct Worker::Impl : TrialBackend {
   const Built* objective_for(const proto::Assignment& a, std::string& error) {
     auto it = objectives.find(a.config_id);
     if (it != objectives.end()) return &it->second;
+    if (auto r = refused.find(a.config_id); r != refused.end()) {
+      error = r->second;
+      return nullptr;
+    }
     if (a.config_json.empty()) {
       error = "the worker has no objective configuration " + std::to_string(a.config_id);
       return nullptr;
@@ -483,6 +629,13 @@ struct Worker::Impl : TrialBackend {
       Built b;
       b.space = SearchSpace::from_json(config.at("space"));
       b.study = config.value("study", std::string());
+      if (!options.objective) {
+        std::string refusal = command_refusal(config.at("objective"), options);
+        if (!refusal.empty()) {
+          error = refused[a.config_id] = refusal;
+          return nullptr;
+        }
+      }
       if (options.objective) {
         b.objective = options.objective;
       } else {

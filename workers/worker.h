@@ -4,7 +4,7 @@
 // training program embeds one to serve trials with its own objective, with
 // the same Trial API as the in-process Study:
 //
-//   hps::Worker worker({.connect = "tcp://head-node:5555"});
+//   hps::Worker worker({.connect = "tcp://head-node:5555", .keys_dir = "keys/worker-1"});
 //   return worker.run([&](hps::Trial& t) {
 //     double lr = t.suggest_float("lr", 1e-4, 1e-1, {.log = true});
 //     for (int epoch = 1; epoch <= 20; ++epoch) {
@@ -16,7 +16,8 @@
 //   });
 //
 // with a coordinator started by `hpsearch run space.json --workers 0 --bind
-// tcp://0.0.0.0:5555` (the space.json's objective may then be
+// tcp://0.0.0.0:5555 --keys keys` (keys from `hpsearch keys init keys`;
+// README "Security"; the space.json's objective may then be
 // {"type": "external"}). suggest_*() of a param declared in space.json
 // returns the value the coordinator's sampler chose; of an undeclared one,
 // it asks the coordinator (define-by-run). report() is a request: it returns
@@ -47,6 +48,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "search/study.h"
 
@@ -89,7 +91,36 @@ struct WorkerOptions {
   // and run() returns kStopped.
   std::atomic<bool>* stop = nullptr;
 
-  // Throws ConfigError naming the field ("worker.connect: ...").
+  // ---- Trust (CurveZMQ, ZeroMQ RFC 26; README "Security").
+  // A worker folder made by `hpsearch keys init` (DIR/worker-N: its
+  // worker.secret and the coordinator's coordinator.public). Default "":
+  // none. With keys the worker connects as a CURVE client that pins the
+  // coordinator's public key: a coordinator without the matching secret key
+  // (an impostor) fails the handshake and never gets a Hello, so it can send
+  // nothing to run; after reconnect_attempts the worker gives up, naming
+  // the handshake failure.
+  std::string keys_dir{};
+  // Or the keys themselves (Z85, 40 characters): the coordinator's public
+  // key (pinned) and this worker's secret key (its public key is derived).
+  // keys_dir, when set, replaces both.
+  std::string curve_server_key{};
+  std::string curve_secret_key{};
+  // Connect to a tcp endpoint without keys. Default false (refused): a
+  // process that answers at that address could hand this worker trials.
+  bool insecure = false;
+  // Run "command" objectives (any program, with arguments and environment
+  // the coordinator chooses) that the coordinator sends. Default false: such
+  // a trial ends FAIL with the reason. Local pools (`hpsearch run`) allow it.
+  bool allow_command = false;
+  // Without allow_command: the programs a "command" objective may run,
+  // absolute paths. Its argv[0] must be one of them (compared after
+  // resolving symlinks), and its "env" may not set PATH or LD_* variables.
+  // The program still gets the coordinator's arguments: an interpreter
+  // such as python3 runs whatever script it is given. Default empty.
+  std::vector<std::string> allowed_programs{};
+
+  // Throws ConfigError naming the field ("worker.connect: ..."): also for a
+  // tcp endpoint without keys unless insecure.
   void validate() const;
 };
 

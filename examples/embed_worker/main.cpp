@@ -1,8 +1,13 @@
 // embed_worker: a LibTorch training program that serves trials for an
 // hpsearch coordinator through hps::Worker (workers/worker.h).
 //
-//   hpsearch run space.json --workers 0 --bind tcp://0.0.0.0:5555   # the coordinator
-//   embed_worker tcp://127.0.0.1:5555 [--epochs N] [--device cpu|cuda:N]
+//   hpsearch keys init keys --workers 1                                     # once
+//   hpsearch run space.json --workers 0 --bind tcp://0.0.0.0:5555 --keys keys  # the coordinator
+//   embed_worker tcp://127.0.0.1:5555 --keys keys/worker-1 [--epochs N] [--device cpu|cuda:N]
+//
+// --keys DIR (default: $HPSEARCH_KEYS_DIR) is this worker's keys folder: it
+// pins the coordinator's public key (README "Security"); --insecure
+// connects over tcp without keys.
 //
 // Start as many embed_worker processes as you like, on any machine that
 // reaches the coordinator; each runs one trial at a time. The model is an
@@ -124,7 +129,9 @@ double train_trial(hps::Trial& t, const Data& data, int epochs, const torch::Dev
 }
 
 int usage(const char* argv0) {
-  std::fprintf(stderr, "usage: %s ENDPOINT [--epochs N] [--device cpu|cuda:N]\n", argv0);
+  std::fprintf(stderr,
+               "usage: %s ENDPOINT [--keys DIR | --insecure] [--epochs N] [--device cpu|cuda:N]\n",
+               argv0);
   return 2;
 }
 
@@ -135,10 +142,18 @@ int main(int argc, char** argv) {
   hps::WorkerOptions options;
   options.connect = argv[1];
   options.device = torch::cuda::is_available() ? "cuda:0" : "cpu";
+  if (const char* keys = std::getenv("HPSEARCH_KEYS_DIR");
+      keys && *keys && options.connect.rfind("tcp://", 0) == 0)
+    options.keys_dir = keys;
   int epochs = 10;
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
-    if (arg == "--epochs" && i + 1 < argc) {
+    if (arg == "--keys" && i + 1 < argc) {
+      options.keys_dir = argv[++i];
+    } else if (arg == "--insecure") {
+      options.insecure = true;
+      options.keys_dir.clear();
+    } else if (arg == "--epochs" && i + 1 < argc) {
       epochs = std::atoi(argv[++i]);
     } else if (arg == "--device" && i + 1 < argc) {
       options.device = argv[++i];

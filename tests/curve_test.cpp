@@ -1,0 +1,590 @@
+// Tests of the trusted network mode (README "Security"): CURVE keys
+// (protocol/curve_keys.h, `hpsearch keys`), the coordinator's CURVE server
+// and ZAP handler (coordinator/zap_authenticator.h), workers that pin the
+// coordinator's key, the refusals of tcp without keys, the cap on workers,
+// escaped worker ids and the "command" objective allow-list. Real sockets
+// over 127.0.0.1 and ipc, real worker processes (the hpsearch binary).
+#include <gtest/gtest.h>
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "algorithms/factory.h"
+#include "coordinator/coordinator.h"
+#include "protocol/curve_keys.h"
+#include "protocol/protocol.h"
+#include "search/storage.h"
+#include "search/study.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+#include "workers/worker.h"
+
+namespace hps {
+namespace {
+
+namespace fs = std::filesystem;
+namespace proto = hps::protocol;
+using testsupport::BackgroundProcess;
+using testsupport::ProcessResult;
+using testsupport::TempDir;
+using Steady = std::chrono::steady_clock;
+
+// Everything logged while it exists (spdlog's default logger), thread-safe.
+class LogCapture : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  std::string text() {
+    std::lock_guard lock(mutex_);
+    return text_;
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    text_.append(msg.payload.data(), msg.payload.size());
+    text_ += '\n';
+  }
+  void flush_() override {}
+
+ private:
+  std::string text_;
+};
+
+class CapturedLog {
+ public:
+  explicit CapturedLog(spdlog::level::level_enum level = spdlog::level::info)
+      : sink_(std::make_shared<LogCapture>()), old_level_(spdlog::get_level()) {
+    spdlog::default_logger()->sinks().push_back(sink_);
+    spdlog::set_level(level);
+  }
+  ~CapturedLog() {
+    auto& sinks = spdlog::default_logger()->sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+    spdlog::set_level(old_level_);
+  }
+  std::string text() { return sink_->text(); }
+
+ private:
+  std::shared_ptr<LogCapture> sink_;
+  spdlog::level::level_enum old_level_;
+};
+
+// A study over one float param x with `objective`.
+Json study_doc(std::int64_t n_trials, const Json& objective) {
+  return Json{{"study", {{"name", "trusted"}, {"direction", "minimize"}, {"storage", "x.db"}}},
+              {"sampler", {{"type", "random"}, {"seed", 5}}},
+              {"pruner", {{"type", "none"}}},
+              {"budget", {{"n_trials", n_trials}}},
+              {"objective", objective},
+              {"space", {{"x", {{"type", "float"}, {"low", 0.0}, {"high", 1.0}}}}}};
+}
+
+Json sleep_objective() { return Json{{"type", "sleep"}, {"seconds", 0.01}, {"steps", 1}}; }
+
+// A command objective that creates `marker` (and reports 1.0).
+Json marker_objective(const fs::path& marker) {
+  return Json{
+      {"type", "command"},
+      {"argv",
+       {"/bin/sh", "-c", "touch '" + marker.string() + "'; echo 'hpsearch: {{\"value\": 1.0}}'"}}};
+}
+
+// An in-process coordinator of a new study in dir/<db>.
+class StudyRun {
+ public:
+  StudyRun(const fs::path& db, const Json& doc, CoordinatorOptions co) {
+    StudyConfig config = StudyConfig::from_json(doc);
+    storage_ = open_storage(db.string());
+    StudyOptions so;
+    so.sampler = make_sampler(config.sampler);
+    so.pruner = make_pruner(config.pruner);
+    so.space = config.space;
+    study_.emplace(Study::create(storage_, config.name, config.direction, so, config.source));
+    co.n_trials = config.budget.n_trials;
+    co.heartbeat_interval_ms = 100;
+    co.status_interval_s = 0.05;
+    coordinator_ = std::make_unique<Coordinator>(*study_, config.objective, co);
+  }
+  // Steps until `done()` (or the study ended, with no predicate) or max_s.
+  bool step_until(double max_s, const std::function<bool()>& done = {}) {
+    auto until = Steady::now() + std::chrono::milliseconds(static_cast<int>(max_s * 1000));
+    while (Steady::now() < until) {
+      bool more = coordinator_->step(20);
+      if (done ? done() : !more) return true;
+    }
+    return false;
+  }
+  Coordinator& coordinator() { return *coordinator_; }
+  std::vector<TrialPtr> trials() { return storage_->get_all_trials(study_->study_id(), {}); }
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  std::optional<Study> study_;
+  std::unique_ptr<Coordinator> coordinator_;
+};
+
+// `hpsearch worker` in the background with short heartbeats and few retries.
+std::unique_ptr<BackgroundProcess> start_worker(const TempDir& dir, const std::string& name,
+                                                const std::string& endpoint,
+                                                std::vector<std::string> extra) {
+  std::vector<std::string> argv = {HPSEARCH_CLI_PATH,
+                                   "worker",
+                                   "--connect",
+                                   endpoint,
+                                   "--id",
+                                   name,
+                                   "--heartbeat-ms",
+                                   "100",
+                                   "--liveness",
+                                   "5",
+                                   "--reconnect-attempts",
+                                   "1",
+                                   "--reconnect-initial-ms",
+                                   "100",
+                                   "--log-dir",
+                                   dir.file(name + ".logs")};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return std::make_unique<BackgroundProcess>(argv, dir.path().string(), dir.file(name + ".out"),
+                                             dir.file(name + ".err"));
+}
+
+// Waits up to max_s for `p` to exit while `step` keeps a coordinator going.
+std::optional<ProcessResult> wait_stepping(BackgroundProcess& p, double max_s,
+                                           const std::function<void()>& step) {
+  auto until = Steady::now() + std::chrono::milliseconds(static_cast<int>(max_s * 1000));
+  while (Steady::now() < until) {
+    if (!p.running()) return p.wait();
+    step();
+  }
+  return std::nullopt;
+}
+
+ProcessResult cli(const TempDir& dir, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {HPSEARCH_CLI_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return testsupport::run_process(argv, dir.path().string());
+}
+
+mode_t mode_of(const fs::path& p) {
+  struct stat st {};
+  EXPECT_EQ(::stat(p.c_str(), &st), 0) << p;
+  return st.st_mode & 07777;
+}
+
+// A DEALER socket; with `keys`, a CURVE client pinning `server_key`.
+std::unique_ptr<zmq::socket_t> dealer(zmq::context_t& ctx, const std::string& endpoint,
+                                      const std::optional<curve::KeyPair>& keys = std::nullopt,
+                                      const std::string& server_key = "") {
+  auto s = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
+  s->set(zmq::sockopt::linger, 0);
+  if (keys) {
+    s->set(zmq::sockopt::curve_serverkey, server_key);
+    s->set(zmq::sockopt::curve_publickey, keys->public_key);
+    s->set(zmq::sockopt::curve_secretkey, keys->secret_key);
+  }
+  s->connect(endpoint);
+  return s;
+}
+
+void say_hello(zmq::socket_t& s, const std::string& id) {
+  s.send(zmq::buffer(proto::encode(
+             proto::Hello{id, "host\x1b[31m", 1, "cpu", "", 1, proto::kProtocolVersion})),
+         zmq::send_flags::dontwait);
+  s.send(zmq::buffer(proto::encode(proto::RequestTrial{})), zmq::send_flags::dontwait);
+}
+
+std::vector<proto::Message> received(zmq::socket_t& s) {
+  std::vector<proto::Message> out;
+  while (true) {
+    zmq::message_t m;
+    if (!s.recv(m, zmq::recv_flags::dontwait)) return out;
+    try {
+      out.push_back(proto::decode(std::string_view(static_cast<const char*>(m.data()), m.size())));
+    } catch (const proto::ProtocolError&) {
+    }
+  }
+}
+
+// ------------------------------------------------------------------ keys
+
+TEST(CurveKeys, InitMakesOwnerOnlyKeysPrintsTheCommandsAndNeverOverwrites) {
+  if (!curve::available()) GTEST_SKIP() << "libzmq without CURVE";
+  TempDir dir("curve_keys");
+  ProcessResult made = cli(dir, {"keys", "init", "keys", "--workers", "2"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const fs::path keys = dir.path() / "keys";
+  EXPECT_EQ(mode_of(keys), 0700u);
+  EXPECT_EQ(mode_of(keys / "coordinator.secret"), 0600u);
+  EXPECT_EQ(mode_of(keys / "authorized_workers"), 0600u);
+  for (const char* w : {"worker-1", "worker-2"}) {
+    EXPECT_EQ(mode_of(keys / w), 0700u);
+    EXPECT_EQ(mode_of(keys / w / "worker.secret"), 0600u);
+    EXPECT_EQ(curve::read_public_key((keys / w / "coordinator.public").string()),
+              curve::read_public_key((keys / "coordinator.public").string()));
+  }
+  // The three commands.
+  EXPECT_NE(made.out.find("hpsearch run space.json --bind tcp://0.0.0.0:5555 --keys keys"),
+            std::string::npos)
+      << made.out;
+  EXPECT_NE(made.out.find("scp -rp keys/worker-1"), std::string::npos) << made.out;
+  EXPECT_NE(made.out.find("hpsearch worker --connect tcp://"), std::string::npos) << made.out;
+  auto loaded = curve::load_coordinator_keys(keys.string());
+  ASSERT_EQ(loaded.authorized.size(), 2u);
+  auto w1 = curve::load_worker_keys((keys / "worker-1").string());
+  EXPECT_EQ(loaded.authorized.at(w1.keys.public_key), "worker-1");
+  EXPECT_EQ(w1.server_key, loaded.keys.public_key);
+
+  // init again: refused, nothing changed.
+  const std::string secret = testsupport::read_file((keys / "coordinator.secret").string());
+  ProcessResult again = cli(dir, {"keys", "init", "keys", "--workers", "1"});
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.err.find("never overwritten"), std::string::npos) << again.err;
+  EXPECT_EQ(testsupport::read_file((keys / "coordinator.secret").string()), secret);
+  EXPECT_FALSE(fs::exists(keys / "worker-3"));
+  // add: a third worker, listed.
+  ProcessResult added = cli(dir, {"keys", "add", "keys"});
+  ASSERT_EQ(added.exit_code, 0) << added.err;
+  EXPECT_EQ(testsupport::read_file((keys / "coordinator.secret").string()), secret);
+  EXPECT_EQ(curve::load_coordinator_keys(keys.string()).authorized.size(), 3u);
+  EXPECT_EQ(curve::load_worker_keys((keys / "worker-3").string()).server_key,
+            loaded.keys.public_key);
+}
+
+TEST(CurveKeys, WrongPermissionsOrBadZ85AreClearErrors) {
+  if (!curve::available()) GTEST_SKIP() << "libzmq without CURVE";
+  TempDir dir("curve_badkeys");
+  curve::make_keys(dir.file("keys"), 1, false);
+  const std::string secret = dir.file("keys/worker-1/worker.secret");
+  ASSERT_EQ(::chmod(secret.c_str(), 0644), 0);
+  try {
+    curve::load_worker_keys(dir.file("keys/worker-1"));
+    ADD_FAILURE() << "a 0644 secret key was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.path(), secret);
+    EXPECT_NE(std::string(e.what()).find("chmod 600"), std::string::npos) << e.what();
+  }
+  // Through the CLI: exit 2, the file and the fix named, nothing run.
+  ProcessResult r = cli(dir, {"worker", "--connect", "tcp://127.0.0.1:1", "--keys",
+                              dir.file("keys/worker-1"), "--reconnect-attempts", "0"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("mode 0644"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("chmod 600"), std::string::npos) << r.err;
+
+  ASSERT_EQ(::chmod(secret.c_str(), 0600), 0);
+  { std::ofstream(secret, std::ios::trunc) << "not-a-z85-key-at-all\n"; }
+  r = cli(dir, {"worker", "--connect", "tcp://127.0.0.1:1", "--keys", dir.file("keys/worker-1"),
+                "--reconnect-attempts", "0"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("not a Z85 CURVE secret key"), std::string::npos) << r.err;
+  // The coordinator's folder given to a worker, and the other way round.
+  r = cli(dir, {"worker", "--connect", "tcp://127.0.0.1:1", "--keys", dir.file("keys"),
+                "--reconnect-attempts", "0"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("worker-1"), std::string::npos) << r.err;
+  { std::ofstream(dir.file("keys/authorized_workers"), std::ios::app) << "garbage line\n"; }
+  EXPECT_THROW(curve::load_coordinator_keys(dir.file("keys")), ConfigError);
+}
+
+// ------------------------------------------------------------------ refusals
+
+TEST(CurveCli, WorkerConnectTcpWithoutKeysRefusesUnlessInsecure) {
+  TempDir dir("curve_worker_cli");
+  ProcessResult r = cli(dir, {"worker", "--connect", "tcp://127.0.0.1:1", "--reconnect-attempts",
+                              "0", "--reconnect-initial-ms", "10"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--keys"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("hpsearch keys init"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--insecure"), std::string::npos) << r.err;
+  // --insecure: it tries (nobody there) and gives up, after a warning.
+  r = cli(dir, {"worker", "--connect", "tcp://127.0.0.1:1", "--insecure", "--reconnect-attempts",
+                "0", "--heartbeat-ms", "50", "--liveness", "2"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("without CURVE keys"), std::string::npos) << r.err;
+}
+
+TEST(CurveCli, RunBindTcpWithoutKeysIsRefusedAndNamesTheFix) {
+  TempDir dir("curve_run_cli");
+  Json doc = study_doc(100, sleep_objective());
+  dir.write("space.json", doc.dump());
+  ProcessResult r = cli(dir, {"run", "space.json", "--workers", "0", "--bind", "tcp://127.0.0.1:0",
+                              "--timeout", "1"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("hpsearch keys init"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--keys"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir.file("x.db"))) << "a refused run wrote the store";
+  // --insecure: runs, with a warning.
+  r = cli(dir, {"run", "space.json", "--workers", "1", "--bind", "tcp://127.0.0.1:0", "--insecure",
+                "--n-trials", "3"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("INSECURE"), std::string::npos) << r.err;
+  // Local pools need no set-up: a private ipc socket.
+  r = cli(dir, {"run", "space.json", "--workers", "2", "--n-trials", "6"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("INSECURE"), std::string::npos) << r.err;
+}
+
+TEST(CurveCoordinatorOptions, TcpWithoutKeysIsRefusedByTheLibrary) {
+  CoordinatorOptions co;
+  co.endpoint = "tcp://127.0.0.1:*";
+  try {
+    co.validate();
+    ADD_FAILURE() << "a tcp endpoint without keys was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.path(), "coordinator.endpoint");
+    EXPECT_NE(std::string(e.what()).find("hpsearch keys init"), std::string::npos);
+  }
+  co.insecure = true;
+  EXPECT_NO_THROW(co.validate());
+  co.endpoint = "";  // the default: the private ipc socket only
+  co.insecure = false;
+  EXPECT_NO_THROW(co.validate());
+  WorkerOptions wo;
+  wo.connect = "tcp://127.0.0.1:5555";
+  EXPECT_THROW(wo.validate(), ConfigError);
+  wo.insecure = true;
+  EXPECT_NO_THROW(wo.validate());
+}
+
+// ------------------------------------------------------------------ CURVE + ZAP
+
+class CurveCoordinator : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!curve::available()) GTEST_SKIP() << "libzmq without CURVE";
+    curve::make_keys(dir_.file("keys"), 2, false);
+  }
+  CoordinatorOptions with_keys() const {
+    CoordinatorOptions co;
+    co.endpoint = "tcp://127.0.0.1:*";
+    co.keys_dir = dir_.file("keys");
+    return co;
+  }
+  TempDir dir_{"curve_coord"};
+};
+
+TEST_F(CurveCoordinator, UnknownKeyGetsNoTrialAndTheRefusalIsLoggedAndCounted) {
+  CapturedLog log;
+  StudyRun run(dir_.path() / "s.db", study_doc(3, sleep_objective()), with_keys());
+  const std::string server_key = curve::load_worker_keys(dir_.file("keys/worker-1")).server_key;
+  zmq::context_t ctx;
+  // A peer that knows the coordinator's public key but has a key of its own.
+  auto stranger = dealer(ctx, run.coordinator().endpoint(), curve::generate(), server_key);
+  say_hello(*stranger, "stranger");
+  std::vector<proto::Message> got;
+  run.step_until(2.0, [&] {
+    auto more = received(*stranger);
+    got.insert(got.end(), more.begin(), more.end());
+    return false;
+  });
+  EXPECT_TRUE(got.empty()) << "the stranger was answered";
+  EXPECT_TRUE(run.trials().empty()) << "a trial was dispatched";
+  EXPECT_TRUE(run.coordinator().workers().empty());
+  CoordinatorStats s = run.coordinator().stats();
+  EXPECT_GE(s.refused_keys, 1);
+  std::string text = log.text();
+  EXPECT_NE(text.find("refused a connection from 127.0.0.1"), std::string::npos) << text;
+  EXPECT_NE(text.find("not in the authorized workers list"), std::string::npos) << text;
+
+  // A real worker with keys from another folder: refused, gives up naming why.
+  curve::make_keys(dir_.file("other"), 1, false);
+  auto w = start_worker(dir_, "outsider", run.coordinator().endpoint(),
+                        {"--keys", dir_.file("other/worker-1"), "--allow-command"});
+  auto done = wait_stepping(*w, 20.0, [&] { run.coordinator().step(20); });
+  ASSERT_TRUE(done) << "the refused worker did not give up";
+  EXPECT_EQ(done->exit_code, 1) << done->err;
+  EXPECT_NE(done->err.find("handshake"), std::string::npos) << done->err;
+  EXPECT_TRUE(run.trials().empty());
+}
+
+TEST_F(CurveCoordinator, PlainPeerGetsNothing) {
+  StudyRun run(dir_.path() / "s.db", study_doc(3, sleep_objective()), with_keys());
+  zmq::context_t ctx;
+  auto plain = dealer(ctx, run.coordinator().endpoint());
+  say_hello(*plain, "plain");
+  std::vector<proto::Message> got;
+  run.step_until(1.5, [&] {
+    auto more = received(*plain);
+    got.insert(got.end(), more.begin(), more.end());
+    return false;
+  });
+  EXPECT_TRUE(got.empty()) << "a plain ZMTP peer was answered";
+  EXPECT_TRUE(run.trials().empty());
+  EXPECT_TRUE(run.coordinator().workers().empty());
+}
+
+TEST_F(CurveCoordinator, TwoWorkersWithKeysFinishAStudyOverTcp) {
+  CapturedLog log;
+  StudyRun run(dir_.path() / "s.db", study_doc(12, sleep_objective()), with_keys());
+  auto w1 = start_worker(dir_, "w1", run.coordinator().endpoint(),
+                         {"--keys", dir_.file("keys/worker-1")});
+  auto w2 = start_worker(dir_, "w2", run.coordinator().endpoint(),
+                         {"--keys", dir_.file("keys/worker-2")});
+  ASSERT_TRUE(run.step_until(30.0)) << testsupport::read_file(dir_.file("w1.err"));
+  EXPECT_EQ(run.coordinator().done_reason(), "budget reached");
+  std::set<std::string> workers;
+  auto trials = run.trials();
+  ASSERT_EQ(trials.size(), 12u);
+  for (const auto& t : trials) {
+    EXPECT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
+    workers.insert(t->worker);
+  }
+  EXPECT_EQ(workers, (std::set<std::string>{"w1", "w2"}));
+  EXPECT_EQ(run.coordinator().stats().refused_keys, 0);
+  std::string text = log.text();
+  EXPECT_NE(text.find("with key 'worker-1'"), std::string::npos) << text;
+  EXPECT_NE(text.find("with key 'worker-2'"), std::string::npos) << text;
+  for (auto* w : {w1.get(), w2.get()}) {
+    auto r = wait_stepping(*w, 10.0, [&] { run.coordinator().step(20); });
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->exit_code, 0) << r->err;
+  }
+}
+
+TEST_F(CurveCoordinator, ImpostorCoordinatorMakesAWorkerRunNothing) {
+  // The impostor has a key pair of its own and admits the worker's public
+  // key (public keys are no secret); the worker pins the real coordinator's.
+  curve::make_keys(dir_.file("impostor"), 1, false);
+  auto worker_keys = curve::load_worker_keys(dir_.file("keys/worker-1"));
+  CoordinatorOptions co;
+  co.endpoint = "tcp://127.0.0.1:*";
+  co.curve_secret_key = curve::load_coordinator_keys(dir_.file("impostor")).keys.secret_key;
+  co.authorized_keys = {{worker_keys.keys.public_key, "victim"}};
+  const fs::path marker = dir_.path() / "pwned";
+  StudyRun impostor(dir_.path() / "i.db", study_doc(1, marker_objective(marker)), co);
+  auto w = start_worker(dir_, "victim", impostor.coordinator().endpoint(),
+                        {"--keys", dir_.file("keys/worker-1"), "--allow-command"});
+  auto done = wait_stepping(*w, 20.0, [&] { impostor.coordinator().step(20); });
+  ASSERT_TRUE(done) << "the worker did not give up";
+  EXPECT_EQ(done->exit_code, 1) << done->err;
+  EXPECT_NE(done->err.find("CURVE handshake failed"), std::string::npos) << done->err;
+  EXPECT_NE(done->err.find("giving up"), std::string::npos) << done->err;
+  EXPECT_FALSE(fs::exists(marker)) << "the worker ran the impostor's command";
+  EXPECT_TRUE(impostor.trials().empty());
+  EXPECT_TRUE(impostor.coordinator().workers().empty());
+
+  // Control: the same worker and objective with the real coordinator run.
+  CoordinatorOptions real = with_keys();
+  StudyRun genuine(dir_.path() / "g.db", study_doc(1, marker_objective(marker)), real);
+  auto w2 = start_worker(dir_, "victim2", genuine.coordinator().endpoint(),
+                         {"--keys", dir_.file("keys/worker-1"), "--allow-command"});
+  ASSERT_TRUE(genuine.step_until(20.0)) << testsupport::read_file(dir_.file("victim2.err"));
+  EXPECT_TRUE(fs::exists(marker));
+}
+
+TEST_F(CurveCoordinator, HellosBeyondMaxWorkersAreRefused) {
+  CoordinatorOptions co;  // the private ipc endpoint: no keys needed
+  co.max_workers = 2;
+  StudyRun run(dir_.path() / "s.db", study_doc(1000, sleep_objective()), co);
+  zmq::context_t ctx;
+  std::vector<std::unique_ptr<zmq::socket_t>> peers;
+  std::vector<std::vector<proto::Message>> got(3);
+  for (int i = 0; i < 3; ++i) {
+    peers.push_back(dealer(ctx, run.coordinator().endpoint()));
+    peers.back()->send(
+        zmq::buffer(proto::encode(proto::Hello{"peer" + std::to_string(i), "h", 1, "cpu", "", 1,
+                                               proto::kProtocolVersion})),
+        zmq::send_flags::dontwait);
+    run.step_until(0.3, [&] { return run.coordinator().workers().size() > peers.size() - 1; });
+  }
+  auto beat = Steady::now();
+  run.step_until(1.0, [&] {
+    for (int i = 0; i < 3; ++i) {
+      auto more = received(*peers[i]);
+      got[i].insert(got[i].end(), more.begin(), more.end());
+      if (Steady::now() - beat > std::chrono::milliseconds(50))  // stay alive
+        peers[i]->send(zmq::buffer(proto::encode(proto::Heartbeat{})), zmq::send_flags::dontwait);
+    }
+    if (Steady::now() - beat > std::chrono::milliseconds(50)) beat = Steady::now();
+    return false;
+  });
+  auto refusal = [&](int i) -> std::optional<proto::Disconnect> {
+    for (const auto& m : got[i])
+      if (auto* d = std::get_if<proto::Disconnect>(&m)) return *d;
+    return std::nullopt;
+  };
+  EXPECT_FALSE(refusal(0));
+  EXPECT_FALSE(refusal(1));
+  auto third = refusal(2);
+  ASSERT_TRUE(third) << "the third Hello was not refused";
+  EXPECT_EQ(third->code, proto::Disconnect::Code::kRefused);
+  EXPECT_NE(third->reason.find("maximum of 2"), std::string::npos) << third->reason;
+  EXPECT_EQ(run.coordinator().stats().refused_workers, 1);
+  EXPECT_EQ(run.coordinator().workers().size(), 2u);
+}
+
+TEST_F(CurveCoordinator, WorkerIdsWithControlCharactersArePrintedEscaped) {
+  CapturedLog log(spdlog::level::debug);
+  StudyRun run(dir_.path() / "s.db", study_doc(1000, sleep_objective()), CoordinatorOptions{});
+  zmq::context_t ctx;
+  auto peer = dealer(ctx, run.coordinator().endpoint());
+  const std::string evil = "evil\n[12:00:00] [error] forged line\x1b]0;title\x07\x1b[2J";
+  say_hello(*peer, evil);
+  ASSERT_TRUE(run.step_until(3.0, [&] { return run.coordinator().stats().running == 1; }));
+  auto workers = run.coordinator().workers();
+  ASSERT_EQ(workers.size(), 1u);
+  const std::string shown = workers[0].name;
+  EXPECT_EQ(shown.find('\n'), std::string::npos) << shown;
+  EXPECT_EQ(shown.find('\x1b'), std::string::npos) << shown;
+  EXPECT_NE(shown.find("evil\\n[12:00:00]"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("\\x1b[2J"), std::string::npos) << shown;
+  EXPECT_EQ(workers[0].hostname.find('\x1b'), std::string::npos);
+  run.step_until(0.3, [] { return false; });  // the status attr is written
+  for (const auto& args :
+       {std::vector<std::string>{"status", "s.db"}, std::vector<std::string>{"trials", "s.db"}}) {
+    ProcessResult r = cli(dir_, args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("\n[12:00:00]"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("evil\\n"), std::string::npos) << r.out;
+  }
+  std::string text = log.text();
+  EXPECT_EQ(text.find('\x1b'), std::string::npos);
+  EXPECT_EQ(text.find("\n[12:00:00]"), std::string::npos);
+}
+
+// ------------------------------------------------------------------ command objectives
+
+TEST_F(CurveCoordinator, HandStartedWorkerRefusesCommandObjectivesUnlessAllowed) {
+  const fs::path marker = dir_.path() / "ran";
+  StudyRun run(dir_.path() / "s.db", study_doc(1, marker_objective(marker)), CoordinatorOptions{});
+  auto w = start_worker(dir_, "by-hand", run.coordinator().endpoint(), {});
+  ASSERT_TRUE(run.step_until(20.0));
+  auto trials = run.trials();
+  ASSERT_EQ(trials.size(), 1u);
+  EXPECT_EQ(trials[0]->state, TrialState::kFail);
+  EXPECT_NE(trials[0]->fail_reason.find("--allow-command"), std::string::npos)
+      << trials[0]->fail_reason;
+  EXPECT_FALSE(fs::exists(marker)) << "the command ran";
+  auto r = wait_stepping(*w, 10.0, [&] { run.coordinator().step(20); });
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->err.find("does not run \"command\" objectives"), std::string::npos) << r->err;
+
+  // --allow-program with another program: refused; with /bin/sh: runs.
+  StudyRun other(dir_.path() / "t.db", study_doc(1, marker_objective(marker)),
+                 CoordinatorOptions{});
+  auto w2 = start_worker(dir_, "listed", other.coordinator().endpoint(),
+                         {"--allow-program", "/bin/true"});
+  ASSERT_TRUE(other.step_until(20.0));
+  EXPECT_NE(other.trials().at(0)->fail_reason.find("allow-list"), std::string::npos);
+  EXPECT_FALSE(fs::exists(marker));
+  StudyRun third(dir_.path() / "u.db", study_doc(1, marker_objective(marker)),
+                 CoordinatorOptions{});
+  auto w3 =
+      start_worker(dir_, "listed2", third.coordinator().endpoint(), {"--allow-program", "/bin/sh"});
+  ASSERT_TRUE(third.step_until(20.0));
+  EXPECT_EQ(third.trials().at(0)->state, TrialState::kComplete) << third.trials()[0]->fail_reason;
+  EXPECT_TRUE(fs::exists(marker));
+}
+
+}  // namespace
+}  // namespace hps
