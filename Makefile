@@ -5,6 +5,8 @@
 #   make demo                 install deps, build (release), run the demo study
 #   make test                 install deps, check formatting, build + test release,
 #                             then asan, fuzz and tsan
+#   make test-fuzz            build the libFuzzer targets (clang) and run each
+#                             for FUZZ_SECONDS on a copy of its seed corpus
 #   make install PREFIX=DIR   install the release build into DIR
 #   make bench                build (release) and run the benchmark programs
 #   make clean                remove build/
@@ -14,6 +16,9 @@ PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # Parallel test processes.
 TEST_JOBS ?= 2
+# Seconds each fuzz target runs in test-fuzz, and how many run at once.
+FUZZ_SECONDS ?= 60
+FUZZ_JOBS ?= $(TEST_JOBS)
 RELEASE_DIR := build/release
 DEMO_CMD ?= ./$(RELEASE_DIR)/hpsearch run examples/fashion_mnist/space.json --workers 8
 # Runs every benchmark program built from bench/*.cpp, one after another.
@@ -21,7 +26,7 @@ BENCH_CMD ?= found=0; for b in $(RELEASE_DIR)/bench/*; do \
 	  if [ -f "$$b" ] && [ -x "$$b" ]; then found=1; echo "== $$b"; "$$b" || exit 1; fi; \
 	done; [ $$found = 1 ] || echo "bench: no benchmark programs yet (bench/*.cpp)"
 
-.PHONY: all deps build test check-format test-release test-asan test-tsan demo install bench clean
+.PHONY: all deps build test check-format test-release test-asan test-tsan test-fuzz demo install bench clean
 
 all: build
 
@@ -35,9 +40,9 @@ build: deps
 	cmake --preset release
 	cmake --build --preset release -j $(JOBS)
 
-# Runs both suites even if the first fails (make -k), and fails if either did.
+# Runs every suite even if one fails (make -k), and fails if any did.
 test: deps
-	$(MAKE) -k check-format test-release test-asan test-tsan
+	$(MAKE) -k check-format test-release test-asan test-fuzz test-tsan
 
 check-format:
 	scripts/check-format.sh
@@ -63,6 +68,12 @@ test-tsan:
 	cmake --preset tsan
 	cmake --build --preset tsan -j $(JOBS)
 	ctest --preset tsan -j $(TEST_JOBS) --output-on-failure
+
+# libFuzzer targets (tests/fuzz): fails on any crash, UB, leak or blow-up.
+test-fuzz:
+	cmake --preset fuzz
+	cmake --build --preset fuzz -j $(JOBS)
+	FUZZ_JOBS=$(FUZZ_JOBS) scripts/run-fuzz.sh $(FUZZ_SECONDS)
 
 demo: build
 	$(DEMO_CMD)

@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "objectives/child_process.h"
+#include "objectives/command_report.h"
 #include "search/errors.h"
 
 extern char** environ;
@@ -28,7 +29,6 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-constexpr std::string_view kReportPrefix = "hpsearch:";
 constexpr std::size_t kTailLines = 20;    // stderr lines kept for a FAIL reason
 constexpr std::size_t kTailBytes = 4000;  // and at most this many bytes of them
 constexpr double kMaxTimeoutS = 1e9;
@@ -327,110 +327,6 @@ std::vector<std::string> build_env(const CommandConfig& c, const ObjectiveContex
   return out;
 }
 
-// ------------------------------------------------------------ reports
-
-// Replaces Python's json.dumps literals NaN, Infinity, -Infinity (outside of
-// strings) by the strings "nan", "inf", "-inf".
-std::string normalize_literals(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  bool in_string = false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (in_string) {
-      out += c;
-      if (c == '\\' && i + 1 < text.size())
-        out += text[++i];
-      else if (c == '"')
-        in_string = false;
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-      out += c;
-    } else if (text.substr(i, 3) == "NaN") {
-      out += "\"nan\"";
-      i += 2;
-    } else if (text.substr(i, 8) == "Infinity") {
-      out += "\"inf\"";
-      i += 7;
-    } else if (text.substr(i, 9) == "-Infinity") {
-      out += "\"-inf\"";
-      i += 8;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-struct Report {
-  std::optional<std::int64_t> step;
-  std::optional<double> value;
-  Json attrs;  // object or null
-};
-
-std::string lower(std::string s) {
-  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return s;
-}
-
-// Parses the text after "hpsearch:". Returns an error message, or "" and
-// fills `out`.
-std::string parse_report(std::string_view text, Report& out) {
-  if (json_too_deep_at(text) != std::string_view::npos) return "JSON nested too deeply";
-  Json j = Json::parse(normalize_literals(text), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return "not valid JSON";
-  if (!j.is_object()) return "not a JSON object";
-  for (const auto& [k, v] : j.items()) {
-    if (k != "step" && k != "value" && k != "attrs")
-      return "unknown key '" + k + "' (known: step, value, attrs)";
-  }
-  if (j.contains("value")) {
-    const Json& v = j["value"];
-    if (v.is_number()) {
-      out.value = v.get<double>();
-    } else if (v.is_string()) {
-      std::string s = lower(v.get<std::string>());
-      if (s == "nan")
-        out.value = std::numeric_limits<double>::quiet_NaN();
-      else if (s == "inf" || s == "infinity" || s == "+inf")
-        out.value = std::numeric_limits<double>::infinity();
-      else if (s == "-inf" || s == "-infinity")
-        out.value = -std::numeric_limits<double>::infinity();
-      else
-        return "\"value\" must be a number, \"nan\", \"inf\" or \"-inf\"";
-    } else {
-      return "\"value\" must be a number, \"nan\", \"inf\" or \"-inf\"";
-    }
-  }
-  if (j.contains("step")) {
-    const Json& s = j["step"];
-    if (s.is_number_unsigned()) {
-      if (s.get<std::uint64_t>() >
-          static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-        return "\"step\" is too large";
-      out.step = static_cast<std::int64_t>(s.get<std::uint64_t>());
-    } else if (s.is_number_integer()) {
-      out.step = s.get<std::int64_t>();
-    } else if (s.is_number_float() && std::floor(s.get<double>()) == s.get<double>() &&
-               std::abs(s.get<double>()) < 9e15) {
-      out.step = static_cast<std::int64_t>(s.get<double>());
-    } else {
-      return "\"step\" must be an integer";
-    }
-    if (*out.step < 0) return "\"step\" must be >= 0";
-    if (!out.value) return "an intermediate report needs \"value\" with \"step\"";
-  }
-  if (j.contains("attrs")) {
-    if (!j["attrs"].is_object()) return "\"attrs\" must be an object";
-    out.attrs = j["attrs"];
-  }
-  if (!out.value && out.attrs.is_null())
-    return "needs \"value\" (and \"step\" for an intermediate value)";
-  return "";
-}
-
 // ------------------------------------------------------------ trial log
 
 // Shell-like quoting, for the log's command line.
@@ -606,8 +502,8 @@ double run_trial(const CommandConfig& c, const ObjectiveContext& ctx, Trial& tri
     if (stream != ChildProcess::Stream::kStdout || prune_step) return;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.substr(0, kReportPrefix.size()) != kReportPrefix) return;
-    Report report;
-    std::string error = parse_report(line.substr(kReportPrefix.size()), report);
+    CommandReport report;
+    std::string error = parse_command_report(line.substr(kReportPrefix.size()), report);
     if (!error.empty()) {
       malformed = std::string(line.substr(0, 200)) + " (" + error + ")";
       log.note("ignored a report line: " + error);

@@ -23,6 +23,14 @@ class MemoryBuf : public std::streambuf {
   std::size_t remaining() const { return static_cast<std::size_t>(egptr() - gptr()); }
 };
 
+// The body being decoded on this thread (set by decode_body()), so that a
+// length field is checked against the bytes that are left: a short frame
+// cannot make the decoder allocate what its length fields claim.
+thread_local const MemoryBuf* t_body = nullptr;
+
+// Bytes left in the body being decoded (kMaxFrameBytes outside decode_body()).
+std::size_t bytes_left() { return t_body ? t_body->remaining() : kMaxFrameBytes; }
+
 // Appends to a std::string.
 class StringBuf : public std::streambuf {
  public:
@@ -66,7 +74,7 @@ void field_string(A& ar, std::string& s) {
   std::uint64_t n = s.size();
   ar(n);
   if constexpr (kLoading<A>) {
-    if (n > kMaxFrameBytes)
+    if (n > bytes_left())
       throw ProtocolError("string length " + std::to_string(n) + " exceeds the frame");
     s.resize(static_cast<std::size_t>(n));
   }
@@ -89,7 +97,7 @@ void field_list(A& ar, std::vector<T>& list) {
   std::uint64_t n = list.size();
   ar(n);
   if constexpr (kLoading<A>) {
-    if (n > kMaxFrameBytes)
+    if (n > bytes_left())  // each item takes at least one byte
       throw ProtocolError("list length " + std::to_string(n) + " exceeds the frame");
     list.clear();
     for (std::uint64_t i = 0; i < n; ++i) {  // no reserve: a short frame fails at the first read
@@ -338,6 +346,11 @@ T decode_body(std::string_view frame) {
   MemoryBuf buf(frame.data() + kEnvelopeBytes, frame.size() - kEnvelopeBytes);
   std::istream in(&buf);
   T message;
+  struct BodyScope {
+    const MemoryBuf* saved = t_body;
+    explicit BodyScope(const MemoryBuf* body) { t_body = body; }
+    ~BodyScope() { t_body = saved; }
+  } scope(&buf);
   try {
     cereal::PortableBinaryInputArchive ar(in);
     ar(message);

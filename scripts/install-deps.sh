@@ -18,6 +18,7 @@ PACKAGES=(
   dataset-fashion-mnist                         # data of the Fashion-MNIST objectives
   python3-optuna                                # bench/ comparisons
   clang clang-format clang-tidy                 # format check, analysis, fuzzing
+  libclang-rt-14-dev                            # libFuzzer and sanitizer runtimes of clang 14
 )
 
 missing=()

@@ -225,6 +225,36 @@ TEST(Protocol, HugeLengthsAndBadFieldValuesAreRejectedWithoutAllocating) {
   EXPECT_THROW(decode(encode(Complete{1, false, std::nullopt, ""})), ProtocolError);
 }
 
+// Found by tests/fuzz/fuzz_protocol: a length below kMaxFrameBytes but
+// beyond the bytes left made decode() allocate it before failing.
+TEST(Protocol, LengthsAreCheckedAgainstTheBytesLeftBeforeAllocating) {
+  auto error_of = [](const std::string& frame) -> std::string {
+    try {
+      decode(frame);
+    } catch (const ProtocolError& e) {
+      return e.what();
+    }
+    return "decoded";
+  };
+  std::string frame = encode(Suggest{0, "ab", ""});
+  // The name claims 1 MiB in a frame of a few dozen bytes.
+  EXPECT_NE(error_of(patch(frame, le64(2) + "ab", le64(1u << 20) + "ab"))
+                .find("string length 1048576 exceeds the frame"),
+            std::string::npos);
+  // One byte more than what is left.
+  std::size_t left = frame.size() - frame.find(le64(2) + "ab") - 8;
+  EXPECT_NE(error_of(patch(frame, le64(2) + "ab", le64(left + 1) + "ab")).find("exceeds the frame"),
+            std::string::npos);
+  Assignment a;
+  a.number = 3;
+  a.config_id = 0x1122334455667788ull;
+  std::string af = encode(a);
+  EXPECT_NE(error_of(patch(af, le64(0) + le64(0) + le64(0x1122334455667788ull),
+                           le64(1000) + le64(0) + le64(0x1122334455667788ull)))
+                .find("list length 1000 exceeds the frame"),
+            std::string::npos);
+}
+
 TEST(Protocol, AnotherClassVersionIsRejected) {
   // The class version (u32) follows the endianness byte after the envelope.
   std::string frame = encode(Heartbeat{});
