@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
       if (kind == "tcp") {
         co.endpoint = "tcp://127.0.0.1:*";
         co.insecure = true;
-        worker_args.push_back("--insecure");
+        worker_args = {"--log-level", "error", "--insecure"};  // no warning per worker
       } else if (kind == "curve") {
         // One authorized key pair, shared by the pool's workers.
         const std::string keys = (dir.path() / "keys").string();
