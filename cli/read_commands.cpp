@@ -189,7 +189,7 @@ int status_command(const ReadOptions& o) {
     double age = same ? now - coord.value("updated", 0.0) : 0.0;
     coord_line = fmt::format(
         "running ({}{})", holder->describe(),
-        same ? fmt::format(", status updated {} ago", format_duration(age)) : std::string());
+        same ? fmt::format("; status updated {} ago", format_duration(age)) : std::string());
     if (same && coord.contains("workers") && coord["workers"].is_array())
       workers = coord["workers"];
   } else if (!coord.is_object()) {

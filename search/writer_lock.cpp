@@ -108,9 +108,9 @@ std::optional<WriterLockHolder> read_holder_patiently(int fd, std::int64_t offse
 
 std::string WriterLockHolder::describe() const {
   std::string out = printable(host.empty() ? "?" : host) + ":" + std::to_string(pid);
-  out += " (study '" + printable(study) + "', since " + format_time(since);
+  out += ", since " + format_time(since);
   if (!endpoint.empty()) out += ", endpoint " + printable(endpoint);
-  return out + ")";
+  return out;
 }
 
 std::string WriterLock::lock_path(const std::string& store_path) { return store_path + ".lock"; }
