@@ -365,6 +365,11 @@ TEST_F(CliWriterTest, CoordinatorOutOfDescriptorsKeepsRunningItsStudy) {
     endpoint = s["coordinator"].value("endpoint", "");
     return !endpoint.empty();
   })) << "no endpoint";
+  // The local workers are connected (a trial done) before the flood.
+  ASSERT_TRUE(wait_until([&] {
+    Json t = trials_json("slow.db");
+    return t.is_array() && count_state(t, "COMPLETE") >= 1;
+  }));
   std::string local = endpoint;
   for (const char* any : {"tcp://0.0.0.0:", "tcp://*:"})
     if (local.rfind(any, 0) == 0)

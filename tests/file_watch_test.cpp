@@ -45,7 +45,7 @@ TEST(FileWatchTest, StorageRefusesToCommitIntoADeletedFile) {
   TempDir dir("file_watch");
   const std::string db = dir.file("s.db");
   auto storage = std::make_shared<SqliteStorage>(db);
-  Study study = Study::create(storage, "s");
+  Study study = Study::create(storage, "s", StudyDirection::kMinimize);
   study.enqueue_trial({{"x", 1.0}});
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db + suffix);
   try {

@@ -65,7 +65,7 @@ TEST(PrivateFilesTest, NewStoreAndItsWalAndShmAreOwnerOnly) {
   TempDir dir("private");
   const std::string db = dir.file("s.db");
   auto storage = std::make_shared<SqliteStorage>(db);
-  Study study = Study::create(storage, "s");
+  Study study = Study::create(storage, "s", StudyDirection::kMinimize);
   study.enqueue_trial({{"x", 1.0}});  // a write: the WAL exists now
   EXPECT_EQ(mode_of(db), 0600u);
   EXPECT_EQ(mode_of(db + "-wal"), 0600u);

@@ -128,14 +128,14 @@ TEST(WriterLockTest, ManyThreadsRacingGetExactlyOneHolder) {
 TEST(WriterLockTest, OnlyFileBackedStudiesAreLocked) {
   TempDir dir("writer_lock");
   auto file_storage = std::make_shared<SqliteStorage>(dir.file("s.db"));
-  Study on_file = Study::create(file_storage, "s");
+  Study on_file = Study::create(file_storage, "s", StudyDirection::kMinimize);
   EXPECT_EQ(storage_file(*file_storage), dir.file("s.db"));
   WriterLock lock = lock_study_for_writing(on_file);
   EXPECT_TRUE(lock.held());
   EXPECT_THROW(lock_study_for_writing(on_file), WriterLockBusy);
 
   auto memory = std::make_shared<SqliteStorage>(":memory:");
-  Study in_memory = Study::create(memory, "m");
+  Study in_memory = Study::create(memory, "m", StudyDirection::kMinimize);
   EXPECT_EQ(storage_file(*memory), "");
   EXPECT_FALSE(lock_study_for_writing(in_memory).held());
 }
