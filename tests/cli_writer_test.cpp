@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -76,7 +77,7 @@ std::string sleep_space(double seconds, int n_trials, int steps = 1) {
                      n_trials, seconds, steps);
 }
 
-// A space whose objective is `sh -c script`.
+// A space whose objective is `sh -c script` ("{{" and "}}" for braces).
 std::string command_space(const std::string& script, int n_trials) {
   Json doc = {{"study", {{"name", "cmd"}, {"direction", "minimize"}, {"storage", "cmd.db"}}},
               {"sampler", {{"type", "random"}, {"seed", 1}}},
@@ -232,7 +233,7 @@ TEST_F(CliWriterTest, StatusAsksTheLockNotTheClock) {
 TEST_F(CliWriterTest, StoreWalLockAndTrialLogsAreOwnerOnly) {
   const mode_t old_mask = ::umask(022);  // a usual umask: new files 0644 without the rule
   dir_.write("space.json",
-             command_space("sleep 0.3; echo 'hpsearch: {\"value\": 1}'; echo done >&2", 3));
+             command_space("sleep 0.3; echo 'hpsearch: {{\"value\": 1}}'; echo done >&2", 3));
   auto run = cli_background({"run", "space.json", "--workers", "1"}, "run");
   ::umask(old_mask);
   // While it runs: the store, its WAL and shared memory, the lock file.
@@ -352,7 +353,7 @@ TEST_F(CliWriterTest, CoordinatorOutOfDescriptorsKeepsRunningItsStudy) {
   if (rl.rlim_cur < 2000) GTEST_SKIP() << "hard descriptor limit " << rl.rlim_max << " < 2000";
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &rl), 0);
 
-  constexpr int kBudget = 40;
+  constexpr int kBudget = 60;
   dir_.write("space.json", sleep_space(0.3, kBudget, 3));
   // The coordinator (and its workers) under `ulimit -n 1024`.
   auto run = background(
@@ -389,12 +390,28 @@ TEST_F(CliWriterTest, CoordinatorOutOfDescriptorsKeepsRunningItsStudy) {
     std::string frame = proto::encode(hello);
     peers.back().send(zmq::buffer(frame), zmq::send_flags::dontwait);
   }
+  // In batches, each given time to be accepted, so that the coordinator's
+  // accept queue (ZMQ_BACKLOG, 100) never overflows into SYN retries.
   std::vector<int> idle;
-  for (int i = 0; i < 900; ++i) {
-    int fd = idle_connection(local);
-    if (fd >= 0) idle.push_back(fd);
+  for (int batch = 0; batch < 18; ++batch) {
+    std::vector<pollfd> fds;
+    for (int i = 0; i < 50; ++i) {
+      int fd = idle_connection(local);
+      if (fd < 0) continue;
+      idle.push_back(fd);
+      fds.push_back(pollfd{fd, POLLOUT, 0});
+    }
+    (void)::poll(fds.data(), fds.size(), 1000);
   }
   EXPECT_EQ(idle.size(), 900u);
+  // The coordinator is out of descriptors now and says so.
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return testsupport::read_file(dir_.file("run.err")).find("out of file descriptors") !=
+               std::string::npos;
+      },
+      std::chrono::seconds(30)))
+      << "no report of descriptor exhaustion";
 
   ASSERT_TRUE(wait_until([&] { return !run->running(); }, std::chrono::seconds(240)))
       << "the run did not end";
