@@ -7,6 +7,7 @@
 // HPSEARCH_TEST_CLI=/path/to/hpsearch runs them against another build (to
 // check that they fail without these rules).
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -166,11 +167,29 @@ TEST_F(CliWriterTest, SimultaneousResumesGiveOneRunnerAndExactlyTheBudget) {
   ASSERT_EQ(first.exit_code, 0) << first.err;
   constexpr int kRunners = 8;
   constexpr int kBudget = 100;
+  // A start line: each runner waits in open() of a FIFO until all wait
+  // there; opening it for writing releases them at the same moment.
+  const std::string go = dir_.file("go");
+  ASSERT_EQ(::mkfifo(go.c_str(), 0600), 0);
   std::vector<std::unique_ptr<BackgroundProcess>> runs;
   for (int i = 0; i < kRunners; ++i)
-    runs.push_back(cli_background(
-        {"resume", "slow.db", "--n-trials", std::to_string(kBudget), "--workers", "2"},
-        "resume" + std::to_string(i)));
+    runs.push_back(background({"/bin/sh", "-c",
+                               "read x < go; exec \"$0\" resume slow.db --n-trials " +
+                                   std::to_string(kBudget) + " --workers 2",
+                               cli_path()},
+                              "resume" + std::to_string(i)));
+  wait_until(
+      [&] {
+        for (auto& r : runs)
+          if (testsupport::read_file("/proc/" + std::to_string(r->pid()) + "/wchan") !=
+              "wait_for_partner")
+            return false;
+        return true;
+      },
+      std::chrono::seconds(10));
+  int release = ::open(go.c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(release, 0);
+  ::close(release);
   std::vector<ProcessResult> results;
   for (auto& r : runs) results.push_back(r->wait());
   int ran = 0;
@@ -376,12 +395,12 @@ TEST_F(CliWriterTest, CoordinatorOutOfDescriptorsKeepsRunningItsStudy) {
     if (local.rfind(any, 0) == 0)
       local = "tcp://127.0.0.1:" + local.substr(std::string(any).size());
 
-  // 200 protocol peers that say Hello and then stay silent, and 900 idle
+  // 300 protocol peers that say Hello and then stay silent, and 800 idle
   // connections that never speak: 1,100 in all, beyond the 1,024 limit.
   zmq::context_t context;
   context.set(zmq::ctxopt::max_sockets, 4096);
   std::vector<zmq::socket_t> peers;
-  for (int i = 0; i < 200; ++i) {
+  for (int i = 0; i < 300; ++i) {
     peers.emplace_back(context, zmq::socket_type::dealer);
     peers.back().set(zmq::sockopt::linger, 0);
     peers.back().connect(local);
@@ -393,7 +412,7 @@ TEST_F(CliWriterTest, CoordinatorOutOfDescriptorsKeepsRunningItsStudy) {
   // In batches, each given time to be accepted, so that the coordinator's
   // accept queue (ZMQ_BACKLOG, 100) never overflows into SYN retries.
   std::vector<int> idle;
-  for (int batch = 0; batch < 18; ++batch) {
+  for (int batch = 0; batch < 16; ++batch) {
     std::vector<pollfd> fds;
     for (int i = 0; i < 50; ++i) {
       int fd = idle_connection(local);
@@ -403,7 +422,7 @@ TEST_F(CliWriterTest, CoordinatorOutOfDescriptorsKeepsRunningItsStudy) {
     }
     (void)::poll(fds.data(), fds.size(), 1000);
   }
-  EXPECT_EQ(idle.size(), 900u);
+  EXPECT_EQ(idle.size(), 800u);
   // The coordinator is out of descriptors now and says so.
   EXPECT_TRUE(wait_until(
       [&] {
