@@ -596,10 +596,8 @@ struct SqliteStorage::Impl {
     if (is_plain_file()) {
       try {
         create_private_file(path);
-      } catch (const StorageError&) {
-        throw;
       } catch (const Error& e) {
-        throw StorageError(e.what());
+        throw StorageError(path + ": cannot open database file (" + e.what() + ")");
       }
     }
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
