@@ -4,13 +4,18 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <filesystem>
+
 #include "search/errors.h"
 
 namespace hps {
 
 FileWatch::FileWatch(std::string path) : path_(std::move(path)) {
+  std::error_code ec;
+  absolute_ = std::filesystem::absolute(path_, ec).string();
+  if (ec || absolute_.empty()) absolute_ = path_;
   struct stat st {};
-  if (::stat(path_.c_str(), &st) != 0)
+  if (::stat(absolute_.c_str(), &st) != 0)
     throw StorageError(path_ + ": cannot stat the store file: " +
                        std::string(strerrordesc_np(errno) ? strerrordesc_np(errno) : "error"));
   dev_ = st.st_dev;
@@ -19,7 +24,7 @@ FileWatch::FileWatch(std::string path) : path_(std::move(path)) {
 
 void FileWatch::check() const {
   struct stat st {};
-  if (::stat(path_.c_str(), &st) != 0) {
+  if (::stat(absolute_.c_str(), &st) != 0) {
     const int err = errno;
     if (err == ENOENT || err == ENOTDIR)
       throw StorageError(path_ +

@@ -23,8 +23,9 @@ namespace hps {
 
 class FileWatch {
  public:
-  // Records the identity of the file at `path` now. Throws StorageError if
-  // it cannot be stat'ed.
+  // Records the identity of the file at `path` now (a relative path is
+  // made absolute first, so a later chdir() changes nothing). Throws
+  // StorageError if it cannot be stat'ed.
   explicit FileWatch(std::string path);
 
   // Throws StorageError ("<path>: the store file was deleted while it was
@@ -35,7 +36,8 @@ class FileWatch {
   const std::string& path() const { return path_; }
 
  private:
-  std::string path_;
+  std::string path_;      // as given, for messages
+  std::string absolute_;  // what is stat'ed
   dev_t dev_ = 0;
   ino_t ino_ = 0;
 };

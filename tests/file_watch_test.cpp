@@ -41,6 +41,17 @@ TEST(FileWatchTest, NoticesDeletionAndReplacement) {
   EXPECT_THROW(FileWatch(dir.file("missing")), StorageError);
 }
 
+TEST(FileWatchTest, RelativePathSurvivesAChangeOfDirectory) {
+  TempDir dir("file_watch");
+  dir.write("f", "x");
+  const auto before = std::filesystem::current_path();
+  std::filesystem::current_path(dir.path());
+  FileWatch watch("f");
+  std::filesystem::current_path(before);
+  EXPECT_NO_THROW(watch.check());
+  EXPECT_EQ(watch.path(), "f");
+}
+
 TEST(FileWatchTest, StorageRefusesToCommitIntoADeletedFile) {
   TempDir dir("file_watch");
   const std::string db = dir.file("s.db");
