@@ -50,7 +50,7 @@ std::string format_time(double unix_s) {
   std::tm tm{};
   ::localtime_r(&t, &tm);
   char buf[64];
-  if (std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm) == 0) return "?";
+  if (std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S %Z", &tm) == 0) return "?";
   return buf;
 }
 

@@ -49,7 +49,7 @@ struct WriterLockHolder {
   std::string study;     // the study's name
   std::string endpoint;  // where its workers connect ("" if not known yet)
 
-  // "host:pid, since 2026-11-29 12:00:00 (local time), endpoint tcp://..."
+  // "host:pid, since 2026-11-29 12:00:00 UTC (local time), endpoint tcp://..."
   // (no endpoint part while it is ""); control characters are escaped.
   std::string describe() const;
 };
