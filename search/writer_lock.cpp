@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -141,8 +142,10 @@ WriterLock WriterLock::acquire(const std::string& store_path, std::int64_t study
       throw WriterLockBusy(msg, who);
     }
     ::close(fd);
-    throw Error(path + ": cannot lock the writer lock file: " + reason(err) +
-                (err == EINVAL || err == ENOLCK ? " (a filesystem without locks?)" : ""));
+    if (err == EINVAL || err == ENOLCK || err == EOPNOTSUPP)
+      throw WriterLockUnsupported(path + ": cannot lock the writer lock file: " + reason(err) +
+                                  " (a filesystem without file locks)");
+    throw Error(path + ": cannot lock the writer lock file: " + reason(err));
   }
   WriterLock lock;
   lock.fd_ = fd;
@@ -254,7 +257,15 @@ WriterLock lock_study_for_writing(const Study& study) {
   me.host = ::gethostname(host, sizeof host - 1) == 0 ? host : "localhost";
   me.pid = static_cast<std::int64_t>(::getpid());
   me.study = study.name();
-  return WriterLock::acquire(path, study.study_id(), std::move(me));
+  try {
+    return WriterLock::acquire(path, study.study_id(), std::move(me));
+  } catch (const WriterLockUnsupported& e) {
+    spdlog::warn(
+        "{}; one coordinator per study is not enforced by a lock on this filesystem (keep the "
+        "store on a local disk)",
+        e.what());
+    return {};
+  }
 }
 
 }  // namespace hps

@@ -68,6 +68,14 @@ class WriterLockBusy : public Error {
   std::optional<WriterLockHolder> holder_;
 };
 
+// The filesystem of the lock file has no (open-file-description) locks:
+// ENOLCK, EINVAL or EOPNOTSUPP from fcntl (some network and FUSE
+// filesystems, kernels before 3.15).
+class WriterLockUnsupported : public Error {
+ public:
+  using Error::Error;
+};
+
 class WriterLock {
  public:
   // Bytes of the lock file per study.
@@ -79,9 +87,9 @@ class WriterLock {
   // Takes the writer lock of study `study_id` (>= 0) in the store at
   // `store_path` without waiting, and writes `holder` into it (its
   // `since` is set to now if 0). Throws WriterLockBusy naming the holder if
-  // the lock is held; Error naming the lock file if it cannot be created,
-  // opened or locked (permissions, no descriptor left: "too many open
-  // files", a filesystem without locks).
+  // the lock is held; WriterLockUnsupported if the filesystem has no such
+  // locks; Error naming the lock file if it cannot be created, opened or
+  // locked (permissions, no descriptor left: "too many open files").
   static WriterLock acquire(const std::string& store_path, std::int64_t study_id,
                             WriterLockHolder holder);
 
@@ -123,7 +131,9 @@ class Study;
 // The writer lock of `study` for this process (host name, pid, now) when
 // the study is kept in a SqliteStorage with a file; an empty WriterLock
 // (held() false) for any other storage (":memory:", InMemoryStorage), which
-// no other process can open. Throws as WriterLock::acquire().
+// no other process can open, and also (with a warning in the log) when the
+// store's filesystem has no locks: the caller then falls back to its own
+// check. Throws WriterLockBusy and Error as WriterLock::acquire().
 WriterLock lock_study_for_writing(const Study& study);
 
 // The path of the SQLite file behind `storage` (what lock_study_for_writing()
