@@ -13,6 +13,7 @@
 #include "search/printable.h"
 #include "search/storage.h"
 #include "search/study.h"
+#include "search/writer_lock.h"
 
 namespace hps::cli {
 
@@ -166,29 +167,51 @@ int status_command(const ReadOptions& o) {
   }
   Json coord = info.system_attrs.value("coordinator", Json());
   double now = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+  // Whether a coordinator runs the study: its writer lock says so
+  // (search/writer_lock.h); the "coordinator" attr only describes the last
+  // one. A store without a lock file was never locked: no coordinator of
+  // this version runs it.
+  std::optional<WriterLockHolder> holder;
+  bool lock_asked = false;
+  std::string lock_note;
+  if (std::string file = storage_file(*storage); !file.empty()) {
+    try {
+      holder = WriterLock::query(file, id);
+      lock_asked = true;
+    } catch (const Error& e) {
+      lock_note = fmt::format(" (cannot ask the writer lock: {})", e.what());
+    }
+  }
   std::string coord_line;
   Json workers = Json::array();
-  if (!coord.is_object()) {
+  if (holder) {
+    bool same = coord.is_object() && coord.value("pid", std::int64_t{0}) == holder->pid &&
+                coord.value("host", std::string()) == holder->host;
+    double age = same ? now - coord.value("updated", 0.0) : 0.0;
+    coord_line = fmt::format(
+        "running ({}{})", holder->describe(),
+        same ? fmt::format("; status updated {} ago", format_duration(age)) : std::string());
+    if (same && coord.contains("workers") && coord["workers"].is_array())
+      workers = coord["workers"];
+  } else if (!coord.is_object()) {
     coord_line = "never run by a coordinator";
   } else {
     double age = now - coord.value("updated", 0.0);
     std::string where =
         fmt::format("{}:{} at {}", coord.value("host", "?"), coord.value("pid", std::int64_t{0}),
                     coord.value("endpoint", "?"));
-    double stale_after = std::max(10.0, 3.0 * coord.value("heartbeat_interval_ms", 1000) *
-                                            coord.value("liveness", 5) / 1000.0);
     if (!coord.value("running", false)) {
       coord_line =
           fmt::format("not running (last run by {}, {}; {} ago)", where,
                       coord.value("done_reason", std::string("ended")), format_duration(age));
-    } else if (age > stale_after) {
+    } else if (lock_asked) {
       coord_line = fmt::format(
-          "not responding (last update by {} {} ago; it may have been killed: "
-          "hpsearch resume continues the study)",
+          "not running (the coordinator {} ended without recording its end, e.g. killed, "
+          "last update {} ago; hpsearch resume continues the study)",
           where, format_duration(age));
     } else {
-      coord_line = fmt::format("running ({}, updated {} ago)", where, format_duration(age));
-      if (coord.contains("workers") && coord["workers"].is_array()) workers = coord["workers"];
+      coord_line = fmt::format("unknown: last update by {} {} ago{}", where, format_duration(age),
+                               lock_note);
     }
   }
   if (o.format == "json") {
@@ -203,6 +226,12 @@ int status_command(const ReadOptions& o) {
     out["n_trials"] = budget ? Json(*budget) : Json();
     out["best"] = best ? trial_to_json(*best) : Json();
     out["coordinator"] = coord;
+    out["coordinator_running"] = holder ? Json(true) : lock_asked ? Json(false) : Json();
+    if (holder)
+      out["writer_lock"] = Json{{"host", holder->host},
+                                {"pid", holder->pid},
+                                {"since", holder->since},
+                                {"endpoint", holder->endpoint}};
     std::cout << out.dump(2) << "\n";
     return kExitOk;
   }

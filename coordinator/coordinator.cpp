@@ -18,11 +18,13 @@
 #include <zmq.hpp>
 
 #include "algorithms/tpe_sampler.h"
+#include "coordinator/descriptor_watch.h"
 #include "coordinator/zap_authenticator.h"
 #include "protocol/curve_keys.h"
 #include "protocol/protocol.h"
 #include "protocol/zmq_util.h"
 #include "search/printable.h"
+#include "search/writer_lock.h"
 
 namespace hps {
 
@@ -179,6 +181,9 @@ struct Coordinator::Impl {
     std::string key_name;  // the CURVE key's name (ZAP User-Id); "" over plain ZMTP
   };
 
+  // ---- single writer: taken first, released last (search/writer_lock.h)
+  WriterLock writer_lock;
+
   // ---- configuration
   Study study;
   Storage& storage;
@@ -200,7 +205,8 @@ struct Coordinator::Impl {
   int socket_fd = -1;  // the socket's ZMQ_FD, polled while the socket is empty
   std::string endpoint;
   std::string local_endpoint;
-  bool curve_on = false;  // endpoint is a CURVE server: messages carry a User-Id
+  bool curve_on = false;        // endpoint is a CURVE server: messages carry a User-Id
+  DescriptorWatch descriptors;  // says when connections exhaust the descriptors
 
   // ---- workers
   std::unordered_map<std::string, Session> sessions;     // by routing id
@@ -233,7 +239,8 @@ struct Coordinator::Impl {
   LogLimiter late_log{20};
 
   Impl(Study s, Json objective_config, CoordinatorOptions o)
-      : study(std::move(s)),
+      : writer_lock(lock_study_for_writing(s)),  // before anything binds or writes
+        study(std::move(s)),
         storage(study.storage()),
         study_id(study.study_id()),
         direction(study.direction()),
@@ -256,6 +263,7 @@ struct Coordinator::Impl {
     socket.set(zmq::sockopt::rcvhwm, 100000);
     bind_endpoints();
     socket_fd = socket.get(zmq::sockopt::fd);
+    writer_lock.set_endpoint(endpoint);
 
     take_over();
     int stale = study.fail_stale_trials("coordinator restarted", true);
@@ -316,6 +324,9 @@ struct Coordinator::Impl {
   // Refuses to run a study that a live coordinator process runs; else
   // records this process as its coordinator.
   void take_over() {
+    // With the writer lock held no other coordinator runs the study: an
+    // attr that says "running" was left by one that was killed.
+    if (writer_lock.held()) return;
     StudyInfo info = storage.get_study(study_id);
     auto it = info.system_attrs.find(kAttrCoordinator);
     if (it != info.system_attrs.end() && it->is_object() && it->value("running", false)) {
@@ -1123,6 +1134,7 @@ struct Coordinator::Impl {
       batch = drain(drained);
     }
     auto now = Steady::now();
+    descriptors.poll(now);  // at most once a second: a warning when out of descriptors
     if (batch.empty() && !writes_due(now, drained)) {
       heartbeats_and_expiry(now, false);  // heartbeats only: nothing to store
     } else {

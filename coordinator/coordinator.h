@@ -142,9 +142,12 @@ struct CoordinatorStats {
 
 class Coordinator {
  public:
-  // Binds the socket, takes over the study (refusing with Error if another
-  // coordinator process is running it: the study's "coordinator" system
-  // attr names a live process), fails and re-queues trials left RUNNING
+  // Takes the study's writer lock (search/writer_lock.h) for the
+  // coordinator's whole life when the study is in a SQLite file, refusing
+  // with WriterLockBusy (an Error naming the holder: host, pid, since when)
+  // if another coordinator holds it; for other storages a live process
+  // named by the study's "coordinator" system attr refuses with Error. Then
+  // binds the socket, fails and re-queues trials left RUNNING
   // ("coordinator restarted"), and loads the trials. `objective_config` is
   // the "objective" section sent to workers; the search space is the
   // study's (an empty one if the study has none).
@@ -172,7 +175,9 @@ class Coordinator {
   // Returns false once the study is done (the budget met and no trial
   // running, or stop() called); it then still answers late Hellos and
   // requests with Shutdown, so keep calling it while local workers exit.
-  // Throws StorageError if the store fails (the batch is rolled back).
+  // Throws StorageError if the store fails (the batch is rolled back), the
+  // store's file included: deleted or replaced under the coordinator
+  // (search/file_watch.h), nothing of the batch is saved or answered.
   bool step(int timeout_ms);
 
   // Stops now (Ctrl-C): no more dispatching; running trials become

@@ -195,6 +195,7 @@ ChildProcess::ChildProcess(const SpawnOptions& options) {
 
   pid_ = pid;
   slot_ = register_group(pid_);
+  guard_.start(pid_);  // best effort: without a guard the child runs as before
   out_fd_ = out_read.release();
   err_fd_ = err_read.release();
   // glibc 2.36's <sys/pidfd.h> lacks extern "C", so the system call is made
@@ -224,6 +225,7 @@ bool ChildProcess::check_exit(bool block) {
     // for reuse, so it is not signalled any more.
     unregister_group(slot_);
     slot_ = -1;
+    guard_.finish();  // told to exit without signalling the (maybe reused) id
     status_lost_ = true;
     reaped_ = true;
     exited_at_ = SteadyClock::now();
@@ -242,6 +244,7 @@ void ChildProcess::kill_group_and_reap() {
   ::kill(-pid_, SIGKILL);  // the leader is not reaped yet, so the id is still this group's
   unregister_group(slot_);
   slot_ = -1;
+  guard_.finish();
   int status = 0;
   pid_t rc;
   do {

@@ -20,7 +20,9 @@
 //    poll of waitid() otherwise) without reaping it, the rest of the group
 //    is then sent SIGKILL while the zombie leader still pins the group id,
 //    and only then is the leader reaped: no zombies, and no signal can reach
-//    an unrelated group that reused the id.
+//    an unrelated group that reused the id;
+//  - a guard process (objectives/group_guard.h) kills the group if this
+//    process dies first, even by kill -9: no trial outlives its worker.
 // Every live group is also kept in a process-wide table that
 // kill_child_process_groups() empties with SIGKILL; it runs at exit() and
 // may be called from signal handlers.
@@ -34,6 +36,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "objectives/group_guard.h"
 
 namespace hps {
 
@@ -120,6 +124,7 @@ class ChildProcess {
   std::chrono::steady_clock::time_point exited_at_{};
   std::string out_buffer_;
   std::string err_buffer_;
+  GroupGuard guard_;  // kills the group if this process dies first
 };
 
 // Sends SIGKILL to every process group started by a ChildProcess that has

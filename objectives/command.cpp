@@ -20,6 +20,7 @@
 #include "objectives/child_process.h"
 #include "objectives/command_report.h"
 #include "search/errors.h"
+#include "search/private_files.h"
 
 extern char** environ;
 
@@ -349,11 +350,17 @@ class TrialLog {
  public:
   TrialLog(const std::string& log_dir, std::int64_t number) {
     if (log_dir.empty()) return;
-    std::error_code ec;
-    std::filesystem::create_directories(log_dir, ec);
+    // Owner-only (search/private_files.h): the output may show the env.
+    try {
+      create_private_directories(log_dir);
+    } catch (const Error&) {
+      // fopen below fails too and says why
+    }
     path_ =
         (std::filesystem::path(log_dir) / ("trial-" + std::to_string(number) + ".log")).string();
-    file_ = ::fopen(path_.c_str(), "ae");
+    int fd = open_private_append(path_);
+    file_ = fd >= 0 ? ::fdopen(fd, "a") : nullptr;
+    if (fd >= 0 && !file_) ::close(fd);
     if (!file_)
       spdlog::warn("trial {}: cannot write the program's output to {}: {}", number, path_,
                    strerrordesc_np(errno) ? strerrordesc_np(errno) : "error");

@@ -18,6 +18,9 @@
 #include <unordered_map>
 #include <utility>
 
+#include "search/file_watch.h"
+#include "search/private_files.h"
+
 namespace hps {
 namespace {
 
@@ -416,6 +419,9 @@ struct SqliteStorage::Impl {
     std::int64_t number;
   };
   std::unordered_map<std::int64_t, Location> trial_loc;  // trial_id -> where in `trials`
+  // The store file as opened: every commit first checks that the path still
+  // names it (search/file_watch.h). None for ":memory:" and temporary files.
+  std::optional<FileWatch> watch;
 
   ~Impl() {
     checkpointer.reset();  // its connection closes before ours
@@ -579,7 +585,21 @@ struct SqliteStorage::Impl {
 
   // ---------------------------------------------------------------- open
 
+  // A path naming a file of its own (not ":memory:", "" or a "file:" URI).
+  bool is_plain_file() const {
+    return !path.empty() && path != ":memory:" && path.rfind("file:", 0) != 0;
+  }
+
   void open() {
+    // A new store is created owner-only (its -wal and -shm files get its
+    // mode from SQLite); an existing one keeps its mode.
+    if (is_plain_file()) {
+      try {
+        create_private_file(path);
+      } catch (const Error& e) {
+        throw StorageError(path + ": cannot open database file (" + e.what() + ")");
+      }
+    }
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
     int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
     if (rc != SQLITE_OK) fail("cannot open database file", rc);
@@ -635,6 +655,10 @@ struct SqliteStorage::Impl {
                    [](unsigned char c) { return std::toupper(c); });
     exec(("PRAGMA synchronous=" + sync).c_str());
     exec("PRAGMA foreign_keys=ON");
+    // Statement journals and sorts in memory: no temporary file is opened
+    // during a run, so a process out of descriptors (many connected peers)
+    // still commits.
+    exec("PRAGMA temp_store=MEMORY");
     if (mode == "wal") {
       // Not for "" (a private temporary file another connection cannot open).
       if (options.background_checkpoint && !path.empty()) {
@@ -645,6 +669,7 @@ struct SqliteStorage::Impl {
     }
     if (version < SqliteStorage::kSchemaVersion) migrate();
     data_version = pragma_int("PRAGMA data_version");
+    if (is_plain_file()) watch.emplace(path);
   }
 
   void check_version(std::int64_t version) {
@@ -725,6 +750,7 @@ struct SqliteStorage::Impl {
 
     void commit() {
       if (name_.empty()) {
+        if (impl_.watch) impl_.watch->check();  // throws: rolled back, nothing claimed saved
         impl_.run("COMMIT");
       } else {
         impl_.run(("RELEASE " + name_).c_str());

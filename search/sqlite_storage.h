@@ -41,6 +41,15 @@
 // lock until it ends, so other threads wait rather than join it. Do not
 // use one object on both sides of a fork(): the child opens its own.
 //
+// Files: a new store is created owner-only (0600; SQLite gives its -wal and
+// -shm files the store's mode); an existing one keeps its mode
+// (search/private_files.h). Temporary data (statement journals, sorts) is
+// kept in memory (PRAGMA temp_store=MEMORY), so no file is opened after
+// the store: a process out of descriptors still commits. Before each
+// commit the path is checked to still name the file that was opened
+// (search/file_watch.h): a store deleted or replaced under the process
+// makes every later write fail with StorageError, rolled back.
+//
 // Errors: everything raises StorageError: SQLite errors (with SQLite's
 // message), a file that is not a SQLite database, a schema newer than this
 // build knows, and damaged rows (bad JSON, unknown state or direction,

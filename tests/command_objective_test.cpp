@@ -633,6 +633,73 @@ TEST(ChildProcessTest, GroupIsKilledWhenTheOwnerExits) {
   fs::remove_all(dir);
 }
 
+// Every process whose process group is `pgid`, from the process table.
+std::vector<pid_t> processes_in_group(pid_t pgid) {
+  std::vector<pid_t> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string text = read_file(e.path() / "stat");
+    std::size_t close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    // After "pid (comm) ": state ppid pgrp ...
+    std::istringstream rest(text.substr(close + 2));
+    char state = 0;
+    long ppid = 0, pgrp = 0;
+    if (!(rest >> state >> ppid >> pgrp)) continue;
+    if (pgrp == pgid && state != 'Z' && state != 'X') out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+TEST(ChildProcessTest, GroupDiesWithAnOwnerKilledByKill9) {
+  // The owner (a worker) starts a program that leaves a process of its
+  // group in the background, then is killed with SIGKILL: no clean-up code
+  // of its own runs, yet neither the program nor its background child may
+  // survive it.
+  char tmpl[] = "/tmp/hps_child_kill9_XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  fs::path dir = tmpl;
+  fs::path leader_file = dir / "leader", bg_file = dir / "bg";
+  pid_t owner = ::fork();
+  ASSERT_GE(owner, 0);
+  if (owner == 0) {
+    auto* child = new ChildProcess({{"/bin/sh", "-c",
+                                     "sleep 300 & echo $! > " + bg_file.string() + "; echo $$ > " +
+                                         leader_file.string() + "; sleep 300"},
+                                    "",
+                                    {"PATH=/usr/bin:/bin"}});
+    (void)child;
+    while (true) ::pause();
+  }
+  pid_t leader = -1, bg = -1;
+  for (int i = 0; i < 1000 && (leader <= 0 || bg <= 0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    leader = read_pid(leader_file);
+    bg = read_pid(bg_file);
+  }
+  ASSERT_GT(leader, 0);
+  ASSERT_GT(bg, 0);
+  EXPECT_GE(processes_in_group(leader).size(), 2u);
+  ASSERT_EQ(::kill(owner, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(owner, &status, 0), owner);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  // Within a short bound (a guard reacts in microseconds; 5 s for a loaded
+  // machine), nothing of the group is left.
+  std::vector<pid_t> left;
+  for (int i = 0; i < 500; ++i) {
+    left = processes_in_group(leader);
+    if (left.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(left.empty()) << left.size() << " processes of group " << leader << " survived";
+  EXPECT_FALSE(is_running(leader));
+  EXPECT_FALSE(is_running(bg));
+  for (pid_t p : left) ::kill(p, SIGKILL);  // clean up after a failure
+  fs::remove_all(dir);
+}
+
 TEST(ChildProcessTest, StartFailureNamesTheProgram) {
   try {
     ChildProcess child({{"/nonexistent/program"}, "", {}});

@@ -1,0 +1,271 @@
+#include "search/writer_lock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "search/json_util.h"
+#include "search/private_files.h"
+#include "search/sqlite_storage.h"
+#include "search/study.h"
+
+namespace hps {
+
+namespace {
+
+std::string reason(int err) {
+  const char* text = strerrordesc_np(err);
+  return text ? text : "error " + std::to_string(err);
+}
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Control characters as \xNN, so a name cannot rewrite the terminal.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+std::string format_time(double unix_s) {
+  std::time_t t = static_cast<std::time_t>(unix_s);
+  std::tm tm{};
+  ::localtime_r(&t, &tm);
+  char buf[64];
+  if (std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S %Z", &tm) == 0) return "?";
+  return buf;
+}
+
+struct flock region(std::int64_t offset, short type) {
+  struct flock fl {};
+  fl.l_type = type;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = static_cast<off_t>(offset);
+  fl.l_len = static_cast<off_t>(WriterLock::kRegionBytes);
+  fl.l_pid = 0;  // required by F_OFD_*
+  return fl;
+}
+
+std::int64_t region_offset(std::int64_t study_id) {
+  if (study_id < 0 || study_id > (std::int64_t{1} << 40))
+    throw Error("writer lock: bad study id " + std::to_string(study_id));
+  return study_id * WriterLock::kRegionBytes;
+}
+
+// The holder's line in its region; nullopt if empty or unreadable (being
+// written, or cleared).
+std::optional<WriterLockHolder> read_holder(int fd, std::int64_t offset) {
+  std::vector<char> buf(static_cast<std::size_t>(WriterLock::kRegionBytes));
+  ssize_t n;
+  do {
+    n = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(offset));
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return std::nullopt;
+  std::string text(buf.data(), static_cast<std::size_t>(n));
+  auto end = text.find('\n');
+  if (end == std::string::npos) return std::nullopt;
+  text.resize(end);
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;
+  WriterLockHolder h;
+  h.host = j.value("host", std::string());
+  h.pid = j.value("pid", std::int64_t{0});
+  h.since = j.value("since", 0.0);
+  h.study = j.value("study", std::string());
+  h.endpoint = j.value("endpoint", std::string());
+  return h;
+}
+
+// A holder's region may be empty for a moment after it took the lock (it
+// writes right after); wait up to ~200 ms for its line.
+std::optional<WriterLockHolder> read_holder_patiently(int fd, std::int64_t offset) {
+  for (int i = 0; i < 20; ++i) {
+    if (auto h = read_holder(fd, offset)) return h;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string WriterLockHolder::describe() const {
+  std::string out = printable(host.empty() ? "?" : host) + ":" + std::to_string(pid);
+  out += ", since " + format_time(since);
+  if (!endpoint.empty()) out += ", endpoint " + printable(endpoint);
+  return out;
+}
+
+std::string WriterLock::lock_path(const std::string& store_path) { return store_path + ".lock"; }
+
+WriterLock WriterLock::acquire(const std::string& store_path, std::int64_t study_id,
+                               WriterLockHolder holder) {
+  const std::string path = lock_path(store_path);
+  const std::int64_t offset = region_offset(study_id);
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, kPrivateFileMode);
+  if (fd < 0)
+    throw Error(path + ": cannot open the writer lock file: " + reason(errno) +
+                (errno == EMFILE || errno == ENFILE ? " (descriptor limit reached)" : ""));
+  struct flock fl = region(offset, F_WRLCK);
+  int rc;
+  do {
+    rc = ::fcntl(fd, F_OFD_SETLK, &fl);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    const int err = errno;
+    if (err == EAGAIN || err == EACCES) {
+      auto who = read_holder_patiently(fd, offset);
+      ::close(fd);
+      std::string name =
+          holder.study.empty() ? "the study" : "study '" + printable(holder.study) + "'";
+      std::string msg = name + " in " + store_path + " is being run by another coordinator (" +
+                        (who ? who->describe() : std::string("holder unknown")) +
+                        "); stop it first, or connect workers to it";
+      throw WriterLockBusy(msg, who);
+    }
+    ::close(fd);
+    if (err == EINVAL || err == ENOLCK || err == EOPNOTSUPP)
+      throw WriterLockUnsupported(path + ": cannot lock the writer lock file: " + reason(err) +
+                                  " (a filesystem without file locks)");
+    throw Error(path + ": cannot lock the writer lock file: " + reason(err));
+  }
+  WriterLock lock;
+  lock.fd_ = fd;
+  lock.offset_ = offset;
+  lock.holder_ = std::move(holder);
+  if (lock.holder_.since == 0) lock.holder_.since = unix_now();
+  lock.write_holder();
+  return lock;
+}
+
+std::optional<WriterLockHolder> WriterLock::query(const std::string& store_path,
+                                                  std::int64_t study_id) {
+  const std::string path = lock_path(store_path);
+  const std::int64_t offset = region_offset(study_id);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::nullopt;
+    throw Error(path + ": cannot open the writer lock file: " + reason(errno));
+  }
+  struct flock fl = region(offset, F_WRLCK);
+  int rc;
+  do {
+    rc = ::fcntl(fd, F_OFD_GETLK, &fl);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw Error(path + ": cannot ask the writer lock: " + reason(err));
+  }
+  if (fl.l_type == F_UNLCK) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  auto who = read_holder_patiently(fd, offset);
+  ::close(fd);
+  return who ? *who : WriterLockHolder{};
+}
+
+WriterLock::~WriterLock() { release(); }
+
+WriterLock::WriterLock(WriterLock&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)),
+      offset_(other.offset_),
+      holder_(std::move(other.holder_)) {}
+
+WriterLock& WriterLock::operator=(WriterLock&& other) noexcept {
+  if (this != &other) {
+    release();
+    fd_ = std::exchange(other.fd_, -1);
+    offset_ = other.offset_;
+    holder_ = std::move(other.holder_);
+  }
+  return *this;
+}
+
+void WriterLock::set_endpoint(const std::string& endpoint) {
+  holder_.endpoint = endpoint;
+  write_holder();
+}
+
+void WriterLock::write_holder() noexcept {
+  if (fd_ < 0) return;
+  try {
+    Json j{{"host", holder_.host},
+           {"pid", holder_.pid},
+           {"since", holder_.since},
+           {"study", holder_.study},
+           {"endpoint", holder_.endpoint}};
+    std::string line = j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+    if (line.size() > static_cast<std::size_t>(kRegionBytes)) {
+      j["endpoint"] = "";
+      j["study"] = holder_.study.substr(0, 255);
+      line = j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+    }
+    // The line, then zeros to the end of the region, in one write; a reader
+    // that catches it half-written finds no valid line and reads again.
+    std::string block(static_cast<std::size_t>(kRegionBytes), '\0');
+    block.replace(0, std::min(line.size(), block.size()), line, 0,
+                  std::min(line.size(), block.size()));
+    (void)::pwrite(fd_, block.data(), block.size(), static_cast<off_t>(offset_));
+  } catch (...) {
+    // Naming the holder is a courtesy; the lock holds without it.
+  }
+}
+
+void WriterLock::release() noexcept {
+  if (fd_ < 0) return;
+  std::string zeros(static_cast<std::size_t>(kRegionBytes), '\0');
+  (void)::pwrite(fd_, zeros.data(), zeros.size(), static_cast<off_t>(offset_));
+  struct flock fl = region(offset_, F_UNLCK);
+  (void)::fcntl(fd_, F_OFD_SETLK, &fl);
+  ::close(fd_);  // would drop the lock by itself
+  fd_ = -1;
+}
+
+std::string storage_file(Storage& storage) {
+  auto* sqlite = dynamic_cast<SqliteStorage*>(&storage);
+  if (!sqlite) return "";
+  const std::string& path = sqlite->path();
+  if (path.empty() || path == ":memory:" || path.rfind("file:", 0) == 0) return "";
+  return path;
+}
+
+WriterLock lock_study_for_writing(const Study& study) {
+  const std::string path = storage_file(study.storage());
+  if (path.empty()) return {};
+  WriterLockHolder me;
+  char host[256] = {0};
+  me.host = ::gethostname(host, sizeof host - 1) == 0 ? host : "localhost";
+  me.pid = static_cast<std::int64_t>(::getpid());
+  me.study = study.name();
+  try {
+    return WriterLock::acquire(path, study.study_id(), std::move(me));
+  } catch (const WriterLockUnsupported& e) {
+    spdlog::warn(
+        "{}; one coordinator per study is not enforced by a lock on this filesystem (keep the "
+        "store on a local disk)",
+        e.what());
+    return {};
+  }
+}
+
+}  // namespace hps

@@ -1,0 +1,453 @@
+// Tests of the single-writer rules of the hpsearch executable, run as child
+// processes in a temporary directory: one coordinator per study (N
+// simultaneous resumes, one runs), `hpsearch status` asking the writer lock,
+// owner-only files, a store deleted under a run, no trial program outliving
+// a killed worker, and a coordinator out of file descriptors.
+//
+// HPSEARCH_TEST_CLI=/path/to/hpsearch runs them against another build (to
+// check that they fail without these rules).
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "protocol/protocol.h"
+#include "search/json_util.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace hps {
+namespace {
+
+namespace fs = std::filesystem;
+namespace proto = hps::protocol;
+using testsupport::BackgroundProcess;
+using testsupport::ProcessResult;
+using testsupport::TempDir;
+
+std::string cli_path() {
+  const char* other = std::getenv("HPSEARCH_TEST_CLI");
+  return other && *other ? other : HPSEARCH_CLI_PATH;
+}
+
+bool wait_until(const std::function<bool()>& pred,
+                std::chrono::seconds limit = std::chrono::seconds(120)) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return pred();
+}
+
+unsigned mode_of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return 07777;
+  return st.st_mode & 0777;
+}
+
+// A space whose objective sleeps `seconds` per trial in `steps` steps.
+std::string sleep_space(double seconds, int n_trials, int steps = 1) {
+  return fmt::format(R"({{
+    "study": {{"name": "slow", "direction": "minimize", "storage": "slow.db"}},
+    "sampler": {{"type": "random", "seed": 3}},
+    "budget": {{"n_trials": {}}},
+    "objective": {{"type": "sleep", "seconds": {}, "steps": {}}},
+    "space": {{"x": {{"type": "float", "low": 0, "high": 1}}}}
+  }})",
+                     n_trials, seconds, steps);
+}
+
+// A space whose objective is `sh -c script` ("{{" and "}}" for braces).
+std::string command_space(const std::string& script, int n_trials) {
+  Json doc = {{"study", {{"name", "cmd"}, {"direction", "minimize"}, {"storage", "cmd.db"}}},
+              {"sampler", {{"type", "random"}, {"seed", 1}}},
+              {"budget", {{"n_trials", n_trials}}},
+              {"objective", {{"type", "command"}, {"argv", {"/bin/sh", "-c", script}}}},
+              {"space", {{"x", {{"type", "float"}, {"low", 0}, {"high", 1}}}}}};
+  return doc.dump();
+}
+
+int count_state(const Json& trials, const std::string& state) {
+  int n = 0;
+  for (const auto& t : trials) n += t["state"] == state ? 1 : 0;
+  return n;
+}
+
+// Process ids whose process group is `pgid` and that are not zombies.
+std::vector<pid_t> processes_in_group(pid_t pgid) {
+  std::vector<pid_t> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string text = testsupport::read_file((e.path() / "stat").string());
+    std::size_t close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(text.substr(close + 2));
+    char state = 0;
+    long ppid = 0, pgrp = 0;
+    if (!(rest >> state >> ppid >> pgrp)) continue;
+    if (pgrp == pgid && state != 'Z' && state != 'X') out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+// The parent of `pid` from the process table (-1 if gone).
+pid_t parent_of(pid_t pid) {
+  std::string text = testsupport::read_file("/proc/" + std::to_string(pid) + "/stat");
+  std::size_t close = text.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream rest(text.substr(close + 2));
+  char state = 0;
+  long ppid = -1;
+  rest >> state >> ppid;
+  return static_cast<pid_t>(ppid);
+}
+
+class CliWriterTest : public ::testing::Test {
+ protected:
+  ProcessResult cli(const std::vector<std::string>& args) const {
+    std::vector<std::string> argv = {cli_path()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return testsupport::run_process(argv, dir_.path().string());
+  }
+  std::unique_ptr<BackgroundProcess> background(std::vector<std::string> argv,
+                                                const std::string& label) const {
+    return std::make_unique<BackgroundProcess>(
+        argv, dir_.path().string(), dir_.file(label + ".out"), dir_.file(label + ".err"));
+  }
+  std::unique_ptr<BackgroundProcess> cli_background(const std::vector<std::string>& args,
+                                                    const std::string& label) const {
+    std::vector<std::string> argv = {cli_path()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return background(argv, label);
+  }
+  Json status_json(const std::string& db) const {
+    ProcessResult r = cli({"status", db, "--format", "json"});
+    if (r.exit_code != 0) return Json();
+    return Json::parse(r.out, nullptr, false);
+  }
+  Json trials_json(const std::string& db) const {
+    ProcessResult r = cli({"trials", db, "--format", "json"});
+    if (r.exit_code != 0) return Json();
+    Json j = Json::parse(r.out, nullptr, false);
+    return j.is_array() ? j : Json();
+  }
+
+  TempDir dir_{"cli_writer"};
+};
+
+// ------------------------------------------------------------ one writer
+
+TEST_F(CliWriterTest, SimultaneousResumesGiveOneRunnerAndExactlyTheBudget) {
+  // A store with the study's settings (one trial done), then 8 resumes of it
+  // started at the same moment with a budget of 100.
+  dir_.write("space.json", sleep_space(0.005, 1));
+  ProcessResult first = cli({"run", "space.json"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  constexpr int kRunners = 8;
+  constexpr int kBudget = 100;
+  // A start line: each runner waits in open() of a FIFO until all wait
+  // there; opening it for writing releases them at the same moment.
+  const std::string go = dir_.file("go");
+  ASSERT_EQ(::mkfifo(go.c_str(), 0600), 0);
+  std::vector<std::unique_ptr<BackgroundProcess>> runs;
+  for (int i = 0; i < kRunners; ++i)
+    runs.push_back(background({"/bin/sh", "-c",
+                               "read x < go; exec \"$0\" resume slow.db --n-trials " +
+                                   std::to_string(kBudget) + " --workers 2",
+                               cli_path()},
+                              "resume" + std::to_string(i)));
+  wait_until(
+      [&] {
+        for (auto& r : runs)
+          if (testsupport::read_file("/proc/" + std::to_string(r->pid()) + "/wchan") !=
+              "wait_for_partner")
+            return false;
+        return true;
+      },
+      std::chrono::seconds(10));
+  int release = ::open(go.c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(release, 0);
+  ::close(release);
+  std::vector<ProcessResult> results;
+  for (auto& r : runs) results.push_back(r->wait());
+  int ran = 0;
+  pid_t winner = -1;
+  for (int i = 0; i < kRunners; ++i)
+    if (results[static_cast<std::size_t>(i)].exit_code == 0) {
+      ++ran;
+      winner = runs[static_cast<std::size_t>(i)]->pid();
+    }
+  EXPECT_EQ(ran, 1) << "coordinators that ran the study";
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  for (int i = 0; i < kRunners; ++i) {
+    const ProcessResult& r = results[static_cast<std::size_t>(i)];
+    if (r.exit_code == 0) continue;
+    EXPECT_NE(r.err.find("being run by another coordinator"), std::string::npos) << r.err;
+    // The holder: host, pid, since when.
+    EXPECT_NE(r.err.find(std::string(host) + ":" + std::to_string(winner)), std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("since "), std::string::npos) << r.err;
+  }
+  Json trials = trials_json("slow.db");
+  ASSERT_TRUE(trials.is_array());
+  EXPECT_EQ(count_state(trials, "COMPLETE"), kBudget);
+  EXPECT_EQ(count_state(trials, "RUNNING"), 0);
+}
+
+TEST_F(CliWriterTest, StatusAsksTheLockNotTheClock) {
+  // One trial longer than the old staleness window (10 s with these
+  // heartbeat settings), with no trial event meanwhile.
+  dir_.write("space.json", sleep_space(14.0, 1));
+  auto run = cli_background(
+      {"run", "space.json", "--heartbeat-ms", "100", "--liveness", "2", "--workers", "1"}, "run");
+  ASSERT_TRUE(wait_until([&] {
+    Json t = trials_json("slow.db");
+    return t.is_array() && count_state(t, "RUNNING") == 1;
+  })) << "the trial did not start";
+  std::this_thread::sleep_for(std::chrono::seconds(11));
+  ASSERT_TRUE(run->running());
+  ProcessResult status = cli({"status", "slow.db"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("Coordinator: running ("), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find(":" + std::to_string(run->pid())), std::string::npos) << status.out;
+  EXPECT_EQ(status.out.find("may have been killed"), std::string::npos) << status.out;
+  Json j = status_json("slow.db");
+  EXPECT_EQ(j.value("coordinator_running", Json()), Json(true)) << j.dump();
+
+  run->send_signal(SIGKILL);
+  run->wait();
+  status = cli({"status", "slow.db"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("Coordinator: not running"), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("hpsearch resume"), std::string::npos) << status.out;
+  j = status_json("slow.db");
+  EXPECT_EQ(j.value("coordinator_running", Json()), Json(false)) << j.dump();
+}
+
+// ------------------------------------------------------------ files
+
+TEST_F(CliWriterTest, StoreWalLockAndTrialLogsAreOwnerOnly) {
+  const mode_t old_mask = ::umask(022);  // a usual umask: new files 0644 without the rule
+  dir_.write("space.json",
+             command_space("sleep 0.3; echo 'hpsearch: {{\"value\": 1}}'; echo done >&2", 3));
+  auto run = cli_background({"run", "space.json", "--workers", "1"}, "run");
+  ::umask(old_mask);
+  // While it runs: the store, its WAL and shared memory, the lock file.
+  ASSERT_TRUE(wait_until([&] { return fs::exists(dir_.file("cmd.db-wal")); }));
+  unsigned wal = mode_of(dir_.file("cmd.db-wal")), shm = mode_of(dir_.file("cmd.db-shm"));
+  ProcessResult r = run->wait();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(mode_of(dir_.file("cmd.db")), 0600u);
+  EXPECT_EQ(wal, 0600u);
+  EXPECT_EQ(shm, 0600u);
+  EXPECT_EQ(mode_of(dir_.file("cmd.db.lock")), 0600u);
+  EXPECT_EQ(mode_of(dir_.file("cmd.logs")), 0700u);
+  int logs = 0;
+  for (const auto& e : fs::directory_iterator(dir_.file("cmd.logs"))) {
+    EXPECT_EQ(mode_of(e.path().string()), 0600u) << e.path();
+    ++logs;
+  }
+  EXPECT_EQ(logs, 3);
+}
+
+TEST_F(CliWriterTest, StoreDeletedDuringARunStopsItWithAnError) {
+  dir_.write("space.json", sleep_space(0.05, 400));
+  auto run = cli_background({"run", "space.json", "--workers", "2"}, "run");
+  ASSERT_TRUE(wait_until([&] {
+    Json t = trials_json("slow.db");
+    return t.is_array() && count_state(t, "COMPLETE") >= 3;
+  }));
+  for (const char* suffix : {"", "-wal", "-shm"})
+    fs::remove(dir_.file(std::string("slow.db") + suffix));
+  ProcessResult r;
+  ASSERT_TRUE(wait_until([&] { return !run->running(); }, std::chrono::seconds(60)))
+      << "the run went on without its store";
+  r = run->wait();
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("slow.db: the store file was deleted"), std::string::npos) << r.err;
+  // Nothing claimed done: no summary of a finished study.
+  EXPECT_EQ(r.out.find("COMPLETE,"), std::string::npos) << r.out;
+}
+
+// ------------------------------------------------------------ processes
+
+TEST_F(CliWriterTest, NoTrialProcessSurvivesAWorkerKilledByKill9) {
+  // The trial's program leaves a child of its group in the background.
+  dir_.write("space.json",
+             command_space("echo $$ > leader.$$; sleep 300 & echo $! > bg.$$; sleep 300", 1));
+  auto run = cli_background({"run", "space.json", "--workers", "1", "--max-retries", "0"}, "run");
+  pid_t leader = -1, bg = -1;
+  ASSERT_TRUE(wait_until([&] {
+    for (const auto& e : fs::directory_iterator(dir_.path())) {
+      std::string name = e.path().filename().string();
+      if (name.rfind("bg.", 0) == 0) {
+        std::string pid_text = testsupport::read_file(e.path().string());
+        if (pid_text.empty()) return false;
+        leader = std::stoi(name.substr(3));
+        bg = std::stoi(pid_text);
+        return true;
+      }
+    }
+    return false;
+  })) << "the trial's program did not start";
+  pid_t worker = parent_of(leader);
+  ASSERT_GT(worker, 1);
+  ASSERT_NE(worker, run->pid());
+  ASSERT_GE(processes_in_group(leader).size(), 2u);
+  ASSERT_EQ(::kill(worker, SIGKILL), 0);
+  std::vector<pid_t> left;
+  wait_until(
+      [&] {
+        left = processes_in_group(leader);
+        return left.empty();
+      },
+      std::chrono::seconds(5));
+  EXPECT_TRUE(left.empty()) << left.size() << " processes of the trial's group survived";
+  for (pid_t p : left) ::kill(p, SIGKILL);  // clean up after a failure
+  (void)bg;
+  run->send_signal(SIGTERM);
+  run->wait();
+}
+
+// ------------------------------------------------------------ descriptors
+
+// A connection to `endpoint` ("tcp://host:port" or "ipc:///path") that
+// never speaks: -1 if it cannot be made.
+int idle_connection(const std::string& endpoint) {
+  if (endpoint.rfind("tcp://", 0) == 0) {
+    std::string rest = endpoint.substr(6);
+    auto colon = rest.rfind(':');
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(std::stoi(rest.substr(colon + 1))));
+    if (::inet_pton(AF_INET, rest.substr(0, colon).c_str(), &addr.sin_addr) != 1) return -1;
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    (void)::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);  // EINPROGRESS
+    return fd;
+  }
+  if (endpoint.rfind("ipc://", 0) == 0) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::string path = endpoint.substr(6);
+    if (path.size() >= sizeof addr.sun_path) return -1;
+    std::copy(path.begin(), path.end(), addr.sun_path);
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    (void)::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    return fd;
+  }
+  return -1;
+}
+
+TEST_F(CliWriterTest, CoordinatorOutOfDescriptorsKeepsRunningItsStudy) {
+  // This process holds the connections: it needs more than 1,100 descriptors.
+  struct rlimit rl {};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &rl), 0);
+  const rlim_t saved = rl.rlim_cur;
+  rl.rlim_cur = std::min<rlim_t>(rl.rlim_max, 8192);
+  if (rl.rlim_cur < 2000) GTEST_SKIP() << "hard descriptor limit " << rl.rlim_max << " < 2000";
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &rl), 0);
+
+  constexpr int kBudget = 60;
+  dir_.write("space.json", sleep_space(0.3, kBudget, 3));
+  // The coordinator (and its workers) under `ulimit -n 1024`.
+  auto run = background(
+      {"/bin/sh", "-c", "ulimit -n 1024 && exec \"$0\" run space.json --workers 2", cli_path()},
+      "run");
+  std::string endpoint;
+  ASSERT_TRUE(wait_until([&] {
+    Json s = status_json("slow.db");
+    if (!s.is_object() || !s["coordinator"].is_object()) return false;
+    endpoint = s["coordinator"].value("endpoint", "");
+    return !endpoint.empty();
+  })) << "no endpoint";
+  // The local workers are connected (a trial done) before the flood.
+  ASSERT_TRUE(wait_until([&] {
+    Json t = trials_json("slow.db");
+    return t.is_array() && count_state(t, "COMPLETE") >= 1;
+  }));
+  std::string local = endpoint;
+  for (const char* any : {"tcp://0.0.0.0:", "tcp://*:"})
+    if (local.rfind(any, 0) == 0)
+      local = "tcp://127.0.0.1:" + local.substr(std::string(any).size());
+
+  // 300 protocol peers that say Hello and then stay silent, and 800 idle
+  // connections that never speak: 1,100 in all, beyond the 1,024 limit.
+  zmq::context_t context;
+  context.set(zmq::ctxopt::max_sockets, 4096);
+  std::vector<zmq::socket_t> peers;
+  for (int i = 0; i < 300; ++i) {
+    peers.emplace_back(context, zmq::socket_type::dealer);
+    peers.back().set(zmq::sockopt::linger, 0);
+    peers.back().connect(local);
+    proto::Hello hello{"peer-" + std::to_string(i), "h", 100000 + i, "cpu", "", 1,
+                       proto::kProtocolVersion};
+    std::string frame = proto::encode(hello);
+    peers.back().send(zmq::buffer(frame), zmq::send_flags::dontwait);
+  }
+  // In batches, each given time to be accepted, so that the coordinator's
+  // accept queue (ZMQ_BACKLOG, 100) never overflows into SYN retries.
+  std::vector<int> idle;
+  for (int batch = 0; batch < 16; ++batch) {
+    std::vector<pollfd> fds;
+    for (int i = 0; i < 50; ++i) {
+      int fd = idle_connection(local);
+      if (fd < 0) continue;
+      idle.push_back(fd);
+      fds.push_back(pollfd{fd, POLLOUT, 0});
+    }
+    (void)::poll(fds.data(), fds.size(), 1000);
+  }
+  EXPECT_EQ(idle.size(), 800u);
+  // The coordinator is out of descriptors now and says so.
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return testsupport::read_file(dir_.file("run.err")).find("out of file descriptors") !=
+               std::string::npos;
+      },
+      std::chrono::seconds(30)))
+      << "no report of descriptor exhaustion";
+
+  ASSERT_TRUE(wait_until([&] { return !run->running(); }, std::chrono::seconds(240)))
+      << "the run did not end";
+  ProcessResult r = run->wait();
+  for (int fd : idle) ::close(fd);
+  peers.clear();
+  context.close();
+  rl.rlim_cur = saved;
+  ::setrlimit(RLIMIT_NOFILE, &rl);
+
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("unable to open database file"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("out of file descriptors"), std::string::npos) << r.err;
+  Json trials = trials_json("slow.db");
+  ASSERT_TRUE(trials.is_array());
+  EXPECT_EQ(count_state(trials, "COMPLETE"), kBudget);
+}
+
+}  // namespace
+}  // namespace hps

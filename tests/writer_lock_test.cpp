@@ -1,0 +1,144 @@
+// Tests of WriterLock (search/writer_lock.h): one holder per study, the
+// holder named, released when its process dies however it dies.
+#include "search/writer_lock.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "search/sqlite_storage.h"
+#include "search/study.h"
+#include "tests/support/temp_dir.h"
+
+namespace hps {
+namespace {
+
+using ::testing::HasSubstr;
+using testsupport::TempDir;
+
+WriterLockHolder me(const std::string& study) {
+  WriterLockHolder h;
+  h.host = "testhost";
+  h.pid = static_cast<std::int64_t>(::getpid());
+  h.study = study;
+  return h;
+}
+
+TEST(WriterLockTest, SecondHolderIsRefusedAndTheFirstIsNamed) {
+  TempDir dir("writer_lock");
+  const std::string store = dir.file("a.db");
+  WriterLock first = WriterLock::acquire(store, 1, me("s"));
+  ASSERT_TRUE(first.held());
+  first.set_endpoint("tcp://127.0.0.1:5555");
+  try {
+    WriterLock second = WriterLock::acquire(store, 1, me("s"));
+    FAIL() << "taken twice";
+  } catch (const WriterLockBusy& e) {
+    EXPECT_THAT(e.what(), HasSubstr("being run by another coordinator"));
+    EXPECT_THAT(e.what(), HasSubstr("testhost:" + std::to_string(::getpid())));
+    EXPECT_THAT(e.what(), HasSubstr("tcp://127.0.0.1:5555"));
+    ASSERT_TRUE(e.holder());
+    EXPECT_EQ(e.holder()->pid, ::getpid());
+    EXPECT_GT(e.holder()->since, 0);
+  }
+  // Another study of the same store is independent.
+  WriterLock other = WriterLock::acquire(store, 2, me("t"));
+  EXPECT_TRUE(other.held());
+  // Released: free for the next one, and nobody is named any more.
+  first.release();
+  EXPECT_FALSE(WriterLock::query(store, 1));
+  WriterLock again = WriterLock::acquire(store, 1, me("s"));
+  EXPECT_TRUE(again.held());
+}
+
+TEST(WriterLockTest, QueryNamesTheHolderAndCreatesNothing) {
+  TempDir dir("writer_lock");
+  const std::string store = dir.file("a.db");
+  EXPECT_FALSE(WriterLock::query(store, 1));
+  EXPECT_FALSE(std::filesystem::exists(WriterLock::lock_path(store)));
+  WriterLock lock = WriterLock::acquire(store, 1, me("s\x1b[2J"));
+  auto holder = WriterLock::query(store, 1);
+  ASSERT_TRUE(holder);
+  EXPECT_EQ(holder->host, "testhost");
+  EXPECT_EQ(holder->pid, ::getpid());
+  EXPECT_EQ(holder->study, "s\x1b[2J");
+  holder->host = "evil\n\x1b[2J";
+  EXPECT_THAT(holder->describe(), HasSubstr("evil\\x0a\\x1b[2J"));  // escaped when printed
+  struct stat st {};
+  ASSERT_EQ(::stat(WriterLock::lock_path(store).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST(WriterLockTest, LockDiesWithItsProcessEvenByKill9) {
+  TempDir dir("writer_lock");
+  const std::string store = dir.file("a.db");
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    WriterLock lock = WriterLock::acquire(store, 7, me("s"));
+    char c = 'r';
+    (void)!::write(ready[1], &c, 1);
+    while (true) ::pause();
+  }
+  ::close(ready[1]);
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ::close(ready[0]);
+  auto holder = WriterLock::query(store, 7);
+  ASSERT_TRUE(holder);
+  EXPECT_EQ(holder->pid, child);
+  EXPECT_THROW(WriterLock::acquire(store, 7, me("s")), WriterLockBusy);
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_FALSE(WriterLock::query(store, 7));
+  EXPECT_TRUE(WriterLock::acquire(store, 7, me("s")).held());
+}
+
+TEST(WriterLockTest, ManyThreadsRacingGetExactlyOneHolder) {
+  TempDir dir("writer_lock");
+  const std::string store = dir.file("a.db");
+  constexpr int kThreads = 16;
+  std::atomic<int> go{0}, held{0}, busy{0};
+  std::vector<WriterLock> locks(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&, i] {
+      while (go.load() == 0) std::this_thread::yield();
+      try {
+        locks[static_cast<std::size_t>(i)] = WriterLock::acquire(store, 1, me("s"));
+        ++held;
+      } catch (const WriterLockBusy&) {
+        ++busy;
+      }
+    });
+  go = 1;
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(held.load(), 1);
+  EXPECT_EQ(busy.load(), kThreads - 1);
+}
+
+TEST(WriterLockTest, OnlyFileBackedStudiesAreLocked) {
+  TempDir dir("writer_lock");
+  auto file_storage = std::make_shared<SqliteStorage>(dir.file("s.db"));
+  Study on_file = Study::create(file_storage, "s", StudyDirection::kMinimize);
+  EXPECT_EQ(storage_file(*file_storage), dir.file("s.db"));
+  WriterLock lock = lock_study_for_writing(on_file);
+  EXPECT_TRUE(lock.held());
+  EXPECT_THROW(lock_study_for_writing(on_file), WriterLockBusy);
+
+  auto memory = std::make_shared<SqliteStorage>(":memory:");
+  Study in_memory = Study::create(memory, "m", StudyDirection::kMinimize);
+  EXPECT_EQ(storage_file(*memory), "");
+  EXPECT_FALSE(lock_study_for_writing(in_memory).held());
+}
+
+}  // namespace
+}  // namespace hps
