@@ -71,8 +71,7 @@ class RawWorker {
 
 CoordinatorOptions with_retries(int max_retries) {
   CoordinatorOptions co;
-  co.max_retries = max_retries;
-  co.heartbeat_interval_ms = 200;
+  co.max_retries = max_retries;  // default heartbeats: the raw worker sends none, 5 s of slack
   return co;
 }
 
