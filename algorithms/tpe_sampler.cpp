@@ -769,7 +769,7 @@ bool TpeSampler::constant_liar_active() const { return options_.constant_liar ||
 
 void TpeSampler::sample(const SamplingContext& ctx, const SearchSpace& space, Params& params) {
   std::lock_guard lock(mu_);
-  const History h = prepare_history(ctx, *cache_, constant_liar_active());
+  const History h = prepare_history(ctx, *cache_, constant_liar_active() || ctx.n_workers > 1);
   const bool startup = h.n_complete < options_.n_startup_trials;
   TpeModel model(options_, *cache_, h);
 
@@ -877,7 +877,7 @@ double TpeSampler::sample_independent(const SamplingContext& ctx, const std::str
                                       const Distribution& distribution) {
   std::lock_guard lock(mu_);
   if (distribution.single_value()) return single_internal(distribution);
-  const History h = prepare_history(ctx, *cache_, constant_liar_active());
+  const History h = prepare_history(ctx, *cache_, constant_liar_active() || ctx.n_workers > 1);
   std::mt19937_64 rng(stream_seed(seed_, ctx.trial.number, hash_name(name)));
   if (h.n_complete < options_.n_startup_trials) return RandomSampler::draw(rng, distribution);
   TpeModel model(options_, *cache_, h);

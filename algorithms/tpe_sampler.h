@@ -141,8 +141,9 @@ struct TpeOptions {
   // gets joint kernels. Default false.
   bool group = false;
   // RUNNING trials count as the worst observations, so parallel workers get
-  // different suggestions. Default false; the coordinator turns it on
-  // whenever more than one worker runs (TpeSampler::set_n_workers).
+  // different suggestions. Default false; it is on for a sample() call
+  // whose SamplingContext::n_workers is above 1 (the coordinator's connected
+  // workers), or after set_n_workers(n > 1).
   bool constant_liar = false;
   // Tries to avoid a duplicate: this many TPE draws, then as many random
   // draws, before a finite space is enumerated. Default 16.
@@ -189,9 +190,11 @@ class TpeSampler : public Sampler {
   const TpeOptions& options() const { return options_; }
   // Tells the sampler how many workers run trials at once; more than one
   // turns the constant liar on (it stays on if the options asked for it).
-  // Called by the coordinator and by Study::optimize with n_jobs > 1.
+  // For callers without a SamplingContext::n_workers to set (the
+  // coordinator passes its worker count there).
   void set_n_workers(int n_workers);
-  // Whether RUNNING trials currently count as bad observations.
+  // Whether RUNNING trials count as bad observations regardless of
+  // SamplingContext::n_workers (options or set_n_workers()).
   bool constant_liar_active() const;
 
   struct Cache;  // implementation detail

@@ -13,17 +13,18 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <limits>
 #include <set>
 #include <unordered_map>
 #include <zmq.hpp>
 
-#include "algorithms/tpe_sampler.h"
 #include "coordinator/descriptor_watch.h"
 #include "coordinator/zap_authenticator.h"
 #include "protocol/curve_keys.h"
 #include "protocol/protocol.h"
 #include "protocol/zmq_util.h"
 #include "search/printable.h"
+#include "search/trial_lifecycle.h"
 #include "search/writer_lock.h"
 
 namespace hps {
@@ -219,8 +220,8 @@ struct Coordinator::Impl {
   std::set<std::int64_t> waiting;                         // WAITING numbers
   std::unordered_map<std::int64_t, std::string> running;  // number -> routing id
   std::int64_t finished = 0;
-  std::optional<double> best_value;
-  std::optional<std::int64_t> best_number;
+  TrialPtr best;      // the best trial so far (lifecycle::ranks_before)
+  int n_workers = 1;  // connected workers (at least 1), for SamplingContext
 
   // ---- run state
   Steady::time_point start = Steady::now();
@@ -247,7 +248,7 @@ struct Coordinator::Impl {
         space(study.space() ? *study.space() : SearchSpace()),
         options(std::move(o)) {
     options.validate();
-    nop_pruner = dynamic_cast<NopPruner*>(&study.pruner()) != nullptr;
+    nop_pruner = !study.pruner().prunes();
     prune_filters_trials = !nop_pruner;
     Json config{{"study", study.name()},
                 {"direction", to_string(study.direction())},
@@ -348,29 +349,22 @@ struct Coordinator::Impl {
     trials = storage.get_all_trials(study_id, {});
     waiting.clear();
     finished = 0;
-    best_value.reset();
-    best_number.reset();
+    best.reset();
     for (std::size_t i = 0; i < trials.size(); ++i) {
       if (trials[i]->number != static_cast<std::int64_t>(i))
         throw StorageError("study '" + study.name() + "': trial numbers are not contiguous at " +
                            std::to_string(i));
-      note_trial(*trials[i]);
+      note_trial(trials[i]);
     }
   }
 
   // Bookkeeping for a trial read from the store (load or refresh).
-  void note_trial(const FrozenTrial& t) {
-    if (t.state == TrialState::kWaiting) waiting.insert(t.number);
-    if (t.counts_as_finished()) ++finished;
-    if (t.state == TrialState::kComplete && t.value && !std::isnan(*t.value)) {
-      bool better =
-          !best_value || (direction == StudyDirection::kMaximize ? *t.value > *best_value
-                                                                 : *t.value < *best_value);
-      if (better || (*t.value == *best_value && t.number < *best_number)) {
-        best_value = t.value;
-        best_number = t.number;
-      }
-    }
+  void note_trial(const TrialPtr& t) {
+    if (t->state == TrialState::kWaiting) waiting.insert(t->number);
+    if (t->counts_as_finished()) ++finished;
+    if (lifecycle::is_best_candidate(*t) &&
+        (!best || lifecycle::ranks_before(direction, *t, *best)))
+      best = t;
   }
 
   // Replaces the copy of one trial with the store's snapshot, keeping the
@@ -381,7 +375,7 @@ struct Coordinator::Impl {
     if (old->counts_as_finished()) --finished;
     if (old->state == TrialState::kWaiting) waiting.erase(number);
     trials[static_cast<std::size_t>(number)] = now;
-    note_trial(*now);
+    note_trial(now);
     return now;
   }
 
@@ -394,7 +388,7 @@ struct Coordinator::Impl {
       return;
     }
     trials.push_back(t);
-    note_trial(*t);
+    note_trial(t);
   }
 
   // ---------------------------------------------------------------- sending
@@ -680,25 +674,21 @@ struct Coordinator::Impl {
       Json dj = parse_json_text(m.distribution_json, "distribution");
       Distribution d = Distribution::from_json(dj, m.name);
       const FrozenTrial& t = trial_of(m.number);
-      Json value;
-      if (auto p = t.params.find(m.name); p != t.params.end()) {
-        value = p->second;
-      } else {
-        Params fixed = fixed_params_of(t);
-        auto f = fixed.find(m.name);
-        if (f != fixed.end() && d.contains(f->second)) {
-          value = d.to_external(d.to_internal(f->second));
-        } else {
-          with_sampler_trials(t, [&](const std::vector<TrialPtr>& ts) {
-            SamplingContext ctx{direction, ts, t};
-            value = d.to_external(study.sampler().sample_independent(ctx, m.name, d));
+      auto suggested = lifecycle::suggest_param(
+          t.params, t.distributions, lifecycle::fixed_params_of(t), m.name, d, [&] {
+            Json value;
+            with_sampler_trials(t, [&](const std::vector<TrialPtr>& ts) {
+              SamplingContext ctx{direction, ts, t, n_workers};
+              value = d.to_external(study.sampler().sample_independent(ctx, m.name, d));
+            });
+            return value;
           });
-        }
-        storage.set_trial_param(t.trial_id, m.name, value, d);
+      if (suggested.is_new) {
+        storage.set_trial_param(t.trial_id, m.name, suggested.value, d);
         refresh(m.number);
       }
       reply.ok = true;
-      reply.value = proto::Value::from_json(value);
+      reply.value = proto::Value::from_json(suggested.value);
     } catch (const Error& e) {
       reply.ok = false;
       reply.error = e.what();
@@ -746,21 +736,16 @@ struct Coordinator::Impl {
     if (!owns(s, m.number, "Complete")) return;
     const FrozenTrial& t = trial_of(m.number);
     set_user_attrs(t, m.user_attrs_json);
-    TrialState state = TrialState::kComplete;
     std::optional<double> value = m.value;
-    std::string reason;
-    if (m.pruned) {
-      state = TrialState::kPruned;
-      if (!value) {
-        if (auto last = t.last_intermediate()) value = last->second;
-      }
-      if (value && std::isnan(*value)) value.reset();
-    } else if (!value || std::isnan(*value)) {
-      state = TrialState::kFail;
-      value.reset();
-      reason = "objective returned NaN";
-    }
-    storage.set_trial_state(t.trial_id, state, value, reason);
+    if (!m.pruned && !value) value = std::numeric_limits<double>::quiet_NaN();  // as NaN: FAIL
+    lifecycle::TrialEnd end =
+        lifecycle::resolve_end(m.pruned ? TrialState::kPruned : TrialState::kComplete, value, "",
+                               [&]() -> std::optional<double> {
+                                 auto last = t.last_intermediate();
+                                 if (!last) return std::nullopt;
+                                 return last->second;
+                               });
+    storage.set_trial_state(t.trial_id, end.state, end.value, end.fail_reason);
     end_trial(s, m.number);
   }
 
@@ -772,7 +757,7 @@ struct Coordinator::Impl {
       std::string reason = "worker stopped";
       if (!m.message.empty()) reason += ": " + m.message;
       s.trial.reset();
-      end_lost_trial(m.number, reason);
+      end_lost_trial(m.number, reason, lifecycle::RetryCause::kWorkerStopped);
       return;
     }
     std::string message = m.message.empty() ? "objective raised an exception" : m.message;
@@ -788,69 +773,34 @@ struct Coordinator::Impl {
     status_dirty = true;
   }
 
-  // How many times this trial's params were already queued again after a
-  // lost or stopped worker.
-  int retry_depth(std::int64_t number) const {
-    int depth = 0;
-    const FrozenTrial* t = &trial_of(number);
-    for (int guard = 0; guard < 1000; ++guard) {
-      auto it = t->system_attrs.find(kAttrRetryOf);
-      if (it == t->system_attrs.end() || !it->is_number_integer()) break;
-      std::int64_t prev = it->get<std::int64_t>();
-      if (prev < 0 || prev >= static_cast<std::int64_t>(trials.size())) break;
-      t = &trial_of(prev);
-      if (t->fail_reason.rfind("worker", 0) == 0) ++depth;
-    }
-    return depth;
-  }
-
-  Params fixed_params_of(const FrozenTrial& t) const {
-    Params fixed;
-    if (auto it = t.system_attrs.find(kAttrFixedParams);
-        it != t.system_attrs.end() && it->is_object())
-      for (const auto& [k, v] : it->items()) fixed[k] = v;
-    return fixed;
-  }
-
   // Queues a WAITING trial with the params of `number` (which must be FAIL).
-  void queue_retry(std::int64_t number) {
-    const FrozenTrial& failed = trial_of(number);
-    Json fixed = Json::object();
-    for (const auto& [k, v] : failed.params) fixed[k] = v;
-    // Define-by-run values the failed trial had not asked for yet.
-    for (const auto& [k, v] : fixed_params_of(failed))
-      if (!fixed.contains(k)) fixed[k] = v;
-    NewTrial init;
-    init.state = TrialState::kWaiting;
-    init.system_attrs = Json{{kAttrRetryOf, failed.number}, {kAttrFixedParams, fixed}};
-    TrialPtr t = storage.create_trial(study_id, init);
-    storage.set_trial_system_attr(failed.trial_id, kAttrRetriedAs, t->number);
-    append(t);
+  void queue_retry(std::int64_t number, lifecycle::RetryCause cause) {
+    append(lifecycle::queue_retry(storage, study_id, trial_of(number), cause));
     refresh(number);
   }
 
-  // A running trial whose worker is gone (or stopped): FAIL(reason) and,
-  // while retries remain, queued again.
-  void end_lost_trial(std::int64_t number, const std::string& reason, bool always_retry = false) {
+  // A running trial whose worker is gone (or stopped, or the run was
+  // interrupted: `cause`): FAIL(reason) and, while retries remain (or
+  // always), queued again.
+  void end_lost_trial(std::int64_t number, const std::string& reason,
+                      lifecycle::RetryCause cause = lifecycle::RetryCause::kWorkerLost,
+                      bool always_retry = false) {
     running.erase(number);
     const FrozenTrial& t = trial_of(number);
     if (!storage.set_trial_state(t.trial_id, TrialState::kFail, std::nullopt, reason)) return;
     refresh(number);
-    int depth = retry_depth(number);
+    int depth = lifecycle::retry_depth(trials, number);
     bool retry = always_retry || depth < options.max_retries;
-    if (retry) queue_retry(number);
+    if (retry) queue_retry(number, cause);
     spdlog::warn("coordinator: trial {} FAIL ({}){}", number, reason,
                  retry ? "; queued again with the same params" : "; no retries left");
     ended.push_back(trials[static_cast<std::size_t>(number)]);
     status_dirty = true;
   }
 
-  // Tells a parallel-aware sampler how many workers run trials at once: TPE
-  // turns its constant liar on when more than one does.
-  void note_worker_count() {
-    if (auto* tpe = dynamic_cast<TpeSampler*>(&study.sampler()))
-      tpe->set_n_workers(std::max(1, static_cast<int>(sessions.size())));
-  }
+  // Keeps the number of connected workers that sampling contexts carry
+  // (SamplingContext::n_workers: TPE turns its constant liar on above 1).
+  void note_worker_count() { n_workers = std::max(1, static_cast<int>(sessions.size())); }
 
   void remember_expired(const Session& s) {
     expired[s.routing_id] = s.name;
@@ -909,18 +859,12 @@ struct Coordinator::Impl {
       }
       waiting.erase(t->number);
       trials.at(static_cast<std::size_t>(t->number)) = t;
-      fixed = fixed_params_of(*t);
+      fixed = lifecycle::fixed_params_of(*t);
       Params chosen = t->params;
-      for (const auto& spec : space.params()) {
-        auto f = fixed.find(spec.name);
-        if (f != fixed.end() && !chosen.count(spec.name) && SearchSpace::is_active(spec, chosen) &&
-            spec.distribution.contains(f->second))
-          chosen[spec.name] =
-              spec.distribution.to_external(spec.distribution.to_internal(f->second));
-      }
+      lifecycle::apply_fixed_params(space, fixed, chosen);
       try {
         with_sampler_trials(*t, [&](const std::vector<TrialPtr>& ts) {
-          SamplingContext ctx{direction, ts, *t};
+          SamplingContext ctx{direction, ts, *t, n_workers};
           study.sampler().sample(ctx, space, chosen);
         });
       } catch (const SearchSpaceExhausted& e) {
@@ -929,11 +873,7 @@ struct Coordinator::Impl {
         ended.push_back(refresh(t->number));
         return false;
       }
-      for (const auto& spec : space.params()) {
-        auto it = chosen.find(spec.name);
-        if (it == chosen.end() || t->params.count(spec.name)) continue;
-        storage.set_trial_param(t->trial_id, spec.name, it->second, spec.distribution);
-      }
+      lifecycle::store_new_params(storage, t->trial_id, space, t->params, chosen);
       t = refresh(t->number);
     } else {
       return assign_new(s);
@@ -952,7 +892,7 @@ struct Coordinator::Impl {
     trials.push_back(provisional);  // visible to the sampler as RUNNING
     try {
       with_sampler_trials(*provisional, [&](const std::vector<TrialPtr>& ts) {
-        SamplingContext ctx{direction, ts, *provisional};
+        SamplingContext ctx{direction, ts, *provisional, n_workers};
         study.sampler().sample(ctx, space, chosen);
       });
     } catch (const SearchSpaceExhausted& e) {
@@ -988,10 +928,7 @@ struct Coordinator::Impl {
     a.trial_id = t->trial_id;
     a.number = t->number;
     a.params = proto::to_wire(t->params);
-    Params rest;
-    for (const auto& [k, v] : fixed)
-      if (!t->params.count(k)) rest[k] = v;
-    a.fixed = proto::to_wire(rest);
+    a.fixed = proto::to_wire(lifecycle::pending_fixed_params(fixed, t->params));
     a.config_id = config_id;
     if (!s.config_sent) {
       a.config_json = config_json;
@@ -1167,7 +1104,8 @@ struct Coordinator::Impl {
     storage.run_in_transaction([&] {
       std::vector<std::int64_t> numbers;
       for (const auto& [number, rid] : running) numbers.push_back(number);
-      for (auto number : numbers) end_lost_trial(number, why, /*always_retry=*/true);
+      for (auto number : numbers)
+        end_lost_trial(number, why, lifecycle::RetryCause::kInterrupted, /*always_retry=*/true);
       for (auto& [rid, s] : sessions) s.trial.reset();
       finish(why, true);
       write_status(true);
@@ -1228,8 +1166,10 @@ CoordinatorStats Coordinator::stats() const {
   out.running = static_cast<std::int64_t>(s.running.size());
   out.waiting = static_cast<std::int64_t>(s.waiting.size());
   for (const auto& [rid, w] : s.sessions) (w.trial ? out.workers_busy : out.workers_idle) += 1;
-  out.best_value = s.best_value;
-  out.best_number = s.best_number;
+  if (s.best) {
+    out.best_value = s.best->value;
+    out.best_number = s.best->number;
+  }
   if (s.zap) out.refused_keys = s.zap->refused();
   return out;
 }

@@ -11,15 +11,16 @@
 //    liveness x interval is expired (the ZeroMQ guide's Paranoid Pirate
 //    pattern, zguide chapter 4): its RUNNING trial becomes FAIL("worker
 //    lost") and, while retries remain, a WAITING trial with the same params is
-//    queued (system attrs retry_of / retried_as). A later message from an
+//    queued (system attrs retry_of / retried_as / retry_cause; the retry
+//    limit counts lost and stopped workers: search/trial_lifecycle.h). A later message from an
 //    expired session is answered with Disconnect and logged as a rejected
 //    late result.
 //  - Dispatch: a worker's RequestTrial is answered with the oldest WAITING
 //    trial, else a new trial whose params the sampler chooses at that moment
 //    with every RUNNING trial visible (so parallel samplers such as TPE's
-//    constant liar see the trials in flight; a TPE sampler is also told the
-//    number of connected workers through TpeSampler::set_n_workers(), which
-//    turns its constant liar on when there is more than one). Dispatching stops when the
+//    constant liar see the trials in flight; the sampler is also told the
+//    number of connected workers, SamplingContext::n_workers, which turns
+//    TPE's constant liar on when there is more than one). Dispatching stops when the
 //    budget is met (finished trials + running trials >= n_trials, or
 //    timeout_s passed since the coordinator started, or the search space is
 //    exhausted); when the running trials have ended, every worker gets

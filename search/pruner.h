@@ -55,6 +55,11 @@ class Pruner {
     (void)trial;
     return trials;
   }
+  // Whether this pruner may ever prune, write bookkeeping or narrow the
+  // trials a sampler sees. False (NopPruner) lets a coordinator skip reading
+  // the trial again after a report and hand samplers every trial without
+  // calling trials_for_sampler(). Default true.
+  virtual bool prunes() const { return true; }
   virtual std::string name() const = 0;
 };
 
@@ -62,6 +67,7 @@ class Pruner {
 class NopPruner : public Pruner {
  public:
   bool prune(const PruningContext&) override { return false; }
+  bool prunes() const override { return false; }
   std::string name() const override { return "none"; }
 };
 

@@ -6,6 +6,7 @@
 // same way.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,10 @@ struct SamplingContext {
   const std::vector<TrialPtr>& trials;
   // The trial being sampled: its number and the params already fixed.
   const FrozenTrial& trial;
+  // How many workers run trials at once (the coordinator: its connected
+  // workers; Study: 1). Parallel-aware samplers use it, e.g. TPE turns its
+  // constant liar on when it is above 1. Default 1.
+  int n_workers = 1;
 };
 
 // Raised when a finite search space has no untried point left.
@@ -53,5 +58,12 @@ class Sampler {
   // A short name for logs ("random", "tpe").
   virtual std::string name() const = 0;
 };
+
+// The sampler a Study uses when StudyOptions::sampler is null: a
+// RandomSampler with a seed from std::random_device. Declared here, defined
+// by algorithms/ (algorithms/default_sampler.cpp), so that search/ does not
+// depend on the samplers it may be given (as LevelDB's Env::Default()).
+// Each call returns a new sampler.
+std::shared_ptr<Sampler> make_default_sampler();
 
 }  // namespace hps

@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "algorithms/random_sampler.h"
+#include "search/trial_lifecycle.h"
 
 namespace hps {
 
@@ -47,18 +47,12 @@ Json Trial::suggest(const std::string& name, const Distribution& distribution) {
                     "' does not hold)");
     }
   }
-  auto it = params_.find(name);
-  if (it != params_.end()) {
-    auto d = distributions_.find(name);
-    if (d != distributions_.end() && !(d->second == distribution))
-      throw Error("suggest '" + name + "': " + distribution.to_json().dump() +
-                  " differs from the distribution it was first suggested with " +
-                  d->second.to_json().dump());
-    return it->second;
-  }
-  Json value = backend_->suggest(*this, name, distribution);
-  record_param(name, value, distribution);
-  return value;
+  // The enqueued values are the backend's to apply (Study::Impl, or the
+  // coordinator for a Worker's trial).
+  auto s = lifecycle::suggest_param(params_, distributions_, Params{}, name, distribution,
+                                    [&] { return backend_->suggest(*this, name, distribution); });
+  if (s.is_new) record_param(name, s.value, distribution);
+  return s.value;
 }
 
 void Trial::record_param(const std::string& name, const Json& value, const Distribution& d) {
@@ -141,21 +135,18 @@ struct Study::Impl : TrialBackend {
   std::atomic<bool>* interrupt = nullptr;
 
   Json suggest(Trial& trial, const std::string& pname, const Distribution& d) override {
-    Json value;
-    auto f = trial.fixed_params().find(pname);
-    if (f != trial.fixed_params().end() && d.contains(f->second)) {
-      value = d.to_external(d.to_internal(f->second));
-    } else {
-      std::lock_guard lock(sampler_mu);
-      auto snapshot = storage->get_trial(trial.trial_id());
-      FrozenTrial current = *snapshot;
-      current.params = trial.params();
-      auto trials = pruner->trials_for_sampler(current, storage->get_all_trials(study_id));
-      SamplingContext ctx{direction, trials, current};
-      value = d.to_external(sampler->sample_independent(ctx, pname, d));
-    }
-    storage->set_trial_param(trial.trial_id(), pname, value, d);
-    return value;
+    auto s = lifecycle::suggest_param(
+        trial.params(), trial.distributions(), trial.fixed_params(), pname, d, [&] {
+          std::lock_guard lock(sampler_mu);
+          auto snapshot = storage->get_trial(trial.trial_id());
+          FrozenTrial current = *snapshot;
+          current.params = trial.params();
+          auto trials = pruner->trials_for_sampler(current, storage->get_all_trials(study_id));
+          SamplingContext ctx{direction, trials, current};
+          return d.to_external(sampler->sample_independent(ctx, pname, d));
+        });
+    if (s.is_new) storage->set_trial_param(trial.trial_id(), pname, s.value, d);
+    return s.value;
   }
 
   bool report(Trial& trial, std::int64_t step, double value) override {
@@ -172,19 +163,6 @@ struct Study::Impl : TrialBackend {
   void set_user_attr(Trial& trial, const std::string& key, const Json& value) override {
     storage->set_trial_user_attr(trial.trial_id(), key, value);
   }
-
-  // Queues a new WAITING trial with the params of `failed`, linking both.
-  void retry(const FrozenTrial& failed) {
-    storage->run_in_transaction([&] {
-      Json fixed = Json::object();
-      for (const auto& [k, v] : failed.params) fixed[k] = v;
-      NewTrial init;
-      init.state = TrialState::kWaiting;
-      init.system_attrs = Json{{kAttrRetryOf, failed.number}, {kAttrFixedParams, fixed}};
-      auto t = storage->create_trial(study_id, init);
-      storage->set_trial_system_attr(failed.trial_id, kAttrRetriedAs, t->number);
-    });
-  }
 };
 
 namespace {
@@ -198,15 +176,11 @@ std::shared_ptr<Study::Impl> make_impl(std::shared_ptr<Storage> storage, std::in
   impl->study_id = study_id;
   impl->name = info.name;
   impl->direction = info.direction;
-  impl->sampler = options.sampler ? options.sampler : std::make_shared<RandomSampler>();
+  impl->sampler = options.sampler ? options.sampler : make_default_sampler();
   impl->pruner = options.pruner ? options.pruner : std::make_shared<NopPruner>();
   impl->space = std::move(options.space);
   impl->worker = options.worker.empty() ? default_worker_name() : options.worker;
   return impl;
-}
-
-bool better(StudyDirection dir, double a, double b) {
-  return dir == StudyDirection::kMaximize ? a > b : a < b;
 }
 
 }  // namespace
@@ -261,21 +235,13 @@ Trial Study::ask() {
     init.worker = s.worker;
     t = s.storage->create_trial(s.study_id, init);
   }
-  Params fixed;
-  if (auto it = t->system_attrs.find(kAttrFixedParams);
-      it != t->system_attrs.end() && it->is_object())
-    for (const auto& [k, v] : it->items()) fixed[k] = v;
+  Params fixed = lifecycle::fixed_params_of(*t);
   Params params = t->params;
   std::map<std::string, Distribution> dists = t->distributions;
   if (s.space) {
     Params chosen = params;
     // Enqueued values that fit the declared space condition the sampler.
-    for (const auto& spec : s.space->params()) {
-      auto f = fixed.find(spec.name);
-      if (f != fixed.end() && !chosen.count(spec.name) && SearchSpace::is_active(spec, chosen) &&
-          spec.distribution.contains(f->second))
-        chosen[spec.name] = spec.distribution.to_external(spec.distribution.to_internal(f->second));
-    }
+    lifecycle::apply_fixed_params(*s.space, fixed, chosen);
     {
       std::lock_guard lock(s.sampler_mu);
       auto trials = s.pruner->trials_for_sampler(*t, s.storage->get_all_trials(s.study_id));
@@ -288,13 +254,11 @@ Trial Study::ask() {
       }
     }
     s.storage->run_in_transaction([&] {
-      for (const auto& spec : s.space->params()) {
-        auto it = chosen.find(spec.name);
-        if (it == chosen.end() || params.count(spec.name)) continue;
-        s.storage->set_trial_param(t->trial_id, spec.name, it->second, spec.distribution);
-        params[spec.name] = it->second;
-        dists.insert_or_assign(spec.name, spec.distribution);
-        fixed.erase(spec.name);
+      for (const ParamSpec* spec :
+           lifecycle::store_new_params(*s.storage, t->trial_id, *s.space, params, chosen)) {
+        params[spec->name] = chosen.at(spec->name);
+        dists.insert_or_assign(spec->name, spec->distribution);
+        fixed.erase(spec->name);
       }
     });
   }
@@ -303,32 +267,19 @@ Trial Study::ask() {
 }
 
 TrialPtr Study::tell(Trial& trial, double value) {
-  if (std::isnan(value))
-    return tell(trial, TrialState::kFail, std::nullopt, "objective returned NaN");
-  return tell(trial, TrialState::kComplete, value);
+  return tell(trial, TrialState::kComplete, value);  // NaN: FAIL (lifecycle::resolve_end)
 }
 
 TrialPtr Study::tell(Trial& trial, TrialState state, std::optional<double> value,
                      const std::string& fail_reason) {
   auto& s = *impl_;
-  if (!is_finished(state)) throw Error("tell: state must be COMPLETE, PRUNED or FAIL");
-  if (state == TrialState::kComplete) {
-    if (!value) throw Error("tell: COMPLETE needs a value");
-    if (std::isnan(*value)) {
-      state = TrialState::kFail;
-      value.reset();
-    }
-  }
-  if (state == TrialState::kPruned && !value) {
-    auto snapshot = s.storage->get_trial(trial.trial_id());
-    if (auto last = snapshot->last_intermediate(); last && !std::isnan(last->second))
-      value = last->second;
-  }
-  if (state == TrialState::kPruned && value && std::isnan(*value)) value.reset();
-  std::string reason = fail_reason;
-  if (state == TrialState::kFail && reason.empty()) reason = "objective returned NaN";
-  if (!s.storage->set_trial_state(trial.trial_id(), state,
-                                  state == TrialState::kFail ? std::nullopt : value, reason))
+  lifecycle::TrialEnd end =
+      lifecycle::resolve_end(state, value, fail_reason, [&]() -> std::optional<double> {
+        auto last = s.storage->get_trial(trial.trial_id())->last_intermediate();
+        if (!last) return std::nullopt;
+        return last->second;
+      });
+  if (!s.storage->set_trial_state(trial.trial_id(), end.state, end.value, end.fail_reason))
     throw Error("tell: trial " + std::to_string(trial.number()) + " is already finished");
   return s.storage->get_trial(trial.trial_id());
 }
@@ -345,32 +296,22 @@ void Study::optimize(const Objective& objective, const OptimizeOptions& options)
   std::exception_ptr first_error;
 
   auto run_one = [&](Trial& trial) {
+    const lifecycle::Outcome outcome = lifecycle::run_objective(objective, trial);
+    const lifecycle::TrialEnd asked = lifecycle::requested_end(outcome);
     TrialPtr done;
-    try {
-      double v = objective(trial);
-      done = tell(trial, v);
-    } catch (const TrialPruned&) {
-      done = tell(trial, TrialState::kPruned);
-    } catch (const Interrupted&) {
+    if (outcome.kind == lifecycle::OutcomeKind::kInterrupted) {
       s.storage->run_in_transaction([&] {
-        done = tell(trial, TrialState::kFail, std::nullopt, "interrupted");
-        s.retry(*done);
+        done = tell(trial, asked.state, asked.value, asked.fail_reason);
+        lifecycle::queue_retry(*s.storage, s.study_id, *done, lifecycle::RetryCause::kInterrupted);
       });
-    } catch (...) {
-      // Any exception, std:: or not (a thrown int must not escape a thread).
-      std::string msg = "exception of a type not derived from std::exception";
-      try {
-        throw;
-      } catch (const std::exception& e) {
-        msg = e.what();
-        if (msg.empty()) msg = "exception";
-      } catch (...) {
-      }
-      done = tell(trial, TrialState::kFail, std::nullopt, msg);
-      spdlog::warn("trial {} failed: {}", trial.number(), msg);
+    } else {
+      done = tell(trial, asked.state, asked.value, asked.fail_reason);
+    }
+    if (outcome.kind == lifecycle::OutcomeKind::kException) {
+      spdlog::warn("trial {} failed: {}", trial.number(), outcome.message);
       if (!options.catch_exceptions) {
         std::lock_guard lock(mu);
-        if (!first_error) first_error = std::current_exception();
+        if (!first_error) first_error = outcome.error;
         halt = true;
       }
     }
@@ -427,43 +368,17 @@ void Study::optimize(const Objective& objective, const OptimizeOptions& options)
 
 TrialPtr Study::enqueue_trial(const Params& params, const Json& system_attrs) {
   auto& s = *impl_;
-  if (s.space) {
-    Params normalized;  // as samplers give values, for is_active()
-    for (const auto& [k, v] : params) {
-      const ParamSpec* spec = s.space->find(k);
-      if (!spec) throw ConfigError(join_path("params", k), "is not in the search space");
-      if (!spec->distribution.contains(v))
-        throw ConfigError(join_path("params", k), "value " + v.dump() + " is not in " +
-                                                      spec->distribution.to_json().dump());
-      normalized[k] = spec->distribution.to_external(spec->distribution.to_internal(v));
-    }
-    // A value whose parent is given too but does not activate it could
-    // never be used.
-    for (const auto& spec : s.space->params()) {
-      if (!spec.condition || !normalized.count(spec.name) ||
-          !normalized.count(spec.condition->parent) || SearchSpace::is_active(spec, normalized))
-        continue;
-      throw ConfigError(join_path("params", spec.name),
-                        "is inactive: its condition on '" + spec.condition->parent +
-                            "' does not hold for the enqueued value " +
-                            normalized.at(spec.condition->parent).dump());
-    }
-  }
-  Json fixed = Json::object();
-  for (const auto& [k, v] : params) fixed[k] = v;
+  if (s.space) lifecycle::check_enqueued_params(*s.space, params);
   NewTrial init;
   init.state = TrialState::kWaiting;
   init.system_attrs = system_attrs.is_object() ? system_attrs : Json::object();
-  init.system_attrs[kAttrFixedParams] = fixed;
+  init.system_attrs[kAttrFixedParams] = lifecycle::fixed_params_attr(params);
   return s.storage->create_trial(s.study_id, init);
 }
 
 TrialPtr Study::best_trial() const {
-  TrialPtr best;
-  for (const auto& t : impl_->storage->get_all_trials(impl_->study_id, {TrialState::kComplete})) {
-    if (!t->value || std::isnan(*t->value)) continue;
-    if (!best || better(impl_->direction, *t->value, *best->value)) best = t;
-  }
+  TrialPtr best = lifecycle::best_trial(
+      impl_->direction, impl_->storage->get_all_trials(impl_->study_id, {TrialState::kComplete}));
   if (!best) throw Error("study '" + impl_->name + "' has no COMPLETE trial yet");
   return best;
 }
@@ -507,7 +422,8 @@ int Study::fail_stale_trials(const std::string& reason, bool all) {
     if (!stale) continue;
     s.storage->run_in_transaction([&] {
       if (!s.storage->set_trial_state(t->trial_id, TrialState::kFail, std::nullopt, reason)) return;
-      s.retry(*s.storage->get_trial(t->trial_id));
+      lifecycle::queue_retry(*s.storage, s.study_id, *s.storage->get_trial(t->trial_id),
+                             lifecycle::RetryCause::kStale);
       ++n;
     });
   }

@@ -145,8 +145,9 @@ struct OptimizeOptions {
 };
 
 struct StudyOptions {
-  std::shared_ptr<Sampler> sampler{};  // default: RandomSampler (algorithms/)
-  std::shared_ptr<Pruner> pruner{};    // default: NopPruner
+  // default: make_default_sampler() (a RandomSampler; search/sampler.h)
+  std::shared_ptr<Sampler> sampler{};
+  std::shared_ptr<Pruner> pruner{};  // default: NopPruner
   // A declared space: ask() samples all of it up front; suggest calls must
   // agree with it. Without one, params come from define-by-run calls only.
   std::optional<SearchSpace> space{};

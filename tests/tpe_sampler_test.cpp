@@ -54,7 +54,8 @@ class History {
   void skip_to(std::int64_t number) { next_number_ = number; }
   // Samples the whole space for a new RUNNING trial numbered `number`.
   Params suggest(Sampler& s, const SearchSpace& space, std::int64_t number,
-                 StudyDirection dir = StudyDirection::kMinimize, Params fixed = {}) const {
+                 StudyDirection dir = StudyDirection::kMinimize, Params fixed = {},
+                 int n_workers = 1) const {
     FrozenTrial current;
     current.number = number;
     current.trial_id = number;
@@ -62,7 +63,7 @@ class History {
     current.params = fixed;
     std::vector<TrialPtr> all = trials_;
     all.push_back(std::make_shared<FrozenTrial>(current));
-    SamplingContext ctx{dir, all, current};
+    SamplingContext ctx{dir, all, current, n_workers};
     Params p = fixed;
     s.sample(ctx, space, p);
     return p;
@@ -407,6 +408,32 @@ TEST(TpeSamplerTest, ConstantLiarMovesSuggestionsAwayFromRunningTrials) {
     near_liar += std::abs(h.suggest(liar, space, n).at("x0").get<double>() - 0.2) < 0.02;
   }
   EXPECT_LT(near_liar, near_honest);
+}
+
+TEST(TpeSamplerTest, WorkersInTheSamplingContextTurnTheConstantLiarOn) {
+  // What the coordinator passes (SamplingContext::n_workers): more than one
+  // worker samples as constant_liar = true does; one worker as without it.
+  SearchSpace space = unit_space(1);
+  History h(space);
+  for (int i = 0; i < 40; ++i) {
+    double x = (i + 0.5) / 40;
+    h.add(TrialState::kComplete, {{"x0", x}}, std::abs(x - 0.2));
+  }
+  for (int i = 0; i < 30; ++i) h.add(TrialState::kRunning, {{"x0", 0.19 + 0.02 * i / 30}});
+  TpeOptions o;
+  o.seed = 2;
+  TpeSampler plain(o);
+  o.constant_liar = true;
+  TpeSampler liar(o);
+  bool differs = false;
+  for (std::int64_t n = 1000; n < 1010; ++n) {
+    Params with_workers = h.suggest(plain, space, n, StudyDirection::kMinimize, {}, 4);
+    EXPECT_EQ(Json(with_workers).dump(), Json(h.suggest(liar, space, n)).dump());
+    Params one_worker = h.suggest(plain, space, n, StudyDirection::kMinimize, {}, 1);
+    differs = differs || Json(one_worker).dump() != Json(with_workers).dump();
+  }
+  EXPECT_TRUE(differs);
+  EXPECT_FALSE(plain.constant_liar_active());  // nothing kept from the context
 }
 
 TEST(TpeSamplerTest, MixedConditionalSpaceKeepsEveryValuesType) {

@@ -25,6 +25,7 @@
 #include "protocol/protocol.h"
 #include "protocol/zmq_util.h"
 #include "search/printable.h"
+#include "search/trial_lifecycle.h"
 
 namespace hps {
 
@@ -687,32 +688,30 @@ struct Worker::Impl : TrialBackend {
         dists.insert_or_assign(name, spec->distribution);
     Trial trial(this, a.trial_id, a.number, params, dists, proto::from_wire(a.fixed), &built->space,
                 &interrupt);
-    try {
-      double value = built->objective(trial);
-      proto::Complete c;
-      c.number = a.number;
-      c.value = value;
-      if (!user_attrs.empty()) c.user_attrs_json = user_attrs.dump();
-      send(c, trial_epoch);
-    } catch (const TrialPruned&) {
-      proto::Complete c;
-      c.number = a.number;
-      c.pruned = true;
-      c.value = trial.last_value();
-      if (!user_attrs.empty()) c.user_attrs_json = user_attrs.dump();
-      send(c, trial_epoch);
-    } catch (const Interrupted&) {
-      if (options.stop && options.stop->load()) stopped = true;
-      if (stopped) fail(proto::Fail::Reason::kInterrupted, "stopped by a signal");
-      // Otherwise the session is gone or the coordinator stopped the trial:
-      // it has already recorded the trial's end.
-    } catch (const std::exception& e) {
-      std::string message = e.what();
-      if (message.empty()) message = "exception";
-      spdlog::warn("worker: trial {} failed: {}", a.number, message);
-      fail(proto::Fail::Reason::kException, message);
-    } catch (...) {
-      fail(proto::Fail::Reason::kException, "unknown exception");
+    // The coordinator applies the tell rules (lifecycle::resolve_end) to
+    // what is sent here.
+    const lifecycle::Outcome outcome = lifecycle::run_objective(built->objective, trial);
+    switch (outcome.kind) {
+      case lifecycle::OutcomeKind::kValue:
+      case lifecycle::OutcomeKind::kPruned: {
+        proto::Complete c;
+        c.number = a.number;
+        c.pruned = outcome.kind == lifecycle::OutcomeKind::kPruned;
+        c.value = c.pruned ? trial.last_value() : std::optional<double>(outcome.value);
+        if (!user_attrs.empty()) c.user_attrs_json = user_attrs.dump();
+        send(c, trial_epoch);
+        break;
+      }
+      case lifecycle::OutcomeKind::kInterrupted:
+        if (options.stop && options.stop->load()) stopped = true;
+        if (stopped) fail(proto::Fail::Reason::kInterrupted, "stopped by a signal");
+        // Otherwise the session is gone or the coordinator stopped the trial:
+        // it has already recorded the trial's end.
+        break;
+      case lifecycle::OutcomeKind::kException:
+        spdlog::warn("worker: trial {} failed: {}", a.number, outcome.message);
+        fail(proto::Fail::Reason::kException, outcome.message);
+        break;
     }
     ++ended;
     number = -1;

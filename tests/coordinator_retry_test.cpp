@@ -1,0 +1,182 @@
+// Retries recorded as structured system attrs (retry_cause), seen from the
+// coordinator: the retry limit is decided by the recorded causes, not by a
+// fail reason's text, and a store written before retry_cause existed
+// resumes with the rule of that version. A worker here is a raw DEALER
+// socket in this process that asks for a trial and then asks again without
+// ending it (which the coordinator treats as a lost worker).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <zmq.hpp>
+
+#include "algorithms/random_sampler.h"
+#include "coordinator/coordinator.h"
+#include "protocol/protocol.h"
+#include "search/storage.h"
+#include "search/study.h"
+#include "search/trial_lifecycle.h"
+#include "tests/support/temp_dir.h"
+
+namespace hps {
+namespace {
+
+namespace proto = hps::protocol;
+using Steady = std::chrono::steady_clock;
+
+SearchSpace one_param() {
+  return SearchSpace::from_json(Json::parse(R"({"x": {"type": "float", "low": 0, "high": 1}})"));
+}
+
+Study open_study(const std::string& path) {
+  StudyOptions o;
+  o.sampler = std::make_shared<RandomSampler>(3);
+  o.space = one_param();
+  return Study::load_if_exists(open_storage(path), "retries", StudyDirection::kMinimize,
+                               std::move(o));
+}
+
+// A worker that speaks the protocol by hand.
+class RawWorker {
+ public:
+  RawWorker(zmq::context_t& ctx, const std::string& endpoint, const std::string& name)
+      : socket_(ctx, zmq::socket_type::dealer) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.connect(endpoint);
+    send(proto::Hello{name, "host", 1, "cpu", "", 1, proto::kProtocolVersion});
+  }
+  void send(const proto::Message& m) {
+    socket_.send(zmq::buffer(proto::encode(m)), zmq::send_flags::none);
+  }
+  // Asks for a trial and steps the coordinator until one is assigned (or 10 s).
+  std::optional<proto::Assignment> request(Coordinator& c) {
+    send(proto::RequestTrial{});
+    auto until = Steady::now() + std::chrono::seconds(10);
+    while (Steady::now() < until) {
+      c.step(10);
+      zmq::message_t m;
+      while (socket_.recv(m, zmq::recv_flags::dontwait)) {
+        auto msg = proto::decode(std::string_view(static_cast<const char*>(m.data()), m.size()));
+        if (auto* a = std::get_if<proto::Assignment>(&msg)) return *a;
+      }
+    }
+    return std::nullopt;
+  }
+
+ private:
+  zmq::socket_t socket_;
+};
+
+CoordinatorOptions with_retries(int max_retries) {
+  CoordinatorOptions co;
+  co.max_retries = max_retries;  // default heartbeats: the raw worker sends none, 5 s of slack
+  return co;
+}
+
+TEST(CoordinatorRetry, ReasonStartingLikeAWorkerLossDoesNotUseUpTheRetries) {
+  testsupport::TempDir dir("coordinator_retry");
+  const std::string db = dir.file("study.db");
+  zmq::context_t ctx;
+  {
+    // A run stopped with a reason that starts with "worker": the trial is
+    // queued again because the run was interrupted (retry_cause
+    // "interrupted"), which never counts against the limit.
+    Study study = open_study(db);
+    Coordinator c(study, Json{{"type", "external"}}, with_retries(1));
+    RawWorker w(ctx, c.endpoint(), "w1");
+    auto a = w.request(c);
+    ASSERT_TRUE(a);
+    EXPECT_EQ(a->number, 0);
+    c.stop("workers told to stop");
+  }
+  Study study = open_study(db);
+  auto t0 = study.storage().get_trial_by_number(study.study_id(), 0);
+  EXPECT_EQ(t0->fail_reason, "workers told to stop");
+  auto t1 = study.storage().get_trial_by_number(study.study_id(), 1);
+  EXPECT_EQ(t1->system_attrs.at(lifecycle::kAttrRetryCause), "interrupted");
+
+  Coordinator c(study, Json{{"type", "external"}}, with_retries(1));
+  RawWorker w(ctx, c.endpoint(), "w2");
+  auto a = w.request(c);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->number, 1);  // the retry, served first
+  // Asking again without ending trial 1 loses it: its one retry is left.
+  a = w.request(c);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->number, 2);
+  t1 = study.storage().get_trial_by_number(study.study_id(), 1);
+  EXPECT_EQ(t1->state, TrialState::kFail);
+  EXPECT_EQ(t1->fail_reason.rfind("worker lost", 0), 0u) << t1->fail_reason;
+  ASSERT_TRUE(t1->system_attrs.contains(kAttrRetriedAs));
+  auto t2 = study.storage().get_trial_by_number(study.study_id(), 2);
+  EXPECT_EQ(t2->system_attrs.at(kAttrRetryOf), 1);
+  EXPECT_EQ(t2->system_attrs.at(lifecycle::kAttrRetryCause), "worker_lost");
+  EXPECT_EQ(t2->params, t1->params);
+  // Losing trial 2 too: the one retry is used up.
+  a = w.request(c);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->number, 3);
+  t2 = study.storage().get_trial_by_number(study.study_id(), 2);
+  EXPECT_EQ(t2->state, TrialState::kFail);
+  EXPECT_FALSE(t2->system_attrs.contains(kAttrRetriedAs));
+  auto t3 = study.storage().get_trial_by_number(study.study_id(), 3);
+  EXPECT_FALSE(t3->system_attrs.contains(kAttrRetryOf));
+}
+
+// Writes what an older version left behind: trial 0 lost by its worker and
+// queued again as trial 1, without retry_cause.
+void write_old_format_store(const std::string& db) {
+  Study study = open_study(db);
+  Storage& s = study.storage();
+  NewTrial init;
+  init.params = {{"x", 0.5}};
+  init.distributions = {{"x", one_param().params()[0].distribution}};
+  auto t0 = s.create_trial(study.study_id(), init);
+  s.set_trial_state(t0->trial_id, TrialState::kFail, std::nullopt, "worker lost");
+  NewTrial retry;
+  retry.state = TrialState::kWaiting;
+  retry.system_attrs = Json{{kAttrRetryOf, 0}, {kAttrFixedParams, Json{{"x", 0.5}}}};
+  auto t1 = s.create_trial(study.study_id(), retry);
+  s.set_trial_system_attr(t0->trial_id, kAttrRetriedAs, t1->number);
+}
+
+class CoordinatorRetryOldStore : public ::testing::TestWithParam<int> {};
+
+TEST_P(CoordinatorRetryOldStore, ResumesWithTheRuleOfItsVersion) {
+  const int max_retries = GetParam();
+  testsupport::TempDir dir("coordinator_retry_old");
+  const std::string db = dir.file("study.db");
+  write_old_format_store(db);
+  zmq::context_t ctx;
+  Study study = open_study(db);
+  Coordinator c(study, Json{{"type", "external"}}, with_retries(max_retries));
+  RawWorker w(ctx, c.endpoint(), "w");
+  auto a = w.request(c);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->number, 1);
+  ASSERT_EQ(a->params.size(), 1u);
+  EXPECT_EQ(proto::from_wire(a->params).at("x"), 0.5);
+  a = w.request(c);  // trial 1 lost
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->number, 2);
+  auto t1 = study.storage().get_trial_by_number(study.study_id(), 1);
+  auto t2 = study.storage().get_trial_by_number(study.study_id(), 2);
+  EXPECT_EQ(t1->state, TrialState::kFail);
+  if (max_retries == 1) {
+    // Trial 0's loss ("worker lost", old row) used up the one retry.
+    EXPECT_FALSE(t1->system_attrs.contains(kAttrRetriedAs));
+    EXPECT_FALSE(t2->system_attrs.contains(kAttrRetryOf));
+  } else {
+    EXPECT_EQ(t1->system_attrs.at(kAttrRetriedAs), 2);
+    EXPECT_EQ(t2->system_attrs.at(kAttrRetryOf), 1);
+    EXPECT_EQ(t2->system_attrs.at(lifecycle::kAttrRetryCause), "worker_lost");
+    EXPECT_EQ(t2->params.at("x"), 0.5);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(MaxRetries, CoordinatorRetryOldStore, ::testing::Values(1, 2));
+
+}  // namespace
+}  // namespace hps
