@@ -372,23 +372,28 @@ TEST_F(CliWriterTest, CoordinatorOutOfDescriptorsKeepsRunningItsStudy) {
   if (rl.rlim_cur < 2000) GTEST_SKIP() << "hard descriptor limit " << rl.rlim_max << " < 2000";
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &rl), 0);
 
-  constexpr int kBudget = 60;
-  dir_.write("space.json", sleep_space(0.3, kBudget, 3));
+  // Each trial waits for the file "gate", which the test makes once the
+  // coordinator has run out of descriptors: the study has to go on then.
+  constexpr int kBudget = 20;
+  dir_.write(
+      "space.json",
+      command_space("while [ ! -e gate ]; do sleep 0.05; done; echo 'hpsearch: {{\"value\": 1}}'",
+                    kBudget));
   // The coordinator (and its workers) under `ulimit -n 1024`.
   auto run = background(
       {"/bin/sh", "-c", "ulimit -n 1024 && exec \"$0\" run space.json --workers 2", cli_path()},
       "run");
   std::string endpoint;
   ASSERT_TRUE(wait_until([&] {
-    Json s = status_json("slow.db");
+    Json s = status_json("cmd.db");
     if (!s.is_object() || !s["coordinator"].is_object()) return false;
     endpoint = s["coordinator"].value("endpoint", "");
     return !endpoint.empty();
   })) << "no endpoint";
-  // The local workers are connected (a trial done) before the flood.
+  // The local workers are connected (each runs a trial) before the flood.
   ASSERT_TRUE(wait_until([&] {
-    Json t = trials_json("slow.db");
-    return t.is_array() && count_state(t, "COMPLETE") >= 1;
+    Json t = trials_json("cmd.db");
+    return t.is_array() && count_state(t, "RUNNING") >= 2;
   }));
   std::string local = endpoint;
   for (const char* any : {"tcp://0.0.0.0:", "tcp://*:"})
@@ -409,18 +414,30 @@ TEST_F(CliWriterTest, CoordinatorOutOfDescriptorsKeepsRunningItsStudy) {
     std::string frame = proto::encode(hello);
     peers.back().send(zmq::buffer(frame), zmq::send_flags::dontwait);
   }
-  // In batches, each given time to be accepted, so that the coordinator's
-  // accept queue (ZMQ_BACKLOG, 100) never overflows into SYN retries.
+  // In batches of 25, each accepted by the coordinator (its descriptors
+  // counted in the process table) before the next: its accept queue
+  // (ZMQ_BACKLOG, 100) must not overflow, or connections the kernel drops
+  // would never reach it. Past its limit the count stops growing.
+  const std::string coordinator_fds = "/proc/" + std::to_string(run->pid()) + "/fd";
+  auto open_fds = [&] {
+    int n = 0;
+    std::error_code ec;
+    for (fs::directory_iterator it(coordinator_fds, ec), end; !ec && it != end; it.increment(ec))
+      ++n;
+    return n;
+  };
   std::vector<int> idle;
-  for (int batch = 0; batch < 16; ++batch) {
-    std::vector<pollfd> fds;
-    for (int i = 0; i < 50; ++i) {
+  for (int batch = 0; batch < 32; ++batch) {
+    const int before = open_fds();
+    int made = 0;
+    for (int i = 0; i < 25; ++i) {
       int fd = idle_connection(local);
       if (fd < 0) continue;
       idle.push_back(fd);
-      fds.push_back(pollfd{fd, POLLOUT, 0});
+      ++made;
     }
-    (void)::poll(fds.data(), fds.size(), 1000);
+    wait_until([&] { return open_fds() >= std::min(before + made, 1020); },
+               std::chrono::seconds(3));
   }
   EXPECT_EQ(idle.size(), 800u);
   // The coordinator is out of descriptors now and says so.
@@ -429,9 +446,11 @@ TEST_F(CliWriterTest, CoordinatorOutOfDescriptorsKeepsRunningItsStudy) {
         return testsupport::read_file(dir_.file("run.err")).find("out of file descriptors") !=
                std::string::npos;
       },
-      std::chrono::seconds(30)))
-      << "no report of descriptor exhaustion";
+      std::chrono::seconds(60)))
+      << "no report of descriptor exhaustion; the coordinator has " << open_fds()
+      << " descriptors open";
 
+  dir_.write("gate", "");
   ASSERT_TRUE(wait_until([&] { return !run->running(); }, std::chrono::seconds(240)))
       << "the run did not end";
   ProcessResult r = run->wait();
@@ -444,7 +463,7 @@ TEST_F(CliWriterTest, CoordinatorOutOfDescriptorsKeepsRunningItsStudy) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err.find("unable to open database file"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("out of file descriptors"), std::string::npos) << r.err;
-  Json trials = trials_json("slow.db");
+  Json trials = trials_json("cmd.db");
   ASSERT_TRUE(trials.is_array());
   EXPECT_EQ(count_state(trials, "COMPLETE"), kBudget);
 }
