@@ -2,8 +2,8 @@
 # Runs clang-tidy (.clang-tidy: bugprone-*, performance-*, cognitive
 # complexity <= 40) over hpsearch's own sources (not tests/ or bench/), with
 # the compile commands of a configured build folder (default build/release),
-# one process per core. Exit 1 if any check fires. Run by `make test`
-# (target tidy).
+# one process per core. Exit 1 if any check fires. Not yet run by
+# `make test` (the code still has findings, issue #12).
 #
 #   scripts/run-clang-tidy.sh [BUILD_DIR] [FILE...]
 set -euo pipefail
