@@ -3,20 +3,12 @@
 #include <cmath>
 #include <string>
 
+#include "search/util/hash.h"
+#include "search/util/random.h"
+
 namespace hps {
 
 namespace {
-
-// SplitMix64's output for one state: a bijective mix whose outputs for
-// nearby inputs are unrelated.
-std::uint64_t mix(std::uint64_t x) { return SplitMix64(x)(); }
-
-// FNV-1a over the bytes of a param name.
-std::uint64_t hash_name(const std::string& name) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ULL;
-  return h;
-}
 
 std::uint64_t random_seed() {
   std::random_device device;
@@ -64,15 +56,16 @@ RandomSampler::RandomSampler(std::optional<std::uint64_t> seed)
 double RandomSampler::draw(std::mt19937_64& rng, const Distribution& d) {
   return draw_with(rng, d);
 }
-double RandomSampler::draw(SplitMix64& rng, const Distribution& d) { return draw_with(rng, d); }
 
 double RandomSampler::sample_independent(const SamplingContext& ctx, const std::string& name,
                                          const Distribution& distribution) {
   // One stream per (seed, trial number, param name).
+  using util::splitmix64;
   std::uint64_t key =
-      mix(mix(seed_ ^ mix(static_cast<std::uint64_t>(ctx.trial.number))) ^ hash_name(name));
-  SplitMix64 rng(key);
-  return draw(rng, distribution);
+      splitmix64(splitmix64(seed_ ^ splitmix64(static_cast<std::uint64_t>(ctx.trial.number))) ^
+                 util::fnv1a64(name));
+  util::SplitMix64 rng(key);
+  return draw_with(rng, distribution);
 }
 
 }  // namespace hps
