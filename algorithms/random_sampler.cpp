@@ -15,37 +15,24 @@ std::uint64_t random_seed() {
   return (static_cast<std::uint64_t>(device()) << 32) ^ device();
 }
 
+// Portable draws only (search/util/random.h), no std:: distribution: their
+// outputs differ between standard libraries.
 template <class Rng>
 double draw_with(Rng& rng, const Distribution& d) {
-  if (d.is_indexed()) {
-    std::uniform_int_distribution<std::size_t> u(0, d.choices().size() - 1);
-    return static_cast<double>(u(rng));
-  }
+  if (d.is_indexed()) return static_cast<double>(util::uniform_below(rng, d.choices().size()));
   if (d.single_value()) return d.low();
   const bool grid = d.step() > 0;
   double low = d.low(), high = grid ? d.grid_high() : d.high();
   if (grid) {
     // Each grid point owns a cell of width step; draw uniformly over cells.
     std::uint64_t n = d.cardinality();
-    if (!d.is_log()) {
-      std::uniform_int_distribution<std::uint64_t> u(0, n - 1);
-      return low + static_cast<double>(u(rng)) * d.step();
-    }
+    if (!d.is_log()) return low + static_cast<double>(util::uniform_below(rng, n)) * d.step();
     low -= 0.5 * d.step();
     high += 0.5 * d.step();
   }
-  if (d.is_log()) {
-    std::uniform_real_distribution<double> u(std::log(low), std::log(high));
-    return std::exp(u(rng));
-  }
-  if (!std::isfinite(high - low)) {
-    // The width overflows (e.g. [-1e308, 1e308]): interpolate instead.
-    std::uniform_real_distribution<double> u(0.0, 1.0);
-    double t = u(rng);
-    return low * (1 - t) + high * t;
-  }
-  std::uniform_real_distribution<double> u(low, high);
-  return u(rng);
+  if (d.is_log()) return std::exp(util::uniform_real(rng, std::log(low), std::log(high)));
+  // A width that overflows (e.g. [-1e308, 1e308]) is interpolated.
+  return util::uniform_real(rng, low, high);
 }
 
 }  // namespace

@@ -17,7 +17,12 @@ namespace hps {
 // Reproducible: a value is a function of (seed, trial number, param name)
 // only, so the same seed gives the same trials whatever the order of the
 // calls, the threads, or a restart: a resumed study continues the sequence
-// of an uninterrupted run instead of repeating its first trials.
+// of an uninterrupted run instead of repeating its first trials. The draws
+// use the generator's bits only (SplitMix64 streams, 53-bit uniform
+// doubles, Lemire's bounded integers), no std:: distribution, so a seed
+// gives the same trials with every compiler and standard library (log-scale
+// params also go through the C library's log and exp; tests pin the values:
+// tests/random_sampler_test.cpp).
 // Thread-safe (no mutable state).
 class RandomSampler : public Sampler {
  public:
@@ -29,7 +34,8 @@ class RandomSampler : public Sampler {
   std::string name() const override { return "random"; }
 
   // The same draw, usable by other samplers with their own RNG (TPE's
-  // startup trials): an internal value of `distribution`.
+  // startup trials): an internal value of `distribution`. Portable: the
+  // same for the same generator state on every platform.
   static double draw(std::mt19937_64& rng, const Distribution& distribution);
 
  private:

@@ -846,7 +846,7 @@ void TpeSampler::sample(const SamplingContext& ctx, const SearchSpace& space, Pa
       if (h.is_taken(candidate)) return;
       ++untried;
       // Reservoir sampling: each untried point is chosen with equal chance.
-      if (tpe::uniform01(rng) * static_cast<double>(untried) < 1.0) chosen = candidate;
+      if (util::uniform01(rng) * static_cast<double>(untried) < 1.0) chosen = candidate;
     };
     enumerate(space, 0, work, fixed, visit);
     if (untried == 0) {
