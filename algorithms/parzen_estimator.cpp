@@ -15,6 +15,7 @@
 #include <numeric>
 
 #include "search/errors.h"
+#include "search/util/random.h"
 
 namespace hps::tpe {
 
@@ -166,17 +167,6 @@ double log_phi_nonnegative(double b) {
 }
 
 }  // namespace
-
-double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
-
-double standard_normal(std::mt19937_64& rng) {
-  for (;;) {
-    double u = 2.0 * uniform01(rng) - 1.0;
-    double v = 2.0 * uniform01(rng) - 1.0;
-    double s = u * u + v * v;
-    if (s > 0 && s < 1) return u * std::sqrt(-2.0 * std::log(s) / s);
-  }
-}
 
 double log_sum_exp(std::span<const double> values) {
   std::vector<double> scratch(values.size());
@@ -460,24 +450,19 @@ void ParzenEstimator::sample(std::mt19937_64& rng, std::size_t count,
   const std::size_t n_dims = dims_.size();
   out.resize(count * n_dims);
   for (std::size_t j = 0; j < count; ++j) {
-    double u = uniform01(rng);
-    std::size_t k = static_cast<std::size_t>(std::upper_bound(cum_w_.begin(), cum_w_.end(), u) -
-                                             cum_w_.begin());
-    k = std::min(k, cum_w_.size() - 1);
+    const std::size_t k = util::weighted_index(rng, cum_w_);
     for (std::size_t d = 0; d < n_dims; ++d) {
       const DimensionSpec& dim = dims_[d];
       double& x = out[j * n_dims + d];
       if (dim.kind == DimensionSpec::Kind::kCategorical) {
-        const double* cum = &cat_[d].cum_p[k * dim.count];
-        double v = uniform01(rng);
-        std::size_t c = static_cast<std::size_t>(std::upper_bound(cum, cum + dim.count, v) - cum);
-        x = static_cast<double>(std::min<std::size_t>(c, dim.count - 1));
+        const std::span<const double> cum(&cat_[d].cum_p[k * dim.count], dim.count);
+        x = static_cast<double>(util::weighted_index(rng, cum));
         continue;
       }
       const double mu = num_[d].mu[k], sigma = num_[d].sigma[k];
       double y = mu;
       for (int t = 0; t < kMaxRejections; ++t) {
-        double cand = mu + sigma * standard_normal(rng);
+        double cand = mu + sigma * util::standard_normal(rng);
         if (cand >= 0.0 && cand <= 1.0) {
           y = cand;
           break;

@@ -113,12 +113,6 @@ struct EstimatorOptions {
   bool equal_heights = false;
 };
 
-// Uniform double in [0, 1) from 53 random bits (portable: the same on every
-// standard library, unlike std::uniform_real_distribution).
-double uniform01(std::mt19937_64& rng);
-// Standard normal variate (Marsaglia's polar method; portable).
-double standard_normal(std::mt19937_64& rng);
-
 // A fitted estimator. Immutable after construction; sample() and log_pdf()
 // are const and need no locking.
 class ParzenEstimator {
@@ -148,6 +142,8 @@ class ParzenEstimator {
 
   // Draws `count` points into `out` (resized to count * n_dims(), row-major):
   // internal values inside the domain, on the grid for discrete dimensions.
+  // Portable (util::uniform01, util::standard_normal: the same points for
+  // the same generator state on every platform).
   void sample(std::mt19937_64& rng, std::size_t count, std::vector<double>& out) const;
   // Log density (continuous dimensions, in the transformed space) times log
   // mass (discrete and categorical dimensions) of each row of `points`

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "search/util/random.h"
+
 namespace hps::pruning {
 
 bool is_better(StudyDirection direction, double a, double b) {
@@ -67,10 +69,7 @@ std::int64_t saturating_power(std::int64_t base, std::int64_t factor, std::int64
 }
 
 std::uint64_t mix_hash(std::uint64_t seed, std::uint64_t value) {
-  std::uint64_t z = seed * 0x9E3779B97F4A7C15ULL + value + 0x9E3779B97F4A7C15ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
+  return util::splitmix64(seed * util::kGoldenGamma + value);
 }
 
 }  // namespace hps::pruning

@@ -45,8 +45,9 @@ double percentile(std::vector<double>& values, double q);
 // exponent >= 0. At most 64 multiplications whatever the exponent.
 std::int64_t saturating_power(std::int64_t base, std::int64_t factor, std::int64_t exponent);
 
-// A well-mixed 64-bit hash of (seed, value): the SplitMix64 finalizer
-// (Steele, Lea & Flood 2014, "Fast splittable pseudorandom number
+// A well-mixed 64-bit hash of (seed, value): SplitMix64's output for the
+// state seed * gamma + value (util::splitmix64 in search/util/random.h;
+// Steele, Lea & Flood 2014, "Fast splittable pseudorandom number
 // generators"). The same on every platform and build.
 std::uint64_t mix_hash(std::uint64_t seed, std::uint64_t value);
 

@@ -10,27 +10,6 @@
 
 namespace hps {
 
-// SplitMix64 (Steele, Lea & Flood, "Fast Splittable Pseudorandom Number
-// Generators", OOPSLA 2014, section 3): one 64-bit word of state, so a
-// stream per (trial, param) costs nothing to seed (std::mt19937_64 fills 312
-// words). Meets UniformRandomBitGenerator.
-class SplitMix64 {
- public:
-  using result_type = std::uint64_t;
-  explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
-  static constexpr result_type min() { return 0; }
-  static constexpr result_type max() { return ~result_type{0}; }
-  result_type operator()() {
-    std::uint64_t x = (state_ += 0x9e3779b97f4a7c15ULL);
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-  }
-
- private:
-  std::uint64_t state_;
-};
-
 // Float params are drawn uniformly on [low, high] (log params uniformly in
 // log space); stepped and int params uniformly over their grid points (each
 // point equally likely, also on a log scale: uniform in log over the cells
@@ -38,7 +17,12 @@ class SplitMix64 {
 // Reproducible: a value is a function of (seed, trial number, param name)
 // only, so the same seed gives the same trials whatever the order of the
 // calls, the threads, or a restart: a resumed study continues the sequence
-// of an uninterrupted run instead of repeating its first trials.
+// of an uninterrupted run instead of repeating its first trials. The draws
+// use the generator's bits only (SplitMix64 streams, 53-bit uniform
+// doubles, Lemire's bounded integers), no std:: distribution, so a seed
+// gives the same trials with every compiler and standard library (log-scale
+// params also go through the C library's log and exp; tests pin the values:
+// tests/random_sampler_test.cpp).
 // Thread-safe (no mutable state).
 class RandomSampler : public Sampler {
  public:
@@ -50,9 +34,9 @@ class RandomSampler : public Sampler {
   std::string name() const override { return "random"; }
 
   // The same draw, usable by other samplers with their own RNG (TPE's
-  // startup trials): an internal value of `distribution`.
+  // startup trials): an internal value of `distribution`. Portable: the
+  // same for the same generator state on every platform.
   static double draw(std::mt19937_64& rng, const Distribution& distribution);
-  static double draw(SplitMix64& rng, const Distribution& distribution);
 
  private:
   std::uint64_t seed_;

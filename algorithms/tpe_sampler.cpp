@@ -10,6 +10,8 @@
 #include <unordered_set>
 
 #include "algorithms/random_sampler.h"
+#include "search/util/hash.h"
+#include "search/util/random.h"
 
 namespace hps {
 
@@ -23,12 +25,7 @@ constexpr double kMaxEnumerate = 1e6;
 // Joint draws kept for define-by-run trials that are still being sampled.
 constexpr std::size_t kMaxPending = 256;
 
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
+using util::splitmix64;
 
 // The seed of one suggestion's random numbers.
 std::uint64_t stream_seed(std::uint64_t seed, std::int64_t number, std::uint64_t salt) {
@@ -36,14 +33,7 @@ std::uint64_t stream_seed(std::uint64_t seed, std::int64_t number, std::uint64_t
 }
 
 // FNV-1a, so that the salt of a param name is the same on every platform.
-std::uint64_t hash_name(const std::string& s) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
+std::uint64_t hash_name(const std::string& s) { return util::fnv1a64(s); }
 
 std::size_t hash_params(const Params& params) {
   std::size_t h = params.size();
@@ -856,7 +846,7 @@ void TpeSampler::sample(const SamplingContext& ctx, const SearchSpace& space, Pa
       if (h.is_taken(candidate)) return;
       ++untried;
       // Reservoir sampling: each untried point is chosen with equal chance.
-      if (tpe::uniform01(rng) * static_cast<double>(untried) < 1.0) chosen = candidate;
+      if (util::uniform01(rng) * static_cast<double>(untried) < 1.0) chosen = candidate;
     };
     enumerate(space, 0, work, fixed, visit);
     if (untried == 0) {

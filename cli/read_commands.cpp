@@ -13,6 +13,7 @@
 #include "search/printable.h"
 #include "search/storage.h"
 #include "search/study.h"
+#include "search/util/storage_url.h"
 #include "search/writer_lock.h"
 
 namespace hps::cli {
@@ -20,7 +21,8 @@ namespace hps::cli {
 namespace {
 
 std::shared_ptr<Storage> open_existing(const std::string& path) {
-  if (path != ":memory:" && !std::filesystem::exists(path))
+  if (util::StorageUrl url = util::parse_storage_url(path);
+      !url.in_memory && !std::filesystem::exists(url.path))
     throw ConfigError(path, "no such storage file");
   return open_storage(path);
 }

@@ -20,8 +20,10 @@
 #ifdef HPSEARCH_HAVE_TORCH
 #include "objectives/torch_objectives.h"
 #endif
+#include "protocol/protocol.h"
 #include "search/storage.h"
 #include "search/study.h"
+#include "search/util/storage_url.h"
 #include "workers/local_pool.h"
 #include "workers/worker.h"
 
@@ -48,14 +50,14 @@ int run_study(StudyConfig config, const RunOptions& o) {
     config.budget.timeout_s = o.timeout_s;
   }
   if (o.workers < 0) throw ConfigError("--workers", "must be >= 0 (0: remote workers only)");
-  if (o.heartbeat_ms < 1) throw ConfigError("--heartbeat-ms", "must be >= 1 (milliseconds)");
-  if (o.liveness < 1) throw ConfigError("--liveness", "must be >= 1");
+  protocol::check_heartbeat_settings(o.heartbeat_ms, "--heartbeat-ms", o.liveness, "--liveness");
   if (o.max_retries < 0) throw ConfigError("--max-retries", "must be >= 0");
   std::vector<std::string> gpus = o.gpus ? parse_gpu_list(*o.gpus) : detect_gpus();
   auto sampler = make_sampler(config.sampler, o.seed);
   auto pruner = make_pruner(config.pruner);
   validate_objective(config.objective, config.space);
-  if (o.workers > 4096) throw ConfigError("--workers", "must be <= 4096");
+  if (o.workers > LocalPoolOptions::kMaxWorkers)
+    throw ConfigError("--workers", "must be <= " + std::to_string(LocalPoolOptions::kMaxWorkers));
   if (!config.budget.n_trials && !config.budget.timeout_s)
     spdlog::warn("no budget (n_trials or timeout_s): running until interrupted");
   CoordinatorOptions co;
@@ -135,11 +137,8 @@ int run_study(StudyConfig config, const RunOptions& o) {
   po.gpus = gpus;
   // Per-trial logs (the "command" objective) go next to the storage file.
   std::string parent = ".";
-  if (config.storage != ":memory:" && config.storage != "memory" && config.storage != "memory://") {
-    std::string file = config.storage;
-    if (file.rfind("sqlite:///", 0) == 0) file = file.substr(10);
-    parent = std::filesystem::path(file).parent_path().string();
-  }
+  if (util::StorageUrl url = util::parse_storage_url(config.storage); !url.in_memory)
+    parent = std::filesystem::path(url.path).parent_path().string();
   po.extra_args = {"--log-level", o.log_level, "--log-dir", study_log_dir(config.name, parent),
                    "--allow-command"};  // the study's own objective, on this machine
   LocalWorkerPool pool(po);
@@ -257,7 +256,8 @@ int run_command(const RunOptions& o) { return run_study(StudyConfig::from_file(o
 int resume_command(const RunOptions& o) {
   if (!o.storage) throw ConfigError("STORAGE", "is required");
   const std::string& path = *o.storage;
-  if (path != ":memory:" && !std::filesystem::exists(path))
+  if (util::StorageUrl url = util::parse_storage_url(path);
+      !url.in_memory && !std::filesystem::exists(url.path))
     throw ConfigError(path, "no such storage file");
   auto storage = open_storage(path);
   std::vector<StudyInfo> studies = storage->list_studies();

@@ -25,6 +25,8 @@
 #include "protocol/zmq_util.h"
 #include "search/printable.h"
 #include "search/trial_lifecycle.h"
+#include "search/util/hash.h"
+#include "search/util/host.h"
 #include "search/writer_lock.h"
 
 namespace hps {
@@ -33,11 +35,8 @@ namespace proto = hps::protocol;
 using Steady = std::chrono::steady_clock;
 
 void CoordinatorOptions::validate() const {
-  if (heartbeat_interval_ms < 1 || heartbeat_interval_ms > 3600 * 1000)
-    throw ConfigError("coordinator.heartbeat_interval_ms",
-                      "must be in [1, 3600000] (milliseconds)");
-  if (liveness < 1 || liveness > 1000)
-    throw ConfigError("coordinator.liveness", "must be in [1, 1000]");
+  proto::check_heartbeat_settings(heartbeat_interval_ms, "coordinator.heartbeat_interval_ms",
+                                  liveness, "coordinator.liveness");
   if (max_retries < 0) throw ConfigError("coordinator.max_retries", "must be >= 0");
   if (n_trials && *n_trials < 0) throw ConfigError("coordinator.n_trials", "must be >= 0");
   if (timeout_s && !(*timeout_s >= 0))
@@ -70,12 +69,6 @@ constexpr const char* kAttrCoordinator = "coordinator";
 // Bound on remembered expired sessions (for "rejected late result" logs).
 constexpr std::size_t kMaxExpiredRemembered = 4096;
 
-std::string host_name() {
-  char host[256] = {0};
-  if (gethostname(host, sizeof host - 1) != 0) return "localhost";
-  return host;
-}
-
 double unix_now() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
 
 bool process_alive(long pid) {
@@ -96,15 +89,6 @@ std::string printable_id(const std::string& id) {
     out += kHex[c & 15];
   }
   return out;
-}
-
-std::uint64_t fnv1a(const std::string& s) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
 }
 
 // At most `burst` log lines per second; counts what it suppressed.
@@ -196,7 +180,7 @@ struct Coordinator::Impl {
   bool nop_pruner;            // NopPruner: no decisions, no bookkeeping
   std::string config_json;
   std::uint64_t config_id;
-  std::string hostname = host_name();
+  std::string hostname = util::host_name();
 
   // ---- socket
   PrivateDir private_dir;  // holds the local ipc endpoint; outlives the socket
@@ -255,7 +239,7 @@ struct Coordinator::Impl {
                 {"objective", std::move(objective_config)},
                 {"space", space.to_json()}};
     config_json = config.dump();
-    config_id = fnv1a(config_json);
+    config_id = util::fnv1a64(config_json);
 
     socket.set(zmq::sockopt::linger, 1000);
     socket.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(proto::kMaxFrameBytes));

@@ -203,9 +203,8 @@ class Coordinator {
   // transaction committed, from the thread calling step().
   void set_trial_callback(std::function<void(const FrozenTrial&)> callback);
 
-  struct Impl;
-
  private:
+  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "search/errors.h"
+#include "search/util/random.h"
 
 namespace hps {
 namespace {
@@ -97,17 +98,6 @@ std::string dims_text(const std::vector<std::uint32_t>& dims) {
   std::ostringstream out;
   for (std::size_t i = 0; i < dims.size(); ++i) out << (i ? " x " : "") << dims[i];
   return out.str();
-}
-
-// A uniformly distributed integer in [0, bound), bound >= 1, without modulo
-// bias: values below 2^64 mod bound are rejected so that the accepted range
-// is a multiple of bound (the method of OpenBSD's arc4random_uniform).
-std::uint64_t uniform_below(std::mt19937_64& rng, std::uint64_t bound) {
-  const std::uint64_t threshold = (0 - bound) % bound;  // 2^64 mod bound
-  for (;;) {
-    const std::uint64_t r = rng();
-    if (r >= threshold) return r % bound;
-  }
 }
 
 }  // namespace
@@ -273,7 +263,8 @@ IndexSplit split_indices(std::size_t n, double val_fraction, std::uint64_t seed,
   std::mt19937_64 rng(seed);
   // Fisher-Yates: for i = n-1 down to 1, swap order[i] with order[j], j uniform in [0, i].
   for (std::size_t i = n - 1; i > 0; --i) {
-    const auto j = static_cast<std::size_t>(uniform_below(rng, std::uint64_t{i} + 1));
+    const auto j =
+        static_cast<std::size_t>(util::uniform_below_by_modulo(rng, std::uint64_t{i} + 1));
     std::swap(order[i], order[j]);
   }
 

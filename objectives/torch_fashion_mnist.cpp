@@ -17,6 +17,8 @@
 
 #include "objectives/idx.h"
 #include "objectives/torch_objectives.h"
+#include "search/util/hash.h"
+#include "search/util/random.h"
 
 namespace hps {
 namespace {
@@ -153,21 +155,12 @@ torch::Device pick_device(const std::string& wanted) {
   return torch::kCPU;
 }
 
-// splitmix64 (Steele, Lea, Flood, "Fast splittable pseudorandom number
-// generators", OOPSLA 2014): mixes a 64-bit value.
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
+using util::splitmix64;
 
 // The seed of a trial: the config's seed mixed with a 64-bit FNV-1a hash of
 // the params as canonical JSON (keys sorted, numbers round-trip exact).
 std::uint64_t trial_seed(std::uint64_t base, const Params& params) {
-  const std::string text = Json(params).dump();
-  std::uint64_t h = 0xCBF29CE484222325ULL;
-  for (unsigned char ch : text) h = (h ^ ch) * 0x100000001B3ULL;
+  const std::uint64_t h = util::fnv1a64(Json(params).dump());
   // Keep it below 2^53 so that it survives a JSON number round trip.
   return splitmix64(base ^ h) >> 11;
 }

@@ -132,6 +132,15 @@ void check_version(std::uint32_t version, const char* what) {
 
 }  // namespace
 
+void check_heartbeat_settings(std::int64_t interval_ms, const std::string& interval_field,
+                              std::int64_t liveness, const std::string& liveness_field) {
+  if (interval_ms < 1 || interval_ms > kMaxHeartbeatIntervalMs)
+    throw ConfigError(interval_field, "must be in [1, " + std::to_string(kMaxHeartbeatIntervalMs) +
+                                          "] (milliseconds)");
+  if (liveness < 1 || liveness > kMaxLiveness)
+    throw ConfigError(liveness_field, "must be in [1, " + std::to_string(kMaxLiveness) + "]");
+}
+
 // --- cereal serialize functions (found by ADL) --------------------------------
 
 template <class A>
@@ -186,8 +195,9 @@ void serialize(A& ar, Welcome& m, std::uint32_t const version) {
   field_string(ar, m.study_name);
   ar(m.heartbeat_interval_ms, m.liveness);
   if constexpr (kLoading<A>)
-    if (m.heartbeat_interval_ms < 1 || m.liveness < 1)
-      throw ProtocolError("Welcome: heartbeat interval and liveness must be >= 1");
+    if (m.heartbeat_interval_ms < 1 || m.heartbeat_interval_ms > kMaxHeartbeatIntervalMs ||
+        m.liveness < 1 || m.liveness > kMaxLiveness)
+      throw ProtocolError("Welcome: heartbeat interval or liveness out of bounds");
 }
 
 template <class A>

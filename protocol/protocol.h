@@ -147,6 +147,17 @@ struct Hello {
   std::uint32_t protocol_version = kProtocolVersion;
 };
 
+// The heartbeat settings both sides accept: an interval in [1,
+// kMaxHeartbeatIntervalMs] milliseconds and a liveness (intervals of silence
+// before the peer counts as lost) in [1, kMaxLiveness]. Checked by
+// CoordinatorOptions, WorkerOptions, the CLI and a Welcome's decoding.
+inline constexpr std::int32_t kMaxHeartbeatIntervalMs = 3600 * 1000;  // one hour
+inline constexpr std::int32_t kMaxLiveness = 1000;
+// Throws ConfigError naming `interval_field` or `liveness_field` (e.g.
+// "coordinator.liveness", "--liveness") if a setting is out of those bounds.
+void check_heartbeat_settings(std::int64_t interval_ms, const std::string& interval_field,
+                              std::int64_t liveness, const std::string& liveness_field);
+
 // coordinator -> worker: the session is open. The worker adopts the
 // heartbeat settings.
 struct Welcome {

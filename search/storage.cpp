@@ -5,6 +5,7 @@
 #include <map>
 
 #include "search/sqlite_storage.h"
+#include "search/util/storage_url.h"
 
 namespace hps {
 
@@ -249,13 +250,10 @@ void InMemoryStorage::run_in_transaction(const std::function<void()>& fn) {
 }
 
 std::shared_ptr<Storage> open_storage(const std::string& url) {
-  if (url == "memory" || url == ":memory:" || url == "memory://")
-    return std::make_shared<InMemoryStorage>();
-  std::string path = url;
-  const std::string prefix = "sqlite:///";
-  if (path.rfind(prefix, 0) == 0) path = path.substr(prefix.size());
-  if (path.empty()) throw StorageError("empty storage path");
-  return std::make_shared<SqliteStorage>(path);
+  util::StorageUrl parsed = util::parse_storage_url(url);
+  if (parsed.in_memory) return std::make_shared<InMemoryStorage>();
+  if (parsed.path.empty()) throw StorageError("empty storage path");
+  return std::make_shared<SqliteStorage>(parsed.path);
 }
 
 }  // namespace hps

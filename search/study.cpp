@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "search/trial_lifecycle.h"
+#include "search/util/host.h"
 
 namespace hps {
 
@@ -116,11 +117,7 @@ void Trial::set_user_attr(const std::string& key, const Json& value) {
 
 // ------------------------------------------------------------------ Study
 
-std::string default_worker_name() {
-  char host[256] = {0};
-  if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "localhost");
-  return std::string(host) + ":" + std::to_string(getpid());
-}
+std::string default_worker_name() { return util::host_name() + ":" + std::to_string(getpid()); }
 
 struct Study::Impl : TrialBackend {
   std::shared_ptr<Storage> storage;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "search/errors.h"
+#include "search/util/random.h"
 
 namespace hps::tpe {
 namespace {
@@ -213,7 +214,7 @@ TEST(ParzenEstimatorTest, ScottBandwidthShrinksWithObservations) {
   auto sigma_for = [&](int n) {
     std::vector<double> obs, w;
     for (int i = 0; i < n; ++i) {
-      obs.push_back(uniform01(rng));
+      obs.push_back(util::uniform01(rng));
       w.push_back(1);
     }
     return ParzenEstimator({dim}, obs, w, opt).kernel_sigma(0, 0);

@@ -296,5 +296,25 @@ TEST(Protocol, EncodingAnOversizedMessageThrows) {
   EXPECT_THROW(encode(a), ProtocolError);
 }
 
+TEST(Protocol, HeartbeatSettingsHaveOneSetOfBounds) {
+  EXPECT_NO_THROW(check_heartbeat_settings(1, "i", 1, "l"));
+  EXPECT_NO_THROW(check_heartbeat_settings(kMaxHeartbeatIntervalMs, "i", kMaxLiveness, "l"));
+  auto path_of = [](std::int64_t interval_ms, std::int64_t liveness) -> std::string {
+    try {
+      check_heartbeat_settings(interval_ms, "--heartbeat-ms", liveness, "--liveness");
+    } catch (const ConfigError& e) {
+      return e.path();
+    }
+    return "";
+  };
+  EXPECT_EQ(path_of(0, 5), "--heartbeat-ms");
+  EXPECT_EQ(path_of(std::int64_t{kMaxHeartbeatIntervalMs} + 1, 5), "--heartbeat-ms");
+  EXPECT_EQ(path_of(1000, 0), "--liveness");
+  EXPECT_EQ(path_of(1000, std::int64_t{kMaxLiveness} + 1), "--liveness");
+  // A Welcome outside the bounds is refused by the worker's decoder.
+  Welcome w{"s", kMaxHeartbeatIntervalMs + 1, 3};
+  EXPECT_THROW(decode(encode(w)), ProtocolError);
+}
+
 }  // namespace
 }  // namespace hps::protocol

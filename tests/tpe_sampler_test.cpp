@@ -16,6 +16,7 @@
 #include "objectives/synthetic.h"
 #include "search/storage.h"
 #include "search/study.h"
+#include "search/util/random.h"
 
 namespace hps {
 namespace {
@@ -487,8 +488,8 @@ TEST(TpeSamplerTest, SameSeedAndHistoryGiveTheSameSuggestion) {
   History h(space);
   std::mt19937_64 rng(4);
   for (int i = 0; i < 40; ++i) {
-    double x = -5 + 10 * tpe::uniform01(rng);
-    std::int64_t n = 1 + static_cast<std::int64_t>(99 * tpe::uniform01(rng));
+    double x = -5 + 10 * util::uniform01(rng);
+    std::int64_t n = 1 + static_cast<std::int64_t>(99 * util::uniform01(rng));
     std::string c = i % 3 == 0 ? "p" : (i % 3 == 1 ? "q" : "r");
     h.add(TrialState::kComplete, {{"x", x}, {"n", n}, {"c", c}}, x * x + std::log(n));
   }

@@ -38,7 +38,8 @@ std::string describe_status(int status) {
 
 LocalWorkerPool::LocalWorkerPool(LocalPoolOptions options) : options_(std::move(options)) {
   if (options_.workers < 0) throw ConfigError("--workers", "must be >= 0");
-  if (options_.workers > 4096) throw ConfigError("--workers", "must be <= 4096");
+  if (options_.workers > LocalPoolOptions::kMaxWorkers)
+    throw ConfigError("--workers", "must be <= " + std::to_string(LocalPoolOptions::kMaxWorkers));
   if (options_.workers > 0 && options_.endpoint.empty())
     throw ConfigError("pool.endpoint", "is required to start workers");
   if (options_.threads_per_worker < 0) throw ConfigError("--threads", "must be >= 0");

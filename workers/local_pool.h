@@ -30,7 +30,9 @@
 namespace hps {
 
 struct LocalPoolOptions {
-  // Worker processes. Default 1; 0 starts none.
+  // The most worker processes a pool starts.
+  static constexpr int kMaxWorkers = 4096;
+  // Worker processes. Default 1; 0 starts none; at most kMaxWorkers.
   int workers = 1;
   // The program to run. Default "" = this program (/proc/self/exe).
   std::string executable{};

@@ -26,6 +26,7 @@
 #include "protocol/zmq_util.h"
 #include "search/printable.h"
 #include "search/trial_lifecycle.h"
+#include "search/util/host.h"
 
 namespace hps {
 
@@ -38,8 +39,8 @@ void WorkerOptions::validate() const {
   if (device != "cpu" && device.rfind("cuda", 0) != 0)
     throw ConfigError("worker.device", "must be 'cpu' or 'cuda:N', got '" + device + "'");
   if (threads < 0) throw ConfigError("worker.threads", "must be >= 0 (0 = all hardware threads)");
-  if (heartbeat_interval_ms < 1) throw ConfigError("worker.heartbeat_interval_ms", "must be >= 1");
-  if (liveness < 1) throw ConfigError("worker.liveness", "must be >= 1");
+  proto::check_heartbeat_settings(heartbeat_interval_ms, "worker.heartbeat_interval_ms", liveness,
+                                  "worker.liveness");
   if (reconnect_attempts < 0) throw ConfigError("worker.reconnect_attempts", "must be >= 0");
   if (reconnect_initial_ms < 0) throw ConfigError("worker.reconnect_initial_ms", "must be >= 0");
   if (reconnect_max_ms < reconnect_initial_ms)
@@ -149,12 +150,6 @@ class EventQueue {
   std::deque<Event> queue_;
 };
 
-std::string host_name() {
-  char host[256] = {0};
-  if (gethostname(host, sizeof host - 1) != 0) return "localhost";
-  return host;
-}
-
 // Why a "command" objective may not run on this worker ("" if it may).
 std::string command_refusal(const Json& objective, const WorkerOptions& o) {
   if (!objective.is_object() || objective.value("type", std::string()) != "command" ||
@@ -203,7 +198,7 @@ std::string random_hex() {
 
 struct Worker::Impl : TrialBackend {
   WorkerOptions options;
-  std::string hostname = host_name();
+  std::string hostname = util::host_name();
   zmq::context_t context{1};
   EventQueue to_link{true};   // main thread -> link thread (which polls it with its socket)
   EventQueue to_main{false};  // link thread -> main thread

@@ -146,9 +146,8 @@ class Worker {
   // Trials this worker ended (complete, pruned or failed) so far.
   std::int64_t trials_run() const;
 
-  struct Impl;
-
  private:
+  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
