@@ -379,10 +379,14 @@ TEST_F(CliWriterTest, CoordinatorOutOfDescriptorsKeepsRunningItsStudy) {
       "space.json",
       command_space("while [ ! -e gate ]; do sleep 0.05; done; echo 'hpsearch: {{\"value\": 1}}'",
                     kBudget));
-  // The coordinator (and its workers) under `ulimit -n 1024`.
-  auto run = background(
-      {"/bin/sh", "-c", "ulimit -n 1024 && exec \"$0\" run space.json --workers 2", cli_path()},
-      "run");
+  // The coordinator (and its workers) under `ulimit -n 1024`, with a tcp
+  // endpoint for the flood (the local workers use the private ipc socket;
+  // libzmq 4.3's ipc listener aborts on EMFILE, its tcp listener retries).
+  auto run = background({"/bin/sh", "-c",
+                         "ulimit -n 1024 && exec \"$0\" run space.json --workers 2 "
+                         "--bind tcp://127.0.0.1:0 --insecure",
+                         cli_path()},
+                        "run");
   std::string endpoint;
   ASSERT_TRUE(wait_until([&] {
     Json s = status_json("cmd.db");
