@@ -240,7 +240,7 @@ TEST_P(CoordinatorTransport, EightWorkersFinish64TrialsNoneLostNoneRunTwice) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TcpAndIpc, CoordinatorTransport, ::testing::Values("tcp", "ipc"),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& param_info) { return param_info.param; });
 
 TEST(Coordinator, KilledWorkerMidTrialIsFailedAndRetried) {
   TempDir dir;

@@ -164,7 +164,9 @@ TEST_P(HyperbandPrunerTest, NanPrunes) {
 
 INSTANTIATE_TEST_SUITE_P(Directions, HyperbandPrunerTest,
                          ::testing::Values(StudyDirection::kMinimize, StudyDirection::kMaximize),
-                         [](const auto& info) { return std::string(to_string(info.param)); });
+                         [](const auto& param_info) {
+                           return std::string(to_string(param_info.param));
+                         });
 
 TEST(HyperbandPrunerOptionsTest, ValidateNamesTheField) {
   auto path_of = [](HyperbandPrunerOptions o) {

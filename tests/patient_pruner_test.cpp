@@ -120,7 +120,9 @@ TEST_P(PatientPrunerTest, SamplerViewComesFromTheWrappedPruner) {
 
 INSTANTIATE_TEST_SUITE_P(Directions, PatientPrunerTest,
                          ::testing::Values(StudyDirection::kMinimize, StudyDirection::kMaximize),
-                         [](const auto& info) { return std::string(to_string(info.param)); });
+                         [](const auto& param_info) {
+                           return std::string(to_string(param_info.param));
+                         });
 
 TEST(PatientPrunerOptionsTest, ValidateNamesTheField) {
   auto path_of = [](PatientPrunerOptions o) {

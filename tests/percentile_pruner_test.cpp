@@ -214,7 +214,9 @@ TEST_P(PercentilePrunerTest, StepNotReportedContinues) {
 
 INSTANTIATE_TEST_SUITE_P(Directions, PercentilePrunerTest,
                          ::testing::Values(StudyDirection::kMinimize, StudyDirection::kMaximize),
-                         [](const auto& info) { return std::string(to_string(info.param)); });
+                         [](const auto& param_info) {
+                           return std::string(to_string(param_info.param));
+                         });
 
 TEST(PercentilePrunerOptionsTest, ValidateNamesTheField) {
   PercentilePrunerOptions o;

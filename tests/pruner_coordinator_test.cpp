@@ -186,7 +186,9 @@ INSTANTIATE_TEST_SUITE_P(
         R"({"type": "asha", "min_resource": 1, "reduction_factor": 2})",
         R"({"type": "median", "n_startup_trials": 3})",
         R"({"type": "hyperband", "min_resource": 1, "max_resource": 8, "reduction_factor": 2})"),
-    [](const auto& info) { return Json::parse(info.param)["type"].template get<std::string>(); });
+    [](const auto& param_info) {
+      return Json::parse(param_info.param)["type"].template get<std::string>();
+    });
 
 }  // namespace
 }  // namespace hps

@@ -219,9 +219,9 @@ const RestartCase kRestartCases[] = {
 };
 
 INSTANTIATE_TEST_SUITE_P(
-    Pruners, PrunerRestartTest, ::testing::ValuesIn(kRestartCases), [](const auto& info) {
-      return Json::parse(info.param.pruner)["type"].template get<std::string>() + "_" +
-             std::to_string(info.index) + "_" + to_string(info.param.direction);
+    Pruners, PrunerRestartTest, ::testing::ValuesIn(kRestartCases), [](const auto& param_info) {
+      return Json::parse(param_info.param.pruner)["type"].template get<std::string>() + "_" +
+             std::to_string(param_info.index) + "_" + to_string(param_info.param.direction);
     });
 
 }  // namespace

@@ -71,12 +71,12 @@ SearchSpace edge_case_space() { return SearchSpace::from_json(Json::parse(kEdgeC
 
 // A value for tell() computed from the params, with every trial state and
 // infinite values mixed in so samplers see all kinds of history.
-enum class Outcome { kValue, kInf, kNaN, kFail, kPruned };
+enum class Outcome { kValue, kInfinite, kNotANumber, kFail, kPruned };
 Outcome outcome_of(std::int64_t number) {
   if (number % 13 == 12) return Outcome::kFail;
   if (number % 11 == 10) return Outcome::kPruned;
-  if (number % 17 == 16) return Outcome::kNaN;
-  if (number % 19 == 18) return Outcome::kInf;
+  if (number % 17 == 16) return Outcome::kNotANumber;
+  if (number % 19 == 18) return Outcome::kInfinite;
   return Outcome::kValue;
 }
 
@@ -100,10 +100,10 @@ void finish(Study& study, Trial& trial) {
     case Outcome::kValue:
       study.tell(trial, objective_value(trial.params()));
       break;
-    case Outcome::kInf:
+    case Outcome::kInfinite:
       study.tell(trial, trial.number() % 2 ? kInf : -kInf);
       break;
-    case Outcome::kNaN:
+    case Outcome::kNotANumber:
       study.tell(trial, kNaN);
       break;
     case Outcome::kFail:
@@ -278,9 +278,9 @@ double define_by_run_objective(Trial& t, Seen& seen) {
   switch (outcome_of(t.number())) {
     case Outcome::kValue:
       return objective_value(t.params());
-    case Outcome::kInf:
+    case Outcome::kInfinite:
       return t.number() % 2 ? kInf : -kInf;
-    case Outcome::kNaN:
+    case Outcome::kNotANumber:
       return kNaN;
     case Outcome::kFail:
       throw std::runtime_error("conformance");
@@ -437,8 +437,8 @@ TEST_P(SamplerConformanceTest, AnEmptySpaceGivesEmptyTrials) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Samplers, SamplerConformanceTest, ::testing::ValuesIn(sampler_factories()),
-                         [](const ::testing::TestParamInfo<NamedSamplerFactory>& info) {
-                           return info.param.name;
+                         [](const ::testing::TestParamInfo<NamedSamplerFactory>& param_info) {
+                           return param_info.param.name;
                          });
 
 // ------------------------------------------------------------ uniformity

@@ -575,7 +575,7 @@ std::vector<StorageFactory> all_storages() {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllStorages, StorageContract, ::testing::ValuesIn(all_storages()),
-                         [](const auto& info) { return info.param.name; });
+                         [](const auto& param_info) { return param_info.param.name; });
 
 // ======================================================================
 // SqliteStorage only.

@@ -742,8 +742,8 @@ std::shared_ptr<Storage> open_file(const std::string& dir) {
 INSTANTIATE_TEST_SUITE_P(Storages, StudyTest,
                          ::testing::Values(StorageKind{"memory", open_memory},
                                            StorageKind{"file", open_file}),
-                         [](const ::testing::TestParamInfo<StorageKind>& info) {
-                           return info.param.name;
+                         [](const ::testing::TestParamInfo<StorageKind>& param_info) {
+                           return param_info.param.name;
                          });
 
 TEST(StudyFileTest, ATrialWrittenByOneStorageIsSeenByAnother) {

@@ -189,7 +189,9 @@ TEST_P(SuccessiveHalvingPrunerTest, NanPrunes) {
 
 INSTANTIATE_TEST_SUITE_P(Directions, SuccessiveHalvingPrunerTest,
                          ::testing::Values(StudyDirection::kMinimize, StudyDirection::kMaximize),
-                         [](const auto& info) { return std::string(to_string(info.param)); });
+                         [](const auto& param_info) {
+                           return std::string(to_string(param_info.param));
+                         });
 
 TEST(SuccessiveHalvingPrunerMiscTest, NeedsStorageForBookkeeping) {
   PruningHarness h(StudyDirection::kMinimize);

@@ -82,7 +82,9 @@ TEST_P(ThresholdPrunerTest, InfinityIsOutsideAFiniteBound) {
 
 INSTANTIATE_TEST_SUITE_P(Directions, ThresholdPrunerTest,
                          ::testing::Values(StudyDirection::kMinimize, StudyDirection::kMaximize),
-                         [](const auto& info) { return std::string(to_string(info.param)); });
+                         [](const auto& param_info) {
+                           return std::string(to_string(param_info.param));
+                         });
 
 TEST(ThresholdPrunerOptionsTest, ValidateNamesTheField) {
   auto path_of = [](ThresholdPrunerOptions o) {
