@@ -424,7 +424,12 @@ TEST_F(CurveCoordinator, PlainPeerGetsNothing) {
 
 TEST_F(CurveCoordinator, TwoWorkersWithKeysFinishAStudyOverTcp) {
   CapturedLog log;
-  StudyRun run(dir_.path() / "s.db", study_doc(12, sleep_objective()), with_keys());
+  // Dispatch waits for both workers, so a loaded machine that starts one
+  // late does not let the other finish the study alone.
+  CoordinatorOptions co = with_keys();
+  co.min_workers = 2;
+  co.min_workers_wait_s = 60.0;
+  StudyRun run(dir_.path() / "s.db", study_doc(12, sleep_objective()), co);
   auto w1 = start_worker(dir_, "w1", run.coordinator().endpoint(),
                          {"--keys", dir_.file("keys/worker-1")});
   auto w2 = start_worker(dir_, "w2", run.coordinator().endpoint(),
