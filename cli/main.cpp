@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     cmd->add_option("--bind", run.bind,
                     "coordinator endpoint, e.g. tcp://0.0.0.0:5555 for remote workers "
-                    "(default: a free loopback port)");
+                    "(default: none; local workers use a private ipc socket)");
     cmd->add_option("--gpus", run.gpus,
                     "GPUs for local workers, e.g. 0,1 (default: CUDA_VISIBLE_DEVICES or all)");
     cmd->add_option("--heartbeat-ms", run.heartbeat_ms, "heartbeat interval in milliseconds")

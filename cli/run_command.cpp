@@ -17,6 +17,7 @@
 #include "cli/table.h"
 #include "coordinator/coordinator.h"
 #include "objectives/objective.h"
+#include "protocol/curve_keys.h"
 #ifdef HPSEARCH_HAVE_TORCH
 #include "objectives/torch_objectives.h"
 #endif
@@ -86,6 +87,8 @@ int run_study(StudyConfig config, const RunOptions& o) {
   if (!o.bind && o.keys_dir)
     spdlog::warn("--keys has no effect without --bind (local workers use a private ipc socket)");
   co.validate();  // a bad --bind is refused before the store is touched
+  // Bad keys (missing folder, a secret readable by others, not Z85) too.
+  if (o.bind && !co.keys_dir.empty()) (void)curve::load_coordinator_keys(co.keys_dir);
 
   // 2. Open the study (continue it if it exists).
   auto storage = open_storage(config.storage);

@@ -322,6 +322,12 @@ TEST(CurveCli, RunBindTcpWithoutKeysIsRefusedAndNamesTheFix) {
   EXPECT_NE(r.err.find("hpsearch keys init"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("--keys"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir.file("x.db"))) << "a refused run wrote the store";
+  // Keys that cannot be used are refused before the store is made too.
+  r = cli(dir, {"run", "space.json", "--workers", "0", "--bind", "tcp://127.0.0.1:0", "--keys",
+                dir.file("no-such-keys"), "--timeout", "1"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("no-such-keys"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir.file("x.db"))) << "a run refused for its keys wrote the store";
   // --insecure: runs, with a warning.
   r = cli(dir, {"run", "space.json", "--workers", "1", "--bind", "tcp://127.0.0.1:0", "--insecure",
                 "--n-trials", "3"});
