@@ -468,7 +468,7 @@ struct SqliteStorage::Impl {
 
    private:
     void run() {
-      sqlite3* db = nullptr;
+      sqlite3* conn = nullptr;
       while (true) {
         {
           std::unique_lock lock(mutex_);
@@ -478,24 +478,25 @@ struct SqliteStorage::Impl {
         }
         // A connection checkpoints only once it has opened the WAL, which its
         // first read does (SQLite before 3.42 silently does nothing otherwise).
-        if (!db && (sqlite3_open_v2(path_.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
-                                    nullptr) != SQLITE_OK ||
-                    sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr,
-                                 nullptr) != SQLITE_OK)) {
-          sqlite3_close_v2(db);  // the writer's own fallback checkpoints instead
-          db = nullptr;
+        if (!conn &&
+            (sqlite3_open_v2(path_.c_str(), &conn, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+                             nullptr) != SQLITE_OK ||
+             sqlite3_exec(conn, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr) !=
+                 SQLITE_OK)) {
+          sqlite3_close_v2(conn);  // the writer's own fallback checkpoints instead
+          conn = nullptr;
           continue;
         }
         int log = 0, copied = 0;
         int rc = SQLITE_OK;
         {
           std::lock_guard running(running_);
-          rc = sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
+          rc = sqlite3_wal_checkpoint_v2(conn, "main", SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
         }
         if (rc == SQLITE_OK && copied > 0) ++completed_;
         // SQLITE_BUSY: another checkpoint runs; the next request retries.
       }
-      if (db) sqlite3_close_v2(db);
+      if (conn) sqlite3_close_v2(conn);
     }
 
     std::string path_;

@@ -364,6 +364,13 @@ int idle_connection(const std::string& endpoint) {
 }
 
 TEST_F(CliWriterTest, CoordinatorOutOfDescriptorsKeepsRunningItsStudy) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // UBSan's vptr check probes memory with pipe(2), which fails when the
+  // process is out of descriptors, and then reports valid objects as bad:
+  // the sanitized coordinator cannot be out of descriptors. The release
+  // build runs this test.
+  GTEST_SKIP() << "not under the sanitizers (their checks need descriptors)";
+#endif
   // This process holds the connections: it needs more than 1,100 descriptors.
   struct rlimit rl {};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &rl), 0);
