@@ -27,6 +27,7 @@ namespace {
 using testsupport::BackgroundProcess;
 using testsupport::ProcessResult;
 using testsupport::TempDir;
+using testsupport::wait_until;
 
 const char* kBraninSpace = R"({
   "study": {"name": "branin", "direction": "minimize", "storage": "branin.db"},
@@ -58,18 +59,6 @@ std::string sleep_space(double seconds, int n_trials, int steps = 3) {
     "space": {{"x": {{"type": "float", "low": 0, "high": 1}}}}
   }})",
                      n_trials, seconds, steps);
-}
-
-// Calls pred() until it is true; false if `limit` passed first (a guard
-// against hanging, not a timing assertion).
-bool wait_until(const std::function<bool()>& pred,
-                std::chrono::seconds limit = std::chrono::seconds(120)) {
-  auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return pred();
 }
 
 std::string lower(std::string s) {

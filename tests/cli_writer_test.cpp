@@ -42,22 +42,14 @@ namespace {
 namespace fs = std::filesystem;
 namespace proto = hps::protocol;
 using testsupport::BackgroundProcess;
+using testsupport::processes_in_group;
 using testsupport::ProcessResult;
 using testsupport::TempDir;
+using testsupport::wait_until;
 
 std::string cli_path() {
   const char* other = std::getenv("HPSEARCH_TEST_CLI");
   return other && *other ? other : HPSEARCH_CLI_PATH;
-}
-
-bool wait_until(const std::function<bool()>& pred,
-                std::chrono::seconds limit = std::chrono::seconds(120)) {
-  auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return pred();
 }
 
 unsigned mode_of(const std::string& path) {
@@ -92,24 +84,6 @@ int count_state(const Json& trials, const std::string& state) {
   int n = 0;
   for (const auto& t : trials) n += t["state"] == state ? 1 : 0;
   return n;
-}
-
-// Process ids whose process group is `pgid` and that are not zombies.
-std::vector<pid_t> processes_in_group(pid_t pgid) {
-  std::vector<pid_t> out;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    const std::string name = e.path().filename().string();
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string text = testsupport::read_file((e.path() / "stat").string());
-    std::size_t close = text.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(text.substr(close + 2));
-    char state = 0;
-    long ppid = 0, pgrp = 0;
-    if (!(rest >> state >> ppid >> pgrp)) continue;
-    if (pgrp == pgid && state != 'Z' && state != 'X') out.push_back(std::stoi(name));
-  }
-  return out;
 }
 
 // The parent of `pid` from the process table (-1 if gone).

@@ -27,6 +27,7 @@
 #include "objectives/objective.h"
 #include "search/errors.h"
 #include "search/study.h"
+#include "tests/support/subprocess.h"
 
 namespace hps {
 namespace {
@@ -36,6 +37,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
+using testsupport::processes_in_group;
 
 // Prunes every trial once it reports step >= `from`.
 class PruneFromStep : public Pruner {
@@ -631,25 +633,6 @@ TEST(ChildProcessTest, GroupIsKilledWhenTheOwnerExits) {
   ASSERT_GT(pid, 0);
   EXPECT_TRUE(stops_running(pid));
   fs::remove_all(dir);
-}
-
-// Every process whose process group is `pgid`, from the process table.
-std::vector<pid_t> processes_in_group(pid_t pgid) {
-  std::vector<pid_t> out;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    const std::string name = e.path().filename().string();
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string text = read_file(e.path() / "stat");
-    std::size_t close = text.rfind(')');
-    if (close == std::string::npos) continue;
-    // After "pid (comm) ": state ppid pgrp ...
-    std::istringstream rest(text.substr(close + 2));
-    char state = 0;
-    long ppid = 0, pgrp = 0;
-    if (!(rest >> state >> ppid >> pgrp)) continue;
-    if (pgrp == pgid && state != 'Z' && state != 'X') out.push_back(std::stoi(name));
-  }
-  return out;
 }
 
 TEST(ChildProcessTest, GroupDiesWithAnOwnerKilledByKill9) {

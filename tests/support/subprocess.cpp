@@ -8,7 +8,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "tests/support/temp_dir.h"
 
@@ -139,6 +142,32 @@ ProcessResult BackgroundProcess::wait() {
   r.out = read_file(out_file_);
   r.err = read_file(err_file_);
   return r;
+}
+
+bool wait_until(const std::function<bool()>& pred, std::chrono::seconds limit) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return pred();
+}
+
+std::vector<pid_t> processes_in_group(pid_t pgid) {
+  std::vector<pid_t> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string text = read_file((e.path() / "stat").string());
+    std::size_t close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(text.substr(close + 2));
+    char state = 0;
+    long ppid = 0, pgrp = 0;
+    if (!(rest >> state >> ppid >> pgrp)) continue;
+    if (pgrp == pgid && state != 'Z' && state != 'X') out.push_back(std::stoi(name));
+  }
+  return out;
 }
 
 }  // namespace hps::testsupport

@@ -4,6 +4,8 @@
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -48,5 +50,14 @@ class BackgroundProcess {
   int status_ = 0;
   std::string out_file_, err_file_;
 };
+
+// Calls pred() every 50 ms until it is true; false if `limit` passed first
+// (a guard against hanging, not a timing assertion).
+bool wait_until(const std::function<bool()>& pred,
+                std::chrono::seconds limit = std::chrono::seconds(120));
+
+// Process ids whose process group is `pgid` and that are not zombies, from
+// the process table (/proc/PID/stat).
+std::vector<pid_t> processes_in_group(pid_t pgid);
 
 }  // namespace hps::testsupport
