@@ -16,6 +16,7 @@
 #include "search/private_files.h"
 #include "search/sqlite_storage.h"
 #include "search/study.h"
+#include "search/util/host.h"
 
 namespace hps {
 
@@ -253,8 +254,7 @@ WriterLock lock_study_for_writing(const Study& study) {
   const std::string path = storage_file(study.storage());
   if (path.empty()) return {};
   WriterLockHolder me;
-  char host[256] = {0};
-  me.host = ::gethostname(host, sizeof host - 1) == 0 ? host : "localhost";
+  me.host = util::host_name();
   me.pid = static_cast<std::int64_t>(::getpid());
   me.study = study.name();
   try {
