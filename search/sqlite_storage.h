@@ -29,12 +29,18 @@
 // max(number)+1 inside the write transaction, so they are unique and
 // contiguous even with several writer processes.
 //
-// Reads are served from an in-memory cache of each study's trials
-// (immutable snapshots). Before a read the connection checks
-// PRAGMA data_version, which changes only when another connection committed;
-// then the cache is dropped and reloaded. A process that is the only writer
-// therefore never re-reads the file, and readers in other processes always
-// see committed data.
+// Reads. Every read runs the queries it needs in one read transaction (one
+// consistent snapshot) and builds new snapshots; a SqliteStorage keeps no
+// copy of the history. open_storage() wraps it in a CachingStorage
+// (search/caching_storage.h), which serves reads from memory: this class
+// tells it of its own writes (set_observer) and of other connections'
+// commits (data_version(), PRAGMA data_version).
+//
+// Code layout (private, not installed): search/sqlite/ holds one concept
+// per file: connection (open, pragmas), schema (migrations), statement,
+// codec (rows <-> values), transaction, checkpointer (WAL checkpoint
+// thread), reads (queries), writes (row writes); sqlite_storage.cpp
+// coordinates them.
 //
 // Thread safety: one connection guarded by a (recursive) mutex; every
 // method may be called from any thread. A run_in_transaction() holds the
@@ -162,6 +168,10 @@ class SqliteStorage : public Storage {
   // propagates). If fn throws, nothing it wrote is kept and the exception
   // propagates.
   void run_in_transaction(const std::function<void()>& fn) override;
+  // PRAGMA data_version of this connection.
+  std::optional<std::int64_t> data_version() override;
+  // Supported: returns true.
+  bool set_observer(StorageObserver* observer) override;
 
  private:
   struct Impl;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "search/caching_storage.h"
 #include "search/sqlite_storage.h"
 #include "search/util/storage_url.h"
 
@@ -249,11 +250,13 @@ void InMemoryStorage::run_in_transaction(const std::function<void()>& fn) {
   }
 }
 
+std::optional<std::int64_t> InMemoryStorage::data_version() { return 0; }
+
 std::shared_ptr<Storage> open_storage(const std::string& url) {
   util::StorageUrl parsed = util::parse_storage_url(url);
   if (parsed.in_memory) return std::make_shared<InMemoryStorage>();
   if (parsed.path.empty()) throw StorageError("empty storage path");
-  return std::make_shared<SqliteStorage>(parsed.path);
+  return std::make_shared<CachingStorage>(std::make_shared<SqliteStorage>(parsed.path));
 }
 
 }  // namespace hps

@@ -1,5 +1,8 @@
 // Storage: where studies and trials live. Two implementations:
-// InMemoryStorage (this header) and SqliteStorage (search/sqlite_storage.h).
+// InMemoryStorage (this header) and SqliteStorage (search/sqlite_storage.h),
+// and one wrapper: CachingStorage (search/caching_storage.h) keeps the
+// trial history of any Storage in memory (open_storage() puts it around a
+// SqliteStorage).
 //
 // The interface follows Optuna's BaseStorage: small, state-changing calls
 // each applied atomically. Readers get immutable snapshots (TrialPtr).
@@ -36,6 +39,24 @@ struct NewTrial {
   std::map<std::string, Distribution> distributions;  // for each fixed param (optional)
   Json system_attrs = Json::object();
   std::string worker;
+};
+
+// How a storage tells a cache of its trials (CachingStorage) what its own
+// writes changed, so the cache stays current without reading trials back.
+// `edit` applied to the trial's snapshot as a read gave it just before the
+// write gives exactly what a read gives after it (stored forms: JSON types,
+// bits of doubles, times as stored).
+using TrialEdit = std::function<void(FrozenTrial&)>;
+
+class StorageObserver {
+ public:
+  virtual ~StorageObserver() = default;
+  // Called by the thread that writes, inside the write (after its change is
+  // made, before it commits; a write that then fails throws to its caller).
+  // Not called for create_trial and claim_waiting_trial (they return the new
+  // snapshot) nor for writes that change nothing (set_trial_state and
+  // set_trial_intermediate_value returning false).
+  virtual void trial_written(std::int64_t trial_id, const TrialEdit& edit) = 0;
 };
 
 class Storage {
@@ -98,7 +119,24 @@ class Storage {
   // Runs `fn` as one atomic unit: all its writes commit together or none do
   // (SQLite: one transaction; cheaper than one per call when batching).
   // Nested calls join the outer unit. The default just calls fn.
+  // While fn runs, no other writer commits to the store (SQLite: the write
+  // lock is held; InMemoryStorage: its mutex).
   virtual void run_in_transaction(const std::function<void()>& fn) { fn(); }
+
+  // --- change tracking (what CachingStorage needs) --------------------
+  // A number that changes when the stored data was changed other than
+  // through this object (another process or connection committed), or
+  // nullopt when the storage cannot tell (the default: then a cache reads
+  // everything again before each read). Own writes do not change it.
+  // SqliteStorage: PRAGMA data_version; InMemoryStorage: always 0.
+  virtual std::optional<std::int64_t> data_version() { return std::nullopt; }
+  // Registers `observer` (null: none) to be told of this object's writes to
+  // trials (StorageObserver). Returns false if this storage cannot tell
+  // (the default; then a cache reads a trial back after writing it).
+  virtual bool set_observer(StorageObserver* observer) {
+    (void)observer;
+    return false;
+  }
 };
 
 // Everything in memory; lost when the process ends. Thread-safe.
@@ -134,6 +172,8 @@ class InMemoryStorage : public Storage {
   std::vector<TrialPtr> get_all_trials(std::int64_t study_id,
                                        const std::vector<TrialState>& states) override;
   void run_in_transaction(const std::function<void()>& fn) override;
+  // Always 0: only this object changes the data.
+  std::optional<std::int64_t> data_version() override;
 
  private:
   struct Impl;
@@ -142,7 +182,8 @@ class InMemoryStorage : public Storage {
 
 // Opens a storage from a URL or path: "memory" / ":memory:" gives an
 // InMemoryStorage; "sqlite:///path" or a plain path gives a SqliteStorage
-// (created if missing). Throws StorageError.
+// (created if missing) inside a CachingStorage (search/caching_storage.h).
+// Throws StorageError.
 std::shared_ptr<Storage> open_storage(const std::string& url);
 
 }  // namespace hps

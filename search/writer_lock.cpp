@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "search/caching_storage.h"
 #include "search/json_util.h"
 #include "search/private_files.h"
 #include "search/sqlite_storage.h"
@@ -243,6 +244,7 @@ void WriterLock::release() noexcept {
 }
 
 std::string storage_file(Storage& storage) {
+  if (auto* cached = dynamic_cast<CachingStorage*>(&storage)) return storage_file(cached->inner());
   auto* sqlite = dynamic_cast<SqliteStorage*>(&storage);
   if (!sqlite) return "";
   const std::string& path = sqlite->path();

@@ -138,7 +138,7 @@ WriterLock lock_study_for_writing(const Study& study);
 
 // The path of the SQLite file behind `storage` (what lock_study_for_writing()
 // locks and `hpsearch status` asks), or "" if it is not a SqliteStorage
-// with a file of its own.
+// (alone or inside a CachingStorage) with a file of its own.
 std::string storage_file(Storage& storage);
 
 }  // namespace hps

@@ -1,5 +1,9 @@
 // Tests of SqliteStorage, plus a Storage conformance suite (StorageContract)
-// that runs against every Storage implementation (InMemoryStorage too).
+// that runs against every Storage implementation: InMemoryStorage,
+// SqliteStorage (uncached) and CachingStorage around each. The SQLite
+// tests of visibility across connections and processes run on a plain and
+// on a cached SqliteStorage; CachingStorage's own tests over SQLite are
+// here too (its generic ones: caching_storage_test.cpp).
 #include "search/sqlite_storage.h"
 
 #include <gtest/gtest.h>
@@ -26,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "search/caching_storage.h"
 #include "search/storage.h"
 
 namespace hps {
@@ -571,6 +576,14 @@ std::vector<StorageFactory> all_storages() {
       {"Sqlite", [](const std::string& file) { return std::make_shared<SqliteStorage>(file); }},
       {"SqliteInMemoryDb",
        [](const std::string&) { return std::make_shared<SqliteStorage>(":memory:"); }},
+      {"CachingInMemory",
+       [](const std::string&) {
+         return std::make_shared<CachingStorage>(std::make_shared<InMemoryStorage>());
+       }},
+      {"CachingSqlite",
+       [](const std::string& file) {
+         return std::make_shared<CachingStorage>(std::make_shared<SqliteStorage>(file));
+       }},
   };
 }
 
@@ -585,6 +598,34 @@ class SqliteStorageTest : public ::testing::Test {
   std::string path() const { return dir_.file("study.db"); }
   TempDir dir_;
 };
+
+// SQLite tests of what readers see (other connections, other processes,
+// reopened files, damaged rows): on a plain SqliteStorage and on one inside
+// a CachingStorage (what open_storage() gives).
+struct SqliteOpener {
+  std::string name;
+  std::function<std::shared_ptr<Storage>(const std::string& path)> open;
+};
+[[maybe_unused]] void PrintTo(const SqliteOpener& o, std::ostream* os) { *os << o.name; }
+
+class SqliteReads : public ::testing::TestWithParam<SqliteOpener> {
+ protected:
+  std::string path() const { return dir_.file("study.db"); }
+  std::shared_ptr<Storage> open(const std::string& file) const { return GetParam().open(file); }
+  TempDir dir_;
+};
+
+INSTANTIATE_TEST_SUITE_P(PlainAndCached, SqliteReads,
+                         ::testing::Values(SqliteOpener{"Plain",
+                                                        [](const std::string& p) {
+                                                          return std::make_shared<SqliteStorage>(p);
+                                                        }},
+                                           SqliteOpener{"Cached",
+                                                        [](const std::string& p) {
+                                                          return std::make_shared<CachingStorage>(
+                                                              std::make_shared<SqliteStorage>(p));
+                                                        }}),
+                         [](const auto& param_info) { return param_info.param.name; });
 
 // A study with trials of every kind, for reopen and cache tests.
 void populate(Storage& storage, std::int64_t study) {
@@ -631,27 +672,27 @@ void populate(Storage& storage, std::int64_t study) {
   }
 }
 
-TEST_F(SqliteStorageTest, ReopeningGivesIdenticalTrials) {
+TEST_P(SqliteReads, ReopeningGivesIdenticalTrials) {
   std::vector<TrialPtr> before;
   StudyInfo info_before;
   const std::string name = "\xc3\xa9tude \xe7\xa0\x94\xe7\xa9\xb6 \xf0\x9f\x9a\x80";
   {
-    SqliteStorage storage(path());
-    auto study = storage.create_study(name, StudyDirection::kMaximize, Json{{"budget", 3}});
-    storage.set_study_user_attr(study, "k", Json{{"v", 1.5}});
-    populate(storage, study);
-    before = storage.get_all_trials(study, {});
-    info_before = storage.get_study(study);
+    auto storage = open(path());
+    auto study = storage->create_study(name, StudyDirection::kMaximize, Json{{"budget", 3}});
+    storage->set_study_user_attr(study, "k", Json{{"v", 1.5}});
+    populate(*storage, study);
+    before = storage->get_all_trials(study, {});
+    info_before = storage->get_study(study);
   }
-  SqliteStorage reopened(path());
-  auto study = reopened.find_study(name);
+  auto reopened = open(path());
+  auto study = reopened->find_study(name);
   ASSERT_TRUE(study.has_value());
-  auto info = reopened.get_study(*study);
+  auto info = reopened->get_study(*study);
   EXPECT_EQ(info.name, name);
   EXPECT_EQ(info.direction, StudyDirection::kMaximize);
   EXPECT_EQ(info.config.dump(), info_before.config.dump());
   EXPECT_EQ(info.user_attrs.dump(), info_before.user_attrs.dump());
-  auto after = reopened.get_all_trials(*study, {});
+  auto after = reopened->get_all_trials(*study, {});
   ASSERT_EQ(after.size(), before.size());
   ASSERT_EQ(after.size(), 12u);
   for (std::size_t k = 0; k < after.size(); ++k) expect_same_trial(*before[k], *after[k]);
@@ -794,18 +835,18 @@ TEST_F(SqliteStorageTest, InvalidUtf8IsRefused) {
   EXPECT_TRUE(storage.list_studies().empty());
 }
 
-TEST_F(SqliteStorageTest, RunInTransactionRollsBackOnException) {
-  SqliteStorage storage(path());
-  auto study = storage.create_study("s", StudyDirection::kMinimize, Json());
-  auto keep = storage.create_trial(study, running());
-  EXPECT_THROW(storage.run_in_transaction([&] {
+TEST_P(SqliteReads, RunInTransactionRollsBackOnException) {
+  auto storage = open(path());
+  auto study = storage->create_study("s", StudyDirection::kMinimize, Json());
+  auto keep = storage->create_trial(study, running());
+  EXPECT_THROW(storage->run_in_transaction([&] {
     for (int k = 0; k < 3; ++k) {
-      auto t = storage.create_trial(study, running());
-      storage.set_trial_intermediate_value(t->trial_id, 0, 1.0);
+      auto t = storage->create_trial(study, running());
+      storage->set_trial_intermediate_value(t->trial_id, 0, 1.0);
     }
-    storage.set_trial_state(keep->trial_id, TrialState::kComplete, 1.0);
-    storage.set_study_user_attr(study, "k", 1);
-    EXPECT_EQ(storage.count_trials(study, {}), 4);
+    storage->set_trial_state(keep->trial_id, TrialState::kComplete, 1.0);
+    storage->set_study_user_attr(study, "k", 1);
+    EXPECT_EQ(storage->count_trials(study, {}), 4);
     throw std::runtime_error("objective failed");
   }),
                std::runtime_error);
@@ -815,11 +856,11 @@ TEST_F(SqliteStorageTest, RunInTransactionRollsBackOnException) {
     EXPECT_EQ(all[0]->state, TrialState::kRunning);
     EXPECT_TRUE(s.get_study(study).user_attrs.empty());
   };
-  check(storage);
+  check(*storage);
   SqliteStorage other(path());
   check(other);
   // The next trial number is 1 again: the rolled-back numbers are reused.
-  EXPECT_EQ(storage.create_trial(study, running())->number, 1);
+  EXPECT_EQ(storage->create_trial(study, running())->number, 1);
 }
 
 TEST_F(SqliteStorageTest, ConnectionsOpeningANewFileTogetherAllSucceed) {
@@ -849,61 +890,61 @@ TEST_F(SqliteStorageTest, ConnectionsOpeningANewFileTogetherAllSucceed) {
   }
 }
 
-TEST_F(SqliteStorageTest, NestedTransactionFailureRollsBackOnlyItsPart) {
-  SqliteStorage storage(path());
-  auto study = storage.create_study("s", StudyDirection::kMinimize, Json());
-  storage.run_in_transaction([&] {
-    storage.create_trial(study, running());
+TEST_P(SqliteReads, NestedTransactionFailureRollsBackOnlyItsPart) {
+  auto storage = open(path());
+  auto study = storage->create_study("s", StudyDirection::kMinimize, Json());
+  storage->run_in_transaction([&] {
+    storage->create_trial(study, running());
     try {
-      storage.run_in_transaction([&] {
-        storage.create_trial(study, running());
+      storage->run_in_transaction([&] {
+        storage->create_trial(study, running());
         throw std::runtime_error("inner");
       });
     } catch (const std::runtime_error&) {
     }
-    storage.create_trial(study, running());
+    storage->create_trial(study, running());
   });
   SqliteStorage other(path());
   auto all = other.get_all_trials(study, {});
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all[0]->number, 0);
   EXPECT_EQ(all[1]->number, 1);
-  expect_same_trial(*all[1], *storage.get_all_trials(study, {})[1]);
+  expect_same_trial(*all[1], *storage->get_all_trials(study, {})[1]);
 }
 
-TEST_F(SqliteStorageTest, FailedCallLeavesNothingHalfWritten) {
-  SqliteStorage storage(path());
-  auto study = storage.create_study("s", StudyDirection::kMinimize, Json());
+TEST_P(SqliteReads, FailedCallLeavesNothingHalfWritten) {
+  auto storage = open(path());
+  auto study = storage->create_study("s", StudyDirection::kMinimize, Json());
   // The trial row is inserted before the bad (NaN) param is seen.
   NewTrial init = running({{"a", 0.5}, {"b", std::nan("")}});
-  EXPECT_THROW(storage.create_trial(study, init), StorageError);
-  EXPECT_EQ(storage.count_trials(study, {}), 0);
+  EXPECT_THROW(storage->create_trial(study, init), StorageError);
+  EXPECT_EQ(storage->count_trials(study, {}), 0);
   SqliteStorage other(path());
   EXPECT_EQ(other.count_trials(study, {}), 0);
   EXPECT_EQ(raw_query_text(path(), "SELECT count(*) FROM trial_params"), "0");
 }
 
-TEST_F(SqliteStorageTest, SecondConnectionSeesWritesOnNextRead) {
-  SqliteStorage a(path());
-  SqliteStorage b(path());
-  auto study = a.create_study("s", StudyDirection::kMinimize, Json());
-  ASSERT_EQ(b.find_study("s"), study);
-  EXPECT_TRUE(b.get_all_trials(study, {}).empty());  // b caches the empty study
-  auto t = a.create_trial(study, running());
-  a.set_trial_intermediate_value(t->trial_id, 0, 0.25);
-  auto seen = b.get_all_trials(study, {});
+TEST_P(SqliteReads, SecondConnectionSeesWritesOnNextRead) {
+  auto a = open(path());
+  auto b = open(path());
+  auto study = a->create_study("s", StudyDirection::kMinimize, Json());
+  ASSERT_EQ(b->find_study("s"), study);
+  EXPECT_TRUE(b->get_all_trials(study, {}).empty());  // b caches the empty study
+  auto t = a->create_trial(study, running());
+  a->set_trial_intermediate_value(t->trial_id, 0, 0.25);
+  auto seen = b->get_all_trials(study, {});
   ASSERT_EQ(seen.size(), 1u);
   EXPECT_EQ(seen[0]->state, TrialState::kRunning);
   EXPECT_EQ(seen[0]->intermediate_values.at(0), 0.25);
-  a.set_trial_state(t->trial_id, TrialState::kComplete, 0.125);
-  EXPECT_EQ(b.get_trial(t->trial_id)->state, TrialState::kComplete);
-  EXPECT_EQ(b.get_trial(t->trial_id)->value, 0.125);
+  a->set_trial_state(t->trial_id, TrialState::kComplete, 0.125);
+  EXPECT_EQ(b->get_trial(t->trial_id)->state, TrialState::kComplete);
+  EXPECT_EQ(b->get_trial(t->trial_id)->value, 0.125);
   // Writes from b are seen by a, and numbers stay contiguous across both.
-  for (int k = 0; k < 6; ++k) (k % 2 ? a : b).create_trial(study, running());
-  a.set_study_system_attr(study, "x", 1);
-  EXPECT_EQ(b.get_study(study).system_attrs.at("x"), 1);
-  auto from_a = a.get_all_trials(study, {});
-  auto from_b = b.get_all_trials(study, {});
+  for (int k = 0; k < 6; ++k) (k % 2 ? a : b)->create_trial(study, running());
+  a->set_study_system_attr(study, "x", 1);
+  EXPECT_EQ(b->get_study(study).system_attrs.at("x"), 1);
+  auto from_a = a->get_all_trials(study, {});
+  auto from_b = b->get_all_trials(study, {});
   ASSERT_EQ(from_a.size(), 7u);
   ASSERT_EQ(from_b.size(), 7u);
   for (std::size_t k = 0; k < 7; ++k) {
@@ -912,8 +953,8 @@ TEST_F(SqliteStorageTest, SecondConnectionSeesWritesOnNextRead) {
   }
 }
 
-TEST_F(SqliteStorageTest, OwnWritesKeepTheCache) {
-  SqliteStorage a(path());
+TEST_F(SqliteStorageTest, CachingStorageKeepsItsSnapshotsUntilAnotherConnectionWrites) {
+  CachingStorage a(std::make_shared<SqliteStorage>(path()));
   auto study = a.create_study("s", StudyDirection::kMinimize, Json());
   auto t0 = a.create_trial(study, running());
   auto t1 = a.create_trial(study, running());
@@ -937,11 +978,11 @@ TEST_F(SqliteStorageTest, OwnWritesKeepTheCache) {
   expect_same_trial(*fourth[1], *third[1]);
 }
 
-TEST_F(SqliteStorageTest, CachedSnapshotsEqualFreshReads) {
-  SqliteStorage a(path());
-  auto study = a.create_study("s", StudyDirection::kMinimize, Json());
-  populate(a, study);
-  auto cached = a.get_all_trials(study, {});
+TEST_P(SqliteReads, CachedSnapshotsEqualFreshReads) {
+  auto a = open(path());
+  auto study = a->create_study("s", StudyDirection::kMinimize, Json());
+  populate(*a, study);
+  auto cached = a->get_all_trials(study, {});
   SqliteStorage b(path());
   auto fresh = b.get_all_trials(study, {});
   ASSERT_EQ(cached.size(), fresh.size());
@@ -949,28 +990,31 @@ TEST_F(SqliteStorageTest, CachedSnapshotsEqualFreshReads) {
 }
 
 // Writes to a cached study update its snapshots in memory instead of reading
-// them back: those snapshots must be exactly what a fresh read gives (JSON
-// types, bits of every double, times to the microsecond).
-TEST_F(SqliteStorageTest, SnapshotsUpdatedInMemoryEqualFreshReads) {
-  SqliteStorage a(path());
-  auto study = a.create_study("s", StudyDirection::kMinimize, Json());
-  ASSERT_TRUE(a.get_all_trials(study, {}).empty());  // the study is cached from here on
-  populate(a, study);
+// them back (Cached: SqliteStorage tells CachingStorage what each write
+// changed; Plain: the snapshots create_trial and claim_waiting_trial return
+// are built from what was written): those snapshots must be exactly what a
+// fresh connection reads (JSON types, bits of every double, times to the
+// microsecond).
+TEST_P(SqliteReads, SnapshotsUpdatedInMemoryEqualFreshReads) {
+  auto a = open(path());
+  auto study = a->create_study("s", StudyDirection::kMinimize, Json());
+  ASSERT_TRUE(a->get_all_trials(study, {}).empty());  // the study is cached from here on
+  populate(*a, study);
   NewTrial init = running();
   init.params = {{"neg_zero", -0.0}, {"big", Json(std::uint64_t{1} << 63)},
                  {"neg", -3},        {"s", "x"},
                  {"b", false},       {"n", nullptr}};
   init.system_attrs = Json{{"retry_of", 2}, {"deep", Json{{"a", Json::array({1, -0.0})}}}};
-  auto t = a.create_trial(study, init);
-  a.set_trial_system_attr(t->trial_id, "u", Json(std::uint64_t{7}));
-  a.set_trial_intermediate_value(t->trial_id, 3, -0.0);
-  a.set_trial_state(t->trial_id, TrialState::kComplete, -0.0);
+  auto t = a->create_trial(study, init);
+  a->set_trial_system_attr(t->trial_id, "u", Json(std::uint64_t{7}));
+  a->set_trial_intermediate_value(t->trial_id, 3, -0.0);
+  a->set_trial_state(t->trial_id, TrialState::kComplete, -0.0);
   NewTrial enqueued;
   enqueued.state = TrialState::kWaiting;
-  a.create_trial(study, enqueued);
-  auto claimed = a.claim_waiting_trial(study, "w:1");
+  a->create_trial(study, enqueued);
+  auto claimed = a->claim_waiting_trial(study, "w:1");
   ASSERT_TRUE(claimed);
-  auto cached = a.get_all_trials(study, {});
+  auto cached = a->get_all_trials(study, {});
   SqliteStorage b(path());
   auto fresh = b.get_all_trials(study, {});
   ASSERT_EQ(cached.size(), fresh.size());
@@ -988,7 +1032,7 @@ TEST_F(SqliteStorageTest, SnapshotsUpdatedInMemoryEqualFreshReads) {
 }
 
 // Damaged rows give a StorageError naming the table, not a crash.
-TEST_F(SqliteStorageTest, DamagedRowsGiveClearErrors) {
+TEST_P(SqliteReads, DamagedRowsGiveClearErrors) {
   struct Case {
     const char* sql;
     const char* expect;
@@ -1021,20 +1065,20 @@ TEST_F(SqliteStorageTest, DamagedRowsGiveClearErrors) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c.sql);
     fs::copy_file(pristine, path(), fs::copy_options::overwrite_existing);
-    SqliteStorage storage(path());
-    storage.get_study(study);
-    storage.get_all_trials(study, {});  // cached before the damage
+    auto storage = open(path());
+    storage->get_study(study);
+    storage->get_all_trials(study, {});  // cached before the damage (Cached)
     raw_exec(path(), c.sql);
     std::string msg = error_of([&] {
-      storage.get_study(study);
-      storage.get_all_trials(study, {});
+      storage->get_study(study);
+      storage->get_all_trials(study, {});
     });
     EXPECT_NE(msg.find(c.expect), std::string::npos) << msg;
     // A fresh connection reports the same.
     std::string msg2 = error_of([&] {
-      SqliteStorage other(path());
-      other.get_study(study);
-      other.get_all_trials(study, {});
+      auto other = open(path());
+      other->get_study(study);
+      other->get_all_trials(study, {});
     });
     EXPECT_NE(msg2.find(c.expect), std::string::npos) << msg2;
   }
@@ -1043,7 +1087,7 @@ TEST_F(SqliteStorageTest, DamagedRowsGiveClearErrors) {
 // A child process writes 200 trials while this process reads: no "database
 // is locked", every read is a consistent snapshot, and the reader ends with
 // everything the writer wrote.
-TEST_F(SqliteStorageTest, TwoProcessesWriterAndReader) {
+TEST_P(SqliteReads, TwoProcessesWriterAndReader) {
   constexpr int kTrials = 200;
   std::int64_t study = 0;
   {
@@ -1056,13 +1100,13 @@ TEST_F(SqliteStorageTest, TwoProcessesWriterAndReader) {
   if (pid == 0) {
     int code = 0;
     try {
-      SqliteStorage writer(path());
+      auto writer = open(path());
       auto d = Distribution::make_float(0, 1);
       for (int k = 0; k < kTrials; ++k) {
-        auto t = writer.create_trial(study, running());
-        writer.set_trial_param(t->trial_id, "x", k / double(kTrials), d);
-        writer.set_trial_intermediate_value(t->trial_id, 0, k);
-        writer.set_trial_state(t->trial_id, TrialState::kComplete, k * 0.5);
+        auto t = writer->create_trial(study, running());
+        writer->set_trial_param(t->trial_id, "x", k / double(kTrials), d);
+        writer->set_trial_intermediate_value(t->trial_id, 0, k);
+        writer->set_trial_state(t->trial_id, TrialState::kComplete, k * 0.5);
       }
     } catch (const std::exception& e) {
       std::fprintf(stderr, "child: %s\n", e.what());
@@ -1071,7 +1115,7 @@ TEST_F(SqliteStorageTest, TwoProcessesWriterAndReader) {
     std::fflush(nullptr);
     ::_exit(code);
   }
-  SqliteStorage reader(path());
+  auto reader = open(path());
   std::string error;
   int status = 0;
   std::size_t reads = 0, last_size = 0;
@@ -1080,7 +1124,7 @@ TEST_F(SqliteStorageTest, TwoProcessesWriterAndReader) {
     // Check exit before reading, so the last read comes after the child ended.
     if (!child_done) child_done = ::waitpid(pid, &status, WNOHANG) == pid;
     try {
-      auto all = reader.get_all_trials(study, {});
+      auto all = reader->get_all_trials(study, {});
       ++reads;
       if (all.size() < last_size) error = "trial count went down";
       last_size = all.size();
@@ -1101,7 +1145,7 @@ TEST_F(SqliteStorageTest, TwoProcessesWriterAndReader) {
   EXPECT_EQ(error, "");
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
-  auto all = reader.get_all_trials(study, {TrialState::kComplete});
+  auto all = reader->get_all_trials(study, {TrialState::kComplete});
   ASSERT_EQ(all.size(), static_cast<std::size_t>(kTrials));
   EXPECT_GT(reads, 0u);
   for (int k = 0; k < kTrials; ++k) {

@@ -1,0 +1,391 @@
+// CachingStorage: see caching_storage.h for the rules.
+#include "search/caching_storage.h"
+
+#include <algorithm>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+
+namespace hps {
+namespace {
+
+bool by_number(const TrialPtr& t, std::int64_t number) { return t->number < number; }
+
+bool state_in(TrialState s, const std::vector<TrialState>& states) {
+  return states.empty() || std::find(states.begin(), states.end(), s) != states.end();
+}
+
+// The cached trials of one study.
+struct StudyTrials {
+  std::vector<TrialPtr> trials;  // number order
+  // Readers that saw a version below this one must start over (the study
+  // was loaded, or its change log trimmed, after it).
+  std::uint64_t base_version = 0;
+  // (version, number) of each change after base_version, versions ascending.
+  std::vector<std::pair<std::uint64_t, std::int64_t>> log;
+};
+
+struct Location {
+  std::int64_t study_id;
+  std::int64_t number;
+};
+
+}  // namespace
+
+struct CachingStorage::Impl final : StorageObserver {
+  explicit Impl(std::shared_ptr<Storage> s) : inner(std::move(s)) {}
+
+  std::shared_ptr<Storage> inner;
+  bool observed = false;  // inner tells its writes (set_observer)
+  std::recursive_mutex mutex;
+  int depth = 0;                             // run_in_transaction levels open
+  bool checked_in_txn = false;               // data_version checked in this transaction
+  std::optional<std::int64_t> seen_version;  // inner's data_version the cache matches
+  std::uint64_t version = 0;                 // history versions handed out
+  std::optional<std::vector<StudyInfo>> studies;
+  std::unordered_map<std::int64_t, StudyTrials> trials;  // by study
+  std::unordered_map<std::int64_t, Location> where;      // trial_id -> its cached slot
+
+  void drop() {
+    studies.reset();
+    trials.clear();
+    where.clear();
+  }
+
+  // Drops the cache if someone else changed the store since it was filled.
+  void refresh() {
+    if (depth > 0 && checked_in_txn) return;
+    auto v = inner->data_version();
+    if (!v || v != seen_version) drop();
+    seen_version = v;
+    if (depth > 0) checked_in_txn = true;
+  }
+
+  std::vector<StudyInfo>& all_studies() {
+    if (!studies) studies = inner->list_studies();
+    return *studies;
+  }
+
+  // The cached trials of a study, loaded on first use (throws if absent).
+  StudyTrials& study_trials(std::int64_t study_id) {
+    auto it = trials.find(study_id);
+    if (it != trials.end()) return it->second;
+    StudyTrials loaded;
+    loaded.trials = inner->get_all_trials(study_id, {});
+    loaded.base_version = ++version;
+    for (const auto& t : loaded.trials) where[t->trial_id] = {study_id, t->number};
+    return trials.emplace(study_id, std::move(loaded)).first->second;
+  }
+
+  // The cached slot of a trial, or null when its study is not cached.
+  TrialPtr* slot(std::int64_t trial_id, StudyTrials** study = nullptr) {
+    auto w = where.find(trial_id);
+    if (w == where.end()) return nullptr;
+    auto it = trials.find(w->second.study_id);
+    if (it == trials.end()) return nullptr;
+    auto& list = it->second.trials;
+    auto pos = std::lower_bound(list.begin(), list.end(), w->second.number, by_number);
+    if (pos == list.end() || (*pos)->trial_id != trial_id) return nullptr;
+    if (study) *study = &it->second;
+    return &*pos;
+  }
+
+  void log_change(StudyTrials& st, std::int64_t number) {
+    st.log.emplace_back(++version, number);
+    // Bounded: when it holds many more entries than the study has trials,
+    // the older half goes (readers that are that far behind start over).
+    if (st.log.size() > 2 * st.trials.size() + 1024) {
+      auto half = st.log.begin() + static_cast<std::ptrdiff_t>(st.log.size() / 2);
+      st.base_version = std::prev(half)->first;
+      st.log.erase(st.log.begin(), half);
+    }
+  }
+
+  // Puts a new snapshot of a trial of `study_id` in the cache (when the
+  // study is cached): replaces the one with its number, else inserted.
+  void place(std::int64_t study_id, const TrialPtr& t) {
+    auto it = trials.find(study_id);
+    if (it == trials.end()) return;
+    auto& list = it->second.trials;
+    auto pos = std::lower_bound(list.begin(), list.end(), t->number, by_number);
+    if (pos != list.end() && (*pos)->number == t->number) {
+      if ((*pos)->trial_id != t->trial_id) where.erase((*pos)->trial_id);
+      *pos = t;
+    } else {
+      list.insert(pos, t);
+    }
+    where[t->trial_id] = {study_id, t->number};
+    log_change(it->second, t->number);
+  }
+
+  // After a write to a trial: a storage that does not tell its writes has
+  // the trial read back (when it is cached).
+  void written(std::int64_t trial_id) {
+    if (observed) return;  // trial_written() did it
+    auto w = where.find(trial_id);
+    if (w == where.end()) return;
+    place(w->second.study_id, inner->get_trial(trial_id));
+  }
+
+  // StorageObserver: the inner storage wrote to a trial (this thread, inside
+  // one of our calls, so the mutex is held).
+  void trial_written(std::int64_t trial_id, const TrialEdit& edit) override {
+    StudyTrials* st = nullptr;
+    TrialPtr* s = slot(trial_id, &st);
+    if (!s) return;
+    auto t = std::make_shared<FrozenTrial>(**s);
+    edit(*t);
+    *s = t;
+    log_change(*st, t->number);
+  }
+
+  // Runs a write on the inner storage; if it throws, the cache is dropped
+  // (a rollback may have undone what it holds).
+  template <class F>
+  auto guarded(F&& f) {
+    try {
+      return f();
+    } catch (...) {
+      drop();
+      throw;
+    }
+  }
+};
+
+// ------------------------------------------------------------------ TrialHistory
+
+TrialChanges TrialHistory::changes_since(std::uint64_t version) const {
+  return storage_->changes_since(study_id_, version);
+}
+
+TrialChanges CachingStorage::changes_since(std::int64_t study_id, std::uint64_t version) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->refresh();
+  StudyTrials& st = impl_->study_trials(study_id);
+  TrialChanges out;
+  out.version = impl_->version;
+  if (version < st.base_version) {
+    out.reset = true;
+    out.trials = st.trials;
+    return out;
+  }
+  auto first = std::upper_bound(
+      st.log.begin(), st.log.end(), version,
+      [](std::uint64_t v, const std::pair<std::uint64_t, std::int64_t>& e) { return v < e.first; });
+  std::vector<std::int64_t> numbers;
+  for (auto it = first; it != st.log.end(); ++it) numbers.push_back(it->second);
+  std::sort(numbers.begin(), numbers.end());
+  numbers.erase(std::unique(numbers.begin(), numbers.end()), numbers.end());
+  for (std::int64_t n : numbers) {
+    auto pos = std::lower_bound(st.trials.begin(), st.trials.end(), n, by_number);
+    if (pos != st.trials.end() && (*pos)->number == n) out.trials.push_back(*pos);
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------ CachingStorage
+
+CachingStorage::CachingStorage(std::shared_ptr<Storage> inner) {
+  if (!inner) throw StorageError("CachingStorage: the inner storage is null");
+  impl_ = std::make_unique<Impl>(std::move(inner));
+  impl_->observed = impl_->inner->set_observer(impl_.get());
+}
+
+CachingStorage::~CachingStorage() {
+  if (impl_->observed) impl_->inner->set_observer(nullptr);
+}
+
+Storage& CachingStorage::inner() const { return *impl_->inner; }
+
+TrialHistory CachingStorage::history(std::int64_t study_id) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->refresh();
+  impl_->study_trials(study_id);  // throws if absent
+  return TrialHistory(this, study_id);
+}
+
+std::int64_t CachingStorage::create_study(const std::string& name, StudyDirection direction,
+                                          const Json& config) {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->guarded([&] {
+    auto id = impl_->inner->create_study(name, direction, config);
+    impl_->studies.reset();
+    return id;
+  });
+}
+
+std::optional<std::int64_t> CachingStorage::find_study(const std::string& name) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->refresh();
+  for (const auto& info : impl_->all_studies())
+    if (info.name == name) return info.study_id;
+  return std::nullopt;
+}
+
+StudyInfo CachingStorage::get_study(std::int64_t study_id) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->refresh();
+  for (const auto& info : impl_->all_studies())
+    if (info.study_id == study_id) return info;
+  return impl_->inner->get_study(study_id);  // its error for an unknown id
+}
+
+std::vector<StudyInfo> CachingStorage::list_studies() {
+  std::lock_guard lock(impl_->mutex);
+  impl_->refresh();
+  return impl_->all_studies();
+}
+
+void CachingStorage::set_study_config(std::int64_t study_id, const Json& config) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->guarded([&] {
+    impl_->inner->set_study_config(study_id, config);
+    impl_->studies.reset();
+  });
+}
+
+void CachingStorage::set_study_user_attr(std::int64_t study_id, const std::string& key,
+                                         const Json& value) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->guarded([&] {
+    impl_->inner->set_study_user_attr(study_id, key, value);
+    impl_->studies.reset();
+  });
+}
+
+void CachingStorage::set_study_system_attr(std::int64_t study_id, const std::string& key,
+                                           const Json& value) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->guarded([&] {
+    impl_->inner->set_study_system_attr(study_id, key, value);
+    impl_->studies.reset();
+  });
+}
+
+TrialPtr CachingStorage::create_trial(std::int64_t study_id, const NewTrial& init) {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->guarded([&] {
+    TrialPtr t = impl_->inner->create_trial(study_id, init);
+    impl_->place(study_id, t);
+    return t;
+  });
+}
+
+TrialPtr CachingStorage::claim_waiting_trial(std::int64_t study_id, const std::string& worker) {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->guarded([&] {
+    TrialPtr t = impl_->inner->claim_waiting_trial(study_id, worker);
+    if (t) impl_->place(study_id, t);
+    return t;
+  });
+}
+
+void CachingStorage::set_trial_param(std::int64_t trial_id, const std::string& name,
+                                     const Json& value, const Distribution& distribution) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->guarded([&] {
+    impl_->inner->set_trial_param(trial_id, name, value, distribution);
+    impl_->written(trial_id);
+  });
+}
+
+bool CachingStorage::set_trial_intermediate_value(std::int64_t trial_id, std::int64_t step,
+                                                  double value) {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->guarded([&] {
+    if (!impl_->inner->set_trial_intermediate_value(trial_id, step, value)) return false;
+    impl_->written(trial_id);
+    return true;
+  });
+}
+
+bool CachingStorage::set_trial_state(std::int64_t trial_id, TrialState state,
+                                     std::optional<double> value, const std::string& fail_reason) {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->guarded([&] {
+    if (!impl_->inner->set_trial_state(trial_id, state, value, fail_reason)) return false;
+    impl_->written(trial_id);
+    return true;
+  });
+}
+
+void CachingStorage::set_trial_user_attr(std::int64_t trial_id, const std::string& key,
+                                         const Json& value) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->guarded([&] {
+    impl_->inner->set_trial_user_attr(trial_id, key, value);
+    impl_->written(trial_id);
+  });
+}
+
+void CachingStorage::set_trial_system_attr(std::int64_t trial_id, const std::string& key,
+                                           const Json& value) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->guarded([&] {
+    impl_->inner->set_trial_system_attr(trial_id, key, value);
+    impl_->written(trial_id);
+  });
+}
+
+TrialPtr CachingStorage::get_trial(std::int64_t trial_id) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->refresh();
+  if (TrialPtr* s = impl_->slot(trial_id)) return *s;
+  return impl_->inner->get_trial(trial_id);
+}
+
+TrialPtr CachingStorage::get_trial_by_number(std::int64_t study_id, std::int64_t number) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->refresh();
+  const auto& list = impl_->study_trials(study_id).trials;
+  auto pos = std::lower_bound(list.begin(), list.end(), number, by_number);
+  if (pos == list.end() || (*pos)->number != number)
+    throw StorageError("study id " + std::to_string(study_id) + " has no trial number " +
+                       std::to_string(number));
+  return *pos;
+}
+
+std::vector<TrialPtr> CachingStorage::get_all_trials(std::int64_t study_id,
+                                                     const std::vector<TrialState>& states) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->refresh();
+  const auto& list = impl_->study_trials(study_id).trials;
+  if (states.empty()) return list;
+  std::vector<TrialPtr> out;
+  for (const auto& t : list)
+    if (state_in(t->state, states)) out.push_back(t);
+  return out;
+}
+
+std::int64_t CachingStorage::count_trials(std::int64_t study_id,
+                                          const std::vector<TrialState>& states) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->refresh();
+  const auto& list = impl_->study_trials(study_id).trials;
+  return static_cast<std::int64_t>(std::count_if(
+      list.begin(), list.end(), [&](const TrialPtr& t) { return state_in(t->state, states); }));
+}
+
+void CachingStorage::run_in_transaction(const std::function<void()>& fn) {
+  std::lock_guard lock(impl_->mutex);
+  Impl& m = *impl_;
+  const bool top = m.depth == 0;
+  ++m.depth;
+  try {
+    m.inner->run_in_transaction(fn);
+  } catch (...) {
+    --m.depth;
+    if (top) m.checked_in_txn = false;
+    m.drop();
+    throw;
+  }
+  --m.depth;
+  if (top) m.checked_in_txn = false;
+}
+
+std::optional<std::int64_t> CachingStorage::data_version() {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->inner->data_version();
+}
+
+}  // namespace hps

@@ -1,0 +1,281 @@
+// Queries that read a SqliteStorage file back into snapshots (see reads.h).
+#include "search/sqlite/reads.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <unordered_map>
+#include <utility>
+
+#include "search/sqlite/codec.h"
+
+namespace hps::sqlite {
+namespace {
+
+// SQL to load trials: by study (all its trials), one trial by id, or one by
+// study and number. ?1 is the study_id or the trial_id; ?2 the number.
+struct TrialQueries {
+  const char* trials;
+  const char* params;
+  const char* intermediates;
+  const char* attrs;
+};
+
+constexpr TrialQueries kByStudy = {
+    "SELECT trial_id, number, state, value, datetime_start, datetime_complete, worker, "
+    "fail_reason FROM trials WHERE study_id = ?1 ORDER BY number",
+    "SELECT p.trial_id, p.name, p.distribution_json, p.value_json, p.value_real "
+    "FROM trial_params p JOIN trials t ON t.trial_id = p.trial_id WHERE t.study_id = ?1",
+    "SELECT v.trial_id, v.step, v.value FROM trial_intermediate_values v "
+    "JOIN trials t ON t.trial_id = v.trial_id WHERE t.study_id = ?1",
+    "SELECT a.trial_id, a.kind, a.key, a.value_json FROM trial_attrs a "
+    "JOIN trials t ON t.trial_id = a.trial_id WHERE t.study_id = ?1",
+};
+
+constexpr TrialQueries kByTrial = {
+    "SELECT trial_id, number, state, value, datetime_start, datetime_complete, worker, "
+    "fail_reason FROM trials WHERE trial_id = ?1",
+    "SELECT trial_id, name, distribution_json, value_json, value_real "
+    "FROM trial_params WHERE trial_id = ?1",
+    "SELECT trial_id, step, value FROM trial_intermediate_values WHERE trial_id = ?1",
+    "SELECT trial_id, kind, key, value_json FROM trial_attrs WHERE trial_id = ?1",
+};
+
+using ById = std::unordered_map<std::int64_t, FrozenTrial*>;
+
+// Puts a value of an attrs row (kind 0 = user, 1 = system) into `user` or
+// `system`.
+void put_attr(std::int64_t kind, const std::string& key, Json value, Json& user, Json& system,
+              const Where& where) {
+  if (kind == kKindUser) {
+    user[key] = std::move(value);
+  } else if (kind == kKindSystem) {
+    system[key] = std::move(value);
+  } else {
+    throw StorageError(where.str() + ": unknown attr kind " + std::to_string(kind));
+  }
+}
+
+std::vector<std::shared_ptr<FrozenTrial>> read_trial_rows(Statement& s, ById& by_id) {
+  std::vector<std::shared_ptr<FrozenTrial>> list;
+  while (s.step()) {
+    auto t = std::make_shared<FrozenTrial>();
+    t->trial_id = col_int(s, 0, Where{"trials"}, "trial_id");
+    Where where = trial_row_where("trials", t->trial_id);
+    t->number = col_int(s, 1, where, "number");
+    t->state = decode_state(col_int(s, 2, where, "state"), where);
+    t->value = col_opt_real(s, 3, where, "value");
+    t->datetime_start = col_time(s, 4, where, "datetime_start");
+    t->datetime_complete = col_time(s, 5, where, "datetime_complete");
+    t->worker = col_text(s, 6, where, "worker", true);
+    t->fail_reason = col_text(s, 7, where, "fail_reason", true);
+    by_id[t->trial_id] = t.get();
+    list.push_back(std::move(t));
+  }
+  return list;
+}
+
+void read_param_rows(Statement& s, const ById& by_id) {
+  // Trials of a study mostly share their distributions: decode each
+  // distinct text once.
+  std::unordered_map<std::string, Distribution> distributions;
+  while (s.step()) {
+    std::int64_t id = col_int(s, 0, Where{"trial_params"}, "trial_id");
+    Where where = trial_row_where("trial_params", id);
+    std::string name = col_text(s, 1, where, "name");
+    where.key_name = "name";
+    where.key = &name;
+    auto it = by_id.find(id);
+    if (it == by_id.end()) continue;
+    if (s.type(2) != SQLITE_NULL) {
+      std::string text = col_text(s, 2, where, "distribution_json");
+      auto d = distributions.find(text);
+      if (d == distributions.end())
+        d = distributions.emplace(text, decode_distribution(text, where)).first;
+      it->second->distributions.insert_or_assign(name, d->second);
+    }
+    it->second->params[name] = decode_param_value(s, 3, 4, where);
+  }
+}
+
+void read_intermediate_rows(Statement& s, const ById& by_id) {
+  while (s.step()) {
+    std::int64_t id = col_int(s, 0, Where{"trial_intermediate_values"}, "trial_id");
+    Where where = trial_row_where("trial_intermediate_values", id);
+    std::int64_t step = col_int(s, 1, where, "step");
+    auto value = col_opt_real(s, 2, where, "value");
+    auto it = by_id.find(id);
+    if (it == by_id.end()) continue;
+    it->second->intermediate_values[step] = value ? *value : std::nan("");
+  }
+}
+
+void read_attr_rows(Statement& s, const ById& by_id) {
+  while (s.step()) {
+    std::int64_t id = col_int(s, 0, Where{"trial_attrs"}, "trial_id");
+    Where where = trial_row_where("trial_attrs", id);
+    std::int64_t kind = col_int(s, 1, where, "kind");
+    std::string key = col_text(s, 2, where, "key");
+    where.key_name = "key";
+    where.key = &key;
+    Json value = decode_json(col_text(s, 3, where, "value_json"), where, "value_json");
+    auto it = by_id.find(id);
+    if (it == by_id.end()) continue;
+    put_attr(kind, key, std::move(value), it->second->user_attrs, it->second->system_attrs, where);
+  }
+}
+
+std::vector<TrialPtr> load_trials_unchecked(Connection& conn, const TrialQueries& q,
+                                            std::int64_t key) {
+  ById by_id;
+  std::vector<std::shared_ptr<FrozenTrial>> list;
+  {
+    Use u(conn.stmt(q.trials));
+    u->bind(1, key);
+    list = read_trial_rows(u.get(), by_id);
+  }
+  if (list.empty()) return {};
+  {
+    Use u(conn.stmt(q.params));
+    u->bind(1, key);
+    read_param_rows(u.get(), by_id);
+  }
+  {
+    Use u(conn.stmt(q.intermediates));
+    u->bind(1, key);
+    read_intermediate_rows(u.get(), by_id);
+  }
+  {
+    Use u(conn.stmt(q.attrs));
+    u->bind(1, key);
+    read_attr_rows(u.get(), by_id);
+  }
+  return {list.begin(), list.end()};
+}
+
+// Loads trials (all of a study, or one) from the file, in number order;
+// errors name the file.
+std::vector<TrialPtr> load_trials(Connection& conn, const TrialQueries& q, std::int64_t key) {
+  try {
+    return load_trials_unchecked(conn, q, key);
+  } catch (const StorageError& e) {
+    throw StorageError(conn.path() + ": " + e.what());
+  }
+}
+
+std::vector<StudyInfo> load_studies_unchecked(Connection& conn,
+                                              std::optional<std::int64_t> study_id) {
+  std::vector<StudyInfo> loaded;
+  std::unordered_map<std::int64_t, std::size_t> index;
+  {
+    Use u(conn.stmt(study_id ? "SELECT study_id, name, direction, config_json FROM studies "
+                               "WHERE study_id = ?1"
+                             : "SELECT study_id, name, direction, config_json FROM studies "
+                               "ORDER BY study_id"));
+    Statement& s = u.get();
+    if (study_id) s.bind(1, *study_id);
+    while (s.step()) {
+      std::int64_t id = col_int(s, 0, Where{"studies"}, "study_id");
+      Where where = study_row_where("studies", id);
+      StudyInfo info;
+      info.study_id = id;
+      info.name = col_text(s, 1, where, "name");
+      info.direction = decode_direction(col_int(s, 2, where, "direction"), where);
+      info.config = decode_json(col_text(s, 3, where, "config_json"), where, "config_json");
+      index[id] = loaded.size();
+      loaded.push_back(std::move(info));
+    }
+  }
+  if (loaded.empty()) return loaded;
+  Use u(conn.stmt(study_id ? "SELECT study_id, kind, key, value_json FROM study_attrs "
+                             "WHERE study_id = ?1"
+                           : "SELECT study_id, kind, key, value_json FROM study_attrs"));
+  Statement& s = u.get();
+  if (study_id) s.bind(1, *study_id);
+  while (s.step()) {
+    std::int64_t id = col_int(s, 0, Where{"study_attrs"}, "study_id");
+    Where where = study_row_where("study_attrs", id);
+    std::int64_t kind = col_int(s, 1, where, "kind");
+    std::string key = col_text(s, 2, where, "key");
+    where.key_name = "key";
+    where.key = &key;
+    Json value = decode_json(col_text(s, 3, where, "value_json"), where, "value_json");
+    auto it = index.find(id);
+    if (it == index.end()) continue;  // orphan row (foreign keys were off)
+    StudyInfo& info = loaded[it->second];
+    put_attr(kind, key, std::move(value), info.user_attrs, info.system_attrs, where);
+  }
+  return loaded;
+}
+
+}  // namespace
+
+std::vector<StudyInfo> load_studies(Connection& conn, std::optional<std::int64_t> study_id) {
+  try {
+    return load_studies_unchecked(conn, study_id);
+  } catch (const StorageError& e) {
+    throw StorageError(conn.path() + ": " + e.what());
+  }
+}
+
+std::optional<std::int64_t> find_study_id(Connection& conn, const std::string& name) {
+  Use u(conn.stmt("SELECT study_id FROM studies WHERE name = ?1"));
+  u->bind(1, name);
+  if (!u->step()) return std::nullopt;
+  return col_int(u.get(), 0, Where{"studies"}, "study_id");
+}
+
+void require_study(Connection& conn, std::int64_t study_id) {
+  Use u(conn.stmt("SELECT 1 FROM studies WHERE study_id = ?1"));
+  u->bind(1, study_id);
+  if (!u->step()) throw StorageError("no study with id " + std::to_string(study_id));
+}
+
+std::vector<TrialPtr> load_study_trials(Connection& conn, std::int64_t study_id) {
+  return load_trials(conn, kByStudy, study_id);
+}
+
+TrialPtr load_trial(Connection& conn, std::int64_t trial_id) {
+  auto loaded = load_trials(conn, kByTrial, trial_id);
+  if (loaded.empty()) throw StorageError("no trial with id " + std::to_string(trial_id));
+  return loaded.front();
+}
+
+TrialPtr load_trial_by_number(Connection& conn, std::int64_t study_id, std::int64_t number) {
+  std::int64_t trial_id = 0;
+  {
+    Use u(conn.stmt("SELECT trial_id FROM trials WHERE study_id = ?1 AND number = ?2"));
+    u->bind(1, study_id);
+    u->bind(2, number);
+    if (!u->step()) return nullptr;
+    trial_id = col_int(u.get(), 0, Where{"trials"}, "trial_id");
+  }
+  return load_trial(conn, trial_id);
+}
+
+std::int64_t count_study_trials(Connection& conn, std::int64_t study_id,
+                                const std::vector<TrialState>& states) {
+  Use u(conn.stmt("SELECT state, count(*) FROM trials WHERE study_id = ?1 GROUP BY state"));
+  Statement& s = u.get();
+  s.bind(1, study_id);
+  std::int64_t n = 0;
+  Where where = study_row_where("trials", study_id);
+  while (s.step()) {
+    TrialState state = decode_state(col_int(s, 0, where, "state"), where);
+    if (states.empty() || std::find(states.begin(), states.end(), state) != states.end())
+      n += col_int(s, 1, where, "count(*)");
+  }
+  return n;
+}
+
+TrialRow trial_row(Connection& conn, std::int64_t trial_id) {
+  Use u(conn.stmt("SELECT study_id, number, state FROM trials WHERE trial_id = ?1"));
+  Statement& s = u.get();
+  s.bind(1, trial_id);
+  if (!s.step()) throw StorageError("no trial with id " + std::to_string(trial_id));
+  Where where = trial_row_where("trials", trial_id);
+  return {col_int(s, 0, where, "study_id"), col_int(s, 1, where, "number"),
+          decode_state(col_int(s, 2, where, "state"), where)};
+}
+
+}  // namespace hps::sqlite

@@ -1,0 +1,132 @@
+// The schema of a SqliteStorage file and its migrations (see schema.h).
+#include "search/sqlite/schema.h"
+
+#include <iterator>
+#include <string>
+
+#include "search/errors.h"
+#include "search/sqlite/connection.h"
+#include "search/sqlite_storage.h"
+
+namespace hps::sqlite {
+namespace {
+
+// Columns holding doubles that must round-trip bit-exactly (objective,
+// intermediate and float param values) are declared without a type: a
+// column of REAL affinity stores integral values as integers, which turns
+// -0.0 into 0.0. Only REAL (bound with sqlite3_bind_double) or NULL is ever
+// written to them.
+//
+// Migration i (0-based) brings a file from user_version i to i + 1. Append
+// new migrations at the end; never edit a released one.
+constexpr const char* kMigrations[] = {
+    // v1: the initial schema.
+    R"sql(
+CREATE TABLE studies(
+  study_id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  direction INTEGER NOT NULL,
+  config_json TEXT NOT NULL DEFAULT 'null',
+  created REAL NOT NULL
+);
+CREATE TABLE study_attrs(
+  study_id INTEGER NOT NULL REFERENCES studies(study_id) ON DELETE CASCADE,
+  kind INTEGER NOT NULL,
+  key TEXT NOT NULL,
+  value_json TEXT NOT NULL,
+  PRIMARY KEY(study_id, kind, key)
+) WITHOUT ROWID;
+CREATE TABLE trials(
+  trial_id INTEGER PRIMARY KEY,
+  study_id INTEGER NOT NULL REFERENCES studies(study_id) ON DELETE CASCADE,
+  number INTEGER NOT NULL,
+  state INTEGER NOT NULL,
+  value,  -- REAL or NULL; no declared type (see below)
+  datetime_start REAL,
+  datetime_complete REAL,
+  worker TEXT NOT NULL DEFAULT '',
+  fail_reason TEXT NOT NULL DEFAULT '',
+  UNIQUE(study_id, number)
+);
+CREATE INDEX trials_by_study_state ON trials(study_id, state, number);
+CREATE TABLE trial_params(
+  trial_id INTEGER NOT NULL REFERENCES trials(trial_id) ON DELETE CASCADE,
+  name TEXT NOT NULL,
+  distribution_json TEXT,
+  value_json TEXT NOT NULL,
+  value_real,  -- REAL or NULL; no declared type (see below)
+  PRIMARY KEY(trial_id, name)
+) WITHOUT ROWID;
+CREATE TABLE trial_intermediate_values(
+  trial_id INTEGER NOT NULL REFERENCES trials(trial_id) ON DELETE CASCADE,
+  step INTEGER NOT NULL,
+  value,  -- REAL or NULL (NaN); no declared type (see below)
+  PRIMARY KEY(trial_id, step)
+) WITHOUT ROWID;
+CREATE TABLE trial_attrs(
+  trial_id INTEGER NOT NULL REFERENCES trials(trial_id) ON DELETE CASCADE,
+  kind INTEGER NOT NULL,
+  key TEXT NOT NULL,
+  value_json TEXT NOT NULL,
+  PRIMARY KEY(trial_id, kind, key)
+) WITHOUT ROWID;
+)sql",
+};
+static_assert(std::size(kMigrations) == SqliteStorage::kSchemaVersion,
+              "one migration per schema version");
+
+void check_version(const Connection& conn, std::int64_t version) {
+  if (version > SqliteStorage::kSchemaVersion)
+    throw StorageError(conn.path() + ": schema version " + std::to_string(version) +
+                       " is newer than this hpsearch supports (" +
+                       std::to_string(SqliteStorage::kSchemaVersion) + "); upgrade hpsearch");
+  if (version < 0)
+    throw StorageError(conn.path() + ": bad schema version " + std::to_string(version));
+}
+
+}  // namespace
+
+std::int64_t inspect_schema(Connection& conn) {
+  // Look before changing anything: a file of another program or of a newer
+  // hpsearch is left as it is. Version and tables are read in one read
+  // transaction: another process creating the schema of a new file between
+  // the two reads must not make it look like a file of another program.
+  std::int64_t version = 0, tables = 0;
+  try {
+    conn.exec("BEGIN");
+    version = conn.pragma_int("PRAGMA user_version");
+    tables = conn.pragma_int("SELECT count(*) FROM sqlite_master");
+    conn.exec("COMMIT");
+  } catch (const StorageError&) {
+    const int code = sqlite3_errcode(conn.db());
+    conn.rollback_quietly();
+    if (code == SQLITE_NOTADB)
+      throw StorageError(conn.path() + ": not a SQLite database (file is not a database)");
+    throw;
+  }
+  check_version(conn, version);
+  if (version == 0 && tables > 0)
+    throw StorageError(conn.path() +
+                       ": is a SQLite database of another program (it has tables but no "
+                       "hpsearch schema version)");
+  return version;
+}
+
+void migrate(Connection& conn) {
+  conn.exec("BEGIN IMMEDIATE");
+  try {
+    auto version = conn.pragma_int("PRAGMA user_version");  // another process may have migrated
+    check_version(conn, version);
+    if (version == 0 && conn.pragma_int("SELECT count(*) FROM sqlite_master") > 0)
+      throw StorageError(conn.path() + ": is a SQLite database of another program");
+    for (auto v = version; v < SqliteStorage::kSchemaVersion; ++v)
+      conn.exec(kMigrations[static_cast<std::size_t>(v)]);
+    conn.exec(("PRAGMA user_version=" + std::to_string(SqliteStorage::kSchemaVersion)).c_str());
+    conn.exec("COMMIT");
+  } catch (...) {
+    conn.rollback_quietly();
+    throw;
+  }
+}
+
+}  // namespace hps::sqlite
