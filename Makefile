@@ -3,8 +3,9 @@
 # packages that are missing (a no-op when all are there).
 #
 #   make demo                 install deps, build (release), run the demo study
-#   make test                 install deps, check formatting, build + test release,
-#                             then asan, fuzz and tsan
+#   make test                 install deps, check formatting, clang-tidy, build +
+#                             test release, then asan, fuzz and tsan
+#   make check-tidy           clang-tidy over our sources (scripts/run-clang-tidy.sh)
 #   make test-fuzz            build the libFuzzer targets (clang) and run each
 #                             for FUZZ_SECONDS on a copy of its seed corpus
 #   make install PREFIX=DIR   install the release build into DIR
@@ -26,7 +27,7 @@ BENCH_CMD ?= found=0; for b in $(RELEASE_DIR)/bench/*; do \
 	  if [ -f "$$b" ] && [ -x "$$b" ]; then found=1; echo "== $$b"; "$$b" || exit 1; fi; \
 	done; [ $$found = 1 ] || echo "bench: no benchmark programs yet (bench/*.cpp)"
 
-.PHONY: all deps build test check-format test-release test-asan test-tsan test-fuzz demo install bench clean
+.PHONY: all deps build test check-format check-tidy test-release test-asan test-tsan test-fuzz demo install bench clean
 
 all: build
 
@@ -42,10 +43,16 @@ build: deps
 
 # Runs every suite even if one fails (make -k), and fails if any did.
 test: deps
-	$(MAKE) -k check-format test-release test-asan test-fuzz test-tsan
+	$(MAKE) -k check-format check-tidy test-release test-asan test-fuzz test-tsan
 
 check-format:
 	scripts/check-format.sh
+
+# clang-tidy (.clang-tidy) with the release preset's compile commands
+# (configuring is enough: nothing is built for it).
+check-tidy:
+	cmake --preset release
+	scripts/run-clang-tidy.sh build/release
 
 test-release:
 	cmake --preset release

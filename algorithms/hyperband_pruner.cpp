@@ -44,7 +44,7 @@ HyperbandPruner::HyperbandPruner(HyperbandPrunerOptions options) : options_(opti
     const std::int64_t s = n_brackets_ - 1 - b;
     U power = 1;
     for (std::int64_t i = 0; i < s; ++i) power *= static_cast<U>(options_.reduction_factor);
-    const U denom = static_cast<U>(s + 1);
+    const U denom = static_cast<U>(s) + 1;
     total += (n * power + denom - 1) / denom;
     cumulative_.push_back(total);
   }

@@ -172,7 +172,7 @@ class TpeSampler : public Sampler {
  public:
   // Throws ConfigError if options.validate() fails. Unset defaults are
   // resolved (TpeOptions::resolved()).
-  explicit TpeSampler(TpeOptions options = {});
+  explicit TpeSampler(const TpeOptions& options = {});
 
   // Samples every active param of `space` (joint groups when multivariate),
   // keeping the values already in `params`. Never returns a duplicate of a

@@ -95,7 +95,7 @@ std::string format_param(const Json& v) {
 std::string format_duration(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
   if (s < 60) return fmt::format("{:.1f}s", s);
-  auto total = static_cast<long long>(s + 0.5);
+  const long long total = std::llround(s);
   long long h = total / 3600, m = (total % 3600) / 60, sec = total % 60;
   if (h > 0) return fmt::format("{}h{:02d}m{:02d}s", h, m, sec);
   return fmt::format("{}m{:02d}s", m, sec);

@@ -324,7 +324,12 @@ std::vector<std::string> build_env(const CommandConfig& c, const ObjectiveContex
 
   std::vector<std::string> out;
   out.reserve(env.size());
-  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  for (const auto& [k, v] : env) {
+    std::string entry = k;
+    entry += '=';
+    entry += v;
+    out.push_back(std::move(entry));
+  }
   return out;
 }
 
@@ -463,7 +468,7 @@ std::string valid_utf8(std::string_view text) {
   return out;
 }
 
-std::string with_tail(std::string reason, const Tail& tail) {
+std::string with_tail(const std::string& reason, const Tail& tail) {
   if (tail.empty()) return valid_utf8(reason + "; stderr was empty");
   return valid_utf8(reason + "; last lines of stderr:\n" + tail.text());
 }

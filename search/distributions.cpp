@@ -147,7 +147,8 @@ void Distribution::finish_numeric() {
     if (kind_ == DistributionKind::kInt) {
       auto lo = static_cast<std::int64_t>(low_), hi = static_cast<std::int64_t>(high_),
            st = static_cast<std::int64_t>(step_);
-      grid_high_ = static_cast<double>(lo + ((hi - lo) / st) * st);
+      const std::int64_t n_steps = (hi - lo) / st;  // whole steps that fit
+      grid_high_ = static_cast<double>(lo + n_steps * st);
     } else {
       grid_high_ =
           std::min(high_, low_ + static_cast<double>(steps_in_range(low_, high_, step_)) * step_);

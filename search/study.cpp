@@ -281,86 +281,118 @@ TrialPtr Study::tell(Trial& trial, TrialState state, std::optional<double> value
   return s.storage->get_trial(trial.trial_id());
 }
 
-void Study::optimize(const Objective& objective, const OptimizeOptions& options) {
-  if (options.n_jobs < 1) throw ConfigError("n_jobs", "must be >= 1");
-  if (options.n_trials && *options.n_trials < 0) throw ConfigError("n_trials", "must be >= 0");
-  auto& s = *impl_;
-  s.interrupt = options.stop;
-  const auto start = std::chrono::steady_clock::now();
-  std::atomic<std::int64_t> started{0};
-  std::atomic<bool> halt{false};
-  std::mutex mu;  // guards first_error and callbacks
-  std::exception_ptr first_error;
+namespace {
 
-  auto run_one = [&](Trial& trial) {
-    const lifecycle::Outcome outcome = lifecycle::run_objective(objective, trial);
-    const lifecycle::TrialEnd asked = lifecycle::requested_end(outcome);
-    TrialPtr done;
-    if (outcome.kind == lifecycle::OutcomeKind::kInterrupted) {
-      s.storage->run_in_transaction([&] {
-        done = tell(trial, asked.state, asked.value, asked.fail_reason);
-        lifecycle::queue_retry(*s.storage, s.study_id, *done, lifecycle::RetryCause::kInterrupted);
-      });
+// One Study::optimize() call: each of n_jobs threads asks for a trial,
+// runs the objective and tells the result until the budget, the timeout,
+// a stop request or an error ends the run.
+class OptimizeRun {
+ public:
+  OptimizeRun(Study& study, const Objective& objective, const OptimizeOptions& options)
+      : study_(study), objective_(objective), options_(options) {}
+
+  // Runs the threads; rethrows the first error (an objective's exception
+  // without catch_exceptions, or the store's).
+  void run() {
+    if (options_.n_jobs == 1) {
+      loop();
     } else {
-      done = tell(trial, asked.state, asked.value, asked.fail_reason);
+      std::vector<std::thread> threads;
+      threads.reserve(static_cast<std::size_t>(options_.n_jobs));
+      for (int i = 0; i < options_.n_jobs; ++i) threads.emplace_back([this] { loop(); });
+      for (auto& t : threads) t.join();
     }
-    if (outcome.kind == lifecycle::OutcomeKind::kException) {
-      spdlog::warn("trial {} failed: {}", trial.number(), outcome.message);
-      if (!options.catch_exceptions) {
-        std::lock_guard lock(mu);
-        if (!first_error) first_error = outcome.error;
-        halt = true;
-      }
-    }
-    if (options.callback && done) {
-      std::lock_guard lock(mu);
-      options.callback(*done);
-    }
-  };
+    if (first_error_) std::rethrow_exception(first_error_);
+  }
 
-  auto loop = [&] {
-    while (!halt) {
-      if (options.stop && options.stop->load()) break;
-      if (options.timeout_s) {
-        double elapsed =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (elapsed >= *options.timeout_s) break;
-      }
-      if (options.n_trials && started.fetch_add(1) >= *options.n_trials) break;
+ private:
+  // Whether the next trial may start (budget, timeout, stop request).
+  bool may_start() {
+    if (options_.stop && options_.stop->load()) return false;
+    if (options_.timeout_s) {
+      double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      if (elapsed >= *options_.timeout_s) return false;
+    }
+    return !options_.n_trials || started_.fetch_add(1) < *options_.n_trials;
+  }
+
+  // Keeps the first error and stops every thread.
+  void fail(std::exception_ptr error) {
+    std::lock_guard lock(mu_);
+    if (!first_error_) first_error_ = std::move(error);
+    halt_ = true;
+  }
+
+  void loop() {
+    while (!halt_ && may_start()) {
       std::optional<Trial> trial;
       try {
-        trial.emplace(ask());
+        trial.emplace(study_.ask());
       } catch (const SearchSpaceExhausted& e) {
         spdlog::info("{}", e.what());
-        halt = true;
+        halt_ = true;
         break;
       } catch (...) {
-        std::lock_guard lock(mu);
-        if (!first_error) first_error = std::current_exception();
-        halt = true;
+        fail(std::current_exception());
         break;
       }
       try {
         run_one(*trial);
       } catch (...) {
         // The store failed while ending the trial: stop, report it.
-        std::lock_guard lock(mu);
-        if (!first_error) first_error = std::current_exception();
-        halt = true;
+        fail(std::current_exception());
         break;
       }
     }
-  };
-
-  if (options.n_jobs == 1) {
-    loop();
-  } else {
-    std::vector<std::thread> threads;
-    for (int i = 0; i < options.n_jobs; ++i) threads.emplace_back(loop);
-    for (auto& t : threads) t.join();
   }
-  s.interrupt = nullptr;
-  if (first_error) std::rethrow_exception(first_error);
+
+  void run_one(Trial& trial) {
+    const lifecycle::Outcome outcome = lifecycle::run_objective(objective_, trial);
+    const lifecycle::TrialEnd asked = lifecycle::requested_end(outcome);
+    TrialPtr done;
+    if (outcome.kind == lifecycle::OutcomeKind::kInterrupted) {
+      study_.storage().run_in_transaction([&] {
+        done = study_.tell(trial, asked.state, asked.value, asked.fail_reason);
+        lifecycle::queue_retry(study_.storage(), study_.study_id(), *done,
+                               lifecycle::RetryCause::kInterrupted);
+      });
+    } else {
+      done = study_.tell(trial, asked.state, asked.value, asked.fail_reason);
+    }
+    if (outcome.kind == lifecycle::OutcomeKind::kException) {
+      spdlog::warn("trial {} failed: {}", trial.number(), outcome.message);
+      if (!options_.catch_exceptions) fail(outcome.error);
+    }
+    if (options_.callback && done) {
+      std::lock_guard lock(mu_);
+      options_.callback(*done);
+    }
+  }
+
+  Study& study_;
+  const Objective& objective_;
+  const OptimizeOptions& options_;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::atomic<std::int64_t> started_{0};
+  std::atomic<bool> halt_{false};
+  std::mutex mu_;  // guards first_error_ and callbacks
+  std::exception_ptr first_error_;
+};
+
+}  // namespace
+
+void Study::optimize(const Objective& objective, const OptimizeOptions& options) {
+  if (options.n_jobs < 1) throw ConfigError("n_jobs", "must be >= 1");
+  if (options.n_trials && *options.n_trials < 0) throw ConfigError("n_trials", "must be >= 0");
+  impl_->interrupt = options.stop;
+  try {
+    OptimizeRun(*this, objective, options).run();
+  } catch (...) {
+    impl_->interrupt = nullptr;
+    throw;
+  }
+  impl_->interrupt = nullptr;
 }
 
 TrialPtr Study::enqueue_trial(const Params& params, const Json& system_attrs) {

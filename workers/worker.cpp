@@ -334,11 +334,28 @@ struct Worker::Impl : TrialBackend {
     }
   }
 
-  End run_session(std::uint64_t session, int& interval, int& liveness, bool& was_ready,
-                  bool& stop_posted) {
-    zmq::socket_t dealer(context, zmq::socket_type::dealer);
+  // One session's link: the DEALER socket, its handshake monitor, and the
+  // timing of heartbeats. `interval`, `liveness` and `was_ready` are the
+  // caller's (the Welcome's settings outlive the session).
+  struct Link {
+    std::uint64_t session;
+    zmq::socket_t dealer;
+    zmq::socket_t monitor;
+    int& interval;
+    int& liveness;
+    bool& was_ready;
+    bool ready = false;
+    Steady::time_point last_recv = Steady::now();
+    Steady::time_point next_beat = last_recv;
+  };
+
+  // A DEALER socket for session `session`, with CURVE keys if any, and a
+  // monitor of its handshake failures (only visible as socket events;
+  // watched until the session is open); connected, Hello sent.
+  void open_link(Link& ln) {
+    zmq::socket_t& dealer = ln.dealer;
     std::string rid =
-        options.worker_id.substr(0, 200) + "/" + std::to_string(session) + "/" + random_hex();
+        options.worker_id.substr(0, 200) + "/" + std::to_string(ln.session) + "/" + random_hex();
     dealer.set(zmq::sockopt::routing_id, rid);
     dealer.set(zmq::sockopt::linger, 0);
     dealer.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(proto::kMaxFrameBytes));
@@ -347,18 +364,16 @@ struct Worker::Impl : TrialBackend {
       dealer.set(zmq::sockopt::curve_publickey, curve_public_key);
       dealer.set(zmq::sockopt::curve_secretkey, options.curve_secret_key);
     }
-    // Handshake failures (a refused key, an impostor, another mechanism) are
-    // only visible as socket events: watched until the session is open.
     const std::string monitor_endpoint =
-        "inproc://hps-worker-monitor-" + std::to_string(session) + "-" + random_hex();
+        "inproc://hps-worker-monitor-" + std::to_string(ln.session) + "-" + random_hex();
     if (zmq_socket_monitor(dealer.handle(), monitor_endpoint.c_str(),
                            ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
                                ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                                ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
       throw Error(std::string("worker: zmq_socket_monitor failed: ") + zmq_strerror(zmq_errno()));
-    zmq::socket_t monitor(context, zmq::socket_type::pair);
-    monitor.set(zmq::sockopt::linger, 0);
-    monitor.connect(monitor_endpoint);
+    ln.monitor = zmq::socket_t(context, zmq::socket_type::pair);
+    ln.monitor.set(zmq::sockopt::linger, 0);
+    ln.monitor.connect(monitor_endpoint);
     handshake_error.clear();
     dealer.connect(options.connect);
 
@@ -372,114 +387,154 @@ struct Worker::Impl : TrialBackend {
     std::string hello_frame = proto::encode(hello);
     zmq_util::no_eintr(
         [&] { return dealer.send(zmq::buffer(hello_frame), zmq::send_flags::none); });
+  }
 
-    bool ready = false;
-    auto last_recv = Steady::now();
-    auto next_beat = last_recv;
+  // The session is lost: the main thread is told (and its objective asked
+  // to stop).
+  void lose(const Link& ln, const std::string& why) {
+    interrupt = true;
+    to_main.post(Ev::kLost, ln.session, why);
+  }
+
+  // Sends what the main thread posted for this session. False on kQuit.
+  bool forward_posted(Link& ln) {
+    while (auto e = to_link.try_receive()) {
+      if (e->kind == Ev::kQuit) {
+        ln.dealer.set(zmq::sockopt::linger, 1000);  // let a last Fail get out
+        return false;
+      }
+      if (e->kind == Ev::kSend && e->epoch == ln.session && ln.ready)
+        zmq_util::no_eintr(
+            [&] { return ln.dealer.send(zmq::buffer(e->payload), zmq::send_flags::dontwait); });
+    }
+    return true;
+  }
+
+  // The coordinator's Welcome: the session is open.
+  void on_welcome(Link& ln, const proto::Welcome& w) {
+    if (ln.ready) return;
+    ln.ready = true;
+    ln.was_ready = true;
+    // The handshake is done: no more monitoring (a monitored socket was
+    // seen to stall its session under load).
+    (void)zmq_socket_monitor(ln.dealer.handle(), nullptr, 0);
+    ln.monitor.close();
+    ln.interval = w.heartbeat_interval_ms;
+    ln.liveness = w.liveness;
+    ln.next_beat = Steady::now();
+    spdlog::debug("worker: connected to {} (study '{}')", options.connect, w.study_name);
+    to_main.post(Ev::kReady, ln.session, "");
+  }
+
+  // Handles one frame from the coordinator; returns how the session ends,
+  // if it does.
+  std::optional<End> on_frame(Link& ln, std::string_view frame) {
+    proto::Message m;
+    try {
+      m = proto::decode(frame);
+    } catch (const proto::VersionMismatch& e) {
+      std::string why =
+          "the coordinator speaks another protocol version (" + std::string(e.what()) + ")";
+      if (auto d = proto::decode_disconnect_any_version(frame)) why = d->reason;
+      to_main.post(Ev::kFatal, ln.session, "refused by the coordinator: " + why);
+      wait_for_quit();
+      return End::kFatal;
+    } catch (const std::exception& e) {
+      spdlog::warn("worker: dropped a bad frame from the coordinator: {}", e.what());
+      return std::nullopt;
+    }
+    if (auto* w = std::get_if<proto::Welcome>(&m)) {
+      on_welcome(ln, *w);
+    } else if (std::holds_alternative<proto::Heartbeat>(m)) {
+    } else if (auto* d = std::get_if<proto::Disconnect>(&m)) {
+      if (d->code == proto::Disconnect::Code::kRefused) {
+        to_main.post(Ev::kFatal, ln.session, "refused by the coordinator: " + d->reason);
+        wait_for_quit();
+        return End::kFatal;
+      }
+      spdlog::info("worker: the coordinator ended the session: {}", d->reason);
+      lose(ln, d->reason);
+      return End::kExpired;
+    } else {
+      if (auto* sd = std::get_if<proto::Shutdown>(&m); sd && sd->stop_trial) interrupt = true;
+      to_main.post(Ev::kMessage, ln.session, frame);
+    }
+    return std::nullopt;
+  }
+
+  // Reads every message the socket has; returns how the session ends, if
+  // it does.
+  std::optional<End> read_socket(Link& ln) {
+    while (true) {
+      zmq::message_t msg;
+      if (!zmq_util::no_eintr([&] { return ln.dealer.recv(msg, zmq::recv_flags::dontwait); }))
+        return std::nullopt;
+      if (msg.more()) {  // never sent by a coordinator: drain and drop
+        while (msg.more()) {
+          zmq::message_t rest;
+          if (!zmq_util::no_eintr([&] { return ln.dealer.recv(rest, zmq::recv_flags::dontwait); }))
+            break;
+          msg = std::move(rest);
+        }
+        continue;
+      }
+      ln.last_recv = Steady::now();
+      std::string_view frame(static_cast<const char*>(msg.data()), msg.size());
+      if (auto end = on_frame(ln, frame)) return end;
+    }
+  }
+
+  // Sends a heartbeat when due (returns true then: the socket needs another
+  // look); sets `silent` when the coordinator has been silent for liveness
+  // intervals.
+  bool beat(Link& ln, bool& silent) {
+    auto now = Steady::now();
+    bool sent = false;
+    if (ln.ready && now >= ln.next_beat) {
+      std::string frame = proto::encode(proto::Heartbeat{});
+      zmq_util::no_eintr(
+          [&] { return ln.dealer.send(zmq::buffer(frame), zmq::send_flags::dontwait); });
+      ln.next_beat = now + std::chrono::milliseconds(ln.interval);
+      sent = true;
+    }
+    if (!ln.ready) ln.next_beat = now + std::chrono::milliseconds(100);
+    silent = now - ln.last_recv > std::chrono::milliseconds(ln.interval) * ln.liveness;
+    return sent;
+  }
+
+  End run_session(std::uint64_t session, int& interval, int& liveness, bool& was_ready,
+                  bool& stop_posted) {
+    Link ln{session,         zmq::socket_t(context, zmq::socket_type::dealer),
+            zmq::socket_t(), interval,
+            liveness,        was_ready};
+    open_link(ln);
     // Waiting: poll(2) on the main thread's eventfd and the socket's ZMQ_FD
     // (zmq::poll costs several system calls per call, this one). ZMQ_FD
     // wakes on an edge ("the socket's state may have changed"): each round
     // sends what the main thread posted, then reads the socket until it has
     // nothing, which leaves no edge unseen; a send after that (a heartbeat)
     // can take an edge, so such a round is followed by another look.
-    const int socket_fd = dealer.get(zmq::sockopt::fd);
+    const int socket_fd = ln.dealer.get(zmq::sockopt::fd);
     bool busy = true;
-    auto lose = [&](const std::string& why) {
-      interrupt = true;
-      to_main.post(Ev::kLost, session, why);
-    };
     while (true) {
       check_stop(stop_posted);
-      auto now = Steady::now();
-      auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_beat - now);
+      auto wait =
+          std::chrono::duration_cast<std::chrono::milliseconds>(ln.next_beat - Steady::now());
       wait = std::clamp(wait, std::chrono::milliseconds(0), std::chrono::milliseconds(100));
       if (!busy) {
         pollfd fds[2] = {{to_link.fd(), POLLIN, 0}, {socket_fd, POLLIN, 0}};
         (void)::poll(fds, 2, static_cast<int>(wait.count()));  // EINTR: look and wait again
       }
-      busy = false;
-
       // Every event the main thread posted, then every message the socket has.
-      while (auto e = to_link.try_receive()) {
-        if (e->kind == Ev::kQuit) {
-          dealer.set(zmq::sockopt::linger, 1000);  // let a last Fail get out
-          return End::kQuit;
-        }
-        if (e->kind == Ev::kSend && e->epoch == session && ready)
-          zmq_util::no_eintr(
-              [&] { return dealer.send(zmq::buffer(e->payload), zmq::send_flags::dontwait); });
-      }
-      while (true) {
-        zmq::message_t msg;
-        if (!zmq_util::no_eintr([&] { return dealer.recv(msg, zmq::recv_flags::dontwait); })) break;
-        std::string_view frame(static_cast<const char*>(msg.data()), msg.size());
-        if (msg.more()) {  // never sent by a coordinator: drain and drop
-          zmq::message_t rest;
-          while (msg.more() &&
-                 zmq_util::no_eintr([&] { return dealer.recv(rest, zmq::recv_flags::dontwait); }))
-            msg = std::move(rest);
-          continue;
-        }
-        last_recv = Steady::now();
-        proto::Message m;
-        try {
-          m = proto::decode(frame);
-        } catch (const proto::VersionMismatch& e) {
-          std::string why =
-              "the coordinator speaks another protocol version (" + std::string(e.what()) + ")";
-          if (auto d = proto::decode_disconnect_any_version(frame)) why = d->reason;
-          to_main.post(Ev::kFatal, session, "refused by the coordinator: " + why);
-          wait_for_quit();
-          return End::kFatal;
-        } catch (const std::exception& e) {
-          spdlog::warn("worker: dropped a bad frame from the coordinator: {}", e.what());
-          continue;
-        }
-        if (auto* w = std::get_if<proto::Welcome>(&m)) {
-          if (!ready) {
-            ready = true;
-            was_ready = true;
-            // The handshake is done: no more monitoring (a monitored socket
-            // was seen to stall its session under load).
-            (void)zmq_socket_monitor(dealer.handle(), nullptr, 0);
-            monitor.close();
-            interval = w->heartbeat_interval_ms;
-            liveness = w->liveness;
-            next_beat = Steady::now();
-            spdlog::debug("worker: connected to {} (study '{}')", options.connect, w->study_name);
-            to_main.post(Ev::kReady, session, "");
-          }
-        } else if (std::holds_alternative<proto::Heartbeat>(m)) {
-        } else if (auto* d = std::get_if<proto::Disconnect>(&m)) {
-          if (d->code == proto::Disconnect::Code::kRefused) {
-            to_main.post(Ev::kFatal, session, "refused by the coordinator: " + d->reason);
-            wait_for_quit();
-            return End::kFatal;
-          }
-          spdlog::info("worker: the coordinator ended the session: {}", d->reason);
-          lose(d->reason);
-          return End::kExpired;
-        } else {
-          if (auto* s = std::get_if<proto::Shutdown>(&m); s && s->stop_trial) interrupt = true;
-          to_main.post(Ev::kMessage, session, frame);
-        }
-      }
-
-      if (!ready) note_handshake_failures(monitor);
-
-      now = Steady::now();
-      if (ready && now >= next_beat) {
-        std::string beat = proto::encode(proto::Heartbeat{});
-        zmq_util::no_eintr(
-            [&] { return dealer.send(zmq::buffer(beat), zmq::send_flags::dontwait); });
-        next_beat = now + std::chrono::milliseconds(interval);
-        busy = true;
-      }
-      if (!ready) next_beat = now + std::chrono::milliseconds(100);
-      if (now - last_recv > std::chrono::milliseconds(interval) * liveness) {
-        if (ready) {
+      if (!forward_posted(ln)) return End::kQuit;
+      if (auto end = read_socket(ln)) return *end;
+      if (!ln.ready) note_handshake_failures(ln.monitor);
+      bool silent = false;
+      busy = beat(ln, silent);
+      if (silent) {
+        if (ln.ready) {
           spdlog::warn("worker: the coordinator at {} is silent; reconnecting", options.connect);
-          lose("the coordinator is silent");
+          lose(ln, "the coordinator is silent");
         }
         return End::kSilent;
       }

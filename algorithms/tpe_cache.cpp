@@ -1,0 +1,137 @@
+#include "algorithms/tpe_cache.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+namespace hps {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+bool same_value(const std::optional<double>& x, const std::optional<double>& y) {
+  if (x.has_value() != y.has_value()) return false;
+  if (!x) return true;
+  return std::bit_cast<std::uint64_t>(*x) == std::bit_cast<std::uint64_t>(*y);
+}
+
+// The score of a PRUNED trial: the value at the deepest step it reported
+// (depth minus that step), else its own value below any pruned trial that
+// reported a step.
+void score_pruned(const FrozenTrial& t, tpe::Slot& s) {
+  s.usable = true;
+  for (auto r = t.intermediate_values.rbegin(); r != t.intermediate_values.rend(); ++r) {
+    if (!std::isnan(r->second)) {
+      s.has_value = true;
+      s.value = r->second;
+      s.depth = -static_cast<double>(r->first);
+      return;
+    }
+  }
+  if (t.value && !std::isnan(*t.value)) {
+    s.has_value = true;
+    s.value = *t.value;
+  }
+  s.depth = kInf;  // no step reported: below any pruned trial that reported one
+}
+
+// A new slot for finished trial `t`.
+tpe::Slot make_slot(const TrialPtr& t) {
+  tpe::Slot s;
+  s.trial = t;
+  s.state = t->state;
+  if (t->state == TrialState::kComplete) {
+    if (t->value && !std::isnan(*t->value)) {
+      s.usable = true;
+      s.has_value = true;
+      s.value = *t->value;
+    }
+  } else if (t->state == TrialState::kPruned) {
+    score_pruned(*t, s);
+  }
+  s.params_hash = tpe::hash_params(t->params);
+  return s;
+}
+
+}  // namespace
+
+std::size_t tpe::hash_params(const Params& params) {
+  std::size_t h = params.size();
+  for (const auto& [name, value] : params) {
+    std::size_t v = std::hash<std::string>{}(name)*31u + std::hash<Json>{}(value);
+    h = (h ^ v) * 0x100000001b3ULL + 0x9E3779B97F4A7C15ULL;
+  }
+  return h;
+}
+
+bool TpeSampler::Cache::same_trial(const FrozenTrial& a, const FrozenTrial& b) {
+  if (&a == &b) return true;
+  const auto& ia = a.intermediate_values;
+  const auto& ib = b.intermediate_values;
+  if (ia.size() != ib.size()) return false;
+  if (!ia.empty() && (ia.rbegin()->first != ib.rbegin()->first ||
+                      !same_value(ia.rbegin()->second, ib.rbegin()->second)))
+    return false;
+  return a.number == b.number && a.state == b.state && same_value(a.value, b.value) &&
+         a.datetime_complete == b.datetime_complete && a.params.size() == b.params.size();
+}
+
+std::size_t TpeSampler::Cache::slot(const TrialPtr& t) {
+  auto it = slot_of.find(t->trial_id);
+  if (it != slot_of.end() && same_trial(*slots[it->second].trial, *t)) return it->second;
+  Slot s = make_slot(t);
+  if (it != slot_of.end()) {
+    // Another trial under a known id (a caller may reuse ids): refresh the
+    // slot in place.
+    const std::size_t at = it->second;
+    slots[at] = std::move(s);
+    for (auto& c : columns) {
+      if (c->values.size() <= at) continue;
+      auto pos = std::find(c->sorted.begin(), c->sorted.end(), at);
+      if (pos != c->sorted.end()) c->sorted.erase(pos);
+      c->values[at] = internal_value(*t, c->name, c->distribution);
+      insert_sorted(*c, at);
+    }
+    return at;
+  }
+  slots.push_back(std::move(s));
+  slot_of.emplace(t->trial_id, slots.size() - 1);
+  return slots.size() - 1;
+}
+
+TpeSampler::Cache::Column& TpeSampler::Cache::column(const std::string& name,
+                                                     const Distribution& d) {
+  Column* col = nullptr;
+  auto& list = columns_of[name];
+  for (Column* c : list) {
+    if (c->distribution == d) {
+      col = c;
+      break;
+    }
+  }
+  if (!col) {
+    columns.push_back(std::make_unique<Column>(Column{name, d, {}, {}}));
+    col = columns.back().get();
+    list.push_back(col);
+  }
+  for (std::size_t i = col->values.size(); i < slots.size(); ++i) {
+    col->values.push_back(internal_value(*slots[i].trial, name, d));
+    insert_sorted(*col, i);
+  }
+  return *col;
+}
+
+void TpeSampler::Cache::insert_sorted(Column& col, std::size_t slot) const {
+  const double v = col.values[slot];
+  if (std::isnan(v)) return;
+  const std::int64_t number = slots[slot].trial->number;
+  auto at = std::upper_bound(col.sorted.begin(), col.sorted.end(), slot,
+                             [&](std::size_t, std::size_t b) {
+                               double vb = col.values[b];
+                               return v < vb || (v == vb && number < slots[b].trial->number);
+                             });
+  col.sorted.insert(at, slot);
+}
+
+}  // namespace hps

@@ -1,0 +1,99 @@
+// TpeSampler's cache (private; not installed): per finished trial, a slot
+// with its score, and per (param, distribution) a column of internal values
+// with the slots sorted by value. Finished trials never change, so a slot is
+// computed once per trial id; a sampler shared by studies of different
+// storages may see an id again for another trial, which same_trial() tells
+// apart. Also the joint draws of define-by-run trials being sampled.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "algorithms/tpe_sampler.h"
+
+namespace hps {
+
+namespace tpe {
+
+// One finished trial as the model sees it. Finished trials never change, so
+// a slot is computed once per trial id.
+struct Slot {
+  TrialPtr trial;
+  TrialState state = TrialState::kComplete;
+  bool usable = false;     // enters the model (COMPLETE with a value, PRUNED)
+  bool has_value = false;  // PRUNED without any value ranks last
+  double value = std::numeric_limits<double>::infinity();     // raw value (COMPLETE) or value at the deepest step (PRUNED)
+  double depth = 0;        // minus the deepest step reported (PRUNED)
+  std::size_t params_hash = 0;
+};
+
+// The internal values of one (param, distribution) for every slot: NaN
+// where the param was absent or outside the distribution.
+struct Column {
+  std::string name;
+  Distribution distribution;
+  std::vector<double> values;
+  // Slots with a value, sorted by (value, trial number): kept up to date
+  // as slots are added, so that a call needs no O(n log n) sort.
+  std::vector<std::size_t> sorted;
+};
+
+struct PendingJoint {
+  std::vector<std::string> names;
+  std::vector<Distribution> distributions;
+  std::vector<double> values;
+};
+
+// Hash of a trial's params (name and value), for the duplicate check.
+std::size_t hash_params(const Params& params);
+
+}  // namespace tpe
+
+struct TpeSampler::Cache {
+  using Slot = tpe::Slot;
+  using Column = tpe::Column;
+  using PendingJoint = tpe::PendingJoint;
+
+  std::vector<Slot> slots;
+  std::unordered_map<std::int64_t, std::size_t> slot_of;  // trial id -> slot
+  std::vector<std::unique_ptr<Column>> columns;
+  std::unordered_map<std::string, std::vector<Column*>> columns_of;  // by name
+  // Define-by-run joint draws by (trial id, number, start time): the start
+  // time tells apart trials of different studies that share ids.
+  using PendingKey = std::tuple<std::int64_t, std::int64_t, std::int64_t>;
+  std::map<PendingKey, PendingJoint> pending;
+
+  // The internal value of param `name` in `t` under `d`: NaN if absent or
+  // outside `d`.
+  static double internal_value(const FrozenTrial& t, const std::string& name,
+                               const Distribution& d) {
+    auto it = t.params.find(name);
+    if (it == t.params.end() || !d.contains(it->second)) return std::numeric_limits<double>::quiet_NaN();
+    return d.to_internal(it->second);
+  }
+
+  // Whether two snapshots with the same trial id are the same finished
+  // trial. Ids are unique within a storage; a sampler shared by studies of
+  // different storages may see an id again for another trial, which this
+  // tells apart by number, state, value, completion time and sizes (cheap:
+  // no JSON is compared).
+  static bool same_trial(const FrozenTrial& a, const FrozenTrial& b);
+
+  // The slot of a finished trial, created on first sight.
+  std::size_t slot(const TrialPtr& t);
+
+  // The column of (name, distribution), filled for every slot.
+  Column& column(const std::string& name, const Distribution& d);
+
+  // Inserts `slot` into col.sorted at its (value, trial number) place.
+  void insert_sorted(Column& col, std::size_t slot) const;
+};
+
+}  // namespace hps

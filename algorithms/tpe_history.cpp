@@ -1,0 +1,79 @@
+#include "algorithms/tpe_history.h"
+
+namespace hps::tpe {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+bool same_params(const Params& a, const Params& b) {
+  if (a.size() != b.size()) return false;
+  auto ia = a.begin();
+  for (auto ib = b.begin(); ib != b.end(); ++ia, ++ib) {
+    if (ia->first != ib->first || !same_json_scalar(ia->second, ib->second)) return false;
+  }
+  return true;
+}
+
+// Adds finished trial `t` (COMPLETE or PRUNED) to `h`.
+void add_finished(const TrialPtr& t, double sign, TpeSampler::Cache& cache, History& h) {
+  std::size_t s = cache.slot(t);
+  const Slot& slot = cache.slots[s];
+  const bool complete = t->state == TrialState::kComplete;
+  if (complete) h.taken.emplace_back(slot.params_hash, &t->params);
+  if (!slot.usable) return;
+  Observation o;
+  o.trial = t.get();
+  o.slot = static_cast<std::ptrdiff_t>(s);
+  o.finished = true;
+  o.rank.value = slot.has_value ? sign * slot.value : kInf;
+  o.rank.tier = complete ? 0 : 1;
+  o.rank.depth = slot.depth;
+  o.rank.number = t->number;
+  h.obs.push_back(o);
+  ++h.n_finished;
+  if (complete) ++h.n_complete;
+}
+
+// Adds RUNNING trial `t` to `h` (as a liar if `liar`).
+void add_running(const TrialPtr& t, bool liar, History& h) {
+  h.taken.emplace_back(hash_params(t->params), &t->params);
+  if (!liar) return;
+  Observation o;
+  o.trial = t.get();
+  o.slot = -1;
+  o.finished = false;
+  o.rank.value = kInf;
+  o.rank.tier = 2;
+  o.rank.number = t->number;
+  h.obs.push_back(o);
+}
+
+}  // namespace
+
+bool History::is_taken(const Params& p) const {
+  std::size_t h = hash_params(p);
+  for (const auto& [th, tp] : taken)
+    if (th == h && same_params(*tp, p)) return true;
+  return false;
+}
+
+History prepare_history(const SamplingContext& ctx, TpeSampler::Cache& cache, bool liar) {
+  History h;
+  h.obs.reserve(ctx.trials.size());
+  const double sign = ctx.direction == StudyDirection::kMaximize ? -1.0 : 1.0;
+  for (const TrialPtr& t : ctx.trials) {
+    if (!t || t->number == ctx.trial.number) continue;
+    if (t->state == TrialState::kComplete || t->state == TrialState::kPruned)
+      add_finished(t, sign, cache, h);
+    else if (t->state == TrialState::kRunning)
+      add_running(t, liar, h);
+  }
+  h.obs_of_slot.assign(cache.slots.size(), -1);
+  for (std::size_t i = 0; i < h.obs.size(); ++i)
+    if (h.obs[i].slot >= 0)
+      h.obs_of_slot[static_cast<std::size_t>(h.obs[i].slot)] = static_cast<std::ptrdiff_t>(i);
+  return h;
+}
+
+}  // namespace hps::tpe

@@ -1,0 +1,61 @@
+// What one TpeSampler call sees of the study (private; not installed): the
+// observations in trial-number order with their ranks (COMPLETE trials by
+// value; PRUNED ones by the value at their deepest step; with the constant
+// liar, RUNNING trials as the worst), and the params already taken by
+// COMPLETE and RUNNING trials, for the duplicate check.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "algorithms/tpe_cache.h"
+
+namespace hps::tpe {
+
+// Ranking key: lower is better. value is signed so that lower is better;
+// tier 0 COMPLETE, 1 PRUNED, 2 liar; depth is minus the deepest step.
+struct Rank {
+  double value = std::numeric_limits<double>::infinity();
+  int tier = 0;
+  double depth = 0;
+  std::int64_t number = 0;
+};
+
+// Whether a ranks before b (value, then tier, depth, trial number).
+inline bool better(const Rank& a, const Rank& b) {
+  if (a.value != b.value) return a.value < b.value;
+  if (a.tier != b.tier) return a.tier < b.tier;
+  if (a.depth != b.depth) return a.depth < b.depth;
+  return a.number < b.number;
+}
+
+// One observation of this call, in trial-number order.
+struct Observation {
+  const FrozenTrial* trial = nullptr;
+  std::ptrdiff_t slot = -1;  // -1: a RUNNING trial (a liar)
+  bool finished = false;     // COMPLETE or PRUNED (else a liar)
+  Rank rank;
+};
+
+// Everything a call needs from the history.
+struct History {
+  std::vector<Observation> obs;
+  // For each cache slot, the index of its observation in obs, or -1.
+  std::vector<std::ptrdiff_t> obs_of_slot;
+  std::size_t n_complete = 0;
+  std::size_t n_finished = 0;
+  // Params of COMPLETE and RUNNING trials, for the duplicate check.
+  std::vector<std::pair<std::size_t, const Params*>> taken;
+
+  // Whether a COMPLETE or RUNNING trial has exactly the params `p`.
+  bool is_taken(const Params& p) const;
+};
+
+// The history of ctx's trials (the trial being sampled left out), scoring
+// finished trials through `cache`; `liar`: RUNNING trials are observations.
+History prepare_history(const SamplingContext& ctx, TpeSampler::Cache& cache, bool liar);
+
+}  // namespace hps::tpe

@@ -1,0 +1,221 @@
+#include "algorithms/tpe_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "algorithms/random_sampler.h"
+#include "search/util/random.h"
+
+namespace hps::tpe {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Merges the liars of `present` (RUNNING trials: no slot, always in the
+// above group) into `ao`, the above group's order along dimension d.
+void merge_liars(const History& h, const std::vector<std::size_t>& present,
+                 const std::vector<std::ptrdiff_t>& pos, const std::vector<double>& above_x,
+                 std::size_t n_dims, std::size_t d, std::vector<std::size_t>& ao) {
+  std::vector<std::size_t> liars;
+  for (std::size_t i : present)
+    if (h.obs[i].slot < 0) liars.push_back(static_cast<std::size_t>(pos[i]));
+  if (liars.empty()) return;
+  auto less = [&](std::size_t a, std::size_t b) {
+    double va = above_x[a * n_dims + d], vb = above_x[b * n_dims + d];
+    return va < vb || (va == vb && a < b);
+  };
+  std::sort(liars.begin(), liars.end(), less);
+  std::vector<std::size_t> merged(ao.size() + liars.size());
+  std::merge(ao.begin(), ao.end(), liars.begin(), liars.end(), merged.begin(), less);
+  ao = std::move(merged);
+}
+
+}  // namespace
+
+EstimatorOptions estimator_options(const TpeOptions& o) {
+  EstimatorOptions e;
+  e.consider_prior = o.consider_prior;
+  e.prior_weight = o.prior_weight;
+  e.consider_magic_clip = o.consider_magic_clip.value_or(true);
+  e.consider_endpoints = o.consider_endpoints;
+  e.bandwidth = o.bandwidth;
+  e.bandwidth_factor = o.bandwidth_factor.value_or(1.0);
+  e.min_bandwidth_factor = o.min_bandwidth_factor.value_or(0.0);
+  e.equal_heights = o.equal_kernel_heights.value_or(false);
+  return e;
+}
+
+const std::vector<double>& TpeModel::values(const std::string& name, const Distribution& d) {
+  for (const auto& m : memo_)
+    if (m->name == name && m->distribution == d) return m->values;
+  TpeSampler::Cache::Column& col = cache_.column(name, d);
+  auto m = std::make_unique<Memo>(Memo{name, d, std::vector<double>(h_.obs.size())});
+  for (std::size_t i = 0; i < h_.obs.size(); ++i) {
+    const Observation& o = h_.obs[i];
+    m->values[i] = o.slot >= 0 ? col.values[static_cast<std::size_t>(o.slot)]
+                               : TpeSampler::Cache::internal_value(*o.trial, name, d);
+  }
+  memo_.push_back(std::move(m));
+  return memo_.back()->values;
+}
+
+TpeModel::Selection TpeModel::select(const std::vector<const std::vector<double>*>& cols) const {
+  const std::size_t n = h_.obs.size();
+  Selection sel;
+  sel.present.reserve(n);
+  sel.finished.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    bool ok = std::none_of(cols.begin(), cols.end(),
+                           [&](const std::vector<double>* c) { return std::isnan((*c)[i]); });
+    if (!ok) continue;
+    sel.present.push_back(i);
+    if (h_.obs[i].finished) sel.finished.push_back(i);
+  }
+  return sel;
+}
+
+const std::vector<char>& TpeModel::split(Selection& sel) {
+  const std::size_t n = h_.obs.size();
+  // The split is the same for every param present in all observations:
+  // compute it once per call.
+  const bool all = sel.present.size() == n;
+  if (all && !all_below_.empty()) return all_below_;
+  std::vector<std::size_t>& finished = sel.finished;
+  std::size_t n_below = options_.gamma_function ? options_.gamma_function(finished.size())
+                                                : options_.gamma(finished.size());
+  n_below = std::min(n_below, finished.size());
+  std::vector<char> below(n, 0);
+  if (n_below > 0) {
+    auto mid = finished.begin() + static_cast<std::ptrdiff_t>(n_below);
+    std::nth_element(
+        finished.begin(), mid - 1, finished.end(),
+        [&](std::size_t a, std::size_t b) { return better(h_.obs[a].rank, h_.obs[b].rank); });
+    // nth_element puts the n_below best before `mid` (in any order).
+    for (auto it = finished.begin(); it != mid; ++it) below[*it] = 1;
+  }
+  std::vector<char>& out = all ? all_below_ : split_;
+  out = std::move(below);
+  return out;
+}
+
+void TpeModel::neighbor_orders(const std::vector<std::string>& names,
+                               const std::vector<Distribution>& dists,
+                               const std::vector<DimensionSpec>& dims, const Selection& sel,
+                               const std::vector<char>& is_below,
+                               const std::vector<double>& above_x,
+                               std::vector<std::vector<std::size_t>>& below_orders,
+                               std::vector<std::vector<std::size_t>>& above_orders) const {
+  const std::size_t n_dims = names.size();
+  std::vector<std::ptrdiff_t> pos(h_.obs.size(), -1);  // index within its group
+  std::size_t ib = 0, ia = 0;
+  for (std::size_t i : sel.present)
+    pos[i] = static_cast<std::ptrdiff_t>(is_below[i] ? ib++ : ia++);
+  for (std::size_t d = 0; d < n_dims; ++d) {
+    if (dims[d].kind == DimensionSpec::Kind::kCategorical) continue;
+    const TpeSampler::Cache::Column& col = cache_.column(names[d], dists[d]);
+    auto& bo = below_orders[d];
+    auto& ao = above_orders[d];
+    bo.reserve(ib);
+    ao.reserve(ia);
+    for (std::size_t slot : col.sorted) {
+      std::ptrdiff_t i = slot < h_.obs_of_slot.size() ? h_.obs_of_slot[slot] : -1;
+      if (i < 0 || pos[static_cast<std::size_t>(i)] < 0) continue;
+      auto ui = static_cast<std::size_t>(i);
+      (is_below[ui] ? bo : ao).push_back(static_cast<std::size_t>(pos[ui]));
+    }
+    merge_liars(h_, sel.present, pos, above_x, n_dims, d, ao);
+  }
+}
+
+TpeModel::Fitted TpeModel::fit(const std::vector<std::string>& names,
+                               const std::vector<Distribution>& dists) {
+  const std::size_t n_dims = names.size();
+  std::vector<const std::vector<double>*> cols;
+  cols.reserve(n_dims);
+  for (std::size_t d = 0; d < n_dims; ++d) cols.push_back(&values(names[d], dists[d]));
+  Selection sel = select(cols);
+  Fitted f;
+  if (sel.finished.empty()) {
+    f.random = true;
+    return f;
+  }
+  const std::vector<char>& is_below = split(sel);
+  std::vector<double> below_x, above_x;
+  above_x.reserve(sel.present.size() * n_dims);
+  std::size_t nb = 0, na = 0;
+  for (std::size_t i : sel.present) {
+    auto& dst = is_below[i] ? below_x : above_x;
+    for (std::size_t d = 0; d < n_dims; ++d) dst.push_back((*cols[d])[i]);
+    (is_below[i] ? nb : na)++;
+  }
+  std::vector<DimensionSpec> dims;
+  dims.reserve(dists.size());
+  for (const auto& d : dists) dims.push_back(DimensionSpec::from(d));
+  std::vector<double> wb = weights(nb), wa = weights(na);
+  std::vector<std::vector<std::size_t>> below_orders(n_dims), above_orders(n_dims);
+  if (eopt_.bandwidth == BandwidthRule::kNeighbor)
+    neighbor_orders(names, dists, dims, sel, is_below, above_x, below_orders, above_orders);
+  f.below = std::make_unique<ParzenEstimator>(dims, below_x, wb, eopt_, &below_orders);
+  f.above = std::make_unique<ParzenEstimator>(dims, above_x, wa, eopt_, &above_orders);
+  return f;
+}
+
+std::vector<double> TpeModel::weights(std::size_t m) const {
+  std::vector<double> w(m, 1.0);
+  if (options_.weights == TpeWeights::kOldDecay && m > options_.weights_window) {
+    std::size_t r = m - options_.weights_window;
+    for (std::size_t j = 0; j < r; ++j)
+      w[j] = static_cast<double>(j + 1) / static_cast<double>(r + 1);
+  }
+  return w;
+}
+
+std::vector<double> TpeModel::draw(const Fitted& f, const std::vector<Distribution>& dists,
+                                   std::mt19937_64& rng) const {
+  std::vector<double> out(dists.size());
+  if (f.random) {
+    for (std::size_t d = 0; d < dists.size(); ++d) out[d] = RandomSampler::draw(rng, dists[d]);
+    return out;
+  }
+  const std::size_t nc = options_.n_ei_candidates;
+  std::vector<double> cand;
+  f.below->sample(rng, nc, cand);
+  std::vector<double> ll(nc), lg(nc);
+  f.below->log_pdf(cand, ll);
+  f.above->log_pdf(cand, lg);
+  std::size_t best = 0;
+  double best_score = -kInf;
+  for (std::size_t j = 0; j < nc; ++j) {
+    double s = ll[j] == -kInf ? -kInf : (lg[j] == -kInf ? kInf : ll[j] - lg[j]);
+    if (j == 0 || s > best_score) {
+      best = j;
+      best_score = s;
+    }
+  }
+  std::copy_n(cand.begin() + static_cast<std::ptrdiff_t>(best * dists.size()), dists.size(),
+              out.begin());
+  return out;
+}
+
+const TpeModel::Fitted& TpeModel::univariate(const std::string& name, const Distribution& d) {
+  for (auto& [key, f] : uni_)
+    if (key.first == name && key.second == d) return f;
+  uni_.emplace_back(std::make_pair(name, d), fit({name}, {d}));
+  return uni_.back().second;
+}
+
+std::pair<std::size_t, std::uint64_t> TpeModel::presence(const std::string& name,
+                                                         const Distribution& d) {
+  const std::vector<double>& v = values(name, d);
+  std::size_t count = 0;
+  std::uint64_t sig = 0;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (!h_.obs[i].finished || std::isnan(v[i])) continue;
+    ++count;
+    sig += util::splitmix64(static_cast<std::uint64_t>(h_.obs[i].trial->trial_id));
+  }
+  return {count, sig};
+}
+
+}  // namespace hps::tpe

@@ -1,0 +1,196 @@
+// TpeOptions and TpeGamma (algorithms/tpe_sampler.h): defaults that depend
+// on the mode, validation, and the "sampler" config section.
+#include <algorithm>
+#include <cmath>
+
+#include "algorithms/tpe_sampler.h"
+
+namespace hps {
+
+namespace {
+
+// Throws ConfigError(field, "must be one of 'a', 'b', got 'x'").
+[[noreturn]] void bad_choice(const std::string& field, std::initializer_list<const char*> names,
+                             const std::string& got) {
+  std::string rule = "must be one of ";
+  bool first = true;
+  for (const char* n : names) {
+    if (!first) rule += ", ";
+    first = false;
+    rule += '\'';
+    rule += n;
+    rule += '\'';
+  }
+  rule += ", got '";
+  rule += got;
+  rule += '\'';
+  throw ConfigError(field, rule);
+}
+
+// Reads a count (an integer >= 0) at obj[key] into `out`, if present.
+void read_count(const Json& obj, const std::string& p, const char* key, std::size_t& out) {
+  if (auto v = optional_int(obj, p, key)) {
+    if (*v < 0) {
+      std::string rule = "must be >= 0, got ";
+      rule += std::to_string(*v);
+      throw ConfigError(join_path(p, key), rule);
+    }
+    out = static_cast<std::size_t>(*v);
+  }
+}
+
+// Reads {"rule": "linear"|"sqrt", "factor": x, "cap": n} at `gp`.
+TpeGamma gamma_from_json(const Json& j, const std::string& gp) {
+  TpeGamma gamma;
+  if (!j.is_object())
+    throw ConfigError(gp,
+                      "must be an object {\"rule\": \"linear\"|\"sqrt\", \"factor\": x, \"cap\": n}");
+  check_keys(j, gp, {"rule", "factor", "cap"});
+  if (auto rule = optional_string(j, gp, "rule")) {
+    if (*rule == "linear")
+      gamma.rule = TpeGamma::Rule::kLinear;
+    else if (*rule == "sqrt")
+      gamma.rule = TpeGamma::Rule::kSqrt;
+    else
+      bad_choice(join_path(gp, "rule"), {"linear", "sqrt"}, *rule);
+  }
+  if (auto f = optional_number(j, gp, "factor")) gamma.factor = *f;
+  read_count(j, gp, "cap", gamma.cap);
+  return gamma;
+}
+
+}  // namespace
+
+std::size_t TpeGamma::operator()(std::size_t n) const {
+  double x = static_cast<double>(n);
+  double g = std::ceil(rule == Rule::kLinear ? factor * x : factor * std::sqrt(x));
+  std::size_t k = g <= 0 ? 0 : static_cast<std::size_t>(g);
+  return std::min({k, cap, n});
+}
+
+const char* to_string(TpeWeights weights) {
+  return weights == TpeWeights::kUniform ? "uniform" : "old_decay";
+}
+
+const char* to_string(tpe::BandwidthRule rule) {
+  switch (rule) {
+    case tpe::BandwidthRule::kNeighbor:
+      return "neighbor";
+    case tpe::BandwidthRule::kScott:
+      return "scott";
+    case tpe::BandwidthRule::kRange:
+      return "range";
+  }
+  return "?";
+}
+
+void TpeOptions::validate(const std::string& path) const {
+  auto fail = [&](const char* key, const std::string& rule) {
+    throw ConfigError(join_path(path, key), rule);
+  };
+  if (n_ei_candidates < 1) fail("n_ei_candidates", "must be >= 1");
+  if (!(gamma.factor > 0) || !std::isfinite(gamma.factor))
+    fail("gamma.factor", "must be a finite number > 0");
+  if (gamma.rule == TpeGamma::Rule::kLinear && gamma.factor > 1)
+    fail("gamma.factor", "must be <= 1 for the linear rule");
+  if (gamma.cap < 1) fail("gamma.cap", "must be >= 1");
+  if (!(prior_weight > 0) || !std::isfinite(prior_weight))
+    fail("prior_weight", "must be a finite number > 0");
+  if (min_bandwidth_factor && !(*min_bandwidth_factor >= 0 && *min_bandwidth_factor <= 1))
+    fail("min_bandwidth_factor", "must be in [0, 1]");
+  if (bandwidth_factor && (!(*bandwidth_factor > 0) || !std::isfinite(*bandwidth_factor)))
+    fail("bandwidth_factor", "must be a finite number > 0");
+  if (weights_window < 1) fail("weights_window", "must be >= 1");
+  if (group && !multivariate) fail("group", "needs multivariate: true");
+  if (duplicate_retries < 1) fail("duplicate_retries", "must be >= 1");
+}
+
+TpeOptions TpeOptions::resolved() const {
+  TpeOptions o = *this;
+  if (!o.consider_magic_clip) o.consider_magic_clip = !multivariate;
+  if (!o.min_bandwidth_factor) o.min_bandwidth_factor = multivariate ? 0.04 : 0.0;
+  if (!o.equal_kernel_heights) o.equal_kernel_heights = !multivariate;
+  if (!o.bandwidth_factor) o.bandwidth_factor = multivariate ? 0.7 : 1.0;
+  return o;
+}
+
+TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
+  check_keys(config, path,
+             {"type", "seed", "n_startup_trials", "n_ei_candidates", "gamma", "prior_weight",
+              "consider_prior", "consider_endpoints", "consider_magic_clip", "min_bandwidth_factor",
+              "equal_kernel_heights", "bandwidth", "bandwidth_factor", "weights", "weights_window",
+              "multivariate", "group", "constant_liar", "duplicate_retries"});
+  TpeOptions o;
+  if (auto seed = optional_int(config, path, "seed")) {
+    if (*seed < 0) throw ConfigError(join_path(path, "seed"), "must be >= 0");
+    o.seed = static_cast<std::uint64_t>(*seed);
+  }
+  read_count(config, path, "n_startup_trials", o.n_startup_trials);
+  read_count(config, path, "n_ei_candidates", o.n_ei_candidates);
+  if (auto it = config.find("gamma"); it != config.end())
+    o.gamma = gamma_from_json(*it, join_path(path, "gamma"));
+  if (auto v = optional_number(config, path, "prior_weight")) o.prior_weight = *v;
+  if (auto v = optional_bool(config, path, "consider_prior")) o.consider_prior = *v;
+  if (auto v = optional_bool(config, path, "consider_endpoints")) o.consider_endpoints = *v;
+  if (auto v = optional_bool(config, path, "consider_magic_clip")) o.consider_magic_clip = *v;
+  if (auto v = optional_number(config, path, "min_bandwidth_factor")) o.min_bandwidth_factor = *v;
+  if (auto v = optional_bool(config, path, "equal_kernel_heights")) o.equal_kernel_heights = *v;
+  if (auto v = optional_string(config, path, "bandwidth")) {
+    if (*v == "neighbor")
+      o.bandwidth = tpe::BandwidthRule::kNeighbor;
+    else if (*v == "scott")
+      o.bandwidth = tpe::BandwidthRule::kScott;
+    else if (*v == "range")
+      o.bandwidth = tpe::BandwidthRule::kRange;
+    else
+      bad_choice(join_path(path, "bandwidth"), {"neighbor", "scott", "range"}, *v);
+  }
+  if (auto v = optional_number(config, path, "bandwidth_factor")) o.bandwidth_factor = *v;
+  if (auto v = optional_string(config, path, "weights")) {
+    if (*v == "uniform")
+      o.weights = TpeWeights::kUniform;
+    else if (*v == "old_decay")
+      o.weights = TpeWeights::kOldDecay;
+    else
+      bad_choice(join_path(path, "weights"), {"uniform", "old_decay"}, *v);
+  }
+  read_count(config, path, "weights_window", o.weights_window);
+  if (auto v = optional_bool(config, path, "multivariate")) o.multivariate = *v;
+  if (auto v = optional_bool(config, path, "group")) o.group = *v;
+  if (auto v = optional_bool(config, path, "constant_liar")) o.constant_liar = *v;
+  read_count(config, path, "duplicate_retries", o.duplicate_retries);
+  o.validate(path);
+  return o;
+}
+
+Json TpeOptions::to_json() const {
+  const TpeOptions r = resolved();
+  const TpeOptions& o = r;
+  Json j = {
+      {"type", "tpe"},
+      {"n_startup_trials", n_startup_trials},
+      {"n_ei_candidates", n_ei_candidates},
+      {"gamma",
+       {{"rule", gamma.rule == TpeGamma::Rule::kLinear ? "linear" : "sqrt"},
+        {"factor", gamma.factor},
+        {"cap", gamma.cap}}},
+      {"prior_weight", prior_weight},
+      {"consider_prior", consider_prior},
+      {"consider_endpoints", consider_endpoints},
+      {"consider_magic_clip", *o.consider_magic_clip},
+      {"min_bandwidth_factor", *o.min_bandwidth_factor},
+      {"equal_kernel_heights", *o.equal_kernel_heights},
+      {"bandwidth", to_string(bandwidth)},
+      {"bandwidth_factor", *o.bandwidth_factor},
+      {"weights", to_string(weights)},
+      {"weights_window", weights_window},
+      {"multivariate", multivariate},
+      {"group", group},
+      {"constant_liar", constant_liar},
+      {"duplicate_retries", duplicate_retries},
+  };
+  if (seed) j["seed"] = *seed;
+  return j;
+}
+
+}  // namespace hps

@@ -1,0 +1,126 @@
+// Coordinator::Impl: the state of a running coordinator and the steps that
+// tie its parts together. The parts, one concept per file:
+//   transport.h          the ROUTER socket: bind, read a batch, queue and send
+//   sessions.h           connected workers (a session is the lease on one trial)
+//   trial_mirror.h       the copy of the study's trials
+//   trial_source.h       a claimed WAITING trial or a newly sampled one
+//   run_limits.h         budget, timeout, min_workers, and when the study is done
+//   coordinator_record.h the "coordinator" study attr (status, take-over check)
+//   log_limiter.h        rate-limited logs
+// The Impl's own steps are split the same way: coordinator.cpp (the step
+// loop, stop, the public API), worker_messages.cpp (one handler per worker
+// message), dispatch.cpp (dispatching trials, ending the study), leases.cpp
+// (ending a trial, losing a worker, retries, heartbeats). Private (not
+// installed).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "coordinator/coordinator.h"
+#include "coordinator/descriptor_watch.h"
+#include "coordinator/log_limiter.h"
+#include "coordinator/run_limits.h"
+#include "coordinator/sessions.h"
+#include "coordinator/transport.h"
+#include "coordinator/trial_mirror.h"
+#include "coordinator/trial_source.h"
+#include "protocol/protocol.h"
+#include "search/trial_lifecycle.h"
+#include "search/util/host.h"
+#include "search/writer_lock.h"
+
+namespace hps {
+
+struct Coordinator::Impl {
+  using Steady = std::chrono::steady_clock;
+
+  // ---- single writer: taken first, released last (search/writer_lock.h)
+  WriterLock writer_lock;
+
+  // ---- configuration
+  Study study;
+  Storage& storage;
+  std::int64_t study_id;
+  StudyDirection direction;
+  SearchSpace space;
+  CoordinatorOptions options;  // validated before anything binds
+  bool nop_pruner;             // NopPruner: no decisions, no bookkeeping
+  std::string config_json;
+  std::uint64_t config_id;
+  std::string hostname = util::host_name();
+
+  // ---- parts
+  Transport transport;
+  DescriptorWatch descriptors;  // says when connections exhaust the descriptors
+  SessionTable sessions;
+  TrialMirror mirror;
+  TrialSource source;
+  std::unordered_map<std::int64_t, std::string> running;  // trial number -> routing id
+  int n_workers = 1;  // connected workers (at least 1), for SamplingContext
+  RunLimits limits;
+
+  // ---- run state
+  bool stopping = false;
+  bool is_done = false;
+  std::string reason_done;
+  std::vector<TrialPtr> ended;  // for the callback, after commit
+  std::function<void(const FrozenTrial&)> callback;
+  Steady::time_point last_status{};
+  bool status_dirty = true;
+  CoordinatorStats counters;
+  LogLimiter bad_frame_log{5};
+  LogLimiter late_log{20};
+
+  Impl(Study s, Json objective_config, CoordinatorOptions o);
+
+  // ---- coordinator.cpp: the loop
+  void take_over();
+  RunProgress progress() const;
+  bool writes_due(Steady::time_point now, bool may_expire);
+  bool step(int timeout_ms);
+  void handle(const Transport::Incoming& in, Steady::time_point now);
+  void write_status(bool force);
+  void run_callbacks();
+  void stop(const std::string& why);
+  void worker_exited(std::int64_t pid);
+
+  // ---- worker_messages.cpp: one handler per worker message
+  void send(Session& s, const protocol::Message& m);
+  void send_to(const std::string& rid, const protocol::Message& m);
+  void bad_frame(const std::string& rid, const std::string& why);
+  void refuse_version(const std::string& rid, const protocol::VersionMismatch& e,
+                      Steady::time_point now);
+  void on_unknown_session(const std::string& rid, const protocol::Message& message);
+  void on_hello(const std::string& rid, const protocol::Hello& h, const std::string& key_name,
+                Steady::time_point now);
+  bool refuse_full(const std::string& rid, const protocol::Hello& h, Steady::time_point now);
+  void on_request(Session& s);
+  bool owns(Session& s, std::int64_t number, const char* what);
+  void on_suggest(Session& s, const protocol::Suggest& m);
+  void on_report(Session& s, const protocol::Report& m);
+  void set_user_attrs(const FrozenTrial& t, const std::string& text);
+  void on_complete(Session& s, const protocol::Complete& m);
+  void on_fail(Session& s, const protocol::Fail& m);
+
+  // ---- dispatch.cpp: trials to idle workers; the end of the study
+  void dispatch(Steady::time_point now);
+  void send_assignment(Session& s, const TrialSource::Dispatch& d);
+  void check_done(Steady::time_point now);
+  void finish(const std::string& why, bool stop_trials);
+
+  // ---- leases.cpp: ending trials and sessions; retries; heartbeats
+  void end_trial(Session& s, std::int64_t number);
+  void end_lost_trial(std::int64_t number, const std::string& reason,
+                      lifecycle::RetryCause cause = lifecycle::RetryCause::kWorkerLost,
+                      bool always_retry = false);
+  void note_worker_count();
+  void expire(Session& s, const std::string& why);
+  void heartbeats_and_expiry(Steady::time_point now, bool may_expire);
+};
+
+}  // namespace hps

@@ -1,0 +1,61 @@
+// Coordinator::Impl: trials to the workers that asked for one, in request
+// order, while RunLimits allow; and the end of the study (RunLimits decides
+// when, finish() tells every worker).
+#include <spdlog/spdlog.h>
+
+#include "coordinator/coordinator_impl.h"
+
+namespace hps {
+
+namespace proto = hps::protocol;
+
+void Coordinator::Impl::dispatch(Steady::time_point now) {
+  while (sessions.has_waiters() && limits.can_dispatch(now, sessions.size(), progress())) {
+    Session* s = sessions.next_waiter();
+    if (!s) break;
+    std::optional<TrialSource::Dispatch> d = source.next(s->name, n_workers, ended);
+    if (!d) {
+      if (!limits.can_dispatch(now, sessions.size(), progress())) break;
+      continue;  // a waiting trial failed to sample; try the next one
+    }
+    send_assignment(*s, *d);
+    sessions.pop_waiter();
+  }
+}
+
+void Coordinator::Impl::send_assignment(Session& s, const TrialSource::Dispatch& d) {
+  const TrialPtr& t = d.trial;
+  proto::Assignment a;
+  a.trial_id = t->trial_id;
+  a.number = t->number;
+  a.params = proto::to_wire(t->params);
+  a.fixed = proto::to_wire(lifecycle::pending_fixed_params(d.fixed, t->params));
+  a.config_id = config_id;
+  if (!s.config_sent) {
+    a.config_json = config_json;
+    s.config_sent = true;
+  }
+  s.wants_trial = false;
+  s.trial = t->number;
+  running[t->number] = s.routing_id;
+  status_dirty = true;
+  send(s, a);
+}
+
+// Ends the study when RunLimits say it is done.
+void Coordinator::Impl::check_done(Steady::time_point now) {
+  if (is_done) return;
+  std::string why = limits.done_reason(now, progress());
+  if (!why.empty()) finish(why, false);
+}
+
+void Coordinator::Impl::finish(const std::string& why, bool stop_trials) {
+  is_done = true;
+  reason_done = why;
+  for (auto& [rid, s] : sessions) send(s, proto::Shutdown{why, stop_trials});
+  sessions.clear_waiters();
+  status_dirty = true;
+  spdlog::debug("coordinator: study '{}' done: {}", study.name(), why);
+}
+
+}  // namespace hps

@@ -1,0 +1,75 @@
+// Coordinator::Impl: the end of a lease. A trial ends when its worker
+// reports it (end_trial) or is lost (end_lost_trial: FAIL, then queued
+// again while retries remain, search/trial_lifecycle.h); a worker is lost
+// when it is silent for liveness heartbeat intervals (the ZeroMQ guide's
+// Paranoid Pirate pattern, zguide chapter 4), says Hello again, or its
+// process exits.
+#include <spdlog/spdlog.h>
+
+#include "coordinator/coordinator_impl.h"
+
+namespace hps {
+
+// After the store marked the trial finished: bookkeeping.
+void Coordinator::Impl::end_trial(Session& s, std::int64_t number) {
+  s.trial.reset();
+  running.erase(number);
+  ended.push_back(mirror.refresh(number));
+  status_dirty = true;
+}
+
+// A running trial whose worker is gone (or stopped, or the run was
+// interrupted: `cause`): FAIL(reason) and, while retries remain (or
+// always), queued again with the same params.
+void Coordinator::Impl::end_lost_trial(std::int64_t number, const std::string& reason,
+                                       lifecycle::RetryCause cause, bool always_retry) {
+  running.erase(number);
+  const FrozenTrial& t = mirror.at(number);
+  if (!storage.set_trial_state(t.trial_id, TrialState::kFail, std::nullopt, reason)) return;
+  mirror.refresh(number);
+  int depth = lifecycle::retry_depth(mirror.trials(), number);
+  bool retry = always_retry || depth < options.max_retries;
+  if (retry) {
+    mirror.append(lifecycle::queue_retry(storage, study_id, mirror.at(number), cause));
+    mirror.refresh(number);
+  }
+  spdlog::warn("coordinator: trial {} FAIL ({}){}", number, reason,
+               retry ? "; queued again with the same params" : "; no retries left");
+  ended.push_back(mirror.ptr(number));
+  status_dirty = true;
+}
+
+// Keeps the number of connected workers that sampling contexts carry
+// (SamplingContext::n_workers: TPE turns its constant liar on above 1).
+void Coordinator::Impl::note_worker_count() {
+  n_workers = std::max(1, static_cast<int>(sessions.size()));
+}
+
+void Coordinator::Impl::expire(Session& s, const std::string& why) {
+  if (!is_done || s.trial) ++counters.expired_workers;
+  if (is_done && !s.trial)
+    spdlog::debug("coordinator: worker {} left: {}", s.name, why);
+  else
+    spdlog::warn("coordinator: worker {} ({}) lost: {}", s.name, s.device, why);
+  if (s.trial) end_lost_trial(*s.trial, "worker lost");
+  std::string rid = s.routing_id;
+  sessions.expire(rid);  // `s` is gone from here on
+  status_dirty = true;
+  note_worker_count();
+}
+
+void Coordinator::Impl::heartbeats_and_expiry(Steady::time_point now, bool may_expire) {
+  const auto interval = std::chrono::milliseconds(options.heartbeat_interval_ms);
+  const auto timeout = interval * options.liveness;
+  std::vector<std::string> dead;
+  if (may_expire) dead = sessions.silent(now, timeout);
+  for (auto& [rid, s] : sessions) {
+    if (may_expire && now - s.last_seen > timeout) continue;
+    if (now - s.last_sent >= interval) send(s, protocol::Heartbeat{});
+  }
+  for (const auto& rid : dead)
+    if (Session* s = sessions.find(rid))
+      expire(*s, "no heartbeat for " + std::to_string(options.liveness) + " intervals");
+}
+
+}  // namespace hps

@@ -1,0 +1,157 @@
+#include "coordinator/transport.h"
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "protocol/curve_keys.h"
+#include "protocol/protocol.h"
+#include "protocol/zmq_util.h"
+
+namespace hps {
+
+std::string printable_id(const std::string& id) {
+  bool ok = !id.empty() &&
+            std::all_of(id.begin(), id.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+  if (ok) return id;
+  static const char* kHex = "0123456789abcdef";
+  std::string out = "0x";
+  for (unsigned char c : id) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
+PrivateDir::PrivateDir() {
+  std::string base = "/tmp";
+  // An ipc path must fit sockaddr_un (107 bytes): a long $TMPDIR is skipped.
+  if (const char* t = std::getenv("TMPDIR"); t && *t && std::strlen(t) < 60) base = t;
+  std::string tmpl = base + "/hpsearch-XXXXXX";
+  if (!mkdtemp(tmpl.data())) {
+    tmpl = "/tmp/hpsearch-XXXXXX";
+    if (!mkdtemp(tmpl.data()))
+      throw Error(std::string("coordinator: cannot create a private folder in /tmp: ") +
+                  std::strerror(errno));
+  }
+  path_ = tmpl;  // mkdtemp makes it 0700
+}
+
+PrivateDir::~PrivateDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+Transport::Transport(CoordinatorOptions& options) {
+  socket_.set(zmq::sockopt::linger, 1000);
+  socket_.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(protocol::kMaxFrameBytes));
+  socket_.set(zmq::sockopt::router_handover, true);
+  socket_.set(zmq::sockopt::sndhwm, 100000);
+  socket_.set(zmq::sockopt::rcvhwm, 100000);
+  bind_endpoints(options);
+  socket_fd_ = socket_.get(zmq::sockopt::fd);
+}
+
+std::string Transport::bind(const std::string& where) {
+  try {
+    socket_.bind(where);
+  } catch (const zmq::error_t& e) {
+    throw Error("coordinator: cannot bind '" + where + "': " + e.what());
+  }
+  return socket_.get(zmq::sockopt::last_endpoint);
+}
+
+// Binds the private ipc endpoint (plain ZMTP), then options.endpoint: a
+// CURVE server with a ZAP handler when there are keys (libzmq applies the
+// socket's options as they are at each bind).
+void Transport::bind_endpoints(CoordinatorOptions& options) {
+  local_endpoint_ = bind("ipc://" + private_dir_.path() + "/coordinator.sock");
+  if (options.endpoint.empty()) {
+    endpoint_ = local_endpoint_;
+    return;
+  }
+  if (!options.keys_dir.empty()) {
+    curve::CoordinatorKeys keys = curve::load_coordinator_keys(options.keys_dir);
+    options.curve_secret_key = keys.keys.secret_key;
+    options.authorized_keys = std::move(keys.authorized);
+  }
+  if (!options.curve_secret_key.empty()) {
+    curve::require("coordinator: CURVE keys");
+    if (options.authorized_keys.empty())
+      throw ConfigError("coordinator.authorized_keys", "lists no worker key");
+    zap_ = std::make_unique<ZapAuthenticator>(context_, options.authorized_keys);
+    socket_.set(zmq::sockopt::curve_server, true);
+    socket_.set(zmq::sockopt::curve_secretkey, options.curve_secret_key);
+    socket_.set(zmq::sockopt::zap_domain, curve::kZapDomain);
+    curve_on_ = true;
+  }
+  endpoint_ = bind(options.endpoint);
+  if (curve_on_)
+    spdlog::info("coordinator: CURVE on {} (key {}); {} authorized worker keys", endpoint_,
+                 curve::fingerprint(curve::public_key_of(options.curve_secret_key,
+                                                         "coordinator.curve_secret_key")),
+                 options.authorized_keys.size());
+  else if (endpoint_.rfind("tcp://", 0) == 0)
+    spdlog::warn(
+        "coordinator: {} is INSECURE (no CURVE keys): anyone who can reach it can join as a "
+        "worker, read every trial's objective config and store made-up results",
+        endpoint_);
+}
+
+std::vector<Transport::Incoming> Transport::drain(int max_batch, bool& drained) {
+  std::vector<Incoming> batch;
+  drained = false;
+  while (static_cast<int>(batch.size()) < max_batch) {
+    zmq::message_t part;
+    auto got = zmq_util::no_eintr([&] { return socket_.recv(part, zmq::recv_flags::dontwait); });
+    if (!got) {
+      drained = true;
+      break;
+    }
+    Incoming in;
+    in.rid.assign(static_cast<const char*>(part.data()), part.size());
+    int parts = 0;
+    while (part.more()) {
+      zmq::message_t next;
+      (void)zmq_util::no_eintr([&] { return socket_.recv(next, zmq::recv_flags::none); });
+      ++parts;
+      if (parts == 1) {
+        in.frame.assign(static_cast<const char*>(next.data()), next.size());
+        if (curve_on_)
+          if (const char* user = zmq_msg_gets(next.handle(), "User-Id")) in.user_id = user;
+      }
+      part = std::move(next);
+    }
+    in.valid = parts == 1;
+    batch.push_back(std::move(in));
+  }
+  return batch;
+}
+
+void Transport::wait(int timeout_ms) {
+  pollfd fd{socket_fd_, POLLIN, 0};
+  (void)::poll(&fd, 1, timeout_ms);  // EINTR (a signal): handled by the caller's next step
+}
+
+void Transport::flush() {
+  for (auto& [rid, frame] : outbox_) {
+    try {
+      zmq_util::no_eintr([&] {
+        return socket_.send(zmq::buffer(rid), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+      });
+      zmq_util::no_eintr(
+          [&] { return socket_.send(zmq::buffer(frame), zmq::send_flags::dontwait); });
+    } catch (const zmq::error_t& e) {
+      spdlog::debug("coordinator: cannot send to {}: {}", printable_id(rid), e.what());
+    }
+  }
+  outbox_.clear();
+}
+
+}  // namespace hps

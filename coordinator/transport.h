@@ -1,0 +1,96 @@
+// Transport: the coordinator's ZeroMQ ROUTER socket. It binds a private ipc
+// endpoint (plain ZMTP, in a fresh 0700 folder) and the configured endpoint
+// (a CURVE server with a ZAP handler when there are keys), reads messages
+// in batches without blocking, and queues replies until flush(), so that
+// the caller can commit what it stored before anything is sent. Private to
+// the coordinator (not installed).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+#include <zmq.hpp>
+
+#include "coordinator/coordinator.h"
+#include "coordinator/zap_authenticator.h"
+
+namespace hps {
+
+// A routing id as text: printable as is, else hex ("0x..."). (Worker names
+// and other text from peers go through printable(), search/printable.h.)
+std::string printable_id(const std::string& id);
+
+// A fresh 0700 folder (under $TMPDIR when short enough for an ipc path,
+// else /tmp), removed with everything in it by the destructor. Throws Error
+// if none can be created.
+class PrivateDir {
+ public:
+  PrivateDir();
+  ~PrivateDir();
+  PrivateDir(const PrivateDir&) = delete;
+  PrivateDir& operator=(const PrivateDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+class Transport {
+ public:
+  // One message read from the socket.
+  struct Incoming {
+    std::string rid;      // the peer's routing id
+    std::string frame;    // its one frame
+    bool valid = true;    // exactly [routing id][one frame]
+    std::string user_id;  // the ZAP User-Id (the CURVE key's name), if any
+  };
+
+  // Binds the private ipc endpoint, then options.endpoint (if any). With
+  // options.keys_dir, loads the keys into options.curve_secret_key and
+  // options.authorized_keys. Throws Error if an endpoint cannot be bound,
+  // ConfigError for keys that cannot be used.
+  explicit Transport(CoordinatorOptions& options);
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  // Where workers connect: options.endpoint as bound (the ipc endpoint
+  // when none was given), and the private ipc endpoint.
+  const std::string& endpoint() const { return endpoint_; }
+  const std::string& local_endpoint() const { return local_endpoint_; }
+
+  // Reads up to max_batch messages without blocking; `drained` tells
+  // whether the socket had no more.
+  std::vector<Incoming> drain(int max_batch, bool& drained);
+  // Sleeps until the socket may have a message, at most timeout_ms
+  // milliseconds (the socket's ZMQ_FD wakes on an edge: call it only after
+  // drain() emptied the socket). A signal ends the wait early.
+  void wait(int timeout_ms);
+
+  // Queues a frame for `rid`; flush() sends everything queued (dropping,
+  // with a debug log, what cannot be sent now).
+  void queue(const std::string& rid, std::string frame) {
+    outbox_.emplace_back(rid, std::move(frame));
+  }
+  void flush();
+
+  // Connections refused by the ZAP handler (unknown CURVE key).
+  std::int64_t refused_keys() const { return zap_ ? zap_->refused() : 0; }
+
+ private:
+  void bind_endpoints(CoordinatorOptions& options);
+  std::string bind(const std::string& where);
+
+  PrivateDir private_dir_;  // holds the local ipc endpoint; outlives the socket
+  zmq::context_t context_{1};
+  std::unique_ptr<ZapAuthenticator> zap_;  // with CURVE keys; outlives the socket
+  zmq::socket_t socket_{context_, zmq::socket_type::router};
+  int socket_fd_ = -1;  // the socket's ZMQ_FD, polled while the socket is empty
+  std::string endpoint_;
+  std::string local_endpoint_;
+  bool curve_on_ = false;  // endpoint is a CURVE server: messages carry a User-Id
+  std::vector<std::pair<std::string, std::string>> outbox_;  // (routing id, frame)
+};
+
+}  // namespace hps

@@ -1,0 +1,272 @@
+// Coordinator::Impl: one handler per worker message (protocol/protocol.h),
+// called inside the step's storage transaction; replies are queued and
+// sent after the commit.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "coordinator/coordinator_impl.h"
+#include "search/printable.h"
+
+namespace hps {
+
+namespace proto = hps::protocol;
+
+void Coordinator::Impl::send(Session& s, const proto::Message& m) {
+  transport.queue(s.routing_id, proto::encode(m));
+  s.last_sent = Steady::now();
+}
+
+void Coordinator::Impl::send_to(const std::string& rid, const proto::Message& m) {
+  transport.queue(rid, proto::encode(m));
+}
+
+void Coordinator::Impl::bad_frame(const std::string& rid, const std::string& why) {
+  ++counters.dropped_frames;
+  if (bad_frame_log.allow(Steady::now()))
+    spdlog::warn("coordinator: dropped a bad frame from {}: {}", printable_id(rid), why);
+}
+
+void Coordinator::Impl::refuse_version(const std::string& rid, const proto::VersionMismatch& e,
+                                       Steady::time_point now) {
+  ++counters.dropped_frames;
+  if (bad_frame_log.allow(now))
+    spdlog::warn("coordinator: refused {} from {}: {}", proto::to_string(e.type()),
+                 printable_id(rid), e.what());
+  proto::Disconnect d;
+  d.code = proto::Disconnect::Code::kRefused;
+  d.reason = "protocol version mismatch: the coordinator speaks version " +
+             std::to_string(proto::kProtocolVersion) + ", the worker sent version " +
+             std::to_string(e.version()) + "; run the same hpsearch version on both sides";
+  send_to(rid, d);
+}
+
+void Coordinator::Impl::on_unknown_session(const std::string& rid, const proto::Message& message) {
+  const std::string* expired_name = sessions.expired_name(rid);
+  std::string who =
+      expired_name ? "expired worker " + *expired_name : "unknown worker " + printable_id(rid);
+  std::optional<std::int64_t> number;
+  if (auto* c = std::get_if<proto::Complete>(&message)) number = c->number;
+  if (auto* f = std::get_if<proto::Fail>(&message)) number = f->number;
+  if (auto* r = std::get_if<proto::Report>(&message)) number = r->number;
+  if (number) {
+    ++counters.rejected_results;
+    if (late_log.allow(Steady::now()))
+      spdlog::warn("coordinator: rejected late result ({}) for trial {} from {}",
+                   proto::to_string(proto::type_of(message)), *number, who);
+  } else if (late_log.allow(Steady::now())) {
+    spdlog::info("coordinator: {} from {}: told to disconnect",
+                 proto::to_string(proto::type_of(message)), who);
+  }
+  proto::Disconnect d;
+  d.code = proto::Disconnect::Code::kExpired;
+  d.reason = expired_name ? "the session expired (no heartbeat within the timeout)"
+                          : "unknown session (the coordinator may have restarted)";
+  send_to(rid, d);
+}
+
+namespace {
+
+// Why a Hello cannot open a session, or "" if it can.
+std::string hello_refusal(const proto::Hello& h) {
+  if (h.protocol_version != proto::kProtocolVersion)
+    return "protocol version mismatch: the coordinator speaks version " +
+           std::to_string(proto::kProtocolVersion) + ", the worker " +
+           std::to_string(h.protocol_version);
+  if (h.worker_id.empty() || h.worker_id.size() > 256)
+    return "Hello.worker_id must have 1 to 256 bytes";
+  if (h.hostname.size() > 256 || h.device.size() > 64 || h.visible_devices.size() > 256)
+    return "Hello: hostname, device or visible_devices too long";
+  return "";
+}
+
+// The session a Hello opens. Text from the peer is stored and printed
+// escaped (no control characters).
+Session session_of(const std::string& rid, const proto::Hello& h, const std::string& key_name,
+                   Session::Clock::time_point now) {
+  Session s;
+  s.routing_id = rid;
+  s.name = printable(h.worker_id);
+  s.hostname = printable(h.hostname);
+  s.pid = h.pid;
+  s.device = h.device.empty() ? "cpu" : printable(h.device);
+  if (!h.visible_devices.empty())
+    s.device += " (CUDA_VISIBLE_DEVICES=" + printable(h.visible_devices) + ")";
+  s.threads = std::max(1, h.threads);
+  s.last_seen = now;
+  s.connected = now;
+  s.key_name = key_name;
+  return s;
+}
+
+}  // namespace
+
+// Refuses a new worker when max_workers are connected; returns whether it did.
+bool Coordinator::Impl::refuse_full(const std::string& rid, const proto::Hello& h,
+                                    Steady::time_point now) {
+  if (static_cast<int>(sessions.size()) < options.max_workers) return false;
+  ++counters.refused_workers;
+  if (late_log.allow(now))
+    spdlog::warn("coordinator: refused worker {} from {}: {} workers connected (max_workers)",
+                 printable(h.worker_id), printable_id(rid), sessions.size());
+  proto::Disconnect d;
+  d.code = proto::Disconnect::Code::kRefused;
+  d.reason = "the coordinator has its maximum of " + std::to_string(options.max_workers) +
+             " workers connected";
+  send_to(rid, d);
+  return true;
+}
+
+void Coordinator::Impl::on_hello(const std::string& rid, const proto::Hello& h,
+                                 const std::string& key_name, Steady::time_point now) {
+  if (std::string why = hello_refusal(h); !why.empty()) {
+    ++counters.dropped_frames;
+    spdlog::warn("coordinator: refused Hello from {}: {}", printable_id(rid), why);
+    proto::Disconnect d;
+    d.code = proto::Disconnect::Code::kRefused;
+    d.reason = why;
+    send_to(rid, d);
+    return;
+  }
+  if (Session* old = sessions.find(rid)) {
+    expire(*old, "worker said Hello again");
+  } else if (refuse_full(rid, h, now)) {
+    return;
+  }
+  Session& s = sessions.add(session_of(rid, h, key_name, now));
+  if (!key_name.empty())
+    spdlog::info("coordinator: worker {} joined from {} with key '{}' ({}, {} threads)", s.name,
+                 s.hostname, printable(key_name), s.device, s.threads);
+  else
+    spdlog::debug("coordinator: worker {} joined ({}, {} threads)", s.name, s.device, s.threads);
+  status_dirty = true;
+  note_worker_count();
+  if (is_done) {
+    send(s, proto::Shutdown{reason_done, false});
+    return;
+  }
+  proto::Welcome w;
+  w.study_name = study.name();
+  w.heartbeat_interval_ms = options.heartbeat_interval_ms;
+  w.liveness = options.liveness;
+  send(s, w);
+}
+
+void Coordinator::Impl::on_request(Session& s) {
+  if (s.trial) {
+    // The worker moved on without ending its trial: treat it as lost.
+    end_lost_trial(*s.trial, "worker lost (asked for a new trial without ending this one)");
+    s.trial.reset();
+  }
+  if (is_done) {
+    send(s, proto::Shutdown{reason_done, stopping});
+    return;
+  }
+  sessions.want_trial(s);
+  status_dirty = true;
+}
+
+// Checks that `s` owns trial `number`; logs a rejected result otherwise.
+bool Coordinator::Impl::owns(Session& s, std::int64_t number, const char* what) {
+  if (s.trial && *s.trial == number) return true;
+  ++counters.rejected_results;
+  if (late_log.allow(Steady::now()))
+    spdlog::warn(
+        "coordinator: rejected late result ({}) for trial {} from worker {}: not its "
+        "running trial",
+        what, number, s.name);
+  return false;
+}
+
+void Coordinator::Impl::on_suggest(Session& s, const proto::Suggest& m) {
+  proto::SuggestReply reply;
+  reply.number = m.number;
+  reply.name = m.name;
+  if (!owns(s, m.number, "Suggest")) {
+    reply.error = "trial " + std::to_string(m.number) + " is not running on this worker";
+    send(s, reply);
+    return;
+  }
+  try {
+    Json dj = parse_json_text(m.distribution_json, "distribution");
+    Distribution d = Distribution::from_json(dj, m.name);
+    reply.value = proto::Value::from_json(source.suggest(m.number, m.name, d, n_workers));
+    reply.ok = true;
+  } catch (const Error& e) {
+    reply.ok = false;
+    reply.error = e.what();
+  }
+  send(s, reply);
+}
+
+void Coordinator::Impl::on_report(Session& s, const proto::Report& m) {
+  proto::Decision d;
+  d.number = m.number;
+  d.step = m.step;
+  if (!owns(s, m.number, "Report")) {
+    d.stored = false;
+    d.prune = true;  // end it soon; its result will be rejected
+    send(s, d);
+    return;
+  }
+  const FrozenTrial& t = mirror.at(m.number);
+  d.stored = storage.set_trial_intermediate_value(t.trial_id, m.step, m.value);
+  TrialPtr now = mirror.refresh(m.number);
+  try {
+    PruningContext ctx{direction, mirror.trials(), *now, m.step, &storage};
+    d.prune = study.pruner().prune(ctx);
+  } catch (const Error& e) {
+    spdlog::warn("coordinator: pruner failed on trial {} step {}: {}; continuing the trial",
+                 m.number, m.step, e.what());
+    d.prune = false;
+  }
+  if (!nop_pruner) mirror.refresh(m.number);  // the pruner may have written bookkeeping attrs
+  send(s, d);
+}
+
+void Coordinator::Impl::set_user_attrs(const FrozenTrial& t, const std::string& text) {
+  if (text.empty()) return;
+  try {
+    Json attrs = parse_json_text(text, "user_attrs");
+    if (!attrs.is_object()) throw Error("user_attrs must be a JSON object");
+    for (const auto& [k, v] : attrs.items()) storage.set_trial_user_attr(t.trial_id, k, v);
+  } catch (const Error& e) {
+    spdlog::warn("coordinator: trial {}: user attrs dropped: {}", t.number, e.what());
+  }
+}
+
+void Coordinator::Impl::on_complete(Session& s, const proto::Complete& m) {
+  if (!owns(s, m.number, "Complete")) return;
+  const FrozenTrial& t = mirror.at(m.number);
+  set_user_attrs(t, m.user_attrs_json);
+  std::optional<double> value = m.value;
+  if (!m.pruned && !value) value = std::numeric_limits<double>::quiet_NaN();  // as NaN: FAIL
+  lifecycle::TrialEnd end =
+      lifecycle::resolve_end(m.pruned ? TrialState::kPruned : TrialState::kComplete, value, "",
+                             [&]() -> std::optional<double> {
+                               auto last = t.last_intermediate();
+                               if (!last) return std::nullopt;
+                               return last->second;
+                             });
+  storage.set_trial_state(t.trial_id, end.state, end.value, end.fail_reason);
+  end_trial(s, m.number);
+}
+
+void Coordinator::Impl::on_fail(Session& s, const proto::Fail& m) {
+  if (!owns(s, m.number, "Fail")) return;
+  const FrozenTrial& t = mirror.at(m.number);
+  set_user_attrs(t, m.user_attrs_json);
+  if (m.reason == proto::Fail::Reason::kInterrupted) {
+    std::string reason = "worker stopped";
+    if (!m.message.empty()) reason += ": " + m.message;
+    s.trial.reset();
+    end_lost_trial(m.number, reason, lifecycle::RetryCause::kWorkerStopped);
+    return;
+  }
+  std::string message = m.message.empty() ? "objective raised an exception" : m.message;
+  storage.set_trial_state(t.trial_id, TrialState::kFail, std::nullopt, message);
+  end_trial(s, m.number);
+}
+
+}  // namespace hps
