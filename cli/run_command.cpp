@@ -18,9 +18,6 @@
 #include "coordinator/coordinator.h"
 #include "objectives/objective.h"
 #include "protocol/curve_keys.h"
-#ifdef HPSEARCH_HAVE_TORCH
-#include "objectives/torch_objectives.h"
-#endif
 #include "protocol/protocol.h"
 #include "search/storage.h"
 #include "search/study.h"
@@ -151,7 +148,7 @@ int run_study(StudyConfig config, const RunOptions& o) {
                  pool.threads_per_worker());
   pool.start();
 
-  // For scoring the best trial on the test set at the end (in this process).
+  // For the objective's post-study step (run_after_study) in this process.
   ObjectiveContext octx;
   octx.study_name = config.name;
   octx.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -223,25 +220,9 @@ int run_study(StudyConfig config, const RunOptions& o) {
   fill();
   progress.update(ps, "", true);
   progress.finish();
-#ifdef HPSEARCH_HAVE_TORCH
-  // The held-out test set is scored once, for the best trial, at the end.
-  if (!stop_signal() && is_torch_objective(config.objective)) {
-    try {
-      TrialPtr best = study.best_trial();
-      if (!best->user_attrs.contains("test_accuracy")) {
-        std::cout << "Scoring the best trial (" << best->number << ") on the test set...\n";
-        // Same threads and device as the trials: the retrained model is the trial's own.
-        TestEvaluation test =
-            evaluate_on_test_set(config.objective, config.space, best->params, octx);
-        const Json attrs = test.to_user_attrs();
-        for (const auto& [key, value] : attrs.items())
-          storage->set_trial_user_attr(best->trial_id, key, value);
-      }
-    } catch (const Error& e) {
-      spdlog::warn("test set evaluation: {}", e.what());
-    }
-  }
-#endif
+  // The objective type's post-study step (torch.fashion_mnist: the best
+  // trial scored on the test set); its errors are reported as warnings.
+  if (!stop_signal()) (void)run_after_study(config.objective, config.space, study, octx, std::cout);
   std::cout << "\n" << summary(study, progress.elapsed_s());
   std::cout << "Storage: " << config.storage << "\n";
   if (int sig = stop_signal()) {
