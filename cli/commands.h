@@ -43,9 +43,10 @@ struct RunOptions {
 // CPU per process at load); `hpsearch-torch`, installed beside it, is the
 // same program with the LibTorch objectives. remember_program_args() keeps
 // main's arguments; exec_torch_sibling() replaces this process with
-// `hpsearch-torch` and the same arguments when this build lacks LibTorch and
-// the sibling exists (else it returns, and a torch objective is then refused
-// as an unknown type). `why` is logged.
+// `hpsearch-torch` and the same arguments when this program registered no
+// "torch.*" objective type (objectives/objective.h; hpsearch-torch's main()
+// registers them) and the sibling exists (else it returns, and a torch
+// objective is then refused as an unknown type). `why` is logged.
 void remember_program_args(int argc, char** argv);
 bool needs_torch(const Json& objective);  // objective.type starts with "torch."
 void exec_torch_sibling(const char* why);

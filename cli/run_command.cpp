@@ -18,9 +18,6 @@
 #include "coordinator/coordinator.h"
 #include "objectives/objective.h"
 #include "protocol/curve_keys.h"
-#ifdef HPSEARCH_HAVE_TORCH
-#include "objectives/torch_objectives.h"
-#endif
 #include "protocol/protocol.h"
 #include "search/storage.h"
 #include "search/study.h"
@@ -233,29 +230,17 @@ void let_workers_exit(Coordinator& coordinator, LocalWorkerPool& pool, int heart
   pool.shutdown(0.0);
 }
 
-#ifdef HPSEARCH_HAVE_TORCH
-// The held-out test set is scored once, for the best trial, at the end (in
-// this process, with the trials' threads and device).
-void score_best_on_test_set(const StudyConfig& config, Study& study, Storage& storage) {
-  if (stop_signal() || !is_torch_objective(config.objective)) return;
+// The objective type's post-study step (torch.fashion_mnist: the best
+// trial scored on the test set, with the trials' threads, in this process);
+// its errors are reported as warnings (objectives/objective.h).
+void after_study(const StudyConfig& config, Study& study) {
+  if (stop_signal()) return;
   ObjectiveContext octx;
   octx.study_name = config.name;
   octx.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   octx.direction = config.direction;
-  try {
-    TrialPtr best = study.best_trial();
-    if (best->user_attrs.contains("test_accuracy")) return;
-    std::cout << "Scoring the best trial (" << best->number << ") on the test set...\n";
-    // Same threads and device as the trials: the retrained model is the trial's own.
-    TestEvaluation test = evaluate_on_test_set(config.objective, config.space, best->params, octx);
-    const Json attrs = test.to_user_attrs();
-    for (const auto& [key, value] : attrs.items())
-      storage.set_trial_user_attr(best->trial_id, key, value);
-  } catch (const Error& e) {
-    spdlog::warn("test set evaluation: {}", e.what());
-  }
+  (void)run_after_study(config.objective, config.space, study, octx, std::cout);
 }
-#endif
 
 int run_study(StudyConfig config, const RunOptions& o) {
   if (needs_torch(config.objective)) exec_torch_sibling("LibTorch objective");
@@ -310,9 +295,7 @@ int run_study(StudyConfig config, const RunOptions& o) {
   let_workers_exit(coordinator, pool, o.heartbeat_ms);
   progress.draw(true);
   progress.finish();
-#ifdef HPSEARCH_HAVE_TORCH
-  score_best_on_test_set(config, study, *storage);
-#endif
+  after_study(config, study);
   std::cout << "\n" << summary(study, progress.elapsed_s());
   std::cout << "Storage: " << config.storage << "\n";
   if (int sig = stop_signal()) {

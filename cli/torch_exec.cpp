@@ -4,13 +4,16 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "objectives/objective.h"
 
 namespace hps::cli {
 
@@ -31,9 +34,12 @@ bool needs_torch(const Json& objective) {
 }
 
 void exec_torch_sibling(const char* why) {
-#ifdef HPSEARCH_HAVE_TORCH
-  (void)why;  // this program has the LibTorch objectives itself
-#else
+  // The registry decides: a program that registered the LibTorch objectives
+  // (main() of hpsearch-torch) runs them itself.
+  const std::vector<std::string> types = objective_type_names();
+  if (std::any_of(types.begin(), types.end(),
+                  [](const std::string& t) { return t.rfind("torch.", 0) == 0; }))
+    return;
   if (g_argv == nullptr || g_argc < 1) return;
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -48,7 +54,6 @@ void exec_torch_sibling(const char* why) {
   args.push_back(nullptr);
   execv(sibling.c_str(), args.data());
   spdlog::warn("{}: cannot start {}: {}", why, sibling.string(), std::strerror(errno));
-#endif
 }
 
 }  // namespace hps::cli

@@ -1,8 +1,11 @@
 #include "objectives/objective.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cstddef>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -274,6 +277,35 @@ Objective make_objective(const Json& config, const SearchSpace& space,
     throw Error("objective type '" + type.type + "' made an empty objective");
   }
   return objective;
+}
+
+AfterStudyOutcome run_after_study(const Json& config, const SearchSpace& space, const Study& study,
+                                  const ObjectiveContext& context, std::ostream& out) {
+  AfterStudyOutcome outcome;
+  if (!config.is_object() || !config.contains("type") || !config["type"].is_string())
+    return outcome;
+  const std::optional<ObjectiveType> type = registry().find(config["type"].get<std::string>());
+  if (!type || !type->after_study.run) return outcome;
+  const std::string& name = type->after_study.name.empty() ? type->type : type->after_study.name;
+  try {
+    if (study.trials({TrialState::kComplete}).empty()) return outcome;
+    outcome.ran = true;
+    const TrialPtr best = study.best_trial();
+    const Json attrs = type->after_study.run(config, space, study, *best, context, out);
+    if (!attrs.is_null() && !attrs.is_object())
+      throw Error("the hook returned " + std::string(attrs.type_name()) +
+                  " instead of a JSON object of user attrs");
+    if (attrs.is_object()) {
+      for (const auto& [key, value] : attrs.items()) {
+        study.storage().set_trial_user_attr(best->trial_id, key, value);
+        outcome.user_attrs[key] = value;
+      }
+    }
+  } catch (const std::exception& e) {
+    outcome.error = e.what();
+    spdlog::warn("{}: {}", name, outcome.error);
+  }
+  return outcome;
 }
 
 }  // namespace hps

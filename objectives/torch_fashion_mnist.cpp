@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <ostream>
 
 #include "objectives/idx.h"
 #include "objectives/torch_objectives.h"
@@ -221,49 +222,145 @@ void init_weights(torch::nn::Module& model, at::Generator& generator) {
   }
 }
 
-// MLP: input [N, 1, rows, cols] float32 -> flatten [N, rows*cols] ->
-// `layers` x (Linear(hidden) -> activation -> Dropout) -> Linear(10):
-// logits [N, 10].
-torch::nn::Sequential make_mlp(const TrainingParams& p, std::int64_t rows, std::int64_t cols,
-                               const c10::optional<at::Generator>& dropout_gen) {
-  torch::nn::Sequential seq;
-  seq->push_back(torch::nn::Flatten());
-  std::int64_t in = rows * cols;
-  for (std::int64_t i = 0; i < p.layers; ++i) {
-    seq->push_back(torch::nn::Linear(in, p.hidden));
-    seq->push_back(activation(p.activation));
-    if (p.dropout > 0) seq->push_back(SeededDropout(p.dropout, dropout_gen));
-    in = p.hidden;
-  }
-  seq->push_back(torch::nn::Linear(in, Dataset::kNumClasses));
-  return seq;
-}
+// Options of Mlp, in LibTorch's options style (MlpOptions(784).hidden(256)).
+struct MlpOptions {
+  explicit MlpOptions(std::int64_t in_features) : in_features_(in_features) {}
+  // Pixels per image (rows * cols); the input is flattened to this many.
+  TORCH_ARG(std::int64_t, in_features);
+  // Hidden layers (>= 1) and units per hidden layer (>= 1).
+  TORCH_ARG(std::int64_t, layers) = 1;
+  TORCH_ARG(std::int64_t, hidden) = 128;
+  // "relu", "gelu", "tanh", "silu" or "leaky_relu" (any other name: relu).
+  TORCH_ARG(std::string, activation) = "relu";
+  // Dropout probability after every hidden layer, in [0, 1); 0: none.
+  TORCH_ARG(double, dropout) = 0.0;
+  // Output logits.
+  TORCH_ARG(std::int64_t, classes) = Dataset::kNumClasses;
+};
 
-// CNN (after LeNet-5): input [N, 1, rows, cols] ->
+// Multilayer perceptron: input [N, 1, rows, cols] float32 -> flatten
+// [N, in_features] -> `layers` x (Linear(hidden) -> activation -> Dropout)
+// -> Linear(classes): logits [N, classes]. Dropout masks come from
+// `dropout_generator` (see SeededDropout).
+class MlpImpl final : public torch::nn::Cloneable<MlpImpl> {
+ public:
+  explicit MlpImpl(MlpOptions options_,
+                   c10::optional<at::Generator> dropout_generator = c10::nullopt)
+      : options(std::move(options_)), dropout_generator_(std::move(dropout_generator)) {
+    reset();
+  }
+  // (Re)creates the layers with LibTorch's default initialisation.
+  void reset() override {
+    layers_ = register_module("layers", torch::nn::Sequential());
+    layers_->push_back(torch::nn::Flatten());
+    std::int64_t in = options.in_features();
+    for (std::int64_t i = 0; i < options.layers(); ++i) {
+      layers_->push_back(torch::nn::Linear(in, options.hidden()));
+      layers_->push_back(activation(options.activation()));
+      if (options.dropout() > 0)
+        layers_->push_back(SeededDropout(options.dropout(), dropout_generator_));
+      in = options.hidden();
+    }
+    layers_->push_back(torch::nn::Linear(in, options.classes()));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return layers_->forward(x); }
+
+  MlpOptions options;
+
+ private:
+  c10::optional<at::Generator> dropout_generator_;
+  torch::nn::Sequential layers_{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+// Options of Cnn.
+struct CnnOptions {
+  CnnOptions(std::int64_t rows, std::int64_t cols) : rows_(rows), cols_(cols) {}
+  // Image height and width in pixels (each >= 4).
+  TORCH_ARG(std::int64_t, rows);
+  TORCH_ARG(std::int64_t, cols);
+  // Channels of the first convolution (>= 1); the second has twice as many.
+  TORCH_ARG(std::int64_t, channels) = 32;
+  // Odd convolution kernel size (>= 1), "same" padding.
+  TORCH_ARG(std::int64_t, kernel_size) = 3;
+  // As MlpOptions::activation.
+  TORCH_ARG(std::string, activation) = "relu";
+  // Dropout probability before each fully connected layer, in [0, 1).
+  TORCH_ARG(double, dropout) = 0.0;
+  // Units of the hidden fully connected layer.
+  TORCH_ARG(std::int64_t, hidden) = 128;
+  // Output logits.
+  TORCH_ARG(std::int64_t, classes) = Dataset::kNumClasses;
+};
+
+// Convolutional network after LeNet-5 (LeCun et al., "Gradient-based
+// learning applied to document recognition", Proc. IEEE 1998, section II):
+// input [N, 1, rows, cols] ->
 // Conv(channels, k, same padding) -> act -> MaxPool 2 -> [N, c, rows/2, cols/2]
 // Conv(2*channels, k, same padding) -> act -> MaxPool 2 -> [N, 2c, rows/4, cols/4]
-// flatten -> Dropout -> Linear(128) -> act -> Dropout -> Linear(10): logits [N, 10].
-torch::nn::Sequential make_cnn(const TrainingParams& p, std::int64_t rows, std::int64_t cols,
-                               const c10::optional<at::Generator>& dropout_gen) {
-  namespace nn = torch::nn;
-  const std::int64_t c = p.channels, k = p.kernel_size, pad = p.kernel_size / 2;
-  nn::Sequential seq;
-  seq->push_back(nn::Conv2d(nn::Conv2dOptions(1, c, k).padding(pad)));
-  seq->push_back(activation(p.activation));
-  seq->push_back(nn::MaxPool2d(nn::MaxPool2dOptions(2)));
-  seq->push_back(nn::Conv2d(nn::Conv2dOptions(c, 2 * c, k).padding(pad)));
-  seq->push_back(activation(p.activation));
-  seq->push_back(nn::MaxPool2d(nn::MaxPool2dOptions(2)));
-  seq->push_back(nn::Flatten());
-  const std::int64_t flat = 2 * c * (rows / 4) * (cols / 4);
-  if (flat < 1)
-    throw Error(fmt::format("cnn: images of {}x{} are too small (need at least 4x4)", rows, cols));
-  if (p.dropout > 0) seq->push_back(SeededDropout(p.dropout, dropout_gen));
-  seq->push_back(nn::Linear(flat, 128));
-  seq->push_back(activation(p.activation));
-  if (p.dropout > 0) seq->push_back(SeededDropout(p.dropout, dropout_gen));
-  seq->push_back(nn::Linear(128, Dataset::kNumClasses));
-  return seq;
+// flatten -> Dropout -> Linear(hidden) -> act -> Dropout -> Linear(classes):
+// logits [N, classes]. Throws Error when the images are smaller than 4x4.
+class CnnImpl final : public torch::nn::Cloneable<CnnImpl> {
+ public:
+  explicit CnnImpl(CnnOptions options_,
+                   c10::optional<at::Generator> dropout_generator = c10::nullopt)
+      : options(std::move(options_)), dropout_generator_(std::move(dropout_generator)) {
+    reset();
+  }
+  void reset() override {
+    namespace nn = torch::nn;
+    const std::int64_t c = options.channels(), k = options.kernel_size(), pad = k / 2;
+    const std::int64_t flat = 2 * c * (options.rows() / 4) * (options.cols() / 4);
+    if (flat < 1)
+      throw Error(fmt::format("cnn: images of {}x{} are too small (need at least 4x4)",
+                              options.rows(), options.cols()));
+    features_ = register_module("features", nn::Sequential());
+    features_->push_back(nn::Conv2d(nn::Conv2dOptions(1, c, k).padding(pad)));
+    features_->push_back(activation(options.activation()));
+    features_->push_back(nn::MaxPool2d(nn::MaxPool2dOptions(2)));
+    features_->push_back(nn::Conv2d(nn::Conv2dOptions(c, 2 * c, k).padding(pad)));
+    features_->push_back(activation(options.activation()));
+    features_->push_back(nn::MaxPool2d(nn::MaxPool2dOptions(2)));
+    classifier_ = register_module("classifier", nn::Sequential());
+    classifier_->push_back(nn::Flatten());
+    if (options.dropout() > 0)
+      classifier_->push_back(SeededDropout(options.dropout(), dropout_generator_));
+    classifier_->push_back(nn::Linear(flat, options.hidden()));
+    classifier_->push_back(activation(options.activation()));
+    if (options.dropout() > 0)
+      classifier_->push_back(SeededDropout(options.dropout(), dropout_generator_));
+    classifier_->push_back(nn::Linear(options.hidden(), options.classes()));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    return classifier_->forward(features_->forward(x));
+  }
+
+  CnnOptions options;
+
+ private:
+  c10::optional<at::Generator> dropout_generator_;
+  torch::nn::Sequential features_{nullptr}, classifier_{nullptr};
+};
+TORCH_MODULE(Cnn);
+
+// The model of a trial's params, as a module of any type with
+// forward(Tensor) -> logits.
+torch::nn::AnyModule make_model(const std::string& model, const TrainingParams& p,
+                                std::int64_t rows, std::int64_t cols,
+                                const c10::optional<at::Generator>& dropout_gen) {
+  if (model == "cnn")
+    return torch::nn::AnyModule(Cnn(CnnOptions(rows, cols)
+                                        .channels(p.channels)
+                                        .kernel_size(p.kernel_size)
+                                        .activation(p.activation)
+                                        .dropout(p.dropout),
+                                    dropout_gen));
+  return torch::nn::AnyModule(Mlp(MlpOptions(rows * cols)
+                                      .layers(p.layers)
+                                      .hidden(p.hidden)
+                                      .activation(p.activation)
+                                      .dropout(p.dropout),
+                                  dropout_gen));
 }
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingParams& p,
@@ -286,16 +383,16 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingParams& p,
 }
 
 // Mean cross-entropy and accuracy of `model` on (x, y), in chunks.
-std::pair<double, double> score(torch::nn::Sequential& model, const torch::Tensor& x,
+std::pair<double, double> score(torch::nn::AnyModule& model, const torch::Tensor& x,
                                 const torch::Tensor& y, std::int64_t chunk) {
   torch::NoGradGuard no_grad;
-  model->eval();
+  model.ptr()->eval();
   const std::int64_t n = x.size(0);
   double loss_sum = 0.0;
   std::int64_t correct = 0;
   for (std::int64_t start = 0; start < n; start += chunk) {
     const std::int64_t end = std::min(n, start + chunk);
-    auto logits = model->forward(x.slice(0, start, end));
+    auto logits = model.forward(x.slice(0, start, end));
     auto target = y.slice(0, start, end);
     loss_sum +=
         torch::nn::functional::cross_entropy(
@@ -360,45 +457,46 @@ auto oom_guard(Fn&& fn) -> decltype(fn()) {
 }
 
 // A copy of a model's parameters and buffers.
-std::vector<torch::Tensor> snapshot(const torch::nn::Sequential& model) {
+std::vector<torch::Tensor> snapshot(const torch::nn::Module& model) {
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> out;
-  for (const auto& p : model->parameters()) out.push_back(p.detach().clone());
-  for (const auto& b : model->buffers()) out.push_back(b.detach().clone());
+  for (const auto& p : model.parameters()) out.push_back(p.detach().clone());
+  for (const auto& b : model.buffers()) out.push_back(b.detach().clone());
   return out;
 }
 
-void restore(torch::nn::Sequential& model, const std::vector<torch::Tensor>& saved) {
+void restore(torch::nn::Module& model, const std::vector<torch::Tensor>& saved) {
   torch::NoGradGuard no_grad;
   std::size_t i = 0;
-  for (auto& p : model->parameters()) p.copy_(saved.at(i++));
-  for (auto& b : model->buffers()) b.copy_(saved.at(i++));
+  for (auto& p : model.parameters()) p.copy_(saved.at(i++));
+  for (auto& b : model.buffers()) b.copy_(saved.at(i++));
 }
 
 // Trains one model: returns the outcome and the model (with its final
 // weights); keeps the best epoch's weights in *best_weights when given.
 TrainingOutcome train(const FashionMnistState& s, const TrainingParams& p, std::uint64_t seed,
-                      Trial* trial, torch::nn::Sequential* model_out,
+                      Trial* trial, torch::nn::AnyModule* model_out,
                       std::vector<torch::Tensor>* best_weights) {
   const PreparedData& d = *s.data;
   // The trial's generators: initial weights, batch order, dropout masks (on
   // the CPU; on a GPU the masks come from the device's generator, seeded by
   // manual_seed, so concurrent GPU trials in one process can interfere).
   torch::manual_seed(seed);
-  auto init_gen = at::detail::createCPUGenerator(seed);
-  auto shuffle_gen = at::detail::createCPUGenerator(splitmix64(seed));
+  auto init_gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  auto shuffle_gen = at::make_generator<at::CPUGeneratorImpl>(splitmix64(seed));
   c10::optional<at::Generator> dropout_gen;
-  if (s.device.is_cpu()) dropout_gen = at::detail::createCPUGenerator(splitmix64(splitmix64(seed)));
-  torch::nn::Sequential model = s.config.model == "cnn" ? make_cnn(p, d.rows, d.cols, dropout_gen)
-                                                        : make_mlp(p, d.rows, d.cols, dropout_gen);
-  init_weights(*model, init_gen);
-  model->to(s.device);
-  auto optimizer = make_optimizer(p, model->parameters());
+  if (s.device.is_cpu())
+    dropout_gen = at::make_generator<at::CPUGeneratorImpl>(splitmix64(splitmix64(seed)));
+  torch::nn::AnyModule model = make_model(s.config.model, p, d.rows, d.cols, dropout_gen);
+  torch::nn::Module& module = *model.ptr();
+  init_weights(module, init_gen);
+  module.to(s.device);
+  auto optimizer = make_optimizer(p, module.parameters());
   const std::int64_t n = d.train_x.size(0);
   const std::int64_t batch = std::min<std::int64_t>(p.batch_size, n);
 
   auto run_epoch = [&](std::int64_t epoch) {
-    model->train();
+    module.train();
     auto perm = torch::randperm(n, shuffle_gen, torch::kInt64).to(s.device);
     // Summed on the device: no host synchronisation per batch.
     auto loss_sum =
@@ -410,7 +508,7 @@ TrainingOutcome train(const FashionMnistState& s, const TrainingParams& p, std::
       auto x = d.train_x.index_select(0, idx);
       auto y = d.train_y.index_select(0, idx);
       optimizer->zero_grad();
-      auto loss = torch::nn::functional::cross_entropy(model->forward(x), y);
+      auto loss = torch::nn::functional::cross_entropy(model.forward(x), y);
       loss.backward();
       optimizer->step();
       loss_sum += loss.detach().to(torch::kFloat64) * static_cast<double>(idx.size(0));
@@ -423,7 +521,7 @@ TrainingOutcome train(const FashionMnistState& s, const TrainingParams& p, std::
     return m;
   };
   std::function<void(std::int64_t)> on_best;
-  if (best_weights) on_best = [&](std::int64_t) { *best_weights = snapshot(model); };
+  if (best_weights) on_best = [&](std::int64_t) { *best_weights = snapshot(module); };
   TrainingOutcome out =
       run_epochs(trial, s.config.max_epochs, s.metric, s.config.early_stopping, run_epoch, on_best);
   if (model_out) *model_out = model;
@@ -468,10 +566,10 @@ TestEvaluation evaluate_on_test_set(const Json& config, const SearchSpace& space
     tx = tx.sub_(d.mean).div_(d.std).to(state->device);
     ty = ty.to(state->device);
 
-    torch::nn::Sequential model;
+    torch::nn::AnyModule model;
     std::vector<torch::Tensor> best_weights;
     TrainingOutcome out = train(*state, p, seed, nullptr, &model, &best_weights);
-    restore(model, best_weights);
+    restore(*model.ptr(), best_weights);
     TestEvaluation e;
     std::tie(e.test_loss, e.test_accuracy) = score(model, tx, ty, state->config.eval_batch_size);
     e.best_epoch = out.best_epoch;
@@ -479,6 +577,17 @@ TestEvaluation evaluate_on_test_set(const Json& config, const SearchSpace& space
     e.val_accuracy = out.best.val_accuracy;
     return e;
   });
+}
+
+// The post-study hook of torch.fashion_mnist: scores the best trial on the
+// test set, unless an earlier run did.
+Json score_best_trial_on_test_set(const Json& config, const SearchSpace& space, const Study&,
+                                  const FrozenTrial& best, const ObjectiveContext& context,
+                                  std::ostream& out) {
+  if (best.user_attrs.contains("test_accuracy")) return Json();
+  out << "Scoring the best trial (" << best.number << ") on the test set..." << std::endl;
+  // The retrained model is the trial's own with the trials' threads and device.
+  return evaluate_on_test_set(config, space, best.params, context).to_user_attrs();
 }
 
 void register_torch_objectives() {
@@ -491,6 +600,8 @@ void register_torch_objectives() {
     (void)FashionMnistConfig::from_json(config, space);
   };
   t.make = make_fashion_mnist_objective;
+  t.after_study.name = "test set evaluation";
+  t.after_study.run = score_best_trial_on_test_set;
   register_objective_type(std::move(t));
 }
 

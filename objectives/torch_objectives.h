@@ -63,6 +63,13 @@
 namespace hps {
 
 // Registers "torch.fashion_mnist" with the objective registry. Idempotent.
+// Its post-study hook (objectives/objective.h: AfterStudyHook, run by
+// run_after_study() at the end of `hpsearch run`), named "test set
+// evaluation", scores the best trial on the test set with
+// evaluate_on_test_set() (as long as one trial takes), after writing
+// "Scoring the best trial (N) on the test set..." to its output, and stores
+// test_accuracy and test_loss as user attrs of that trial; a best trial that
+// already has test_accuracy (scored by an earlier run) is not scored again.
 void register_torch_objectives();
 
 inline constexpr const char* kFashionMnistType = "torch.fashion_mnist";

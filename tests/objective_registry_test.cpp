@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cmath>
 #include <numbers>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "objectives/objective.h"
 #include "objectives/synthetic.h"
 #include "search/errors.h"
+#include "search/storage.h"
 
 namespace hps {
 namespace {
@@ -357,6 +359,175 @@ TEST(ObjectiveRegistryTest, ConcurrentRegistrationAndLookup) {
       EXPECT_TRUE(std::binary_search(names.begin(), names.end(), name)) << name;
     }
   }
+}
+
+// ---------------------------------------------------------------- post-study hook
+
+// A finished study of `n` trials of branin on x0, x1 in [-5, 15].
+Study finished_branin_study(int n) {
+  StudyOptions options;
+  options.space = float_space(2, -5.0, 15.0);
+  Study study =
+      Study::create(open_storage("memory"), "after-study", StudyDirection::kMinimize, options);
+  OptimizeOptions run;
+  run.n_trials = n;
+  study.optimize(make_objective(type_config("branin"), *options.space), run);
+  return study;
+}
+
+// The type "test.after_study.<suffix>": branin's objective with `hook`.
+std::string register_with_hook(const std::string& suffix, AfterStudyHook hook) {
+  ObjectiveType type;
+  type.type = "test.after_study." + suffix;
+  type.make = [](const Json&, const SearchSpace& space, const ObjectiveContext&) {
+    return make_objective(type_config("branin"), space);
+  };
+  type.after_study = std::move(hook);
+  register_objective_type(type);
+  return type.type;
+}
+
+// What a study holds, to compare before and after a hook.
+struct Snapshot {
+  std::vector<TrialState> states;
+  std::vector<std::optional<double>> values;
+  std::vector<Json> user_attrs;
+  bool operator==(const Snapshot&) const = default;
+};
+Snapshot snapshot(const Study& study) {
+  Snapshot s;
+  for (const TrialPtr& t : study.trials()) {
+    s.states.push_back(t->state);
+    s.values.push_back(t->value);
+    s.user_attrs.push_back(t->user_attrs);
+  }
+  return s;
+}
+
+TEST(ObjectiveRegistryTest, AfterStudyHookRunsOnceWithTheBestTrialAndItsAttrsAreStored) {
+  Study study = finished_branin_study(12);
+  const TrialPtr best = study.best_trial();
+  int calls = 0;
+  std::int64_t seen_number = -1;
+  std::string seen_study, seen_config_field;
+  std::size_t seen_space_size = 0;
+  int seen_threads = 0;
+  AfterStudyHook hook;
+  hook.name = "checking the best trial";
+  hook.run = [&](const Json& config, const SearchSpace& space, const Study& s,
+                 const FrozenTrial& trial, const ObjectiveContext& context, std::ostream& out) {
+    ++calls;
+    seen_number = trial.number;
+    seen_study = s.name();
+    seen_config_field = config.value("extra", "");
+    seen_space_size = space.params().size();
+    seen_threads = context.threads;
+    out << "checked trial " << trial.number << "\n";
+    return Json{{"checked_value", *trial.value}, {"checked", true}};
+  };
+  const std::string type = register_with_hook("ok", hook);
+
+  ObjectiveContext context;
+  context.threads = 3;
+  std::ostringstream out;
+  const Json config = {{"type", type}, {"extra", "field"}};
+  const AfterStudyOutcome outcome =
+      run_after_study(config, float_space(2, -5.0, 15.0), study, context, out);
+  EXPECT_TRUE(outcome.ran);
+  EXPECT_EQ(outcome.error, "");
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(seen_number, best->number);
+  EXPECT_EQ(seen_study, "after-study");
+  EXPECT_EQ(seen_config_field, "field");
+  EXPECT_EQ(seen_space_size, 2u);
+  EXPECT_EQ(seen_threads, 3);
+  EXPECT_EQ(out.str(), "checked trial " + std::to_string(best->number) + "\n");
+  EXPECT_EQ(outcome.user_attrs, (Json{{"checked_value", *best->value}, {"checked", true}}));
+
+  // The attrs are stored with the best trial, and with no other.
+  for (const TrialPtr& t : study.trials()) {
+    if (t->number == best->number) {
+      EXPECT_EQ(t->user_attrs.value("checked_value", 0.0), *best->value);
+      EXPECT_EQ(t->user_attrs.value("checked", false), true);
+    } else {
+      EXPECT_FALSE(t->user_attrs.contains("checked")) << t->number;
+    }
+  }
+}
+
+TEST(ObjectiveRegistryTest, WithoutAHookOrACompleteTrialNothingRuns) {
+  Study study = finished_branin_study(5);
+  const Snapshot before = snapshot(study);
+  std::ostringstream out;
+  // A type without a hook (branin), an unknown type, a section without a type.
+  for (const Json& config :
+       {type_config("branin"), type_config("test.after_study.unknown"), Json::object()}) {
+    const AfterStudyOutcome outcome =
+        run_after_study(config, float_space(2, -5.0, 15.0), study, ObjectiveContext{}, out);
+    EXPECT_FALSE(outcome.ran) << config.dump();
+    EXPECT_EQ(outcome.error, "");
+    EXPECT_TRUE(outcome.user_attrs.empty());
+  }
+  EXPECT_EQ(snapshot(study), before);
+  EXPECT_EQ(out.str(), "");
+
+  // A hook and a study without a COMPLETE trial: the hook is not called.
+  int calls = 0;
+  AfterStudyHook hook;
+  hook.name = "counting";
+  hook.run = [&](const Json&, const SearchSpace&, const Study&, const FrozenTrial&,
+                 const ObjectiveContext&, std::ostream&) {
+    ++calls;
+    return Json();
+  };
+  const std::string type = register_with_hook("no_complete", hook);
+  StudyOptions options;
+  options.space = float_space(2, -5.0, 15.0);
+  Study empty = Study::create(open_storage("memory"), "empty", StudyDirection::kMinimize, options);
+  Trial failed = empty.ask();
+  empty.tell(failed, TrialState::kFail, std::nullopt, "failed on purpose");
+  const AfterStudyOutcome outcome =
+      run_after_study(type_config(type), *options.space, empty, ObjectiveContext{}, out);
+  EXPECT_FALSE(outcome.ran);
+  EXPECT_EQ(calls, 0);
+}
+
+TEST(ObjectiveRegistryTest, AHooksErrorIsReportedAndLeavesTheStudyAsItWas) {
+  Study study = finished_branin_study(8);
+  const Snapshot before = snapshot(study);
+  AfterStudyHook throwing;
+  throwing.name = "scoring";
+  throwing.run = [](const Json&, const SearchSpace&, const Study&, const FrozenTrial&,
+                    const ObjectiveContext&, std::ostream& out) -> Json {
+    out << "scoring...\n";
+    throw Error("test data missing");
+  };
+  std::ostringstream out;
+  AfterStudyOutcome outcome = run_after_study(type_config(register_with_hook("throws", throwing)),
+                                              float_space(2, -5.0, 15.0), study, {}, out);
+  EXPECT_TRUE(outcome.ran);
+  EXPECT_EQ(outcome.error, "test data missing");
+  EXPECT_TRUE(outcome.user_attrs.empty());
+  EXPECT_EQ(snapshot(study), before);
+
+  // Attrs that are not an object are refused, and nothing is written.
+  AfterStudyHook bad_attrs;
+  bad_attrs.name = "listing";
+  bad_attrs.run = [](const Json&, const SearchSpace&, const Study&, const FrozenTrial&,
+                     const ObjectiveContext&, std::ostream&) {
+    return Json::array({1, 2});
+  };
+  outcome = run_after_study(type_config(register_with_hook("bad_attrs", bad_attrs)),
+                            float_space(2, -5.0, 15.0), study, {}, out);
+  EXPECT_TRUE(outcome.ran);
+  EXPECT_THAT(outcome.error, HasSubstr("array instead of a JSON object of user attrs"));
+  EXPECT_EQ(snapshot(study), before);
+
+  // The study goes on: more trials run and are stored as before.
+  OptimizeOptions run;
+  run.n_trials = 10;
+  study.optimize(make_objective(type_config("branin"), float_space(2, -5.0, 15.0)), run);
+  EXPECT_EQ(study.trials({TrialState::kComplete}).size(), 18u);
 }
 
 }  // namespace

@@ -96,7 +96,8 @@ TEST(PrunerStudyTest, PrunedTrialsEndPrunedWithTheirLastReportedStep) {
     study.optimize(
         [&](Trial& trial) {
           // Trial n's curve is flat at a level that alternates good/bad.
-          const double level = (trial.number() % 3 == 0 ? 1.0 : 10.0) + trial.number() * 0.01;
+          const double level =
+              (trial.number() % 3 == 0 ? 1.0 : 10.0) + static_cast<double>(trial.number()) * 0.01;
           for (std::int64_t step = 0; step < 8; ++step) {
             trial.report(step, sign * level);
             if (trial.should_prune()) {

@@ -1132,7 +1132,7 @@ TEST_P(SqliteReads, TwoProcessesWriterAndReader) {
         const auto& t = *all[k];
         if (t.number != static_cast<std::int64_t>(k)) error = "numbers not contiguous";
         if (t.state == TrialState::kComplete &&
-            (t.value != t.number * 0.5 || t.params.size() != 1 ||
+            (t.value != static_cast<double>(t.number) * 0.5 || t.params.size() != 1 ||
              t.intermediate_values.size() != 1))
           error = "COMPLETE trial seen without all its writes";
       }

@@ -353,7 +353,7 @@ TEST(TpeSamplerTest, StepGridsAndSingleValues) {
       ints.insert(i);
       floats.insert(f);
       double y = trial.param("y").get<double>();
-      study.tell(trial, (i - 5) * (i - 5) + std::abs(f - 704) / 160 + y);
+      study.tell(trial, static_cast<double>((i - 5) * (i - 5)) + std::abs(f - 704) / 160 + y);
     }
     EXPECT_GE(ints.size(), 3u);
     EXPECT_GE(floats.size(), 3u);
