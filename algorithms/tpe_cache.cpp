@@ -126,11 +126,11 @@ void TpeSampler::Cache::insert_sorted(Column& col, std::size_t slot) const {
   const double v = col.values[slot];
   if (std::isnan(v)) return;
   const std::int64_t number = slots[slot].trial->number;
-  auto at = std::upper_bound(col.sorted.begin(), col.sorted.end(), slot,
-                             [&](std::size_t, std::size_t b) {
-                               double vb = col.values[b];
-                               return v < vb || (v == vb && number < slots[b].trial->number);
-                             });
+  auto at =
+      std::upper_bound(col.sorted.begin(), col.sorted.end(), slot, [&](std::size_t, std::size_t b) {
+        double vb = col.values[b];
+        return v < vb || (v == vb && number < slots[b].trial->number);
+      });
   col.sorted.insert(at, slot);
 }
 

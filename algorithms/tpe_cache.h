@@ -29,8 +29,9 @@ struct Slot {
   TrialState state = TrialState::kComplete;
   bool usable = false;     // enters the model (COMPLETE with a value, PRUNED)
   bool has_value = false;  // PRUNED without any value ranks last
-  double value = std::numeric_limits<double>::infinity();     // raw value (COMPLETE) or value at the deepest step (PRUNED)
-  double depth = 0;        // minus the deepest step reported (PRUNED)
+  double value = std::numeric_limits<double>::infinity();  // raw value (COMPLETE) or value at the
+                                                           // deepest step (PRUNED)
+  double depth = 0;  // minus the deepest step reported (PRUNED)
   std::size_t params_hash = 0;
 };
 
@@ -75,7 +76,8 @@ struct TpeSampler::Cache {
   static double internal_value(const FrozenTrial& t, const std::string& name,
                                const Distribution& d) {
     auto it = t.params.find(name);
-    if (it == t.params.end() || !d.contains(it->second)) return std::numeric_limits<double>::quiet_NaN();
+    if (it == t.params.end() || !d.contains(it->second))
+      return std::numeric_limits<double>::quiet_NaN();
     return d.to_internal(it->second);
   }
 

@@ -88,9 +88,9 @@ const std::vector<char>& TpeModel::split(Selection& sel) {
   std::vector<char> below(n, 0);
   if (n_below > 0) {
     auto mid = finished.begin() + static_cast<std::ptrdiff_t>(n_below);
-    std::nth_element(
-        finished.begin(), mid - 1, finished.end(),
-        [&](std::size_t a, std::size_t b) { return better(h_.obs[a].rank, h_.obs[b].rank); });
+    std::nth_element(finished.begin(), mid - 1, finished.end(), [&](std::size_t a, std::size_t b) {
+      return better(h_.obs[a].rank, h_.obs[b].rank);
+    });
     // nth_element puts the n_below best before `mid` (in any order).
     for (auto it = finished.begin(); it != mid; ++it) below[*it] = 1;
   }
@@ -109,8 +109,7 @@ void TpeModel::neighbor_orders(const std::vector<std::string>& names,
   const std::size_t n_dims = names.size();
   std::vector<std::ptrdiff_t> pos(h_.obs.size(), -1);  // index within its group
   std::size_t ib = 0, ia = 0;
-  for (std::size_t i : sel.present)
-    pos[i] = static_cast<std::ptrdiff_t>(is_below[i] ? ib++ : ia++);
+  for (std::size_t i : sel.present) pos[i] = static_cast<std::ptrdiff_t>(is_below[i] ? ib++ : ia++);
   for (std::size_t d = 0; d < n_dims; ++d) {
     if (dims[d].kind == DimensionSpec::Kind::kCategorical) continue;
     const TpeSampler::Cache::Column& col = cache_.column(names[d], dists[d]);

@@ -43,8 +43,8 @@ void read_count(const Json& obj, const std::string& p, const char* key, std::siz
 TpeGamma gamma_from_json(const Json& j, const std::string& gp) {
   TpeGamma gamma;
   if (!j.is_object())
-    throw ConfigError(gp,
-                      "must be an object {\"rule\": \"linear\"|\"sqrt\", \"factor\": x, \"cap\": n}");
+    throw ConfigError(
+        gp, "must be an object {\"rule\": \"linear\"|\"sqrt\", \"factor\": x, \"cap\": n}");
   check_keys(j, gp, {"rule", "factor", "cap"});
   if (auto rule = optional_string(j, gp, "rule")) {
     if (*rule == "linear")

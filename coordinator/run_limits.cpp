@@ -11,12 +11,10 @@ bool RunLimits::budget_left(const RunProgress& p) const {
   return !options_.n_trials || p.finished + p.running < *options_.n_trials;
 }
 
-bool RunLimits::can_dispatch(Clock::time_point now, std::size_t n_workers,
-                             const RunProgress& p) {
+bool RunLimits::can_dispatch(Clock::time_point now, std::size_t n_workers, const RunProgress& p) {
   if (!gate_open_) {
-    gate_open_ =
-        static_cast<int>(n_workers) >= options_.min_workers ||
-        std::chrono::duration<double>(now - start_).count() >= options_.min_workers_wait_s;
+    gate_open_ = static_cast<int>(n_workers) >= options_.min_workers ||
+                 std::chrono::duration<double>(now - start_).count() >= options_.min_workers_wait_s;
     if (!gate_open_) return false;
   }
   return !p.stopping && budget_left(p) && !timed_out(now) && (p.any_waiting || !p.exhausted);

@@ -109,8 +109,8 @@ Json TrialSource::suggest(std::int64_t number, const std::string& name,
         Json value;
         with_sampler_trials(t, [&](const std::vector<TrialPtr>& ts) {
           SamplingContext ctx{study_.direction(), ts, t, n_workers};
-          value = distribution.to_external(study_.sampler().sample_independent(ctx, name,
-                                                                               distribution));
+          value = distribution.to_external(
+              study_.sampler().sample_independent(ctx, name, distribution));
         });
         return value;
       });

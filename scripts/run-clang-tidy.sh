@@ -2,8 +2,8 @@
 # Runs clang-tidy (.clang-tidy: bugprone-*, performance-*, cognitive
 # complexity <= 40) over hpsearch's own sources (not tests/ or bench/), with
 # the compile commands of a configured build folder (default build/release),
-# one process per core. Exit 1 if any check fires. `make test` runs it
-# (make check-tidy). About 4-5 minutes of CPU on 2 cores: most of it is
+# one process per core. Exit 1 if any check fires. `make check-tidy` runs
+# it (not yet `make test`: six functions still above the limit, issue #12). About 4-5 minutes of CPU on 2 cores: most of it is
 # clang parsing and matching the big headers (nlohmann/json, spdlog/fmt,
 # cppzmq) in every file; LibTorch's files (objectives/torch_*) are left out.
 #
