@@ -80,8 +80,8 @@ Groups make_groups(const TpeOptions& options, TpeModel& model, const History& h,
 // a time, until the params are no duplicate.
 class SampleCall {
  public:
-  SampleCall(const TpeOptions& options, TpeModel& model, const SearchSpace& space, Groups groups)
-      : options_(options), model_(model), space_(space), groups_(std::move(groups)) {}
+  SampleCall(TpeModel& model, const SearchSpace& space, Groups groups)
+      : model_(model), space_(space), groups_(std::move(groups)) {}
 
   // Params drawn by one attempt: `fixed` plus a value for each param that
   // is active; `sampled` tells whether any param was drawn.
@@ -132,7 +132,6 @@ class SampleCall {
     return pending_.at(i);
   }
 
-  const TpeOptions& options_;
   TpeModel& model_;
   const SearchSpace& space_;
   Groups groups_;
@@ -209,7 +208,7 @@ void TpeSampler::sample(const SamplingContext& ctx, const SearchSpace& space, Pa
     groups = make_groups(options_, model, h, space, params);
   else
     groups.group_of.assign(space.size(), -1);
-  SampleCall call(options_, model, space, std::move(groups));
+  SampleCall call(model, space, std::move(groups));
 
   const Params fixed = params;
   const std::size_t retries = options_.duplicate_retries;
