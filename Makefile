@@ -2,12 +2,11 @@
 # (CMakePresets.json). Every target that builds first installs the Debian
 # packages that are missing (a no-op when all are there).
 #
-#   make demo                 install deps, build (release), run the demo study
-#   make test                 install deps, check formatting, build + test
-#                             release, then asan, fuzz and tsan
-#   make check-tidy           clang-tidy over our sources (scripts/run-clang-tidy.sh);
-#                             not yet in make test: six functions are still above
-#                             the complexity limit (issue #12)
+#   make demo                 install deps, build (release), run the demo study,
+#                             write its report and print the report's path
+#   make test                 install deps, check formatting, run clang-tidy,
+#                             build + test release, then asan, fuzz and tsan
+#   make check-tidy           clang-tidy over our sources (scripts/run-clang-tidy.sh)
 #   make test-fuzz            build the libFuzzer targets (clang) and run each
 #                             for FUZZ_SECONDS on a copy of its seed corpus
 #   make install PREFIX=DIR   install the release build into DIR
@@ -24,6 +23,8 @@ FUZZ_SECONDS ?= 60
 FUZZ_JOBS ?= $(TEST_JOBS)
 RELEASE_DIR := build/release
 DEMO_CMD ?= ./$(RELEASE_DIR)/hpsearch run examples/fashion_mnist/space.json --workers 8
+# The demo study's report (hpsearch report), written after the study.
+DEMO_REPORT ?= fmnist-mlp-report.html
 # Runs every benchmark program built from bench/*.cpp, one after another.
 BENCH_CMD ?= found=0; for b in $(RELEASE_DIR)/bench/*; do \
 	  if [ -f "$$b" ] && [ -x "$$b" ]; then found=1; echo "== $$b"; "$$b" || exit 1; fi; \
@@ -45,7 +46,7 @@ build: deps
 
 # Runs every suite even if one fails (make -k), and fails if any did.
 test: deps
-	$(MAKE) -k check-format test-release test-asan test-fuzz test-tsan
+	$(MAKE) -k check-format check-tidy test-release test-asan test-fuzz test-tsan
 
 check-format:
 	scripts/check-format.sh
@@ -86,6 +87,8 @@ test-fuzz:
 
 demo: build
 	$(DEMO_CMD)
+	./$(RELEASE_DIR)/hpsearch report fmnist-mlp.db -o $(DEMO_REPORT)
+	@echo "demo: the study's report: $(abspath $(DEMO_REPORT)) (open it in a browser)"
 
 install: build
 	cmake --install $(RELEASE_DIR) --prefix "$(PREFIX)"

@@ -1,8 +1,10 @@
 #include "algorithms/factory.h"
 
+#include "algorithms/grid_sampler.h"
 #include "algorithms/hyperband_pruner.h"
 #include "algorithms/patient_pruner.h"
 #include "algorithms/percentile_pruner.h"
+#include "algorithms/qmc_sampler.h"
 #include "algorithms/random_sampler.h"
 #include "algorithms/successive_halving_pruner.h"
 #include "algorithms/threshold_pruner.h"
@@ -33,13 +35,6 @@ namespace {
   throw ConfigError(path + ".type", rule);
 }
 
-std::optional<std::uint64_t> read_seed(const Json& config, const std::string& path) {
-  auto seed = optional_int(config, path, "seed");
-  if (seed && *seed < 0) throw ConfigError(path + ".seed", "must be >= 0");
-  if (seed) return static_cast<std::uint64_t>(*seed);
-  return std::nullopt;
-}
-
 }  // namespace
 
 std::shared_ptr<Sampler> make_sampler(const Json& config,
@@ -48,7 +43,7 @@ std::shared_ptr<Sampler> make_sampler(const Json& config,
   std::string type = require_string(config, path, "type");
   if (type == "random") {
     check_keys(config, path, {"type", "seed"});
-    auto seed = read_seed(config, path);
+    auto seed = optional_seed(config, path);
     if (seed_override) seed = seed_override;
     return std::make_shared<RandomSampler>(seed);
   }
@@ -57,7 +52,17 @@ std::shared_ptr<Sampler> make_sampler(const Json& config,
     if (seed_override) options.seed = seed_override;
     return std::make_shared<TpeSampler>(std::move(options));
   }
-  unknown_type(path, type, {"random", "tpe"});
+  if (type == "qmc") {
+    QmcOptions options = QmcOptions::from_json(config, path);
+    if (seed_override) options.seed = seed_override;
+    return std::make_shared<QmcSampler>(options);
+  }
+  if (type == "grid") {
+    GridOptions options = GridOptions::from_json(config, path);
+    if (seed_override) options.seed = seed_override;
+    return std::make_shared<GridSampler>(std::move(options));
+  }
+  unknown_type(path, type, {"random", "tpe", "grid", "qmc"});
 }
 
 namespace {
@@ -123,7 +128,7 @@ std::shared_ptr<Pruner> make_pruner_at(const Json& config, const std::string& pa
     read_int(config, path, "min_resource", o.min_resource);
     o.max_resource = require_int(config, path, "max_resource");
     read_int(config, path, "reduction_factor", o.reduction_factor);
-    if (auto seed = read_seed(config, path)) o.seed = *seed;
+    if (auto seed = optional_seed(config, path)) o.seed = *seed;
     o.validate(path);
     return std::make_shared<HyperbandPruner>(o);
   }

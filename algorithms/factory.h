@@ -10,8 +10,10 @@
 
 namespace hps {
 
-// {"type": "random", "seed": S}, or {"type": "tpe", ...} with every option
-// of TpeOptions::from_json() (algorithms/tpe_sampler.h).
+// {"type": "random", "seed": S}, {"type": "tpe", ...} with every option
+// of TpeOptions::from_json() (algorithms/tpe_sampler.h), or {"type": "grid",
+// "seed": S, "values": {...}, "max_points": N} (GridOptions::from_json(),
+// algorithms/grid_sampler.h).
 // `seed_override` replaces the seed (the CLI's --seed). Throws ConfigError.
 std::shared_ptr<Sampler> make_sampler(const Json& config,
                                       std::optional<std::uint64_t> seed_override = std::nullopt);

@@ -249,25 +249,155 @@ void DimensionSpec::cell(double v, double& e0, double& e1) const {
 
 // ---------------------------------------------------------------- ParzenEstimator
 
+namespace {
+
+// The transformed domain of numeric dimensions is [0, 1].
+constexpr double kUnitLow = 0.0, kUnitHigh = 1.0, kUnitRange = 1.0;
+
+// Throws Error unless the sizes agree and the weights are finite and > 0.
+void check_inputs(std::size_t n_dims, std::span<const double> observations,
+                  std::span<const double> weights, const EstimatorOptions& options) {
+  if (n_dims == 0) throw Error("ParzenEstimator: no dimensions");
+  if (observations.size() % n_dims != 0 || observations.size() / n_dims != weights.size())
+    throw Error("ParzenEstimator: observations and weights disagree in size");
+  for (double w : weights)
+    if (!(w > 0) || !std::isfinite(w))
+      throw Error("ParzenEstimator: weights must be finite and > 0");
+  if (!(options.prior_weight > 0) || !std::isfinite(options.prior_weight))
+    throw Error("ParzenEstimator: prior_weight must be finite and > 0");
+}
+
+// Kernel indices sorted by mean `mu` (ties by index): observations 0..n-1
+// from `hint` if given, else sorted here; with a prior (index n), it goes
+// after the observations with the same mean.
+std::vector<std::size_t> kernels_by_mean(const std::vector<double>& mu, std::size_t n,
+                                         bool has_prior, const std::vector<std::size_t>* hint) {
+  std::vector<std::size_t> order;
+  order.reserve(mu.size());
+  if (hint) {
+    order = *hint;
+  } else {
+    order.resize(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return mu[a] < mu[b] || (mu[a] == mu[b] && a < b);
+    });
+  }
+  if (has_prior) {
+    auto at = std::upper_bound(order.begin(), order.end(), mu[n],
+                               [&](double m, std::size_t k) { return m < mu[k]; });
+    order.insert(at, n);
+  }
+  return order;
+}
+
+// The neighbour rule (Bergstra et al. 2011): each kernel's bandwidth
+// (before clipping, times bandwidth_factor) is the larger gap to its
+// neighbours among the means sorted by `order` (prior included); the
+// domain's ends count as neighbours with consider_endpoints.
+void neighbor_bandwidths(const std::vector<double>& mu, const std::vector<std::size_t>& order,
+                         const EstimatorOptions& opt, std::vector<double>& sigma) {
+  const std::size_t n_kernels = order.size();
+  for (std::size_t p = 0; p < n_kernels; ++p) {
+    double x = mu[order[p]];
+    double s = -1;
+    if (p > 0)
+      s = std::max(s, x - mu[order[p - 1]]);
+    else if (opt.consider_endpoints)
+      s = std::max(s, x - kUnitLow);
+    if (p + 1 < n_kernels)
+      s = std::max(s, mu[order[p + 1]] - x);
+    else if (opt.consider_endpoints)
+      s = std::max(s, kUnitHigh - x);
+    if (s < 0) s = kUnitRange;  // a single point and no endpoints
+    sigma[order[p]] = opt.bandwidth_factor * s;
+  }
+}
+
+// Scott's rule over the means of the n >= 2 observations:
+// 1.059 * min(sd, IQR / 1.349) * n^dim_exponent.
+double scott_bandwidth(const std::vector<double>& mu, std::size_t n, double dim_exponent) {
+  double mean = 0;
+  for (std::size_t i = 0; i < n; ++i) mean += mu[i];
+  mean /= static_cast<double>(n);
+  double var = 0;
+  for (std::size_t i = 0; i < n; ++i) var += (mu[i] - mean) * (mu[i] - mean);
+  double sd = std::sqrt(var / static_cast<double>(n - 1));
+  std::vector<double> sorted(mu.begin(), mu.begin() + static_cast<std::ptrdiff_t>(n));
+  auto q1 = sorted.begin() + static_cast<std::ptrdiff_t>(n / 4);
+  std::nth_element(sorted.begin(), q1, sorted.end());
+  double lo = *q1;
+  auto q3 = sorted.begin() + static_cast<std::ptrdiff_t>((3 * n) / 4);
+  std::nth_element(sorted.begin(), q3, sorted.end());
+  double iqr = *q3 - lo;
+  double spread = iqr > 0 ? std::min(sd, iqr / 1.349) : sd;
+  return 1.059 * spread * std::pow(static_cast<double>(n), dim_exponent);
+}
+
+// The one bandwidth of the Scott and range rules (before clipping, times
+// bandwidth_factor), for n observations with means `mu`.
+double shared_bandwidth(const std::vector<double>& mu, std::size_t n, const EstimatorOptions& opt,
+                        double dim_exponent) {
+  double s = -1;
+  if (opt.bandwidth == BandwidthRule::kScott && n >= 2) s = scott_bandwidth(mu, n, dim_exponent);
+  if (s < 0)
+    s = 0.2 * kUnitRange * std::pow(std::max<double>(1.0, static_cast<double>(n)), dim_exponent);
+  return s * opt.bandwidth_factor;
+}
+
+// The smallest bandwidth for n_kernels kernels: min_bandwidth_factor of the
+// domain, and Bergstra's magic clip.
+double smallest_bandwidth(const EstimatorOptions& opt, std::size_t n_kernels) {
+  double floor = std::max(1e-12 * kUnitRange, opt.min_bandwidth_factor * kUnitRange);
+  if (opt.consider_magic_clip)
+    floor = std::max(floor, kUnitRange / std::min(100.0, 1.0 + static_cast<double>(n_kernels)));
+  return floor;
+}
+
+// log of the mass inside the domain of the Gaussian with mean mu (in the
+// domain) and 1/sigma inv_sigma.
+double log_mass_in_domain(double mu, double inv_sigma) {
+  double a = (kUnitLow - mu) * inv_sigma;
+  double b = (kUnitHigh - mu) * inv_sigma;
+  // Beyond 9 bandwidths a tail holds under 1e-18: ignore it (and its erfc).
+  // (The mean lies in the domain, so a <= 0 <= b.)
+  if (a < -9.0 && b > 9.0) return 0.0;
+  if (a < -9.0) return log_phi_nonnegative(b);
+  if (b > 9.0) return log_phi_nonnegative(-a);
+  return safe_log(normal_mass(a, b));
+}
+
+}  // namespace
+
 ParzenEstimator::ParzenEstimator(std::vector<DimensionSpec> dims,
                                  std::span<const double> observations,
                                  std::span<const double> weights, const EstimatorOptions& options,
                                  const std::vector<std::vector<std::size_t>>* orders)
     : dims_(std::move(dims)) {
   const std::size_t n_dims = dims_.size();
-  if (n_dims == 0) throw Error("ParzenEstimator: no dimensions");
-  if (observations.size() % n_dims != 0 || observations.size() / n_dims != weights.size())
-    throw Error("ParzenEstimator: observations and weights disagree in size");
+  check_inputs(n_dims, observations, weights, options);
   const std::size_t n = weights.size();
-  for (double w : weights)
-    if (!(w > 0) || !std::isfinite(w))
-      throw Error("ParzenEstimator: weights must be finite and > 0");
-  if (!(options.prior_weight > 0) || !std::isfinite(options.prior_weight))
-    throw Error("ParzenEstimator: prior_weight must be finite and > 0");
   has_prior_ = options.consider_prior || n == 0;
-  const std::size_t n_kernels = n + (has_prior_ ? 1 : 0);
+  fit_weights(weights, options);
+  num_.resize(n_dims);
+  cat_.resize(n_dims);
+  for (std::size_t d = 0; d < n_dims; ++d) {
+    if (dims_[d].kind == DimensionSpec::Kind::kCategorical) {
+      fit_categorical(d, observations, n, options);
+      continue;
+    }
+    const std::vector<std::size_t>* order = nullptr;
+    if (orders && d < orders->size() && (*orders)[d].size() == n) order = &(*orders)[d];
+    fit_numeric(d, observations, n, options, order);
+    add_normalizers(d, options);
+  }
+  build_window();
+}
 
-  // Mixture weights.
+void ParzenEstimator::fit_weights(std::span<const double> weights,
+                                  const EstimatorOptions& options) {
+  const std::size_t n = weights.size();
+  const std::size_t n_kernels = n + (has_prior_ ? 1 : 0);
   double prior_w = n == 0 ? 1.0 : options.prior_weight;
   double total = has_prior_ ? prior_w : 0.0;
   for (double w : weights) total += w;
@@ -283,27 +413,18 @@ ParzenEstimator::ParzenEstimator(std::vector<DimensionSpec> dims,
   }
   cum_w_.back() = 1.0;
   base_ = log_w_;
+}
 
-  num_.resize(n_dims);
-  cat_.resize(n_dims);
-  for (std::size_t d = 0; d < n_dims; ++d) {
-    if (dims_[d].kind == DimensionSpec::Kind::kCategorical) {
-      fit_categorical(d, observations, n, options);
-    } else {
-      const std::vector<std::size_t>* order = nullptr;
-      if (orders && d < orders->size() && (*orders)[d].size() == n) order = &(*orders)[d];
-      fit_numeric(d, observations, n, options, order);
-      const bool continuous = dims_[d].kind == DimensionSpec::Kind::kContinuous;
-      for (std::size_t k = 0; k < n_kernels; ++k) {
-        // Continuous: the density's 1/sigma (cancelled by equal heights).
-        // Discrete: masses need no 1/sigma; equal heights multiply by sigma.
-        double ls = continuous != options.equal_heights ? num_[d].log_sigma[k] : 0.0;
-        base_[k] += (continuous ? -ls : ls) - num_[d].log_z[k];
-        if (continuous) base_[k] -= kHalfLog2Pi;
-      }
-    }
+void ParzenEstimator::add_normalizers(std::size_t d, const EstimatorOptions& options) {
+  const bool continuous = dims_[d].kind == DimensionSpec::Kind::kContinuous;
+  const std::size_t n_kernels = log_w_.size();
+  for (std::size_t k = 0; k < n_kernels; ++k) {
+    // Continuous: the density's 1/sigma (cancelled by equal heights).
+    // Discrete: masses need no 1/sigma; equal heights multiply by sigma.
+    double ls = continuous != options.equal_heights ? num_[d].log_sigma[k] : 0.0;
+    base_[k] += (continuous ? -ls : ls) - num_[d].log_z[k];
+    if (continuous) base_[k] -= kHalfLog2Pi;
   }
-  build_window();
 }
 
 void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, std::size_t n,
@@ -312,85 +433,25 @@ void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, st
   const DimensionSpec& dim = dims_[d];
   const std::size_t n_dims = dims_.size();
   const std::size_t n_kernels = log_w_.size();
-  // The transformed domain is [0, 1].
-  constexpr double t_low = 0.0, t_high = 1.0, range = 1.0;
   NumericKernels& kern = num_[d];
   kern.mu.resize(n_kernels);
   kern.sigma.resize(n_kernels);
   for (std::size_t i = 0; i < n; ++i)
-    kern.mu[i] = std::clamp(dim.center(obs[i * n_dims + d]), t_low, t_high);
-  if (has_prior_) kern.mu[n] = 0.5 * (t_low + t_high);
-
-  // Smallest bandwidth.
-  double floor = std::max(1e-12 * range, opt.min_bandwidth_factor * range);
-  if (opt.consider_magic_clip)
-    floor = std::max(floor, range / std::min(100.0, 1.0 + static_cast<double>(n_kernels)));
-
-  const double dim_exponent = -1.0 / (static_cast<double>(n_dims) + 4.0);
-  auto range_rule = [&] {
-    return 0.2 * range * std::pow(std::max<double>(1.0, static_cast<double>(n)), dim_exponent);
-  };
+    kern.mu[i] = std::clamp(dim.center(obs[i * n_dims + d]), kUnitLow, kUnitHigh);
+  if (has_prior_) kern.mu[n] = 0.5 * (kUnitLow + kUnitHigh);
 
   if (opt.bandwidth == BandwidthRule::kNeighbor) {
-    // Sort the means (prior included, as Bergstra et al.) and take the larger
-    // gap to a neighbour.
-    std::vector<std::size_t> order;
-    order.reserve(n_kernels);
-    if (hint) {
-      order = *hint;
-    } else {
-      order.resize(n);
-      std::iota(order.begin(), order.end(), 0);
-      std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-        return kern.mu[a] < kern.mu[b] || (kern.mu[a] == kern.mu[b] && a < b);
-      });
-    }
-    if (has_prior_) {
-      // The prior (index n) goes after the observations with the same mean.
-      auto at = std::upper_bound(order.begin(), order.end(), kern.mu[n],
-                                 [&](double m, std::size_t k) { return m < kern.mu[k]; });
-      order.insert(at, n);
-    }
-    for (std::size_t p = 0; p < n_kernels; ++p) {
-      double x = kern.mu[order[p]];
-      double s = -1;
-      if (p > 0)
-        s = std::max(s, x - kern.mu[order[p - 1]]);
-      else if (opt.consider_endpoints)
-        s = std::max(s, x - t_low);
-      if (p + 1 < n_kernels)
-        s = std::max(s, kern.mu[order[p + 1]] - x);
-      else if (opt.consider_endpoints)
-        s = std::max(s, t_high - x);
-      if (s < 0) s = range;  // a single point and no endpoints
-      kern.sigma[order[p]] = opt.bandwidth_factor * s;
-    }
-    if (d == 0 && dims_.size() == 1) order0_ = std::move(order);
+    std::vector<std::size_t> order = kernels_by_mean(kern.mu, n, has_prior_, hint);
+    neighbor_bandwidths(kern.mu, order, opt, kern.sigma);
+    if (d == 0 && n_dims == 1) order0_ = std::move(order);
   } else {
-    double s = -1;
-    if (opt.bandwidth == BandwidthRule::kScott && n >= 2) {
-      double mean = 0;
-      for (std::size_t i = 0; i < n; ++i) mean += kern.mu[i];
-      mean /= static_cast<double>(n);
-      double var = 0;
-      for (std::size_t i = 0; i < n; ++i) var += (kern.mu[i] - mean) * (kern.mu[i] - mean);
-      double sd = std::sqrt(var / static_cast<double>(n - 1));
-      std::vector<double> sorted(kern.mu.begin(), kern.mu.begin() + static_cast<std::ptrdiff_t>(n));
-      auto q1 = sorted.begin() + static_cast<std::ptrdiff_t>(n / 4);
-      std::nth_element(sorted.begin(), q1, sorted.end());
-      double lo = *q1;
-      auto q3 = sorted.begin() + static_cast<std::ptrdiff_t>((3 * n) / 4);
-      std::nth_element(sorted.begin(), q3, sorted.end());
-      double iqr = *q3 - lo;
-      double spread = iqr > 0 ? std::min(sd, iqr / 1.349) : sd;
-      s = 1.059 * spread * std::pow(static_cast<double>(n), dim_exponent);
-    }
-    if (s < 0) s = range_rule();
-    s *= opt.bandwidth_factor;
+    const double dim_exponent = -1.0 / (static_cast<double>(n_dims) + 4.0);
+    const double s = shared_bandwidth(kern.mu, n, opt, dim_exponent);
     for (std::size_t k = 0; k < n; ++k) kern.sigma[k] = s;
   }
-  for (std::size_t k = 0; k < n; ++k) kern.sigma[k] = std::clamp(kern.sigma[k], floor, range);
-  if (has_prior_) kern.sigma[n] = range;
+  const double floor = smallest_bandwidth(opt, n_kernels);
+  for (std::size_t k = 0; k < n; ++k) kern.sigma[k] = std::clamp(kern.sigma[k], floor, kUnitRange);
+  if (has_prior_) kern.sigma[n] = kUnitRange;
 
   kern.inv_sigma.resize(n_kernels);
   kern.log_sigma.resize(n_kernels);
@@ -400,18 +461,7 @@ void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, st
     // Many kernels share the clipped bandwidth: reuse the last log.
     kern.log_sigma[k] = k > 0 && kern.sigma[k] == kern.sigma[k - 1] ? kern.log_sigma[k - 1]
                                                                     : std::log(kern.sigma[k]);
-    double a = (t_low - kern.mu[k]) * kern.inv_sigma[k];
-    double b = (t_high - kern.mu[k]) * kern.inv_sigma[k];
-    // Beyond 9 bandwidths a tail holds under 1e-18: ignore it (and its erfc).
-    // (The mean lies in the domain, so a <= 0 <= b.)
-    if (a < -9.0 && b > 9.0)
-      kern.log_z[k] = 0.0;
-    else if (a < -9.0)
-      kern.log_z[k] = log_phi_nonnegative(b);
-    else if (b > 9.0)
-      kern.log_z[k] = log_phi_nonnegative(-a);
-    else
-      kern.log_z[k] = safe_log(normal_mass(a, b));
+    kern.log_z[k] = log_mass_in_domain(kern.mu[k], kern.inv_sigma[k]);
   }
 }
 

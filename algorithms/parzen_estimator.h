@@ -178,6 +178,11 @@ class ParzenEstimator {
   double log_pdf_one(const double* point, double* acc, double* scratch,
                      const std::vector<const double*>& discrete_terms) const;
 
+  // Sets log_w_ and cum_w_ from the observations' weights and the prior's,
+  // and base_ to log_w_.
+  void fit_weights(std::span<const double> weights, const EstimatorOptions& options);
+  // Adds the normalizers of numeric dimension d (fitted) to base_.
+  void add_normalizers(std::size_t d, const EstimatorOptions& options);
   void fit_numeric(std::size_t d, std::span<const double> observations, std::size_t n,
                    const EstimatorOptions& options, const std::vector<std::size_t>* order);
   void fit_categorical(std::size_t d, std::span<const double> observations, std::size_t n,

@@ -3,17 +3,13 @@
 #include <cmath>
 #include <string>
 
+#include "algorithms/tried_points.h"
 #include "search/util/hash.h"
 #include "search/util/random.h"
 
 namespace hps {
 
 namespace {
-
-std::uint64_t random_seed() {
-  std::random_device device;
-  return (static_cast<std::uint64_t>(device()) << 32) ^ device();
-}
 
 // Portable draws only (search/util/random.h), no std:: distribution: their
 // outputs differ between standard libraries.
@@ -38,10 +34,38 @@ double draw_with(Rng& rng, const Distribution& d) {
 }  // namespace
 
 RandomSampler::RandomSampler(std::optional<std::uint64_t> seed)
-    : seed_(seed ? *seed : random_seed()) {}
+    : seed_(seed ? *seed : util::entropy_seed()) {}
 
 double RandomSampler::draw(std::mt19937_64& rng, const Distribution& d) {
   return draw_with(rng, d);
+}
+
+void RandomSampler::sample(const SamplingContext& ctx, const SearchSpace& space, Params& params) {
+  const Params fixed = params;
+  Sampler::sample(ctx, space, params);  // the plain (seed, number, name) draw
+  if (params.size() == fixed.size() || !tried::all_discrete(space, params)) return;
+  const tried::TriedPoints tried = tried::tried_points(ctx);
+  if (!tried.contains(params)) return;
+  using util::splitmix64;
+  for (int attempt = 1; attempt <= kDuplicateRetries; ++attempt) {
+    Params p = fixed;
+    const std::uint64_t base =
+        splitmix64(seed_ ^ splitmix64(static_cast<std::uint64_t>(ctx.trial.number) ^
+                                      splitmix64(static_cast<std::uint64_t>(attempt))));
+    for (const auto& spec : space.params()) {
+      if (p.count(spec.name) || !SearchSpace::is_active(spec, p)) continue;
+      util::SplitMix64 rng(splitmix64(base ^ util::fnv1a64(spec.name)));
+      p[spec.name] = spec.distribution.to_external(draw_with(rng, spec.distribution));
+    }
+    if (!tried::all_discrete(space, p) || !tried.contains(p)) {
+      params = std::move(p);
+      return;
+    }
+  }
+  if (tried::space_size(space, fixed) > tried::kMaxEnumerate) return;  // keep the repeat
+  std::mt19937_64 rng(splitmix64(seed_ ^ splitmix64(static_cast<std::uint64_t>(ctx.trial.number)) ^
+                                 0x756E7472696564ULL));
+  params = tried::untried_point(space, fixed, tried, rng);
 }
 
 double RandomSampler::sample_independent(const SamplingContext& ctx, const std::string& name,

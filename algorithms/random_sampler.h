@@ -23,11 +23,29 @@ namespace hps {
 // gives the same trials with every compiler and standard library (log-scale
 // params also go through the C library's log and exp; tests pin the values:
 // tests/random_sampler_test.cpp).
+// No repeats in finite spaces (declared spaces, sample()): when every
+// drawn value is from a finite distribution and the draw is a tried point
+// (the rule of algorithms/tried_points.h: a COMPLETE, RUNNING, PRUNED or
+// enqueued trial's params, or a FAIL trial's unless it was queued again as a
+// retry), it is drawn again (streams salted by the attempt), and after
+// kDuplicateRetries draws an untried point of the space is chosen
+// uniformly; SearchSpaceExhausted when none is left. A failed or pruned
+// configuration is thus never suggested again while untried points remain.
+// A draw that repeats no tried point is the plain (seed, number, name) one.
+// Define-by-run suggests (sample_independent) are not checked.
 // Thread-safe (no mutable state).
 class RandomSampler : public Sampler {
  public:
+  // Draws before a finite space is enumerated for an untried point.
+  static constexpr int kDuplicateRetries = 16;
+
   // seed: nullopt draws one from std::random_device.
   explicit RandomSampler(std::optional<std::uint64_t> seed = std::nullopt);
+
+  // Samples every active param of `space` as sample_independent() would,
+  // drawing again when a finite space's draw is a tried point (see above).
+  // Throws SearchSpaceExhausted when a finite space has no untried point.
+  void sample(const SamplingContext& ctx, const SearchSpace& space, Params& params) override;
 
   double sample_independent(const SamplingContext& ctx, const std::string& name,
                             const Distribution& distribution) override;

@@ -50,20 +50,11 @@ tpe::Slot make_slot(const TrialPtr& t) {
   } else if (t->state == TrialState::kPruned) {
     score_pruned(*t, s);
   }
-  s.params_hash = tpe::hash_params(t->params);
+  s.params_hash = hash_params(t->params);
   return s;
 }
 
 }  // namespace
-
-std::size_t tpe::hash_params(const Params& params) {
-  std::size_t h = params.size();
-  for (const auto& [name, value] : params) {
-    std::size_t v = std::hash<std::string>{}(name)*31u + std::hash<Json>{}(value);
-    h = (h ^ v) * 0x100000001b3ULL + 0x9E3779B97F4A7C15ULL;
-  }
-  return h;
-}
 
 bool TpeSampler::Cache::same_trial(const FrozenTrial& a, const FrozenTrial& b) {
   if (&a == &b) return true;

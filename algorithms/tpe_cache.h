@@ -31,8 +31,8 @@ struct Slot {
   bool has_value = false;  // PRUNED without any value ranks last
   double value = std::numeric_limits<double>::infinity();  // raw value (COMPLETE) or value at the
                                                            // deepest step (PRUNED)
-  double depth = 0;  // minus the deepest step reported (PRUNED)
-  std::size_t params_hash = 0;
+  double depth = 0;             // minus the deepest step reported (PRUNED)
+  std::size_t params_hash = 0;  // hps::hash_params(trial->params)
 };
 
 // The internal values of one (param, distribution) for every slot: NaN
@@ -51,9 +51,6 @@ struct PendingJoint {
   std::vector<Distribution> distributions;
   std::vector<double> values;
 };
-
-// Hash of a trial's params (name and value), for the duplicate check.
-std::size_t hash_params(const Params& params);
 
 }  // namespace tpe
 

@@ -6,21 +6,12 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-bool same_params(const Params& a, const Params& b) {
-  if (a.size() != b.size()) return false;
-  auto ia = a.begin();
-  for (auto ib = b.begin(); ib != b.end(); ++ia, ++ib) {
-    if (ia->first != ib->first || !same_json_scalar(ia->second, ib->second)) return false;
-  }
-  return true;
-}
-
 // Adds finished trial `t` (COMPLETE or PRUNED) to `h`.
 void add_finished(const TrialPtr& t, double sign, TpeSampler::Cache& cache, History& h) {
   std::size_t s = cache.slot(t);
   const Slot& slot = cache.slots[s];
   const bool complete = t->state == TrialState::kComplete;
-  if (complete) h.taken.emplace_back(slot.params_hash, &t->params);
+  h.tried.add(t->params, slot.params_hash);
   if (!slot.usable) return;
   Observation o;
   o.trial = t.get();
@@ -37,7 +28,7 @@ void add_finished(const TrialPtr& t, double sign, TpeSampler::Cache& cache, Hist
 
 // Adds RUNNING trial `t` to `h` (as a liar if `liar`).
 void add_running(const TrialPtr& t, bool liar, History& h) {
-  h.taken.emplace_back(hash_params(t->params), &t->params);
+  h.tried.add(t->params);
   if (!liar) return;
   Observation o;
   o.trial = t.get();
@@ -51,13 +42,6 @@ void add_running(const TrialPtr& t, bool liar, History& h) {
 
 }  // namespace
 
-bool History::is_taken(const Params& p) const {
-  std::size_t h = hash_params(p);
-  for (const auto& [th, tp] : taken)
-    if (th == h && same_params(*tp, p)) return true;
-  return false;
-}
-
 History prepare_history(const SamplingContext& ctx, TpeSampler::Cache& cache, bool liar) {
   History h;
   h.obs.reserve(ctx.trials.size());
@@ -68,6 +52,8 @@ History prepare_history(const SamplingContext& ctx, TpeSampler::Cache& cache, bo
       add_finished(t, sign, cache, h);
     else if (t->state == TrialState::kRunning)
       add_running(t, liar, h);
+    else
+      h.tried.add_trial(*t);  // FAIL (unless retried) and enqueued WAITING
   }
   h.obs_of_slot.assign(cache.slots.size(), -1);
   for (std::size_t i = 0; i < h.obs.size(); ++i)

@@ -1,8 +1,8 @@
 // What one TpeSampler call sees of the study (private; not installed): the
 // observations in trial-number order with their ranks (COMPLETE trials by
 // value; PRUNED ones by the value at their deepest step; with the constant
-// liar, RUNNING trials as the worst), and the params already taken by
-// COMPLETE and RUNNING trials, for the duplicate check.
+// liar, RUNNING trials as the worst), and the points already tried
+// (algorithms/tried_points.h), for the duplicate check.
 #pragma once
 
 #include <cstddef>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "algorithms/tpe_cache.h"
+#include "algorithms/tried_points.h"
 
 namespace hps::tpe {
 
@@ -47,11 +48,11 @@ struct History {
   std::vector<std::ptrdiff_t> obs_of_slot;
   std::size_t n_complete = 0;
   std::size_t n_finished = 0;
-  // Params of COMPLETE and RUNNING trials, for the duplicate check.
-  std::vector<std::pair<std::size_t, const Params*>> taken;
+  // The points tried (tried::counts_as_tried), for the duplicate check.
+  tried::TriedPoints tried;
 
-  // Whether a COMPLETE or RUNNING trial has exactly the params `p`.
-  bool is_taken(const Params& p) const;
+  // Whether the params `p` were tried.
+  bool is_taken(const Params& p) const { return tried.contains(p); }
 };
 
 // The history of ctx's trials (the trial being sampled left out), scoring

@@ -116,16 +116,35 @@ TpeOptions TpeOptions::resolved() const {
 
 TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
   check_keys(config, path,
-             {"type", "seed", "n_startup_trials", "n_ei_candidates", "gamma", "prior_weight",
-              "consider_prior", "consider_endpoints", "consider_magic_clip", "min_bandwidth_factor",
-              "equal_kernel_heights", "bandwidth", "bandwidth_factor", "weights", "weights_window",
-              "multivariate", "group", "constant_liar", "duplicate_retries"});
+             {"type",
+              "seed",
+              "n_startup_trials",
+              "startup",
+              "n_ei_candidates",
+              "gamma",
+              "prior_weight",
+              "consider_prior",
+              "consider_endpoints",
+              "consider_magic_clip",
+              "min_bandwidth_factor",
+              "equal_kernel_heights",
+              "bandwidth",
+              "bandwidth_factor",
+              "weights",
+              "weights_window",
+              "multivariate",
+              "group",
+              "constant_liar",
+              "duplicate_retries"});
   TpeOptions o;
-  if (auto seed = optional_int(config, path, "seed")) {
-    if (*seed < 0) throw ConfigError(join_path(path, "seed"), "must be >= 0");
-    o.seed = static_cast<std::uint64_t>(*seed);
-  }
+  o.seed = optional_seed(config, path);
   read_count(config, path, "n_startup_trials", o.n_startup_trials);
+  if (auto v = optional_string(config, path, "startup")) {
+    if (*v == "sobol" || *v == "halton")
+      o.startup = parse_qmc_sequence(*v, join_path(path, "startup"));
+    else if (*v != "random")
+      bad_choice(join_path(path, "startup"), {"random", "sobol", "halton"}, *v);
+  }
   read_count(config, path, "n_ei_candidates", o.n_ei_candidates);
   if (auto it = config.find("gamma"); it != config.end())
     o.gamma = gamma_from_json(*it, join_path(path, "gamma"));
@@ -169,6 +188,7 @@ Json TpeOptions::to_json() const {
   Json j = {
       {"type", "tpe"},
       {"n_startup_trials", n_startup_trials},
+      {"startup", startup ? to_string(*startup) : "random"},
       {"n_ei_candidates", n_ei_candidates},
       {"gamma",
        {{"rule", gamma.rule == TpeGamma::Rule::kLinear ? "linear" : "sqrt"},

@@ -3,7 +3,7 @@
 //   tpe_cache.h         per-trial slots and per-param columns kept across calls
 //   tpe_history.h       the observations and taken params of one call
 //   tpe_model.h         the below/above estimators and the draw
-//   tpe_duplicates.h    enumerating a finite space for an untried point
+//   tried_points.h      (shared) the tried points; an untried one of a finite space
 // This file makes suggestions from them: groups of params, attempts,
 // define-by-run joint draws.
 #include "algorithms/tpe_sampler.h"
@@ -13,9 +13,9 @@
 
 #include "algorithms/random_sampler.h"
 #include "algorithms/tpe_cache.h"
-#include "algorithms/tpe_duplicates.h"
 #include "algorithms/tpe_history.h"
 #include "algorithms/tpe_model.h"
+#include "algorithms/tried_points.h"
 #include "search/util/hash.h"
 #include "search/util/random.h"
 
@@ -184,9 +184,15 @@ const TpeSampler::Cache::PendingJoint& joint_draw(TpeSampler::Cache& cache, std:
 TpeSampler::TpeSampler(const TpeOptions& options)
     : options_(options.resolved()), cache_(std::make_unique<Cache>()) {
   options_.validate();
-  seed_ = options_.seed
-              ? *options_.seed
-              : (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  seed_ = options_.seed ? *options_.seed : util::entropy_seed();
+  if (options_.startup) {
+    QmcOptions q;
+    q.sequence = *options_.startup;
+    // Seeded from the TPE seed, or fixed without one: the design must be
+    // the same sequence after a resume (see QmcOptions::seed).
+    if (options_.seed) q.seed = util::splitmix64(*options_.seed ^ 0x7374617274757000ULL);
+    startup_design_ = std::make_unique<QmcSampler>(q);
+  }
 }
 
 TpeSampler::~TpeSampler() = default;
@@ -197,6 +203,15 @@ void TpeSampler::set_n_workers(int n_workers) {
 }
 
 bool TpeSampler::constant_liar_active() const { return options_.constant_liar || n_workers_ > 1; }
+
+std::string TpeSampler::budget_warning(std::int64_t max_complete) const {
+  const auto startup = static_cast<std::int64_t>(options_.n_startup_trials);
+  if (max_complete > startup) return {};
+  return "TPE sampler: the budget allows at most " + std::to_string(max_complete) +
+         " COMPLETE trials, at or below n_startup_trials = " + std::to_string(startup) +
+         ", so every trial is drawn at random (a random search); raise the budget or lower "
+         "sampler.n_startup_trials";
+}
 
 void TpeSampler::sample(const SamplingContext& ctx, const SearchSpace& space, Params& params) {
   std::lock_guard lock(mu_);
@@ -211,6 +226,15 @@ void TpeSampler::sample(const SamplingContext& ctx, const SearchSpace& space, Pa
   SampleCall call(model, space, std::move(groups));
 
   const Params fixed = params;
+  if (startup && startup_design_) {
+    // The design's point, unless it repeats a tried point: then the draws below.
+    Params q = fixed;
+    startup_design_->add_point(ctx.trial.number, space, q);
+    if (!h.is_taken(q)) {
+      params = std::move(q);
+      return;
+    }
+  }
   const std::size_t retries = options_.duplicate_retries;
   Params p;
   for (std::size_t attempt = 0; attempt < 2 * retries; ++attempt) {
@@ -223,9 +247,9 @@ void TpeSampler::sample(const SamplingContext& ctx, const SearchSpace& space, Pa
     }
   }
   // Every try gave a duplicate: look for an untried point of a finite space.
-  if (tpe::space_size(space, fixed) <= tpe::kMaxEnumerate) {
+  if (tried::space_size(space, fixed) <= tried::kMaxEnumerate) {
     std::mt19937_64 rng(stream_seed(seed_, ctx.trial.number, ~0ULL));
-    params = tpe::untried_point(space, fixed, h, rng);
+    params = tried::untried_point(space, fixed, h.tried, rng);
     return;
   }
   // A huge or continuous space where every try collided (practically
@@ -239,7 +263,9 @@ double TpeSampler::sample_independent(const SamplingContext& ctx, const std::str
   if (distribution.single_value()) return single_internal(distribution);
   const History h = tpe::prepare_history(ctx, *cache_, constant_liar_active() || ctx.n_workers > 1);
   std::mt19937_64 rng(stream_seed(seed_, ctx.trial.number, hash_name(name)));
-  if (h.n_complete < options_.n_startup_trials) return RandomSampler::draw(rng, distribution);
+  if (h.n_complete < options_.n_startup_trials)
+    return startup_design_ ? startup_design_->sample_independent(ctx, name, distribution)
+                           : RandomSampler::draw(rng, distribution);
   TpeModel model(options_, *cache_, h);
   if (options_.multivariate && h.n_finished > 0) {
     const Cache::PendingJoint& joint = joint_draw(*cache_, seed_, ctx, h, model);

@@ -19,7 +19,8 @@
 //      RUNNING trials as the worst observations (never in the below group).
 //      FAIL and WAITING trials, and NaN values, never enter.
 //   2. Startup: until n_startup_trials trials are COMPLETE (RUNNING ones do
-//      not count), params are drawn at random (RandomSampler::draw).
+//      not count), params are drawn at random (RandomSampler::draw), or
+//      are the points of a Sobol or Halton sequence (TpeOptions::startup).
 //   3. For each param (univariate) or group of params (multivariate), the
 //      observations where the param(s) were active are split: the best
 //      gamma(m) of the m finished ones form the below group, the rest (and
@@ -29,9 +30,13 @@
 //   4. n_ei_candidates points are drawn from l; the one with the largest
 //      log l(x) - log g(x) is taken (the first on ties).
 //   5. No duplicates (declared spaces, sample()): a suggestion equal, after
-//      rounding to the grid, to a COMPLETE or RUNNING trial's params is drawn
-//      again, first by TPE, then at random; when a finite space has no
-//      untried point left, SearchSpaceExhausted is thrown.
+//      rounding to the grid, to a tried point (a COMPLETE, RUNNING, PRUNED
+//      or enqueued trial's params, or a FAIL trial's unless it was queued
+//      again as a retry; the rule: algorithms/tried_points.h) is drawn
+//      again, first by TPE, then at random, then an untried point of a
+//      finite space is chosen at random; when none is left,
+//      SearchSpaceExhausted is thrown. So a failed or pruned configuration
+//      is never suggested again while untried points remain.
 //
 // State: the sampler keeps no history of its own. Its caches (per finished
 // trial: its score and its params as internal values per (param,
@@ -53,6 +58,7 @@
 #include <vector>
 
 #include "algorithms/parzen_estimator.h"
+#include "algorithms/qmc_sampler.h"
 #include "search/json_util.h"
 #include "search/sampler.h"
 
@@ -89,6 +95,14 @@ struct TpeOptions {
   // Random suggestions until this many trials are COMPLETE. Default 10. More
   // explores more before modelling.
   std::size_t n_startup_trials = 10;
+  // How the startup trials are drawn: nullopt (default) at random, as
+  // RandomSampler; or the points of a scrambled low-discrepancy sequence
+  // (QmcSampler, scrambled from this sampler's seed, or with QMC's fixed
+  // default scramble when there is none, so that a resumed study continues
+  // the same design), which cover the space
+  // more evenly for the same number of trials. A startup point that is a
+  // tried point of a finite space is drawn at random instead.
+  std::optional<QmcSequence> startup;
   // Candidates drawn from l(x) per suggestion. Default 24. More exploits
   // more (and costs linearly more time).
   std::size_t n_ei_candidates = 24;
@@ -155,10 +169,10 @@ struct TpeOptions {
   TpeOptions resolved() const;
 
   // Reads the "sampler" section {"type": "tpe", ...}. Keys: seed,
-  // n_startup_trials, n_ei_candidates, gamma ({"rule": "linear"|"sqrt",
-  // "factor": x, "cap": n}), prior_weight, consider_prior,
-  // consider_endpoints, consider_magic_clip, min_bandwidth_factor,
-  // bandwidth ("neighbor"|"scott"|"range"), bandwidth_factor, weights
+  // n_startup_trials, startup ("random"|"sobol"|"halton"), n_ei_candidates, gamma ({"rule":
+  // "linear"|"sqrt", "factor": x, "cap": n}), prior_weight, consider_prior, consider_endpoints,
+  // consider_magic_clip, min_bandwidth_factor, bandwidth ("neighbor"|"scott"|"range"),
+  // bandwidth_factor, weights
   // ("uniform"|"old_decay"), weights_window, multivariate, group,
   // constant_liar, duplicate_retries. Missing keys keep their defaults; an
   // unknown key or a bad value throws ConfigError naming it
@@ -175,9 +189,10 @@ class TpeSampler : public Sampler {
   explicit TpeSampler(const TpeOptions& options = {});
 
   // Samples every active param of `space` (joint groups when multivariate),
-  // keeping the values already in `params`. Never returns a duplicate of a
-  // COMPLETE or RUNNING trial's params; throws SearchSpaceExhausted when a
-  // finite space has no untried point.
+  // keeping the values already in `params`. Never returns a tried point
+  // (COMPLETE, RUNNING, PRUNED, FAIL not retried, enqueued: see step 5
+  // above); throws SearchSpaceExhausted when a finite space has no untried
+  // point.
   void sample(const SamplingContext& ctx, const SearchSpace& space, Params& params) override;
   // Define-by-run: one param. With multivariate, the first call for a trial
   // draws all params shared by every finished observation jointly and later
@@ -185,6 +200,9 @@ class TpeSampler : public Sampler {
   double sample_independent(const SamplingContext& ctx, const std::string& name,
                             const Distribution& distribution) override;
   std::string name() const override { return "tpe"; }
+  // Not empty when max_complete <= n_startup_trials: then no suggestion
+  // of the study is modelled (step 2 above), the study is a random search.
+  std::string budget_warning(std::int64_t max_complete) const override;
 
   // The resolved options.
   const TpeOptions& options() const { return options_; }
@@ -205,6 +223,8 @@ class TpeSampler : public Sampler {
   int n_workers_ = 1;
   mutable std::mutex mu_;
   std::unique_ptr<Cache> cache_;
+  // The startup design when options_.startup is set.
+  std::unique_ptr<QmcSampler> startup_design_;
 
  public:
   ~TpeSampler() override;

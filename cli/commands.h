@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "report/dashboard_guard.h"
 #include "search/json_util.h"
+#include "search/storage.h"
 
 namespace hps::cli {
 
@@ -18,22 +20,24 @@ inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
 
 struct RunOptions {
-  std::string space_file;                // run: the space.json file
-  std::optional<std::string> storage;    // --storage (resume: the STORAGE argument)
-  std::optional<std::string> study;      // --study
-  std::optional<std::int64_t> n_trials;  // --n-trials
-  std::optional<double> timeout_s;       // --timeout (seconds)
-  std::optional<std::uint64_t> seed;     // --seed
-  int workers = 1;                       // --workers: local worker processes (0: remote only)
-  std::optional<std::string> bind;       // --bind: the coordinator's endpoint
-  std::optional<std::string> gpus;       // --gpus: "0,1,..." (default: automatic)
-  int heartbeat_ms = 1000;               // --heartbeat-ms
-  int liveness = 5;                      // --liveness
-  int max_retries = 1;                   // --max-retries
-  std::string log_level = "info";        // passed on to local workers
-  std::optional<std::string> keys_dir;   // --keys (default: $HPSEARCH_KEYS_DIR)
-  bool insecure = false;                 // --insecure: a tcp --bind without keys
-  int max_workers = 1024;                // --max-workers
+  std::string space_file;                 // run: the space.json file
+  std::optional<std::string> storage;     // --storage (resume: the STORAGE argument)
+  std::optional<std::string> study;       // --study
+  std::optional<std::int64_t> n_trials;   // --n-trials
+  std::optional<double> timeout_s;        // --timeout (seconds)
+  std::optional<std::uint64_t> seed;      // --seed
+  int workers = 1;                        // --workers: local worker processes (0: remote only)
+  std::optional<std::string> bind;        // --bind: the coordinator's endpoint
+  std::optional<std::string> gpus;        // --gpus: "0,1,..." (default: automatic)
+  int heartbeat_ms = 1000;                // --heartbeat-ms
+  int liveness = 5;                       // --liveness
+  int max_retries = 1;                    // --max-retries
+  std::string log_level = "info";         // passed on to local workers
+  std::optional<std::string> keys_dir;    // --keys (default: $HPSEARCH_KEYS_DIR)
+  bool insecure = false;                  // --insecure: a tcp --bind without keys
+  int max_workers = 1024;                 // --max-workers
+  std::string launcher = "local";         // --launcher: local | slurm (workers as a Slurm job step)
+  std::optional<std::string> slurm_args;  // --slurm-args: extra srun options (shell words)
 };
 
 // hpsearch run space.json: runs (or continues) the study with a coordinator
@@ -57,18 +61,18 @@ int run_command(const RunOptions& options);
 int resume_command(const RunOptions& options);
 
 struct WorkerCommandOptions {
-  std::string connect;                      // --connect ENDPOINT
-  std::string device = "cpu";               // --device
-  int threads = 0;                          // --threads (0: all hardware threads)
-  std::optional<std::string> id;            // --id
-  int heartbeat_ms = 1000;                  // --heartbeat-ms (until the coordinator's Welcome)
-  int liveness = 5;                         // --liveness
-  int reconnect_attempts = 6;               // --reconnect-attempts
-  int reconnect_initial_ms = 1000;          // --reconnect-initial-ms
-  std::optional<std::string> log_dir;       // --log-dir (default: ./<study>.logs)
-  std::optional<std::string> keys_dir;      // --keys (default: $HPSEARCH_KEYS_DIR)
-  bool insecure = false;                    // --insecure: tcp without keys
-  bool allow_command = false;               // --allow-command
+  std::string connect;                  // --connect ENDPOINT
+  std::string device = "cpu";           // --device (auto: cuda:0 if CUDA_VISIBLE_DEVICES is set)
+  int threads = 0;                      // --threads (0: all hardware threads)
+  std::optional<std::string> id;        // --id
+  int heartbeat_ms = 1000;              // --heartbeat-ms (until the coordinator's Welcome)
+  int liveness = 5;                     // --liveness
+  int reconnect_attempts = 6;           // --reconnect-attempts
+  int reconnect_initial_ms = 1000;      // --reconnect-initial-ms
+  std::optional<std::string> log_dir;   // --log-dir (default: ./<study>.logs)
+  std::optional<std::string> keys_dir;  // --keys (default: $HPSEARCH_KEYS_DIR)
+  bool insecure = false;                // --insecure: tcp without keys
+  bool allow_command = false;           // --allow-command
   std::vector<std::string> allow_programs;  // --allow-program (repeatable)
 };
 
@@ -97,6 +101,13 @@ struct ReadOptions {
   std::optional<std::string> state;  // filter
 };
 
+// The storage at `path`, which must exist (ConfigError otherwise), and the
+// id of the study named (or of the only study in it; ConfigError naming
+// --study when absent or ambiguous).
+std::shared_ptr<Storage> open_existing(const std::string& path);
+std::int64_t pick_study(Storage& storage, const std::optional<std::string>& name,
+                        const std::string& path);
+
 int best_command(const ReadOptions& options);
 int trials_command(const ReadOptions& options);
 int studies_command(const ReadOptions& options);
@@ -104,7 +115,61 @@ int studies_command(const ReadOptions& options);
 // worker runs now, the best trial so far.
 int status_command(const ReadOptions& options);
 
-// Installs SIGINT/SIGTERM handlers: the first sets the stop flag (returned)
+struct ExportOptions {
+  std::string storage;
+  std::optional<std::string> study;  // --study
+  std::string format = "optuna";     // --format (only optuna)
+  std::string output;                // -o FILE (required)
+  bool force = false;                // --force: replace an existing FILE
+};
+
+// hpsearch export STORAGE --format optuna -o FILE: writes the study as a
+// SQLite file in Optuna's RDB storage schema (search/sqlite/optuna_rdb.h).
+// Exit 2 if FILE exists without --force.
+int export_command(const ExportOptions& options);
+
+struct ImportOptions {
+  std::string file;               // the Optuna SQLite file
+  std::string study;              // --study: the Optuna study's name (required)
+  std::string into;               // --into: the hpsearch storage (created if missing)
+  std::optional<std::string> as;  // --as: the new study's name (default: --study)
+};
+
+// hpsearch import FILE --study NAME --into STORAGE [--as NAME]: copies an
+// Optuna study into a hpsearch storage. Exit 2 for an unsupported study
+// (naming the param or field) or a name already taken; nothing is stored then.
+int import_command(const ImportOptions& options);
+
+struct ReportOptions {
+  std::string storage;
+  std::optional<std::string> study;  // --study
+  std::string output;                // -o FILE (required)
+};
+
+// hpsearch report STORAGE -o FILE: writes the study's report, one
+// self-contained HTML file (report/html.h) that opens offline.
+int report_command(const ReportOptions& options);
+
+struct DashboardOptions {
+  std::string storage;
+  std::optional<std::string> study;  // --study
+  std::string host = "127.0.0.1";    // --host: the address listened on
+  int port = 8080;                   // --port (0: any free port)
+  bool allow_remote = false;         // --allow-remote: a --host that is not loopback
+  int poll_ms = 2000;                // --refresh-ms: the page's polling interval
+};
+
+// hpsearch dashboard STORAGE: serves the report page, refreshed while the
+// study runs, over HTTP on host:port (loopback unless allow_remote). GET
+// only; it never writes to the store. Prints "serving http://HOST:PORT/"
+// on stdout once listening; runs until SIGINT/SIGTERM (exit 0).
+int dashboard_command(const DashboardOptions& options);
+
+// Whether `host` is a loopback address or name: report/dashboard_guard.h.
+using report::is_loopback_host;
+
+// Installs SIGINT/SIGTERM/SIGHUP handlers (SIGHUP: the terminal or the ssh
+// session went away, as on a login node): the first sets the stop flag (returned)
 // and, with `announce`, says on stderr what happens next; the second exits at
 // once with 128 + signal. Workers do not announce: a local pool stops its
 // workers with SIGTERM, and one line from the coordinator is enough.

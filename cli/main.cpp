@@ -7,15 +7,36 @@
 
 #include "cli/commands.h"
 #include "search/errors.h"
+#include "search/printable.h"
 
 #ifdef HPSEARCH_HAVE_TORCH
 #include "objectives/torch_objectives.h"
 #endif
 
+namespace {
+
+// The console log shows every message through printable(): text from
+// programs and workers (a trial's failure reason, a program's last lines)
+// reaches the terminal without its escape sequences or control bytes, so a
+// program cannot retitle the window or recolor the terminal.
+class PrintableConsoleSink : public spdlog::sinks::ansicolor_stderr_sink_mt {
+ public:
+  void log(const spdlog::details::log_msg& msg) override {
+    const std::string text =
+        hps::printable(std::string_view(msg.payload.data(), msg.payload.size()));
+    spdlog::details::log_msg shown = msg;
+    shown.payload = spdlog::string_view_t(text.data(), text.size());
+    spdlog::sinks::ansicolor_stderr_sink_mt::log(shown);
+  }
+};
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace hps::cli;
   remember_program_args(argc, argv);
-  spdlog::set_default_logger(spdlog::stderr_color_mt("hpsearch"));
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("hpsearch", std::make_shared<PrintableConsoleSink>()));
   spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
 #ifdef HPSEARCH_HAVE_TORCH
   hps::register_torch_objectives();
@@ -63,16 +84,33 @@ int main(int argc, char** argv) {
                   "allow a tcp --bind without keys: anyone who reaches it can join as a worker");
     cmd->add_option("--max-workers", run.max_workers, "most workers connected at once")
         ->capture_default_str();
+    cmd->add_option("--launcher", run.launcher,
+                    "how --workers start: local (processes on this machine) or slurm (tasks of "
+                    "one Slurm job step, srun, connecting back over CURVE)")
+        ->check(CLI::IsMember({"local", "slurm"}))
+        ->capture_default_str();
+    cmd->add_option("--slurm-args", run.slurm_args,
+                    "extra srun options for --launcher slurm, e.g. \"--partition=gpu "
+                    "--gpus-per-task=1 --time=2:00:00\"");
   }
 
   WorkerCommandOptions worker;
   auto* worker_cmd = app.add_subcommand("worker", "Serve trials for a coordinator");
   worker_cmd->add_option("--connect", worker.connect, "coordinator endpoint, e.g. tcp://host:5555")
       ->required();
-  worker_cmd->add_option("--device", worker.device, "cpu or cuda:N")->capture_default_str();
-  worker_cmd->add_option("--threads", worker.threads, "CPU threads for the objective (0: all)")
+  worker_cmd
+      ->add_option("--device", worker.device,
+                   "cpu, cuda:N, or auto (cuda:0 when CUDA_VISIBLE_DEVICES names a GPU, as Slurm "
+                   "sets it with --gpus-per-task)")
       ->capture_default_str();
-  worker_cmd->add_option("--id", worker.id, "worker name (default: host:pid)");
+  worker_cmd
+      ->add_option("--threads", worker.threads,
+                   "CPU threads for the objective (0: all; in a Slurm task, "
+                   "SLURM_CPUS_PER_TASK or 1)")
+      ->capture_default_str();
+  worker_cmd->add_option("--id", worker.id,
+                         "worker name (default: host:pid; in a Slurm task, "
+                         "node:jobJ.S:taskP from SLURM_PROCID)");
   worker_cmd
       ->add_option("--heartbeat-ms", worker.heartbeat_ms,
                    "heartbeat interval until the coordinator sets it")
@@ -128,6 +166,45 @@ int main(int argc, char** argv) {
   }
   trials_cmd->add_option("--state", read.state, "only trials in this state (COMPLETE, FAIL, ...)");
 
+  ExportOptions exp;
+  auto* export_cmd =
+      app.add_subcommand("export", "Write a study to another tool's storage (Optuna's SQLite)");
+  export_cmd->add_option("storage", exp.storage, "SQLite file")->required();
+  export_cmd->add_option("--study", exp.study, "study name (needed if the file holds several)");
+  export_cmd->add_option("--format", exp.format, "optuna: a SQLite file in Optuna's RDB schema")
+      ->check(CLI::IsMember({"optuna"}))
+      ->capture_default_str();
+  export_cmd->add_option("-o,--output", exp.output, "the file to write")->required();
+  export_cmd->add_flag("--force", exp.force, "replace the output file if it exists");
+  ImportOptions imp;
+  auto* import_cmd = app.add_subcommand("import", "Copy a study from an Optuna SQLite storage");
+  import_cmd->add_option("file", imp.file, "Optuna SQLite file (sqlite:///FILE in Optuna)")
+      ->required();
+  import_cmd->add_option("--study", imp.study, "the Optuna study's name")->required();
+  import_cmd->add_option("--into", imp.into, "hpsearch storage to copy into (created if missing)")
+      ->required();
+  import_cmd->add_option("--as", imp.as, "the new study's name (default: the --study name)");
+
+  ReportOptions report;
+  auto* report_cmd = app.add_subcommand(
+      "report", "Write the study's plots and tables as one self-contained HTML file");
+  report_cmd->add_option("storage", report.storage, "SQLite file")->required();
+  report_cmd->add_option("--study", report.study, "study name (needed if the file holds several)");
+  report_cmd->add_option("-o,--output", report.output, "the HTML file to write")->required();
+  DashboardOptions dash;
+  auto* dash_cmd = app.add_subcommand(
+      "dashboard", "Serve the report page over HTTP, refreshed while the study runs (read-only)");
+  dash_cmd->add_option("storage", dash.storage, "SQLite file")->required();
+  dash_cmd->add_option("--study", dash.study, "study name (needed if the file holds several)");
+  dash_cmd->add_option("--host", dash.host, "address to listen on (loopback unless --allow-remote)")
+      ->capture_default_str();
+  dash_cmd->add_option("--port", dash.port, "TCP port (0: any free port)")->capture_default_str();
+  dash_cmd->add_flag(
+      "--allow-remote", dash.allow_remote,
+      "listen on a --host that is not loopback: anyone who reaches it sees the study");
+  dash_cmd->add_option("--refresh-ms", dash.poll_ms, "how often the page asks for changes")
+      ->capture_default_str();
+
   // Global options (--log-level) may also follow the subcommand.
   for (auto* sub : app.get_subcommands([](CLI::App*) { return true; })) sub->fallthrough();
   try {
@@ -151,6 +228,10 @@ int main(int argc, char** argv) {
     if (*best_cmd) return best_command(read);
     if (*trials_cmd) return trials_command(read);
     if (*studies_cmd) return studies_command(read);
+    if (*report_cmd) return report_command(report);
+    if (*export_cmd) return export_command(exp);
+    if (*import_cmd) return import_command(imp);
+    if (*dash_cmd) return dashboard_command(dash);
   } catch (const hps::ConfigError& e) {
     std::cerr << "hpsearch: error: " << e.what() << "\n";
     return kExitUsage;

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "cli/table.h"
+#include "search/printable.h"
 
 namespace hps::cli {
 
@@ -41,7 +42,8 @@ void Progress::update(const ProgressState& s, const std::string& last, bool forc
     left = left ? std::min(*left, t) : t;
   }
   if (left) eta = " | ~" + format_duration(*left) + " left";
-  std::string extra = s.extra.empty() ? "" : " | " + s.extra;
+  // Text from programs and workers is shown without control characters.
+  std::string extra = s.extra.empty() ? "" : " | " + printable(s.extra);
   if (tty_) {
     std::string bar;
     if (s.n_trials && *s.n_trials > 0) {
@@ -66,7 +68,7 @@ void Progress::update(const ProgressState& s, const std::string& last, bool forc
   last_plain_ = now;
   last_plain_finished_ = s.finished;
   fmt::print(out_, "[{}] {} trials done | {}{}{}{}\n", format_duration(elapsed), done, best, eta,
-             extra, last.empty() ? "" : " | last: " + last);
+             extra, last.empty() ? "" : " | last: " + printable(last));
   std::fflush(out_);
 }
 

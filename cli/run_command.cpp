@@ -4,11 +4,13 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <thread>
 
 #include "algorithms/factory.h"
@@ -21,8 +23,10 @@
 #include "protocol/protocol.h"
 #include "search/storage.h"
 #include "search/study.h"
+#include "search/util/host.h"
 #include "search/util/storage_url.h"
 #include "workers/local_pool.h"
+#include "workers/slurm_launcher.h"
 #include "workers/worker.h"
 
 namespace hps::cli {
@@ -30,6 +34,127 @@ namespace hps::cli {
 namespace {
 
 using Steady = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+// Where the workers start: this machine's local pool, or Slurm tasks.
+struct LaunchPlan {
+  bool slurm = false;                   // --launcher slurm
+  std::vector<std::string> slurm_args;  // --slurm-args, split as a shell would
+  std::optional<std::string> bind;      // --bind, or a tcp wildcard for Slurm
+  std::string slurm_worker_keys;        // the worker key folder the tasks read
+};
+
+// The folder next to the storage file: per-trial logs and the keys of
+// --launcher slurm go there ("." for an in-memory storage).
+std::string storage_parent(const StudyConfig& config) {
+  std::string parent = ".";
+  if (util::StorageUrl url = util::parse_storage_url(config.storage); !url.in_memory)
+    parent = fs::path(url.path).parent_path().string();
+  return parent.empty() ? "." : parent;
+}
+
+// The endpoint as workers on other nodes reach it: a wildcard host
+// (0.0.0.0, *, [::]) becomes this machine's host name.
+std::string reachable_endpoint(const std::string& bound) {
+  const std::string scheme = "tcp://";
+  if (bound.rfind(scheme, 0) != 0) return bound;
+  const auto colon = bound.rfind(':');
+  const std::string host = bound.substr(scheme.size(), colon - scheme.size());
+  if (host == "0.0.0.0" || host == "*" || host == "[::]" || host == "::")
+    return scheme + util::host_name() + bound.substr(colon);
+  return bound;
+}
+
+// The keys of --launcher slurm: DIR (--keys, else $HPSEARCH_KEYS_DIR, else
+// <storage folder>/<study>.keys) holds the coordinator's keys; made (a new
+// or empty folder, 0700, one worker key pair that every task uses) when it
+// holds none. Returns the worker folder the tasks read, after loading it as
+// a task will (curve::load_worker_keys: the keys rule, Z85) and checking
+// that it pins this coordinator's key and is admitted by it, so that a bad
+// worker key fails here (ConfigError, exit 2), before srun starts.
+std::string slurm_worker_keys(const std::string& dir) {
+  if (!fs::exists(fs::path(dir) / curve::kCoordinatorSecretFile)) {
+    curve::make_keys(dir, 1, false);
+    spdlog::info("slurm: made CURVE keys for the workers in {} (owner-only; kept for resuming)",
+                 dir);
+  }
+  const curve::CoordinatorKeys coordinator = curve::load_coordinator_keys(dir);
+  std::vector<std::string> folders;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.is_directory() && entry.path().filename().string().rfind("worker-", 0) == 0)
+      folders.push_back(entry.path().string());
+  if (folders.empty())
+    throw ConfigError(dir, "holds no worker folder (worker-N); add one with `hpsearch keys add " +
+                               dir + " --workers 1`");
+  std::sort(folders.begin(), folders.end());
+  const std::string first = (fs::path(dir) / "worker-1").string();
+  std::string chosen =
+      std::find(folders.begin(), folders.end(), first) != folders.end() ? first : folders[0];
+  const curve::WorkerKeys worker = curve::load_worker_keys(chosen);
+  if (worker.server_key != coordinator.keys.public_key)
+    throw ConfigError((fs::path(chosen) / curve::kCoordinatorPublicFile).string(),
+                      "pins another coordinator key than " + dir + "/" +
+                          curve::kCoordinatorSecretFile +
+                          " (the tasks would refuse this coordinator); copy " + dir + "/" +
+                          curve::kCoordinatorPublicFile + " there");
+  if (!coordinator.authorized.count(worker.keys.public_key))
+    throw ConfigError((fs::path(chosen) / curve::kWorkerSecretFile).string(),
+                      "its key is not listed in " + dir + "/" + curve::kAuthorizedWorkersFile +
+                          " (the coordinator would refuse the tasks); add its worker.public "
+                          "line there");
+  return chosen;
+}
+
+// True if the tcp endpoint's host is a loopback address (is_loopback_host:
+// 127.0.0.0/8, localhost, ::1): only this machine reaches it.
+bool loopback_endpoint(const std::string& endpoint) {
+  const std::string scheme = "tcp://";
+  if (endpoint.rfind(scheme, 0) != 0) return false;
+  const auto colon = endpoint.rfind(':');
+  return is_loopback_host(endpoint.substr(
+      scheme.size(), colon == std::string::npos ? std::string::npos : colon - scheme.size()));
+}
+
+// Checks --launcher, --slurm-args and what Slurm rules out ("srun not
+// found" before anything else).
+LaunchPlan launch_plan(const RunOptions& o) {
+  if (o.launcher != "local" && o.launcher != "slurm")
+    throw ConfigError("--launcher", "must be local or slurm, got '" + o.launcher + "'");
+  LaunchPlan plan;
+  plan.slurm = o.launcher == "slurm";
+  plan.bind = o.bind;
+  if (o.slurm_args) {
+    if (!plan.slurm) throw ConfigError("--slurm-args", "needs --launcher slurm");
+    plan.slurm_args = split_shell_words(*o.slurm_args, "--slurm-args");
+  }
+  if (!plan.slurm) return plan;
+  require_slurm_commands();
+  if (o.workers < 1)
+    throw ConfigError("--workers", "must be >= 1 with --launcher slurm (the tasks to start)");
+  if (o.gpus)
+    throw ConfigError("--gpus",
+                      "has no effect with --launcher slurm: Slurm gives each task its GPU; ask "
+                      "for them in --slurm-args (e.g. \"--gpus-per-task=1\")");
+  if (o.bind && o.bind->rfind("tcp://", 0) != 0)
+    throw ConfigError("--bind",
+                      "must be a tcp endpoint with --launcher slurm (workers run on "
+                      "other nodes), got '" +
+                          *o.bind + "'");
+  if (o.bind && loopback_endpoint(*o.bind))
+    spdlog::warn(
+        "--bind {}: a loopback address; Slurm tasks on other nodes cannot reach it (only tasks "
+        "on this node can): bind a wildcard (tcp://0.0.0.0:PORT, the default) or this node's "
+        "name",
+        *o.bind);
+  if (o.insecure && o.keys_dir)
+    throw ConfigError("--keys",
+                      "cannot be combined with --insecure under --launcher slurm: the "
+                      "coordinator would require keys that the tasks, started --insecure, do not "
+                      "have; drop --insecure (keys are made for the tasks) or drop --keys");
+  // Slurm workers connect over tcp, to a port the system picks by default.
+  if (!plan.bind) plan.bind = "tcp://0.0.0.0:*";
+  return plan;
+}
 
 // Applies the command line's study name, storage and budget to `config`,
 // checking them and the run's other numbers.
@@ -53,10 +178,13 @@ void apply_command_line(StudyConfig& config, const RunOptions& o) {
 }
 
 // The coordinator's options, checked (endpoint, keys) before the store is
-// touched.
-CoordinatorOptions coordinator_options(const StudyConfig& config, const RunOptions& o) {
+// touched. With --launcher slurm (not --insecure) the keys are made if
+// missing and `plan.slurm_worker_keys` is set.
+CoordinatorOptions coordinator_options(const StudyConfig& config, const RunOptions& o,
+                                       LaunchPlan& plan) {
+  const std::optional<std::string>& bind = plan.bind;
   CoordinatorOptions co;
-  co.endpoint = o.bind.value_or("");
+  co.endpoint = bind.value_or("");
   co.heartbeat_interval_ms = o.heartbeat_ms;
   co.liveness = o.liveness;
   co.max_retries = o.max_retries;
@@ -64,8 +192,24 @@ CoordinatorOptions coordinator_options(const StudyConfig& config, const RunOptio
   co.timeout_s = config.budget.timeout_s;
   co.max_workers = o.max_workers;
   // Trust: a tcp --bind needs keys (--keys or $HPSEARCH_KEYS_DIR) or --insecure.
-  const bool tcp = o.bind && o.bind->rfind("tcp://", 0) == 0;
-  if (o.keys_dir) {
+  const bool tcp = bind && bind->rfind("tcp://", 0) == 0;
+  const char* env_keys = std::getenv(kKeysDirEnv);
+  if (env_keys && !*env_keys) env_keys = nullptr;
+  if (plan.slurm && !o.insecure) {
+    co.keys_dir = o.keys_dir ? *o.keys_dir
+                  : env_keys
+                      ? std::string(env_keys)
+                      : (fs::path(storage_parent(config)) / (config.name + ".keys")).string();
+    plan.slurm_worker_keys = slurm_worker_keys(co.keys_dir);
+  } else if (plan.slurm) {
+    // --insecure: plain tcp on both sides (the tasks get --insecure and
+    // ignore the variable too), as with --bind --insecure.
+    if (env_keys)
+      spdlog::warn(
+          "{} is ignored with --insecure: the coordinator and the Slurm tasks use plain "
+          "tcp",
+          kKeysDirEnv);
+  } else if (o.keys_dir) {
     co.keys_dir = *o.keys_dir;
   } else if (const char* env = std::getenv(kKeysDirEnv); env && *env && tcp && !o.insecure) {
     co.keys_dir = env;
@@ -78,11 +222,11 @@ CoordinatorOptions coordinator_options(const StudyConfig& config, const RunOptio
                       "pass --keys KEYS (or set " +
                           std::string(kKeysDirEnv) +
                           "); --insecure binds without keys (trusted networks only)");
-  if (!o.bind && o.keys_dir)
+  if (!bind && o.keys_dir)
     spdlog::warn("--keys has no effect without --bind (local workers use a private ipc socket)");
   co.validate();  // a bad --bind is refused before the store is touched
   // Bad keys (missing folder, a secret readable by others, not Z85) too.
-  if (o.bind && !co.keys_dir.empty()) (void)curve::load_coordinator_keys(co.keys_dir);
+  if (bind && !co.keys_dir.empty()) (void)curve::load_coordinator_keys(co.keys_dir);
   return co;
 }
 
@@ -116,34 +260,59 @@ void store_settings(Storage& storage, std::int64_t study_id, const StudyConfig& 
   storage.set_study_config(study_id, stored);
 }
 
-// Tells the user where remote workers connect.
+// Tells the user where remote workers connect (Slurm tasks: see
+// start_slurm_tasks).
 void print_endpoints(const Coordinator& coordinator, const CoordinatorOptions& co,
-                     const RunOptions& o) {
+                     const RunOptions& o, const LaunchPlan& plan) {
+  if (plan.slurm) return;
   if (o.bind || o.workers == 0)
     std::cout << "Coordinator listening on " << coordinator.endpoint()
               << (o.workers == 0 ? " (waiting for workers: hpsearch worker --connect ENDPOINT)"
                                  : "")
               << "\n";
+  // The hint names the host workers reach (not a wildcard such as 0.0.0.0).
   if (o.bind && !co.keys_dir.empty())
     std::cout << "Workers with keys from " << co.keys_dir << " connect with: hpsearch worker "
-              << "--connect " << coordinator.endpoint() << " --keys " << co.keys_dir
-              << "/worker-N\n";
+              << "--connect " << reachable_endpoint(coordinator.endpoint()) << " --keys "
+              << co.keys_dir << "/worker-N\n";
 }
 
-// The local workers' options.
+// The local workers' options (none with --launcher slurm).
 LocalPoolOptions pool_options(const StudyConfig& config, const RunOptions& o,
-                              const Coordinator& coordinator, std::vector<std::string> gpus) {
+                              const Coordinator& coordinator, std::vector<std::string> gpus,
+                              const LaunchPlan& plan) {
   LocalPoolOptions po;
-  po.workers = o.workers;
+  po.workers = plan.slurm ? 0 : o.workers;
   po.endpoint = coordinator.local_endpoint();
   po.gpus = std::move(gpus);
   // Per-trial logs (the "command" objective) go next to the storage file.
-  std::string parent = ".";
-  if (util::StorageUrl url = util::parse_storage_url(config.storage); !url.in_memory)
-    parent = std::filesystem::path(url.path).parent_path().string();
-  po.extra_args = {"--log-level", o.log_level, "--log-dir", study_log_dir(config.name, parent),
+  po.extra_args = {"--log-level", o.log_level, "--log-dir",
+                   study_log_dir(config.name, storage_parent(config)),
                    "--allow-command"};  // the study's own objective, on this machine
   return po;
+}
+
+// Starts the Slurm tasks (one srun step), connecting back over tcp (CURVE
+// unless --insecure); nullptr with --launcher local.
+std::unique_ptr<SlurmLauncher> start_slurm_tasks(const StudyConfig& config, const RunOptions& o,
+                                                 const Coordinator& coordinator,
+                                                 const LaunchPlan& plan) {
+  if (!plan.slurm) return nullptr;
+  SlurmLauncherOptions lo;
+  lo.workers = o.workers;
+  lo.endpoint = reachable_endpoint(coordinator.endpoint());
+  lo.keys_dir = plan.slurm_worker_keys;
+  lo.slurm_args = plan.slurm_args;
+  lo.worker_args = {"--log-level", o.log_level, "--log-dir",
+                    fs::absolute(study_log_dir(config.name, storage_parent(config))).string(),
+                    "--allow-command"};  // the study's own objective
+  const std::string& keys = plan.slurm_worker_keys;
+  std::cout << "Coordinator listening on " << coordinator.endpoint() << "; " << o.workers
+            << " Slurm task" << (o.workers == 1 ? "" : "s") << " connect to " << lo.endpoint
+            << (keys.empty() ? " (--insecure)" : " with the keys in " + keys) << "\n";
+  auto launcher = std::make_unique<SlurmLauncher>(std::move(lo));
+  launcher->start();
+  return launcher;
 }
 
 // The progress line: the coordinator's figures, and each ended trial.
@@ -189,11 +358,24 @@ class ProgressLine {
   Steady::time_point last_draw_ = Steady::now();
 };
 
+// Polls the Slurm step: an ended step's workers are expired by their lease
+// (heartbeats) and the launcher starts the step again. Returns an error
+// once it gave up and no worker is left.
+std::optional<std::string> poll_slurm(Coordinator& coordinator, SlurmLauncher& launcher) {
+  if (auto how = launcher.poll(); how && !coordinator.done()) spdlog::warn("slurm: srun {}", *how);
+  CoordinatorStats stats = coordinator.stats();
+  if (!launcher.given_up() || stats.workers_busy + stats.workers_idle > 0) return std::nullopt;
+  return fmt::format("the Slurm worker step keeps failing (srun: {}); see the messages above",
+                     fmt::join(launcher.command(), " "));
+}
+
 // Steps the coordinator until the study is done (stop() on the first stop
-// signal), telling it of exited local workers. Returns false if every
-// local worker failed to start.
-bool run_until_done(Coordinator& coordinator, LocalWorkerPool& pool, ProgressLine& progress,
-                    const RunOptions& o) {
+// signal), telling it of exited local workers and watching the Slurm step
+// (`launcher` may be null). Returns an error if every local worker failed to
+// start or the Slurm step keeps failing.
+std::optional<std::string> run_until_done(Coordinator& coordinator, LocalWorkerPool& pool,
+                                          SlurmLauncher* launcher, ProgressLine& progress,
+                                          const RunOptions& o) {
   std::atomic<bool>* stop = install_stop_handlers();
   bool stopped = false;
   while (true) {
@@ -209,25 +391,34 @@ bool run_until_done(Coordinator& coordinator, LocalWorkerPool& pool, ProgressLin
         spdlog::warn("worker {} (pid {}) {}", w.slot, w.pid, w.how);
       coordinator.worker_exited(w.pid);
     }
-    if (!more) return true;
+    if (launcher)
+      if (auto error = poll_slurm(coordinator, *launcher)) return error;
+    if (!more) return std::nullopt;
     CoordinatorStats stats = coordinator.stats();
-    if (o.workers > 0 && pool.all_given_up() && stats.workers_busy + stats.workers_idle == 0)
-      return false;
+    if (!launcher && o.workers > 0 && pool.all_given_up() &&
+        stats.workers_busy + stats.workers_idle == 0)
+      return "every local worker failed to start; see the messages above";
     progress.draw();
   }
 }
 
-// Lets the local workers exit (they were told to), answering them for a
-// grace period, then ends the pool.
-void let_workers_exit(Coordinator& coordinator, LocalWorkerPool& pool, int heartbeat_ms) {
+// Lets the workers exit (they were told to), answering them for a grace
+// period, then ends the pool and cancels what still runs of the Slurm step
+// (scancel; `launcher` may be null).
+void let_workers_exit(Coordinator& coordinator, LocalWorkerPool& pool, SlurmLauncher* launcher,
+                      int heartbeat_ms) {
   pool.stop_restarting();
+  if (launcher) launcher->stop_restarting();
   auto grace = std::chrono::milliseconds(std::max(2000, 2 * heartbeat_ms));
   auto until = Steady::now() + grace;
-  while (pool.running() > 0 && Steady::now() < until) {
+  auto tasks_running = [&] { return launcher && launcher->running(); };
+  while ((pool.running() > 0 || tasks_running()) && Steady::now() < until) {
     coordinator.step(20);
     for (const auto& w : pool.poll()) coordinator.worker_exited(w.pid);
+    if (launcher) (void)launcher->poll();
   }
   pool.shutdown(0.0);
+  if (launcher) launcher->shutdown(0.0);
 }
 
 // The objective type's post-study step (torch.fashion_mnist: the best
@@ -246,15 +437,24 @@ int run_study(StudyConfig config, const RunOptions& o) {
   if (needs_torch(config.objective)) exec_torch_sibling("LibTorch objective");
   // 1. Check everything before touching the store.
   apply_command_line(config, o);
-  std::vector<std::string> gpus = o.gpus ? parse_gpu_list(*o.gpus) : detect_gpus();
+  LaunchPlan plan = launch_plan(o);
+  std::vector<std::string> gpus;
+  if (!plan.slurm) gpus = o.gpus ? parse_gpu_list(*o.gpus) : detect_gpus();
   auto sampler = make_sampler(config.sampler, o.seed);
+  sampler->check_space(config.space);
   auto pruner = make_pruner(config.pruner);
   validate_objective(config.objective, config.space);
   if (o.workers > LocalPoolOptions::kMaxWorkers)
     throw ConfigError("--workers", "must be <= " + std::to_string(LocalPoolOptions::kMaxWorkers));
   if (!config.budget.n_trials && !config.budget.timeout_s)
     spdlog::warn("no budget (n_trials or timeout_s): running until interrupted");
-  const CoordinatorOptions co = coordinator_options(config, o);
+  if (config.budget.n_trials) {
+    // The budget counts the study's finished trials, so at most this many
+    // are COMPLETE.
+    const std::string warning = sampler->budget_warning(*config.budget.n_trials);
+    if (!warning.empty()) spdlog::warn("{}", warning);
+  }
+  const CoordinatorOptions co = coordinator_options(config, o, plan);
 
   // 2. Open the study (continue it if it exists).
   auto storage = open_storage(config.storage);
@@ -272,27 +472,29 @@ int run_study(StudyConfig config, const RunOptions& o) {
               << summary(study, 0.0);
     return kExitOk;
   }
-  print_endpoints(coordinator, co, o);
+  print_endpoints(coordinator, co, o, plan);
 
-  // 3. Local workers.
-  LocalWorkerPool pool(pool_options(config, o, coordinator, gpus));
-  if (o.workers > 0)
+  // 3. Local workers, or Slurm tasks.
+  LocalWorkerPool pool(pool_options(config, o, coordinator, gpus, plan));
+  if (o.workers > 0 && !plan.slurm)
     spdlog::info("starting {} workers ({}, {} CPU threads each)", o.workers,
                  gpus.empty() ? std::string("cpu") : fmt::format("GPUs {}", fmt::join(gpus, ",")),
                  pool.threads_per_worker());
   pool.start();
+  std::unique_ptr<SlurmLauncher> launcher = start_slurm_tasks(config, o, coordinator, plan);
 
   // 4. Run.
   ProgressLine progress(coordinator, config);
-  if (!run_until_done(coordinator, pool, progress, o)) {
+  if (auto error = run_until_done(coordinator, pool, launcher.get(), progress, o)) {
     pool.shutdown(0.0);
+    if (launcher) launcher->shutdown(0.0);
     progress.finish();
-    std::cerr << "hpsearch: error: every local worker failed to start; see the messages above\n";
+    std::cerr << "hpsearch: error: " << *error << "\n";
     return kExitFailure;
   }
 
   // 5. Let the workers exit (they were told to); keep answering them.
-  let_workers_exit(coordinator, pool, o.heartbeat_ms);
+  let_workers_exit(coordinator, pool, launcher.get(), o.heartbeat_ms);
   progress.draw(true);
   progress.finish();
   after_study(config, study);

@@ -37,6 +37,9 @@ std::atomic<bool>* install_stop_handlers(bool announce) {
   sa.sa_flags = 0;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  // A hang-up (the ssh session of a login node dropped) stops as SIGTERM
+  // does: running trials are marked and queued again, the study resumable.
+  sigaction(SIGHUP, &sa, nullptr);
   return &g_stop;
 }
 

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 namespace hps::cli {
@@ -86,9 +88,35 @@ std::string format_value(double v) {
   return fmt::format("{:.10g}", v);
 }
 
+namespace {
+
+// Whether a string cell would read as another JSON type (a number, true,
+// false, null, inf, nan) or hide blanks, so it must be shown quoted.
+bool looks_like_other_type(const std::string& s) {
+  if (s.empty() || s.front() == ' ' || s.back() == ' ' || s.front() == '"') return true;
+  std::string lower;
+  for (char c : s) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* word :
+       {"true", "false", "null", "nan", "inf", "-inf", "+inf", "infinity", "-infinity"})
+    if (lower == word) return true;
+  char* end = nullptr;
+  (void)std::strtod(s.c_str(), &end);
+  return end == s.c_str() + s.size();
+}
+
+}  // namespace
+
 std::string format_param(const Json& v) {
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_number_float()) return format_value(v.get<double>());
+  if (v.is_string()) {
+    const auto& s = v.get_ref<const std::string&>();
+    return looks_like_other_type(s) ? Json(s).dump() : s;
+  }
+  if (v.is_number_float()) {
+    std::string out = format_value(v.get<double>());
+    // A float always shows it is one: 1.0, not 1 (the int's cell).
+    if (out.find_first_of(".eni") == std::string::npos) out += ".0";
+    return out;
+  }
   return v.dump();
 }
 

@@ -25,7 +25,11 @@ class Table {
 
 // A double with up to 10 significant digits ("0.397887", "inf", "nan").
 std::string format_value(double v);
-// A JSON param value for a table cell: strings unquoted, others as JSON.
+// A JSON param or attr value for a table cell, so that 1, 1.0 and "1" read
+// differently: integers, booleans and null as JSON; floats always with a
+// decimal point or exponent ("1.0", "0.25", "1e-05", "inf", "nan");
+// strings unquoted, unless they would read as another type or hide blanks
+// ("\"1\"", "\"inf\"", "\"true\"", "\"\"").
 std::string format_param(const Json& v);
 // Seconds as "1h02m03s", "4m05s" or "12.3s".
 std::string format_duration(double seconds);

@@ -5,9 +5,37 @@
 #include <filesystem>
 
 #include "cli/commands.h"
+#include "workers/slurm_launcher.h"
 #include "workers/worker.h"
 
 namespace hps::cli {
+
+namespace {
+
+// --allow-program PROGRAM as an absolute path: a bare name is looked up in
+// PATH now, by the user who starts the worker; a relative path is made
+// absolute.
+std::string allowed_program_path(const std::string& program) {
+  std::string path = program;
+  if (program.find('/') == std::string::npos) {
+    const char* env_path = std::getenv("PATH");
+    std::string dirs = env_path ? env_path : "";
+    for (std::size_t start = 0; start <= dirs.size();) {
+      std::size_t end = dirs.find(':', start);
+      if (end == std::string::npos) end = dirs.size();
+      std::string candidate = dirs.substr(start, end - start) + "/" + program;
+      if (end > start && access(candidate.c_str(), X_OK) == 0) {
+        path = candidate;
+        break;
+      }
+      start = end + 1;
+    }
+  }
+  if (path.empty() || path[0] != '/') path = std::filesystem::absolute(path).string();
+  return path;
+}
+
+}  // namespace
 
 int worker_command(const WorkerCommandOptions& o) {
   // A worker does not know its objective before the first trial: one started
@@ -18,9 +46,15 @@ int worker_command(const WorkerCommandOptions& o) {
   WorkerOptions wo;
   wo.connect = o.connect;
   if (o.log_dir) wo.log_dir = *o.log_dir;
-  wo.device = o.device;
+  wo.device = o.device == "auto" ? auto_device() : o.device;
   wo.threads = o.threads;
   if (o.id) wo.worker_id = *o.id;
+  // A Slurm task (srun) names itself after its task and uses the CPUs Slurm
+  // gave it (one per task unless --cpus-per-task).
+  if (SlurmTask task = slurm_task_from_env(); task.procid >= 0) {
+    if (!o.id) wo.worker_id = slurm_task_worker_id(task);
+    if (o.threads == 0) wo.threads = task.cpus_per_task > 0 ? task.cpus_per_task : 1;
+  }
   wo.heartbeat_interval_ms = o.heartbeat_ms;
   wo.liveness = o.liveness;
   wo.reconnect_attempts = o.reconnect_attempts;
@@ -44,26 +78,8 @@ int worker_command(const WorkerCommandOptions& o) {
                           "; --insecure connects without them (whatever process answers at that "
                           "address can then hand this worker trials)");
   wo.allow_command = o.allow_command;
-  for (const auto& program : o.allow_programs) {
-    // A bare name is looked up in PATH now, by the user who starts the worker.
-    std::string path = program;
-    if (program.find('/') == std::string::npos) {
-      const char* env_path = std::getenv("PATH");
-      std::string dirs = env_path ? env_path : "";
-      for (std::size_t start = 0; start <= dirs.size();) {
-        std::size_t end = dirs.find(':', start);
-        if (end == std::string::npos) end = dirs.size();
-        std::string candidate = dirs.substr(start, end - start) + "/" + program;
-        if (end > start && access(candidate.c_str(), X_OK) == 0) {
-          path = candidate;
-          break;
-        }
-        start = end + 1;
-      }
-    }
-    if (path.empty() || path[0] != '/') path = std::filesystem::absolute(path).string();
-    wo.allowed_programs.push_back(path);
-  }
+  for (const auto& program : o.allow_programs)
+    wo.allowed_programs.push_back(allowed_program_path(program));
   wo.stop = install_stop_handlers(/*announce=*/false);
   Worker worker(std::move(wo));
   int rc = worker.run();

@@ -197,6 +197,8 @@ void Coordinator::Impl::handle(const Transport::Incoming& in, Steady::time_point
           on_complete(s, m);
         } else if constexpr (std::is_same_v<T, proto::Fail>) {
           on_fail(s, m);
+        } else if constexpr (std::is_same_v<T, proto::Disconnect>) {
+          on_leaving(s, m);
         } else {
           bad_frame(in.rid, proto::to_string(proto::type_of(message)) + " is not a worker message");
         }

@@ -69,8 +69,10 @@ struct CoordinatorOptions {
   // Missed intervals before a peer counts as dead. Default 5: a worker is
   // expired after 5 s of silence.
   int liveness = 5;
-  // How many times a trial whose worker was lost (or stopped) is queued
-  // again. Default 1. 0 never retries.
+  // How many times a trial whose worker was lost is queued again. Default
+  // 1. 0 never retries. A trial stopped from outside (its worker stopped by
+  // a signal, the run interrupted, a coordinator restart) is queued again
+  // without counting (lifecycle::counts_against_retry_limit).
   int max_retries = 1;
   // Budget: finished trials in the study (none: no limit).
   std::optional<std::int64_t> n_trials{};

@@ -106,6 +106,10 @@ struct Coordinator::Impl {
   void set_user_attrs(const FrozenTrial& t, const std::string& text);
   void on_complete(Session& s, const protocol::Complete& m);
   void on_fail(Session& s, const protocol::Fail& m);
+  // The worker said it is leaving (a Disconnect from the worker: stopped by
+  // a signal): its session ends now, and a trial assigned to it (perhaps in
+  // flight, unseen) is queued again as stopped, not lost.
+  void on_leaving(Session& s, const protocol::Disconnect& m);
 
   // ---- dispatch.cpp: trials to idle workers; the end of the study
   void dispatch(Steady::time_point now);

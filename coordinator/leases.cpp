@@ -28,7 +28,10 @@ void Coordinator::Impl::end_lost_trial(std::int64_t number, const std::string& r
   if (!storage.set_trial_state(t.trial_id, TrialState::kFail, std::nullopt, reason)) return;
   mirror.refresh(number);
   int depth = lifecycle::retry_depth(mirror.trials(), number);
-  bool retry = always_retry || depth < options.max_retries;
+  // A stop from outside (a worker stopped by a signal) is always queued
+  // again: only a lost worker uses up max_retries (trial_lifecycle.h).
+  bool retry =
+      always_retry || !lifecycle::counts_against_retry_limit(cause) || depth < options.max_retries;
   if (retry) {
     mirror.append(lifecycle::queue_retry(storage, study_id, mirror.at(number), cause));
     mirror.refresh(number);

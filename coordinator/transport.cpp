@@ -140,7 +140,10 @@ void Transport::wait(int timeout_ms) {
 }
 
 void Transport::flush() {
-  for (auto& [rid, frame] : outbox_) {
+  for (auto& entry : outbox_) {
+    // Plain references: clang 14 cannot capture structured bindings.
+    const auto& rid = entry.first;
+    const auto& frame = entry.second;
     try {
       zmq_util::no_eintr([&] {
         return socket_.send(zmq::buffer(rid), zmq::send_flags::sndmore | zmq::send_flags::dontwait);

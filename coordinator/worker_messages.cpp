@@ -253,6 +253,20 @@ void Coordinator::Impl::on_complete(Session& s, const proto::Complete& m) {
   end_trial(s, m.number);
 }
 
+void Coordinator::Impl::on_leaving(Session& s, const proto::Disconnect& m) {
+  const std::string why = m.reason.empty() ? std::string("stopping") : printable(m.reason);
+  spdlog::info("coordinator: worker {} left: {}", s.name, why);
+  if (s.trial) {
+    const std::int64_t number = *s.trial;
+    s.trial.reset();
+    end_lost_trial(number, "worker stopped: " + why, lifecycle::RetryCause::kWorkerStopped);
+  }
+  std::string rid = s.routing_id;
+  sessions.expire(rid);  // `s` is gone from here on
+  status_dirty = true;
+  note_worker_count();
+}
+
 void Coordinator::Impl::on_fail(Session& s, const proto::Fail& m) {
   if (!owns(s, m.number, "Fail")) return;
   const FrozenTrial& t = mirror.at(m.number);

@@ -1,5 +1,6 @@
 #include "objectives/command.h"
 
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -16,8 +17,10 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <thread>
 
 #include "objectives/child_process.h"
+#include "objectives/command_metrics.h"
 #include "objectives/command_report.h"
 #include "search/errors.h"
 #include "search/private_files.h"
@@ -35,6 +38,9 @@ constexpr std::size_t kTailBytes = 4000;  // and at most this many bytes of them
 constexpr double kMaxTimeoutS = 1e9;
 // How often a running trial checks Trial::interrupted().
 constexpr std::chrono::milliseconds kInterruptPoll{100};
+// How long a program killed by SIGTERM/SIGINT/SIGHUP/SIGKILL from outside
+// waits for the worker's own stop before it counts as a failure.
+constexpr std::chrono::milliseconds kOutsideSignalWait{500};
 
 // Environment variables that hpsearch sets itself.
 const std::vector<std::string>& reserved_env() {
@@ -45,6 +51,9 @@ const std::vector<std::string>& reserved_env() {
 }
 
 // ------------------------------------------------------------ templates
+
+// The built-in placeholder of the per-trial folder.
+constexpr std::string_view kTrialDir = "trial_dir";
 
 // One piece of an argument: literal text, or a placeholder.
 struct Piece {
@@ -114,6 +123,17 @@ void check_placeholders(const Template& t, const SearchSpace& space, const std::
                         const std::string& drop_what) {
   for (const Piece& p : t) {
     if (!p.is_param) continue;
+    if (p.text == kTrialDir) {
+      if (p.optional)
+        throw ConfigError(path,
+                          "{trial_dir?}: the per-trial folder is always there; write "
+                          "{trial_dir}");
+      if (space.find(p.text))
+        throw ConfigError(path,
+                          "{trial_dir} is the per-trial folder, and the space has a param "
+                          "named 'trial_dir' too: rename the param");
+      continue;
+    }
     const ParamSpec* spec = space.find(p.text);
     if (!spec) {
       std::string rule =
@@ -143,13 +163,18 @@ void check_placeholders(const Template& t, const SearchSpace& space, const std::
 
 // Fills a template. nullopt when an optional placeholder's param is absent;
 // throws Error(path: ...) when a required one is.
-std::optional<std::string> expand(const Template& t, const Params& params,
-                                  const std::string& path) {
+// `trial_dir`: the value of {trial_dir} ("" when the trial has none yet).
+std::optional<std::string> expand(const Template& t, const Params& params, const std::string& path,
+                                  const std::string& trial_dir = "") {
   std::string out;
   bool drop = false;
   for (const Piece& p : t) {
     if (!p.is_param) {
       out += p.text;
+      continue;
+    }
+    if (p.text == kTrialDir && !p.optional) {
+      out += trial_dir;
       continue;
     }
     auto it = params.find(p.text);
@@ -176,14 +201,20 @@ struct CommandConfig {
   std::vector<std::pair<std::string, Template>> env;
   std::optional<double> timeout_s;
   double grace_s = 10.0;
+  std::optional<MetricsConfig> metrics;  // "metrics": collect from the program's own output
+  Template metrics_file;                 // metrics->file as a template
+  bool uses_trial_dir = false;           // {trial_dir} appears somewhere
 };
+
+bool uses_trial_dir(const Template& t) {
+  return std::any_of(t.begin(), t.end(),
+                     [](const Piece& p) { return p.is_param && p.text == kTrialDir; });
+}
 
 std::string argv_path(std::size_t i) { return "objective.argv[" + std::to_string(i) + "]"; }
 
-// Parses and checks the config; with `space`, also the placeholders.
-CommandConfig parse_config(const Json& config, const SearchSpace* space) {
-  check_keys(config, "objective", {"type", "argv", "cwd", "env", "timeout_s", "grace_s"});
-  CommandConfig c;
+// objective.argv: templates of the program and its arguments.
+void parse_argv(const Json& config, const SearchSpace* space, CommandConfig& c) {
   if (!config.contains("argv"))
     throw ConfigError("objective.argv",
                       "required: the program and its arguments, e.g. [\"python3\", \"train.py\", "
@@ -203,33 +234,41 @@ CommandConfig parse_config(const Json& config, const SearchSpace* space) {
   for (const Piece& p : c.argv[0])
     if (p.optional)
       throw ConfigError(argv_path(0), "the program cannot be optional ({" + p.text + "?})");
+}
 
-  if (auto cwd = optional_string(config, "objective", "cwd")) {
-    if (cwd->empty()) throw ConfigError("objective.cwd", "must not be empty (omit it instead)");
-    if (cwd->find('\0') != std::string::npos)
-      throw ConfigError("objective.cwd", "contains a NUL character");
-    c.cwd = *cwd;
+// objective.env: variables whose values are templates; the names hpsearch
+// sets itself are refused.
+void parse_env(const Json& config, const SearchSpace* space, CommandConfig& c) {
+  if (!config.contains("env")) return;
+  const Json& env = config.at("env");
+  if (!env.is_object())
+    throw ConfigError("objective.env", "must be an object {\"NAME\": \"value\"}");
+  const auto& reserved = reserved_env();
+  for (const auto& [name, value] : env.items()) {
+    std::string path = join_path("objective.env", name);
+    if (name.empty() || name.find('=') != std::string::npos || name.find('\0') != std::string::npos)
+      throw ConfigError(path, "not a valid variable name (empty, or holds '=' or NUL)");
+    if (std::find(reserved.begin(), reserved.end(), name) != reserved.end())
+      throw ConfigError(path, "set by hpsearch for every trial; it cannot be set here");
+    if (!value.is_string()) throw ConfigError(path, "must be a string");
+    Template t = parse_template(value.get<std::string>(), path);
+    if (space) check_placeholders(t, *space, path, "the variable");
+    c.env.emplace_back(name, std::move(t));
   }
+}
 
-  if (config.contains("env")) {
-    const Json& env = config.at("env");
-    if (!env.is_object())
-      throw ConfigError("objective.env", "must be an object {\"NAME\": \"value\"}");
-    for (const auto& [name, value] : env.items()) {
-      std::string path = join_path("objective.env", name);
-      if (name.empty() || name.find('=') != std::string::npos ||
-          name.find('\0') != std::string::npos)
-        throw ConfigError(path, "not a valid variable name (empty, or holds '=' or NUL)");
-      const auto& reserved = reserved_env();
-      if (std::find(reserved.begin(), reserved.end(), name) != reserved.end())
-        throw ConfigError(path, "set by hpsearch for every trial; it cannot be set here");
-      if (!value.is_string()) throw ConfigError(path, "must be a string");
-      Template t = parse_template(value.get<std::string>(), path);
-      if (space) check_placeholders(t, *space, path, "the variable");
-      c.env.emplace_back(name, std::move(t));
-    }
-  }
+// objective.cwd.
+void parse_cwd(const Json& config, CommandConfig& c) {
+  auto cwd = optional_string(config, "objective", "cwd");
+  if (!cwd) return;
+  if (cwd->empty()) throw ConfigError("objective.cwd", "must not be empty (omit it instead)");
+  if (cwd->find('\0') != std::string::npos)
+    throw ConfigError("objective.cwd", "contains a NUL character");
+  c.cwd = *cwd;
+}
 
+// objective.timeout_s and grace_s.
+void parse_time_limits(const Json& config, CommandConfig& c) {
   if (auto timeout = optional_number(config, "objective", "timeout_s")) {
     if (!(*timeout > 0 && *timeout <= kMaxTimeoutS))
       throw ConfigError("objective.timeout_s",
@@ -241,14 +280,41 @@ CommandConfig parse_config(const Json& config, const SearchSpace* space) {
       throw ConfigError("objective.grace_s", "must be in [0, 3600] seconds");
     c.grace_s = *grace;
   }
+}
+
+// Parses and checks the config; with `space`, also the placeholders.
+CommandConfig parse_config(const Json& config, const SearchSpace* space) {
+  check_keys(config, "objective",
+             {"type", "argv", "cwd", "env", "timeout_s", "grace_s", "metrics"});
+  CommandConfig c;
+  parse_argv(config, space, c);
+  parse_cwd(config, c);
+  parse_env(config, space, c);
+  parse_time_limits(config, c);
+  if (config.contains("metrics")) {
+    c.metrics = parse_metrics_config(config.at("metrics"));
+    if (c.metrics->source == MetricsConfig::Source::kFile) {
+      std::string path = "objective.metrics.source.file";
+      c.metrics_file = parse_template(c.metrics->file, path);
+      for (const Piece& p : c.metrics_file)
+        if (p.is_param && p.text != kTrialDir)
+          throw ConfigError(path, "only the placeholder {trial_dir} may appear here, not {" +
+                                      p.text + (p.optional ? "?" : "") + "}");
+      if (space) check_placeholders(c.metrics_file, *space, path, "the file");
+      c.uses_trial_dir = uses_trial_dir(c.metrics_file);
+    }
+  }
+  for (const Template& t : c.argv) c.uses_trial_dir = c.uses_trial_dir || uses_trial_dir(t);
+  for (const auto& e : c.env) c.uses_trial_dir = c.uses_trial_dir || uses_trial_dir(e.second);
   return c;
 }
 
-std::vector<std::string> expand_argv(const CommandConfig& c, const Params& params) {
+std::vector<std::string> expand_argv(const CommandConfig& c, const Params& params,
+                                     const std::string& trial_dir = "") {
   std::vector<std::string> out;
   std::vector<bool> literal_flag;  // out[i] is a kept literal starting with '-'
   for (std::size_t i = 0; i < c.argv.size(); ++i) {
-    std::optional<std::string> arg = expand(c.argv[i], params, argv_path(i));
+    std::optional<std::string> arg = expand(c.argv[i], params, argv_path(i), trial_dir);
     if (arg) {
       bool flag = i > 0 && !has_param(c.argv[i]) && !arg->empty() && (*arg)[0] == '-';
       out.push_back(std::move(*arg));
@@ -297,7 +363,7 @@ std::string visible_devices(const std::string& device) {
 }
 
 std::vector<std::string> build_env(const CommandConfig& c, const ObjectiveContext& ctx,
-                                   const Trial& trial) {
+                                   const Trial& trial, const std::string& trial_dir) {
   std::map<std::string, std::string> env;
   for (char** e = environ; e && *e; ++e) {
     std::string_view entry = *e;
@@ -306,7 +372,8 @@ std::vector<std::string> build_env(const CommandConfig& c, const ObjectiveContex
     env[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
   }
   for (const auto& [name, t] : c.env) {
-    std::optional<std::string> value = expand(t, trial.params(), join_path("objective.env", name));
+    std::optional<std::string> value =
+        expand(t, trial.params(), join_path("objective.env", name), trial_dir);
     if (value)
       env[name] = *value;
     else
@@ -320,6 +387,9 @@ std::vector<std::string> build_env(const CommandConfig& c, const ObjectiveContex
   int threads = std::max(1, ctx.threads);
   env["HPSEARCH_THREADS"] = std::to_string(threads);
   if (!env.count("OMP_NUM_THREADS")) env["OMP_NUM_THREADS"] = std::to_string(threads);
+  // stdout is a pipe: Python would buffer it and print its values (and so
+  // allow pruning) only at exit.
+  if (!env.count("PYTHONUNBUFFERED")) env["PYTHONUNBUFFERED"] = "1";
   env["CUDA_VISIBLE_DEVICES"] = visible_devices(ctx.device);
 
   std::vector<std::string> out;
@@ -468,9 +538,10 @@ std::string valid_utf8(std::string_view text) {
   return out;
 }
 
-std::string with_tail(const std::string& reason, const Tail& tail) {
-  if (tail.empty()) return valid_utf8(reason + "; stderr was empty");
-  return valid_utf8(reason + "; last lines of stderr:\n" + tail.text());
+std::string with_tail(const std::string& reason, const Tail& tail,
+                      const std::string& what = "stderr") {
+  if (tail.empty()) return valid_utf8(reason + "; " + what + " was empty");
+  return valid_utf8(reason + "; last lines of " + what + ":\n" + tail.text());
 }
 
 std::string format_seconds(double s) {
@@ -481,59 +552,147 @@ std::string format_seconds(double s) {
 
 // ------------------------------------------------------------ one trial
 
-double run_trial(const CommandConfig& c, const ObjectiveContext& ctx, Trial& trial) {
-  std::vector<std::string> argv = expand_argv(c, trial.params());
-  SpawnOptions spawn{argv, c.cwd, build_env(c, ctx, trial)};
+// Writes the command line (shell-quoted) and its folder to the trial log.
+void log_command_line(TrialLog& log, std::int64_t number, const std::vector<std::string>& argv,
+                      const std::string& cwd) {
+  std::string cmd;
+  for (const std::string& a : argv) cmd += (cmd.empty() ? "" : " ") + quote(a);
+  log.note("trial " + std::to_string(number) + ": " + cmd +
+           (cwd.empty() ? "" : " (in " + cwd + ")"));
+  log.flush();
+}
 
-  TrialLog log(ctx.log_dir, trial.number());
-  {
-    std::string cmd;
-    for (const std::string& a : argv) cmd += (cmd.empty() ? "" : " ") + quote(a);
-    log.note("trial " + std::to_string(trial.number()) + ": " + cmd +
-             (c.cwd.empty() ? "" : " (in " + c.cwd + ")"));
-    log.flush();
+// What the running program writes: every line goes to the trial log, stderr
+// lines also to the tail, and stdout's report lines (objectives/
+// command_report.h) to the trial: user attrs, intermediate values (asking
+// the pruner after each) and the final value. With "metrics", the other
+// lines (or the metrics file) go to a MetricsCollector
+// (objectives/command_metrics.h) whose values reach the trial the same way,
+// until the program prints a valid report line: the protocol wins.
+class ProgramOutput {
+ public:
+  // `started`: when the trial started (a metrics file older than that is
+  // an earlier run's).
+  ProgramOutput(Trial& trial, TrialLog& log, Tail& tail, const CommandConfig& c,
+                const ObjectiveContext& ctx, const std::string& metrics_file,
+                std::chrono::system_clock::time_point started)
+      : trial_(trial), log_(log), tail_(tail) {
+    if (!c.metrics) return;
+    collector_.emplace(
+        *c.metrics, metrics_file, ctx.direction,
+        [this](std::int64_t step, double value) {
+          if (protocol_ || prune_step_) return;
+          intermediate(step, value);
+        },
+        [this](const std::string& note) { log_.note(note); }, started);
   }
-  if (!c.cwd.empty()) {
-    std::error_code ec;
-    if (!std::filesystem::is_directory(c.cwd, ec))
-      throw Error("objective.cwd: '" + c.cwd + "' is not a directory");
-  }
 
-  ChildProcess child(spawn);  // Error("cannot run ...") -> FAIL
-  Tail tail;
-  std::optional<double> final_value;
-  std::string malformed;  // the last report line that could not be read
-  std::optional<std::int64_t> prune_step;
-
-  auto log_only = [&](ChildProcess::Stream stream, std::string_view line) {
-    log.line(line);
-    if (stream == ChildProcess::Stream::kStderr) tail.add(line);
-  };
-  auto on_line = [&](ChildProcess::Stream stream, std::string_view line) {
-    log_only(stream, line);
-    if (stream != ChildProcess::Stream::kStdout || prune_step) return;
+  // A line of the program's output, read for reports (none once pruned).
+  void read_line(ChildProcess::Stream stream, std::string_view line) {
+    log_line(stream, line);
+    if (prune_step_) return;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.substr(0, kReportPrefix.size()) != kReportPrefix) return;
+    bool report_line = line.substr(0, kReportPrefix.size()) == kReportPrefix;
+    if (collector_ && !protocol_ && !report_line)
+      collector_->output_line(stream == ChildProcess::Stream::kStderr, line);
+    if (stream != ChildProcess::Stream::kStdout || !report_line) return;
     CommandReport report;
     std::string error = parse_command_report(line.substr(kReportPrefix.size()), report);
     if (!error.empty()) {
-      malformed = std::string(line.substr(0, 200)) + " (" + error + ")";
-      log.note("ignored a report line: " + error);
+      malformed_ = std::string(line.substr(0, 200)) + " (" + error + ")";
+      log_.note("ignored a report line: " + error);
       return;
     }
+    if (collector_ && !protocol_ && (report.value || report.step))
+      log_.note(
+          "the program reports with 'hpsearch:' lines: objective.metrics is not read "
+          "from here on");
+    if (report.value) protocol_ = true;
+    take(report);
+  }
+  // A line of the program's output, only logged (while it is being stopped).
+  void log_line(ChildProcess::Stream stream, std::string_view line) {
+    log_.line(line);
+    if (stream == ChildProcess::Stream::kStderr) tail_.add(line);
+    output_tail_.add(line);
+  }
+  // Reads what the metrics file gained (metrics from a file only).
+  void poll_metrics_file(bool at_end) {
+    if (collector_ && !protocol_ && !prune_step_) collector_->poll_file(at_end);
+  }
+  // Sets the extra metrics seen as user attrs (metrics.attrs).
+  void store_metric_attrs() {
+    if (!collector_) return;
+    for (const auto& [name, value] : collector_->attrs()) {
+      Json v = std::isfinite(value) ? Json(value) : Json(format_param_value(Json(value)));
+      trial_.set_user_attr(name, v);
+    }
+  }
+  // The final value: the protocol's, else the collected metric's.
+  std::optional<double> final_value() const {
+    if (final_value_ || protocol_ || !collector_) return final_value_;
+    return collector_->final_value();
+  }
+  // Whether the trial's value comes from objective.metrics.
+  bool collects() const { return collector_.has_value() && !protocol_; }
+  // Why the collected metric is missing (collects() only).
+  std::string never_seen_reason() const { return collector_->never_seen_reason(); }
+  // The last lines of stdout and stderr together.
+  const Tail& output_tail() const { return output_tail_; }
+
+  // The step after which the pruner said to prune; nullopt until it does.
+  const std::optional<std::int64_t>& prune_step() const { return prune_step_; }
+  // The last report line that could not be read, with the reason ("" if none).
+  const std::string& malformed() const { return malformed_; }
+
+ private:
+  void take(const CommandReport& report) {
     if (report.attrs.is_object())
-      for (const auto& [k, v] : report.attrs.items()) trial.set_user_attr(k, v);
+      for (const auto& [k, v] : report.attrs.items()) trial_.set_user_attr(k, v);
     if (!report.value) return;
     if (report.step) {
-      trial.report(*report.step, *report.value);
-      if (trial.should_prune()) prune_step = report.step;
+      intermediate(*report.step, *report.value);
     } else {
-      if (final_value) log.note("a later final value replaces the earlier one");
-      final_value = report.value;
+      if (final_value_) log_.note("a later final value replaces the earlier one");
+      final_value_ = report.value;
     }
-  };
+  }
 
-  auto grace = std::chrono::duration<double>(c.grace_s);
+  void intermediate(std::int64_t step, double value) {
+    trial_.report(step, value);
+    if (trial_.should_prune()) prune_step_ = step;
+  }
+
+  Trial& trial_;
+  TrialLog& log_;
+  Tail& tail_;
+  Tail output_tail_;
+  std::optional<MetricsCollector> collector_;
+  bool protocol_ = false;  // a valid report line with a value was read
+  std::optional<double> final_value_;
+  std::string malformed_;
+  std::optional<std::int64_t> prune_step_;
+};
+
+// Waits for the program to end, passing its output to `output`. Stops it
+// (SIGTERM to its group, SIGKILL after grace_s) and throws TrialPruned when
+// the pruner says to prune, Interrupted when the trial is interrupted,
+// Error("timeout: ...") after timeout_s; on any other exception (from
+// Trial::report(), ...) stops it and passes the exception on.
+void supervise(const CommandConfig& c, Trial& trial, ChildProcess& child, TrialLog& log,
+               ProgramOutput& output) {
+  auto on_line = [&output](ChildProcess::Stream s, std::string_view line) {
+    output.read_line(s, line);
+  };
+  auto log_only = [&output](ChildProcess::Stream s, std::string_view line) {
+    output.log_line(s, line);
+  };
+  const auto grace = std::chrono::duration<double>(c.grace_s);
+  auto stop = [&](const std::string& why) {
+    log.note(why);
+    child.terminate(grace, log_only);
+    log.note("stopped: " + child.describe_status());
+  };
   std::optional<SteadyClock::time_point> deadline;
   if (c.timeout_s)
     deadline = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
@@ -548,27 +707,22 @@ double run_trial(const CommandConfig& c, const ObjectiveContext& ctx, Trial& tri
         wait = std::clamp(left, std::chrono::milliseconds(0), wait);
       }
       bool done = child.wait_for_output(wait, on_line);
-      if (prune_step) {
-        log.note("pruned after step " + std::to_string(*prune_step) +
-                 ": stopping the program (SIGTERM, SIGKILL after " + format_seconds(c.grace_s) +
-                 " s)");
-        child.terminate(grace, log_only);
-        log.note("stopped: " + child.describe_status());
+      output.poll_metrics_file(done);
+      if (const auto& step = output.prune_step()) {
+        stop("pruned after step " + std::to_string(*step) +
+             ": stopping the program (SIGTERM, SIGKILL after " + format_seconds(c.grace_s) + " s)");
+        output.store_metric_attrs();
         throw TrialPruned();
       }
-      if (done) break;
+      if (done) return;
       if (trial.interrupted()) {
-        log.note("interrupted: stopping the program");
-        child.terminate(grace, log_only);
-        log.note("stopped: " + child.describe_status());
+        stop("interrupted: stopping the program");
         throw Interrupted();
       }
       if (deadline && SteadyClock::now() >= *deadline) {
         std::string reason = "timeout: still running after " + format_seconds(*c.timeout_s) +
                              " s (objective.timeout_s)";
-        log.note(reason + ": stopping the program");
-        child.terminate(grace, log_only);
-        log.note("stopped: " + child.describe_status());
+        stop(reason + ": stopping the program");
         throw Error(reason);
       }
     }
@@ -583,11 +737,98 @@ double run_trial(const CommandConfig& c, const ObjectiveContext& ctx, Trial& tri
     }
     throw;
   }
+}
+
+// The per-trial folder of {trial_dir}: <log_dir>/trial-<number>, or without
+// a log folder a fresh one in the temporary folder, removed with this object.
+class TrialDir {
+ public:
+  TrialDir(const CommandConfig& c, const ObjectiveContext& ctx, std::int64_t number) {
+    if (!c.uses_trial_dir) return;
+    if (ctx.log_dir.empty()) {
+      const char* tmp = std::getenv("TMPDIR");
+      std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/hpsearch-trial-" +
+                         std::to_string(number) + "-XXXXXX";
+      if (!::mkdtemp(tmpl.data()))
+        throw Error("{trial_dir}: cannot create a folder " + tmpl + ": " +
+                    (strerrordesc_np(errno) ? strerrordesc_np(errno) : "error"));
+      path_ = tmpl;
+      remove_ = true;
+      return;
+    }
+    path_ = (std::filesystem::path(ctx.log_dir) / ("trial-" + std::to_string(number))).string();
+    create_private_directories(path_);  // Error naming the folder -> FAIL
+  }
+  ~TrialDir() {
+    std::error_code ec;
+    if (remove_) std::filesystem::remove_all(path_, ec);
+  }
+  TrialDir(const TrialDir&) = delete;
+  TrialDir& operator=(const TrialDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  bool remove_ = false;
+};
+
+double run_trial(const CommandConfig& c, const ObjectiveContext& ctx, Trial& trial) {
+  const auto started = std::chrono::system_clock::now();
+  TrialDir trial_dir(c, ctx, trial.number());
+  std::vector<std::string> argv = expand_argv(c, trial.params(), trial_dir.path());
+  SpawnOptions spawn{argv, c.cwd, build_env(c, ctx, trial, trial_dir.path())};
+
+  TrialLog log(ctx.log_dir, trial.number());
+  log_command_line(log, trial.number(), argv, c.cwd);
+  if (!c.cwd.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(c.cwd, ec))
+      throw Error("objective.cwd: '" + c.cwd + "' is not a directory");
+  }
+  std::string metrics_file;
+  if (c.metrics && c.metrics->source == MetricsConfig::Source::kFile) {
+    metrics_file =
+        *expand(c.metrics_file, trial.params(), "objective.metrics.source.file", trial_dir.path());
+    // Relative to the program's folder, as the program sees it.
+    if (!c.cwd.empty() && std::filesystem::path(metrics_file).is_relative())
+      metrics_file = (std::filesystem::path(c.cwd) / metrics_file).string();
+    // A file left in this trial's own folder by an earlier run is not this run's.
+    std::error_code ec;
+    if (uses_trial_dir(c.metrics_file) && std::filesystem::remove(metrics_file, ec))
+      log.note("removed " + metrics_file + " left by an earlier run of this trial");
+    log.note("reading metrics from " + metrics_file);
+  }
+
+  Tail tail;
+  // Before the program starts: the collector looks at the metrics file first.
+  ProgramOutput output(trial, log, tail, c, ctx, metrics_file, started);
+  ChildProcess child(spawn);  // Error("cannot run ...") -> FAIL
+  supervise(c, trial, child, log, output);
+  output.store_metric_attrs();
+  const std::optional<double> final_value = output.final_value();
+  const std::string& malformed = output.malformed();
 
   std::string status = child.describe_status();
   log.note("program ended: " + status);
+  // Killed by a signal from outside while this worker is being stopped too
+  // (a Slurm job cancelled or preempted signals every process of the step;
+  // Ctrl-C to a process group): the trial was interrupted, not failed, and
+  // runs again. The worker notices its own signal a moment later: look for
+  // up to kOutsideSignalWait.
+  if (auto sig = child.term_signal();
+      sig && (*sig == SIGTERM || *sig == SIGINT || *sig == SIGHUP || *sig == SIGKILL)) {
+    const auto until = SteadyClock::now() + kOutsideSignalWait;
+    while (!trial.interrupted() && SteadyClock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (trial.interrupted()) {
+      log.note("interrupted: the program was stopped together with this worker");
+      throw Interrupted();
+    }
+  }
   bool ok = child.exit_code() == 0 || (!child.exit_code() && !child.term_signal());
   if (!ok) throw Error(with_tail("the program failed (" + status + ")", tail));
+  if (!final_value && output.collects())
+    throw Error(with_tail(output.never_seen_reason(), output.output_tail(), "output"));
   if (!final_value) {
     std::string reason = "the program ended (" + status +
                          ") without reporting a final value (a line 'hpsearch: {\"value\": ...}' "
@@ -623,11 +864,22 @@ ObjectiveType command_objective_type() {
   t.type = "command";
   t.description =
       "runs a program per trial (argv with {param} placeholders); reads 'hpsearch: {json}' "
-      "lines from its stdout";
+      "lines from its stdout, or the metrics it prints or writes (\"metrics\")";
   t.validate = [](const Json& config, const SearchSpace& space) { parse_config(config, &space); };
   t.make = [](const Json& config, const SearchSpace& space,
               const ObjectiveContext& context) -> Objective {
     auto c = std::make_shared<const CommandConfig>(parse_config(config, &space));
+    if (c->metrics && c->metrics->source == MetricsConfig::Source::kFile &&
+        !uses_trial_dir(c->metrics_file))
+      spdlog::warn(
+          "objective.metrics.source.file '{}' has no {{trial_dir}}: trials running in parallel "
+          "share this one file and read each other's metrics; use {{trial_dir}} in the path "
+          "(and in argv or env, where the program writes it)",
+          c->metrics->file);
+    if (c->metrics && c->metrics->final_best && !context.direction)
+      throw ConfigError("objective.metrics.final",
+                        "\"best\" needs the study's direction, which this caller did not give "
+                        "(ObjectiveContext::direction)");
     return [c, context](Trial& trial) { return run_trial(*c, context, trial); };
   };
   return t;

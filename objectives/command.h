@@ -24,6 +24,17 @@
 //    still running then is terminated and ends FAIL("timeout ...").
 //  - grace_s: seconds between SIGTERM and SIGKILL when the program is
 //    stopped (pruned, timed out, interrupted); default 10, in [0, 3600].
+//  - metrics: read the values from what the program prints or writes its
+//    own way ("val_loss=0.41", a regex, a CSV or JSON-lines file), for
+//    programs that do not print the protocol below; see
+//    objectives/command_metrics.h. A program that prints a valid report line
+//    with a value is read by the protocol from that line on.
+// The placeholder "{trial_dir}" (in argv, env and metrics.source.file) is a
+// folder of the trial's own, <log_dir>/trial-<number> (created mode 0700
+// when the config uses it; without a log_dir, a fresh folder in $TMPDIR or
+// /tmp, removed when the trial ends); a space may not then name a param
+// "trial_dir". A metrics file inside it left by an earlier run of the same
+// trial number is removed before the program starts.
 // Errors name the field: "objective.argv[3]: placeholder {lrr} names no
 // param in space (did you mean 'lr'?)".
 //
@@ -36,7 +47,9 @@
 //    N-th entry of the worker's own CUDA_VISIBLE_DEVICES (N itself when the
 //    worker has none), so the program sees its one GPU as cuda:0; "cpu"
 //    gives "" (no GPU).
-// These names may not be set in "env".
+// These names may not be set in "env". PYTHONUNBUFFERED=1 is set too unless
+// the environment or "env" sets it (stdout is a pipe: Python would buffer
+// its lines, and so intermediate values and pruning, until it exits).
 //
 // Protocol: the program reports by printing lines on stdout
 //   hpsearch: {"step": 3, "value": 0.41}     an intermediate value
@@ -54,6 +67,9 @@
 //    Trial::should_prune()); on prune the program's process group gets
 //    SIGTERM, SIGKILL after grace_s, and the trial ends PRUNED;
 //  - exit code 0 with a final value: the trial's value (NaN: FAIL);
+//  - with "metrics": exit code 0 without the metric ever seen: FAIL("metric
+//    'x' (objective.metrics.name) was never seen ...", ending with the last
+//    lines of stdout and stderr together);
 //  - a non-zero exit, death by a signal, or exit 0 without a final value:
 //    FAIL, the reason ending with the last lines of stderr;
 //  - the run is interrupted (Ctrl-C, the worker told to stop; checked

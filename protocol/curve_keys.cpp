@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "search/errors.h"
@@ -34,21 +33,23 @@ std::string octal_mode(mode_t mode) {
   return buf;
 }
 
+// `path` without trailing '/' (so that lstat sees a link, not its target).
+std::string without_trailing_slash(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
 // The lines of a file that are not blank or comments, with their line
-// numbers. `owner_only`: refuse a file with group or other permissions.
+// numbers. `owner_only`: a secret (check_key_path kSecret, else kFile).
 std::vector<std::pair<int, std::string>> read_lines(const std::string& path, bool owner_only) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  check_key_path(path, owner_only ? KeyPathKind::kSecret : KeyPathKind::kFile);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0)
     throw ConfigError(path, std::string("cannot read the key file: ") + std::strerror(errno));
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     throw ConfigError(path, "is not a regular file");
-  }
-  if (owner_only && (st.st_mode & 077) != 0) {
-    ::close(fd);
-    throw ConfigError(path, "holds a secret key but has mode " + octal_mode(st.st_mode) +
-                                ": it must be readable by its owner only (chmod 600 " + path + ")");
   }
   std::string text;
   char buf[4096];
@@ -97,19 +98,61 @@ void write_new_file(const fs::path& path, const std::string& text, mode_t mode) 
   if (!ok) throw Error("cannot write " + path.string() + ": " + std::strerror(errno));
 }
 
-void make_private_dir(const fs::path& dir) {
+// Creates `dir` (0700, its missing parents too) if it does not exist (true:
+// created here); an existing one must pass check_key_path and is never
+// chmodded.
+bool make_private_dir(const fs::path& dir) {
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) == 0) {
+    check_key_path(dir.string(), KeyPathKind::kFolder);
+    return false;
+  }
   std::error_code ec;
   if (dir.has_parent_path()) fs::create_directories(dir.parent_path(), ec);
   if (::mkdir(dir.c_str(), 0700) != 0) {
-    if (errno != EEXIST)
-      throw Error("cannot create the folder " + dir.string() + ": " + std::strerror(errno));
-    if (!fs::is_directory(dir)) throw ConfigError(dir.string(), "exists and is not a folder");
+    if (errno == EEXIST) {  // made meanwhile by someone else: the rule decides
+      check_key_path(dir.string(), KeyPathKind::kFolder);
+      return false;
+    }
+    throw Error("cannot create the folder " + dir.string() + ": " + std::strerror(errno));
   }
+  // Ours, just made: the umask may have removed bits of 0700.
   if (::chmod(dir.c_str(), 0700) != 0)
     throw Error("cannot chmod 700 " + dir.string() + ": " + std::strerror(errno));
+  return true;
 }
 
 }  // namespace
+
+void check_key_path(const std::string& given, KeyPathKind kind) {
+  const std::string path = without_trailing_slash(given);
+  const bool folder = kind == KeyPathKind::kFolder;
+  const char* what = folder ? "keys folder" : "key file";
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0)
+    throw ConfigError(path, std::string("cannot read the ") + what + ": " + std::strerror(errno));
+  if (S_ISLNK(st.st_mode))
+    throw ConfigError(path, std::string("is a symbolic link; a ") + what +
+                                " must not be one (another user could own where it points): "
+                                "name the real " +
+                                (folder ? "folder" : "file"));
+  const uid_t me = ::geteuid();
+  if (st.st_uid != me)
+    throw ConfigError(path, std::string("is owned by uid ") + std::to_string(st.st_uid) +
+                                ", not by this process's user (uid " + std::to_string(me) +
+                                "); a " + what +
+                                " must be owned by the user who runs hpsearch, as anyone "
+                                "who owns it can change which workers are admitted");
+  if (folder ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
+    throw ConfigError(path, folder ? "is not a folder" : "is not a regular file");
+  if (kind == KeyPathKind::kSecret && (st.st_mode & 077) != 0)
+    throw ConfigError(path, "holds a secret key but has mode " + octal_mode(st.st_mode) +
+                                ": it must be readable by its owner only (chmod 600 " + path + ")");
+  if ((st.st_mode & 022) != 0)
+    throw ConfigError(path, std::string("has mode ") + octal_mode(st.st_mode) + ": a " + what +
+                                " must not be writable by group or others (chmod go-w " + path +
+                                ")");
+}
 
 bool available() { return zmq_has("curve") != 0; }
 
@@ -174,6 +217,7 @@ CoordinatorKeys load_coordinator_keys(const std::string& dir) {
                                kCoordinatorSecretFile + " and " + kAuthorizedWorkersFile);
   if (!fs::is_directory(d))
     throw ConfigError(dir, "no such keys folder (make one with `hpsearch keys init " + dir + "`)");
+  check_key_path(dir, KeyPathKind::kFolder);
   CoordinatorKeys out;
   out.keys.secret_key = read_secret_key((d / kCoordinatorSecretFile).string());
   out.keys.public_key = public_key_of(out.keys.secret_key, (d / kCoordinatorSecretFile).string());
@@ -189,6 +233,7 @@ WorkerKeys load_worker_keys(const std::string& dir) {
                                (d / "worker-1").string() + " (copy that one to the worker)");
   if (!fs::is_directory(d))
     throw ConfigError(dir, "no such keys folder (make one with `hpsearch keys init DIR`)");
+  check_key_path(dir, KeyPathKind::kFolder);
   WorkerKeys out;
   out.keys.secret_key = read_secret_key((d / kWorkerSecretFile).string());
   out.keys.public_key = public_key_of(out.keys.secret_key, (d / kWorkerSecretFile).string());
@@ -200,24 +245,33 @@ MadeKeys make_keys(const std::string& dir, int workers, bool add) {
   if (workers < 1) throw ConfigError("--workers", "must be >= 1");
   if (workers > 10000) throw ConfigError("--workers", "must be <= 10000");
   require("hpsearch keys");
-  fs::path d(dir);
+  fs::path d(without_trailing_slash(dir));
   const fs::path secret_file = d / kCoordinatorSecretFile;
   const fs::path public_file = d / kCoordinatorPublicFile;
   const fs::path authorized_file = d / kAuthorizedWorkersFile;
   MadeKeys out;
   std::string server_public;
+  struct stat st {};
+  const bool existed = ::lstat(d.c_str(), &st) == 0;
+  if (existed) check_key_path(d.string(), KeyPathKind::kFolder);
   if (add) {
-    if (!fs::exists(secret_file))
+    if (!existed || ::lstat(secret_file.c_str(), &st) != 0)
       throw ConfigError(
           dir, "holds no coordinator keys; make them with `hpsearch keys init " + dir + "`");
+    check_key_path(secret_file.string(), KeyPathKind::kSecret);
+    check_key_path(authorized_file.string(), KeyPathKind::kFile);
     server_public = read_public_key(public_file.string());
-    make_private_dir(d);
   } else {
-    if (fs::exists(secret_file) || fs::exists(authorized_file))
+    if (existed &&
+        (::lstat(secret_file.c_str(), &st) == 0 || ::lstat(authorized_file.c_str(), &st) == 0))
       throw ConfigError(dir,
                         "already holds keys (they are never overwritten); add workers with "
                         "`hpsearch keys add " +
                             dir + " --workers N`, or choose another folder");
+    if (existed && !fs::is_empty(d))
+      throw ConfigError(dir,
+                        "holds other files; name an empty or new folder (keys are made only "
+                        "in a folder hpsearch creates, or an empty one)");
     make_private_dir(d);
     KeyPair server = generate();
     write_new_file(secret_file,
@@ -262,10 +316,13 @@ MadeKeys make_keys(const std::string& dir, int workers, bool add) {
                        lines,
                    0600);
   } else {
-    std::ofstream f(authorized_file, std::ios::app);
-    f << lines;
-    f.flush();
-    if (!f) throw Error("cannot append to " + authorized_file.string());
+    check_key_path(authorized_file.string(), KeyPathKind::kFile);
+    int fd = ::open(authorized_file.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+    bool ok =
+        fd >= 0 && ::write(fd, lines.data(), lines.size()) == static_cast<ssize_t>(lines.size());
+    ok = fd >= 0 && ::close(fd) == 0 && ok;
+    if (!ok)
+      throw Error("cannot append to " + authorized_file.string() + ": " + std::strerror(errno));
   }
   return out;
 }

@@ -28,6 +28,8 @@
 //                                                    heartbeat interval)
 //                          <-      Disconnect       (a message from an
 //                                                    unknown or expired worker)
+//   Disconnect             ->                       (the worker is leaving:
+//                                                    stopped by a signal)
 //
 // The heartbeat scheme is the ZeroMQ guide's Paranoid Pirate pattern
 // (zguide chapter 4, "Robust Reliable Queuing"): each side counts the other
@@ -167,7 +169,9 @@ struct Welcome {
 };
 
 // coordinator -> worker: the session is over. Its body never changes
-// between protocol versions.
+// between protocol versions. Also worker -> coordinator: the worker is
+// leaving (stopped by a signal; `reason` says why, `code` is kExpired): the
+// coordinator ends the session and queues a trial it had assigned again.
 struct Disconnect {
   enum class Code : std::uint8_t {
     kRefused = 1,  // protocol version mismatch or a bad Hello: do not retry

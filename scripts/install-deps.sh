@@ -14,12 +14,23 @@ PACKAGES=(
   libsqlite3-dev sqlite3                        # storage
   libcli11-dev nlohmann-json3-dev               # CLI, space.json
   libspdlog-dev libfmt-dev zlib1g-dev           # logging, data loading
+  libboost-dev                                  # Sobol sequence of the QMC sampler (Boost.Random, headers)
   libgtest-dev libgmock-dev                     # tests
   dataset-fashion-mnist                         # data of the Fashion-MNIST objectives
-  python3-optuna                                # bench/ comparisons
+  python3-optuna python3-sklearn python3-plotly python3-pandas # bench/ comparisons (plotly: Optuna's plots; pandas: trials_dataframe in the README); importances checked against Optuna (fANOVA)
   clang clang-format clang-tidy                 # format check, analysis, fuzzing
   libclang-rt-14-dev                            # libFuzzer and sanitizer runtimes of clang 14
+  slurmctld slurmd slurm-client munge           # tests/slurm_cluster_test.sh (--launcher slurm)
+  libcpp-httplib-dev                            # hpsearch dashboard (HTTP server)
+  libre2-dev                                    # command objective: metrics regexes
+  chromium                                      # report tests: the page in a headless browser
 )
+# npm fetches the pinned Plotly.js of the report (scripts/fetch-plotly.sh).
+# Debian's npm package, unless an npm is already installed (e.g. with a
+# nodejs from elsewhere, which Debian's npm would conflict with).
+if ! command -v npm >/dev/null 2>&1; then
+  PACKAGES+=(npm)
+fi
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
@@ -29,15 +40,16 @@ for pkg in "${PACKAGES[@]}"; do
   fi
 done
 
-if [[ ${#missing[@]} -eq 0 ]]; then
-  exit 0
+if [[ ${#missing[@]} -gt 0 ]]; then
+  SUDO=()
+  if [[ "$(id -u)" -ne 0 ]]; then
+    SUDO=(sudo --preserve-env=DEBIAN_FRONTEND)
+  fi
+  echo "install-deps: installing ${missing[*]}"
+  "${SUDO[@]}" apt-get update -q
+  "${SUDO[@]}" apt-get install -y -q "${missing[@]}"
 fi
 
-SUDO=()
-if [[ "$(id -u)" -ne 0 ]]; then
-  SUDO=(sudo --preserve-env=DEBIAN_FRONTEND)
-fi
-
-echo "install-deps: installing ${missing[*]}"
-"${SUDO[@]}" apt-get update -q
-"${SUDO[@]}" apt-get install -y -q "${missing[@]}"
+# The charting library of hpsearch report (pinned, checksum checked; a
+# no-op when present).
+"$(dirname "${BASH_SOURCE[0]}")/fetch-plotly.sh"

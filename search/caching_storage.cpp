@@ -150,6 +150,30 @@ struct CachingStorage::Impl final : StorageObserver {
       throw;
     }
   }
+
+  // A write to a study (its settings or attrs), under the mutex: `f(inner)`,
+  // then the study list is read again at the next read.
+  template <class F>
+  void study_write(F&& f) {
+    std::lock_guard lock(mutex);
+    guarded([&] {
+      f(*inner);
+      studies.reset();
+    });
+  }
+
+  // A write to a trial, under the mutex: `f(inner)` returns whether it
+  // wrote; if so, the cached trial takes it (through the observer, or read
+  // back). Returns what `f` returned.
+  template <class F>
+  bool trial_write(std::int64_t trial_id, F&& f) {
+    std::lock_guard lock(mutex);
+    return guarded([&] {
+      if (!f(*inner)) return false;
+      written(trial_id);
+      return true;
+    });
+  }
 };
 
 // ------------------------------------------------------------------ TrialHistory
@@ -237,29 +261,17 @@ std::vector<StudyInfo> CachingStorage::list_studies() {
 }
 
 void CachingStorage::set_study_config(std::int64_t study_id, const Json& config) {
-  std::lock_guard lock(impl_->mutex);
-  impl_->guarded([&] {
-    impl_->inner->set_study_config(study_id, config);
-    impl_->studies.reset();
-  });
+  impl_->study_write([&](Storage& inner) { inner.set_study_config(study_id, config); });
 }
 
 void CachingStorage::set_study_user_attr(std::int64_t study_id, const std::string& key,
                                          const Json& value) {
-  std::lock_guard lock(impl_->mutex);
-  impl_->guarded([&] {
-    impl_->inner->set_study_user_attr(study_id, key, value);
-    impl_->studies.reset();
-  });
+  impl_->study_write([&](Storage& inner) { inner.set_study_user_attr(study_id, key, value); });
 }
 
 void CachingStorage::set_study_system_attr(std::int64_t study_id, const std::string& key,
                                            const Json& value) {
-  std::lock_guard lock(impl_->mutex);
-  impl_->guarded([&] {
-    impl_->inner->set_study_system_attr(study_id, key, value);
-    impl_->studies.reset();
-  });
+  impl_->study_write([&](Storage& inner) { inner.set_study_system_attr(study_id, key, value); });
 }
 
 TrialPtr CachingStorage::create_trial(std::int64_t study_id, const NewTrial& init) {
@@ -282,48 +294,39 @@ TrialPtr CachingStorage::claim_waiting_trial(std::int64_t study_id, const std::s
 
 void CachingStorage::set_trial_param(std::int64_t trial_id, const std::string& name,
                                      const Json& value, const Distribution& distribution) {
-  std::lock_guard lock(impl_->mutex);
-  impl_->guarded([&] {
-    impl_->inner->set_trial_param(trial_id, name, value, distribution);
-    impl_->written(trial_id);
+  impl_->trial_write(trial_id, [&](Storage& inner) {
+    inner.set_trial_param(trial_id, name, value, distribution);
+    return true;
   });
 }
 
 bool CachingStorage::set_trial_intermediate_value(std::int64_t trial_id, std::int64_t step,
                                                   double value) {
-  std::lock_guard lock(impl_->mutex);
-  return impl_->guarded([&] {
-    if (!impl_->inner->set_trial_intermediate_value(trial_id, step, value)) return false;
-    impl_->written(trial_id);
-    return true;
+  return impl_->trial_write(trial_id, [&](Storage& inner) {
+    return inner.set_trial_intermediate_value(trial_id, step, value);
   });
 }
 
 bool CachingStorage::set_trial_state(std::int64_t trial_id, TrialState state,
                                      std::optional<double> value, const std::string& fail_reason) {
-  std::lock_guard lock(impl_->mutex);
-  return impl_->guarded([&] {
-    if (!impl_->inner->set_trial_state(trial_id, state, value, fail_reason)) return false;
-    impl_->written(trial_id);
-    return true;
+  return impl_->trial_write(trial_id, [&](Storage& inner) {
+    return inner.set_trial_state(trial_id, state, value, fail_reason);
   });
 }
 
 void CachingStorage::set_trial_user_attr(std::int64_t trial_id, const std::string& key,
                                          const Json& value) {
-  std::lock_guard lock(impl_->mutex);
-  impl_->guarded([&] {
-    impl_->inner->set_trial_user_attr(trial_id, key, value);
-    impl_->written(trial_id);
+  impl_->trial_write(trial_id, [&](Storage& inner) {
+    inner.set_trial_user_attr(trial_id, key, value);
+    return true;
   });
 }
 
 void CachingStorage::set_trial_system_attr(std::int64_t trial_id, const std::string& key,
                                            const Json& value) {
-  std::lock_guard lock(impl_->mutex);
-  impl_->guarded([&] {
-    impl_->inner->set_trial_system_attr(trial_id, key, value);
-    impl_->written(trial_id);
+  impl_->trial_write(trial_id, [&](Storage& inner) {
+    inner.set_trial_system_attr(trial_id, key, value);
+    return true;
   });
 }
 

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
 #include <sstream>
 
 namespace hps {
@@ -87,6 +90,29 @@ bool same_json_scalar(const Json& a, const Json& b) {
     return s >= 0 && static_cast<std::uint64_t>(s) == u;
   }
   return a == b;
+}
+
+std::size_t hash_json_scalar(const Json& v) {
+  // Each type gets its own salt so that, e.g., 1, true and "1" differ.
+  constexpr std::size_t kMix = 0x9E3779B97F4A7C15ULL;
+  if (v.is_null()) return 0x6E756C6CULL;
+  if (v.is_boolean()) return v.get<bool>() ? 0x74727565ULL : 0x66616C73ULL;
+  if (v.is_string()) return std::hash<std::string>{}(v.get_ref<const std::string&>()) ^ kMix;
+  if (v.is_number_float()) {
+    double d = v.get<double>();
+    if (d == 0.0) d = 0.0;  // -0.0 == 0.0
+    return std::hash<double>{}(d)*31u + 0x666CULL;
+  }
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    // An unsigned value that a signed one can hold hashes as that signed one.
+    if (u <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      return std::hash<std::int64_t>{}(static_cast<std::int64_t>(u)) * 31u + 0x696EULL;
+    return std::hash<std::uint64_t>{}(u)*31u + 0x756EULL;
+  }
+  if (v.is_number_integer())
+    return std::hash<std::int64_t>{}(v.get<std::int64_t>()) * 31u + 0x696EULL;
+  return std::hash<std::string>{}(v.dump());
 }
 
 Distribution Distribution::make_float(double low, double high, bool log, std::optional<double> step,

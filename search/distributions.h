@@ -103,6 +103,17 @@ class Distribution {
 };
 
 // Exact equality of two JSON scalars including their type: 1 != 1.0 != true.
+// Integers compare by value whatever their JSON number type: a 3 stored as
+// signed (number_integer, as Distribution::to_external gives an int param)
+// equals a 3 read back as unsigned (number_unsigned, as a JSON parser or a
+// storage gives it).
 bool same_json_scalar(const Json& a, const Json& b);
+
+// A hash consistent with same_json_scalar: scalars it calls equal hash
+// equal (an integer hashes by its value, not its JSON number type; 0.0 and
+// -0.0 hash equal). The one hash of param values: every duplicate check
+// goes through it (hash_params in search_space.h). Not for arrays or
+// objects (they hash by their dump).
+std::size_t hash_json_scalar(const Json& value);
 
 }  // namespace hps

@@ -153,6 +153,14 @@ std::optional<bool> optional_bool(const Json& object, std::string_view path, std
   return v->get<bool>();
 }
 
+std::optional<std::uint64_t> optional_seed(const Json& object, std::string_view path,
+                                           std::string_view key) {
+  const auto seed = optional_int(object, path, key);
+  if (!seed) return std::nullopt;
+  if (*seed < 0) throw ConfigError(join_path(path, key), "must be >= 0");
+  return static_cast<std::uint64_t>(*seed);
+}
+
 std::size_t json_too_deep_at(std::string_view text, std::size_t max_depth) {
   std::size_t depth = 0;
   bool in_string = false, escaped = false;
@@ -234,6 +242,127 @@ Json read_json_file(const std::string& file) {
   ss << in.rdbuf();
   if (in.bad()) throw ConfigError(file, "error while reading the file");
   return parse_json_text(ss.str(), file);
+}
+
+}  // namespace hps
+
+namespace hps {
+namespace {
+
+bool has_nonfinite(const Json& v) {
+  if (v.is_number_float()) return !std::isfinite(v.get<double>());
+  if (v.is_structured())
+    return std::any_of(v.begin(), v.end(), [](const Json& e) { return has_nonfinite(e); });
+  return false;
+}
+
+void dump_nonfinite(const Json& v, std::string& out) {
+  if (v.is_object()) {
+    out += '{';
+    bool first = true;
+    for (const auto& [k, e] : v.items()) {
+      if (!first) out += ',';
+      first = false;
+      out += Json(k).dump();
+      out += ':';
+      dump_nonfinite(e, out);
+    }
+    out += '}';
+  } else if (v.is_array()) {
+    out += '[';
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i) out += ',';
+      dump_nonfinite(v[i], out);
+    }
+    out += ']';
+  } else if (v.is_number_float() && !std::isfinite(v.get<double>())) {
+    const double d = v.get<double>();
+    out += std::isnan(d) ? "NaN" : d > 0 ? "Infinity" : "-Infinity";
+  } else {
+    out += v.dump();
+  }
+}
+
+// Builds the DOM as Json::parse does, but reads the number literals that
+// stand for NaN and +-inf (see parse_json_nonfinite) as those floats.
+class NonfiniteSax : public nlohmann::detail::json_sax_dom_parser<Json> {
+ public:
+  NonfiniteSax(Json& out, const std::string* literals) : json_sax_dom_parser(out), lit_(literals) {}
+  bool number_float(double v, const std::string& text) {
+    if (text == lit_[0]) v = std::numeric_limits<double>::quiet_NaN();
+    if (text == lit_[1]) v = std::numeric_limits<double>::infinity();
+    if (text == lit_[2]) v = -std::numeric_limits<double>::infinity();
+    return json_sax_dom_parser::number_float(v, text);
+  }
+
+ private:
+  const std::string* lit_;
+};
+
+}  // namespace
+
+std::string dump_json_nonfinite(const Json& value) {
+  if (!has_nonfinite(value)) return value.dump();
+  std::string out;
+  dump_nonfinite(value, out);
+  return out;
+}
+
+Json parse_json_nonfinite(std::string_view text) {
+  // Each literal outside strings is replaced by a number literal that
+  // cannot occur in `text` (it holds a longer run of zeros than any in
+  // `text`), then told apart by its spelling while parsing.
+  std::size_t run = 0, longest = 0;
+  bool found = false, in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    run = c == '0' ? run + 1 : 0;
+    longest = std::max(longest, run);
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == 'N' || c == 'I') {
+      found = true;
+    }
+  }
+  if (!found) return Json::parse(text);
+  const std::string zeros(longest + 1, '0');
+  const std::string literals[3] = {"0." + zeros + "1", "0." + zeros + "2", "-0." + zeros + "2"};
+  std::string rewritten;
+  rewritten.reserve(text.size() + 3 * zeros.size());
+  in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      rewritten += c;
+      if (c == '\\' && i + 1 < text.size())
+        rewritten += text[++i];
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+      rewritten += c;
+    } else if (text.compare(i, 3, "NaN") == 0) {
+      rewritten += literals[0];
+      i += 2;
+    } else if (text.compare(i, 8, "Infinity") == 0) {
+      rewritten += literals[1];
+      i += 7;
+    } else if (text.compare(i, 9, "-Infinity") == 0) {
+      rewritten += literals[2];
+      i += 8;
+    } else {
+      rewritten += c;
+    }
+  }
+  Json root;
+  NonfiniteSax sax(root, literals);
+  Json::sax_parse(rewritten, &sax);
+  return root;
 }
 
 }  // namespace hps

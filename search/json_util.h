@@ -42,6 +42,10 @@ std::string require_string(const Json& object, std::string_view path, std::strin
 std::optional<std::string> optional_string(const Json& object, std::string_view path,
                                            std::string_view key);
 std::optional<bool> optional_bool(const Json& object, std::string_view path, std::string_view key);
+// A sampler's or pruner's seed: an integer >= 0 (ConfigError "path.seed:
+// must be >= 0" otherwise), or nullopt when absent.
+std::optional<std::uint64_t> optional_seed(const Json& object, std::string_view path,
+                                           std::string_view key = "seed");
 
 // Reads and parses a JSON file. Throws ConfigError(path_of_file, ...) for a
 // missing or unreadable file and for invalid JSON, with line and column.
@@ -61,5 +65,22 @@ inline constexpr std::size_t kMaxJsonDepth = 256;
 // deeper than `max_depth`, or npos when the text stays within it. Works on
 // any bytes, valid JSON or not; O(size).
 std::size_t json_too_deep_at(std::string_view text, std::size_t max_depth = kMaxJsonDepth);
+
+}  // namespace hps
+
+namespace hps {
+
+// JSON text as Python's json.dumps writes it (the form Optuna stores attrs
+// in): exactly value.dump(), except that a float that is NaN, +inf or -inf
+// is written as the literal NaN, Infinity or -Infinity (value.dump() would
+// write null), so parse_json_nonfinite() reads it back as the same float.
+// Throws Json::exception as dump() does (invalid UTF-8 in a string).
+std::string dump_json_nonfinite(const Json& value);
+
+// Json::parse(text), also accepting Python's literals NaN, Infinity and
+// -Infinity outside strings (read as the float they name). Throws
+// Json::exception as Json::parse does. Callers limit the depth first
+// (json_too_deep_at).
+Json parse_json_nonfinite(std::string_view text);
 
 }  // namespace hps

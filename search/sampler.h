@@ -6,6 +6,7 @@
 // same way.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,6 +58,24 @@ class Sampler {
 
   // A short name for logs ("random", "tpe").
   virtual std::string name() const = 0;
+
+  // A warning for a study whose budget ends with at most `max_complete`
+  // COMPLETE trials, when this sampler cannot work as configured within it
+  // (TPE: at or below n_startup_trials every trial is drawn at random), or
+  // "" (the default: nothing to say). Study::optimize (when n_trials is
+  // set) and `hpsearch run` (when budget.n_trials is set) log it with
+  // spdlog::warn at the start.
+  virtual std::string budget_warning(std::int64_t max_complete) const {
+    (void)max_complete;
+    return {};
+  }
+
+  // Checks that this sampler can sample the declared `space`, before
+  // anything is stored: Study::create, Study::load_if_exists (with
+  // StudyOptions::space) and `hpsearch run` call it first. Throws
+  // ConfigError naming the field ("sampler.values.lr: ..."). Default:
+  // nothing to check.
+  virtual void check_space(const SearchSpace& space) { (void)space; }
 };
 
 // The sampler a Study uses when StudyOptions::sampler is null: a

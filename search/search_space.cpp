@@ -1,6 +1,7 @@
 #include "search/search_space.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 namespace hps {
@@ -49,6 +50,23 @@ const ParamSpec* SearchSpace::find(const std::string& name) const {
   return nullptr;
 }
 
+bool same_params(const Params& a, const Params& b) {
+  if (a.size() != b.size()) return false;
+  auto ia = a.begin();
+  for (auto ib = b.begin(); ib != b.end(); ++ia, ++ib)
+    if (ia->first != ib->first || !same_json_scalar(ia->second, ib->second)) return false;
+  return true;
+}
+
+std::size_t hash_params(const Params& params) {
+  std::size_t h = params.size();
+  for (const auto& [name, value] : params) {
+    const std::size_t v = std::hash<std::string>{}(name)*31u + hash_json_scalar(value);
+    h = (h ^ v) * 0x100000001b3ULL + 0x9E3779B97F4A7C15ULL;
+  }
+  return h;
+}
+
 bool SearchSpace::is_active(const ParamSpec& spec, const Params& params) {
   if (!spec.condition) return true;
   auto it = params.find(spec.condition->parent);
@@ -75,81 +93,113 @@ std::string SearchSpace::check(const Params& params) const {
   return "";
 }
 
-SearchSpace SearchSpace::from_json(const Json& space, const std::string& path) {
-  if (!space.is_object()) throw ConfigError(path, "must be an object of params");
-  // Parse every spec first, then add them parents-first.
-  std::vector<ParamSpec> specs;
-  for (const auto& [name, spec] : space.items()) {
-    std::string ppath = join_path(path, name);
-    ParamSpec p{name, Distribution::from_json(spec, ppath), std::nullopt, std::nullopt};
-    if (auto w = spec.find("when"); w != spec.end()) {
-      std::string wpath = join_path(ppath, "when");
-      if (!w->is_object() || w->size() != 1)
-        throw ConfigError(
-            wpath, "must be an object with exactly one parent, like {\"optimizer\": \"sgd\"}");
-      Condition c;
-      c.parent = w->begin().key();
-      const Json& vals = w->begin().value();
-      if (vals.is_array()) {
-        c.values.assign(vals.begin(), vals.end());
-      } else {
-        c.values.push_back(vals);
-      }
-      if (c.values.empty())
-        throw ConfigError(join_path(wpath, c.parent), "needs at least one value");
-      p.condition = std::move(c);
-    }
-    if (auto s = spec.find("scale_with"); s != spec.end()) {
-      std::string spath = join_path(ppath, "scale_with");
-      check_keys(*s, spath, {"param", "reference", "rule"});
-      ScaleWith sw;
-      sw.param = require_string(*s, spath, "param");
-      sw.reference = require_number(*s, spath, "reference");
-      sw.rule = optional_string(*s, spath, "rule").value_or("sqrt");
-      p.scale_with = std::move(sw);
-    }
-    specs.push_back(std::move(p));
+namespace {
+
+// "when": {"parent": value or [values]} of the param at `ppath`.
+Condition parse_condition(const Json& when, const std::string& ppath) {
+  std::string wpath = join_path(ppath, "when");
+  if (!when.is_object() || when.size() != 1)
+    throw ConfigError(wpath,
+                      "must be an object with exactly one parent, like {\"optimizer\": \"sgd\"}");
+  Condition c;
+  c.parent = when.begin().key();
+  const Json& vals = when.begin().value();
+  if (vals.is_array()) {
+    c.values.assign(vals.begin(), vals.end());
+  } else {
+    c.values.push_back(vals);
   }
-  // nlohmann's object keeps keys sorted; keep that order, parents first.
+  if (c.values.empty()) throw ConfigError(join_path(wpath, c.parent), "needs at least one value");
+  return c;
+}
+
+// "scale_with": {"param": ..., "reference": ..., "rule": ...} of the param at
+// `ppath` (its values are checked by SearchSpace::add()).
+ScaleWith parse_scale_with(const Json& scale_with, const std::string& ppath) {
+  std::string spath = join_path(ppath, "scale_with");
+  check_keys(scale_with, spath, {"param", "reference", "rule"});
+  ScaleWith sw;
+  sw.param = require_string(scale_with, spath, "param");
+  sw.reference = require_number(scale_with, spath, "reference");
+  sw.rule = optional_string(scale_with, spath, "rule").value_or("sqrt");
+  return sw;
+}
+
+// One param of the "space" object: its distribution, "when" and
+// "scale_with".
+ParamSpec parse_param(const std::string& name, const Json& spec, const std::string& path) {
+  std::string ppath = join_path(path, name);
+  ParamSpec p{name, Distribution::from_json(spec, ppath), std::nullopt, std::nullopt};
+  if (auto w = spec.find("when"); w != spec.end()) p.condition = parse_condition(*w, ppath);
+  if (auto s = spec.find("scale_with"); s != spec.end()) p.scale_with = parse_scale_with(*s, ppath);
+  return p;
+}
+
+// Throws ConfigError unless `spec`'s parent is one of `specs`.
+void check_parent_declared(const ParamSpec& spec, const std::vector<ParamSpec>& specs,
+                           const std::string& path) {
+  const std::string& parent = spec.condition->parent;
+  bool declared =
+      std::any_of(specs.begin(), specs.end(), [&](const ParamSpec& q) { return q.name == parent; });
+  if (!declared)
+    throw ConfigError(join_path(join_path(join_path(path, spec.name), "when"), parent),
+                      "unknown parent param '" + parent + "'");
+}
+
+// `specs` (in name order) added parents first, each pass adding those whose
+// parent is in already. Throws ConfigError on an unknown parent or a cycle.
+SearchSpace add_parents_first(const std::vector<ParamSpec>& specs, const std::string& path) {
   SearchSpace out;
   std::set<std::string> added;
   while (added.size() < specs.size()) {
     bool progress = false;
-    for (auto& p : specs) {
+    for (const auto& p : specs) {
       if (added.count(p.name)) continue;
       if (p.condition && !added.count(p.condition->parent)) {
-        bool parent_exists = std::any_of(specs.begin(), specs.end(), [&](const ParamSpec& q) {
-          return q.name == p.condition->parent;
-        });
-        if (!parent_exists)
-          throw ConfigError(
-              join_path(join_path(join_path(path, p.name), "when"), p.condition->parent),
-              "unknown parent param '" + p.condition->parent + "'");
+        check_parent_declared(p, specs, path);
         continue;
       }
       out.add(p);
       added.insert(p.name);
       progress = true;
     }
-    if (!progress) {
-      for (auto& p : specs)
-        if (!added.count(p.name))
-          throw ConfigError(join_path(join_path(path, p.name), "when"),
-                            "conditions form a cycle through '" + p.name + "'");
-    }
+    if (progress) continue;
+    for (const auto& p : specs)
+      if (!added.count(p.name))
+        throw ConfigError(join_path(join_path(path, p.name), "when"),
+                          "conditions form a cycle through '" + p.name + "'");
   }
-  for (const auto& p : out.params_) {
+  return out;
+}
+
+// Each "scale_with" names a param of `space` that takes only positive numbers.
+void check_scale_with_params(const SearchSpace& space, const std::string& path) {
+  for (const auto& p : space.params()) {
     if (!p.scale_with) continue;
     std::string spath = join_path(join_path(join_path(path, p.name), "scale_with"), "param");
-    const ParamSpec* other = out.find(p.scale_with->param);
+    const ParamSpec* other = space.find(p.scale_with->param);
     if (!other) throw ConfigError(spath, "unknown param '" + p.scale_with->param + "'");
-    if (other->distribution.is_indexed())
-      for (const Json& v : other->distribution.choices())
-        if (!v.is_number() || !(v.get<double>() > 0))
-          throw ConfigError(spath, "'" + other->name + "' must take only positive numbers");
-    if (other->distribution.is_numeric() && !(other->distribution.low() > 0))
+    const Distribution& d = other->distribution;
+    bool positive = d.is_numeric()
+                        ? d.low() > 0
+                        : std::all_of(d.choices().begin(), d.choices().end(), [](const Json& v) {
+                            return v.is_number() && v.get<double>() > 0;
+                          });
+    if (!positive)
       throw ConfigError(spath, "'" + other->name + "' must take only positive numbers");
   }
+}
+
+}  // namespace
+
+SearchSpace SearchSpace::from_json(const Json& space, const std::string& path) {
+  if (!space.is_object()) throw ConfigError(path, "must be an object of params");
+  // Parse every spec first, then add them parents-first.
+  std::vector<ParamSpec> specs;
+  for (const auto& [name, spec] : space.items()) specs.push_back(parse_param(name, spec, path));
+  // nlohmann's object keeps keys sorted; keep that order, parents first.
+  SearchSpace out = add_parents_first(specs, path);
+  check_scale_with_params(out, path);
   return out;
 }
 

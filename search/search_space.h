@@ -16,6 +16,13 @@ namespace hps {
 // External param values of one trial, by name. Inactive params are absent.
 using Params = std::map<std::string, Json>;
 
+// Whether two trials' params are the same point: the same names, each value
+// same_json_scalar-equal (so an int stored as signed equals the same int
+// read back unsigned). The one comparison of every duplicate check.
+bool same_params(const Params& a, const Params& b);
+// A hash consistent with same_params (built on hash_json_scalar).
+std::size_t hash_params(const Params& params);
+
 // "when": {"parent": value or [values]}: the param is active only when the
 // parent param is active and has one of `values` (compared by JSON type and
 // value, so null, false, 0 and "0" are distinct). For a numeric parent,

@@ -214,15 +214,9 @@ void SqliteStorage::set_study_system_attr(std::int64_t study_id, const std::stri
 }
 
 TrialPtr SqliteStorage::create_trial(std::int64_t study_id, const NewTrial& init) {
-  if (init.state != TrialState::kWaiting && init.state != TrialState::kRunning)
-    throw StorageError(std::string("a new trial must be WAITING or RUNNING, got ") +
-                       to_string(init.state));
-  for (const auto& [name, dist] : init.distributions)
-    if (!init.params.count(name))
-      throw StorageError("distribution given for param '" + name + "' without a value");
-  if (!init.system_attrs.is_object())
-    throw StorageError("new trial system_attrs must be a JSON object");
+  check_new_trial(init);
   sqlite::check_utf8(init.worker, "worker");
+  sqlite::check_utf8(init.fail_reason, "fail_reason");
   return impl_->write([&]() -> TrialPtr {
     sqlite::Connection& conn = impl_->conn;
     auto number = sqlite::next_trial_number(conn, study_id);
@@ -234,14 +228,38 @@ TrialPtr SqliteStorage::create_trial(std::int64_t study_id, const NewTrial& init
     t->worker = init.worker;
     t->number = *number;
     std::optional<double> start;
-    if (init.state == TrialState::kRunning) {
-      TimePoint now = sqlite::now_us();
-      start = sqlite::encode_time(now);
-      t->datetime_start = sqlite::stored_time(now);
+    if (init.state != TrialState::kWaiting) {
+      TimePoint when = init.datetime_start.value_or(sqlite::now_us());
+      start = sqlite::encode_time(when);
+      t->datetime_start = sqlite::stored_time(when);
     }
-    t->trial_id = sqlite::insert_trial(conn, study_id, t->number, init.state, start, init.worker);
-    impl_->insert_trial_contents(*t, init);
-    return t;
+    if (init.state == TrialState::kRunning || init.state == TrialState::kWaiting) {
+      t->trial_id = sqlite::insert_trial(conn, study_id, t->number, init.state, start, init.worker);
+      impl_->insert_trial_contents(*t, init);
+      if (init.intermediate_values.empty() && init.user_attrs.empty()) return t;
+    } else {
+      // A finished copy: written RUNNING with its contents, then finished.
+      t->trial_id =
+          sqlite::insert_trial(conn, study_id, t->number, TrialState::kRunning, start, init.worker);
+      impl_->insert_trial_contents(*t, init);
+    }
+    for (const auto& [step, v] : init.intermediate_values)
+      sqlite::insert_intermediate_value(conn, t->trial_id, step, v);
+    for (const auto& [key, value] : init.user_attrs.items()) {
+      sqlite::check_utf8(key, "attr key");
+      sqlite::write_trial_attr(conn, t->trial_id, kKindUser, key,
+                               sqlite::encode_json(value, "attr '" + key + "'"),
+                               /*upsert=*/false);
+    }
+    if (is_finished(init.state)) {
+      TimePoint end = init.datetime_complete.value_or(sqlite::now_us());
+      std::optional<double> value;
+      if (init.value && !std::isnan(*init.value)) value = init.value;
+      sqlite::update_trial_state(conn, t->trial_id, init.state, value, *start,
+                                 sqlite::encode_time(end),
+                                 init.state == TrialState::kFail ? init.fail_reason : "");
+    }
+    return sqlite::load_trial(conn, t->trial_id);
   });
 }
 

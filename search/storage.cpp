@@ -106,11 +106,28 @@ void InMemoryStorage::set_study_system_attr(std::int64_t study_id, const std::st
   impl_->study(study_id).system_attrs[key] = value;
 }
 
+void check_new_trial(const NewTrial& init) {
+  for (const auto& [name, dist] : init.distributions)
+    if (!init.params.count(name))
+      throw StorageError("distribution given for param '" + name + "' without a value");
+  if (!init.system_attrs.is_object())
+    throw StorageError("new trial system_attrs must be a JSON object");
+  if (!init.user_attrs.is_object())
+    throw StorageError("new trial user_attrs must be a JSON object");
+  if (init.state == TrialState::kComplete && (!init.value || std::isnan(*init.value)))
+    throw StorageError("a COMPLETE trial needs a value that is not NaN");
+  if (init.state == TrialState::kWaiting &&
+      (init.datetime_complete || init.datetime_start || !init.intermediate_values.empty()))
+    throw StorageError("a new WAITING trial has no times and no intermediate values");
+  if (!is_finished(init.state) && init.datetime_complete)
+    throw StorageError(std::string("a new ") + to_string(init.state) +
+                       " trial has no datetime_complete");
+}
+
 TrialPtr InMemoryStorage::create_trial(std::int64_t study_id, const NewTrial& init) {
   std::lock_guard lock(impl_->mu);
   impl_->study(study_id);
-  if (init.state != TrialState::kWaiting && init.state != TrialState::kRunning)
-    throw StorageError("a new trial must be WAITING or RUNNING");
+  check_new_trial(init);
   auto& list = impl_->trials_by_study[study_id];
   auto t = std::make_shared<FrozenTrial>();
   t->trial_id = impl_->next_trial_id++;
@@ -120,7 +137,15 @@ TrialPtr InMemoryStorage::create_trial(std::int64_t study_id, const NewTrial& in
   t->distributions = init.distributions;
   t->system_attrs = init.system_attrs.is_object() ? init.system_attrs : Json::object();
   t->worker = init.worker;
-  if (init.state == TrialState::kRunning) t->datetime_start = Clock::now();
+  t->user_attrs = init.user_attrs;
+  t->intermediate_values = init.intermediate_values;
+  if (init.state != TrialState::kWaiting)
+    t->datetime_start = init.datetime_start.value_or(Clock::now());
+  if (is_finished(init.state)) {
+    t->datetime_complete = init.datetime_complete.value_or(Clock::now());
+    if (init.value && !std::isnan(*init.value)) t->value = init.value;
+    if (init.state == TrialState::kFail) t->fail_reason = init.fail_reason;
+  }
   list.push_back(t);
   impl_->where[t->trial_id] = {study_id, t->number};
   return t;

@@ -39,7 +39,26 @@ struct NewTrial {
   std::map<std::string, Distribution> distributions;  // for each fixed param (optional)
   Json system_attrs = Json::object();
   std::string worker;
+
+  // For a trial copied from elsewhere (hpsearch import; Optuna's
+  // create_new_trial(template_trial)): it is created as given, in one write.
+  // `state` may also be COMPLETE (value required, not NaN), PRUNED or FAIL;
+  // a finished trial gets value (if set and not NaN), datetime_complete
+  // (default now) and fail_reason (FAIL only). datetime_start: default now
+  // for RUNNING and finished trials, none for WAITING.
+  std::optional<TimePoint> datetime_start;
+  std::optional<TimePoint> datetime_complete;
+  std::optional<double> value;
+  std::map<std::int64_t, double> intermediate_values;  // step -> value (NaN allowed)
+  Json user_attrs = Json::object();
+  std::string fail_reason;
 };
+
+// Throws StorageError unless `init` can be created: user_attrs and
+// system_attrs objects, a distribution only for a param given, a COMPLETE
+// trial with a value that is not NaN, a WAITING trial with no end time and
+// no intermediate value. The rules of every Storage::create_trial.
+void check_new_trial(const NewTrial& init);
 
 // How a storage tells a cache of its trials (CachingStorage) what its own
 // writes changed, so the cache stays current without reading trials back.
@@ -80,7 +99,10 @@ class Storage {
 
   // --- trials ----------------------------------------------------------
   // Creates a trial numbered max(number)+1 in the study (numbers are unique
-  // and contiguous even with several writer processes). Returns it.
+  // and contiguous even with several writer processes). Returns it. Throws
+  // StorageError for a state other than WAITING/RUNNING unless the trial is
+  // copied (see NewTrial), for COMPLETE without a value or with NaN, and for
+  // a non-object user_attrs/system_attrs.
   virtual TrialPtr create_trial(std::int64_t study_id, const NewTrial& init) = 0;
   // Atomically moves the lowest-numbered WAITING trial to RUNNING (setting
   // start time and worker) and returns it; nullopt if none is waiting.

@@ -164,6 +164,12 @@ struct Study::Impl : TrialBackend {
 
 namespace {
 
+// A declared space the sampler cannot sample is refused before the study
+// is created (Sampler::check_space).
+void check_sampler_space(const StudyOptions& options) {
+  if (options.sampler && options.space) options.sampler->check_space(*options.space);
+}
+
 std::shared_ptr<Study::Impl> make_impl(std::shared_ptr<Storage> storage, std::int64_t study_id,
                                        StudyOptions options) {
   if (!storage) throw Error("Study: storage must not be null");
@@ -185,6 +191,7 @@ std::shared_ptr<Study::Impl> make_impl(std::shared_ptr<Storage> storage, std::in
 Study Study::create(std::shared_ptr<Storage> storage, const std::string& name,
                     StudyDirection direction, StudyOptions options, const Json& config) {
   if (!storage) throw Error("Study: storage must not be null");
+  check_sampler_space(options);
   auto id = storage->create_study(name, direction, config);
   return Study(make_impl(std::move(storage), id, std::move(options)));
 }
@@ -199,6 +206,7 @@ Study Study::load(std::shared_ptr<Storage> storage, const std::string& name, Stu
 Study Study::load_if_exists(std::shared_ptr<Storage> storage, const std::string& name,
                             StudyDirection direction, StudyOptions options, const Json& config) {
   if (!storage) throw Error("Study: storage must not be null");
+  check_sampler_space(options);
   auto id = storage->find_study(name);
   if (!id) {
     try {
@@ -249,15 +257,17 @@ Trial Study::ask() {
         s.storage->set_trial_state(t->trial_id, TrialState::kFail, std::nullopt, "sampler failed");
         throw;
       }
+      // Stored before the next thread samples, so that it sees these params
+      // (else two threads may get the same point).
+      s.storage->run_in_transaction([&] {
+        for (const ParamSpec* spec :
+             lifecycle::store_new_params(*s.storage, t->trial_id, *s.space, params, chosen)) {
+          params[spec->name] = chosen.at(spec->name);
+          dists.insert_or_assign(spec->name, spec->distribution);
+          fixed.erase(spec->name);
+        }
+      });
     }
-    s.storage->run_in_transaction([&] {
-      for (const ParamSpec* spec :
-           lifecycle::store_new_params(*s.storage, t->trial_id, *s.space, params, chosen)) {
-        params[spec->name] = chosen.at(spec->name);
-        dists.insert_or_assign(spec->name, spec->distribution);
-        fixed.erase(spec->name);
-      }
-    });
   }
   return Trial(impl_.get(), t->trial_id, t->number, std::move(params), std::move(dists),
                std::move(fixed), s.space ? &*s.space : nullptr, s.interrupt);
@@ -347,6 +357,17 @@ class OptimizeRun {
     }
   }
 
+  static bool space_exhausted(const std::exception_ptr& error) {
+    if (!error) return false;
+    try {
+      std::rethrow_exception(error);
+    } catch (const SearchSpaceExhausted&) {
+      return true;
+    } catch (...) {
+      return false;
+    }
+  }
+
   void run_one(Trial& trial) {
     const lifecycle::Outcome outcome = lifecycle::run_objective(objective_, trial);
     const lifecycle::TrialEnd asked = lifecycle::requested_end(outcome);
@@ -361,8 +382,16 @@ class OptimizeRun {
       done = study_.tell(trial, asked.state, asked.value, asked.fail_reason);
     }
     if (outcome.kind == lifecycle::OutcomeKind::kException) {
-      spdlog::warn("trial {} failed: {}", trial.number(), outcome.message);
-      if (!options_.catch_exceptions) fail(outcome.error);
+      if (space_exhausted(outcome.error)) {
+        // A suggest call found no untried point (define-by-run): the trial
+        // ends FAIL with that reason and the study stops, as when ask() finds
+        // none.
+        spdlog::info("trial {}: {}", trial.number(), outcome.message);
+        halt_ = true;
+      } else {
+        spdlog::warn("trial {} failed: {}", trial.number(), outcome.message);
+        if (!options_.catch_exceptions) fail(outcome.error);
+      }
     }
     if (options_.callback && done) {
       std::lock_guard lock(mu_);
@@ -385,6 +414,11 @@ class OptimizeRun {
 void Study::optimize(const Objective& objective, const OptimizeOptions& options) {
   if (options.n_jobs < 1) throw ConfigError("n_jobs", "must be >= 1");
   if (options.n_trials && *options.n_trials < 0) throw ConfigError("n_trials", "must be >= 0");
+  if (options.n_trials) {
+    const auto complete = static_cast<std::int64_t>(trials({TrialState::kComplete}).size());
+    const std::string warning = sampler().budget_warning(complete + *options.n_trials);
+    if (!warning.empty()) spdlog::warn("{}", warning);
+  }
   impl_->interrupt = options.stop;
   try {
     OptimizeRun(*this, objective, options).run();

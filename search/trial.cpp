@@ -68,6 +68,15 @@ Json number_or_string(double v) {
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   return v;
 }
+
+// `v` with every non-finite float inside it as number_or_string gives it.
+Json nonfinite_as_strings(const Json& v) {
+  if (v.is_number_float()) return number_or_string(v.get<double>());
+  if (!v.is_structured()) return v;
+  Json out = v;
+  for (auto& e : out) e = nonfinite_as_strings(e);
+  return out;
+}
 }  // namespace
 
 Json trial_to_json(const FrozenTrial& t) {
@@ -82,8 +91,8 @@ Json trial_to_json(const FrozenTrial& t) {
   j["intermediate_values"] = Json::object();
   for (const auto& [step, v] : t.intermediate_values)
     j["intermediate_values"][std::to_string(step)] = number_or_string(v);
-  j["user_attrs"] = t.user_attrs;
-  j["system_attrs"] = t.system_attrs;
+  j["user_attrs"] = nonfinite_as_strings(t.user_attrs);
+  j["system_attrs"] = nonfinite_as_strings(t.system_attrs);
   j["datetime_start"] = t.datetime_start ? Json(format_iso8601(*t.datetime_start)) : Json();
   j["datetime_complete"] =
       t.datetime_complete ? Json(format_iso8601(*t.datetime_complete)) : Json();

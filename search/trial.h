@@ -67,8 +67,9 @@ std::string format_iso8601(TimePoint t);
 // The JSON object of `hpsearch trials --format json`: keys number, state,
 // value, params, distributions, intermediate_values (object step -> value),
 // user_attrs, system_attrs, datetime_start, datetime_complete, duration_s,
-// worker, fail_reason. Non-finite numbers are written as the strings "inf",
-// "-inf", "nan" (JSON has no literal for them).
+// worker, fail_reason. Non-finite numbers (values, intermediate values,
+// floats in attrs) are written as the strings "inf", "-inf", "nan" (JSON has
+// no literal for them; stores keep them as floats).
 Json trial_to_json(const FrozenTrial& trial);
 
 }  // namespace hps

@@ -167,9 +167,7 @@ std::optional<RetryCause> parse_retry_cause(const std::string& text) {
   return std::nullopt;
 }
 
-bool counts_against_retry_limit(RetryCause cause) {
-  return cause == RetryCause::kWorkerLost || cause == RetryCause::kWorkerStopped;
-}
+bool counts_against_retry_limit(RetryCause cause) { return cause == RetryCause::kWorkerLost; }
 
 TrialPtr queue_retry(Storage& storage, std::int64_t study_id, const FrozenTrial& failed,
                      RetryCause cause) {

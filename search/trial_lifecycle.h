@@ -139,6 +139,7 @@ inline constexpr const char* kAttrRetryCause = "retry_cause";
 // Why a trial is queued again.
 enum class RetryCause {
   kWorkerLost,     // "worker_lost": its worker went silent, exited or moved on
+                   // (the only cause that counts against the retry limit)
   kWorkerStopped,  // "worker_stopped": its worker was stopped (a signal) mid-trial
   kInterrupted,    // "interrupted": the run was stopped (Ctrl-C, Coordinator::stop)
   kStale,          // "stale": left RUNNING by a process that is gone (a restart)
@@ -150,8 +151,16 @@ const char* to_string(RetryCause cause);
 std::optional<RetryCause> parse_retry_cause(const std::string& text);
 
 // Whether a retry for `cause` counts against the retry limit
-// (CoordinatorOptions::max_retries): a lost or stopped worker does; an
-// interrupted run and a stale trial do not (they would have finished).
+// (CoordinatorOptions::max_retries). Only a lost worker does (the trial may
+// have killed its worker: a crash, out of memory, a hang). An interruption
+// from outside does not, as the trial would have finished: a worker
+// stopped by a signal (Ctrl-C, scancel, preemption: a whole Slurm step
+// stops together, and the retry may well be handed to a task of that same
+// step before its signal arrives), an interrupted run, a stale trial of a
+// coordinator that is gone. Such a trial is queued again whatever the
+// limit (the coordinator: Coordinator::Impl::end_lost_trial), and its retry
+// does not add to retry_depth; such retries are bounded by the
+// interruptions themselves.
 bool counts_against_retry_limit(RetryCause cause);
 
 // Queues a retry of `failed` (a FAIL trial): a new WAITING trial of

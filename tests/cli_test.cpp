@@ -250,6 +250,74 @@ TEST_F(CliTest, RunsTheBraninExample) {
   EXPECT_EQ(trials_or_fail(db).size(), 5u);
 }
 
+// Issue #17: an int param of a SQLite study, four workers at once: every
+// value once, no two trials with equal params, then "search space
+// exhausted" (before the fix values read back unsigned were not seen as
+// duplicates of the signed ones sampled).
+TEST_F(CliTest, FourWorkersOnAnIntParamTryEachValueOnceThenStopExhausted) {
+  dir_.write("space.json", R"({
+    "study": {"name": "ints", "direction": "minimize", "storage": "ints.db"},
+    "sampler": {"type": "tpe", "seed": 3},
+    "pruner": {"type": "none"},
+    "budget": {"n_trials": 30},
+    "objective": {"type": "sleep", "seconds": 0.05},
+    "space": {"p": {"type": "int", "low": 1, "high": 8}}
+  })");
+  ProcessResult run = cli({"run", "space.json", "--workers", "4"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(lower(run.out + run.err).find("search space exhausted"), std::string::npos)
+      << run.out << run.err;
+  Json trials = trials_or_fail("ints.db");
+  std::set<std::int64_t> seen;
+  for (const auto& t : trials) {
+    if (t["state"] == "FAIL" && t["system_attrs"].contains("retried_as")) continue;
+    EXPECT_TRUE(seen.insert(t["params"]["p"].get<std::int64_t>()).second)
+        << "p = " << t["params"]["p"] << " ran twice: " << trials.dump();
+  }
+  EXPECT_EQ(seen.size(), 8u) << trials.dump();
+}
+
+// Issue #17: a budget within TPE's startup makes the study a random search;
+// the run says so.
+TEST_F(CliTest, RunWarnsWhenTheBudgetIsWithinTpeStartup) {
+  Json doc = Json::parse(kBraninSpace);
+  doc["sampler"] = {{"type", "tpe"}, {"seed", 1}};
+  doc["budget"]["n_trials"] = 8;
+  dir_.write("space.json", doc.dump());
+  ProcessResult run = cli({"run", "space.json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("at most 8 COMPLETE trials, at or below n_startup_trials = 10"),
+            std::string::npos)
+      << run.err;
+  doc["budget"]["n_trials"] = 11;
+  doc["study"]["storage"] = "more.db";
+  dir_.write("space.json", doc.dump());
+  ProcessResult more = cli({"run", "space.json"});
+  ASSERT_EQ(more.exit_code, 0) << more.err;
+  EXPECT_EQ(more.err.find("n_startup_trials"), std::string::npos) << more.err;
+}
+
+// A program's output that reaches the log and the progress line (a failure
+// reason with its last lines) carries no escape sequence or control byte to
+// the terminal: a program cannot retitle the window or recolor the screen.
+TEST_F(CliTest, RunShowsNoControlBytesFromPrograms) {
+  dir_.write("space.json", R"({"study": {"name": "esc", "direction": "minimize"},
+    "space": {"lr": {"type": "float", "low": 0.001, "high": 0.1}},
+    "budget": {"n_trials": 2},
+    "objective": {"type": "command", "argv": ["/bin/sh", "-c",
+      "printf '\\033]0;PWNED\\007\\033[31mRED\\033[0m\\n' >&2; echo {lr} > /dev/null; exit 3"]}})");
+  ProcessResult run = cli({"run", "space.json", "--workers", "1"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  // The failure is shown with the program's stderr, and nothing on
+  // stderr or stdout is raw.
+  const std::string all = run.out + run.err;
+  EXPECT_NE(all.find("exit code 3"), std::string::npos) << all;
+  EXPECT_NE(all.find("PWNED"), std::string::npos) << all;
+  for (char c : all)
+    EXPECT_TRUE(c == '\n' || c == '\r' || static_cast<unsigned char>(c) >= 0x20 || c == '\t')
+        << "control byte " << static_cast<int>(c);
+}
+
 TEST_F(CliTest, ReadCommandsOnMissingOrEmptyStores) {
   EXPECT_EQ(cli({"best", "nope.db"}).exit_code, 2);
   EXPECT_EQ(cli({"trials", "nope.db"}).exit_code, 2);
@@ -295,7 +363,10 @@ TEST_F(CliTest, BadSpaceFilesExitWithCode2AndCreateNothing) {
       {"missing objective", R"({"objective": null})", "objective"},
       {"unknown objective type", R"({"objective": {"type": "no-such-objective"}})",
        "objective.type"},
-      {"unknown sampler type", R"({"sampler": {"type": "grid"}})", "sampler.type"},
+      {"unknown sampler type", R"({"sampler": {"type": "gird"}})", "sampler.type"},
+      {"grid of a continuous param", R"({"sampler": {"type": "grid"}})", "sampler.values.x0"},
+      {"grid value off the param", R"({"sampler": {"type": "grid", "values": {"x0": [99.0]}}})",
+       "sampler.values.x0"},
       {"bad sampler seed", R"({"sampler": {"seed": "one"}})", "sampler.seed"},
       {"unknown pruner type", R"({"pruner": {"type": "sometimes"}})", "pruner.type"},
       {"bad budget", R"({"budget": {"n_trials": 0}})", "budget.n_trials"},
@@ -511,6 +582,38 @@ TEST_F(CliTest, ReadersWhileOneProcessWrites) {
   Json trials = trials_or_fail("slow.db");
   EXPECT_EQ(trials.size(), static_cast<std::size_t>(budget));
   expect_consistent(trials);
+}
+
+// A hang-up (the ssh session on a login node dropped) stops the run as
+// SIGTERM does: interrupted, trials queued again, the study resumable.
+TEST_F(CliTest, SighupStopsAsInterruptedAndRerunResumes) {
+  const int budget = 30;
+  dir_.write("space.json", sleep_space(0.2, budget));
+  auto run = cli_background({"run", "space.json", "--workers", "2"}, "run1");
+  ASSERT_TRUE(wait_until([&] {
+    Json t = trials_json("slow.db");
+    return t.is_array() && count_if(t, is_complete) >= 2;
+  }));
+  run->send_signal(SIGHUP);
+  ProcessResult r = run->wait();
+  EXPECT_EQ(r.signal, 0) << "killed by signal " << r.signal;
+  EXPECT_EQ(r.exit_code, 128 + SIGHUP) << r.out << r.err;
+  EXPECT_NE(r.out.find("resume"), std::string::npos) << r.out;
+  Json stopped = trials_or_fail("slow.db");
+  expect_consistent(stopped);
+  for (const auto& t : stopped) {
+    EXPECT_NE(t["state"], "RUNNING") << t.dump();
+    if (t["state"] == "FAIL") {
+      EXPECT_EQ(t["fail_reason"], "interrupted") << t.dump();
+      EXPECT_TRUE(t["system_attrs"].contains("retried_as")) << t.dump();
+    }
+  }
+  EXPECT_LT(count_if(stopped, counts_as_finished), budget);
+  ProcessResult again = cli({"resume", "slow.db"});
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  Json after = trials_or_fail("slow.db");
+  expect_consistent(after);
+  EXPECT_EQ(count_if(after, counts_as_finished), budget);
 }
 
 TEST_F(CliTest, SigintStopsCleanlyAndRerunResumes) {

@@ -27,7 +27,9 @@
 #include "objectives/objective.h"
 #include "search/errors.h"
 #include "search/study.h"
+#include "tests/support/command_fixture.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
 
 namespace hps {
 namespace {
@@ -39,16 +41,7 @@ using ::testing::Not;
 using ::testing::StartsWith;
 using testsupport::processes_in_group;
 
-// Prunes every trial once it reports step >= `from`.
-class PruneFromStep : public Pruner {
- public:
-  explicit PruneFromStep(std::int64_t from) : from_(from) {}
-  bool prune(const PruningContext& ctx) override { return ctx.step >= from_; }
-  std::string name() const override { return "test"; }
-
- private:
-  std::int64_t from_;
-};
+using testsupport::PruneFromStep;
 
 SearchSpace test_space() {
   return SearchSpace::from_json(Json::parse(R"({
@@ -87,62 +80,28 @@ int count_open_fds() {
   return n - 1;  // the directory stream itself
 }
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testsupport::read_file;
 
 pid_t read_pid(const fs::path& path) {
   std::string text = read_file(path);
   return text.empty() ? -1 : static_cast<pid_t>(std::stol(text));
 }
 
-class CommandObjectiveTest : public ::testing::Test {
+class CommandObjectiveTest : public testsupport::CommandFixture {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/hps_command_test_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    context_.study_name = "command-test";
-    context_.log_dir = (dir_ / "logs").string();
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  CommandObjectiveTest() : CommandFixture("command-test") {}
 
-  // Writes a /bin/sh script and returns an objective config that runs it
-  // with `args` (templates).
+  // An objective config that runs a /bin/sh script of `body` with `args`
+  // (templates).
   Json command(const std::string& body, const std::vector<std::string>& args = {}) {
-    fs::path script = dir_ / ("script" + std::to_string(n_scripts_++) + ".sh");
-    std::ofstream(script) << "#!/bin/sh\n" << body << "\n";
-    Json argv = Json::array({"/bin/sh", script.string()});
-    for (const std::string& a : args) argv.push_back(a);
-    return Json{{"type", "command"}, {"argv", argv}};
+    return Json{{"type", "command"}, {"argv", script_argv(body, args)}};
   }
 
   // Runs one trial with `params` and returns it.
   TrialPtr run_one(const Json& objective, const Params& params,
                    std::shared_ptr<Pruner> pruner = nullptr) {
-    StudyOptions options;
-    options.space = test_space();
-    options.pruner = std::move(pruner);
-    Study study =
-        Study::create(std::make_shared<InMemoryStorage>(), "s", StudyDirection::kMinimize, options);
-    study.enqueue_trial(params);
-    Objective f = make_objective(objective, *options.space, context_);
-    study.optimize(f, {.n_trials = 1, .catch_exceptions = true});
-    auto trials = study.trials();
-    EXPECT_EQ(trials.size(), 1u);
-    return trials.empty() ? nullptr : trials.back();
+    return run_trial(objective, test_space(), params, std::move(pruner));
   }
-
-  fs::path log_of(const TrialPtr& t) const {
-    return dir_ / "logs" / ("trial-" + std::to_string(t->number) + ".log");
-  }
-
-  fs::path dir_;
-  ObjectiveContext context_;
-  int n_scripts_ = 0;
 };
 
 const Params kAdam = {{"x", 1.5}, {"n", 7}, {"opt", "adam"}};
@@ -307,6 +266,17 @@ TEST_F(CommandObjectiveTest, DeathBySignalFails) {
   EXPECT_EQ(t->state, TrialState::kFail);
   EXPECT_THAT(t->fail_reason, HasSubstr("signal 11"));
   EXPECT_THAT(t->fail_reason, HasSubstr("oops"));
+}
+
+// SIGTERM from outside while the worker is not being stopped (no interrupt):
+// a failure of the trial, not an interruption (an interrupted run's program
+// killed with its worker is covered by tests/slurm_cluster_test.sh, (c)).
+TEST_F(CommandObjectiveTest, DeathBySigtermWithoutAStopFails) {
+  Json objective = command("echo terminated >&2\nkill -TERM $$");
+  TrialPtr t = run_one(objective, kAdam);
+  EXPECT_EQ(t->state, TrialState::kFail);
+  EXPECT_THAT(t->fail_reason, HasSubstr("signal 15"));
+  EXPECT_THAT(t->fail_reason, HasSubstr("terminated"));
 }
 
 TEST_F(CommandObjectiveTest, LongStderrKeepsOnlyItsLastLines) {

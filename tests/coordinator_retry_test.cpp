@@ -69,6 +69,15 @@ class RawWorker {
   zmq::socket_t socket_;
 };
 
+// Steps the coordinator until trial `number` is FAIL (or 10 s), so that what
+// a worker sent is taken before the test goes on.
+void step_until_failed(Coordinator& c, Study& study, std::int64_t number) {
+  auto until = Steady::now() + std::chrono::seconds(10);
+  while (Steady::now() < until &&
+         study.storage().get_trial_by_number(study.study_id(), number)->state != TrialState::kFail)
+    c.step(10);
+}
+
 CoordinatorOptions with_retries(int max_retries) {
   CoordinatorOptions co;
   co.max_retries = max_retries;  // default heartbeats: the raw worker sends none, 5 s of slack
@@ -125,6 +134,70 @@ TEST(CoordinatorRetry, ReasonStartingLikeAWorkerLossDoesNotUseUpTheRetries) {
   EXPECT_FALSE(t3->system_attrs.contains(kAttrRetryOf));
 }
 
+// A scancel of a Slurm step: one worker reports its trial interrupted (it
+// was stopped by a signal), the retry goes to another task of the step,
+// which is lost before it reports. With --max-retries 1 the params are
+// still queued again: the stop from outside did not use up the retry.
+TEST(CoordinatorRetry, AWorkerStoppedBySignalDoesNotUseUpTheRetries) {
+  testsupport::TempDir dir("coordinator_retry_stopped");
+  zmq::context_t ctx;
+  Study study = open_study(dir.file("study.db"));
+  Coordinator c(study, Json{{"type", "external"}}, with_retries(1));
+  RawWorker w1(ctx, c.endpoint(), "task0");
+  auto a = w1.request(c);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->number, 0);
+  proto::Fail stopped;
+  stopped.number = 0;
+  stopped.reason = proto::Fail::Reason::kInterrupted;
+  stopped.message = "stopped by a signal";
+  w1.send(stopped);
+  // Let the coordinator take the Fail before another worker asks.
+  step_until_failed(c, study, 0);
+  RawWorker w2(ctx, c.endpoint(), "task1");
+  a = w2.request(c);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->number, 1);  // the retry of trial 0
+  auto t0 = study.storage().get_trial_by_number(study.study_id(), 0);
+  EXPECT_EQ(t0->fail_reason, "worker stopped: stopped by a signal");
+  auto t1 = study.storage().get_trial_by_number(study.study_id(), 1);
+  EXPECT_EQ(t1->system_attrs.at(lifecycle::kAttrRetryCause), "worker_stopped");
+  // task1 is lost with trial 1: its one retry is still there.
+  a = w2.request(c);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->number, 2);
+  t1 = study.storage().get_trial_by_number(study.study_id(), 1);
+  EXPECT_EQ(t1->state, TrialState::kFail);
+  EXPECT_EQ(t1->fail_reason.rfind("worker lost", 0), 0u) << t1->fail_reason;
+  auto t2 = study.storage().get_trial_by_number(study.study_id(), 2);
+  ASSERT_TRUE(t2->system_attrs.contains(kAttrRetryOf));
+  EXPECT_EQ(t2->system_attrs.at(kAttrRetryOf), 1);
+  EXPECT_EQ(t2->system_attrs.at(lifecycle::kAttrRetryCause), "worker_lost");
+  EXPECT_EQ(t2->params, t0->params);
+  // Lost again: now the one retry is used up.
+  a = w2.request(c);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->number, 3);
+  auto t3 = study.storage().get_trial_by_number(study.study_id(), 3);
+  EXPECT_FALSE(t3->system_attrs.contains(kAttrRetryOf));
+  // The other order: trial 3 lost (its retry, trial 4, uses up the limit),
+  // then trial 4's worker stopped by a signal: queued again all the same.
+  a = w2.request(c);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->number, 4);
+  auto t4 = study.storage().get_trial_by_number(study.study_id(), 4);
+  EXPECT_EQ(t4->system_attrs.at(kAttrRetryOf), 3);
+  stopped.number = 4;
+  w2.send(stopped);
+  a = w2.request(c);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->number, 5);
+  auto t5 = study.storage().get_trial_by_number(study.study_id(), 5);
+  ASSERT_TRUE(t5->system_attrs.contains(kAttrRetryOf));
+  EXPECT_EQ(t5->system_attrs.at(kAttrRetryOf), 4);
+  EXPECT_EQ(t5->system_attrs.at(lifecycle::kAttrRetryCause), "worker_stopped");
+}
+
 // Writes what an older version left behind: trial 0 lost by its worker and
 // queued again as trial 1, without retry_cause.
 void write_old_format_store(const std::string& db) {
@@ -177,6 +250,37 @@ TEST_P(CoordinatorRetryOldStore, ResumesWithTheRuleOfItsVersion) {
 }
 
 INSTANTIATE_TEST_SUITE_P(MaxRetries, CoordinatorRetryOldStore, ::testing::Values(1, 2));
+
+// A worker stopped by a signal right after asking for a trial (a Slurm job
+// cancelled between trials) says it leaves: the trial the coordinator had
+// just assigned to it is queued again as stopped, at once, without using up
+// a retry (max_retries 0 here), and the session ends.
+TEST(CoordinatorRetry, AWorkerLeavingWithAnAssignedTrialGetsItQueuedAgain) {
+  testsupport::TempDir dir("coordinator_retry_leaving");
+  zmq::context_t ctx;
+  Study study = open_study(dir.file("study.db"));
+  Coordinator c(study, Json{{"type", "external"}}, with_retries(0));
+  RawWorker w1(ctx, c.endpoint(), "task0");
+  auto a = w1.request(c);
+  ASSERT_TRUE(a);
+  ASSERT_EQ(a->number, 0);
+  proto::Disconnect leaving;
+  leaving.reason = "stopped by a signal";
+  w1.send(leaving);
+  step_until_failed(c, study, 0);
+  auto t0 = study.storage().get_trial_by_number(study.study_id(), 0);
+  EXPECT_EQ(t0->state, TrialState::kFail);
+  EXPECT_EQ(t0->fail_reason, "worker stopped: stopped by a signal");
+  EXPECT_EQ(c.stats().workers_busy + c.stats().workers_idle, 0);  // the session ended
+  RawWorker w2(ctx, c.endpoint(), "task1");
+  a = w2.request(c);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->number, 1);  // the retry of trial 0, though max_retries is 0
+  auto t1 = study.storage().get_trial_by_number(study.study_id(), 1);
+  EXPECT_EQ(t1->system_attrs.at(kAttrRetryOf), 0);
+  EXPECT_EQ(t1->system_attrs.at(lifecycle::kAttrRetryCause), "worker_stopped");
+  EXPECT_EQ(t1->params, t0->params);
+}
 
 }  // namespace
 }  // namespace hps

@@ -27,6 +27,7 @@
 #include "protocol/protocol.h"
 #include "search/storage.h"
 #include "search/study.h"
+#include "tests/support/temp_dir.h"
 #include "workers/local_pool.h"
 
 extern char** environ;
@@ -38,23 +39,7 @@ namespace fs = std::filesystem;
 namespace proto = hps::protocol;
 using Steady = std::chrono::steady_clock;
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/hps-coord-test-XXXXXX";
-    char* p = mkdtemp(tmpl);
-    if (!p) throw std::runtime_error("mkdtemp failed");
-    path_ = p;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using testsupport::TempDir;
 
 // A space.json document with the "sleep" objective over two float params.
 Json sleep_study(const std::string& storage, std::int64_t n_trials, double seconds, int steps) {

@@ -5,7 +5,6 @@
 // escaped worker ids and the "command" objective allow-list. Real sockets
 // over 127.0.0.1 and ipc, real worker processes (the hpsearch binary).
 #include <gtest/gtest.h>
-#include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
@@ -27,6 +26,7 @@
 #include "protocol/protocol.h"
 #include "search/storage.h"
 #include "search/study.h"
+#include "tests/support/log_capture.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 #include "workers/worker.h"
@@ -41,43 +41,7 @@ using testsupport::ProcessResult;
 using testsupport::TempDir;
 using Steady = std::chrono::steady_clock;
 
-// Everything logged while it exists (spdlog's default logger), thread-safe.
-class LogCapture : public spdlog::sinks::base_sink<std::mutex> {
- public:
-  std::string text() {
-    std::lock_guard lock(mutex_);
-    return text_;
-  }
-
- protected:
-  void sink_it_(const spdlog::details::log_msg& msg) override {
-    text_.append(msg.payload.data(), msg.payload.size());
-    text_ += '\n';
-  }
-  void flush_() override {}
-
- private:
-  std::string text_;
-};
-
-class CapturedLog {
- public:
-  explicit CapturedLog(spdlog::level::level_enum level = spdlog::level::info)
-      : sink_(std::make_shared<LogCapture>()), old_level_(spdlog::get_level()) {
-    spdlog::default_logger()->sinks().push_back(sink_);
-    spdlog::set_level(level);
-  }
-  ~CapturedLog() {
-    auto& sinks = spdlog::default_logger()->sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-    spdlog::set_level(old_level_);
-  }
-  std::string text() { return sink_->text(); }
-
- private:
-  std::shared_ptr<LogCapture> sink_;
-  spdlog::level::level_enum old_level_;
-};
+using testsupport::CapturedLog;
 
 // A study over one float param x with `objective`.
 Json study_doc(std::int64_t n_trials, const Json& objective) {
@@ -293,6 +257,122 @@ TEST(CurveKeys, WrongPermissionsOrBadZ85AreClearErrors) {
   EXPECT_NE(r.err.find("worker-1"), std::string::npos) << r.err;
   { std::ofstream(dir.file("keys/authorized_workers"), std::ios::app) << "garbage line\n"; }
   EXPECT_THROW(curve::load_coordinator_keys(dir.file("keys")), ConfigError);
+}
+
+// The keys rule (check_key_path): refused with the path and the rule named,
+// exit 2 through the CLI, and nothing chmodded.
+TEST(CurveKeys, AKeysFolderOtherUsersCouldChangeIsRefusedAndNeverChmodded) {
+  if (!curve::available()) GTEST_SKIP() << "libzmq without CURVE";
+  TempDir dir("curve_keyrule");
+  const fs::path keys = dir.path() / "keys";
+  curve::make_keys(keys.string(), 1, false);
+  auto refused = [](const std::function<void()>& load, const fs::path& path,
+                    const std::string& rule) {
+    try {
+      load();
+      ADD_FAILURE() << path << " was accepted (expected: " << rule << ")";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.path(), path.string()) << e.what();
+      EXPECT_NE(std::string(e.what()).find(rule), std::string::npos) << e.what();
+    }
+  };
+  auto load_coordinator = [&] { (void)curve::load_coordinator_keys(keys.string()); };
+  auto load_worker = [&] { (void)curve::load_worker_keys((keys / "worker-1").string()); };
+
+  // A group-writable authorized_workers, keys folder or worker folder.
+  const fs::path authorized = keys / "authorized_workers";
+  ASSERT_EQ(::chmod(authorized.c_str(), 0620), 0);
+  refused(load_coordinator, authorized, "writable by group or others");
+  EXPECT_EQ(mode_of(authorized), 0620u);  // not chmodded
+  ASSERT_EQ(::chmod(authorized.c_str(), 0600), 0);
+  ASSERT_EQ(::chmod(keys.c_str(), 0770), 0);
+  refused(load_coordinator, keys, "writable by group or others");
+  EXPECT_EQ(mode_of(keys), 0770u);
+  ASSERT_EQ(::chmod(keys.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod((keys / "worker-1").c_str(), 0707), 0);
+  refused(load_worker, keys / "worker-1", "writable by group or others");
+  ASSERT_EQ(::chmod((keys / "worker-1").c_str(), 0700), 0);
+  // A worker's pinned coordinator key writable by others.
+  ASSERT_EQ(::chmod((keys / "worker-1" / "coordinator.public").c_str(), 0666), 0);
+  refused(load_worker, keys / "worker-1" / "coordinator.public", "writable by group or others");
+  ASSERT_EQ(::chmod((keys / "worker-1" / "coordinator.public").c_str(), 0644), 0);
+  EXPECT_NO_THROW(load_coordinator());
+  EXPECT_NO_THROW(load_worker());
+
+  // A symlinked keys folder (the attack: <study>.keys -> a folder another
+  // user owns): refused for loading and for making keys; the target keeps
+  // its mode and stays empty.
+  const fs::path elsewhere = dir.path() / "elsewhere";
+  fs::create_directory(elsewhere);
+  ASSERT_EQ(::chmod(elsewhere.c_str(), 0755), 0);
+  const fs::path link = dir.path() / "study.keys";
+  fs::create_directory_symlink(elsewhere, link);
+  refused([&] { curve::make_keys(link.string(), 1, false); }, link, "symbolic link");
+  refused([&] { curve::make_keys(link.string() + "/", 1, false); }, link, "symbolic link");
+  EXPECT_EQ(mode_of(elsewhere), 0755u);
+  EXPECT_TRUE(fs::is_empty(elsewhere));
+  ProcessResult r = cli(dir, {"keys", "init", link.string()});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("symbolic link"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::is_empty(elsewhere));
+  const fs::path keys_link = dir.path() / "keys.link";
+  fs::create_directory_symlink(keys, keys_link);
+  refused([&] { (void)curve::load_coordinator_keys(keys_link.string()); }, keys_link,
+          "symbolic link");
+  // A symlinked authorized_workers.
+  const fs::path planted = dir.path() / "planted_workers";
+  fs::copy_file(authorized, planted);
+  fs::rename(authorized, dir.path() / "authorized.orig");
+  fs::create_symlink(planted, authorized);
+  refused(load_coordinator, authorized, "symbolic link");
+  refused([&] { curve::make_keys(keys.string(), 1, true); }, authorized, "symbolic link");
+  EXPECT_FALSE(fs::exists(keys / "worker-2"));
+  fs::remove(authorized);
+  fs::rename(dir.path() / "authorized.orig", authorized);
+
+  // A folder that holds other files: no keys made in it, nothing chmodded.
+  const fs::path other = dir.path() / "other";
+  fs::create_directory(other);
+  { std::ofstream(other / "notes.txt") << "mine\n"; }
+  ASSERT_EQ(::chmod(other.c_str(), 0755), 0);
+  refused([&] { curve::make_keys(other.string(), 1, false); }, other,
+          "holds other files; name an empty or new folder");
+  EXPECT_EQ(mode_of(other), 0755u);
+  EXPECT_FALSE(fs::exists(other / "coordinator.secret"));
+  r = cli(dir, {"keys", "init", other.string()});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("holds other files"), std::string::npos) << r.err;
+  // An empty folder of ours is used as it is (its mode kept).
+  const fs::path empty = dir.path() / "empty";
+  fs::create_directory(empty);
+  ASSERT_EQ(::chmod(empty.c_str(), 0750), 0);
+  curve::make_keys(empty.string(), 1, false);
+  EXPECT_EQ(mode_of(empty), 0750u);
+  EXPECT_NO_THROW((void)curve::load_coordinator_keys(empty.string()));
+
+  // Another owner (the reported case: chowned to another user, with
+  // authorized_workers 0666): needs root to chown.
+  if (::geteuid() != 0) {
+    std::cout << "[  SKIPPED ] the other-owner assertions need root (chown)\n";
+    return;
+  }
+  const uid_t nobody = 65534;
+  ASSERT_EQ(::chown(authorized.c_str(), nobody, nobody), 0);
+  refused(load_coordinator, authorized, "owned by uid 65534");
+  ASSERT_EQ(::chmod(authorized.c_str(), 0666), 0);
+  ASSERT_EQ(::chown(keys.c_str(), nobody, nobody), 0);
+  refused(load_coordinator, keys, "owned by uid 65534");
+  refused([&] { curve::make_keys(keys.string(), 1, true); }, keys, "owned by uid 65534");
+  EXPECT_EQ(mode_of(keys), 0700u);
+  EXPECT_EQ(mode_of(authorized), 0666u);
+  dir.write("space.json", study_doc(3, sleep_objective()).dump());
+  r = cli(dir, {"run", "space.json", "--workers", "0", "--bind", "tcp://127.0.0.1:0", "--keys",
+                keys.string(), "--timeout", "1"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("owned by uid 65534"), std::string::npos) << r.err;
+  const fs::path worker = keys / "worker-1";
+  ASSERT_EQ(::chown(worker.c_str(), nobody, nobody), 0);
+  refused(load_worker, worker, "owned by uid 65534");
 }
 
 // ------------------------------------------------------------------ refusals

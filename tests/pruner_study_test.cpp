@@ -3,7 +3,6 @@
 // in two halves, the storage (SQLite) closed and reopened with a fresh
 // pruner in between, decides exactly as an uninterrupted run.
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -17,45 +16,17 @@
 #include "algorithms/pruner_util.h"
 #include "search/storage.h"
 #include "search/study.h"
+#include "tests/support/log_capture.h"
+#include "tests/support/temp_dir.h"
 
 namespace hps {
 namespace {
 
 namespace fs = std::filesystem;
 
-// Captures what spdlog's default logger writes while alive.
-class LogCapture {
- public:
-  LogCapture() : previous_(spdlog::default_logger()) {
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
-    spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
-  }
-  ~LogCapture() { spdlog::set_default_logger(previous_); }
-  std::string text() const { return out_.str(); }
+using testsupport::CapturedLog;
 
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::logger> previous_;
-};
-
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() /
-            ("hps_pruner_test_" + std::to_string(getpid()) + "_" + std::to_string(counter_++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
+using testsupport::TempDir;
 
 TEST(PrunerStudyTest, SecondReportForTheSameStepKeepsTheFirstValue) {
   auto storage = std::make_shared<InMemoryStorage>();
@@ -69,7 +40,7 @@ TEST(PrunerStudyTest, SecondReportForTheSameStepKeepsTheFirstValue) {
   }
   Trial t = study.ask();
   ASSERT_TRUE(t.report(0, 0.5));
-  LogCapture log;
+  CapturedLog log;
   // A worse second value for step 0 is refused with a warning...
   EXPECT_FALSE(t.report(0, 100.0));
   EXPECT_NE(log.text().find("step 0 was already reported"), std::string::npos) << log.text();

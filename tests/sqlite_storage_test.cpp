@@ -32,6 +32,7 @@
 
 #include "search/caching_storage.h"
 #include "search/storage.h"
+#include "tests/support/temp_dir.h"
 
 namespace hps {
 namespace {
@@ -41,27 +42,7 @@ namespace fs = std::filesystem;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // A directory for one test, removed at the end.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string name = std::string(info->test_suite_name()) + "_" + info->name();
-    for (char& c : name)
-      if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-    std::random_device rd;
-    path_ = fs::temp_directory_path() /
-            ("hps_" + name + "_" + std::to_string(::getpid()) + "_" + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using testsupport::TempDir;
 
 std::uint64_t bits(double x) { return std::bit_cast<std::uint64_t>(x); }
 

@@ -175,8 +175,10 @@ TEST(TorchObjective, PruneAnswerStopsTrainingAtThatEpoch) {
 TEST(TorchObjective, OutOfMemoryFailsTheTrialWithReasonOomAndTheNextTrialRuns) {
   REQUIRE_DATA();
   HookGuard guard;
+  // Four points: a FAIL point is not suggested again (search/sampler.h), so
+  // each of the four trials needs a point of its own.
   SearchSpace space =
-      SearchSpace::from_json({{"batch_size", {{"type", "ordinal"}, {"values", {32, 64}}}}});
+      SearchSpace::from_json({{"batch_size", {{"type", "ordinal"}, {"values", {16, 24, 32, 64}}}}});
   Json config = {{"type", kFashionMnistType}, {"train_subset", 300}, {"max_epochs", 1}};
   Objective objective = make_fashion_mnist_objective(config, space, {});
 

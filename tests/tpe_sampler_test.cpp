@@ -174,8 +174,10 @@ TEST(TpeOptionsTest, FromJsonReadsEveryOptionAndRoundTrips) {
             {"multivariate", true},
             {"group", true},
             {"constant_liar", true},
-            {"duplicate_retries", 4}};
+            {"duplicate_retries", 4},
+            {"startup", "halton"}};
   TpeOptions o = TpeOptions::from_json(j);
+  EXPECT_EQ(o.startup, QmcSequence::kHalton);
   EXPECT_EQ(o.seed, 7u);
   EXPECT_EQ(o.n_startup_trials, 5u);
   EXPECT_EQ(o.n_ei_candidates, 48u);

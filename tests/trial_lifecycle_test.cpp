@@ -220,7 +220,8 @@ TEST(LifecycleRetry, CauseNamesRoundTrip) {
     EXPECT_EQ(parse_retry_cause(to_string(c)), c);
   EXPECT_FALSE(parse_retry_cause("worker lost"));
   EXPECT_TRUE(counts_against_retry_limit(RetryCause::kWorkerLost));
-  EXPECT_TRUE(counts_against_retry_limit(RetryCause::kWorkerStopped));
+  // A worker stopped from outside (scancel, Ctrl-C) would have finished.
+  EXPECT_FALSE(counts_against_retry_limit(RetryCause::kWorkerStopped));
   EXPECT_FALSE(counts_against_retry_limit(RetryCause::kInterrupted));
   EXPECT_FALSE(counts_against_retry_limit(RetryCause::kStale));
 }
@@ -278,8 +279,13 @@ TEST(LifecycleRetry, DepthCountsStructuredCausesNotMessages) {
   EXPECT_EQ(retry_depth(trials, 1), 0);
   EXPECT_EQ(retry_depth(trials, 2), 1);
   // A message that does not start with "worker", a cause that counts.
-  trials = chain({"heartbeat timeout", "x"}, {"", "worker_stopped"});
+  trials = chain({"heartbeat timeout", "x"}, {"", "worker_lost"});
   EXPECT_EQ(retry_depth(trials, 1), 1);
+  // A worker stopped by a signal, then lost: only the loss counts.
+  trials = chain({"worker stopped: stopped by a signal", "worker lost", "x"},
+                 {"", "worker_stopped", "worker_lost"});
+  EXPECT_EQ(retry_depth(trials, 1), 0);
+  EXPECT_EQ(retry_depth(trials, 2), 1);
   // A cause written by a newer version counts (retries stay bounded).
   trials = chain({"x", "y"}, {"", "future_cause"});
   EXPECT_EQ(retry_depth(trials, 1), 1);

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "search/errors.h"
+#include "search/util/wait_status.h"
 
 extern char** environ;
 
@@ -27,12 +28,6 @@ namespace hps {
 namespace {
 
 using Steady = std::chrono::steady_clock;
-
-std::string describe_status(int status) {
-  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
-  return "ended (status " + std::to_string(status) + ")";
-}
 
 }  // namespace
 
@@ -147,7 +142,7 @@ std::vector<ExitedWorker> LocalWorkerPool::reap(bool) {
     ExitedWorker w;
     w.slot = static_cast<int>(i);
     w.pid = s.pid;
-    w.how = r < 0 ? "vanished" : describe_status(status);
+    w.how = r < 0 ? "vanished" : util::describe_wait_status(status);
     out.push_back(w);
     double lived = std::chrono::duration<double>(Steady::now() - s.started).count();
     s.pid = 0;

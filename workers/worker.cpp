@@ -767,13 +767,28 @@ struct Worker::Impl : TrialBackend {
     number = -1;
   }
 
+  // Tells the coordinator this worker is leaving (a Disconnect from the
+  // worker), so that a trial assigned after its last request, still in
+  // flight, is queued again as stopped instead of waiting for the lease to
+  // expire and counting as lost.
+  void leave(const std::string& why) {
+    if (epoch == 0) return;
+    proto::Disconnect d;
+    d.code = proto::Disconnect::Code::kExpired;
+    d.reason = why;
+    send(d, epoch);
+  }
+
   int main_loop() {
     while (true) {
       if (!fatal.empty()) {
         spdlog::error("worker: {}", fatal);
         return 1;
       }
-      if (stopped) return kStopped;
+      if (stopped) {
+        leave("stopped by a signal");
+        return kStopped;
+      }
       if (shutdown) return 0;
       Event e = to_main.receive();
       if (e.kind == Ev::kReady) {

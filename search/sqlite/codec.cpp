@@ -28,7 +28,7 @@ void check_utf8(const std::string& text, const std::string& what) {
 
 std::string encode_json(const Json& value, const std::string& what) {
   try {
-    return value.dump();
+    return dump_json_nonfinite(value);
   } catch (const Json::exception& e) {
     throw StorageError(what + ": cannot store value as JSON: " + e.what());
   }
@@ -46,7 +46,7 @@ Json decode_json(const std::string& text, const Where& where, const char* column
     throw StorageError(where.str() + ": column " + column + ": invalid JSON: nested deeper than " +
                        std::to_string(kMaxJsonDepth) + " levels");
   try {
-    return Json::parse(text);
+    return parse_json_nonfinite(text);
   } catch (const Json::exception& e) {
     throw StorageError(where.str() + ": column " + column + ": invalid JSON: " + e.what());
   }

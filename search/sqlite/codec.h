@@ -26,7 +26,12 @@ constexpr int kKindSystem = 1;
 // Throws StorageError "<what> is not valid UTF-8" unless `text` is UTF-8.
 void check_utf8(const std::string& text, const std::string& what);
 
-// value.dump(); throws StorageError naming `what` if it cannot be stored.
+// The JSON text of a value_json column: value.dump(), but a float that is
+// NaN or +-inf is written as Python's literal NaN, Infinity, -Infinity
+// (dump_json_nonfinite; what Optuna stores), so it reads back as that float
+// (decode_json accepts the literals), not as null. Files written before
+// hold no such literal, so no migration is needed. Throws StorageError
+// naming `what` if the value cannot be stored.
 std::string encode_json(const Json& value, const std::string& what);
 
 // Names a row in error messages: "trial_params row trial_id=7 name='lr'".
@@ -48,7 +53,8 @@ inline Where study_row_where(const char* table, std::int64_t study_id) {
   return {table, "study_id", study_id};
 }
 
-// Parses a JSON column (depth limited to kMaxJsonDepth). Throws StorageError
+// Parses a JSON column (depth limited to kMaxJsonDepth; NaN, Infinity and
+// -Infinity read as floats, see encode_json). Throws StorageError
 // naming the row and column.
 Json decode_json(const std::string& text, const Where& where, const char* column);
 

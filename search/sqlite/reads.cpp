@@ -56,6 +56,26 @@ void put_attr(std::int64_t kind, const std::string& key, Json value, Json& user,
   }
 }
 
+// Reads attrs rows (owner id, kind, key, value_json) of `table`, whose
+// owner id column is `id_name`, into their owners: `owner(id)` gives the
+// owner's {user, system} attrs, or {nullptr, nullptr} for an orphan row
+// (foreign keys were off), which is skipped.
+template <class Owner>
+void read_attr_rows(Statement& s, const char* table, const char* id_name, Owner owner) {
+  while (s.step()) {
+    std::int64_t id = col_int(s, 0, Where{table}, id_name);
+    Where where{table, id_name, id};
+    std::int64_t kind = col_int(s, 1, where, "kind");
+    std::string key = col_text(s, 2, where, "key");
+    where.key_name = "key";
+    where.key = &key;
+    Json value = decode_json(col_text(s, 3, where, "value_json"), where, "value_json");
+    auto [user, system] = owner(id);
+    if (user == nullptr) continue;
+    put_attr(kind, key, std::move(value), *user, *system, where);
+  }
+}
+
 std::vector<std::shared_ptr<FrozenTrial>> read_trial_rows(Statement& s, ById& by_id) {
   std::vector<std::shared_ptr<FrozenTrial>> list;
   while (s.step()) {
@@ -110,19 +130,12 @@ void read_intermediate_rows(Statement& s, const ById& by_id) {
   }
 }
 
-void read_attr_rows(Statement& s, const ById& by_id) {
-  while (s.step()) {
-    std::int64_t id = col_int(s, 0, Where{"trial_attrs"}, "trial_id");
-    Where where = trial_row_where("trial_attrs", id);
-    std::int64_t kind = col_int(s, 1, where, "kind");
-    std::string key = col_text(s, 2, where, "key");
-    where.key_name = "key";
-    where.key = &key;
-    Json value = decode_json(col_text(s, 3, where, "value_json"), where, "value_json");
+void read_trial_attr_rows(Statement& s, const ById& by_id) {
+  read_attr_rows(s, "trial_attrs", "trial_id", [&](std::int64_t id) -> std::pair<Json*, Json*> {
     auto it = by_id.find(id);
-    if (it == by_id.end()) continue;
-    put_attr(kind, key, std::move(value), it->second->user_attrs, it->second->system_attrs, where);
-  }
+    if (it == by_id.end()) return {nullptr, nullptr};
+    return {&it->second->user_attrs, &it->second->system_attrs};
+  });
 }
 
 std::vector<TrialPtr> load_trials_unchecked(Connection& conn, const TrialQueries& q,
@@ -148,7 +161,7 @@ std::vector<TrialPtr> load_trials_unchecked(Connection& conn, const TrialQueries
   {
     Use u(conn.stmt(q.attrs));
     u->bind(1, key);
-    read_attr_rows(u.get(), by_id);
+    read_trial_attr_rows(u.get(), by_id);
   }
   return {list.begin(), list.end()};
 }
@@ -192,19 +205,11 @@ std::vector<StudyInfo> load_studies_unchecked(Connection& conn,
                            : "SELECT study_id, kind, key, value_json FROM study_attrs"));
   Statement& s = u.get();
   if (study_id) s.bind(1, *study_id);
-  while (s.step()) {
-    std::int64_t id = col_int(s, 0, Where{"study_attrs"}, "study_id");
-    Where where = study_row_where("study_attrs", id);
-    std::int64_t kind = col_int(s, 1, where, "kind");
-    std::string key = col_text(s, 2, where, "key");
-    where.key_name = "key";
-    where.key = &key;
-    Json value = decode_json(col_text(s, 3, where, "value_json"), where, "value_json");
+  read_attr_rows(s, "study_attrs", "study_id", [&](std::int64_t id) -> std::pair<Json*, Json*> {
     auto it = index.find(id);
-    if (it == index.end()) continue;  // orphan row (foreign keys were off)
-    StudyInfo& info = loaded[it->second];
-    put_attr(kind, key, std::move(value), info.user_attrs, info.system_attrs, where);
-  }
+    if (it == index.end()) return {nullptr, nullptr};
+    return {&loaded[it->second].user_attrs, &loaded[it->second].system_attrs};
+  });
   return loaded;
 }
 

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <random>
 #include <span>
 
 namespace hps::util {
@@ -67,6 +68,13 @@ class SplitMix64 {
  private:
   std::uint64_t state_;
 };
+
+// A seed from std::random_device (64 bits from two 32-bit draws): for a
+// sampler given no seed. Not reproducible by design.
+inline std::uint64_t entropy_seed() {
+  std::random_device device;
+  return (static_cast<std::uint64_t>(device()) << 32) ^ device();
+}
 
 // A uniform double in [0, 1): the top 53 bits of one draw times 2^-53, so
 // every multiple of 2^-53 in [0, 1) is equally likely (Vigna, "xoshiro /

@@ -1,10 +1,11 @@
-#include "algorithms/tpe_duplicates.h"
+#include "algorithms/tried_points.h"
 
 #include <limits>
 
+#include "search/trial_lifecycle.h"
 #include "search/util/random.h"
 
-namespace hps::tpe {
+namespace hps::tried {
 
 namespace {
 
@@ -36,6 +37,54 @@ void enumerate(const SearchSpace& space, std::size_t index, Params& params, cons
 
 }  // namespace
 
+bool counts_as_tried(const FrozenTrial& t) {
+  switch (t.state) {
+    case TrialState::kComplete:
+    case TrialState::kRunning:
+    case TrialState::kPruned:
+      return true;
+    case TrialState::kFail:
+      return !t.was_retried();
+    case TrialState::kWaiting:
+      return true;
+  }
+  return false;
+}
+
+void TriedPoints::add(const Params& params, std::size_t hash) { by_hash_.emplace(hash, &params); }
+
+void TriedPoints::add_trial(const FrozenTrial& t) {
+  if (!counts_as_tried(t)) return;
+  if (t.state != TrialState::kWaiting) {
+    add(t.params);
+    return;
+  }
+  Params enqueued = lifecycle::fixed_params_of(t);
+  if (enqueued.empty()) return;
+  owned_.push_back(std::move(enqueued));
+  add(owned_.back());
+}
+
+bool TriedPoints::contains(const Params& p) const {
+  auto [lo, hi] = by_hash_.equal_range(hash_params(p));
+  for (auto it = lo; it != hi; ++it)
+    if (same_params(*it->second, p)) return true;
+  return false;
+}
+
+TriedPoints tried_points(const SamplingContext& ctx) {
+  TriedPoints tried;
+  for (const TrialPtr& t : ctx.trials)
+    if (t && t->number != ctx.trial.number) tried.add_trial(*t);
+  return tried;
+}
+
+bool all_discrete(const SearchSpace& space, const Params& params) {
+  for (const auto& spec : space.params())
+    if (params.count(spec.name) && spec.distribution.cardinality() == 0) return false;
+  return true;
+}
+
 double space_size(const SearchSpace& space, const Params& fixed) {
   double n = 1;
   for (const auto& spec : space.params()) {
@@ -47,14 +96,14 @@ double space_size(const SearchSpace& space, const Params& fixed) {
   return n;
 }
 
-Params untried_point(const SearchSpace& space, const Params& fixed, const History& h,
+Params untried_point(const SearchSpace& space, const Params& fixed, const TriedPoints& tried,
                      std::mt19937_64& rng) {
   Params chosen;
   std::uint64_t untried = 0, total = 0;
   Params work = fixed;
   auto visit = [&](const Params& candidate) {
     ++total;
-    if (h.is_taken(candidate)) return;
+    if (tried.contains(candidate)) return;
     ++untried;
     // Reservoir sampling: each untried point is chosen with equal chance.
     if (util::uniform01(rng) * static_cast<double>(untried) < 1.0) chosen = candidate;
@@ -63,10 +112,10 @@ Params untried_point(const SearchSpace& space, const Params& fixed, const Histor
   if (untried == 0) {
     std::string what = "search space exhausted: all ";
     what += std::to_string(total);
-    what += " points were tried (COMPLETE or RUNNING)";
+    what += " points were tried (COMPLETE, PRUNED, FAIL or RUNNING)";
     throw SearchSpaceExhausted(what);
   }
   return chosen;
 }
 
-}  // namespace hps::tpe
+}  // namespace hps::tried

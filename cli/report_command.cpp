@@ -1,0 +1,335 @@
+// hpsearch report | dashboard: the study's plots as an HTML page, written to
+// a file or served (read-only) while the study runs.
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "cli/commands.h"
+#include "report/dashboard_guard.h"
+#include "report/html.h"
+#include "report/page_data.h"
+#include "search/errors.h"
+
+#ifndef HPSEARCH_PLOTLY_JS
+#define HPSEARCH_PLOTLY_JS ""
+#endif
+
+namespace hps::cli {
+
+namespace {
+
+std::string self_exe() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : p.string();
+}
+
+std::string load_plotly() {
+  return report::read_text_file(report::find_plotly_js(self_exe(), HPSEARCH_PLOTLY_JS));
+}
+
+// Writes `text` to `path` through a temporary file and a rename, so a
+// reader never sees half a report.
+void write_file_atomically(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error("cannot write " + tmp);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    out.close();
+    if (!out) throw Error("cannot write " + tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    throw Error("cannot write " + path + ": rename failed");
+  }
+}
+
+}  // namespace
+
+int report_command(const ReportOptions& o) {
+  if (o.output.empty()) throw ConfigError("-o", "needs an output file name");
+  auto t0 = std::chrono::steady_clock::now();
+  std::string plotly = load_plotly();
+  auto storage = open_existing(o.storage);
+  auto id = pick_study(*storage, o.study, o.storage);
+  StudyInfo info = storage->get_study(id);
+  auto trials = storage->get_all_trials(id, {});
+  Json data = report::build_page_data(info, trials);
+  std::string page = report::render_page(data, plotly);
+  write_file_atomically(o.output, page);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << fmt::format(
+      "hpsearch report: wrote {} (study '{}', {} trials, {:.1f} MB, {:.2f} s)\n", o.output,
+      info.name, trials.size(), static_cast<double>(page.size()) / 1e6, s);
+  return kExitOk;
+}
+
+namespace {
+
+// Seconds between two importance computations of a running study (the
+// costliest aggregate: PED-ANOVA over every COMPLETE trial).
+constexpr double kImportanceIntervalS = 5.0;
+
+// The dashboard's view of the study: the page data of the last read of the
+// store, and the revision at which each trial and each aggregate (each
+// top-level key of the page data but "trials") last changed, so that a
+// poll gets only what changed since the revision it has. Thread-safe (one
+// lock: concurrent polls wait for one read of the store, not one each).
+class LiveStudy {
+ public:
+  LiveStudy(std::shared_ptr<Storage> storage, std::int64_t id)
+      : storage_(std::move(storage)), id_(id) {}
+
+  // The whole page data with "rev" (the page as first served).
+  Json full() {
+    std::lock_guard<std::mutex> lock(mu_);
+    refresh();
+    Json d = data_;
+    d["rev"] = revisions_.revision();
+    return d;
+  }
+
+  // What changed since revision `since` (>= 0): {"rev"} and
+  //  - "unchanged": true alone when nothing did;
+  //  - the whole page data and "reset": true when since is 0 or above the
+  //    current revision (a page from before a restart of the dashboard);
+  //  - else "trials" (the changed ones, with their curves) and the
+  //    aggregates whose value changed after `since`.
+  Json changes(std::int64_t since) {
+    std::lock_guard<std::mutex> lock(mu_);
+    refresh();
+    const std::int64_t rev = revisions_.revision();
+    if (since == rev) return Json{{"rev", rev}, {"unchanged", true}};
+    if (since == 0 || since > rev) {
+      Json d = data_;
+      d["rev"] = rev;
+      d["reset"] = true;
+      return d;
+    }
+    Json out{{"rev", rev}};
+    Json changed = Json::array();
+    for (const auto& t : revisions_.changed_since(since))
+      changed.push_back(report::trial_record(*t, space_, true));
+    out["trials"] = std::move(changed);
+    for (const auto& [key, a] : aggregates_)
+      if (a.revision > since) out[key] = data_[key];
+    return out;
+  }
+
+ private:
+  struct Aggregate {
+    std::string text;  // its JSON, to tell a change
+    std::int64_t revision = 0;
+  };
+
+  // Reads the store; rebuilds the page data when a trial changed or
+  // importances are due (the COMPLETE trials changed and the last
+  // computation is kImportanceIntervalS old). Throws what the store throws
+  // (a corrupt or unreadable file): the previous state is kept.
+  void refresh() {
+    StudyInfo info = storage_->get_study(id_);
+    auto trials = storage_->get_all_trials(id_, {});
+    const std::int64_t rev = revisions_.update(trials);
+    const auto now = std::chrono::steady_clock::now();
+    const std::uint64_t digest = report::complete_trials_digest(trials);
+    const bool importances_due =
+        !have_importances_ ||
+        (digest != importances_digest_ &&
+         std::chrono::duration<double>(now - importances_at_).count() >= kImportanceIntervalS);
+    if (built_ && rev == built_rev_ && !importances_due) return;
+    space_ = report::study_space(info, trials);
+    if (importances_due) {
+      importances_ = report::ped_anova_importances(trials, space_, info.direction,
+                                                   report::PageOptions{}.importance);
+      have_importances_ = true;
+      importances_digest_ = digest;
+      importances_at_ = now;
+    }
+    data_ = report::build_page_data(info, trials, report::PageOptions{}, importances_);
+    for (auto& [key, value] : data_.items()) {
+      if (key == "trials" || key == "generated") continue;
+      std::string text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
+      Aggregate& a = aggregates_[key];
+      if (a.revision == 0 || a.text != text) {
+        a.text = std::move(text);
+        a.revision = revisions_.bump();
+      }
+    }
+    built_ = true;
+    built_rev_ = revisions_.revision();
+  }
+
+  std::mutex mu_;
+  std::shared_ptr<Storage> storage_;
+  std::int64_t id_;
+  report::TrialRevisions revisions_;
+  SearchSpace space_;
+  Json data_;
+  bool built_ = false;
+  std::int64_t built_rev_ = 0;  // the revision data_ was built at
+  std::map<std::string, Aggregate> aggregates_;
+  // A flag, not std::optional: GCC's -Wmaybe-uninitialized misreads an
+  // optional at -O1 (the TSan build).
+  bool have_importances_ = false;
+  report::Importances importances_;
+  std::uint64_t importances_digest_ = 0;
+  std::chrono::steady_clock::time_point importances_at_;
+};
+
+// Security headers on every response: nothing may frame the page, it
+// loads nothing but its own endpoint, no Referer leaves it, other origins
+// may not embed its responses; no CORS header, so another origin's page
+// cannot read them.
+void secure_headers(httplib::Response& res, bool html) {
+  res.set_header("X-Content-Type-Options", "nosniff");
+  res.set_header("Cache-Control", "no-store");
+  res.set_header("X-Frame-Options", "DENY");
+  res.set_header("Referrer-Policy", "no-referrer");
+  res.set_header("Cross-Origin-Resource-Policy", "same-origin");
+  res.set_header("Content-Security-Policy",
+                 html ? std::string(report::kLivePageCsp) + "; frame-ancestors 'none'"
+                      : std::string("default-src 'none'; frame-ancestors 'none'"));
+}
+
+void refuse(httplib::Response& res, int status, const std::string& why) {
+  res.status = status;
+  res.set_header("Connection", "close");
+  res.set_content(why + "\n", "text/plain; charset=utf-8");
+}
+
+}  // namespace
+
+int dashboard_command(const DashboardOptions& o) {
+  if (!is_loopback_host(o.host) && !o.allow_remote)
+    throw ConfigError("--host",
+                      "'" + o.host +
+                          "' is not a loopback address; the dashboard shows the whole "
+                          "study to whoever reaches it: add --allow-remote to listen there");
+  if (o.port < 0 || o.port > 65535) throw ConfigError("--port", "must be in 0..65535");
+  if (o.poll_ms < 100) throw ConfigError("--refresh-ms", "must be >= 100");
+  std::string plotly = load_plotly();
+  auto storage = open_existing(o.storage);
+  const std::int64_t id = pick_study(*storage, o.study, o.storage);
+  LiveStudy live(storage, id);
+
+  httplib::Server server;
+  // Slow or idle clients (slowloris): each read waits at most 5 s, an idle
+  // kept-alive connection 2 s; 32 threads, so that a handful of idle
+  // connections do not hold every thread while a page polls.
+  server.set_read_timeout(5, 0);
+  server.set_write_timeout(5, 0);
+  server.set_keep_alive_timeout(2);
+  server.set_keep_alive_max_count(100);
+  server.set_payload_max_length(std::size_t{64} * 1024);
+  server.new_task_queue = [] { return new httplib::ThreadPool(32); };
+
+  const bool loopback = is_loopback_host(o.host);
+  const std::string bound =
+      o.host.find(':') != std::string::npos && o.host.front() != '[' ? "[" + o.host + "]" : o.host;
+  server.set_pre_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
+    secure_headers(res, req.path == "/");
+    // Loopback peers only, unless --allow-remote (defence in depth: a
+    // loopback address is listened on).
+    if (!o.allow_remote && !report::is_loopback_peer(req.remote_addr)) {
+      refuse(res, 403, "forbidden: not a loopback peer");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // One Host header: two are ambiguous (RFC 9112, section 3.2: 400).
+    if (req.get_header_value_count("Host") > 1) {
+      refuse(res, 400, "bad request: more than one Host header");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // Read-only: GET (and HEAD) only.
+    if (req.method != "GET" && req.method != "HEAD") {
+      res.set_header("Allow", "GET, HEAD");
+      refuse(res, 405, "method not allowed: the dashboard is read-only");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // No request body: a GET has none, and refusing one (the connection is
+    // closed) keeps a client from making the dashboard read megabytes.
+    const std::string length = req.get_header_value("Content-Length");
+    if (req.has_header("Transfer-Encoding") ||
+        (!length.empty() && length.find_first_not_of('0') != std::string::npos)) {
+      refuse(res, 413, "payload too large: the dashboard takes no request body");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // Refuse pages reached under another name (DNS rebinding: a page of
+    // evil.example whose name now resolves to 127.0.0.1).
+    if (!report::host_allowed(req.get_header_value("Host"), bound)) {
+      refuse(res, 403, "forbidden host: use http://127.0.0.1 or http://localhost");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  server.Get("/", [&](const httplib::Request&, httplib::Response& res) {
+    try {
+      report::PageMode mode;
+      mode.live = true;
+      mode.poll_url = "api/data";
+      mode.poll_ms = o.poll_ms;
+      std::string page = report::render_page(live.full(), plotly, mode);
+      res.set_content(page, "text/html; charset=utf-8");
+    } catch (const std::exception& e) {
+      res.status = 500;
+      res.set_content(std::string("error: ") + e.what() + "\n", "text/plain; charset=utf-8");
+    }
+  });
+  server.Get("/api/data", [&](const httplib::Request& req, httplib::Response& res) {
+    std::int64_t since = 0;
+    if (req.has_param("since")) {
+      auto parsed = report::parse_since(req.get_param_value("since"));
+      if (!parsed) {
+        res.status = 400;
+        res.set_content("since: must be a revision, an integer in 0..2^63-1\n",
+                        "text/plain; charset=utf-8");
+        return;
+      }
+      since = *parsed;
+    }
+    try {
+      res.set_content(live.changes(since).dump(-1, ' ', false, Json::error_handler_t::replace),
+                      "application/json");
+    } catch (const std::exception& e) {
+      res.status = 500;
+      res.set_content(std::string("error: ") + e.what() + "\n", "text/plain; charset=utf-8");
+    }
+  });
+
+  int port = o.port;
+  if (port == 0) {
+    port = server.bind_to_any_port(o.host);
+    if (port < 0) throw Error(fmt::format("cannot listen on {}", o.host));
+  } else if (!server.bind_to_port(o.host, port)) {
+    throw Error(fmt::format("cannot listen on {}:{} (in use?)", o.host, port));
+  }
+  if (!loopback)
+    std::cerr << fmt::format(
+        "hpsearch dashboard: WARNING: --allow-remote: listening on {}:{}, not a loopback address. "
+        "Anyone who can reach this port can read the whole study: its params, values, settings "
+        "(space.json, which may hold the objective's command line and its arguments), worker "
+        "names and failure messages. There is no password and no encryption (plain HTTP); "
+        "prefer the loopback default and an SSH tunnel (ssh -L 8080:127.0.0.1:8080 HOST).\n",
+        bound, port);
+  std::atomic<bool>* stop = install_stop_handlers(false);
+  std::thread listener([&] { server.listen_after_bind(); });
+  std::cout << fmt::format("hpsearch dashboard: serving http://{}:{}/ (read-only; Ctrl-C stops)\n",
+                           bound, port)
+            << std::flush;
+  while (!stop->load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  server.stop();
+  listener.join();
+  return kExitOk;
+}
+
+}  // namespace hps::cli

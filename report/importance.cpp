@@ -1,0 +1,165 @@
+#include "report/importance.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace hps::report {
+
+void PedAnovaOptions::validate() const {
+  if (!(target_quantile > 0 && target_quantile < 1))
+    throw ConfigError("importance.target_quantile", "must be in (0, 1)");
+  if (min_n_top_trials < 2) throw ConfigError("importance.min_n_top_trials", "must be >= 2");
+  if (n_steps < 2) throw ConfigError("importance.n_steps", "must be >= 2");
+}
+
+std::optional<double> unit_position(const Distribution& d, const Json& value) {
+  if (!d.contains(value)) return std::nullopt;
+  if (d.is_indexed()) {
+    const auto n = d.choices().size();
+    return n <= 1 ? 0.0 : static_cast<double>(d.index_of(value)) / static_cast<double>(n - 1);
+  }
+  double x = value.get<double>();
+  double lo = d.low(), hi = d.grid_high();
+  if (d.is_log()) {
+    x = std::log(x);
+    lo = std::log(lo);
+    hi = std::log(hi);
+  }
+  if (!(hi > lo)) return 0.0;
+  return std::clamp((x - lo) / (hi - lo), 0.0, 1.0);
+}
+
+namespace {
+
+// Discrete params: the number of distinct values, or 0 for continuous ones
+// (handled on a grid of n_steps points).
+std::size_t n_discrete(const Distribution& d, int n_steps) {
+  if (d.is_indexed()) return d.choices().size();
+  std::uint64_t c = d.cardinality();
+  if (c == 0 || c > static_cast<std::uint64_t>(n_steps)) return 0;
+  return static_cast<std::size_t>(c);
+}
+
+// Index of a discrete value in 0 .. n-1.
+std::size_t discrete_index(const Distribution& d, const Json& value, std::size_t n) {
+  if (d.is_indexed()) return static_cast<std::size_t>(d.index_of(value));
+  double step = d.step() > 0 ? d.step() : 1.0;
+  double k = std::round((value.get<double>() - d.low()) / step);
+  return std::min(n - 1, static_cast<std::size_t>(std::max(0.0, k)));
+}
+
+// A normalized density on `n` bins from the values `u` (in [0, 1], or bin
+// indices when discrete).
+std::vector<double> density(const std::vector<double>& u, std::size_t n, bool discrete,
+                            int n_steps) {
+  std::vector<double> p(n, 0.0);
+  if (discrete) {
+    for (double i : u) p[static_cast<std::size_t>(i)] += 1.0;
+    for (double& x : p) x += 1.0 / static_cast<double>(n);  // uniform prior of weight 1
+  } else {
+    const double m = static_cast<double>(u.size());
+    double mean = std::accumulate(u.begin(), u.end(), 0.0) / m;
+    double var = 0;
+    for (double x : u) var += (x - mean) * (x - mean);
+    double sigma = u.size() > 1 ? std::sqrt(var / (m - 1)) : 0.0;
+    double h = std::max(1.059 * sigma * std::pow(m, -0.2), 1.0 / n_steps);
+    for (std::size_t k = 0; k < n; ++k) {
+      double g = static_cast<double>(k) / static_cast<double>(n - 1);
+      double s = 0;
+      for (double x : u) {
+        double z = (g - x) / h;
+        s += std::exp(-0.5 * z * z);
+      }
+      p[k] = s;
+    }
+  }
+  double total = std::accumulate(p.begin(), p.end(), 0.0);
+  for (double& x : p) x = total > 0 ? x / total : 1.0 / static_cast<double>(n);
+  return p;
+}
+
+}  // namespace
+
+Importances ped_anova_importances(const std::vector<TrialPtr>& trials, const SearchSpace& space,
+                                  StudyDirection direction, const PedAnovaOptions& options) {
+  options.validate();
+  Importances out;
+  out.method = "PED-ANOVA";
+  out.source =
+      "Watanabe, Bansal, Hutter: PED-ANOVA: Efficiently Quantifying Hyperparameter Importance "
+      "in Arbitrary Subspaces, IJCAI 2023";
+  // COMPLETE trials, best first (a minimizing order of the signed value).
+  const double sign = direction == StudyDirection::kMaximize ? -1.0 : 1.0;
+  std::vector<const FrozenTrial*> complete;
+  for (const auto& t : trials)
+    if (t->state == TrialState::kComplete && t->value && !std::isnan(*t->value))
+      complete.push_back(t.get());
+  std::stable_sort(complete.begin(), complete.end(), [&](const auto* a, const auto* b) {
+    return sign * *a->value < sign * *b->value;
+  });
+  out.n_trials = static_cast<int>(complete.size());
+  for (const auto& spec : space.params()) out.values.push_back({spec.name, 0.0, 0.0, 0});
+  if (complete.size() < static_cast<std::size_t>(options.min_n_top_trials) + 1) {
+    out.note = "needs at least " + std::to_string(options.min_n_top_trials + 1) +
+               " COMPLETE trials, has " + std::to_string(complete.size());
+    return out;
+  }
+  // The top set: the best ceil(q * n) trials, at least min_n_top_trials,
+  // and every trial tied with the last of them.
+  std::size_t n_top = std::max<std::size_t>(
+      static_cast<std::size_t>(options.min_n_top_trials),
+      static_cast<std::size_t>(
+          std::ceil(options.target_quantile * static_cast<double>(complete.size()))));
+  n_top = std::min(n_top, complete.size());
+  const double threshold = sign * *complete[n_top - 1]->value;
+  while (n_top < complete.size() && sign * *complete[n_top]->value <= threshold) ++n_top;
+  out.n_top = static_cast<int>(n_top);
+
+  double total = 0;
+  for (std::size_t i = 0; i < space.params().size(); ++i) {
+    const ParamSpec& spec = space.params()[i];
+    const Distribution& d = spec.distribution;
+    const std::size_t nd = n_discrete(d, options.n_steps);
+    const bool discrete = nd > 0;
+    const std::size_t bins = discrete ? nd : static_cast<std::size_t>(options.n_steps);
+    std::vector<double> all, top;
+    for (std::size_t r = 0; r < complete.size(); ++r) {
+      auto it = complete[r]->params.find(spec.name);
+      if (it == complete[r]->params.end()) continue;
+      double u;
+      if (discrete) {
+        if (!d.contains(it->second)) continue;
+        u = static_cast<double>(discrete_index(d, it->second, nd));
+      } else {
+        auto pos = unit_position(d, it->second);
+        if (!pos) continue;
+        u = *pos;
+      }
+      all.push_back(u);
+      if (r < n_top) top.push_back(u);
+    }
+    ParamImportance& pi = out.values[i];
+    pi.n_trials = static_cast<int>(all.size());
+    if (top.size() < static_cast<std::size_t>(options.min_n_top_trials) || bins < 2 ||
+        d.single_value())
+      continue;
+    std::vector<double> p = density(top, bins, discrete, options.n_steps);
+    std::vector<double> q = density(all, bins, discrete, options.n_steps);
+    double div = 0;
+    for (std::size_t k = 0; k < bins; ++k) {
+      if (q[k] <= 0) continue;
+      double r = p[k] / q[k] - 1.0;
+      div += q[k] * r * r;
+    }
+    pi.divergence = div;
+    total += div;
+  }
+  for (auto& pi : out.values) pi.importance = total > 0 ? pi.divergence / total : 0.0;
+  std::stable_sort(out.values.begin(), out.values.end(), [](const auto& a, const auto& b) {
+    return a.importance != b.importance ? a.importance > b.importance : a.param < b.param;
+  });
+  return out;
+}
+
+}  // namespace hps::report

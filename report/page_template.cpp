@@ -1,0 +1,331 @@
+// The report page's style, layout and script (report/html.h). The script
+// only arranges the study's data (report/page_data.h) into Plotly.js traces;
+// Plotly draws every chart.
+namespace hps::report {
+
+extern const char* const kPageHead;
+extern const char* const kPageEarlyScript;
+extern const char* const kPageScript;
+
+const char* const kPageHead = R"HTML(<style>
+body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; border-bottom: 1px solid #ddd; }
+.plot { width: 100%; max-width: 1100px; height: 420px; }
+.slices { display: flex; flex-wrap: wrap; }
+.slices .plot { width: 360px; height: 300px; }
+table { border-collapse: collapse; font-size: 0.9em; }
+td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: left; }
+.note { color: #666; font-size: 0.9em; }
+pre { background: #f6f6f6; padding: 0.6em; max-width: 1100px; overflow: auto; }
+#hps-errors { color: #b00; }
+</style></head><body>
+<h1 id="title">hpsearch report</h1>
+<p id="summary"></p>
+<p class="note" id="downsampled"></p>
+<ul id="hps-errors"></ul>
+<h2>Optimization history</h2>
+<div id="history-number" class="plot"></div>
+<div id="history-time" class="plot"></div>
+<h2>Intermediate values (learning curves)</h2>
+<p class="note" id="curves-note"></p>
+<div id="curves" class="plot"></div>
+<h2>Parallel coordinates</h2>
+<p class="note">COMPLETE trials, colored by value. Log params on log axes; categorical and ordinal params in their declared order; "inactive" marks a conditional param that was not active in the trial.</p>
+<div id="parcoords" class="plot"></div>
+<h2>Param importances</h2>
+<p class="note" id="importance-note"></p>
+<div id="importance" class="plot"></div>
+<h2>Slice plots</h2>
+<div id="slices" class="slices"></div>
+<h2>Contour of the two most important params</h2>
+<p class="note" id="contour-note"></p>
+<div id="contour" class="plot"></div>
+<h2>Timeline</h2>
+<p class="note">One row per worker, one bar per trial from start to end, colored by state: gaps are idle workers, long bars stragglers.</p>
+<div id="timeline" class="plot"></div>
+<h2>Top trials</h2>
+<div id="top"></div>
+<h2>Settings</h2>
+<div id="settings"></div>
+)HTML";
+
+// Runs before Plotly.js: lists in #hps-errors every script error, rejected
+// promise, console.error call and request refused by the page's
+// Content-Security-Policy, from the library's own start on.
+const char* const kPageEarlyScript = R"JS(
+'use strict';
+(function () {
+  const errors = document.getElementById('hps-errors');
+  function fail(msg) { const li = document.createElement('li'); li.textContent = String(msg); errors.appendChild(li); }
+  window.hpsFail = fail;
+  window.addEventListener('error', e => fail('script error: ' + e.message));
+  window.addEventListener('unhandledrejection', e => fail('script error: ' + (e.reason && e.reason.message || e.reason)));
+  document.addEventListener('securitypolicyviolation', e => fail('refused request: ' + e.blockedURI + ' (' + e.violatedDirective + ')'));
+  const consoleError = console.error.bind(console);
+  console.error = function (...args) { fail('console.error: ' + args.map(String).join(' ')); consoleError(...args); };
+})();
+)JS";
+
+const char* const kPageScript = R"JS(
+'use strict';
+(function () {
+  const fail = window.hpsFail;
+
+  const mode = JSON.parse(document.getElementById('hps-mode').textContent);
+  let data = JSON.parse(document.getElementById('hps-data').textContent);
+  let trials = new Map();
+  for (const t of data.trials) trials.set(t.n, t);
+
+  const STATE_COLOR = {COMPLETE: '#1f77b4', PRUNED: '#ff7f0e', FAIL: '#d62728', RUNNING: '#2ca02c', WAITING: '#7f7f7f'};
+  const minimize = data.study.direction === 'minimize';
+  const text = s => document.createTextNode(s);
+  const date = s => new Date(s * 1000);
+  const fmt = v => (v === null || v === undefined) ? '' : (typeof v === 'number' ? (Math.abs(v) >= 1e-3 && Math.abs(v) < 1e6 ? +v.toPrecision(6) + '' : v.toExponential(4)) : String(v));
+  const valueText = t => t.vt ? t.vt : fmt(t.v);
+  const cfg = {responsive: true, displaylogo: false};
+  // Above this many points a scatter plot is drawn with WebGL (scattergl)
+  // instead of one SVG element per point (seconds at 10,000; but each WebGL
+  // plot costs a second to set up under software rendering).
+  const GL_POINTS = 2500;
+  const scatter = n => n > GL_POINTS ? 'scattergl' : 'scatter';
+
+  function paramAxis(p) {
+    if (p.kind === 'categorical' || p.kind === 'ordinal') return {type: 'category', categoryorder: 'array', categoryarray: p.labels};
+    return {type: p.log ? 'log' : 'linear'};
+  }
+  function paramX(p, v) { return (p.kind === 'categorical' || p.kind === 'ordinal') ? p.labels[v] : v; }
+
+  function historyTrials() {
+    const keep = new Set(data.history_numbers);
+    const out = [];
+    for (const t of trials.values()) if (t.s === 'COMPLETE' && t.v !== null && (mode.live || keep.has(t.n))) out.push(t);
+    return out;
+  }
+
+  function plots() {
+    const specs = [];
+    const hist = historyTrials();
+    // Optimization history: by number, by time.
+    specs.push({id: 'history-number', marks: hist.length, data: [
+      {type: scatter(hist.length), mode: 'markers', name: 'value (COMPLETE trial)', x: hist.map(t => t.n), y: hist.map(t => t.v),
+       text: hist.map(t => 'trial ' + t.n), marker: {size: 5, color: '#1f77b4', opacity: 0.6}},
+      {type: 'scatter', mode: 'lines', name: 'best so far', line: {shape: 'hv', color: '#d62728'},
+       x: data.best_by_number.map(b => b[0]), y: data.best_by_number.map(b => b[1])}],
+      layout: {title: 'Value by trial number', xaxis: {title: 'trial number'}, yaxis: {title: 'value'}}});
+    const timed = hist.filter(t => t.t1 !== null);
+    specs.push({id: 'history-time', marks: timed.length, data: [
+      {type: scatter(timed.length), mode: 'markers', name: 'value (COMPLETE trial)', x: timed.map(t => date(t.t1)), y: timed.map(t => t.v),
+       text: timed.map(t => 'trial ' + t.n), marker: {size: 5, color: '#1f77b4', opacity: 0.6}},
+      {type: 'scatter', mode: 'lines', name: 'best so far', line: {shape: 'hv', color: '#d62728'},
+       x: data.best_by_time.map(b => date(b[0])), y: data.best_by_time.map(b => b[1])}],
+      layout: {title: 'Value by completion time', xaxis: {title: 'time', type: 'date'}, yaxis: {title: 'value'}}});
+
+    // Learning curves; pruned trials marked at their last step; rungs.
+    const curves = [];
+    const ends = {x: [], y: [], text: []};
+    const shown = {};
+    let nCurves = 0;
+    for (const t of trials.values()) {
+      if (!t.iv || t.iv.length === 0) continue;
+      nCurves++;
+      curves.push({type: 'scatter', mode: 'lines', x: t.iv.map(p => p[0]), y: t.iv.map(p => p[1]),
+        name: t.s, legendgroup: t.s, showlegend: !shown[t.s], line: {width: 1, color: STATE_COLOR[t.s]},
+        opacity: 0.6, text: 'trial ' + t.n, hoverinfo: 'text+x+y'});
+      shown[t.s] = true;
+      if (t.s === 'PRUNED') { const l = t.iv[t.iv.length - 1]; ends.x.push(l[0]); ends.y.push(l[1]); ends.text.push('trial ' + t.n + ' pruned'); }
+    }
+    if (ends.x.length) curves.push({type: 'scatter', mode: 'markers', name: 'pruned here', x: ends.x, y: ends.y, text: ends.text,
+      marker: {symbol: 'x', size: 8, color: '#ff7f0e'}});
+    const rungShapes = (data.rungs || []).map(s => ({type: 'line', xref: 'x', yref: 'paper', x0: s, x1: s, y0: 0, y1: 1, line: {dash: 'dot', color: '#888'}}));
+    document.getElementById('curves-note').textContent = (data.rungs && data.rungs.length ? 'Dotted lines: the pruner\'s rungs at steps ' + data.rungs.join(', ') + '. ' : '') +
+      (nCurves ? '' : 'No trial reported intermediate values.');
+    specs.push({id: 'curves', marks: nCurves, data: curves,
+      layout: {title: 'Intermediate value by step', xaxis: {title: 'step'}, yaxis: {title: 'intermediate value'}, shapes: rungShapes}});
+
+    // Parallel coordinates: the trials of parcoords_numbers when the study
+    // has more COMPLETE trials than it shows (the best tenth, then every k-th).
+    const pcKeep = data.parcoords_numbers ? new Set(data.parcoords_numbers) : null;
+    const pc = pcKeep ? hist.filter(t => pcKeep.has(t.n)) : hist;
+    const dims = [];
+    for (const p of data.params) {
+      const vals = [];
+      let d;
+      if (p.kind === 'categorical' || p.kind === 'ordinal') {
+        for (const t of pc) vals.push(p.name in t.p ? t.p[p.name] : -1);
+        const tv = p.labels.map((_, i) => i), tt = p.labels.slice();
+        if (p.when) { tv.unshift(-1); tt.unshift('inactive'); }
+        d = {label: p.name, values: vals, tickvals: tv, ticktext: tt, range: [p.when ? -1 : 0, Math.max(p.labels.length - 1, 0.001)]};
+      } else {
+        const f = p.log ? Math.log10 : (x => x);
+        const lo = f(p.low), hi = f(p.high), span = (hi - lo) || 1, inactive = lo - 0.1 * span;
+        for (const t of pc) vals.push(p.name in t.p && t.p[p.name] !== null ? f(t.p[p.name]) : inactive);
+        d = {label: p.name + (p.log ? ' (log)' : ''), values: vals, range: [p.when ? inactive : lo, hi]};
+        if (p.log || p.when) {
+          const tv = [], tt = [];
+          if (p.when) { tv.push(inactive); tt.push('inactive'); }
+          const n = 5;
+          for (let i = 0; i <= n; i++) { const x = lo + (hi - lo) * i / n; tv.push(x); tt.push(fmt(p.log ? Math.pow(10, x) : x)); }
+          d.tickvals = tv; d.ticktext = tt;
+        }
+      }
+      dims.push(d);
+    }
+    dims.push({label: 'value', values: pc.map(t => t.v)});
+    specs.push({id: 'parcoords', marks: pc.length, data: [{type: 'parcoords', dimensions: dims,
+      line: {color: pc.map(t => t.v), colorscale: 'Viridis', reversescale: minimize, showscale: true, colorbar: {title: 'value'}}}],
+      layout: {margin: {l: 60, r: 60, t: 50, b: 30}}});
+
+    // Importances.
+    const imp = data.importance;
+    document.getElementById('importance-note').textContent = imp.method + ' (' + imp.source + ') over ' + imp.n_trials +
+      ' COMPLETE trials, top set ' + imp.n_top + ' trials; normalized to sum 1.' + (imp.note ? ' ' + imp.note + '.' : '');
+    const iv = imp.values.slice().reverse();
+    specs.push({id: 'importance', marks: iv.length, data: [{type: 'bar', orientation: 'h', x: iv.map(v => v.importance), y: iv.map(v => v.param),
+      text: iv.map(v => v.importance.toFixed(3)), textposition: 'auto', marker: {color: '#1f77b4'}}],
+      layout: {title: 'Param importance (' + imp.method + ')', xaxis: {title: 'importance', range: [0, 1]}, margin: {l: 120}}});
+
+    // Slice plots, one per param.
+    const slices = document.getElementById('slices');
+    for (const [i, p] of data.params.entries()) {
+      let el = document.getElementById('slice-' + i);
+      if (!el) { el = document.createElement('div'); el.id = 'slice-' + i; el.className = 'plot'; slices.appendChild(el); }
+      const pts = hist.filter(t => p.name in t.p && t.p[p.name] !== null);
+      specs.push({id: el.id, marks: pts.length, data: [{type: scatter(pts.length), mode: 'markers', x: pts.map(t => paramX(p, t.p[p.name])), y: pts.map(t => t.v),
+        text: pts.map(t => 'trial ' + t.n), marker: {size: 5, color: pts.map(t => t.n), colorscale: 'Blues', opacity: 0.7,
+        colorbar: i === 0 ? {title: 'trial'} : undefined, showscale: false}}],
+        layout: {title: p.name, xaxis: Object.assign({title: p.name}, paramAxis(p)), yaxis: {title: 'value'}, margin: {l: 50, r: 10, t: 40, b: 40}}});
+    }
+
+    // Contour.
+    const c = data.contour;
+    if (c) {
+      const px = data.params.find(p => p.name === c.x.param), py = data.params.find(p => p.name === c.y.param);
+      const pts = hist.filter(t => c.x.param in t.p && c.y.param in t.p);
+      const anyCat = c.x.type === 'category' || c.y.type === 'category';
+      document.getElementById('contour-note').textContent = 'Best value of the trials in each cell (' + (anyCat ? 'heatmap' : 'contour; empty cells interpolated') + '), with the trials as points.';
+      specs.push({id: 'contour', marks: pts.length, data: [
+        {type: anyCat ? 'heatmap' : 'contour', x: c.x.centers, y: c.y.centers, z: c.z, connectgaps: !anyCat, colorscale: 'Viridis', reversescale: minimize,
+         colorbar: {title: 'best value'}},
+        {type: scatter(pts.length), mode: 'markers', x: pts.map(t => paramX(px, t.p[c.x.param])), y: pts.map(t => paramX(py, t.p[c.y.param])),
+         text: pts.map(t => 'trial ' + t.n + ': ' + fmt(t.v)), marker: {size: 4, color: 'black', opacity: 0.5}, showlegend: false}],
+        layout: {title: c.x.param + ' and ' + c.y.param, xaxis: Object.assign({title: c.x.param}, paramAxis(px)), yaxis: Object.assign({title: c.y.param}, paramAxis(py))}});
+    } else {
+      document.getElementById('contour-note').textContent = 'Needs two params.';
+    }
+
+    // Timeline: one row per worker, a bar per trial, colored by state.
+    const tl = data.timeline;
+    const now = Date.now() / 1000;
+    const byState = {};
+    for (const r of tl.rows) {
+      const s = r[3];
+      if (!byState[s]) byState[s] = {x: [], y: [], text: []};
+      const b = byState[s], w = tl.workers[r[0]], end = r[2] === null ? (mode.live ? now : Date.parse(data.generated) / 1000) : r[2];
+      b.x.push(date(r[1]), date(end), null); b.y.push(w, w, null); b.text.push('trial ' + r[4], 'trial ' + r[4], null);
+    }
+    const tlData = Object.keys(byState).map(s => ({type: 'scatter', mode: 'lines', name: s, x: byState[s].x, y: byState[s].y, text: byState[s].text,
+      hoverinfo: 'text+x', line: {width: 12, color: STATE_COLOR[s]}}));
+    specs.push({id: 'timeline', marks: tl.rows.length, data: tlData,
+      layout: {title: 'Trials by worker', xaxis: {title: 'time', type: 'date'}, yaxis: {type: 'category', automargin: true},
+               height: Math.max(300, 60 + 28 * tl.workers.length)}});
+    return specs;
+  }
+
+  function tables() {
+    // Top trials: the effective value beside each scale_with param.
+    const top = document.getElementById('top');
+    top.textContent = '';
+    if (!data.top.length) { top.appendChild(text('No COMPLETE trial yet.')); }
+    else {
+      const tbl = document.createElement('table');
+      const head = ['trial', 'value'];
+      for (const p of data.params) { head.push(p.name); if (p.scale_with) head.push(p.name + ' (effective)'); }
+      const tr = tbl.insertRow();
+      for (const h of head) { const th = document.createElement('th'); th.textContent = h; tr.appendChild(th); }
+      for (const t of data.top) {
+        const row = tbl.insertRow();
+        const cells = [t.n, valueText(t)];
+        for (const p of data.params) {
+          cells.push(p.name in t.params ? t.params[p.name] : 'inactive');
+          if (p.scale_with) cells.push(p.name in t.effective ? fmt(t.effective[p.name]) : '');
+        }
+        for (const c of cells) row.insertCell().textContent = String(c);
+      }
+      top.appendChild(tbl);
+    }
+    const set = document.getElementById('settings');
+    set.textContent = '';
+    const s = data.settings || {};
+    const tbl = document.createElement('table');
+    const add = (k, v) => { const r = tbl.insertRow(); r.insertCell().textContent = k; r.insertCell().textContent = v; };
+    add('study', data.study.name); add('direction', data.study.direction);
+    for (const k of ['sampler', 'pruner', 'budget', 'objective']) if (s[k] !== undefined) add(k, JSON.stringify(s[k]));
+    for (const p of data.params) {
+      let d = p.kind + (p.kind === 'categorical' || p.kind === 'ordinal' ? ' ' + JSON.stringify(p.labels) : ' [' + fmt(p.low) + ', ' + fmt(p.high) + ']' + (p.log ? ' log' : '') + (p.step ? ' step ' + p.step : ''));
+      if (p.when) d += '; when ' + JSON.stringify(p.when);
+      if (p.scale_with) d += '; scale_with ' + p.scale_with.param + ' (' + p.scale_with.rule + ', reference ' + p.scale_with.reference +
+        '): effective = sampled * (' + p.scale_with.param + ' / ' + p.scale_with.reference + ')^' + (p.scale_with.rule === 'linear' ? '1' : '0.5');
+      add('param ' + p.name, d);
+    }
+    set.appendChild(tbl);
+    if (!data.settings) set.appendChild(text('The study has no stored space.json (made through the C++ API).'));
+  }
+
+  function header() {
+    document.getElementById('title').textContent = 'hpsearch report: ' + data.study.name;
+    const c = data.counts;
+    const best = data.top.length ? 'best value ' + valueText(data.top[0]) + ' (trial ' + data.top[0].n + ')' : 'no COMPLETE trial yet';
+    document.getElementById('summary').textContent = data.n_trials + ' trials (' + Object.keys(c).map(k => c[k] + ' ' + k).join(', ') + '); ' +
+      data.study.direction + '; ' + best + '. ' + (mode.live ? 'Live: updated ' + new Date().toLocaleTimeString() + '.' : 'Generated ' + data.generated + '.');
+    const d = data.downsampled, parts = [];
+    if (d.points) parts.push('history, slice and contour points show ' + d.points[0] + ' of ' + d.points[1] + ' COMPLETE trials (the best tenth, then every k-th)');
+    if (d.parcoords) parts.push('parallel coordinates show ' + d.parcoords[0] + ' of ' + d.parcoords[1] + ' COMPLETE trials (likewise)');
+    if (d.curves) parts.push('learning curves show ' + d.curves[0] + ' of ' + d.curves[1] + ' trials');
+    if (d.timeline) parts.push('the timeline shows the ' + d.timeline[0] + ' most recently started of ' + d.timeline[1] + ' trials');
+    document.getElementById('downsampled').textContent = parts.length ? 'Downsampled for speed: ' + parts.join('; ') + '. Best-so-far lines, importances, contour cells and the top trials use every trial.' : '';
+  }
+
+  function draw(first) {
+    header();
+    tables();
+    const specs = plots();
+    return Promise.all(specs.map(s => {
+      const el = document.getElementById(s.id);
+      el.dataset.marks = s.marks;
+      const layout = Object.assign({margin: {t: 40}}, s.layout);
+      const t0 = performance.now();
+      const drawn = (first ? Plotly.newPlot : Plotly.react)(el, s.data, layout, cfg);
+      el.dataset.ms = Math.round(performance.now() - t0);  // the synchronous part of drawing
+      return drawn.catch(e => fail('plot ' + s.id + ': ' + e));
+    })).then(() => specs.length);
+  }
+
+  draw(true).then(n => {
+    const ready = document.createElement('div');
+    ready.id = 'hps-ready'; ready.dataset.plots = n; ready.dataset.ms = Math.round(performance.now()); ready.hidden = true;
+    document.body.appendChild(ready);
+  });
+
+  if (mode.live) {
+    let since = data.rev || 0;
+    // Each answer holds the trials and the aggregates that changed since
+    // the revision the page has ("reset": the whole data, e.g. after the
+    // dashboard restarted).
+    const poll = () => fetch(mode.poll_url + '?since=' + since).then(r => {
+      if (!r.ok) return r.text().then(t => { throw new Error('HTTP ' + r.status + ': ' + t.trim()); });
+      return r.json();
+    }).then(d => {
+      if (d.unchanged) return;
+      if (d.reset) trials = new Map();
+      for (const t of d.trials || []) trials.set(t.n, t);
+      for (const k of Object.keys(d)) if (k !== 'trials' && k !== 'rev' && k !== 'reset') data[k] = d[k];
+      since = d.rev;
+      document.body.dataset.rev = since;
+      return draw(false);
+    }).catch(e => fail('update: ' + e)).finally(() => setTimeout(poll, mode.poll_ms));
+    setTimeout(poll, mode.poll_ms);
+  }
+})();
+)JS";
+
+}  // namespace hps::report

@@ -1,0 +1,364 @@
+#!/usr/bin/env python3
+"""The report and the dashboard page in a real browser (headless Chromium).
+
+Runs a small study with `hpsearch run` (3 workers, conditional params, a
+scale_with param, ASHA pruning, failing trials), writes its report with
+`hpsearch report`, opens it in headless Chromium and checks, from the DOM
+Chromium dumps after the page's scripts ran:
+  - the page got ready (#hps-ready) and listed no error (#hps-errors: script
+    errors, failed plots, requests refused by its Content-Security-Policy);
+  - no console error: none in Chromium's log ("Uncaught ..."), and the page
+    lists console.error calls in #hps-errors;
+  - no network request: Chromium's net log holds no http(s)/ws request, with
+    every host name mapped to nowhere and a proxy that does not exist;
+  - every plot drew, with one mark per trial, counted in the SVG Plotly drew
+    and compared with the trials `hpsearch trials --format json` lists;
+  - a screenshot of the page is saved (build dir: report_browser_test/).
+Then serves the same study with `hpsearch dashboard` on a free loopback port
+while the study continues (more trials), opens it and checks that trials the
+page did not have when it loaded appear without a reload.
+
+Usage: report_browser_test.py HPSEARCH_EXE WORK_DIR
+Chromium is required: the test fails (it does not skip) without it;
+scripts/install-deps.sh installs Debian's `chromium`.
+"""
+import html.parser
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+HPSEARCH = os.path.abspath(sys.argv[1])
+WORK = os.path.abspath(sys.argv[2])
+failures = []
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+        print("FAIL: " + msg, flush=True)
+    return cond
+
+
+def chromium_exe():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    print("FAIL: chromium is not installed (scripts/install-deps.sh installs Debian's chromium)")
+    sys.exit(1)
+
+
+CHROMIUM = chromium_exe()
+
+
+def chromium(url, tag, extra=(), budget_ms=20000):
+    """Runs headless Chromium on url; returns (dom, stderr, netlog text)."""
+    profile = os.path.join(WORK, "profile-" + tag)
+    netlog = os.path.join(WORK, "netlog-" + tag + ".json")
+    shutil.rmtree(profile, ignore_errors=True)
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--use-angle=swiftshader",
+           "--enable-unsafe-swiftshader", "--no-first-run", "--disable-extensions",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           "--disable-default-apps", "--user-data-dir=" + profile,
+           "--enable-logging=stderr", "--v=0", "--log-net-log=" + netlog,
+           f"--virtual-time-budget={budget_ms}", *extra, url]
+    p = subprocess.run(cmd + ["--dump-dom"], capture_output=True, text=True, timeout=240)
+    check(p.returncode == 0, f"{tag}: chromium exited {p.returncode}: {p.stderr[-2000:]}")
+    try:
+        with open(netlog, encoding="utf-8", errors="replace") as f:
+            log = f.read()
+    except OSError:
+        log = ""
+    return p.stdout, p.stderr, log
+
+
+class Dom(html.parser.HTMLParser):
+    """Per plot element (id): the SVG marks Plotly drew inside it."""
+
+    PLOT_IDS = re.compile(r"^(history-number|history-time|curves|parcoords|importance|slice-\d+|"
+                          r"contour|timeline)$")
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.stack = []  # (tag, plot id or None)
+        self.plots = {}  # id -> {attrs, points, line_segments, bars, lines, ...}
+        self.ids = {}    # id -> attrs
+        self.text_of = {}  # id -> text
+        self.capture = []  # [id, depth of its element, text so far]
+        self.done = {}     # id -> its text
+        self.legend_depth = None  # inside a legend (its line samples are no marks)
+
+    def current_plot(self):
+        for _, pid in reversed(self.stack):
+            if pid:
+                return self.plots[pid]
+        return None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        pid = None
+        if "id" in a:
+            self.ids[a["id"]] = a
+            if self.PLOT_IDS.match(a["id"]):
+                pid = a["id"]
+                self.plots[pid] = {"attrs": a, "points": 0, "segments": 0, "bars": 0, "svg": 0,
+                                   "dims": 0, "contour": 0, "traces": []}
+            if a["id"] in ("summary", "hps-errors", "downsampled", "importance-note", "curves-note"):
+                self.capture.append([a["id"], len(self.stack), ""])
+        plot = self.current_plot() if pid is None else self.plots[pid]
+        cls = a.get("class", "").split()
+        if tag == "g" and "legend" in cls:
+            self.legend_depth = len(self.stack)
+        if plot is not None and self.legend_depth is None:
+            if tag == "svg" and "main-svg" in cls:
+                plot["svg"] += 1
+            if tag == "path" and "point" in cls:
+                plot["points"] += 1
+            if tag == "g" and "point" in cls:
+                plot["bars"] += 1
+            if tag == "path" and "js-line" in cls:
+                plot["segments"] += a.get("d", "").count("M")
+                plot["traces"].append(a.get("d", "").count("M"))
+            if tag == "g" and "y-axis" in cls:
+                plot["dims"] += 1
+            if tag == "g" and ("contourlevel" in cls or "hm" in cls):
+                plot["contour"] += 1
+        if tag not in ("meta", "br", "img", "input", "link", "hr", "path", "rect", "line", "circle",
+                       "image", "stop", "use"):
+            self.stack.append((tag, pid))
+
+    def handle_endtag(self, tag):
+        for i in range(len(self.stack) - 1, -1, -1):
+            if self.stack[i][0] == tag:
+                del self.stack[i:]
+                break
+        depth = len(self.stack)
+        if self.legend_depth is not None and depth <= self.legend_depth:
+            self.legend_depth = None
+        for c in self.capture:
+            if c[1] is not None and depth <= c[1]:
+                self.done[c[0]] = c[2]
+                c[1] = None
+        self.capture = [c for c in self.capture if c[1] is not None]
+
+    def handle_data(self, data):
+        for c in self.capture:
+            c[2] += data
+
+
+def parse(dom_text):
+    d = Dom()
+    d.feed(dom_text)
+    d.texts = dict(d.done)
+    return d
+
+
+def trials_json(db):
+    out = subprocess.run([HPSEARCH, "trials", db, "--format", "json"], capture_output=True,
+                         text=True, check=True).stdout
+    return json.loads(out)
+
+
+def console_errors(stderr):
+    bad = []
+    for line in stderr.splitlines():
+        if "CONSOLE" in line and ("Uncaught" in line or "rror" in line or "Refused" in line):
+            bad.append(line)
+        if "Refused to" in line:
+            bad.append(line)
+    return bad
+
+
+# Chromium's own background requests (update checks, account and time
+# services) appear in its net log whatever the page does.
+BROWSER_SERVICES = re.compile(r"^https?://([a-z0-9-]+\.)*(google\.com|googleapis\.com|gvt1\.com)/")
+
+
+def network_requests(netlog):
+    """URLs of the http(s)/ws requests in a Chromium net log, but the browser's own."""
+    urls = set(re.findall(r'"url"\s*:\s*"((?:https?|wss?)://[^"]*)"', netlog))
+    return {u for u in urls if not BROWSER_SERVICES.match(u)}
+
+
+def write_space(path, name, n_trials, seconds, db):
+    space = {
+        "study": {"name": name, "direction": "minimize", "storage": db},
+        "sampler": {"type": "random", "seed": 7},
+        "pruner": {"type": "asha", "min_resource": 1, "reduction_factor": 3},
+        "budget": {"n_trials": n_trials},
+        "objective": {"type": "sleep", "seconds": seconds, "steps": 6, "fail_param": "crash"},
+        "space": {
+            "lr": {"type": "float", "low": 1e-4, "high": 1e-1, "log": True,
+                   "scale_with": {"param": "batch_size", "reference": 64, "rule": "sqrt"}},
+            "batch_size": {"type": "ordinal", "values": [16, 32, 64, 128]},
+            "optimizer": {"type": "categorical", "choices": ["adam", "sgd"]},
+            "momentum": {"type": "float", "low": 0.0, "high": 0.99, "when": {"optimizer": "sgd"}},
+            "crash": {"type": "categorical", "choices": [False, True], "when": {"optimizer": "sgd"}},
+            "hidden": {"type": "int", "low": 32, "high": 512, "log": True},
+        },
+    }
+    with open(path, "w") as f:
+        json.dump(space, f)
+
+
+def check_report_page(dom_text, stderr, netlog, trials, tag):
+    d = parse(dom_text)
+    check("hps-ready" in d.ids, f"{tag}: the page never got ready (#hps-ready missing)")
+    errors = d.texts.get("hps-errors", "").strip()
+    check(errors == "", f"{tag}: the page listed errors: {errors}")
+    bad = console_errors(stderr)
+    check(not bad, f"{tag}: console errors: {bad[:5]}")
+
+    complete = [t for t in trials if t["state"] == "COMPLETE" and isinstance(t["value"], (int, float))]
+    with_curves = [t for t in trials if t["intermediate_values"]]
+    timed = [t for t in trials if t["datetime_start"]]
+    pruned = [t for t in trials if t["state"] == "PRUNED"]
+    n_plots = int(d.ids.get("hps-ready", {}).get("data-plots", "0"))
+    check(n_plots == len(d.plots), f"{tag}: {len(d.plots)} plot elements, the page drew {n_plots}")
+    for pid, p in sorted(d.plots.items()):
+        check(p["svg"] > 0, f"{tag}: plot {pid} drew no SVG")
+        check("js-plotly-plot" in p["attrs"].get("class", ""), f"{tag}: {pid} is not a Plotly plot")
+        marks = int(p["attrs"].get("data-marks", "-1"))
+        check(marks > 0, f"{tag}: plot {pid} has no data (data-marks {marks})")
+    # One mark per trial, counted in what Plotly drew.
+    h = d.plots.get("history-number", {})
+    check(h.get("points") == len(complete),
+          f"{tag}: history by number drew {h.get('points')} points for {len(complete)} COMPLETE trials")
+    h = d.plots.get("history-time", {})
+    check(h.get("points") == len(complete),
+          f"{tag}: history by time drew {h.get('points')} points for {len(complete)} COMPLETE trials")
+    c = d.plots.get("curves", {})
+    # One line per trial with intermediate values, one 'pruned here' mark per pruned trial.
+    curve_lines = len(c.get("traces", []))
+    check(curve_lines == len(with_curves),
+          f"{tag}: learning curves drew {curve_lines} lines for {len(with_curves)} trials with values")
+    check(c.get("points") == len(pruned),
+          f"{tag}: {c.get('points')} 'pruned here' marks for {len(pruned)} PRUNED trials")
+    t = d.plots.get("timeline", {})
+    check(t.get("segments") == len(timed),
+          f"{tag}: timeline drew {t.get('segments')} bars for {len(timed)} started trials")
+    imp = d.plots.get("importance", {})
+    check(imp.get("bars") == 6, f"{tag}: importance drew {imp.get('bars')} bars for 6 params")
+    pc = d.plots.get("parcoords", {})
+    check(int(pc.get("attrs", {}).get("data-marks", 0)) == len(complete),
+          f"{tag}: parallel coordinates hold {pc.get('attrs', {}).get('data-marks')} lines for "
+          f"{len(complete)} COMPLETE trials")
+    check(pc.get("dims", 0) >= 7, f"{tag}: parallel coordinates drew {pc.get('dims')} axes, want 7")
+    co = d.plots.get("contour", {})
+    check(co.get("points", 0) > 0 and co.get("contour", 0) > 0,
+          f"{tag}: the contour drew {co.get('contour')} levels and {co.get('points')} points")
+    slices = [pid for pid in d.plots if pid.startswith("slice-")]
+    check(len(slices) == 6, f"{tag}: {len(slices)} slice plots for 6 params")
+    slice_points = sorted(d.plots[s]["points"] for s in slices)
+    active_momentum = sum(1 for t in complete if "momentum" in t["params"])
+    check(slice_points[-1] == len(complete) and active_momentum in slice_points,
+          f"{tag}: slice plots drew {slice_points} points; want {len(complete)} per unconditional "
+          f"param and {active_momentum} for momentum (active in those trials)")
+    reqs = network_requests(netlog)
+    check(not reqs, f"{tag}: network requests: {sorted(reqs)[:5]}")
+    check(netlog != "", f"{tag}: chromium wrote no net log")
+    return d
+
+
+def main():
+    shutil.rmtree(WORK, ignore_errors=True)
+    os.makedirs(WORK)
+    db = os.path.join(WORK, "browser.db")
+    space = os.path.join(WORK, "space.json")
+    write_space(space, "browser", 45, 0.06, db)
+    subprocess.run([HPSEARCH, "run", space, "--workers", "3"], check=True, cwd=WORK,
+                   stdout=subprocess.DEVNULL, timeout=300)
+    trials = trials_json(db)
+    states = {t["state"] for t in trials}
+    check({"COMPLETE", "PRUNED", "FAIL"} <= states, f"the study needs COMPLETE, PRUNED and FAIL "
+          f"trials, has {sorted(states)}")
+    workers = {t["worker"] for t in trials}
+    check(len(workers) >= 2, f"the study ran on {len(workers)} workers")
+
+    report = os.path.join(WORK, "report.html")
+    subprocess.run([HPSEARCH, "report", db, "-o", report], check=True, timeout=120)
+    with open(report, encoding="utf-8") as f:
+        page = f.read()
+    # Self-contained: no element loads anything by URL.
+    refs = re.findall(r'<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)\s*=', page[:4000] +
+                      page[page.rfind("</script>", 0, page.find('id="hps-data"')):])
+    check(not refs, f"report: elements load by URL: {refs[:3]}")
+    check("connect-src 'none'" in page and "default-src 'none'" in page,
+          "report: the Content-Security-Policy does not forbid requests")
+
+    # Chromium with every host name unresolvable and a proxy that is not
+    # there: a request the page made would fail and be logged.
+    offline = ["--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=http://127.0.0.1:9"]
+    dom, err, netlog = chromium("file://" + report, "report", offline)
+    d = check_report_page(dom, err, netlog, trials, "report")
+    summary = d.texts.get("summary", "")
+    check(f"{len(trials)} trials" in summary, f"report: summary '{summary}' misses the trial count")
+    shot = os.path.join(WORK, "report.png")
+    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--use-angle=swiftshader",
+                    "--enable-unsafe-swiftshader", "--user-data-dir=" + os.path.join(WORK, "profile-shot"),
+                    "--hide-scrollbars", "--window-size=1280,7000", "--virtual-time-budget=20000",
+                    *offline, "--screenshot=" + shot, "file://" + report],
+                   capture_output=True, timeout=240)
+    check(os.path.exists(shot) and os.path.getsize(shot) > 10000, "report: no screenshot saved")
+
+    # The dashboard, while the study runs on: new trials appear without reload.
+    write_space(space, "browser", 2000, 0.1, db)
+    runner = subprocess.Popen([HPSEARCH, "run", space, "--workers", "2"], cwd=WORK,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    dash = subprocess.Popen([HPSEARCH, "dashboard", db, "--port", "0", "--refresh-ms", "1000"],
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        line = dash.stdout.readline()
+        m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        check(m is not None, f"dashboard: no address in '{line.strip()}'")
+        if m:
+            url = f"http://127.0.0.1:{m.group(1)}/"
+            # Four polls (virtual time; each poll's fetch is real).
+            dom, err, netlog = chromium(url, "dashboard", budget_ms=4500)
+            d = parse(dom)
+            check("hps-ready" in d.ids, "dashboard: the page never got ready (#hps-ready missing)")
+            errors = d.texts.get("hps-errors", "").strip()
+            check(errors == "", f"dashboard: the page listed errors: {errors}")
+            bad = console_errors(err)
+            check(not bad, f"dashboard: console errors: {bad[:5]}")
+            for pid, p in sorted(d.plots.items()):
+                check(p["svg"] > 0, f"dashboard: plot {pid} drew no SVG")
+            # The trials the page loaded with (its embedded data) and those it shows now.
+            m0 = re.search(r'<script type="application/json" id="hps-data">(.*?)</script>', dom, re.S)
+            loaded = json.loads(m0.group(1))["n_trials"] if m0 else -1
+            m1 = re.search(r"^(\d+) trials", d.texts.get("summary", ""))
+            shown = int(m1.group(1)) if m1 else -1
+            check(shown > loaded > 0, f"dashboard: the page loaded with {loaded} trials and shows "
+                  f"{shown}: no new trial appeared without reload")
+            rev = d.ids.get("hps-ready") and re.search(r'<body[^>]*data-rev="(\d+)"', dom)
+            check(bool(rev), "dashboard: the page never merged an update (no body data-rev)")
+            hosts = {u for u in network_requests(netlog) if not u.startswith(url)}
+            check(not hosts, f"dashboard: requests elsewhere than the dashboard: {sorted(hosts)[:5]}")
+    finally:
+        for proc in (dash, runner):
+            try:
+                os.killpg(proc.pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+        for proc in (dash, runner):
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        return 1
+    print("report and dashboard pages checked in", CHROMIUM)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
