@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "coordinator/coordinator_impl.h"
+#include "search/json_util.h"
 #include "search/printable.h"
 
 namespace hps {
@@ -228,7 +229,15 @@ void Coordinator::Impl::on_report(Session& s, const proto::Report& m) {
 void Coordinator::Impl::set_user_attrs(const FrozenTrial& t, const std::string& text) {
   if (text.empty()) return;
   try {
-    Json attrs = parse_json_text(text, "user_attrs");
+    // Written by dump_json_nonfinite: NaN and +-inf attrs come as Python's
+    // literals and are read back as floats.
+    if (json_too_deep_at(text) != std::string_view::npos) throw Error("nested too deeply");
+    Json attrs;
+    try {
+      attrs = parse_json_nonfinite(text);
+    } catch (const Json::exception& e) {
+      throw Error(std::string("not valid JSON: ") + e.what());
+    }
     if (!attrs.is_object()) throw Error("user_attrs must be a JSON object");
     for (const auto& [k, v] : attrs.items()) storage.set_trial_user_attr(t.trial_id, k, v);
   } catch (const Error& e) {

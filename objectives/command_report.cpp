@@ -8,41 +8,6 @@ namespace hps {
 
 namespace {
 
-// Replaces Python's json.dumps literals NaN, Infinity, -Infinity (outside of
-// strings) by the strings "nan", "inf", "-inf".
-std::string normalize_literals(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  bool in_string = false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (in_string) {
-      out += c;
-      if (c == '\\' && i + 1 < text.size())
-        out += text[++i];
-      else if (c == '"')
-        in_string = false;
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-      out += c;
-    } else if (text.substr(i, 3) == "NaN") {
-      out += "\"nan\"";
-      i += 2;
-    } else if (text.substr(i, 8) == "Infinity") {
-      out += "\"inf\"";
-      i += 7;
-    } else if (text.substr(i, 9) == "-Infinity") {
-      out += "\"-inf\"";
-      i += 8;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 std::string lower(std::string s) {
   for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   return s;
@@ -52,8 +17,14 @@ std::string lower(std::string s) {
 
 std::string parse_command_report(std::string_view text, CommandReport& out) {
   if (json_too_deep_at(text) != std::string_view::npos) return "JSON nested too deeply";
-  Json j = Json::parse(normalize_literals(text), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return "not valid JSON";
+  Json j;
+  try {
+    // Python's NaN, Infinity and -Infinity are read as those floats, so a
+    // non-finite attr stays a float (not the string "nan").
+    j = parse_json_nonfinite(text);
+  } catch (const Json::exception&) {
+    return "not valid JSON";
+  }
   if (!j.is_object()) return "not a JSON object";
   for (const auto& [k, v] : j.items()) {
     if (k != "step" && k != "value" && k != "attrs")

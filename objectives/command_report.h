@@ -6,12 +6,12 @@
 //   hpsearch: {"attrs": {...}}                 user attrs only
 //
 // "value" is a JSON number or one of the strings "nan", "inf", "+inf",
-// "infinity", "-inf", "-infinity" (any case); Python's json.dumps literals
-// NaN, Infinity and -Infinity (outside strings) are read as "nan", "inf"
-// and "-inf". "step" is an integer >= 0 (a float with an integer value
-// below 9e15 is accepted) and needs a "value". Other keys are errors. The
-// text may hold any bytes: the parser never throws and refuses JSON nested
-// deeper than kMaxJsonDepth before parsing it.
+// "infinity", "-inf", "-infinity" (any case). Python's json.dumps literals
+// NaN, Infinity and -Infinity (outside strings) are read as those floats,
+// in "value" and in "attrs" alike (an attr stays a float). "step" is an integer >= 0 (a float with
+// an integer value below 9e15 is accepted) and needs a "value". Other keys are errors. The text may
+// hold any bytes: the parser never throws and refuses JSON nested deeper than kMaxJsonDepth before
+// parsing it.
 #pragma once
 
 #include <cstdint>

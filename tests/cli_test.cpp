@@ -8,8 +8,10 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -18,6 +20,8 @@
 #include <vector>
 
 #include "search/json_util.h"
+#include "search/storage.h"
+#include "search/trial.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -316,6 +320,35 @@ TEST_F(CliTest, RunShowsNoControlBytesFromPrograms) {
   for (char c : all)
     EXPECT_TRUE(c == '\n' || c == '\r' || static_cast<unsigned char>(c) >= 0x20 || c == '\t')
         << "control byte " << static_cast<int>(c);
+}
+
+// A program's non-finite attrs (Python's json.dumps literals NaN, Infinity,
+// -Infinity) cross the worker -> coordinator wire and are stored as floats,
+// not as the strings "nan"/"inf"; a string attr "inf" stays a string.
+TEST_F(CliTest, NonFiniteAttrsFromAProgramAreStoredAsFloats) {
+  dir_.write("space.json", R"({"study": {"name": "attrs", "direction": "minimize"},
+    "space": {"lr": {"type": "float", "low": 0.001, "high": 0.1}},
+    "budget": {"n_trials": 1},
+    "objective": {"type": "command", "argv": ["/bin/sh", "-c",
+      "echo 'hpsearch: {{\"value\": 1.5, \"attrs\": {{\"nan\": NaN, \"pinf\": Infinity, \"ninf\": -Infinity, \"text\": \"inf\", \"list\": [1, NaN]}}}}'"]}})");
+  ProcessResult run = cli({"run", "space.json", "--workers", "1"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto storage = open_storage(dir_.file("attrs.db"));
+  auto id = storage->find_study("attrs");
+  ASSERT_TRUE(id);
+  auto trials = storage->get_all_trials(*id, {});
+  ASSERT_EQ(trials.size(), 1u);
+  const Json& a = trials[0]->user_attrs;
+  ASSERT_EQ(trials[0]->state, TrialState::kComplete) << a.dump();
+  ASSERT_TRUE(a.contains("nan") && a["nan"].is_number_float()) << a.dump();
+  EXPECT_TRUE(std::isnan(a["nan"].get<double>()));
+  ASSERT_TRUE(a["pinf"].is_number_float()) << a.dump();
+  EXPECT_EQ(a["pinf"].get<double>(), std::numeric_limits<double>::infinity());
+  ASSERT_TRUE(a["ninf"].is_number_float()) << a.dump();
+  EXPECT_EQ(a["ninf"].get<double>(), -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(a["text"], "inf");
+  ASSERT_TRUE(a["list"].is_array() && a["list"].size() == 2u) << a.dump();
+  EXPECT_TRUE(a["list"][1].is_number_float() && std::isnan(a["list"][1].get<double>()));
 }
 
 TEST_F(CliTest, ReadCommandsOnMissingOrEmptyStores) {

@@ -24,6 +24,7 @@
 #include "protocol/curve_keys.h"
 #include "protocol/protocol.h"
 #include "protocol/zmq_util.h"
+#include "search/json_util.h"
 #include "search/printable.h"
 #include "search/trial_lifecycle.h"
 #include "search/util/host.h"
@@ -719,7 +720,7 @@ struct Worker::Impl : TrialBackend {
       f.number = a.number;
       f.reason = reason;
       f.message = message;
-      if (!user_attrs.empty()) f.user_attrs_json = user_attrs.dump();
+      if (!user_attrs.empty()) f.user_attrs_json = dump_json_nonfinite(user_attrs);
       send(f, trial_epoch);
     };
 
@@ -748,7 +749,7 @@ struct Worker::Impl : TrialBackend {
         c.number = a.number;
         c.pruned = outcome.kind == lifecycle::OutcomeKind::kPruned;
         c.value = c.pruned ? trial.last_value() : std::optional<double>(outcome.value);
-        if (!user_attrs.empty()) c.user_attrs_json = user_attrs.dump();
+        if (!user_attrs.empty()) c.user_attrs_json = dump_json_nonfinite(user_attrs);
         send(c, trial_epoch);
         break;
       }
