@@ -12,6 +12,7 @@ namespace hps::report {
 void PageOptions::validate() const {
   if (max_points < 1) throw ConfigError("report.max_points", "must be >= 1");
   if (max_parcoords < 1) throw ConfigError("report.max_parcoords", "must be >= 1");
+  if (max_slice_points < 1) throw ConfigError("report.max_slice_points", "must be >= 1");
   if (max_curves < 1) throw ConfigError("report.max_curves", "must be >= 1");
   if (max_timeline < 1) throw ConfigError("report.max_timeline", "must be >= 1");
   if (contour_bins < 2) throw ConfigError("report.contour_bins", "must be >= 2");
@@ -217,9 +218,21 @@ Json trial_record(const FrozenTrial& t, const SearchSpace& space, bool with_curv
 
 namespace {
 
+// The options in force for a study of `n_trials`: no cap at or below
+// downsample_above, so a small study keeps one mark per trial everywhere.
+PageOptions caps_for(const PageOptions& given, std::size_t n_trials) {
+  given.validate();
+  PageOptions o = given;
+  if (n_trials <= given.downsample_above) {
+    const std::size_t all = std::numeric_limits<std::size_t>::max();
+    o.max_points = o.max_slice_points = o.max_parcoords = o.max_curves = o.max_timeline = all;
+  }
+  return o;
+}
+
 Json build_page_data_with(const StudyInfo& info, const std::vector<TrialPtr>& trials,
-                          const PageOptions& options, const Importances* given) {
-  options.validate();
+                          const PageOptions& given_options, const Importances* given) {
+  const PageOptions options = caps_for(given_options, trials.size());
   const SearchSpace space = study_space(info, trials);
   const double sign = info.direction == StudyDirection::kMaximize ? -1.0 : 1.0;
   auto better = [&](double a, double b) { return sign * a < sign * b; };
@@ -295,18 +308,23 @@ Json build_page_data_with(const StudyInfo& info, const std::vector<TrialPtr>& tr
     point_numbers.insert(ranked[i]->number);
   if (ranked.size() > options.max_points)
     downsampled["points"] = Json::array({point_numbers.size(), ranked.size()});
-  // Parallel coordinates: fewer still, picked the same way among the
-  // trials of the dense plots (best first).
-  out["parcoords_numbers"] = Json();
-  if (point_numbers.size() > options.max_parcoords) {
+  // Parallel coordinates, slice and contour points: fewer still, picked
+  // the same way among the trials of the history (best first).
+  {
     std::vector<const FrozenTrial*> shown;
     for (const auto* t : ranked)
       if (point_numbers.count(t->number)) shown.push_back(t);
-    std::vector<std::int64_t> pc;
-    for (std::size_t i : pick(shown.size(), options.max_parcoords)) pc.push_back(shown[i]->number);
-    std::sort(pc.begin(), pc.end());
-    downsampled["parcoords"] = Json::array({pc.size(), ranked.size()});
-    out["parcoords_numbers"] = Json(pc);
+    auto subset = [&](const char* key, const char* cut_key, std::size_t limit) {
+      out[key] = Json();
+      if (shown.size() <= limit) return;
+      std::vector<std::int64_t> numbers;
+      for (std::size_t i : pick(shown.size(), limit)) numbers.push_back(shown[i]->number);
+      std::sort(numbers.begin(), numbers.end());
+      downsampled[cut_key] = Json::array({numbers.size(), ranked.size()});
+      out[key] = Json(numbers);
+    };
+    subset("parcoords_numbers", "parcoords", options.max_parcoords);
+    subset("slice_numbers", "slices", options.max_slice_points);
   }
   // Curves: best by value (COMPLETE) or by last intermediate value first.
   std::vector<const FrozenTrial*> curve_rank = curved;
@@ -432,6 +450,7 @@ Json build_page_data_with(const StudyInfo& info, const std::vector<TrialPtr>& tr
     out["top"] = top;
   }
   out["downsampled"] = downsampled;
+  out["downsample_above"] = given_options.downsample_above;
   return out;
 }
 
