@@ -8,7 +8,10 @@ start, report/page_template.cpp); this script adds the wall time from the
 navigation request to the moment #hps-ready appeared (polled every 50 ms),
 which also counts the browser's own work between the page's tasks.
 
-Usage: report_open_time.py CHROMIUM PAGE PROFILE_DIR [TIMEOUT_S]
+Usage: report_open_time.py CHROMIUM PAGE PROFILE_DIR [TIMEOUT_S] [READY_SELECTOR]
+With READY_SELECTOR (a CSS selector, e.g. ".js-plotly-plot .main-svg" for
+a page Optuna wrote), waits for that element instead and prints only
+wall_ms (the time to the first answer in which it exists).
 """
 import json
 import os
@@ -18,6 +21,7 @@ import time
 
 chromium, page, profile = sys.argv[1:4]
 timeout_s = float(sys.argv[4]) if len(sys.argv) > 4 else 120.0
+selector = sys.argv[5] if len(sys.argv) > 5 else None
 
 to_browser_r, to_browser_w = os.pipe()
 from_browser_r, from_browser_w = os.pipe()
@@ -71,6 +75,9 @@ try:
              "Object.assign({}, r.dataset, {errors: document.getElementById('hps-errors').textContent,"
              " plot_ms: Object.fromEntries([...document.querySelectorAll('.plot[data-ms]')]"
              ".map(e => [e.id, +e.dataset.ms])) })) : null; })()")
+    if selector:
+        probe = ("document.readyState === 'complete' && document.querySelector(%s) ? '{}' : null"
+                 % json.dumps(selector))
     while True:
         res = call("Runtime.evaluate", {"expression": probe, "returnByValue": True}, session=session)
         val = res.get("result", {}).get("value")
