@@ -204,7 +204,9 @@ int main(int argc, char** argv) {
       opt_version = o["optuna"].get<std::string>();
       opt_open = 0;
       for (const auto& f : o["files"]) {
-        opt_open += open_page(f.get<std::string>(), ".js-plotly-plot .main-svg")["wall_ms"].get<double>() / 1000.0;
+        opt_open +=
+            open_page(f.get<std::string>(), ".js-plotly-plot .main-svg")["wall_ms"].get<double>() /
+            1000.0;
         opt_mb += static_cast<double>(std::filesystem::file_size(f.get<std::string>())) / 1e6;
       }
     }
