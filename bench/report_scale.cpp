@@ -66,6 +66,26 @@ Json study_config() {
     }})");
 }
 
+// Draws each active param of `space` uniformly (log params on the log
+// scale) and stores it in trial `trial_id`; returns the params.
+hps::Params sample_params(hps::SqliteStorage& storage, std::int64_t trial_id,
+                          const hps::SearchSpace& space, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  hps::Params p;
+  for (const auto& spec : space.params()) {
+    if (!hps::SearchSpace::is_active(spec, p)) continue;
+    const hps::Distribution& d = spec.distribution;
+    double x = d.is_indexed() ? u(rng) * static_cast<double>(d.choices().size()) - 0.5
+               : d.is_log()
+                   ? std::exp(std::log(d.low()) + u(rng) * (std::log(d.high()) - std::log(d.low())))
+                   : d.low() + u(rng) * (d.high() - d.low());
+    Json v = d.to_external(x);
+    p[spec.name] = v;
+    storage.set_trial_param(trial_id, spec.name, v, d);
+  }
+  return p;
+}
+
 // Builds the study in `db` and returns the same trials as the JSON document
 // report_scale_optuna.py reads.
 Json build_study(const std::string& db, int n) {
@@ -83,19 +103,7 @@ Json build_study(const std::string& db, int n) {
       hps::NewTrial init;
       init.worker = "host:" + std::to_string(100 + i % 4);
       hps::TrialPtr t = storage.create_trial(id, init);
-      hps::Params p;
-      for (const auto& spec : space.params()) {
-        if (!hps::SearchSpace::is_active(spec, p)) continue;
-        const hps::Distribution& d = spec.distribution;
-        double x =
-            d.is_indexed() ? u(rng) * static_cast<double>(d.choices().size()) - 0.5
-            : d.is_log()
-                ? std::exp(std::log(d.low()) + u(rng) * (std::log(d.high()) - std::log(d.low())))
-                : d.low() + u(rng) * (d.high() - d.low());
-        Json v = d.to_external(x);
-        p[spec.name] = v;
-        storage.set_trial_param(t->trial_id, spec.name, v, d);
-      }
+      hps::Params p = sample_params(storage, t->trial_id, space, rng);
       // One param that matters (lr, optimum near 10^-2.5), two that barely
       // do (dropout, hidden), the rest not at all; plus noise.
       double value = std::pow(std::log10(p["lr"].get<double>()) + 2.5, 2) +
@@ -157,6 +165,7 @@ int main(int argc, char** argv) {
     // hpsearch report: the program as a user runs it (opening the store,
     // reading the trials, importances, page), best of 3.
     std::vector<double> gen;
+    gen.reserve(3);
     for (int i = 0; i < 3; ++i)
       gen.push_back(timed(std::string(HPSEARCH_CLI_PATH) + " report " + (d / "scale.db").string() +
                           " -o " + (d / "report.html").string() + " > /dev/null"));
