@@ -12,6 +12,7 @@ namespace hps::report {
 void PageOptions::validate() const {
   if (max_points < 1) throw ConfigError("report.max_points", "must be >= 1");
   if (max_parcoords < 1) throw ConfigError("report.max_parcoords", "must be >= 1");
+  if (max_slice_points < 1) throw ConfigError("report.max_slice_points", "must be >= 1");
   if (max_curves < 1) throw ConfigError("report.max_curves", "must be >= 1");
   if (max_timeline < 1) throw ConfigError("report.max_timeline", "must be >= 1");
   if (contour_bins < 2) throw ConfigError("report.contour_bins", "must be >= 2");
@@ -217,42 +218,15 @@ Json trial_record(const FrozenTrial& t, const SearchSpace& space, bool with_curv
 
 namespace {
 
-Json build_page_data_with(const StudyInfo& info, const std::vector<TrialPtr>& trials,
-                          const PageOptions& options, const Importances* given) {
-  options.validate();
-  const SearchSpace space = study_space(info, trials);
-  const double sign = info.direction == StudyDirection::kMaximize ? -1.0 : 1.0;
-  auto better = [&](double a, double b) { return sign * a < sign * b; };
-  Json out;
-  out["version"] = 1;
-  out["generated"] = format_iso8601(Clock::now());
-  out["study"] = Json{{"name", info.name}, {"direction", to_string(info.direction)}};
-  out["settings"] = info.config;
-  Json params = Json::array();
-  for (const auto& spec : space.params()) params.push_back(param_info(spec));
-  out["params"] = params;
+// "a is better than b" for the study's direction.
+struct Better {
+  double sign = 1.0;  // -1 when maximizing
+  bool operator()(double a, double b) const { return sign * a < sign * b; }
+};
 
-  Json counts = Json::object();
-  for (TrialState st : {TrialState::kComplete, TrialState::kPruned, TrialState::kFail,
-                        TrialState::kRunning, TrialState::kWaiting})
-    counts[to_string(st)] = 0;
-  std::vector<const FrozenTrial*> complete;  // COMPLETE with a non-NaN value
-  std::vector<const FrozenTrial*> curved;    // trials with intermediate values
-  std::int64_t max_step = 0;
-  for (const auto& t : trials) {
-    counts[to_string(t->state)] = counts[to_string(t->state)].get<std::int64_t>() + 1;
-    if (t->state == TrialState::kComplete && t->value && !std::isnan(*t->value))
-      complete.push_back(t.get());
-    if (!t->intermediate_values.empty()) {
-      curved.push_back(t.get());
-      max_step = std::max(max_step, t->intermediate_values.rbegin()->first);
-    }
-  }
-  out["counts"] = counts;
-  out["n_trials"] = trials.size();
-  Json downsampled = Json::object();
-
-  // Best so far, by number and by completion time, over every COMPLETE trial.
+// best_by_number and best_by_time, over every COMPLETE trial.
+void add_best_so_far(Json& out, const std::vector<const FrozenTrial*>& complete,
+                     const Better& better) {
   {
     // Appends [x, best] each time the best so far improves and once more at the
     // last trial, so the step line reaches the end of the axis. A plain double
@@ -285,6 +259,146 @@ Json build_page_data_with(const StudyInfo& info, const std::vector<TrialPtr>& tr
     out["best_by_number"] = by_number;
     out["best_by_time"] = by_time;
   }
+}
+
+// Contour of the two most important params (declared order when none has
+// an importance yet): the best value in each cell.
+void add_contour(Json& out, const SearchSpace& space, const Importances& imp,
+                 const std::vector<const FrozenTrial*>& complete, const PageOptions& options,
+                 const Better& better) {
+  out["contour"] = Json();
+  if (space.size() >= 2) {
+    std::vector<std::string> names;
+    for (const auto& v : imp.values)
+      if (v.importance > 0) names.push_back(v.param);
+    if (names.size() < 2) names = {space.params()[0].name, space.params()[1].name};
+    Axis ax = make_axis(*space.find(names[0]), options.contour_bins);
+    Axis ay = make_axis(*space.find(names[1]), options.contour_bins);
+    std::vector<std::vector<std::optional<double>>> cells(
+        ay.cells, std::vector<std::optional<double>>(ax.cells));
+    for (const auto* t : complete) {
+      if (!std::isfinite(*t->value)) continue;
+      auto xi = t->params.find(names[0]);
+      auto yi = t->params.find(names[1]);
+      if (xi == t->params.end() || yi == t->params.end()) continue;
+      auto cx = ax.cell(xi->second);
+      auto cy = ay.cell(yi->second);
+      if (!cx || !cy) continue;
+      auto& c = cells[*cy][*cx];
+      if (!c || better(*t->value, *c)) c = *t->value;
+    }
+    Json z = Json::array();
+    for (const auto& row : cells) {
+      Json r = Json::array();
+      for (const auto& c : row) r.push_back(c ? Json(*c) : Json());
+      z.push_back(r);
+    }
+    out["contour"] = Json{{"x", ax.json}, {"y", ay.json}, {"z", z}};
+  }
+}
+
+// Timeline: the most recently started trials, one row per worker.
+void add_timeline(Json& out, Json& downsampled, const std::vector<TrialPtr>& trials,
+                  const PageOptions& options) {
+  {
+    std::vector<const FrozenTrial*> started;
+    for (const auto& t : trials)
+      if (t->datetime_start) started.push_back(t.get());
+    std::stable_sort(started.begin(), started.end(), [](const auto* a, const auto* b) {
+      return *a->datetime_start < *b->datetime_start;
+    });
+    std::size_t first =
+        started.size() > options.max_timeline ? started.size() - options.max_timeline : 0;
+    std::map<std::string, std::size_t> worker_index;
+    std::vector<std::string> workers;
+    Json rows = Json::array();
+    for (std::size_t i = first; i < started.size(); ++i) {
+      const FrozenTrial* t = started[i];
+      std::string w = t->worker.empty() ? "(unknown)" : t->worker;
+      auto [it, fresh] = worker_index.emplace(w, workers.size());
+      if (fresh) workers.push_back(w);
+      rows.push_back(
+          Json::array({it->second, seconds(*t->datetime_start), time_or_null(t->datetime_complete),
+                       to_string(t->state), t->number}));
+    }
+    out["timeline"] = Json{{"workers", workers},
+                           {"rows", std::move(rows)},
+                           {"shown", started.size() - first},
+                           {"total", started.size()}};
+    if (first > 0) downsampled["timeline"] = Json::array({started.size() - first, started.size()});
+  }
+}
+
+// Top trials, with the effective value of scale_with params.
+void add_top(Json& out, const std::vector<const FrozenTrial*>& ranked, const SearchSpace& space,
+             const PageOptions& options) {
+  {
+    Json top = Json::array();
+    for (std::size_t i = 0; i < ranked.size() && i < options.top_k; ++i) {
+      const FrozenTrial* t = ranked[i];
+      Json ps = Json::object(), eff = Json::object();
+      for (const auto& [name, v] : t->params) ps[name] = label(v);
+      for (const auto& spec : space.params())
+        if (auto e = effective_value(spec, t->params)) eff[spec.name] = *e;
+      top.push_back(Json{{"n", t->number},
+                         {"v", number_or_null(*t->value)},
+                         {"vt", value_text(t->value)},
+                         {"params", ps},
+                         {"effective", eff}});
+    }
+    out["top"] = top;
+  }
+}
+
+// The options in force for a study of `n_trials`: no cap at or below
+// downsample_above, so a small study keeps one mark per trial everywhere.
+PageOptions caps_for(const PageOptions& given, std::size_t n_trials) {
+  given.validate();
+  PageOptions o = given;
+  if (n_trials <= given.downsample_above) {
+    const std::size_t all = std::numeric_limits<std::size_t>::max();
+    o.max_points = o.max_slice_points = o.max_parcoords = o.max_curves = o.max_timeline = all;
+  }
+  return o;
+}
+
+Json build_page_data_with(const StudyInfo& info, const std::vector<TrialPtr>& trials,
+                          const PageOptions& given_options, const Importances* given) {
+  const PageOptions options = caps_for(given_options, trials.size());
+  const SearchSpace space = study_space(info, trials);
+  const double sign = info.direction == StudyDirection::kMaximize ? -1.0 : 1.0;
+  const Better better{sign};
+  Json out;
+  out["version"] = 1;
+  out["generated"] = format_iso8601(Clock::now());
+  out["study"] = Json{{"name", info.name}, {"direction", to_string(info.direction)}};
+  out["settings"] = info.config;
+  Json params = Json::array();
+  for (const auto& spec : space.params()) params.push_back(param_info(spec));
+  out["params"] = params;
+
+  Json counts = Json::object();
+  for (TrialState st : {TrialState::kComplete, TrialState::kPruned, TrialState::kFail,
+                        TrialState::kRunning, TrialState::kWaiting})
+    counts[to_string(st)] = 0;
+  std::vector<const FrozenTrial*> complete;  // COMPLETE with a non-NaN value
+  std::vector<const FrozenTrial*> curved;    // trials with intermediate values
+  std::int64_t max_step = 0;
+  for (const auto& t : trials) {
+    counts[to_string(t->state)] = counts[to_string(t->state)].get<std::int64_t>() + 1;
+    if (t->state == TrialState::kComplete && t->value && !std::isnan(*t->value))
+      complete.push_back(t.get());
+    if (!t->intermediate_values.empty()) {
+      curved.push_back(t.get());
+      max_step = std::max(max_step, t->intermediate_values.rbegin()->first);
+    }
+  }
+  out["counts"] = counts;
+  out["n_trials"] = trials.size();
+  Json downsampled = Json::object();
+
+  // Best so far, by number and by completion time, over every COMPLETE trial.
+  add_best_so_far(out, complete, better);
 
   // The COMPLETE trials of the dense plots, best first, then by number.
   std::vector<const FrozenTrial*> ranked = complete;
@@ -295,18 +409,23 @@ Json build_page_data_with(const StudyInfo& info, const std::vector<TrialPtr>& tr
     point_numbers.insert(ranked[i]->number);
   if (ranked.size() > options.max_points)
     downsampled["points"] = Json::array({point_numbers.size(), ranked.size()});
-  // Parallel coordinates: fewer still, picked the same way among the
-  // trials of the dense plots (best first).
-  out["parcoords_numbers"] = Json();
-  if (point_numbers.size() > options.max_parcoords) {
+  // Parallel coordinates, slice and contour points: fewer still, picked
+  // the same way among the trials of the history (best first).
+  {
     std::vector<const FrozenTrial*> shown;
     for (const auto* t : ranked)
       if (point_numbers.count(t->number)) shown.push_back(t);
-    std::vector<std::int64_t> pc;
-    for (std::size_t i : pick(shown.size(), options.max_parcoords)) pc.push_back(shown[i]->number);
-    std::sort(pc.begin(), pc.end());
-    downsampled["parcoords"] = Json::array({pc.size(), ranked.size()});
-    out["parcoords_numbers"] = Json(pc);
+    auto subset = [&](const char* key, const char* cut_key, std::size_t limit) {
+      out[key] = Json();
+      if (shown.size() <= limit) return;
+      std::vector<std::int64_t> numbers;
+      for (std::size_t i : pick(shown.size(), limit)) numbers.push_back(shown[i]->number);
+      std::sort(numbers.begin(), numbers.end());
+      downsampled[cut_key] = Json::array({numbers.size(), ranked.size()});
+      out[key] = Json(numbers);
+    };
+    subset("parcoords_numbers", "parcoords", options.max_parcoords);
+    subset("slice_numbers", "slices", options.max_slice_points);
   }
   // Curves: best by value (COMPLETE) or by last intermediate value first.
   std::vector<const FrozenTrial*> curve_rank = curved;
@@ -353,85 +472,11 @@ Json build_page_data_with(const StudyInfo& info, const std::vector<TrialPtr>& tr
   out["importance"] = Json{{"method", imp.method},     {"source", imp.source}, {"note", imp.note},
                            {"n_trials", imp.n_trials}, {"n_top", imp.n_top},   {"values", values}};
 
-  // Contour of the two most important params (declared order when none
-  // has an importance yet): the best value in each cell.
-  out["contour"] = Json();
-  if (space.size() >= 2) {
-    std::vector<std::string> names;
-    for (const auto& v : imp.values)
-      if (v.importance > 0) names.push_back(v.param);
-    if (names.size() < 2) names = {space.params()[0].name, space.params()[1].name};
-    Axis ax = make_axis(*space.find(names[0]), options.contour_bins);
-    Axis ay = make_axis(*space.find(names[1]), options.contour_bins);
-    std::vector<std::vector<std::optional<double>>> cells(
-        ay.cells, std::vector<std::optional<double>>(ax.cells));
-    for (const auto* t : complete) {
-      if (!std::isfinite(*t->value)) continue;
-      auto xi = t->params.find(names[0]);
-      auto yi = t->params.find(names[1]);
-      if (xi == t->params.end() || yi == t->params.end()) continue;
-      auto cx = ax.cell(xi->second);
-      auto cy = ay.cell(yi->second);
-      if (!cx || !cy) continue;
-      auto& c = cells[*cy][*cx];
-      if (!c || better(*t->value, *c)) c = *t->value;
-    }
-    Json z = Json::array();
-    for (const auto& row : cells) {
-      Json r = Json::array();
-      for (const auto& c : row) r.push_back(c ? Json(*c) : Json());
-      z.push_back(r);
-    }
-    out["contour"] = Json{{"x", ax.json}, {"y", ay.json}, {"z", z}};
-  }
-
-  // Timeline: the most recently started trials, one row per worker.
-  {
-    std::vector<const FrozenTrial*> started;
-    for (const auto& t : trials)
-      if (t->datetime_start) started.push_back(t.get());
-    std::stable_sort(started.begin(), started.end(), [](const auto* a, const auto* b) {
-      return *a->datetime_start < *b->datetime_start;
-    });
-    std::size_t first =
-        started.size() > options.max_timeline ? started.size() - options.max_timeline : 0;
-    std::map<std::string, std::size_t> worker_index;
-    std::vector<std::string> workers;
-    Json rows = Json::array();
-    for (std::size_t i = first; i < started.size(); ++i) {
-      const FrozenTrial* t = started[i];
-      std::string w = t->worker.empty() ? "(unknown)" : t->worker;
-      auto [it, fresh] = worker_index.emplace(w, workers.size());
-      if (fresh) workers.push_back(w);
-      rows.push_back(
-          Json::array({it->second, seconds(*t->datetime_start), time_or_null(t->datetime_complete),
-                       to_string(t->state), t->number}));
-    }
-    out["timeline"] = Json{{"workers", workers},
-                           {"rows", std::move(rows)},
-                           {"shown", started.size() - first},
-                           {"total", started.size()}};
-    if (first > 0) downsampled["timeline"] = Json::array({started.size() - first, started.size()});
-  }
-
-  // Top trials, with the effective value of scale_with params.
-  {
-    Json top = Json::array();
-    for (std::size_t i = 0; i < ranked.size() && i < options.top_k; ++i) {
-      const FrozenTrial* t = ranked[i];
-      Json ps = Json::object(), eff = Json::object();
-      for (const auto& [name, v] : t->params) ps[name] = label(v);
-      for (const auto& spec : space.params())
-        if (auto e = effective_value(spec, t->params)) eff[spec.name] = *e;
-      top.push_back(Json{{"n", t->number},
-                         {"v", number_or_null(*t->value)},
-                         {"vt", value_text(t->value)},
-                         {"params", ps},
-                         {"effective", eff}});
-    }
-    out["top"] = top;
-  }
+  add_contour(out, space, imp, complete, options, better);
+  add_timeline(out, downsampled, trials, options);
+  add_top(out, ranked, space, options);
   out["downsampled"] = downsampled;
+  out["downsample_above"] = given_options.downsample_above;
   return out;
 }
 

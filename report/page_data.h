@@ -3,10 +3,13 @@
 // by the page's script (report/html.h), which hands it to Plotly.js.
 //
 // Dense plots are downsampled here, not in the browser, so that a study of
-// 100,000 trials gives a page that opens in seconds: the history, slice and
-// contour plots show at most `max_points` COMPLETE trials (the best tenth of
-// them, then an even stride over the rest), the parallel coordinates at most
-// `max_parcoords` of those, the learning
+// 100,000 trials gives a page that opens in seconds: the history plots show
+// at most `max_points` COMPLETE trials (the best tenth of them, then an even
+// stride over the rest), the slice and contour plots at most
+// `max_slice_points` of those, the parallel coordinates at most
+// `max_parcoords` of those (a study with more COMPLETE trials than
+// max_points, the threshold, is "downsampled"; below it every plot has one
+// mark per trial), the learning
 // curves at most `max_curves` trials, the timeline the `max_timeline` most
 // recently started trials; "downsampled" in the document says what was cut.
 // The best-so-far lines, counts, importances, contour and top trials always
@@ -23,22 +26,36 @@
 
 namespace hps::report {
 
+// A study of at most this many trials is never downsampled: every plot has
+// one mark per trial (the browser test checks it). Above it the max_* caps
+// below apply. 2,000: about as many SVG marks per plot as headless Chromium
+// (software rendering) draws in 0.2 to 0.3 s; a study just above it has
+// pages as dense as one of 100,000 trials.
+inline constexpr std::size_t kDownsampleAbove = 2000;
+
 struct PageOptions {
-  // Most COMPLETE trials in the history, slice and contour plots. Default
-  // 2000 (SVG marks; the page draws more than 2,500 with WebGL, which is
-  // slower to start under software rendering); more makes the page slower
-  // to open.
+  // Trials above which the caps below apply (kDownsampleAbove); 0 applies
+  // them to every study.
+  std::size_t downsample_above = kDownsampleAbove;
+  // Most COMPLETE trials in the history plots. Default 2000 (SVG marks; the
+  // page draws more than 2,500 with WebGL, which is slower to start under
+  // software rendering); more makes the page slower to open.
   std::size_t max_points = 2000;
   // Most COMPLETE trials in the parallel coordinates (a subset of those of
   // max_points, picked the same way). Default 300: Plotly draws it with
   // WebGL, the page's costliest plot under software rendering (headless
   // Chromium: seconds of set-up, then milliseconds per line).
   std::size_t max_parcoords = 300;
+  // Most COMPLETE trials in each slice plot and the contour's points (a
+  // subset of those of max_points, picked the same way). Default 1000: six
+  // or more small SVG plots, 0.1 to 0.2 s each at 1,000 points in headless
+  // Chromium.
+  std::size_t max_slice_points = 1000;
   // Most trials whose learning curves are drawn (and sent), one Plotly
   // trace each. Default 150.
   std::size_t max_curves = 150;
-  // Most trials in the timeline (the most recently started). Default 5000.
-  std::size_t max_timeline = 5000;
+  // Most trials in the timeline (the most recently started). Default 2000.
+  std::size_t max_timeline = 2000;
   // Cells per continuous axis of the contour. Default 20.
   int contour_bins = 20;
   // Rows of the top trials table. Default 10.
@@ -74,6 +91,8 @@ std::optional<double> effective_value(const ParamSpec& spec, const Params& param
 //   history_numbers: numbers of the COMPLETE trials in the dense plots;
 //   parcoords_numbers: those in the parallel coordinates when fewer than
 //     history_numbers (max_parcoords), else null;
+//   slice_numbers: likewise for the slice and contour points
+//     (max_slice_points);
 //   curve_numbers: numbers of the trials whose curves are sent;
 //   best_by_number [[number, best value so far]] at each improvement and at
 //     the last COMPLETE trial; best_by_time [[t1, best so far]] likewise;
@@ -85,9 +104,9 @@ std::optional<double> effective_value(const ParamSpec& spec, const Params& param
 //   timeline {workers [names], rows [[worker index, t0, t1 or null, state,
 //             number]], shown, total};
 //   top [{n, v, vt, params {param: label}, effective {param: value}}];
-//   downsampled {points: [shown, total], parcoords: [...], curves: [...],
-//     timeline: [...]}
-//     (only the cut ones).
+//   downsampled {points: [shown, total], slices: [...], parcoords: [...],
+//     curves: [...], timeline: [...]}
+//     (only the cut ones); downsample_above (the option).
 // Throws ConfigError if options are invalid.
 Json build_page_data(const StudyInfo& info, const std::vector<TrialPtr>& trials,
                      const PageOptions& options = {});

@@ -58,6 +58,8 @@ const char* const kPageEarlyScript = R"JS(
   const errors = document.getElementById('hps-errors');
   function fail(msg) { const li = document.createElement('li'); li.textContent = String(msg); errors.appendChild(li); }
   window.hpsFail = fail;
+  // When Plotly.js starts to load (ms since navigation start; #hps-ready).
+  window.hpsT0 = performance.now();
   window.addEventListener('error', e => fail('script error: ' + e.message));
   window.addEventListener('unhandledrejection', e => fail('script error: ' + (e.reason && e.reason.message || e.reason)));
   document.addEventListener('securitypolicyviolation', e => fail('refused request: ' + e.blockedURI + ' (' + e.violatedDirective + ')'));
@@ -71,8 +73,10 @@ const char* const kPageScript = R"JS(
 (function () {
   const fail = window.hpsFail;
 
+  const tScript = performance.now();
   const mode = JSON.parse(document.getElementById('hps-mode').textContent);
   let data = JSON.parse(document.getElementById('hps-data').textContent);
+  const tParsed = performance.now();
   let trials = new Map();
   for (const t of data.trials) trials.set(t.n, t);
 
@@ -94,6 +98,54 @@ const char* const kPageScript = R"JS(
     return {type: p.log ? 'log' : 'linear'};
   }
   function paramX(p, v) { return (p.kind === 'categorical' || p.kind === 'ordinal') ? p.labels[v] : v; }
+
+  // Parallel coordinates of a downsampled study as SVG lines: Plotly's
+  // 'parcoords' draws with WebGL, seconds of set-up under software
+  // rendering (the page's costliest plot; no GPU in headless Chromium).
+  // Each axis scaled to [0, 1] over its range; one trace per band of
+  // values (PC_BANDS, Viridis colors, the best band drawn last, on top);
+  // no brushing.
+  const PC_BANDS = 8;
+  const VIRIDIS = ['#440154', '#46327e', '#365c8d', '#277f8e', '#1fa187', '#4ac16d', '#a0da39', '#fde725'];
+  function dimRange(d) {
+    if (d.range) return d.range;
+    let lo = Infinity, hi = -Infinity;
+    for (const v of d.values) if (v !== null && isFinite(v)) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+    return lo <= hi ? [lo, hi] : [0, 1];
+  }
+  const unit = (r, v) => (v === null || !isFinite(v)) ? null : (r[1] > r[0] ? (v - r[0]) / (r[1] - r[0]) : 0.5);
+  function svgParcoords(dims, pc) {
+    const ranges = dims.map(dimRange), vr = ranges[ranges.length - 1];
+    const bands = [];
+    for (let b = 0; b < PC_BANDS; b++) bands.push({x: [], y: [], text: []});
+    pc.forEach((t, i) => {
+      const u = unit(vr, t.v);
+      // Band 0 holds the best values.
+      const b = Math.min(PC_BANDS - 1, Math.floor((minimize ? u : 1 - u) * PC_BANDS));
+      const band = bands[b === null || isNaN(b) ? PC_BANDS - 1 : b];
+      dims.forEach((d, j) => { band.x.push(j); band.y.push(unit(ranges[j], d.values[i])); band.text.push('trial ' + t.n + ': ' + fmt(t.v)); });
+      band.x.push(null); band.y.push(null); band.text.push(null);
+    });
+    const w = (vr[1] - vr[0]) / PC_BANDS, out = [];
+    for (let b = PC_BANDS - 1; b >= 0; b--) {
+      if (!bands[b].x.length) continue;
+      const lo = minimize ? vr[0] + b * w : vr[1] - (b + 1) * w;
+      out.push({type: 'scatter', mode: 'lines', x: bands[b].x, y: bands[b].y, text: bands[b].text, hoverinfo: 'text',
+        name: fmt(lo) + ' to ' + fmt(lo + w), line: {width: 1, color: VIRIDIS[PC_BANDS - 1 - b]}, opacity: 0.7});
+    }
+    return out;
+  }
+  // Tick labels beside each axis of svgParcoords (annotations).
+  function svgParcoordsTicks(dims) {
+    const out = [];
+    dims.forEach((d, j) => {
+      const r = dimRange(d);
+      let tv = d.tickvals, tt = d.ticktext;
+      if (!tv) { tv = []; tt = []; for (let i = 0; i <= 4; i++) { const x = r[0] + (r[1] - r[0]) * i / 4; tv.push(x); tt.push(fmt(x)); } }
+      tv.forEach((v, i) => out.push({x: j, y: unit(r, v), text: String(tt[i]), showarrow: false, xanchor: 'right', xshift: -3, font: {size: 9, color: '#444'}}));
+    });
+    return out;
+  }
 
   function historyTrials() {
     const keep = new Set(data.history_numbers);
@@ -120,20 +172,22 @@ const char* const kPageScript = R"JS(
        x: data.best_by_time.map(b => date(b[0])), y: data.best_by_time.map(b => b[1])}],
       layout: {title: 'Value by completion time', xaxis: {title: 'time', type: 'date'}, yaxis: {title: 'value'}}});
 
-    // Learning curves; pruned trials marked at their last step; rungs.
-    const curves = [];
+    // Learning curves, one trace per state (a gap between trials: one SVG
+    // path per state, not per trial); pruned trials marked at their last
+    // step; rungs.
+    const byCurveState = {};
     const ends = {x: [], y: [], text: []};
-    const shown = {};
     let nCurves = 0;
     for (const t of trials.values()) {
       if (!t.iv || t.iv.length === 0) continue;
       nCurves++;
-      curves.push({type: 'scatter', mode: 'lines', x: t.iv.map(p => p[0]), y: t.iv.map(p => p[1]),
-        name: t.s, legendgroup: t.s, showlegend: !shown[t.s], line: {width: 1, color: STATE_COLOR[t.s]},
-        opacity: 0.6, text: 'trial ' + t.n, hoverinfo: 'text+x+y'});
-      shown[t.s] = true;
+      const c = byCurveState[t.s] || (byCurveState[t.s] = {x: [], y: [], text: []});
+      for (const p of t.iv) { c.x.push(p[0]); c.y.push(p[1]); c.text.push('trial ' + t.n); }
+      c.x.push(null); c.y.push(null); c.text.push(null);
       if (t.s === 'PRUNED') { const l = t.iv[t.iv.length - 1]; ends.x.push(l[0]); ends.y.push(l[1]); ends.text.push('trial ' + t.n + ' pruned'); }
     }
+    const curves = Object.keys(byCurveState).map(s => ({type: 'scatter', mode: 'lines', x: byCurveState[s].x, y: byCurveState[s].y,
+      text: byCurveState[s].text, name: s, line: {width: 1, color: STATE_COLOR[s]}, opacity: 0.6, hoverinfo: 'text+x+y'}));
     if (ends.x.length) curves.push({type: 'scatter', mode: 'markers', name: 'pruned here', x: ends.x, y: ends.y, text: ends.text,
       marker: {symbol: 'x', size: 8, color: '#ff7f0e'}});
     const rungShapes = (data.rungs || []).map(s => ({type: 'line', xref: 'x', yref: 'paper', x0: s, x1: s, y0: 0, y1: 1, line: {dash: 'dot', color: '#888'}}));
@@ -171,7 +225,12 @@ const char* const kPageScript = R"JS(
       dims.push(d);
     }
     dims.push({label: 'value', values: pc.map(t => t.v)});
-    specs.push({id: 'parcoords', marks: pc.length, data: [{type: 'parcoords', dimensions: dims,
+    if (pcKeep) specs.push({id: 'parcoords', marks: pc.length, data: svgParcoords(dims, pc),
+      layout: {showlegend: true, legend: {title: {text: 'value'}}, xaxis: {tickvals: dims.map((_, i) => i), ticktext: dims.map(d => d.label),
+        side: 'top', showgrid: false, zeroline: false, range: [-0.3, dims.length - 0.7]},
+        yaxis: {visible: false, range: [-0.05, 1.05]}, annotations: svgParcoordsTicks(dims),
+        shapes: dims.map((_, j) => ({type: 'line', xref: 'x', yref: 'y', x0: j, x1: j, y0: 0, y1: 1, line: {color: '#888', width: 1}})), margin: {l: 20, r: 20, t: 60, b: 20}}});
+    else specs.push({id: 'parcoords', marks: pc.length, data: [{type: 'parcoords', dimensions: dims,
       line: {color: pc.map(t => t.v), colorscale: 'Viridis', reversescale: minimize, showscale: true, colorbar: {title: 'value'}}}],
       layout: {margin: {l: 60, r: 60, t: 50, b: 30}}});
 
@@ -184,12 +243,15 @@ const char* const kPageScript = R"JS(
       text: iv.map(v => v.importance.toFixed(3)), textposition: 'auto', marker: {color: '#1f77b4'}}],
       layout: {title: 'Param importance (' + imp.method + ')', xaxis: {title: 'importance', range: [0, 1]}, margin: {l: 120}}});
 
-    // Slice plots, one per param.
+    // Slice plots, one per param, and the contour's points: the trials of
+    // slice_numbers when the study has more COMPLETE trials than it shows.
+    const slKeep = data.slice_numbers ? new Set(data.slice_numbers) : null;
+    const sl = slKeep ? hist.filter(t => slKeep.has(t.n)) : hist;
     const slices = document.getElementById('slices');
     for (const [i, p] of data.params.entries()) {
       let el = document.getElementById('slice-' + i);
       if (!el) { el = document.createElement('div'); el.id = 'slice-' + i; el.className = 'plot'; slices.appendChild(el); }
-      const pts = hist.filter(t => p.name in t.p && t.p[p.name] !== null);
+      const pts = sl.filter(t => p.name in t.p && t.p[p.name] !== null);
       specs.push({id: el.id, marks: pts.length, data: [{type: scatter(pts.length), mode: 'markers', x: pts.map(t => paramX(p, t.p[p.name])), y: pts.map(t => t.v),
         text: pts.map(t => 'trial ' + t.n), marker: {size: 5, color: pts.map(t => t.n), colorscale: 'Blues', opacity: 0.7,
         colorbar: i === 0 ? {title: 'trial'} : undefined, showscale: false}}],
@@ -200,7 +262,7 @@ const char* const kPageScript = R"JS(
     const c = data.contour;
     if (c) {
       const px = data.params.find(p => p.name === c.x.param), py = data.params.find(p => p.name === c.y.param);
-      const pts = hist.filter(t => c.x.param in t.p && c.y.param in t.p);
+      const pts = sl.filter(t => c.x.param in t.p && c.y.param in t.p);
       const anyCat = c.x.type === 'category' || c.y.type === 'category';
       document.getElementById('contour-note').textContent = 'Best value of the trials in each cell (' + (anyCat ? 'heatmap' : 'contour; empty cells interpolated') + '), with the trials as points.';
       specs.push({id: 'contour', marks: pts.length, data: [
@@ -278,31 +340,60 @@ const char* const kPageScript = R"JS(
     document.getElementById('summary').textContent = data.n_trials + ' trials (' + Object.keys(c).map(k => c[k] + ' ' + k).join(', ') + '); ' +
       data.study.direction + '; ' + best + '. ' + (mode.live ? 'Live: updated ' + new Date().toLocaleTimeString() + '.' : 'Generated ' + data.generated + '.');
     const d = data.downsampled, parts = [];
-    if (d.points) parts.push('history, slice and contour points show ' + d.points[0] + ' of ' + d.points[1] + ' COMPLETE trials (the best tenth, then every k-th)');
-    if (d.parcoords) parts.push('parallel coordinates show ' + d.parcoords[0] + ' of ' + d.parcoords[1] + ' COMPLETE trials (likewise)');
-    if (d.curves) parts.push('learning curves show ' + d.curves[0] + ' of ' + d.curves[1] + ' trials');
+    if (d.points) parts.push('the optimization history shows ' + d.points[0] + ' of ' + d.points[1] + ' COMPLETE trials (the best tenth, then every k-th)');
+    if (d.slices) parts.push('slice and contour points show ' + d.slices[0] + ' of ' + d.slices[1] + ' COMPLETE trials (likewise)');
+    if (d.parcoords) parts.push('parallel coordinates show ' + d.parcoords[0] + ' of ' + d.parcoords[1] + ' COMPLETE trials (likewise; drawn as SVG lines in ' + PC_BANDS + ' value bands, without brushing)');
+    if (d.curves) parts.push('learning curves show ' + d.curves[0] + ' of ' + d.curves[1] + ' trials (the best tenth, then every k-th)');
     if (d.timeline) parts.push('the timeline shows the ' + d.timeline[0] + ' most recently started of ' + d.timeline[1] + ' trials');
-    document.getElementById('downsampled').textContent = parts.length ? 'Downsampled for speed: ' + parts.join('; ') + '. Best-so-far lines, importances, contour cells and the top trials use every trial.' : '';
+    document.getElementById('downsampled').textContent = parts.length ? 'Downsampled for speed (above ' + data.downsample_above + ' trials): ' + parts.join('; ') + '. Best-so-far lines, importances, contour cells and the top trials use every trial.' : '';
   }
 
+  // Draws the plots, those in view first, then the rest in page order, a
+  // few per task, so the page paints and answers between them. Resolves to
+  // {plots, first}: how many plots, and when (ms since navigation start)
+  // those in view at the start were drawn.
+  const YIELD_EVERY = 4;
   function draw(first) {
     header();
     tables();
     const specs = plots();
-    return Promise.all(specs.map(s => {
-      const el = document.getElementById(s.id);
-      el.dataset.marks = s.marks;
-      const layout = Object.assign({margin: {t: 40}}, s.layout);
-      const t0 = performance.now();
-      const drawn = (first ? Plotly.newPlot : Plotly.react)(el, s.data, layout, cfg);
-      el.dataset.ms = Math.round(performance.now() - t0);  // the synchronous part of drawing
-      return drawn.catch(e => fail('plot ' + s.id + ': ' + e));
-    })).then(() => specs.length);
+    const inView = s => { const r = document.getElementById(s.id).getBoundingClientRect(); return r.top < window.innerHeight && r.bottom > 0; };
+    const seen = specs.filter(inView);
+    const order = seen.concat(specs.filter(s => !inView(s)));
+    let firstMs = seen.length ? null : Math.round(performance.now());
+    let chain = Promise.resolve();
+    for (const [i, s] of order.entries()) {
+      // A task per plot costs the browser a style and layout pass each
+      // (about 0.1 s at 100,000 trials): yield after the plots in view and
+      // then every YIELD_EVERY plots.
+      if (i === seen.length || (i > seen.length && (i - seen.length) % YIELD_EVERY === 0))
+        chain = chain.then(() => new Promise(res => setTimeout(res, 0)));
+      chain = chain.then(() => {
+        const el = document.getElementById(s.id);
+        el.dataset.marks = s.marks;
+        const layout = Object.assign({margin: {t: 40}}, s.layout);
+        const t0 = performance.now();
+        const drawn = (first ? Plotly.newPlot : Plotly.react)(el, s.data, layout, cfg);
+        return drawn.catch(e => fail('plot ' + s.id + ': ' + e)).then(() => {
+          el.dataset.ms = Math.round(performance.now() - t0);
+          if (i === seen.length - 1) firstMs = Math.round(performance.now());
+        });
+      });
+    }
+    return chain.then(() => ({plots: specs.length, first: firstMs}));
   }
 
-  draw(true).then(n => {
+  // #hps-ready (hidden) marks the page drawn; its data: plots, ms (all
+  // plots drawn), first_ms (the plots in view at load drawn), start_ms
+  // (Plotly.js started to load), script_ms (Plotly.js loaded, the page's
+  // script started), parse_ms (the study's JSON parsed); every time in ms
+  // since navigation start. Each plot's element holds data-ms, how long its
+  // drawing took.
+  draw(true).then(r => {
     const ready = document.createElement('div');
-    ready.id = 'hps-ready'; ready.dataset.plots = n; ready.dataset.ms = Math.round(performance.now()); ready.hidden = true;
+    ready.id = 'hps-ready'; ready.hidden = true;
+    Object.assign(ready.dataset, {plots: r.plots, ms: Math.round(performance.now()), firstMs: r.first,
+      startMs: Math.round(window.hpsT0 || 0), scriptMs: Math.round(tScript), parseMs: Math.round(tParsed - tScript)});
     document.body.appendChild(ready);
   });
 

@@ -18,7 +18,12 @@ Then serves the same study with `hpsearch dashboard` on a free loopback port
 while the study continues (more trials), opens it and checks that trials the
 page did not have when it loaded appear without a reload.
 
-Usage: report_browser_test.py HPSEARCH_EXE WORK_DIR
+Then writes a study of 20,000 trials (MAKE_REPORT_STUDY, through the
+storage API), opens its report and checks that the page says it is
+downsampled and that no plot holds more marks than its cap
+(report/page_data.h: PageOptions).
+
+Usage: report_browser_test.py HPSEARCH_EXE WORK_DIR MAKE_REPORT_STUDY_EXE
 Chromium is required: the test fails (it does not skip) without it;
 scripts/install-deps.sh installs Debian's `chromium`.
 """
@@ -34,6 +39,14 @@ import time
 
 HPSEARCH = os.path.abspath(sys.argv[1])
 WORK = os.path.abspath(sys.argv[2])
+MAKE_STUDY = os.path.abspath(sys.argv[3])
+# PageOptions' defaults (report/page_data.h): above DOWNSAMPLE_ABOVE trials
+# the history shows at most MAX_POINTS COMPLETE trials, each slice plot and
+# the contour MAX_SLICE_POINTS, the parallel coordinates MAX_PARCOORDS, the
+# learning curves MAX_CURVES trials, the timeline MAX_TIMELINE.
+DOWNSAMPLE_ABOVE = 2000
+MAX_POINTS, MAX_SLICE_POINTS, MAX_PARCOORDS, MAX_CURVES, MAX_TIMELINE = 2000, 1000, 300, 150, 2000
+LARGE_STUDY = 20000
 failures = []
 
 
@@ -233,8 +246,9 @@ def check_report_page(dom_text, stderr, netlog, trials, tag):
     check(h.get("points") == len(complete),
           f"{tag}: history by time drew {h.get('points')} points for {len(complete)} COMPLETE trials")
     c = d.plots.get("curves", {})
-    # One line per trial with intermediate values, one 'pruned here' mark per pruned trial.
-    curve_lines = len(c.get("traces", []))
+    # One line per trial with intermediate values (one trace per state, a
+    # subpath per trial), one 'pruned here' mark per pruned trial.
+    curve_lines = c.get("segments")
     check(curve_lines == len(with_curves),
           f"{tag}: learning curves drew {curve_lines} lines for {len(with_curves)} trials with values")
     check(c.get("points") == len(pruned),
@@ -263,6 +277,55 @@ def check_report_page(dom_text, stderr, netlog, trials, tag):
     check(not reqs, f"{tag}: network requests: {sorted(reqs)[:5]}")
     check(netlog != "", f"{tag}: chromium wrote no net log")
     return d
+
+
+def check_large_report():
+    """A study of LARGE_STUDY trials: downsampled, said so, each plot within its cap."""
+    db = os.path.join(WORK, "large.db")
+    subprocess.run([MAKE_STUDY, db, "large", str(LARGE_STUDY)], check=True, timeout=300)
+    report = os.path.join(WORK, "large.html")
+    subprocess.run([HPSEARCH, "report", db, "-o", report], check=True, timeout=120,
+                   stdout=subprocess.DEVNULL)
+    dom, err, _ = chromium("file://" + report, "large", budget_ms=60000)
+    d = parse(dom)
+    check("hps-ready" in d.ids, "large: the page never got ready (#hps-ready missing)")
+    errors = d.texts.get("hps-errors", "").strip()
+    check(errors == "", f"large: the page listed errors: {errors}")
+    bad = console_errors(err)
+    check(not bad, f"large: console errors: {bad[:5]}")
+    note = d.texts.get("downsampled", "")
+    check(note.startswith(f"Downsampled for speed (above {DOWNSAMPLE_ABOVE} trials)"),
+          f"large: the page does not say it is downsampled: '{note[:200]}'")
+    for part in ("optimization history shows", "slice and contour points show",
+                 "parallel coordinates show", "learning curves show", "timeline shows"):
+        check(part in note, f"large: the downsampling note misses '{part}': '{note[:400]}'")
+    n_plots = int(d.ids.get("hps-ready", {}).get("data-plots", "0"))
+    check(n_plots == len(d.plots), f"large: {len(d.plots)} plot elements, the page drew {n_plots}")
+    marks = {pid: int(p["attrs"].get("data-marks", "-1")) for pid, p in d.plots.items()}
+    for pid in ("history-number", "history-time"):
+        p = d.plots.get(pid, {})
+        check(p.get("points") == marks.get(pid) == MAX_POINTS,
+              f"large: {pid} drew {p.get('points')} points (data-marks {marks.get(pid)}), want "
+              f"the cap {MAX_POINTS}")
+    slices = [pid for pid in d.plots if pid.startswith("slice-")]
+    check(len(slices) == 5, f"large: {len(slices)} slice plots for 5 params")
+    for pid in slices + ["contour"]:
+        p = d.plots[pid] if pid in d.plots else {}
+        check(0 < p.get("points", 0) <= MAX_SLICE_POINTS,
+              f"large: {pid} drew {p.get('points')} points, cap {MAX_SLICE_POINTS}")
+    pc = d.plots.get("parcoords", {})
+    check(marks.get("parcoords") == MAX_PARCOORDS and pc.get("segments") == MAX_PARCOORDS,
+          f"large: parallel coordinates hold {marks.get('parcoords')} trials and drew "
+          f"{pc.get('segments')} lines, want the cap {MAX_PARCOORDS}")
+    c = d.plots.get("curves", {})
+    check(marks.get("curves") == MAX_CURVES and 0 < c.get("segments", 0) <= MAX_CURVES
+          and c.get("points", 0) <= MAX_CURVES,
+          f"large: learning curves of {marks.get('curves')} trials, {c.get('segments')} lines, "
+          f"{c.get('points')} 'pruned here' marks; cap {MAX_CURVES}")
+    t = d.plots.get("timeline", {})
+    check(marks.get("timeline") == MAX_TIMELINE and t.get("segments") == MAX_TIMELINE,
+          f"large: timeline of {marks.get('timeline')} trials drew {t.get('segments')} bars, want "
+          f"the cap {MAX_TIMELINE}")
 
 
 def main():
@@ -305,6 +368,8 @@ def main():
                     *offline, "--screenshot=" + shot, "file://" + report],
                    capture_output=True, timeout=240)
     check(os.path.exists(shot) and os.path.getsize(shot) > 10000, "report: no screenshot saved")
+
+    check_large_report()
 
     # The dashboard, while the study runs on: new trials appear without reload.
     write_space(space, "browser", 2000, 0.1, db)

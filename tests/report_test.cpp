@@ -219,8 +219,35 @@ TEST_F(PageData, HoldsEveryTrialCountsBestSoFarRungsAndTheEffectiveValue) {
   EXPECT_EQ(d["settings"], info_.config);
 }
 
+TEST_F(PageData, StudiesUpToTheThresholdAreNeverDownsampled) {
+  // Caps below the study's size do not apply at or below downsample_above.
+  PageOptions o;
+  o.max_points = 10;
+  o.max_slice_points = 3;
+  o.max_parcoords = 2;
+  o.max_curves = 5;
+  o.max_timeline = 7;
+  o.downsample_above = 40;
+  Json d = build_page_data(info_, trials_, o);
+  EXPECT_TRUE(d["downsampled"].empty());
+  EXPECT_EQ(d["history_numbers"].size(), static_cast<std::size_t>(counts_.complete));
+  EXPECT_EQ(d["curve_numbers"].size(), static_cast<std::size_t>(counts_.with_curves));
+  EXPECT_TRUE(d["parcoords_numbers"].is_null());
+  EXPECT_TRUE(d["slice_numbers"].is_null());
+  EXPECT_EQ(d["timeline"]["rows"].size(), 40u);
+  EXPECT_EQ(d["downsample_above"], 40);
+  // One trial more than the threshold: the caps apply.
+  o.downsample_above = 39;
+  Json cut = build_page_data(info_, trials_, o);
+  EXPECT_EQ(cut["history_numbers"].size(), 10u);
+  EXPECT_EQ(cut["slice_numbers"].size(), 3u);
+  EXPECT_EQ(cut["parcoords_numbers"].size(), 2u);
+  EXPECT_EQ(kDownsampleAbove, PageOptions{}.downsample_above);
+}
+
 TEST_F(PageData, DenseStudiesAreDownsampledAndSaySo) {
   PageOptions o;
+  o.downsample_above = 0;
   o.max_points = 10;
   o.max_curves = 5;
   o.max_timeline = 7;
@@ -231,12 +258,17 @@ TEST_F(PageData, DenseStudiesAreDownsampledAndSaySo) {
   EXPECT_EQ(d["downsampled"]["timeline"], Json::array({7, 40}));
   EXPECT_EQ(d["timeline"]["rows"].size(), 7u);
   EXPECT_TRUE(d["parcoords_numbers"].is_null());  // 10 <= max_parcoords
+  EXPECT_TRUE(d["slice_numbers"].is_null());      // 10 <= max_slice_points
   o.max_parcoords = 4;
+  o.max_slice_points = 6;
   Json pc = build_page_data(info_, trials_, o);
   ASSERT_EQ(pc["parcoords_numbers"].size(), 4u);
   EXPECT_EQ(pc["downsampled"]["parcoords"], Json::array({4, counts_.complete}));
   std::set<std::int64_t> dense(pc["history_numbers"].begin(), pc["history_numbers"].end());
   for (const auto& n : pc["parcoords_numbers"]) EXPECT_TRUE(dense.count(n.get<std::int64_t>()));
+  ASSERT_EQ(pc["slice_numbers"].size(), 6u);
+  EXPECT_EQ(pc["downsampled"]["slices"], Json::array({6, counts_.complete}));
+  for (const auto& n : pc["slice_numbers"]) EXPECT_TRUE(dense.count(n.get<std::int64_t>()));
   // The best trial is always shown, and best-so-far still covers all.
   std::int64_t best_n = d["top"][0]["n"];
   bool shown = false;
@@ -249,6 +281,14 @@ TEST_F(PageData, DenseStudiesAreDownsampledAndSaySo) {
   PageOptions bad;
   bad.max_points = 0;
   EXPECT_THROW(build_page_data(info_, trials_, bad), ConfigError);
+  PageOptions bad_slices;
+  bad_slices.max_slice_points = 0;
+  try {
+    build_page_data(info_, trials_, bad_slices);
+    ADD_FAILURE() << "max_slice_points 0 was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("report.max_slice_points"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(PageData, RevisionsTellWhatChanged) {
