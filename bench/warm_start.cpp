@@ -20,6 +20,8 @@
 //   quadratic4        sum (x_i - c_i)^2, c = (1, -2, 0.5, 1.5), [-5, 5]^4
 //   branin            Branin, x0 in [-5, 10], x1 in [0, 15]
 //   styblinski_tang4  0.5 sum (x^4 - 16 x^2 + 5 x), [-5, 5]^4
+#include "search/warm_start.h"
+
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -41,7 +43,6 @@
 #include "bench/bench_util.h"
 #include "search/storage.h"
 #include "search/study.h"
-#include "search/warm_start.h"
 
 namespace {
 
@@ -211,10 +212,9 @@ int main(int argc, char** argv) {
                                        {"high", task.high},
                                        {"shift", task.shift},
                                        {"target", task.target}});
-    const std::string spec_file =
-        (std::filesystem::temp_directory_path() / ("warm_start_spec_" + std::to_string(getpid()) +
-                                                   ".json"))
-            .string();
+    const std::string spec_file = (std::filesystem::temp_directory_path() /
+                                   ("warm_start_spec_" + std::to_string(getpid()) + ".json"))
+                                      .string();
     std::ofstream(spec_file) << spec.dump();
     const auto t1 = std::chrono::steady_clock::now();
     for (const Json& line :
@@ -233,8 +233,9 @@ int main(int argc, char** argv) {
       "counted as %d; success = reached within %d)\nold study: %d TPE trials on the original; "
       "%s\n\n",
       seeds, max_trials + 1, max_trials, old_trials, hps::bench::machine_description().c_str());
-  std::printf("| function | target | cold TPE | warm-started TPE | enqueue old best | Optuna cold "
-              "| Optuna enqueue old best | cold / warm | Optuna enqueue / warm |\n");
+  std::printf(
+      "| function | target | cold TPE | warm-started TPE | enqueue old best | Optuna cold "
+      "| Optuna enqueue old best | cold / warm | Optuna enqueue / warm |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (const Task& task : kTasks) {
     auto& m = tally[task.name];
@@ -248,13 +249,14 @@ int main(int argc, char** argv) {
     auto ratio = [&](const std::string& mode) {
       if (!m.count(mode)) return std::string("-");
       char buf[32];
-      std::snprintf(buf, sizeof buf, "%.2f", m[mode].median(max_trials) / m["warm"].median(max_trials));
+      std::snprintf(buf, sizeof buf, "%.2f",
+                    m[mode].median(max_trials) / m["warm"].median(max_trials));
       return std::string(buf);
     };
     std::printf("| %s | %.4g | %s | %s | %s | %s | %s | %s | %s |\n", task.name.c_str(),
                 task.target, cell("cold").c_str(), cell("warm").c_str(), cell("enqueue").c_str(),
-                cell("optuna_cold").c_str(), cell("optuna_enqueue").c_str(),
-                ratio("cold").c_str(), ratio("optuna_enqueue").c_str());
+                cell("optuna_cold").c_str(), cell("optuna_enqueue").c_str(), ratio("cold").c_str(),
+                ratio("optuna_enqueue").c_str());
   }
   std::printf("\nours %.1f s, Optuna %.1f s (wall time of each side)\n", ours_s, optuna_s);
   return 0;

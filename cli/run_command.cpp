@@ -162,8 +162,8 @@ LaunchPlan launch_plan(const RunOptions& o) {
 WarmStartConfig parse_warm_start_flag(const std::string& text) {
   WarmStartConfig w;
   w.storage = text;
-  if (const auto colon = text.rfind(':'); colon != std::string::npos &&
-                                          text.find('/', colon) == std::string::npos) {
+  if (const auto colon = text.rfind(':');
+      colon != std::string::npos && text.find('/', colon) == std::string::npos) {
     w.storage = text.substr(0, colon);
     w.study = text.substr(colon + 1);
     if (w.study.empty())
@@ -481,13 +481,13 @@ int run_study(StudyConfig config, const RunOptions& o) {
   // created; a study warm-started before (a resumed run) copies nothing.
   std::optional<WarmStartSource> warm_source;
   if (config.warm_start && !warm_started(*storage, config.name))
-    warm_source = open_warm_start_source(*config.warm_start, config.name, config.direction,
-                                         config.storage);
+    warm_source =
+        open_warm_start_source(*config.warm_start, config.name, config.direction, config.storage);
   Study study = open_study(config, storage, sampler, pruner);
   if (warm_source)  // before the coordinator reads the history
-    spdlog::info("{}", copy_warm_start(study, *warm_source->storage, warm_source->label,
-                                       warm_source->study)
-                           .message());
+    spdlog::info(
+        "{}", copy_warm_start(study, *warm_source->storage, warm_source->label, warm_source->study)
+                  .message());
   Coordinator coordinator(study, config.objective, co);
   // Once the coordinator runs (its endpoint bound, the study taken over),
   // the settings stored with the study become this run's.

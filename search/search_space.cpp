@@ -244,9 +244,8 @@ void require_type(const Json& doc, const char* section) {
 
 WarmStartConfig WarmStartConfig::from_json(const Json& section) {
   if (!section.is_object())
-    throw ConfigError("warm_start",
-                      "must be an object {\"storage\": FILE, \"study\": NAME}, got " +
-                          std::string(section.type_name()));
+    throw ConfigError("warm_start", "must be an object {\"storage\": FILE, \"study\": NAME}, got " +
+                                        std::string(section.type_name()));
   check_keys(section, "warm_start", {"storage", "study"});
   WarmStartConfig w;
   if (!section.contains("storage"))
@@ -261,8 +260,7 @@ WarmStartConfig WarmStartConfig::from_json(const Json& section) {
 
 StudyConfig StudyConfig::from_json(const Json& doc) {
   if (!doc.is_object()) throw ConfigError("", "the top level of space.json must be an object");
-  check_keys(doc, "",
-             {"study", "sampler", "pruner", "budget", "objective", "space", "warm_start"});
+  check_keys(doc, "", {"study", "sampler", "pruner", "budget", "objective", "space", "warm_start"});
   StudyConfig c;
   c.source = doc;
   auto study = doc.find("study");
@@ -309,7 +307,8 @@ StudyConfig StudyConfig::from_json(const Json& doc) {
   auto space = doc.find("space");
   if (space == doc.end()) throw ConfigError("space", "is required (an object of params)");
   c.space = SearchSpace::from_json(*space, "space");
-  if (auto w = doc.find("warm_start"); w != doc.end()) c.warm_start = WarmStartConfig::from_json(*w);
+  if (auto w = doc.find("warm_start"); w != doc.end())
+    c.warm_start = WarmStartConfig::from_json(*w);
   return c;
 }
 

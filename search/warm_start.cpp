@@ -39,11 +39,11 @@ bool same_file(const std::string& a, const std::string& b) {
 void check_direction(StudyDirection earlier, StudyDirection now, const std::string& source_study,
                      const std::string& source_label, const std::string& study_name) {
   if (earlier != now)
-    throw ConfigError("warm_start.study",
-                      fmt::format("study '{}' in {} is to {}, the new study '{}' to {}: its "
-                                  "values are no observations of the new objective",
-                                  source_study, source_label, to_string(earlier), study_name,
-                                  to_string(now)));
+    throw ConfigError(
+        "warm_start.study",
+        fmt::format("study '{}' in {} is to {}, the new study '{}' to {}: its "
+                    "values are no observations of the new objective",
+                    source_study, source_label, to_string(earlier), study_name, to_string(now)));
 }
 
 // The new trial that copies `from` (which fits, as `params`).
@@ -83,9 +83,10 @@ std::string WarmStartSummary::message() const {
   if (already_done)
     return fmt::format("warm start: already done ({} trials from {} in {})", copied, study,
                        storage);
-  return fmt::format("warm start: {} trials from {} in {}; {} left out ({} out of bounds, {} "
-                     "missing params)",
-                     copied, study, storage, left_out(), out_of_bounds, missing_params);
+  return fmt::format(
+      "warm start: {} trials from {} in {}; {} left out ({} out of bounds, {} "
+      "missing params)",
+      copied, study, storage, left_out(), out_of_bounds, missing_params);
 }
 
 WarmStartSummary copy_warm_start(Study& study, Storage& source, const std::string& source_label,
@@ -151,14 +152,13 @@ bool warm_started(Storage& storage, const std::string& study_name) {
   return info.system_attrs.is_object() && info.system_attrs.contains(kAttrWarmStart);
 }
 
-WarmStartSource open_warm_start_source(const WarmStartConfig& config,
-                                       const std::string& study_name, StudyDirection direction,
-                                       const std::string& study_storage) {
+WarmStartSource open_warm_start_source(const WarmStartConfig& config, const std::string& study_name,
+                                       StudyDirection direction, const std::string& study_storage) {
   if (config.storage.empty()) throw ConfigError("warm_start.storage", "must not be empty");
   const util::StorageUrl url = util::parse_storage_url(config.storage);
   if (url.in_memory || url.path.empty())
-    throw ConfigError("warm_start.storage",
-                      "must name the SQLite file of an earlier study, got '" + config.storage + "'");
+    throw ConfigError("warm_start.storage", "must name the SQLite file of an earlier study, got '" +
+                                                config.storage + "'");
   std::error_code ec;
   if (!fs::is_regular_file(url.path, ec))
     throw ConfigError("warm_start.storage", "no such storage file: " + url.path);
@@ -174,13 +174,13 @@ WarmStartSource open_warm_start_source(const WarmStartConfig& config,
   const std::optional<std::int64_t> id = source.storage->find_study(source.study);
   if (!id)
     throw ConfigError("warm_start.study", "no study '" + source.study + "' in " + url.path +
-                                              " (studies there: " +
-                                              study_names(*source.storage) + ")");
+                                              " (studies there: " + study_names(*source.storage) +
+                                              ")");
   const util::StorageUrl own = util::parse_storage_url(study_storage);
   if (!own.in_memory && source.study == study_name && same_file(url.path, own.path))
-    throw ConfigError("warm_start.study",
-                      "is the new study itself ('" + study_name + "' in " + url.path +
-                          "): name an earlier study, or another store");
+    throw ConfigError("warm_start.study", "is the new study itself ('" + study_name + "' in " +
+                                              url.path +
+                                              "): name an earlier study, or another store");
   check_direction(source.storage->get_study(*id).direction, direction, source.study, url.path,
                   study_name);
   return source;

@@ -68,10 +68,10 @@ WarmStartFit warm_start_fit(const SearchSpace& space, const Params& params, Para
 
 // What a warm start did.
 struct WarmStartSummary {
-  std::string storage;  // the earlier store, as given
-  std::string study;    // the earlier study's name
-  bool already_done = false;     // true: the study had been warm-started before (resume)
-  std::int64_t copied = 0;       // trials copied
+  std::string storage;              // the earlier store, as given
+  std::string study;                // the earlier study's name
+  bool already_done = false;        // true: the study had been warm-started before (resume)
+  std::int64_t copied = 0;          // trials copied
   std::int64_t out_of_bounds = 0;   // COMPLETE trials left out: a value outside the new space
   std::int64_t missing_params = 0;  // COMPLETE trials left out: an active param missing
   std::int64_t left_out() const { return out_of_bounds + missing_params; }
@@ -117,9 +117,8 @@ struct WarmStartSource {
 //    value to maximize is no observation for a minimization).
 // StorageError if the file is no hpsearch store. The earlier store is
 // only read (an older schema version is migrated, as any open does).
-WarmStartSource open_warm_start_source(const WarmStartConfig& config,
-                                       const std::string& study_name, StudyDirection direction,
-                                       const std::string& study_storage);
+WarmStartSource open_warm_start_source(const WarmStartConfig& config, const std::string& study_name,
+                                       StudyDirection direction, const std::string& study_storage);
 
 // warm_start(study, config, study_storage): the whole warm start of an
 // open study in one call. If it was warm-started before, returns a summary

@@ -14,11 +14,13 @@
 #include "search/storage.h"
 #include "search/study.h"
 #include "search/trial_lifecycle.h"
+#include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
 namespace hps {
 namespace {
 
+using testsupport::run_process;
 using testsupport::TempDir;
 
 SearchSpace space_2d(double low = -5, double high = 5) {
@@ -80,9 +82,8 @@ TEST_F(WarmStartTest, CopiesCompleteTrialsMarkedAndOutsideTheBudget) {
   EXPECT_FALSE(s.already_done);
   EXPECT_EQ(s.copied, 12);
   EXPECT_EQ(s.left_out(), 0);
-  EXPECT_EQ(s.message(),
-            "warm start: 12 trials from old in " + old_db() +
-                "; 0 left out (0 out of bounds, 0 missing params)");
+  EXPECT_EQ(s.message(), "warm start: 12 trials from old in " + old_db() +
+                             "; 0 left out (0 out of bounds, 0 missing params)");
 
   auto old_trials = open_storage(old_db())->get_all_trials(
       *open_storage(old_db())->find_study("old"), {TrialState::kComplete});
@@ -117,8 +118,7 @@ TEST_F(WarmStartTest, ResumeDoesNotCopyAgain) {
   make_old_study(old_db(), 6);
   {
     auto storage = open_storage(new_db());
-    Study study =
-        Study::create(storage, "new", StudyDirection::kMinimize, options_for(space_2d()));
+    Study study = Study::create(storage, "new", StudyDirection::kMinimize, options_for(space_2d()));
     EXPECT_EQ(warm_start(study, {.storage = old_db(), .study = "old"}, new_db()).copied, 6);
   }
   std::filesystem::remove(old_db());  // a resumed run needs the earlier store no more
@@ -178,8 +178,8 @@ TEST_F(WarmStartTest, LeavesOutTrialsThatDoNotFitAndCountsThem) {
 TEST(WarmStartFitTest, ConditionalsChoicesAndExtraParams) {
   SearchSpace s;
   s.add("opt", Distribution::make_categorical({"adam", "sgd"}));
-  s.add(ParamSpec{"momentum", Distribution::make_float(0.0, 0.99),
-                  Condition{"opt", {Json("sgd")}}, std::nullopt});
+  s.add(ParamSpec{"momentum", Distribution::make_float(0.0, 0.99), Condition{"opt", {Json("sgd")}},
+                  std::nullopt});
   Params fitted;
   // Inactive momentum absent: fits; present under adam: dropped.
   EXPECT_EQ(warm_start_fit(s, {{"opt", "adam"}}, &fitted), WarmStartFit::kFits);
@@ -250,6 +250,73 @@ TEST_F(WarmStartTest, ErrorsNameTheField) {
   EXPECT_EQ(ok.study, "");
 }
 
+// hpsearch run with warm_start in space.json, --warm-start on the command
+// line, a resumed run, and a bad section refused before the store is made.
+TEST_F(WarmStartTest, CommandLineRunsTheBudgetBesidesTheWarmTrials) {
+  make_old_study(old_db(), 8);
+  auto space = [](int n_trials, const Json& warm) {
+    Json doc{{"study", {{"name", "new"}, {"direction", "minimize"}, {"storage", "new.db"}}},
+             {"sampler", {{"type", "tpe"}, {"seed", 1}}},
+             {"budget", {{"n_trials", n_trials}}},
+             {"objective", {{"type", "branin"}}},
+             {"space",
+              {{"x0", {{"type", "float"}, {"low", -5}, {"high", 5}}},
+               {"x1", {{"type", "float"}, {"low", -5}, {"high", 5}}}}}};
+    if (!warm.is_null()) doc["warm_start"] = warm;
+    return doc.dump();
+  };
+  // Params x, y of the old study do not fit x0, x1: all 8 left out.
+  dir_.write("miss.json", space(2, Json{{"storage", "old.db"}, {"study", "old"}}));
+  auto r =
+      run_process({HPSEARCH_CLI_PATH, "run", "miss.json", "--workers", "1", "--storage", "miss.db"},
+                  dir_.path().string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE((r.out + r.err)
+                .find("warm start: 0 trials from old in old.db; 8 left out (0 out of "
+                      "bounds, 8 missing params)"),
+            std::string::npos)
+      << r.out << r.err;
+
+  // A study of x0, x1 to start from.
+  {
+    SearchSpace s;
+    s.add("x0", Distribution::make_float(-5, 5));
+    s.add("x1", Distribution::make_float(-5, 5));
+    auto storage = open_storage(dir_.file("v1.db"));
+    Study v1 = Study::create(storage, "v1", StudyDirection::kMinimize, options_for(s));
+    v1.optimize([](Trial& t) { return t.param("x0").get<double>(); }, {.n_trials = 6});
+  }
+  dir_.write("new.json", space(5, Json()));
+  r = run_process(
+      {HPSEARCH_CLI_PATH, "run", "new.json", "--workers", "1", "--warm-start", "v1.db:v1"},
+      dir_.path().string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE((r.out + r.err).find("warm start: 6 trials from v1 in v1.db; 0 left out"),
+            std::string::npos)
+      << r.out << r.err;
+  auto count = [&] {
+    Study study = Study::load(open_storage(new_db()), "new");
+    std::pair<int, int> n{0, 0};  // warm, new
+    for (const auto& t : study.trials()) (t->is_warm_start() ? n.first : n.second)++;
+    return n;
+  };
+  EXPECT_EQ(count(), (std::pair<int, int>{6, 5}));
+  // Resumed with a larger budget: 3 more new trials, no second copy.
+  r = run_process({HPSEARCH_CLI_PATH, "run", "new.json", "--workers", "1", "--warm-start",
+                   "v1.db:v1", "--n-trials", "8"},
+                  dir_.path().string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count(), (std::pair<int, int>{6, 8}));
+
+  // A missing file is refused before the new store is created.
+  dir_.write("bad.json", space(2, Json{{"storage", "absent.db"}}));
+  r = run_process({HPSEARCH_CLI_PATH, "run", "bad.json", "--storage", "bad.db"},
+                  dir_.path().string());
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("warm_start.storage"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("bad.db")));
+}
+
 TEST_F(WarmStartTest, TpeUsesTheWarmHistory) {
   // 30 earlier trials near the optimum (2, -1); TPE with 10 startup trials
   // models from its first new trial on, so its suggestions concentrate near
@@ -260,8 +327,8 @@ TEST_F(WarmStartTest, TpeUsesTheWarmHistory) {
   for (int seed = 0; seed < kSeeds; ++seed) {
     const auto useed = static_cast<std::uint64_t>(seed);
     auto warm_store = std::make_shared<InMemoryStorage>();
-    Study warm = Study::create(warm_store, "new", StudyDirection::kMinimize,
-                               options_for(space_2d(), useed));
+    Study warm =
+        Study::create(warm_store, "new", StudyDirection::kMinimize, options_for(space_2d(), useed));
     ASSERT_EQ(warm_start(warm, {.storage = old_db(), .study = "old"}, "memory").copied, 30);
     Study cold = Study::create(std::make_shared<InMemoryStorage>(), "new",
                                StudyDirection::kMinimize, options_for(space_2d(), useed));
@@ -272,8 +339,8 @@ TEST_F(WarmStartTest, TpeUsesTheWarmHistory) {
     cold_dist += std::sqrt(bowl(c.param("x").get<double>(), c.param("y").get<double>(), 2, -1));
   }
   // Deterministic (fixed seeds); a cold first point is uniform on the square.
-  EXPECT_LT(warm_dist, 0.5 * cold_dist) << "warm " << warm_dist / kSeeds << " cold "
-                                        << cold_dist / kSeeds;
+  EXPECT_LT(warm_dist, 0.5 * cold_dist)
+      << "warm " << warm_dist / kSeeds << " cold " << cold_dist / kSeeds;
 }
 
 }  // namespace
