@@ -476,13 +476,19 @@ int run_study(StudyConfig config, const RunOptions& o) {
   const CoordinatorOptions co = coordinator_options(config, o, plan);
 
   // 2. Open the study (continue it if it exists).
-  auto storage = open_storage(config.storage);
-  // The earlier study of a warm start is checked before the new one is
-  // created; a study warm-started before (a resumed run) copies nothing.
+  // The earlier study of a warm start is checked before the new study (or
+  // its store) is created; a study warm-started before (a resumed run)
+  // copies nothing and needs the earlier store no more.
   std::optional<WarmStartSource> warm_source;
-  if (config.warm_start && !warm_started(*storage, config.name))
+  const util::StorageUrl url = util::parse_storage_url(config.storage);
+  const auto check_warm_start = [&] {
     warm_source =
         open_warm_start_source(*config.warm_start, config.name, config.direction, config.storage);
+  };
+  if (config.warm_start && (url.in_memory || !fs::exists(url.path))) check_warm_start();
+  auto storage = open_storage(config.storage);
+  if (config.warm_start && !warm_source && !warm_started(*storage, config.name))
+    check_warm_start();
   Study study = open_study(config, storage, sampler, pruner);
   if (warm_source)  // before the coordinator reads the history
     spdlog::info(

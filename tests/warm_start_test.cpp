@@ -318,10 +318,10 @@ TEST_F(WarmStartTest, CommandLineRunsTheBudgetBesidesTheWarmTrials) {
 }
 
 TEST_F(WarmStartTest, TpeUsesTheWarmHistory) {
-  // 30 earlier trials near the optimum (2, -1); TPE with 10 startup trials
+  // 60 earlier trials, most near the optimum (2, -1); TPE with 10 startup trials
   // models from its first new trial on, so its suggestions concentrate near
   // the old optimum, unlike a cold start's (random during startup).
-  make_old_study(old_db(), 30);
+  make_old_study(old_db(), 60);
   double warm_dist = 0, cold_dist = 0;
   const int kSeeds = 8;
   for (int seed = 0; seed < kSeeds; ++seed) {
@@ -329,7 +329,7 @@ TEST_F(WarmStartTest, TpeUsesTheWarmHistory) {
     auto warm_store = std::make_shared<InMemoryStorage>();
     Study warm =
         Study::create(warm_store, "new", StudyDirection::kMinimize, options_for(space_2d(), useed));
-    ASSERT_EQ(warm_start(warm, {.storage = old_db(), .study = "old"}, "memory").copied, 30);
+    ASSERT_EQ(warm_start(warm, {.storage = old_db(), .study = "old"}, "memory").copied, 60);
     Study cold = Study::create(std::make_shared<InMemoryStorage>(), "new",
                                StudyDirection::kMinimize, options_for(space_2d(), useed));
     Trial w = warm.ask();
