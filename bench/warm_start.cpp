@@ -5,7 +5,8 @@
 // way (bench/warm_start_optuna.py, /usr/bin/python3 with python3-optuna),
 // measured in the same run.
 //
-//   warm_start [--seeds 20] [--old-trials 50] [--max-trials 100] [--optuna live|none]
+//   warm_start [--seeds 20] [--old-trials 50] [--max-trials 100] [--shift-scale 1]
+//              [--optuna live|none]
 //
 // For each function f and seed: an old study of --old-trials TPE trials on
 // f (seed + 1000), then new studies on g(x) = f(x - shift), same domain,
@@ -78,7 +79,7 @@ struct Task {
 // Targets: the shifted minimum plus a margin that a cold TPE reaches in
 // a few dozen trials on most seeds, and that the old best point, shifted,
 // misses (so enqueueing it alone does not reach it).
-const std::vector<Task> kTasks = {
+std::vector<Task> kTasks = {
     {"quadratic4", quadratic, {-5, -5, -5, -5}, {5, 5, 5, 5}, {0.5, -0.5, 0.5, -0.5}, 0.5},
     {"branin", branin, {-5, 0}, {10, 15}, {0.6, 0.8}, 0.397887 + 0.2},
     {"styblinski_tang4",
@@ -165,14 +166,20 @@ int main(int argc, char** argv) {
   CLI::App app{"warm_start: trials to target on a shifted function, cold vs warm vs enqueue"};
   int seeds = 20, old_trials = 50, max_trials = 100;
   std::string optuna = "live";
+  double shift_scale = 1.0;
   app.add_option("--seeds", seeds, "seeds 0..N-1")->capture_default_str();
   app.add_option("--old-trials", old_trials, "trials of the old study")->capture_default_str();
   app.add_option("--max-trials", max_trials, "most trials of a new study")->capture_default_str();
+  app.add_option("--shift-scale", shift_scale,
+                 "multiplies every shift (0.5: a smaller change of the function)")
+      ->capture_default_str();
   app.add_option("--optuna", optuna, "live (run Optuna now) or none")
       ->check(CLI::IsMember({"live", "none"}))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);
+  for (Task& task : kTasks)
+    for (double& s : task.shift) s *= shift_scale;
 
   std::map<std::string, std::map<std::string, Tally>> tally;  // func -> mode -> tally
   const auto t0 = std::chrono::steady_clock::now();
@@ -231,8 +238,9 @@ int main(int argc, char** argv) {
   std::printf(
       "warm_start: trials to reach the target on a shifted copy (median over %d seeds, a miss "
       "counted as %d; success = reached within %d)\nold study: %d TPE trials on the original; "
-      "%s\n\n",
-      seeds, max_trials + 1, max_trials, old_trials, hps::bench::machine_description().c_str());
+      "shifts x %g; %s\n\n",
+      seeds, max_trials + 1, max_trials, old_trials, shift_scale,
+      hps::bench::machine_description().c_str());
   std::printf(
       "| function | target | cold TPE | warm-started TPE | enqueue old best | Optuna cold "
       "| Optuna enqueue old best | cold / warm | Optuna enqueue / warm |\n");

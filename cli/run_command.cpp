@@ -467,9 +467,9 @@ int run_study(StudyConfig config, const RunOptions& o) {
     throw ConfigError("--workers", "must be <= " + std::to_string(LocalPoolOptions::kMaxWorkers));
   if (!config.budget.n_trials && !config.budget.timeout_s)
     spdlog::warn("no budget (n_trials or timeout_s): running until interrupted");
-  if (config.budget.n_trials) {
+  if (config.budget.n_trials && !config.warm_start) {
     // The budget counts the study's finished trials, so at most this many
-    // are COMPLETE.
+    // are COMPLETE (with a warm start: checked once the copies are made).
     const std::string warning = sampler->budget_warning(*config.budget.n_trials);
     if (!warning.empty()) spdlog::warn("{}", warning);
   }
@@ -494,6 +494,13 @@ int run_study(StudyConfig config, const RunOptions& o) {
     spdlog::info(
         "{}", copy_warm_start(study, *warm_source->storage, warm_source->label, warm_source->study)
                   .message());
+  if (config.warm_start && config.budget.n_trials) {
+    // The copies are COMPLETE history too.
+    std::int64_t warm = 0;
+    for (const auto& t : study.trials({TrialState::kComplete})) warm += t->is_warm_start() ? 1 : 0;
+    const std::string warning = sampler->budget_warning(*config.budget.n_trials + warm);
+    if (!warning.empty()) spdlog::warn("{}", warning);
+  }
   Coordinator coordinator(study, config.objective, co);
   // Once the coordinator runs (its endpoint bound, the study taken over),
   // the settings stored with the study become this run's.

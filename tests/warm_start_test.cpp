@@ -45,7 +45,7 @@ double bowl(double x, double y, double cx, double cy) {
 
 // An earlier study "old" in `path`: n COMPLETE trials of a bowl centred at
 // (2, -1), plus one FAIL and one PRUNED trial.
-void make_old_study(const std::string& path, int n, SearchSpace space = space_2d()) {
+void make_old_study(const std::string& path, int n, const SearchSpace& space = space_2d()) {
   auto storage = open_storage(path);
   Study old = Study::create(storage, "old", StudyDirection::kMinimize, options_for(space, 7));
   old.optimize(
