@@ -99,9 +99,10 @@ std::string summary(const Study& study, double elapsed_s) {
   }
   out += "  " + by_state + "\n";
   if (warm > 0)
-    out += fmt::format("  {} of them warm-start copies of an earlier study (not run here, not the "
-                       "best)\n",
-                       warm);
+    out += fmt::format(
+        "  {} of them warm-start copies of an earlier study (not run here, not the "
+        "best)\n",
+        warm);
   TrialPtr best;
   try {
     best = study.best_trial();

@@ -487,8 +487,7 @@ int run_study(StudyConfig config, const RunOptions& o) {
   };
   if (config.warm_start && (url.in_memory || !fs::exists(url.path))) check_warm_start();
   auto storage = open_storage(config.storage);
-  if (config.warm_start && !warm_source && !warm_started(*storage, config.name))
-    check_warm_start();
+  if (config.warm_start && !warm_source && !warm_started(*storage, config.name)) check_warm_start();
   Study study = open_study(config, storage, sampler, pruner);
   if (warm_source)  // before the coordinator reads the history
     spdlog::info(
