@@ -23,6 +23,7 @@ struct RunOptions {
   std::string space_file;                 // run: the space.json file
   std::optional<std::string> storage;     // --storage (resume: the STORAGE argument)
   std::optional<std::string> study;       // --study
+  std::optional<std::string> warm_start;  // run --warm-start STORAGE[:STUDY]
   std::optional<std::int64_t> n_trials;   // --n-trials
   std::optional<double> timeout_s;        // --timeout (seconds)
   std::optional<std::uint64_t> seed;      // --seed

@@ -84,7 +84,11 @@ std::string summary(const Study& study, double elapsed_s) {
   std::string out;
   std::map<TrialState, int> counts;
   auto trials = study.trials();
-  for (const auto& t : trials) counts[t->state]++;
+  int warm = 0;  // copies of an earlier study's trials (search/warm_start.h)
+  for (const auto& t : trials) {
+    counts[t->state]++;
+    warm += t->is_warm_start() ? 1 : 0;
+  }
   out += fmt::format("Study '{}' ({}): {} trials in {}\n", study.name(),
                      to_string(study.direction()), trials.size(), format_duration(elapsed_s));
   std::string by_state;
@@ -94,6 +98,11 @@ std::string summary(const Study& study, double elapsed_s) {
     by_state += fmt::format("{} {}", counts[st], to_string(st));
   }
   out += "  " + by_state + "\n";
+  if (warm > 0)
+    out += fmt::format(
+        "  {} of them warm-start copies of an earlier study (not run here, not the "
+        "best)\n",
+        warm);
   TrialPtr best;
   try {
     best = study.best_trial();

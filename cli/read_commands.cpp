@@ -13,6 +13,7 @@
 #include "search/printable.h"
 #include "search/storage.h"
 #include "search/study.h"
+#include "search/trial_lifecycle.h"
 #include "search/util/storage_url.h"
 #include "search/writer_lock.h"
 
@@ -148,7 +149,7 @@ int studies_command(const ReadOptions& o) {
 namespace {
 
 // The trials of a study counted by state, how many count as finished
-// (Trial::counts_as_finished) and the best COMPLETE one with a value.
+// (Trial::counts_as_finished) and the best trial (lifecycle::best_trial).
 struct TrialTally {
   std::map<TrialState, std::int64_t> counts;
   std::int64_t finished = 0;
@@ -162,14 +163,11 @@ struct TrialTally {
 
 TrialTally tally_trials(const std::vector<TrialPtr>& trials, StudyDirection direction) {
   TrialTally tally;
-  const bool maximize = direction == StudyDirection::kMaximize;
   for (const auto& t : trials) {
     tally.counts[t->state]++;
     if (t->counts_as_finished()) ++tally.finished;
-    if (t->state != TrialState::kComplete || !t->value || std::isnan(*t->value)) continue;
-    const TrialPtr& best = tally.best;
-    if (!best || (maximize ? *t->value > *best->value : *t->value < *best->value)) tally.best = t;
   }
+  tally.best = lifecycle::best_trial(direction, trials);  // warm-start trials excepted
   return tally;
 }
 

@@ -25,6 +25,7 @@
 #include "search/study.h"
 #include "search/util/host.h"
 #include "search/util/storage_url.h"
+#include "search/warm_start.h"
 #include "workers/local_pool.h"
 #include "workers/slurm_launcher.h"
 #include "workers/worker.h"
@@ -156,9 +157,27 @@ LaunchPlan launch_plan(const RunOptions& o) {
   return plan;
 }
 
-// Applies the command line's study name, storage and budget to `config`,
-// checking them and the run's other numbers.
+// --warm-start STORAGE[:STUDY]: split at the last ':' when what follows it
+// holds no '/' (so "sqlite:///a.db" and "dir/a.db" are a whole STORAGE).
+WarmStartConfig parse_warm_start_flag(const std::string& text) {
+  WarmStartConfig w;
+  w.storage = text;
+  if (const auto colon = text.rfind(':');
+      colon != std::string::npos && text.find('/', colon) == std::string::npos) {
+    w.storage = text.substr(0, colon);
+    w.study = text.substr(colon + 1);
+    if (w.study.empty())
+      throw ConfigError("--warm-start", "STUDY after ':' must not be empty, got '" + text + "'");
+  }
+  if (w.storage.empty())
+    throw ConfigError("--warm-start", "must be STORAGE[:STUDY], got '" + text + "'");
+  return w;
+}
+
+// Applies the command line's study name, storage, budget and warm start to
+// `config`, checking them and the run's other numbers.
 void apply_command_line(StudyConfig& config, const RunOptions& o) {
+  if (o.warm_start) config.warm_start = parse_warm_start_flag(*o.warm_start);
   if (o.study) {
     if (o.study->empty()) throw ConfigError("--study", "must not be empty");
     config.name = *o.study;
@@ -448,17 +467,39 @@ int run_study(StudyConfig config, const RunOptions& o) {
     throw ConfigError("--workers", "must be <= " + std::to_string(LocalPoolOptions::kMaxWorkers));
   if (!config.budget.n_trials && !config.budget.timeout_s)
     spdlog::warn("no budget (n_trials or timeout_s): running until interrupted");
-  if (config.budget.n_trials) {
+  if (config.budget.n_trials && !config.warm_start) {
     // The budget counts the study's finished trials, so at most this many
-    // are COMPLETE.
+    // are COMPLETE (with a warm start: checked once the copies are made).
     const std::string warning = sampler->budget_warning(*config.budget.n_trials);
     if (!warning.empty()) spdlog::warn("{}", warning);
   }
   const CoordinatorOptions co = coordinator_options(config, o, plan);
 
   // 2. Open the study (continue it if it exists).
+  // The earlier study of a warm start is checked before the new study (or
+  // its store) is created; a study warm-started before (a resumed run)
+  // copies nothing and needs the earlier store no more.
+  std::optional<WarmStartSource> warm_source;
+  const util::StorageUrl url = util::parse_storage_url(config.storage);
+  const auto check_warm_start = [&] {
+    warm_source =
+        open_warm_start_source(*config.warm_start, config.name, config.direction, config.storage);
+  };
+  if (config.warm_start && (url.in_memory || !fs::exists(url.path))) check_warm_start();
   auto storage = open_storage(config.storage);
+  if (config.warm_start && !warm_source && !warm_started(*storage, config.name)) check_warm_start();
   Study study = open_study(config, storage, sampler, pruner);
+  if (warm_source)  // before the coordinator reads the history
+    spdlog::info(
+        "{}", copy_warm_start(study, *warm_source->storage, warm_source->label, warm_source->study)
+                  .message());
+  if (config.warm_start && config.budget.n_trials) {
+    // The copies are COMPLETE history too.
+    std::int64_t warm = 0;
+    for (const auto& t : study.trials({TrialState::kComplete})) warm += t->is_warm_start() ? 1 : 0;
+    const std::string warning = sampler->budget_warning(*config.budget.n_trials + warm);
+    if (!warning.empty()) spdlog::warn("{}", warning);
+  }
   Coordinator coordinator(study, config.objective, co);
   // Once the coordinator runs (its endpoint bound, the study taken over),
   // the settings stored with the study become this run's.

@@ -7,6 +7,8 @@
 #include <limits>
 #include <set>
 
+#include "search/trial_lifecycle.h"
+
 namespace hps::report {
 
 void PageOptions::validate() const {
@@ -381,13 +383,14 @@ Json build_page_data_with(const StudyInfo& info, const std::vector<TrialPtr>& tr
   for (TrialState st : {TrialState::kComplete, TrialState::kPruned, TrialState::kFail,
                         TrialState::kRunning, TrialState::kWaiting})
     counts[to_string(st)] = 0;
-  std::vector<const FrozenTrial*> complete;  // COMPLETE with a non-NaN value
-  std::vector<const FrozenTrial*> curved;    // trials with intermediate values
+  // COMPLETE with a non-NaN value, warm-start copies of an earlier study
+  // excepted (lifecycle::is_best_candidate: not trials of this objective).
+  std::vector<const FrozenTrial*> complete;
+  std::vector<const FrozenTrial*> curved;  // trials with intermediate values
   std::int64_t max_step = 0;
   for (const auto& t : trials) {
     counts[to_string(t->state)] = counts[to_string(t->state)].get<std::int64_t>() + 1;
-    if (t->state == TrialState::kComplete && t->value && !std::isnan(*t->value))
-      complete.push_back(t.get());
+    if (lifecycle::is_best_candidate(*t)) complete.push_back(t.get());
     if (!t->intermediate_values.empty()) {
       curved.push_back(t.get());
       max_step = std::max(max_step, t->intermediate_values.rbegin()->first);

@@ -242,9 +242,25 @@ void require_type(const Json& doc, const char* section) {
 
 }  // namespace
 
+WarmStartConfig WarmStartConfig::from_json(const Json& section) {
+  if (!section.is_object())
+    throw ConfigError("warm_start", "must be an object {\"storage\": FILE, \"study\": NAME}, got " +
+                                        std::string(section.type_name()));
+  check_keys(section, "warm_start", {"storage", "study"});
+  WarmStartConfig w;
+  if (!section.contains("storage"))
+    throw ConfigError("warm_start.storage", "is required (the earlier study's SQLite file)");
+  w.storage = require_string(section, "warm_start", "storage");
+  if (w.storage.empty()) throw ConfigError("warm_start.storage", "must not be empty");
+  w.study = optional_string(section, "warm_start", "study").value_or("");
+  if (section.contains("study") && w.study.empty())
+    throw ConfigError("warm_start.study", "must not be empty (omit it to take the only study)");
+  return w;
+}
+
 StudyConfig StudyConfig::from_json(const Json& doc) {
   if (!doc.is_object()) throw ConfigError("", "the top level of space.json must be an object");
-  check_keys(doc, "", {"study", "sampler", "pruner", "budget", "objective", "space"});
+  check_keys(doc, "", {"study", "sampler", "pruner", "budget", "objective", "space", "warm_start"});
   StudyConfig c;
   c.source = doc;
   auto study = doc.find("study");
@@ -291,6 +307,8 @@ StudyConfig StudyConfig::from_json(const Json& doc) {
   auto space = doc.find("space");
   if (space == doc.end()) throw ConfigError("space", "is required (an object of params)");
   c.space = SearchSpace::from_json(*space, "space");
+  if (auto w = doc.find("warm_start"); w != doc.end())
+    c.warm_start = WarmStartConfig::from_json(*w);
   return c;
 }
 

@@ -1,5 +1,6 @@
 // SearchSpace: the declared params of a study, and StudyConfig: the whole
-// space.json file (study, sampler, pruner, budget, objective, space).
+// space.json file (study, sampler, pruner, budget, objective, space,
+// warm_start).
 #pragma once
 
 #include <cstdint>
@@ -99,6 +100,22 @@ struct Budget {
   std::optional<double> timeout_s{};       // seconds of wall time per run; default none
 };
 
+// The "warm_start" section of space.json: an earlier study whose COMPLETE
+// trials enter the new study as prior observations (search/warm_start.h).
+struct WarmStartConfig {
+  // warm_start.storage (required, not empty): the earlier study's SQLite
+  // file, a path or "sqlite:///PATH" (open_storage's URLs; not "memory").
+  std::string storage;
+  // warm_start.study: the earlier study's name; "" (the default) takes the
+  // only study of `storage` (an error if it holds several).
+  std::string study;
+
+  // Parses {"storage": ..., "study": ...}. Throws ConfigError naming
+  // "warm_start", "warm_start.storage" or "warm_start.study" (not an
+  // object, an unknown key, a missing or empty storage, a non-string).
+  static WarmStartConfig from_json(const Json& section);
+};
+
 // Longest study name accepted in space.json (bytes of UTF-8): names appear
 // in file names, log directories and worker command lines.
 inline constexpr std::size_t kMaxStudyNameBytes = 255;
@@ -117,6 +134,8 @@ struct StudyConfig {
   Budget budget;
   Json objective = Json::object();  // {"type": ..., ...}
   SearchSpace space;
+  // warm_start: an earlier study to start from; nullopt (the default): none.
+  std::optional<WarmStartConfig> warm_start{};
   Json source;  // the whole file as read
 
   // Parses and validates the structure of a whole space.json document.

@@ -203,12 +203,13 @@ class Study {
   TrialPtr enqueue_trial(const Params& params, const Json& system_attrs = Json::object());
 
   // The best COMPLETE trial (lowest value to minimize, highest to
-  // maximize; ties go to the lower number). Throws Error if there is none.
+  // maximize; ties go to the lower number), warm-start trials excepted
+  // (lifecycle::is_best_candidate). Throws Error if there is none.
   TrialPtr best_trial() const;
   double best_value() const;
   std::vector<TrialPtr> trials(const std::vector<TrialState>& states = {}) const;
   // Finished trials that count towards a budget (COMPLETE, PRUNED, FAIL not
-  // retried).
+  // retried; warm-start trials never count).
   std::int64_t n_finished() const;
 
   void set_user_attr(const std::string& key, const Json& value);

@@ -46,6 +46,10 @@ bool FrozenTrial::was_retried() const {
          system_attrs.contains(kAttrRetriedAs);
 }
 
+bool FrozenTrial::is_warm_start() const {
+  return system_attrs.is_object() && system_attrs.contains(kAttrWarmStart);
+}
+
 std::string format_iso8601(TimePoint t) {
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
   std::time_t secs = static_cast<std::time_t>(us / 1000000);

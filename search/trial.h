@@ -30,6 +30,9 @@ using TimePoint = Clock::time_point;
 inline constexpr const char* kAttrRetryOf = "retry_of";          // trial number this retries
 inline constexpr const char* kAttrRetriedAs = "retried_as";      // trial number of the retry
 inline constexpr const char* kAttrFixedParams = "fixed_params";  // enqueued params (JSON)
+// A COMPLETE trial copied from an earlier study by a warm start
+// (search/warm_start.h): {"storage": ..., "study": ..., "trial": number}.
+inline constexpr const char* kAttrWarmStart = "warm_start";
 
 // A snapshot of one trial as stored. Values are immutable once the snapshot
 // is taken; storages hand them out as shared pointers (TrialPtr).
@@ -55,8 +58,15 @@ struct FrozenTrial {
   // True if this FAIL trial was queued again (system attr retried_as set);
   // such a trial does not count towards the budget.
   bool was_retried() const;
-  // Counts towards the budget: COMPLETE, PRUNED, or FAIL not retried.
-  bool counts_as_finished() const { return is_finished(state) && !was_retried(); }
+  // True if this trial was copied from an earlier study by a warm start
+  // (system attr warm_start set): a prior observation that samplers see as
+  // any COMPLETE trial, but that never ran in this study.
+  bool is_warm_start() const;
+  // Counts towards the budget: COMPLETE, PRUNED, or FAIL not retried; never
+  // a warm-start trial.
+  bool counts_as_finished() const {
+    return is_finished(state) && !was_retried() && !is_warm_start();
+  }
 };
 
 using TrialPtr = std::shared_ptr<const FrozenTrial>;

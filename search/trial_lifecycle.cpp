@@ -224,7 +224,8 @@ int retry_depth(const std::vector<TrialPtr>& trials, std::int64_t number) {
 // ------------------------------------------------------------ best trial
 
 bool is_best_candidate(const FrozenTrial& trial) {
-  return trial.state == TrialState::kComplete && trial.value && !std::isnan(*trial.value);
+  return trial.state == TrialState::kComplete && trial.value && !std::isnan(*trial.value) &&
+         !trial.is_warm_start();
 }
 
 bool ranks_before(StudyDirection direction, const FrozenTrial& a, const FrozenTrial& b) {

@@ -182,7 +182,11 @@ int retry_depth(const std::vector<TrialPtr>& trials, std::int64_t number);
 
 // ------------------------------------------------------------ best trial
 
-// Whether `trial` may be the best: COMPLETE with a value that is not NaN.
+// Whether `trial` may be the best: COMPLETE with a value that is not NaN,
+// and not a warm-start trial (FrozenTrial::is_warm_start: its value comes
+// from the earlier study's objective, which the new study no longer runs;
+// so Study::best_trial, the coordinator's best and `hpsearch best` name
+// trials of this study only).
 bool is_best_candidate(const FrozenTrial& trial);
 
 // Whether candidate `a` ranks before candidate `b`: a better value in

@@ -1,0 +1,205 @@
+#include "search/warm_start.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "search/errors.h"
+#include "search/util/storage_url.h"
+
+namespace hps {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The names of the studies in `storage`, quoted and comma-separated.
+std::string study_names(Storage& storage) {
+  std::string names;
+  for (const auto& info : storage.list_studies())
+    names += (names.empty() ? "'" : ", '") + info.name + "'";
+  return names.empty() ? "none" : names;
+}
+
+// The same file, whether named by two paths or not (an absent file compares
+// by its absolute path).
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
+  return fs::weakly_canonical(fs::absolute(a), ec) == fs::weakly_canonical(fs::absolute(b), ec);
+}
+
+// Throws ConfigError("warm_start.study", ...) unless the earlier study
+// optimizes in the new study's direction.
+void check_direction(StudyDirection earlier, StudyDirection now, const std::string& source_study,
+                     const std::string& source_label, const std::string& study_name) {
+  if (earlier != now)
+    throw ConfigError(
+        "warm_start.study",
+        fmt::format("study '{}' in {} is to {}, the new study '{}' to {}: its "
+                    "values are no observations of the new objective",
+                    source_study, source_label, to_string(earlier), study_name, to_string(now)));
+}
+
+// The new trial that copies `from` (which fits, as `params`).
+NewTrial warm_trial(const FrozenTrial& from, const SearchSpace& space, Params params,
+                    const std::string& source_label, const std::string& source_study) {
+  NewTrial init;
+  init.state = TrialState::kComplete;
+  for (const auto& spec : space.params())
+    if (params.count(spec.name)) init.distributions.emplace(spec.name, spec.distribution);
+  init.params = std::move(params);
+  init.value = from.value;
+  init.datetime_start = from.datetime_start;
+  init.datetime_complete = from.datetime_complete;
+  init.user_attrs = from.user_attrs.is_object() ? from.user_attrs : Json::object();
+  init.worker = "warm start: " + source_study + " #" + std::to_string(from.number);
+  init.system_attrs[kAttrWarmStart] =
+      Json{{"storage", source_label}, {"study", source_study}, {"trial", from.number}};
+  return init;
+}
+
+}  // namespace
+
+WarmStartFit warm_start_fit(const SearchSpace& space, const Params& params, Params* fitted) {
+  Params out;
+  for (const auto& spec : space.params()) {
+    if (!SearchSpace::is_active(spec, out)) continue;
+    auto it = params.find(spec.name);
+    if (it == params.end()) return WarmStartFit::kMissingParam;
+    if (!spec.distribution.contains(it->second)) return WarmStartFit::kOutOfBounds;
+    out[spec.name] = spec.distribution.to_external(spec.distribution.to_internal(it->second));
+  }
+  if (fitted) *fitted = std::move(out);
+  return WarmStartFit::kFits;
+}
+
+std::string WarmStartSummary::message() const {
+  if (already_done)
+    return fmt::format("warm start: already done ({} trials from {} in {})", copied, study,
+                       storage);
+  return fmt::format(
+      "warm start: {} trials from {} in {}; {} left out ({} out of bounds, {} "
+      "missing params)",
+      copied, study, storage, left_out(), out_of_bounds, missing_params);
+}
+
+WarmStartSummary copy_warm_start(Study& study, Storage& source, const std::string& source_label,
+                                 const std::string& source_study) {
+  if (!study.space())
+    throw ConfigError("warm_start",
+                      "needs a declared search space (space.json's \"space\"): the earlier "
+                      "trials are checked against it");
+  const SearchSpace& space = *study.space();
+  const std::optional<std::int64_t> source_id = source.find_study(source_study);
+  if (!source_id)
+    throw ConfigError("warm_start.study", "no study '" + source_study + "' in " + source_label +
+                                              " (studies there: " + study_names(source) + ")");
+  check_direction(source.get_study(*source_id).direction, study.direction(), source_study,
+                  source_label, study.name());
+
+  WarmStartSummary summary;
+  summary.storage = source_label;
+  summary.study = source_study;
+  std::vector<NewTrial> copies;
+  for (const auto& t : source.get_all_trials(*source_id, {TrialState::kComplete})) {
+    if (!t->value || std::isnan(*t->value)) continue;
+    Params fitted;
+    switch (warm_start_fit(space, t->params, &fitted)) {
+      case WarmStartFit::kFits:
+        copies.push_back(warm_trial(*t, space, std::move(fitted), source_label, source_study));
+        break;
+      case WarmStartFit::kOutOfBounds:
+        ++summary.out_of_bounds;
+        break;
+      case WarmStartFit::kMissingParam:
+        ++summary.missing_params;
+        break;
+    }
+  }
+
+  Storage& storage = study.storage();
+  storage.run_in_transaction([&] {
+    // Checked inside the transaction: of two runs starting at once, one copies.
+    const StudyInfo info = storage.get_study(study.study_id());
+    if (info.system_attrs.is_object() && info.system_attrs.contains(kAttrWarmStart)) {
+      summary.already_done = true;
+      summary.copied = info.system_attrs[kAttrWarmStart].value("copied", std::int64_t{0});
+      return;
+    }
+    for (const auto& init : copies) storage.create_trial(study.study_id(), init);
+    summary.copied = static_cast<std::int64_t>(copies.size());
+    storage.set_study_system_attr(study.study_id(), kAttrWarmStart,
+                                  Json{{"storage", source_label},
+                                       {"study", source_study},
+                                       {"copied", summary.copied},
+                                       {"left_out", summary.left_out()},
+                                       {"out_of_bounds", summary.out_of_bounds},
+                                       {"missing_params", summary.missing_params}});
+  });
+  return summary;
+}
+
+bool warm_started(Storage& storage, const std::string& study_name) {
+  const std::optional<std::int64_t> id = storage.find_study(study_name);
+  if (!id) return false;
+  const StudyInfo info = storage.get_study(*id);
+  return info.system_attrs.is_object() && info.system_attrs.contains(kAttrWarmStart);
+}
+
+WarmStartSource open_warm_start_source(const WarmStartConfig& config, const std::string& study_name,
+                                       StudyDirection direction, const std::string& study_storage) {
+  if (config.storage.empty()) throw ConfigError("warm_start.storage", "must not be empty");
+  const util::StorageUrl url = util::parse_storage_url(config.storage);
+  if (url.in_memory || url.path.empty())
+    throw ConfigError("warm_start.storage", "must name the SQLite file of an earlier study, got '" +
+                                                config.storage + "'");
+  std::error_code ec;
+  if (!fs::is_regular_file(url.path, ec))
+    throw ConfigError("warm_start.storage", "no such storage file: " + url.path);
+  WarmStartSource source{open_storage(config.storage), config.storage, config.study};
+  if (source.study.empty()) {
+    const std::vector<StudyInfo> studies = source.storage->list_studies();
+    if (studies.size() != 1)
+      throw ConfigError("warm_start.study",
+                        fmt::format("is required: {} holds {} studies ({})", url.path,
+                                    studies.size(), study_names(*source.storage)));
+    source.study = studies[0].name;
+  }
+  const std::optional<std::int64_t> id = source.storage->find_study(source.study);
+  if (!id)
+    throw ConfigError("warm_start.study", "no study '" + source.study + "' in " + url.path +
+                                              " (studies there: " + study_names(*source.storage) +
+                                              ")");
+  const util::StorageUrl own = util::parse_storage_url(study_storage);
+  if (!own.in_memory && source.study == study_name && same_file(url.path, own.path))
+    throw ConfigError("warm_start.study", "is the new study itself ('" + study_name + "' in " +
+                                              url.path +
+                                              "): name an earlier study, or another store");
+  check_direction(source.storage->get_study(*id).direction, direction, source.study, url.path,
+                  study_name);
+  return source;
+}
+
+WarmStartSummary warm_start(Study& study, const WarmStartConfig& config,
+                            const std::string& study_storage) {
+  if (warm_started(study.storage(), study.name())) {
+    const Json done = study.storage().get_study(study.study_id()).system_attrs[kAttrWarmStart];
+    WarmStartSummary summary;
+    summary.already_done = true;
+    summary.storage = done.value("storage", config.storage);
+    summary.study = done.value("study", config.study);
+    summary.copied = done.value("copied", std::int64_t{0});
+    return summary;
+  }
+  const WarmStartSource source =
+      open_warm_start_source(config, study.name(), study.direction(), study_storage);
+  return copy_warm_start(study, *source.storage, source.label, source.study);
+}
+
+}  // namespace hps
