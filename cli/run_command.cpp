@@ -452,6 +452,34 @@ void after_study(const StudyConfig& config, Study& study) {
   (void)run_after_study(config.objective, config.space, study, octx, std::cout);
 }
 
+// Copies the trials of the warm start checked before the study was opened
+// (`source`), or says that the study was warm-started before (a study is
+// warm-started once: another warm_start given later is not read); then the
+// TPE budget warning, counting the copies as the COMPLETE history they are.
+void apply_warm_start(const StudyConfig& config, const std::optional<WarmStartSource>& source,
+                      Study& study, const Sampler& sampler) {
+  if (source) {  // before the coordinator reads the history
+    spdlog::info("{}",
+                 copy_warm_start(study, *source->storage, source->label, source->study).message());
+  } else {
+    const WarmStartSummary done = warm_start(study, *config.warm_start, config.storage);
+    if (done.storage != config.warm_start->storage ||
+        (!config.warm_start->study.empty() && done.study != config.warm_start->study))
+      spdlog::warn(
+          "{}; the warm_start given now ({} in {}) is not read: a study is warm-started "
+          "once",
+          done.message(), config.warm_start->study, config.warm_start->storage);
+    else
+      spdlog::info("{}", done.message());
+  }
+  if (config.budget.n_trials) {
+    std::int64_t warm = 0;
+    for (const auto& t : study.trials({TrialState::kComplete})) warm += t->is_warm_start() ? 1 : 0;
+    const std::string warning = sampler.budget_warning(*config.budget.n_trials + warm);
+    if (!warning.empty()) spdlog::warn("{}", warning);
+  }
+}
+
 int run_study(StudyConfig config, const RunOptions& o) {
   if (needs_torch(config.objective)) exec_torch_sibling("LibTorch objective");
   // 1. Check everything before touching the store.
@@ -489,17 +517,8 @@ int run_study(StudyConfig config, const RunOptions& o) {
   auto storage = open_storage(config.storage);
   if (config.warm_start && !warm_source && !warm_started(*storage, config.name)) check_warm_start();
   Study study = open_study(config, storage, sampler, pruner);
-  if (warm_source)  // before the coordinator reads the history
-    spdlog::info(
-        "{}", copy_warm_start(study, *warm_source->storage, warm_source->label, warm_source->study)
-                  .message());
-  if (config.warm_start && config.budget.n_trials) {
-    // The copies are COMPLETE history too.
-    std::int64_t warm = 0;
-    for (const auto& t : study.trials({TrialState::kComplete})) warm += t->is_warm_start() ? 1 : 0;
-    const std::string warning = sampler->budget_warning(*config.budget.n_trials + warm);
-    if (!warning.empty()) spdlog::warn("{}", warning);
-  }
+  if (config.warm_start) apply_warm_start(config, warm_source, study, *sampler);
+
   Coordinator coordinator(study, config.objective, co);
   // Once the coordinator runs (its endpoint bound, the study taken over),
   // the settings stored with the study become this run's.

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "search/trial_lifecycle.h"
+
 namespace hps::report {
 
 void PedAnovaOptions::validate() const {
@@ -89,12 +91,13 @@ Importances ped_anova_importances(const std::vector<TrialPtr>& trials, const Sea
   out.source =
       "Watanabe, Bansal, Hutter: PED-ANOVA: Efficiently Quantifying Hyperparameter Importance "
       "in Arbitrary Subspaces, IJCAI 2023";
-  // COMPLETE trials, best first (a minimizing order of the signed value).
+  // COMPLETE trials of this study's objective (warm-start copies of an
+  // earlier study excepted: lifecycle::is_best_candidate), best first (a
+  // minimizing order of the signed value).
   const double sign = direction == StudyDirection::kMaximize ? -1.0 : 1.0;
   std::vector<const FrozenTrial*> complete;
   for (const auto& t : trials)
-    if (t->state == TrialState::kComplete && t->value && !std::isnan(*t->value))
-      complete.push_back(t.get());
+    if (lifecycle::is_best_candidate(*t)) complete.push_back(t.get());
   std::stable_sort(complete.begin(), complete.end(), [&](const auto* a, const auto* b) {
     return sign * *a->value < sign * *b->value;
   });

@@ -304,8 +304,8 @@ void add_timeline(Json& out, Json& downsampled, const std::vector<TrialPtr>& tri
                   const PageOptions& options) {
   {
     std::vector<const FrozenTrial*> started;
-    for (const auto& t : trials)
-      if (t->datetime_start) started.push_back(t.get());
+    for (const auto& t : trials)  // warm-start copies ran in an earlier study
+      if (t->datetime_start && !t->is_warm_start()) started.push_back(t.get());
     std::stable_sort(started.begin(), started.end(), [](const auto* a, const auto* b) {
       return *a->datetime_start < *b->datetime_start;
     });

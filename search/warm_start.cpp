@@ -152,6 +152,41 @@ bool warm_started(Storage& storage, const std::string& study_name) {
   return info.system_attrs.is_object() && info.system_attrs.contains(kAttrWarmStart);
 }
 
+namespace {
+
+// open_warm_start_source's checks once `path` (config.storage's file) is
+// known to be a non-empty regular file. The COMPLETE trials are read here
+// once, so that a store that cannot be decoded is refused before the new
+// study is created (CachingStorage keeps them for copy_warm_start).
+WarmStartSource open_checked_source(const WarmStartConfig& config, const std::string& path,
+                                    const std::string& study_name, StudyDirection direction,
+                                    const std::string& study_storage) {
+  WarmStartSource source{open_storage(config.storage), config.storage, config.study};
+  if (source.study.empty()) {
+    const std::vector<StudyInfo> studies = source.storage->list_studies();
+    if (studies.size() != 1)
+      throw ConfigError("warm_start.study",
+                        fmt::format("is required: {} holds {} studies ({})", path, studies.size(),
+                                    study_names(*source.storage)));
+    source.study = studies[0].name;
+  }
+  const std::optional<std::int64_t> id = source.storage->find_study(source.study);
+  if (!id)
+    throw ConfigError("warm_start.study", "no study '" + source.study + "' in " + path +
+                                              " (studies there: " + study_names(*source.storage) +
+                                              ")");
+  const util::StorageUrl own = util::parse_storage_url(study_storage);
+  if (!own.in_memory && source.study == study_name && same_file(path, own.path))
+    throw ConfigError("warm_start.study", "is the new study itself ('" + study_name + "' in " +
+                                              path + "): name an earlier study, or another store");
+  check_direction(source.storage->get_study(*id).direction, direction, source.study, path,
+                  study_name);
+  source.storage->get_all_trials(*id, {TrialState::kComplete});
+  return source;
+}
+
+}  // namespace
+
 WarmStartSource open_warm_start_source(const WarmStartConfig& config, const std::string& study_name,
                                        StudyDirection direction, const std::string& study_storage) {
   if (config.storage.empty()) throw ConfigError("warm_start.storage", "must not be empty");
@@ -160,30 +195,24 @@ WarmStartSource open_warm_start_source(const WarmStartConfig& config, const std:
     throw ConfigError("warm_start.storage", "must name the SQLite file of an earlier study, got '" +
                                                 config.storage + "'");
   std::error_code ec;
-  if (!fs::is_regular_file(url.path, ec))
+  if (!fs::exists(url.path, ec))
     throw ConfigError("warm_start.storage", "no such storage file: " + url.path);
-  WarmStartSource source{open_storage(config.storage), config.storage, config.study};
-  if (source.study.empty()) {
-    const std::vector<StudyInfo> studies = source.storage->list_studies();
-    if (studies.size() != 1)
-      throw ConfigError("warm_start.study",
-                        fmt::format("is required: {} holds {} studies ({})", url.path,
-                                    studies.size(), study_names(*source.storage)));
-    source.study = studies[0].name;
+  if (!fs::is_regular_file(url.path, ec))
+    throw ConfigError("warm_start.storage", "is not a regular file: " + url.path);
+  // open_storage would make an empty file a new store: it is refused unread.
+  const std::uintmax_t size = fs::file_size(url.path, ec);
+  if (ec || size == 0)
+    throw ConfigError("warm_start.storage",
+                      "is empty, not the store of an earlier study: " + url.path);
+  try {
+    return open_checked_source(config, url.path, study_name, direction, study_storage);
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& e) {
+    // A broken or foreign file (StorageError): named by the field that
+    // pointed at it.
+    throw ConfigError("warm_start.storage", "cannot read " + url.path + ": " + e.what());
   }
-  const std::optional<std::int64_t> id = source.storage->find_study(source.study);
-  if (!id)
-    throw ConfigError("warm_start.study", "no study '" + source.study + "' in " + url.path +
-                                              " (studies there: " + study_names(*source.storage) +
-                                              ")");
-  const util::StorageUrl own = util::parse_storage_url(study_storage);
-  if (!own.in_memory && source.study == study_name && same_file(url.path, own.path))
-    throw ConfigError("warm_start.study", "is the new study itself ('" + study_name + "' in " +
-                                              url.path +
-                                              "): name an earlier study, or another store");
-  check_direction(source.storage->get_study(*id).direction, direction, source.study, url.path,
-                  study_name);
-  return source;
 }
 
 WarmStartSummary warm_start(Study& study, const WarmStartConfig& config,

@@ -109,14 +109,18 @@ struct WarmStartSource {
 // checks it against the new study (`study_name`, `direction`, stored in
 // `study_storage`, a storage URL), before the new study is touched. Throws
 // ConfigError naming the field:
-//  - "warm_start.storage": "memory", or not an existing file (open_storage
+//  - "warm_start.storage": "memory"; not an existing file (open_storage
 //    would create one; the file is opened only once it is known to exist);
+//    not a regular file; an empty file (open_storage would make it a store);
+//    a file that is no readable hpsearch store (a StorageError while
+//    opening it or reading the study's COMPLETE trials, wrapped: so a
+//    broken store is refused before the new study is touched);
 //  - "warm_start.study": absent from the store (the message lists the
 //    studies there), empty with a store of several studies or none, the new
 //    study itself (same name in the same file), or another direction (a
 //    value to maximize is no observation for a minimization).
-// StorageError if the file is no hpsearch store. The earlier store is
-// only read (an older schema version is migrated, as any open does).
+// The earlier store is only read (an older schema version is migrated, as
+// any open does).
 WarmStartSource open_warm_start_source(const WarmStartConfig& config, const std::string& study_name,
                                        StudyDirection direction, const std::string& study_storage);
 

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "algorithms/factory.h"
+#include "report/importance.h"
+#include "report/page_data.h"
 #include "search/errors.h"
 #include "search/storage.h"
 #include "search/study.h"
@@ -112,6 +114,14 @@ TEST_F(WarmStartTest, CopiesCompleteTrialsMarkedAndOutsideTheBudget) {
   EXPECT_EQ(study.n_finished(), 5);
   EXPECT_FALSE(study.best_trial()->is_warm_start());
   EXPECT_EQ(warm_trials(study).size(), 12u);
+
+  // The report: importances and the timeline count this study's 5 trials
+  // only (the copies ran in the earlier study, for another objective).
+  const std::vector<TrialPtr> all = study.trials();
+  EXPECT_EQ(report::ped_anova_importances(all, space_2d(), StudyDirection::kMinimize, {}).n_trials,
+            5);
+  const Json page = report::build_page_data(storage->get_study(study.study_id()), all, {});
+  EXPECT_EQ(page["timeline"]["total"], 5) << page["timeline"].dump();
 }
 
 TEST_F(WarmStartTest, ResumeDoesNotCopyAgain) {
@@ -248,6 +258,51 @@ TEST_F(WarmStartTest, ErrorsNameTheField) {
   const WarmStartConfig ok = WarmStartConfig::from_json(Json{{"storage", "a.db"}});
   EXPECT_EQ(ok.storage, "a.db");
   EXPECT_EQ(ok.study, "");
+}
+
+// Files that are no readable store: refused as warm_start.storage (a
+// ConfigError, exit 2 in the CLI), and never written: an empty file is not
+// made a store, a directory or a text file is not touched.
+TEST_F(WarmStartTest, BrokenOrForeignSourceFilesAreRefusedUnwritten) {
+  auto storage = open_storage(new_db());
+  Study study = Study::create(storage, "new", StudyDirection::kMinimize, options_for(space_2d()));
+  auto error_of = [&](const std::string& path) {
+    try {
+      (void)warm_start(study, {.storage = path, .study = "old"}, new_db());
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  dir_.write("empty.db", "");
+  const std::string empty = error_of(dir_.file("empty.db"));
+  EXPECT_NE(empty.find("warm_start.storage: is empty"), std::string::npos) << empty;
+  EXPECT_EQ(std::filesystem::file_size(dir_.file("empty.db")), 0u);
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("empty.db-wal")));
+
+  std::filesystem::create_directory(dir_.file("folder.db"));
+  const std::string folder = error_of(dir_.file("folder.db"));
+  EXPECT_NE(folder.find("warm_start.storage: is not a regular file"), std::string::npos) << folder;
+
+  const std::string text_content(5000, 'x');
+  dir_.write("text.db", text_content);
+  const std::string text = error_of(dir_.file("text.db"));
+  EXPECT_NE(text.find("warm_start.storage: cannot read"), std::string::npos) << text;
+  EXPECT_EQ(std::filesystem::file_size(dir_.file("text.db")), text_content.size());
+
+  // A store whose trial rows cannot be decoded is refused before anything
+  // is copied (the trials are read while checking the source).
+  make_old_study(old_db(), 3);
+  ASSERT_EQ(run_process({"/usr/bin/sqlite3", old_db(),
+                         "UPDATE trial_params SET distribution_json = '{bad' "
+                         "WHERE trial_id = (SELECT MIN(trial_id) FROM trial_params);"},
+                        dir_.path().string())
+                .exit_code,
+            0);
+  const std::string broken = error_of(old_db());
+  EXPECT_NE(broken.find("warm_start.storage: cannot read"), std::string::npos) << broken;
+  EXPECT_FALSE(warm_started(*storage, "new"));
+  EXPECT_TRUE(warm_trials(study).empty());
 }
 
 // hpsearch run with warm_start in space.json, --warm-start on the command
