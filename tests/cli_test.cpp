@@ -108,6 +108,18 @@ class CliTest : public ::testing::Test {
     return std::make_unique<BackgroundProcess>(
         argv, dir_.path().string(), dir_.file(label + ".out"), dir_.file(label + ".err"));
   }
+  // `hpsearch run space.json --workers 1` on a study `name` (stored in
+  // NAME.db) of `n_trials` trials over one float param lr, whose objective
+  // is /bin/sh -c `script` (a command objective: {lr} is a placeholder).
+  ProcessResult run_shell_study(const std::string& name, int n_trials,
+                                const std::string& script) const {
+    const Json space = {{"study", {{"name", name}, {"direction", "minimize"}}},
+                        {"space", {{"lr", {{"type", "float"}, {"low", 0.001}, {"high", 0.1}}}}},
+                        {"budget", {{"n_trials", n_trials}}},
+                        {"objective", {{"type", "command"}, {"argv", {"/bin/sh", "-c", script}}}}};
+    dir_.write("space.json", space.dump());
+    return cli({"run", "space.json", "--workers", "1"});
+  }
   // `hpsearch trials <db> --format json`, parsed; null if it failed.
   Json trials_json(const std::string& db) const {
     ProcessResult r = cli({"trials", db, "--format", "json"});
@@ -305,12 +317,9 @@ TEST_F(CliTest, RunWarnsWhenTheBudgetIsWithinTpeStartup) {
 // reason with its last lines) carries no escape sequence or control byte to
 // the terminal: a program cannot retitle the window or recolor the screen.
 TEST_F(CliTest, RunShowsNoControlBytesFromPrograms) {
-  dir_.write("space.json", R"({"study": {"name": "esc", "direction": "minimize"},
-    "space": {"lr": {"type": "float", "low": 0.001, "high": 0.1}},
-    "budget": {"n_trials": 2},
-    "objective": {"type": "command", "argv": ["/bin/sh", "-c",
-      "printf '\\033]0;PWNED\\007\\033[31mRED\\033[0m\\n' >&2; echo {lr} > /dev/null; exit 3"]}})");
-  ProcessResult run = cli({"run", "space.json", "--workers", "1"});
+  ProcessResult run = run_shell_study(
+      "esc", 2,
+      "printf '\\033]0;PWNED\\007\\033[31mRED\\033[0m\\n' >&2; echo {lr} > /dev/null; exit 3");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   // The failure is shown with the program's stderr, and nothing on
   // stderr or stdout is raw.
@@ -326,12 +335,9 @@ TEST_F(CliTest, RunShowsNoControlBytesFromPrograms) {
 // -Infinity) cross the worker -> coordinator wire and are stored as floats,
 // not as the strings "nan"/"inf"; a string attr "inf" stays a string.
 TEST_F(CliTest, NonFiniteAttrsFromAProgramAreStoredAsFloats) {
-  dir_.write("space.json", R"({"study": {"name": "attrs", "direction": "minimize"},
-    "space": {"lr": {"type": "float", "low": 0.001, "high": 0.1}},
-    "budget": {"n_trials": 1},
-    "objective": {"type": "command", "argv": ["/bin/sh", "-c",
-      "echo 'hpsearch: {{\"value\": 1.5, \"attrs\": {{\"nan\": NaN, \"pinf\": Infinity, \"ninf\": -Infinity, \"text\": \"inf\", \"list\": [1, NaN]}}}}'"]}})");
-  ProcessResult run = cli({"run", "space.json", "--workers", "1"});
+  ProcessResult run = run_shell_study(
+      "attrs", 1,
+      R"(echo 'hpsearch: {{"value": 1.5, "attrs": {{"nan": NaN, "pinf": Infinity, "ninf": -Infinity, "text": "inf", "list": [1, NaN]}}}}')");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   auto storage = open_storage(dir_.file("attrs.db"));
   auto id = storage->find_study("attrs");
