@@ -131,14 +131,16 @@ int export_command(const ExportOptions& options);
 
 struct ImportOptions {
   std::string file;               // the Optuna SQLite file
-  std::string study;              // --study: the Optuna study's name (required)
+  std::string study;              // --study: the Optuna study's name (empty: the file's only one)
   std::string into;               // --into: the hpsearch storage (created if missing)
-  std::optional<std::string> as;  // --as: the new study's name (default: --study)
+  std::optional<std::string> as;  // --as: the new study's name (default: the Optuna study's)
 };
 
-// hpsearch import FILE --study NAME --into STORAGE [--as NAME]: copies an
-// Optuna study into a hpsearch storage. Exit 2 for an unsupported study
-// (naming the param or field) or a name already taken; nothing is stored then.
+// hpsearch import FILE [--study NAME] --into STORAGE [--as NAME]: copies an
+// Optuna study (without --study: the file's only study) into a hpsearch
+// storage. Exit 2 for an unsupported study (naming the param or field), a
+// file with several studies and no --study, or a name already taken;
+// nothing is stored then.
 int import_command(const ImportOptions& options);
 
 struct ReportOptions {

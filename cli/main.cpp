@@ -184,7 +184,8 @@ int main(int argc, char** argv) {
   auto* import_cmd = app.add_subcommand("import", "Copy a study from an Optuna SQLite storage");
   import_cmd->add_option("file", imp.file, "Optuna SQLite file (sqlite:///FILE in Optuna)")
       ->required();
-  import_cmd->add_option("--study", imp.study, "the Optuna study's name")->required();
+  import_cmd->add_option("--study", imp.study,
+                         "the Optuna study's name (default: the file's only study)");
   import_cmd->add_option("--into", imp.into, "hpsearch storage to copy into (created if missing)")
       ->required();
   import_cmd->add_option("--as", imp.as, "the new study's name (default: the --study name)");

@@ -44,8 +44,10 @@ int import_command(const ImportOptions& o) {
     }
     throw;
   }
-  std::cout << fmt::format("Imported study '{}' ({} trials) from {} into {} as '{}'\n", o.study,
-                           result.n_trials, o.file, o.into, o.as.value_or(o.study));
+  std::cout << fmt::format("Imported study '{}' ({} {}) from {} into {} as '{}'\n",
+                           result.study_name, result.n_trials,
+                           result.n_trials == 1 ? "trial" : "trials", o.file, o.into,
+                           o.as.value_or(result.study_name));
   return kExitOk;
 }
 

@@ -80,7 +80,7 @@ void Progress::finish() {
   }
 }
 
-std::string summary(const Study& study, double elapsed_s) {
+std::string summary(const Study& study, double elapsed_s, const std::string& end_reason) {
   std::string out;
   std::map<TrialState, int> counts;
   auto trials = study.trials();
@@ -89,8 +89,9 @@ std::string summary(const Study& study, double elapsed_s) {
     counts[t->state]++;
     warm += t->is_warm_start() ? 1 : 0;
   }
-  out += fmt::format("Study '{}' ({}): {} trials in {}\n", study.name(),
-                     to_string(study.direction()), trials.size(), format_duration(elapsed_s));
+  out += fmt::format("Study '{}' ({}): {} trials in {}{}\n", study.name(),
+                     to_string(study.direction()), trials.size(), format_duration(elapsed_s),
+                     end_reason.empty() ? std::string() : " (" + end_reason + ")");
   std::string by_state;
   for (TrialState st : {TrialState::kComplete, TrialState::kPruned, TrialState::kFail,
                         TrialState::kRunning, TrialState::kWaiting}) {

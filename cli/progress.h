@@ -47,7 +47,9 @@ class Progress {
 };
 
 // The end-of-run summary: best trial, its params and user attrs, counts by
-// state, elapsed time.
-std::string summary(const Study& study, double elapsed_s);
+// state, elapsed time (seconds), and why the run ended when `end_reason` is
+// not empty (Coordinator::done_reason(): "budget reached", "search space
+// exhausted", ...).
+std::string summary(const Study& study, double elapsed_s, const std::string& end_reason = "");
 
 }  // namespace hps::cli

@@ -294,6 +294,8 @@ void print_endpoints(const Coordinator& coordinator, const CoordinatorOptions& c
     std::cout << "Workers with keys from " << co.keys_dir << " connect with: hpsearch worker "
               << "--connect " << reachable_endpoint(coordinator.endpoint()) << " --keys "
               << co.keys_dir << "/worker-N\n";
+  // At once, also into a pipe (`| tee`, a script waiting for the endpoint).
+  std::cout.flush();
 }
 
 // The local workers' options (none with --launcher slurm).
@@ -558,7 +560,7 @@ int run_study(StudyConfig config, const RunOptions& o) {
   progress.draw(true);
   progress.finish();
   after_study(config, study);
-  std::cout << "\n" << summary(study, progress.elapsed_s());
+  std::cout << "\n" << summary(study, progress.elapsed_s(), coordinator.done_reason());
   std::cout << "Storage: " << config.storage << "\n";
   if (int sig = stop_signal()) {
     std::cout << "Interrupted; run the same command again (or hpsearch resume " << config.storage

@@ -36,6 +36,12 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr std::size_t kTailLines = 20;    // stderr lines kept for a FAIL reason
 constexpr std::size_t kTailBytes = 4000;  // and at most this many bytes of them
 constexpr double kMaxTimeoutS = 1e9;
+// objective.log_max_bytes: default and bounds of a trial log's size.
+constexpr std::int64_t kDefaultLogMaxBytes = std::int64_t{64} << 20;  // 64 MiB
+constexpr std::int64_t kMinLogMaxBytes = 4096;
+constexpr std::int64_t kMaxLogMaxBytes = std::int64_t{1} << 50;
+// hpsearch's own notes may go this far past the cap (the exit status stays).
+constexpr std::int64_t kLogNoteReserveBytes = 64 << 10;
 // How often a running trial checks Trial::interrupted().
 constexpr std::chrono::milliseconds kInterruptPoll{100};
 // How long a program killed by SIGTERM/SIGINT/SIGHUP/SIGKILL from outside
@@ -201,6 +207,7 @@ struct CommandConfig {
   std::vector<std::pair<std::string, Template>> env;
   std::optional<double> timeout_s;
   double grace_s = 10.0;
+  std::int64_t log_max_bytes = kDefaultLogMaxBytes;  // a trial log's size cap
   std::optional<MetricsConfig> metrics;  // "metrics": collect from the program's own output
   Template metrics_file;                 // metrics->file as a template
   bool uses_trial_dir = false;           // {trial_dir} appears somewhere
@@ -282,15 +289,32 @@ void parse_time_limits(const Json& config, CommandConfig& c) {
   }
 }
 
+// objective.log_max_bytes: an integer number of bytes.
+void parse_log_cap(const Json& config, CommandConfig& c) {
+  if (!config.contains("log_max_bytes")) return;
+  const Json& v = config.at("log_max_bytes");
+  const bool integer = v.is_number_integer() ||
+                       (v.is_number_float() && std::isfinite(v.get<double>()) &&
+                        std::floor(v.get<double>()) == v.get<double>());
+  const double bytes = v.is_number() ? v.get<double>() : 0.0;
+  if (!integer || bytes < static_cast<double>(kMinLogMaxBytes) ||
+      bytes > static_cast<double>(kMaxLogMaxBytes))
+    throw ConfigError("objective.log_max_bytes",
+                      "must be an integer number of bytes in [4096, 2^50] (default 67108864, "
+                      "64 MiB)");
+  c.log_max_bytes = static_cast<std::int64_t>(bytes);
+}
+
 // Parses and checks the config; with `space`, also the placeholders.
 CommandConfig parse_config(const Json& config, const SearchSpace* space) {
   check_keys(config, "objective",
-             {"type", "argv", "cwd", "env", "timeout_s", "grace_s", "metrics"});
+             {"type", "argv", "cwd", "env", "timeout_s", "grace_s", "log_max_bytes", "metrics"});
   CommandConfig c;
   parse_argv(config, space, c);
   parse_cwd(config, c);
   parse_env(config, space, c);
   parse_time_limits(config, c);
+  parse_log_cap(config, c);
   if (config.contains("metrics")) {
     c.metrics = parse_metrics_config(config.at("metrics"));
     if (c.metrics->source == MetricsConfig::Source::kFile) {
@@ -421,9 +445,13 @@ std::string quote(const std::string& arg) {
 }
 
 // <log_dir>/trial-<number>.log, opened close-on-exec; a no-op without a dir.
+// At most `max_bytes` of the program's lines are written (one note says
+// where the log was cut); hpsearch's own notes may go kLogNoteReserveBytes
+// further, so the end of the trial (exit status) is still recorded.
 class TrialLog {
  public:
-  TrialLog(const std::string& log_dir, std::int64_t number) {
+  TrialLog(const std::string& log_dir, std::int64_t number, std::int64_t max_bytes)
+      : max_bytes_(max_bytes) {
     if (log_dir.empty()) return;
     // Owner-only (search/private_files.h): the output may show the env.
     try {
@@ -448,17 +476,39 @@ class TrialLog {
 
   void line(std::string_view text) {
     if (!file_) return;
-    ::fwrite(text.data(), 1, text.size(), file_);
-    ::fputc('\n', file_);
+    if (written_ + static_cast<std::int64_t>(text.size()) + 1 > max_bytes_) {
+      if (!cut_) {
+        cut_ = true;
+        note("output cut: the log reached " + std::to_string(max_bytes_) +
+             " bytes (objective.log_max_bytes); later output of the program is not kept");
+      }
+      return;
+    }
+    write(text);
   }
-  void note(const std::string& text) { line("[hpsearch] " + text); }
+  void note(const std::string& text) {
+    if (!file_) return;
+    const std::string full = "[hpsearch] " + text;
+    if (written_ + static_cast<std::int64_t>(full.size()) + 1 > max_bytes_ + kLogNoteReserveBytes)
+      return;
+    write(full);
+  }
   void flush() {
     if (file_) ::fflush(file_);
   }
 
  private:
+  void write(std::string_view text) {
+    ::fwrite(text.data(), 1, text.size(), file_);
+    ::fputc('\n', file_);
+    written_ += static_cast<std::int64_t>(text.size()) + 1;
+  }
+
   std::string path_;
   FILE* file_ = nullptr;
+  std::int64_t max_bytes_;
+  std::int64_t written_ = 0;  // bytes written by this run of the trial
+  bool cut_ = false;
 };
 
 // The last lines of stderr.
@@ -778,7 +828,7 @@ double run_trial(const CommandConfig& c, const ObjectiveContext& ctx, Trial& tri
   std::vector<std::string> argv = expand_argv(c, trial.params(), trial_dir.path());
   SpawnOptions spawn{argv, c.cwd, build_env(c, ctx, trial, trial_dir.path())};
 
-  TrialLog log(ctx.log_dir, trial.number());
+  TrialLog log(ctx.log_dir, trial.number(), c.log_max_bytes);
   log_command_line(log, trial.number(), argv, c.cwd);
   if (!c.cwd.empty()) {
     std::error_code ec;

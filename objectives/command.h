@@ -24,6 +24,12 @@
 //    still running then is terminated and ends FAIL("timeout ...").
 //  - grace_s: seconds between SIGTERM and SIGKILL when the program is
 //    stopped (pruned, timed out, interrupted); default 10, in [0, 3600].
+//  - log_max_bytes: the most bytes of the program's output kept in a
+//    trial's log file (below); an integer in [4096, 2^50], default 67108864
+//    (64 MiB). Past it the log says where it was cut and keeps only
+//    hpsearch's own notes (at most 64 KiB more: the exit status, ...);
+//    the program's output is still read (reports, metrics, the FAIL tail).
+//    The cap is per run of a trial (a retried trial appends a new run).
 //  - metrics: read the values from what the program prints or writes its
 //    own way ("val_loss=0.41", a regex, a CSV or JSON-lines file), for
 //    programs that do not print the protocol below; see

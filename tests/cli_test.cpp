@@ -173,6 +173,8 @@ TEST_F(CliTest, RunPrintsASummaryAndTheStoreCanBeRead) {
   EXPECT_NE(run.out.find(shown), std::string::npos) << "summary lacks " << shown << ":\n"
                                                     << run.out;
   EXPECT_NE(run.out.find("20 COMPLETE"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("20 trials in"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("(budget reached)"), std::string::npos) << run.out;
 
   // trials --format json: every key, every trial.
   Json trials = trials_or_fail("branin.db");
@@ -283,6 +285,9 @@ TEST_F(CliTest, FourWorkersOnAnIntParamTryEachValueOnceThenStopExhausted) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(lower(run.out + run.err).find("search space exhausted"), std::string::npos)
       << run.out << run.err;
+  // The summary says why the run ended.
+  EXPECT_NE(run.out.find("trials in"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("(search space exhausted)"), std::string::npos) << run.out;
   Json trials = trials_or_fail("ints.db");
   std::set<std::int64_t> seen;
   for (const auto& t : trials) {

@@ -349,6 +349,34 @@ TEST_F(CommandObjectiveTest, GarbageOnStdoutIsIgnoredAndLogged) {
   EXPECT_THAT(log, HasSubstr("no newline at the end\n"));
 }
 
+// objective.log_max_bytes: a program that prints far more than the cap
+// leaves a log of about the cap, saying where it was cut; its reports past
+// the cap are still read, and the exit status is still noted.
+TEST_F(CommandObjectiveTest, TrialLogIsCutAtLogMaxBytes) {
+  Json objective = command(
+      "echo 'first line'\n"
+      "i=0; while [ $i -lt 2000 ]; do echo \"line $i of a chatty program, padded to be long\"; "
+      "i=$((i+1)); done\n"
+      "echo 'hpsearch: {\"value\": 0.5}'");
+  objective["log_max_bytes"] = 8192;
+  TrialPtr t = run_one(objective, kAdam);
+  ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
+  EXPECT_EQ(*t->value, 0.5);
+  std::string log = read_file(log_of(t));
+  EXPECT_THAT(log, HasSubstr("first line\n"));
+  EXPECT_THAT(log, HasSubstr("output cut: the log reached 8192 bytes (objective.log_max_bytes)"));
+  EXPECT_THAT(log, Not(HasSubstr("line 1999 of")));
+  EXPECT_THAT(log, HasSubstr("program ended"));
+  EXPECT_LE(log.size(), 8192u + 64u * 1024u);
+  EXPECT_GE(log.size(), 8192u - 200u);  // filled up to the cap, not cut early
+
+  // Without the field the default (64 MiB) keeps all of it.
+  objective.erase("log_max_bytes");
+  TrialPtr all = run_one(objective, kAdam);
+  ASSERT_EQ(all->state, TrialState::kComplete) << all->fail_reason;
+  EXPECT_THAT(read_file(log_of(all)), HasSubstr("line 1999 of"));
+}
+
 TEST_F(CommandObjectiveTest, UnreadableReportIsNamedWhenNoValueFollows) {
   Json objective = command("echo 'hpsearch: {\"value\": \"fast\"}'");
   TrialPtr t = run_one(objective, kAdam);
@@ -554,6 +582,12 @@ TEST(CommandConfigTest, ErrorsNameTheField) {
        "names no param"},
       {R"({"type": "command", "argv": ["p"], "timeout_s": 0})", "objective.timeout_s", "(0, 1e9]"},
       {R"({"type": "command", "argv": ["p"], "grace_s": -1})", "objective.grace_s", "[0, 3600]"},
+      {R"({"type": "command", "argv": ["p"], "log_max_bytes": 100})", "objective.log_max_bytes",
+       "[4096, 2^50]"},
+      {R"({"type": "command", "argv": ["p"], "log_max_bytes": 5000.5})",
+       "objective.log_max_bytes", "integer"},
+      {R"({"type": "command", "argv": ["p"], "log_max_bytes": "1M"})", "objective.log_max_bytes",
+       "integer"},
       {R"({"type": "command", "argv": ["p"], "timeout": 5})", "objective.timeout", "unknown key"},
   };
   for (const Case& c : cases) {

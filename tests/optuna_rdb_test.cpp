@@ -165,6 +165,30 @@ TEST_F(OptunaRdbTest, AFailedImportCommandLeavesNoNewStore) {
             std::string::npos);
 }
 
+TEST_F(OptunaRdbTest, ImportWithoutAStudyNameTakesTheOnlyStudyAndRefusesSeveral) {
+  SqliteStorage src(path("a.db"));
+  auto id = make_study(src);
+  sqlite::export_optuna(src, id, path("o.db"), false);
+  fs::copy_file(path("o.db"), path("two.db"));
+  sql(path("two.db"), "INSERT INTO studies (study_name) VALUES ('second')");
+  fs::copy_file(path("o.db"), path("none.db"));
+  sql(path("none.db"), "DELETE FROM studies");
+
+  SqliteStorage dst(path("b.db"));
+  auto result = sqlite::import_optuna(path("o.db"), "", dst, std::nullopt);
+  EXPECT_EQ(result.study_name, "s");
+  ASSERT_TRUE(dst.find_study("s").has_value());
+  EXPECT_EQ(dst.get_all_trials(*dst.find_study("s")).size(), src.get_all_trials(id).size());
+
+  std::string several = error_of([&] { sqlite::import_optuna(path("two.db"), "", dst, "x"); });
+  EXPECT_NE(several.find("--study"), std::string::npos) << several;
+  EXPECT_NE(several.find("holds 2 studies ('s', 'second')"), std::string::npos) << several;
+  std::string none = error_of([&] { sqlite::import_optuna(path("none.db"), "", dst, "y"); });
+  EXPECT_NE(none.find("holds no study"), std::string::npos) << none;
+  EXPECT_FALSE(dst.find_study("x").has_value());
+  EXPECT_FALSE(dst.find_study("y").has_value());
+}
+
 TEST_F(OptunaRdbTest, ImportErrorsNameTheProblemAndStoreNothing) {
   SqliteStorage src(path("a.db"));
   auto id = make_study(src);

@@ -144,6 +144,16 @@ TEST_F(WorkerTest, ServesACoordinatorStartedByTheCli) {
   auto collect = [&](ChildProcess::Stream, std::string_view line) {
     coordinator_output.append(line).append("\n");
   };
+  // The worker gives up after 3 quick reconnects: start it once the
+  // coordinator listens (a loaded machine or a sanitizer build can take
+  // seconds to get there).
+  const auto listen_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (coordinator_output.find("Coordinator listening on") == std::string::npos &&
+         std::chrono::steady_clock::now() < listen_deadline &&
+         !coordinator.wait_for_output(std::chrono::milliseconds(100), collect)) {
+  }
+  ASSERT_NE(coordinator_output.find("Coordinator listening on"), std::string::npos)
+      << coordinator_output;
 
   std::atomic<int> calls{0};
   Worker worker(worker_options());
@@ -164,8 +174,12 @@ TEST_F(WorkerTest, ServesACoordinatorStartedByTheCli) {
   EXPECT_EQ(worker.trials_run(), 5);
   EXPECT_EQ(calls.load(), 5);
 
-  while (!coordinator.wait_for_output(std::chrono::milliseconds(60000), collect)) {
+  // Bounded: a coordinator still waiting for work is a failure, not a hang.
+  const auto exit_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!coordinator.wait_for_output(std::chrono::milliseconds(1000), collect) &&
+         std::chrono::steady_clock::now() < exit_deadline) {
   }
+  if (!coordinator.finished()) coordinator.terminate(std::chrono::seconds(5), collect);
   ASSERT_EQ(coordinator.exit_code(), 0) << coordinator_output;
 
   Study study = Study::load(open_storage(db.string()), "embed");

@@ -560,18 +560,36 @@ void require_optuna_tables(sqlite3* db, const std::string& path) {
                                 path + "` first");
 }
 
-std::int64_t find_optuna_study(sqlite3* db, const std::string& path, const std::string& name) {
-  {
+// The study named `name`, or with an empty `name` the file's only study
+// (`name` is then set to its name).
+std::int64_t find_optuna_study(sqlite3* db, const std::string& path, std::string& name) {
+  if (!name.empty()) {
     Statement st(db, "SELECT study_id FROM studies WHERE study_name = ?1");
     st.bind(1, name);
     if (st.step()) return st.int64(0);
   }
   std::string names;
-  Statement st(db, "SELECT study_name FROM studies ORDER BY study_id");
+  std::size_t n_studies = 0;
+  std::int64_t only_id = -1;
+  std::string only_name;
+  Statement st(db, "SELECT study_id, study_name FROM studies ORDER BY study_id");
   while (st.step()) {
+    ++n_studies;
+    only_id = st.int64(0);
+    only_name = st.text(1);
     names += names.empty() ? "'" : ", '";
-    names += st.text(0);
+    names += only_name;
     names += "'";
+  }
+  if (name.empty()) {
+    if (n_studies == 1) {
+      name = only_name;
+      return only_id;
+    }
+    throw ConfigError("--study", n_studies == 0 ? path + " holds no study"
+                                                : path + " holds " + std::to_string(n_studies) +
+                                                      " studies (" + names +
+                                                      "); name one with --study");
   }
   throw ConfigError("--study",
                     "no study named '" + name + "' in " + path +
@@ -712,7 +730,7 @@ class OptunaTrialReader {
   Statement values_, inter_, params_;
 };
 
-OptunaStudy read_optuna_study(sqlite3* db, const std::string& path, const std::string& name) {
+OptunaStudy read_optuna_study(sqlite3* db, const std::string& path, std::string& name) {
   const std::int64_t sid = find_optuna_study(db, path, name);
   OptunaStudy out;
   out.direction = read_direction(db, sid, name);
@@ -743,8 +761,9 @@ OptunaStudy read_optuna_study(sqlite3* db, const std::string& path, const std::s
 
 }  // namespace
 
-OptunaImport import_optuna(const std::string& path, const std::string& study_name, Storage& target,
-                           const std::optional<std::string>& as_name) {
+OptunaImport import_optuna(const std::string& path, const std::string& source_study,
+                           Storage& target, const std::optional<std::string>& as_name) {
+  std::string study_name = source_study;
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) throw ConfigError(path, "no such Optuna storage file");
   OptunaStudy study;
@@ -775,6 +794,7 @@ OptunaImport import_optuna(const std::string& path, const std::string& study_nam
     for (const auto& t : study.trials) target.create_trial(out.study_id, t);
   });
   out.n_trials = study.trials.size();
+  out.study_name = study_name;
   return out;
 }
 

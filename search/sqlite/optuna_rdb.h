@@ -58,16 +58,19 @@ void export_optuna(Storage& storage, std::int64_t study_id, const std::string& p
 struct OptunaImport {
   std::int64_t study_id = -1;  // in the target storage
   std::size_t n_trials = 0;
+  std::string study_name;  // the Optuna study that was copied
 };
 
-// Copies study `study_name` of the Optuna SQLite file `path` into `target`
-// as a new study named `as_name` (default: the same name), trials in number
+// Copies study `study_name` of the Optuna SQLite file `path` (an empty name:
+// the file's only study) into `target` as a new study named `as_name`
+// (default: the Optuna study's name), trials in number
 // order with their states, values, datetimes, params, intermediate values
 // and attrs. Everything is read and checked first, then written in one
 // transaction: on any error nothing is stored. Throws ConfigError for: a
 // missing file, a file that is not a SQLite database or not an Optuna
 // storage (naming the missing table), an Optuna schema older than 12 ("run
-// optuna storage upgrade"), an unknown study (listing those there), a
+// optuna storage upgrade"), an unknown study (listing those there), an
+// empty `study_name` for a file with no study or several (listing them), a
 // multi-objective study, a distribution hpsearch does not have or a param
 // value outside it (naming the trial and param), a target name already
 // taken.
