@@ -314,17 +314,15 @@ std::vector<double> TpeModel::draw(const Fitted& f, const std::vector<Distributi
 
 std::vector<double> TpeModel::draw_mixture(const Fitted& f, std::size_t n_dims,
                                            std::mt19937_64& rng) const {
-  const std::size_t nc = options_.n_ei_candidates;
-  std::vector<double> cum;  // cumulative below weights, by task
-  double c = 0;
-  for (const TaskPart& p : f.tasks) cum.push_back(c += p.below_weight);
-  for (double& v : cum) v /= c;
-  std::vector<double> cand(nc * n_dims), one;
-  for (std::size_t j = 0; j < nc; ++j) {
-    const std::size_t t = util::weighted_index(rng, cum);
-    f.tasks[t].below->sample(rng, 1, one);
-    std::copy(one.begin(), one.end(), cand.begin() + static_cast<std::ptrdiff_t>(j * n_dims));
+  // n_ei_candidates from each task's l_t (as the paper's code), so that the
+  // new study's own good region is always among the candidates.
+  std::vector<double> cand, one;
+  for (const TaskPart& p : f.tasks) {
+    if (!p.below || !(p.below_weight > 0)) continue;
+    p.below->sample(rng, options_.n_ei_candidates, one);
+    cand.insert(cand.end(), one.begin(), one.end());
   }
+  const std::size_t nc = cand.size() / n_dims;
   // log of sum_t weight_t * density_t, for each candidate.
   auto mixture_log_pdf = [&](bool below) {
     std::vector<double> acc(nc, -kInf), lp(nc);

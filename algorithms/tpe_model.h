@@ -26,8 +26,9 @@
 // bandwidths at least 0.1 of the domain, as the paper's code). With no
 // finished new observation s_t = 1 and n_l^0 = n_g^0 = 0: the earlier
 // studies' model alone drives the search; as new trials show that the good
-// region moved, s_t falls and the earlier study fades. Candidates are drawn
-// from the mixture l. Univariate and multivariate fits both do this, per
+// region moved, s_t falls and the earlier study fades. Candidates:
+// n_ei_candidates from each l_t with a weight (as the paper's code), the one
+// with the largest log l(x) - log g(x) taken. Univariate and multivariate fits both do this, per
 // param or per group of params. A history without warm-start trials (or
 // kNone) is modelled exactly as before, as one task.
 #pragma once
@@ -127,7 +128,7 @@ class TpeModel {
   void fit_tasks(const std::vector<std::string>& names, const std::vector<Distribution>& dists,
                  const std::vector<const std::vector<double>*>& cols, const Selection& sel,
                  Fitted& f) const;
-  // The best of n_ei_candidates draws from a warm-start mixture.
+  // The best of n_ei_candidates draws from each task of a warm-start mixture.
   std::vector<double> draw_mixture(const Fitted& f, std::size_t n_dims,
                                    std::mt19937_64& rng) const;
   // Per numeric dimension, each group's observations sorted by value, read
