@@ -11,7 +11,7 @@
 //
 // Rules:
 //  - Each COMPLETE trial of the earlier study (with a value that is not
-//    NaN) whose params fit the new study's declared space (warm_start_fit)
+//    NaN; others are left out and counted as "without a value") whose params fit the new study's declared space (warm_start_fit)
 //    is copied into the new study as a finished COMPLETE trial: its params
 //    (with the new space's distributions), value, start and end times and
 //    user attrs; no intermediate values (a pruner compares new trials with
@@ -28,7 +28,7 @@
 //    earlier study's objective.
 //  - The copy happens once per study: in one transaction that also sets the
 //    study's system attr warm_start ({"storage", "study", "copied",
-//    "left_out", "out_of_bounds", "missing_params"}). A study that has it
+//    "left_out", "out_of_bounds", "missing_params", "no_value"}). A study that has it
 //    (a resumed run) is left as it is, and the earlier store is not even
 //    opened again.
 //
@@ -74,10 +74,11 @@ struct WarmStartSummary {
   std::int64_t copied = 0;          // trials copied
   std::int64_t out_of_bounds = 0;   // COMPLETE trials left out: a value outside the new space
   std::int64_t missing_params = 0;  // COMPLETE trials left out: an active param missing
-  std::int64_t left_out() const { return out_of_bounds + missing_params; }
-  // "warm start: 40 trials from old in old.db; 3 left out (2 out of bounds,
-  // 1 missing params)"; for already_done: "warm start: already done (40
-  // trials from old in old.db)".
+  std::int64_t no_value = 0;        // COMPLETE trials left out: no value (NULL) or NaN
+  std::int64_t left_out() const { return out_of_bounds + missing_params + no_value; }
+  // "warm start: 40 trials from old in old.db; 3 left out (1 out of bounds,
+  // 1 missing params, 1 without a value)" ("1 trial" for one); for
+  // already_done: "warm start: already done (40 trials from old in old.db)".
   std::string message() const;
 };
 
