@@ -55,7 +55,7 @@ tpe::Slot make_slot(const TrialPtr& t) {
     const Json& w = t->system_attrs[kAttrWarmStart];
     auto text = [&](const char* key) {
       return w.is_object() && w.contains(key) && w[key].is_string() ? w[key].get<std::string>()
-                                                                      : std::string();
+                                                                    : std::string();
     };
     s.warm_source = text("storage") + "\n" + text("study");
   }

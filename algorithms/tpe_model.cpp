@@ -133,8 +133,8 @@ void TpeModel::estimate(const std::vector<std::string>& names,
                         const std::vector<Distribution>& dists,
                         const std::vector<const std::vector<double>*>& cols, const Selection& sel,
                         const std::vector<char>& is_below, std::unique_ptr<ParzenEstimator>& below,
-                        std::unique_ptr<ParzenEstimator>& above, std::size_t& nb,
-                        std::size_t& na, std::unique_ptr<ParzenEstimator>* promising) const {
+                        std::unique_ptr<ParzenEstimator>& above, std::size_t& nb, std::size_t& na,
+                        std::unique_ptr<ParzenEstimator>* promising) const {
   const std::size_t n_dims = names.size();
   std::vector<double> below_x, above_x;
   above_x.reserve(sel.present.size() * n_dims);
@@ -188,8 +188,8 @@ TpeModel::Fitted TpeModel::fit(const std::vector<std::string>& names,
 
 void TpeModel::fit_tasks(const std::vector<std::string>& names,
                          const std::vector<Distribution>& dists,
-                         const std::vector<const std::vector<double>*>& cols,
-                         const Selection& sel, Fitted& f) const {
+                         const std::vector<const std::vector<double>*>& cols, const Selection& sel,
+                         Fitted& f) const {
   std::vector<Selection> per(h_.n_tasks);
   for (std::size_t i : sel.present) per[h_.obs[i].task].present.push_back(i);
   for (std::size_t i : sel.finished) per[h_.obs[i].task].finished.push_back(i);
@@ -203,8 +203,8 @@ void TpeModel::fit_tasks(const std::vector<std::string>& names,
     n_present_tasks += 1;
     if (per[t].present.empty()) continue;
     std::vector<char> is_below = split_of(per[t].finished);
-    estimate(names, dists, cols, per[t], is_below, f.tasks[t].below, f.tasks[t].above, nb[t],
-             na[t], &promising[t]);
+    estimate(names, dists, cols, per[t], is_below, f.tasks[t].below, f.tasks[t].above, nb[t], na[t],
+             &promising[t]);
   }
   // Task weights w_t from the similarities s_t (Watanabe et al. 2023).
   std::vector<double> w(h_.n_tasks, 0.0);
@@ -232,6 +232,7 @@ void TpeModel::fit_tasks(const std::vector<std::string>& names,
   }
   // A side without any weight (no observation in it): the prior alone.
   std::vector<DimensionSpec> dims;
+  dims.reserve(dists.size());
   for (const auto& d : dists) dims.push_back(DimensionSpec::from(d));
   if (!(zb > 0)) {
     f.tasks[0].below = std::make_unique<ParzenEstimator>(dims, std::span<const double>(),
@@ -260,10 +261,9 @@ double TpeModel::similarity(const ParzenEstimator& a, const ParzenEstimator& b,
     e.log_pdf(points, lp);
     std::vector<std::size_t> idx(kSimilaritySamples);
     for (std::size_t k = 0; k < idx.size(); ++k) idx[k] = k;
-    std::nth_element(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(top - 1), idx.end(),
-                     [&](std::size_t x, std::size_t y) {
-                       return lp[x] > lp[y] || (lp[x] == lp[y] && x < y);
-                     });
+    std::nth_element(
+        idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(top - 1), idx.end(),
+        [&](std::size_t x, std::size_t y) { return lp[x] > lp[y] || (lp[x] == lp[y] && x < y); });
     std::vector<char> in(kSimilaritySamples, 0);
     for (std::size_t k = 0; k < top; ++k) in[idx[k]] = 1;
     return in;

@@ -129,8 +129,7 @@ class TpeModel {
                  const std::vector<const std::vector<double>*>& cols, const Selection& sel,
                  Fitted& f) const;
   // The best of n_ei_candidates draws from each task of a warm-start mixture.
-  std::vector<double> draw_mixture(const Fitted& f, std::size_t n_dims,
-                                   std::mt19937_64& rng) const;
+  std::vector<double> draw_mixture(const Fitted& f, std::size_t n_dims, std::mt19937_64& rng) const;
   // Per numeric dimension, each group's observations sorted by value, read
   // off the cached sorted columns in O(n) (for the neighbour bandwidth).
   void neighbor_orders(const std::vector<std::string>& names,
