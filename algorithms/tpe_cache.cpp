@@ -51,6 +51,14 @@ tpe::Slot make_slot(const TrialPtr& t) {
     score_pruned(*t, s);
   }
   s.params_hash = hash_params(t->params);
+  if (t->is_warm_start()) {
+    const Json& w = t->system_attrs[kAttrWarmStart];
+    auto text = [&](const char* key) {
+      return w.is_object() && w.contains(key) && w[key].is_string() ? w[key].get<std::string>()
+                                                                    : std::string();
+    };
+    s.warm_source = text("storage") + "\n" + text("study");
+  }
   return s;
 }
 

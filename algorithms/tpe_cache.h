@@ -33,6 +33,10 @@ struct Slot {
                                                            // deepest step (PRUNED)
   double depth = 0;             // minus the deepest step reported (PRUNED)
   std::size_t params_hash = 0;  // hps::hash_params(trial->params)
+  // A warm-start trial (FrozenTrial::is_warm_start): its source, "STORAGE
+  // \n STUDY" from its warm_start attr (one task per earlier study); empty
+  // for the study's own trials.
+  std::string warm_source;
 };
 
 // The internal values of one (param, distribution) for every slot: NaN

@@ -1,5 +1,8 @@
 #include "algorithms/tpe_history.h"
 
+#include <algorithm>
+#include <string>
+
 namespace hps::tpe {
 
 namespace {
@@ -7,7 +10,8 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Adds finished trial `t` (COMPLETE or PRUNED) to `h`.
-void add_finished(const TrialPtr& t, double sign, TpeSampler::Cache& cache, History& h) {
+void add_finished(const TrialPtr& t, double sign, TpeSampler::Cache& cache, History& h,
+                  std::vector<std::string>& sources) {
   std::size_t s = cache.slot(t);
   const Slot& slot = cache.slots[s];
   const bool complete = t->state == TrialState::kComplete;
@@ -21,6 +25,11 @@ void add_finished(const TrialPtr& t, double sign, TpeSampler::Cache& cache, Hist
   o.rank.tier = complete ? 0 : 1;
   o.rank.depth = slot.depth;
   o.rank.number = t->number;
+  if (!slot.warm_source.empty()) {
+    auto it = std::find(sources.begin(), sources.end(), slot.warm_source);
+    o.task = static_cast<std::size_t>(it - sources.begin()) + 1;
+    if (it == sources.end()) sources.push_back(slot.warm_source);
+  }
   h.obs.push_back(o);
   ++h.n_finished;
   if (complete) ++h.n_complete;
@@ -46,15 +55,17 @@ History prepare_history(const SamplingContext& ctx, TpeSampler::Cache& cache, bo
   History h;
   h.obs.reserve(ctx.trials.size());
   const double sign = ctx.direction == StudyDirection::kMaximize ? -1.0 : 1.0;
+  std::vector<std::string> sources;  // earlier studies, in order met
   for (const TrialPtr& t : ctx.trials) {
     if (!t || t->number == ctx.trial.number) continue;
     if (t->state == TrialState::kComplete || t->state == TrialState::kPruned)
-      add_finished(t, sign, cache, h);
+      add_finished(t, sign, cache, h, sources);
     else if (t->state == TrialState::kRunning)
       add_running(t, liar, h);
     else
       h.tried.add_trial(*t);  // FAIL (unless retried) and enqueued WAITING
   }
+  h.n_tasks = 1 + sources.size();
   h.obs_of_slot.assign(cache.slots.size(), -1);
   for (std::size_t i = 0; i < h.obs.size(); ++i)
     if (h.obs[i].slot >= 0)

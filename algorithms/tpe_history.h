@@ -38,6 +38,9 @@ struct Observation {
   const FrozenTrial* trial = nullptr;
   std::ptrdiff_t slot = -1;  // -1: a RUNNING trial (a liar)
   bool finished = false;     // COMPLETE or PRUNED (else a liar)
+  // 0: the study's own trial; k >= 1: a warm-start trial of the k-th
+  // earlier study met (History::n_tasks).
+  std::size_t task = 0;
   Rank rank;
 };
 
@@ -48,6 +51,8 @@ struct History {
   std::vector<std::ptrdiff_t> obs_of_slot;
   std::size_t n_complete = 0;
   std::size_t n_finished = 0;
+  // 1 + the number of earlier studies that warm-start trials come from.
+  std::size_t n_tasks = 1;
   // The points tried (tried::counts_as_tried), for the duplicate check.
   tried::TriedPoints tried;
 

@@ -75,17 +75,11 @@ TpeModel::Selection TpeModel::select(const std::vector<const std::vector<double>
   return sel;
 }
 
-const std::vector<char>& TpeModel::split(Selection& sel) {
-  const std::size_t n = h_.obs.size();
-  // The split is the same for every param present in all observations:
-  // compute it once per call.
-  const bool all = sel.present.size() == n;
-  if (all && !all_below_.empty()) return all_below_;
-  std::vector<std::size_t>& finished = sel.finished;
+std::vector<char> TpeModel::split_of(std::vector<std::size_t>& finished) const {
   std::size_t n_below = options_.gamma_function ? options_.gamma_function(finished.size())
                                                 : options_.gamma(finished.size());
   n_below = std::min(n_below, finished.size());
-  std::vector<char> below(n, 0);
+  std::vector<char> below(h_.obs.size(), 0);
   if (n_below > 0) {
     auto mid = finished.begin() + static_cast<std::ptrdiff_t>(n_below);
     std::nth_element(finished.begin(), mid - 1, finished.end(), [&](std::size_t a, std::size_t b) {
@@ -94,8 +88,16 @@ const std::vector<char>& TpeModel::split(Selection& sel) {
     // nth_element puts the n_below best before `mid` (in any order).
     for (auto it = finished.begin(); it != mid; ++it) below[*it] = 1;
   }
+  return below;
+}
+
+const std::vector<char>& TpeModel::split(Selection& sel) {
+  // The split is the same for every param present in all observations:
+  // compute it once per call.
+  const bool all = sel.present.size() == h_.obs.size();
+  if (all && !all_below_.empty()) return all_below_;
   std::vector<char>& out = all ? all_below_ : split_;
-  out = std::move(below);
+  out = split_of(sel.finished);
   return out;
 }
 
@@ -127,22 +129,17 @@ void TpeModel::neighbor_orders(const std::vector<std::string>& names,
   }
 }
 
-TpeModel::Fitted TpeModel::fit(const std::vector<std::string>& names,
-                               const std::vector<Distribution>& dists) {
+void TpeModel::estimate(const std::vector<std::string>& names,
+                        const std::vector<Distribution>& dists,
+                        const std::vector<const std::vector<double>*>& cols, const Selection& sel,
+                        const std::vector<char>& is_below, std::unique_ptr<ParzenEstimator>& below,
+                        std::unique_ptr<ParzenEstimator>& above, std::size_t& nb, std::size_t& na,
+                        std::unique_ptr<ParzenEstimator>* promising) const {
   const std::size_t n_dims = names.size();
-  std::vector<const std::vector<double>*> cols;
-  cols.reserve(n_dims);
-  for (std::size_t d = 0; d < n_dims; ++d) cols.push_back(&values(names[d], dists[d]));
-  Selection sel = select(cols);
-  Fitted f;
-  if (sel.finished.empty()) {
-    f.random = true;
-    return f;
-  }
-  const std::vector<char>& is_below = split(sel);
   std::vector<double> below_x, above_x;
   above_x.reserve(sel.present.size() * n_dims);
-  std::size_t nb = 0, na = 0;
+  nb = 0;
+  na = 0;
   for (std::size_t i : sel.present) {
     auto& dst = is_below[i] ? below_x : above_x;
     for (std::size_t d = 0; d < n_dims; ++d) dst.push_back((*cols[d])[i]);
@@ -155,9 +152,126 @@ TpeModel::Fitted TpeModel::fit(const std::vector<std::string>& names,
   std::vector<std::vector<std::size_t>> below_orders(n_dims), above_orders(n_dims);
   if (eopt_.bandwidth == BandwidthRule::kNeighbor)
     neighbor_orders(names, dists, dims, sel, is_below, above_x, below_orders, above_orders);
-  f.below = std::make_unique<ParzenEstimator>(dims, below_x, wb, eopt_, &below_orders);
-  f.above = std::make_unique<ParzenEstimator>(dims, above_x, wa, eopt_, &above_orders);
+  below = std::make_unique<ParzenEstimator>(dims, below_x, wb, eopt_, &below_orders);
+  above = std::make_unique<ParzenEstimator>(dims, above_x, wa, eopt_, &above_orders);
+  if (promising && nb > 0) {
+    // The paper's promising density: the below group alone, kernels at
+    // least a tenth of the domain wide.
+    EstimatorOptions p = eopt_;
+    p.consider_prior = false;
+    p.min_bandwidth_factor = std::max(p.min_bandwidth_factor, 0.1);
+    *promising = std::make_unique<ParzenEstimator>(dims, below_x, wb, p, &below_orders);
+  }
+}
+
+TpeModel::Fitted TpeModel::fit(const std::vector<std::string>& names,
+                               const std::vector<Distribution>& dists) {
+  const std::size_t n_dims = names.size();
+  std::vector<const std::vector<double>*> cols;
+  cols.reserve(n_dims);
+  for (std::size_t d = 0; d < n_dims; ++d) cols.push_back(&values(names[d], dists[d]));
+  Selection sel = select(cols);
+  Fitted f;
+  if (sel.finished.empty()) {
+    f.random = true;
+    return f;
+  }
+  if (h_.n_tasks > 1 && options_.warm_start_weighting == TpeWarmStartWeighting::kSimilarity) {
+    fit_tasks(names, dists, cols, sel, f);
+    return f;
+  }
+  const std::vector<char>& is_below = split(sel);
+  std::size_t nb = 0, na = 0;
+  estimate(names, dists, cols, sel, is_below, f.below, f.above, nb, na, nullptr);
   return f;
+}
+
+void TpeModel::fit_tasks(const std::vector<std::string>& names,
+                         const std::vector<Distribution>& dists,
+                         const std::vector<const std::vector<double>*>& cols, const Selection& sel,
+                         Fitted& f) const {
+  std::vector<Selection> per(h_.n_tasks);
+  for (std::size_t i : sel.present) per[h_.obs[i].task].present.push_back(i);
+  for (std::size_t i : sel.finished) per[h_.obs[i].task].finished.push_back(i);
+  f.tasks.resize(h_.n_tasks);
+  std::vector<std::size_t> nb(h_.n_tasks, 0), na(h_.n_tasks, 0);
+  std::vector<std::unique_ptr<ParzenEstimator>> promising(h_.n_tasks);
+  double n_present_tasks = 0;
+  for (std::size_t t = 0; t < h_.n_tasks; ++t) {
+    // The new study is a task even without observations of these params.
+    if (t > 0 && per[t].present.empty()) continue;
+    n_present_tasks += 1;
+    if (per[t].present.empty()) continue;
+    std::vector<char> is_below = split_of(per[t].finished);
+    estimate(names, dists, cols, per[t], is_below, f.tasks[t].below, f.tasks[t].above, nb[t], na[t],
+             &promising[t]);
+  }
+  // Task weights w_t from the similarities s_t (Watanabe et al. 2023).
+  std::vector<double> w(h_.n_tasks, 0.0);
+  double sum_s = 0;
+  for (std::size_t t = 1; t < h_.n_tasks; ++t) {
+    if (per[t].present.empty()) continue;
+    double s = 1.0;
+    if (promising[0] && promising[t]) s = similarity(*promising[0], *promising[t], dists);
+    f.tasks[t].similarity = s;
+    w[t] = s / n_present_tasks;
+    sum_s += s;
+  }
+  w[0] = 1.0 - sum_s / n_present_tasks;
+  double zb = 0, za = 0;
+  for (std::size_t t = 0; t < h_.n_tasks; ++t) {
+    zb += w[t] * static_cast<double>(nb[t]);
+    za += w[t] * static_cast<double>(na[t]);
+  }
+  for (std::size_t t = 0; t < h_.n_tasks; ++t) {
+    TaskPart& part = f.tasks[t];
+    part.below_weight = zb > 0 ? w[t] * static_cast<double>(nb[t]) / zb : 0.0;
+    part.above_weight = za > 0 ? w[t] * static_cast<double>(na[t]) / za : 0.0;
+    if (part.below_weight <= 0) part.below.reset();
+    if (part.above_weight <= 0) part.above.reset();
+  }
+  // A side without any weight (no observation in it): the prior alone.
+  std::vector<DimensionSpec> dims;
+  dims.reserve(dists.size());
+  for (const auto& d : dists) dims.push_back(DimensionSpec::from(d));
+  if (!(zb > 0)) {
+    f.tasks[0].below = std::make_unique<ParzenEstimator>(dims, std::span<const double>(),
+                                                         std::span<const double>(), eopt_);
+    f.tasks[0].below_weight = 1.0;
+  }
+  if (!(za > 0)) {
+    f.tasks[0].above = std::make_unique<ParzenEstimator>(dims, std::span<const double>(),
+                                                         std::span<const double>(), eopt_);
+    f.tasks[0].above_weight = 1.0;
+  }
+}
+
+double TpeModel::similarity(const ParzenEstimator& a, const ParzenEstimator& b,
+                            const std::vector<Distribution>& dists) {
+  const std::size_t n_dims = dists.size();
+  std::mt19937_64 rng(0x73696D696C6172ULL);  // fixed: the same history, the same estimate
+  std::vector<double> points(kSimilaritySamples * n_dims);
+  for (std::size_t k = 0; k < kSimilaritySamples; ++k)
+    for (std::size_t d = 0; d < n_dims; ++d)
+      points[k * n_dims + d] = RandomSampler::draw(rng, dists[d]);
+  const auto top = static_cast<std::size_t>(
+      std::max(1.0, std::floor(kSimilarityTop * static_cast<double>(kSimilaritySamples))));
+  auto top_set = [&](const ParzenEstimator& e) {
+    std::vector<double> lp(kSimilaritySamples);
+    e.log_pdf(points, lp);
+    std::vector<std::size_t> idx(kSimilaritySamples);
+    for (std::size_t k = 0; k < idx.size(); ++k) idx[k] = k;
+    std::nth_element(
+        idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(top - 1), idx.end(),
+        [&](std::size_t x, std::size_t y) { return lp[x] > lp[y] || (lp[x] == lp[y] && x < y); });
+    std::vector<char> in(kSimilaritySamples, 0);
+    for (std::size_t k = 0; k < top; ++k) in[idx[k]] = 1;
+    return in;
+  };
+  const std::vector<char> in_a = top_set(a), in_b = top_set(b);
+  std::size_t both = 0;
+  for (std::size_t k = 0; k < kSimilaritySamples; ++k) both += (in_a[k] && in_b[k]) ? 1 : 0;
+  return static_cast<double>(both) / static_cast<double>(2 * top - both);
 }
 
 std::vector<double> TpeModel::weights(std::size_t m) const {
@@ -177,6 +291,7 @@ std::vector<double> TpeModel::draw(const Fitted& f, const std::vector<Distributi
     for (std::size_t d = 0; d < dists.size(); ++d) out[d] = RandomSampler::draw(rng, dists[d]);
     return out;
   }
+  if (!f.tasks.empty()) return draw_mixture(f, dists.size(), rng);
   const std::size_t nc = options_.n_ei_candidates;
   std::vector<double> cand;
   f.below->sample(rng, nc, cand);
@@ -195,6 +310,46 @@ std::vector<double> TpeModel::draw(const Fitted& f, const std::vector<Distributi
   std::copy_n(cand.begin() + static_cast<std::ptrdiff_t>(best * dists.size()), dists.size(),
               out.begin());
   return out;
+}
+
+std::vector<double> TpeModel::draw_mixture(const Fitted& f, std::size_t n_dims,
+                                           std::mt19937_64& rng) const {
+  // n_ei_candidates from each task's l_t (as the paper's code), so that the
+  // new study's own good region is always among the candidates.
+  std::vector<double> cand, one;
+  for (const TaskPart& p : f.tasks) {
+    if (!p.below || !(p.below_weight > 0)) continue;
+    p.below->sample(rng, options_.n_ei_candidates, one);
+    cand.insert(cand.end(), one.begin(), one.end());
+  }
+  const std::size_t nc = cand.size() / n_dims;
+  // log of sum_t weight_t * density_t, for each candidate.
+  auto mixture_log_pdf = [&](bool below) {
+    std::vector<double> acc(nc, -kInf), lp(nc);
+    for (const TaskPart& p : f.tasks) {
+      const ParzenEstimator* e = below ? p.below.get() : p.above.get();
+      const double wt = below ? p.below_weight : p.above_weight;
+      if (!e || !(wt > 0)) continue;
+      e->log_pdf(cand, lp);
+      for (std::size_t j = 0; j < nc; ++j) {
+        const double terms[2] = {acc[j], std::log(wt) + lp[j]};
+        acc[j] = log_sum_exp(terms);
+      }
+    }
+    return acc;
+  };
+  const std::vector<double> ll = mixture_log_pdf(true), lg = mixture_log_pdf(false);
+  std::size_t best = 0;
+  double best_score = -kInf;
+  for (std::size_t j = 0; j < nc; ++j) {
+    double s = ll[j] == -kInf ? -kInf : (lg[j] == -kInf ? kInf : ll[j] - lg[j]);
+    if (j == 0 || s > best_score) {
+      best = j;
+      best_score = s;
+    }
+  }
+  return {cand.begin() + static_cast<std::ptrdiff_t>(best * n_dims),
+          cand.begin() + static_cast<std::ptrdiff_t>((best + 1) * n_dims)};
 }
 
 const TpeModel::Fitted& TpeModel::univariate(const std::string& name, const Distribution& d) {

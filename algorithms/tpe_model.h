@@ -4,6 +4,33 @@
 // 2011, section 4); each group is weighted (TpeOptions::weights) and made
 // into a Parzen estimator (algorithms/parzen_estimator.h); a draw takes the
 // best of n_ei_candidates candidates from l by log l(x) - log g(x).
+//
+// Warm-start trials (TpeOptions::warm_start_weighting kSimilarity): the
+// task-similarity meta-learning TPE of Watanabe, Awad, Onishi, Hutter,
+// "Speeding Up Multi-Objective Hyperparameter Optimization by Task
+// Similarity-Based Meta-Learning for the Tree-Structured Parzen Estimator",
+// IJCAI 2023, sections 3-4, for one objective. Task 0 is the new study's own
+// observations (liars included), task t >= 1 the warm-start trials of the
+// t-th earlier study. Each task is split at gamma of its own finished
+// observations, by rank within the task (values of different functions are
+// never compared), into n_l^t below and n_g^t above, giving l_t and g_t.
+// Then
+//   l(x) = sum_t w_t n_l^t l_t(x) / sum_t w_t n_l^t,
+//   g(x) = sum_t w_t n_g^t g_t(x) / sum_t w_t n_g^t,
+//   w_t = s_t / T (t >= 1),  w_0 = 1 - sum_{t>=1} s_t / T,
+// T the number of tasks with observations of the params (the new study
+// counted), and s_t in [0, 1] the similarity of task t to the new study:
+// the intersection over union of their promising regions (section 4), each
+// estimated as the top kSimilarityTop of kSimilaritySamples uniform points
+// ranked by the task's promising density (its below group, no prior,
+// bandwidths at least 0.1 of the domain, as the paper's code). With no
+// finished new observation s_t = 1 and n_l^0 = n_g^0 = 0: the earlier
+// studies' model alone drives the search; as new trials show that the good
+// region moved, s_t falls and the earlier study fades. Candidates:
+// n_ei_candidates from each l_t with a weight (as the paper's code), the one
+// with the largest log l(x) - log g(x) taken. Univariate and multivariate fits both do this, per
+// param or per group of params. A history without warm-start trials (or
+// kNone) is modelled exactly as before, as one task.
 #pragma once
 
 #include <cstddef>
@@ -32,11 +59,32 @@ class TpeModel {
   // computed once per call.
   const std::vector<double>& values(const std::string& name, const Distribution& d);
 
-  // A fitted pair of estimators over some params.
+  // One task's part of a warm-start mixture: its estimators (null when
+  // its group is empty) and their mixture weights (normalized; 0 if null).
+  struct TaskPart {
+    std::unique_ptr<ParzenEstimator> below, above;
+    double below_weight = 0, above_weight = 0;
+    double similarity = 1;  // s_t (1 for the new study itself)
+  };
+
+  // A fitted pair of estimators over some params: `below` and `above`, or
+  // (warm-start trials with kSimilarity) the mixture of `tasks`.
   struct Fitted {
     std::unique_ptr<ParzenEstimator> below, above;
-    bool random = false;  // no finished observation: draw at random
+    std::vector<TaskPart> tasks;  // empty unless a warm-start mixture
+    bool random = false;          // no finished observation: draw at random
   };
+
+  // Uniform points and the top fraction of them used to estimate a task
+  // similarity (the paper's code draws 1000 points; its quantile is TPE's
+  // gamma, 0.1 here as the default linear gamma).
+  static constexpr std::size_t kSimilaritySamples = 1000;
+  static constexpr double kSimilarityTop = 0.1;
+  // The intersection over union of the top kSimilarityTop of
+  // kSimilaritySamples uniform points (internal values of `dists`, a fixed
+  // seed) ranked by a's and by b's density: in [0, 1], 1 for equal rankings.
+  static double similarity(const ParzenEstimator& a, const ParzenEstimator& b,
+                           const std::vector<Distribution>& dists);
 
   // Fits l and g for the params `names` (distributions `dists`), using the
   // observations where all of them are present.
@@ -65,6 +113,23 @@ class TpeModel {
   Selection select(const std::vector<const std::vector<double>*>& cols) const;
   // Which observations are in the below group (by index in h_.obs).
   const std::vector<char>& split(Selection& sel);
+  // The below flags (by index in h_.obs) of the best gamma(m) of the m
+  // observations `finished` (reordered).
+  std::vector<char> split_of(std::vector<std::size_t>& finished) const;
+  // The estimators of the observations of `sel` split by `is_below`; their
+  // sizes in nb, na; `promising` (if not null): the below group's
+  // estimator without prior, for the task similarity.
+  void estimate(const std::vector<std::string>& names, const std::vector<Distribution>& dists,
+                const std::vector<const std::vector<double>*>& cols, const Selection& sel,
+                const std::vector<char>& is_below, std::unique_ptr<ParzenEstimator>& below,
+                std::unique_ptr<ParzenEstimator>& above, std::size_t& nb, std::size_t& na,
+                std::unique_ptr<ParzenEstimator>* promising) const;
+  // The warm-start mixture (see the top of this file) of `sel`.
+  void fit_tasks(const std::vector<std::string>& names, const std::vector<Distribution>& dists,
+                 const std::vector<const std::vector<double>*>& cols, const Selection& sel,
+                 Fitted& f) const;
+  // The best of n_ei_candidates draws from each task of a warm-start mixture.
+  std::vector<double> draw_mixture(const Fitted& f, std::size_t n_dims, std::mt19937_64& rng) const;
   // Per numeric dimension, each group's observations sorted by value, read
   // off the cached sorted columns in O(n) (for the neighbour bandwidth).
   void neighbor_orders(const std::vector<std::string>& names,

@@ -72,6 +72,10 @@ const char* to_string(TpeWeights weights) {
   return weights == TpeWeights::kUniform ? "uniform" : "old_decay";
 }
 
+const char* to_string(TpeWarmStartWeighting weighting) {
+  return weighting == TpeWarmStartWeighting::kSimilarity ? "similarity" : "none";
+}
+
 const char* to_string(tpe::BandwidthRule rule) {
   switch (rule) {
     case tpe::BandwidthRule::kNeighbor:
@@ -132,6 +136,7 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
               "bandwidth_factor",
               "weights",
               "weights_window",
+              "warm_start_weighting",
               "multivariate",
               "group",
               "constant_liar",
@@ -174,6 +179,14 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
       bad_choice(join_path(path, "weights"), {"uniform", "old_decay"}, *v);
   }
   read_count(config, path, "weights_window", o.weights_window);
+  if (auto v = optional_string(config, path, "warm_start_weighting")) {
+    if (*v == "similarity")
+      o.warm_start_weighting = TpeWarmStartWeighting::kSimilarity;
+    else if (*v == "none")
+      o.warm_start_weighting = TpeWarmStartWeighting::kNone;
+    else
+      bad_choice(join_path(path, "warm_start_weighting"), {"similarity", "none"}, *v);
+  }
   if (auto v = optional_bool(config, path, "multivariate")) o.multivariate = *v;
   if (auto v = optional_bool(config, path, "group")) o.group = *v;
   if (auto v = optional_bool(config, path, "constant_liar")) o.constant_liar = *v;
@@ -204,6 +217,7 @@ Json TpeOptions::to_json() const {
       {"bandwidth_factor", *o.bandwidth_factor},
       {"weights", to_string(weights)},
       {"weights_window", weights_window},
+      {"warm_start_weighting", to_string(warm_start_weighting)},
       {"multivariate", multivariate},
       {"group", group},
       {"constant_liar", constant_liar},

@@ -85,7 +85,20 @@ enum class TpeWeights {
   kOldDecay,
 };
 
+// How warm-start trials (FrozenTrial::is_warm_start: copies of an earlier
+// study's COMPLETE trials, search/warm_start.h) enter TPE's model.
+enum class TpeWarmStartWeighting {
+  // Each earlier study is a task of its own, weighted by its similarity to
+  // the new study (Watanabe, Awad, Onishi, Hutter, IJCAI 2023; see
+  // algorithms/tpe_model.h for the formula).
+  kSimilarity,
+  // Warm-start trials are ordinary observations of the new study: their
+  // values are ranked with the new trials' values.
+  kNone,
+};
+
 const char* to_string(TpeWeights weights);
+const char* to_string(TpeWarmStartWeighting weighting);
 const char* to_string(tpe::BandwidthRule rule);
 
 // Options of TpeSampler. Defaults were chosen with bench/tpe_quality (see
@@ -143,6 +156,16 @@ struct TpeOptions {
   // Observation weights. Default kOldDecay with a window of 25.
   TpeWeights weights = TpeWeights::kOldDecay;
   std::size_t weights_window = 25;
+  // How warm-start trials are modelled. Default kSimilarity: the new
+  // trials and each earlier study are split into below/above groups
+  // separately (their values are of different functions), and an earlier
+  // study's estimators are mixed in with a weight that falls as the new
+  // trials' good region parts from its good region; with no new finished
+  // trial the earlier studies' model alone drives the search. kNone ranks
+  // all values together (an earlier study's good points stay in the below
+  // group, which helps only when the function did not change). No effect on
+  // a study without warm-start trials.
+  TpeWarmStartWeighting warm_start_weighting = TpeWarmStartWeighting::kSimilarity;
   // Seed of the random numbers; nullopt draws one from std::random_device.
   std::optional<std::uint64_t> seed;
   // Joint kernels over the params that every observation has (declared
@@ -173,8 +196,9 @@ struct TpeOptions {
   // "linear"|"sqrt", "factor": x, "cap": n}), prior_weight, consider_prior, consider_endpoints,
   // consider_magic_clip, min_bandwidth_factor, bandwidth ("neighbor"|"scott"|"range"),
   // bandwidth_factor, weights
-  // ("uniform"|"old_decay"), weights_window, multivariate, group,
-  // constant_liar, duplicate_retries. Missing keys keep their defaults; an
+  // ("uniform"|"old_decay"), weights_window, warm_start_weighting
+  // ("similarity"|"none"), multivariate, group, constant_liar,
+  // duplicate_retries. Missing keys keep their defaults; an
   // unknown key or a bad value throws ConfigError naming it
   // ("sampler.gamma.factor: must be > 0").
   static TpeOptions from_json(const Json& config, const std::string& path = "sampler");

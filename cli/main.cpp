@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--study", run.study, "study name (default: study.name of the file)");
   run_cmd->add_option("--warm-start", run.warm_start,
                       "STORAGE[:STUDY]: start from the COMPLETE trials of an earlier study "
-                      "(overrides warm_start of the file; STUDY may be omitted when STORAGE "
+                      "(overrides warm_start of the file; split at the last ':' unless a '/' "
+                      "follows it, so a path may hold ':'; STUDY may be omitted when STORAGE "
                       "holds one study)");
   auto* resume_cmd =
       app.add_subcommand("resume", "Continue a study from the settings stored with it");

@@ -79,14 +79,21 @@ WarmStartFit warm_start_fit(const SearchSpace& space, const Params& params, Para
   return WarmStartFit::kFits;
 }
 
+namespace {
+
+// "1 trial", "2 trials".
+std::string trials(std::int64_t n) { return fmt::format("{} trial{}", n, n == 1 ? "" : "s"); }
+
+}  // namespace
+
 std::string WarmStartSummary::message() const {
   if (already_done)
-    return fmt::format("warm start: already done ({} trials from {} in {})", copied, study,
+    return fmt::format("warm start: already done ({} from {} in {})", trials(copied), study,
                        storage);
   return fmt::format(
-      "warm start: {} trials from {} in {}; {} left out ({} out of bounds, {} "
-      "missing params)",
-      copied, study, storage, left_out(), out_of_bounds, missing_params);
+      "warm start: {} from {} in {}; {} left out ({} out of bounds, {} "
+      "missing params, {} without a value)",
+      trials(copied), study, storage, left_out(), out_of_bounds, missing_params, no_value);
 }
 
 WarmStartSummary copy_warm_start(Study& study, Storage& source, const std::string& source_label,
@@ -108,7 +115,10 @@ WarmStartSummary copy_warm_start(Study& study, Storage& source, const std::strin
   summary.study = source_study;
   std::vector<NewTrial> copies;
   for (const auto& t : source.get_all_trials(*source_id, {TrialState::kComplete})) {
-    if (!t->value || std::isnan(*t->value)) continue;
+    if (!t->value || std::isnan(*t->value)) {
+      ++summary.no_value;
+      continue;
+    }
     Params fitted;
     switch (warm_start_fit(space, t->params, &fitted)) {
       case WarmStartFit::kFits:
@@ -140,7 +150,8 @@ WarmStartSummary copy_warm_start(Study& study, Storage& source, const std::strin
                                        {"copied", summary.copied},
                                        {"left_out", summary.left_out()},
                                        {"out_of_bounds", summary.out_of_bounds},
-                                       {"missing_params", summary.missing_params}});
+                                       {"missing_params", summary.missing_params},
+                                       {"no_value", summary.no_value}});
   });
   return summary;
 }

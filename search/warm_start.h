@@ -10,27 +10,29 @@
 //   spdlog::info("{}", s.message());
 //
 // Rules:
-//  - Each COMPLETE trial of the earlier study (with a value that is not
-//    NaN) whose params fit the new study's declared space (warm_start_fit)
-//    is copied into the new study as a finished COMPLETE trial: its params
-//    (with the new space's distributions), value, start and end times and
-//    user attrs; no intermediate values (a pruner compares new trials with
-//    new trials only). Its system attr warm_start = {"storage", "study",
-//    "trial"} names where it came from (FrozenTrial::is_warm_start), and
-//    its worker is "warm start: STUDY #NUMBER" (so `hpsearch trials` shows
-//    it).
-//  - Samplers (TPE, random, QMC, grid) see such trials as any COMPLETE
-//    trial of the history: TPE's n_startup_trials counts them, so with
-//    enough of them TPE models from the first new trial on.
+//  - Each COMPLETE trial of the earlier study with a value (not NULL, not
+//    NaN; others are left out, counted as "without a value") whose params
+//    fit the new study's declared space (warm_start_fit) is copied into the
+//    new study as a finished COMPLETE trial: its params (with the new
+//    space's distributions), value, start and end times and user attrs; no
+//    intermediate values (a pruner compares new trials with new trials
+//    only). Its system attr warm_start = {"storage", "study", "trial"}
+//    names where it came from (FrozenTrial::is_warm_start), and its worker
+//    is "warm start: STUDY #NUMBER" (so `hpsearch trials` shows it).
+//  - Samplers (TPE, random, QMC, grid) see such trials as COMPLETE trials
+//    of the history: TPE's n_startup_trials counts them, so with enough of
+//    them TPE models from the first new trial on; TPE models each earlier
+//    study as a task of its own, weighted by its similarity to the new
+//    trials (TpeOptions::warm_start_weighting, algorithms/tpe_model.h).
 //  - They are never dispatched, never re-run, do not count towards the
 //    budget (FrozenTrial::counts_as_finished) and are never the study's best
 //    trial (lifecycle::is_best_candidate): their values come from the
 //    earlier study's objective.
 //  - The copy happens once per study: in one transaction that also sets the
 //    study's system attr warm_start ({"storage", "study", "copied",
-//    "left_out", "out_of_bounds", "missing_params"}). A study that has it
-//    (a resumed run) is left as it is, and the earlier store is not even
-//    opened again.
+//    "left_out", "out_of_bounds", "missing_params", "no_value"}). A study
+//    that has it (a resumed run) is left as it is, and the earlier store is
+//    not even opened again.
 //
 // This is what Optuna cannot do directly (its only way is to enqueue the
 // earlier best params with Study.enqueue_trial, which runs them again);
@@ -74,10 +76,11 @@ struct WarmStartSummary {
   std::int64_t copied = 0;          // trials copied
   std::int64_t out_of_bounds = 0;   // COMPLETE trials left out: a value outside the new space
   std::int64_t missing_params = 0;  // COMPLETE trials left out: an active param missing
-  std::int64_t left_out() const { return out_of_bounds + missing_params; }
-  // "warm start: 40 trials from old in old.db; 3 left out (2 out of bounds,
-  // 1 missing params)"; for already_done: "warm start: already done (40
-  // trials from old in old.db)".
+  std::int64_t no_value = 0;        // COMPLETE trials left out: no value (NULL) or NaN
+  std::int64_t left_out() const { return out_of_bounds + missing_params + no_value; }
+  // "warm start: 40 trials from old in old.db; 3 left out (1 out of bounds,
+  // 1 missing params, 1 without a value)" ("1 trial" for one); for
+  // already_done: "warm start: already done (40 trials from old in old.db)".
   std::string message() const;
 };
 

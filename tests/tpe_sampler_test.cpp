@@ -171,6 +171,7 @@ TEST(TpeOptionsTest, FromJsonReadsEveryOptionAndRoundTrips) {
             {"bandwidth_factor", 0.5},
             {"weights", "uniform"},
             {"weights_window", 10},
+            {"warm_start_weighting", "none"},
             {"multivariate", true},
             {"group", true},
             {"constant_liar", true},
@@ -194,6 +195,7 @@ TEST(TpeOptionsTest, FromJsonReadsEveryOptionAndRoundTrips) {
   EXPECT_DOUBLE_EQ(*o.bandwidth_factor, 0.5);
   EXPECT_EQ(o.weights, TpeWeights::kUniform);
   EXPECT_EQ(o.weights_window, 10u);
+  EXPECT_EQ(o.warm_start_weighting, TpeWarmStartWeighting::kNone);
   EXPECT_TRUE(o.multivariate);
   EXPECT_TRUE(o.group);
   EXPECT_TRUE(o.constant_liar);

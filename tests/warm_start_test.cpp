@@ -3,6 +3,7 @@
 #include "search/warm_start.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <cmath>
 #include <memory>
@@ -85,7 +86,7 @@ TEST_F(WarmStartTest, CopiesCompleteTrialsMarkedAndOutsideTheBudget) {
   EXPECT_EQ(s.copied, 12);
   EXPECT_EQ(s.left_out(), 0);
   EXPECT_EQ(s.message(), "warm start: 12 trials from old in " + old_db() +
-                             "; 0 left out (0 out of bounds, 0 missing params)");
+                             "; 0 left out (0 out of bounds, 0 missing params, 0 without a value)");
 
   auto old_trials = open_storage(old_db())->get_all_trials(
       *open_storage(old_db())->find_study("old"), {TrialState::kComplete});
@@ -147,6 +148,21 @@ TEST_F(WarmStartTest, ResumeDoesNotCopyAgain) {
   EXPECT_EQ(warm_trials(study).size(), 6u);
 }
 
+TEST(WarmStartSummaryTest, MessageSaysOneTrialInTheSingular) {
+  WarmStartSummary s;
+  s.storage = "old.db";
+  s.study = "old";
+  s.copied = 1;
+  s.no_value = 1;
+  EXPECT_EQ(s.message(),
+            "warm start: 1 trial from old in old.db; 1 left out (0 out of bounds, 0 missing "
+            "params, 1 without a value)");
+  s.already_done = true;
+  EXPECT_EQ(s.message(), "warm start: already done (1 trial from old in old.db)");
+  s.copied = 0;
+  EXPECT_EQ(s.message(), "warm start: already done (0 trials from old in old.db)");
+}
+
 TEST_F(WarmStartTest, LeavesOutTrialsThatDoNotFitAndCountsThem) {
   {
     // Earlier space: x in [-5, 5], y in [-5, 5], z in [0, 1] on some trials.
@@ -168,6 +184,17 @@ TEST_F(WarmStartTest, LeavesOutTrialsThatDoNotFitAndCountsThem) {
     no_y.params = {{"x", 0.0}};
     no_y.value = 0.0;
     storage->create_trial(old.study_id(), no_y);
+    add(0.25, 0.25);  // fits, but its value is set to NULL below
+  }
+  {
+    // A COMPLETE trial without a value (as another writer may leave one):
+    // hpsearch never writes it, so the store is edited directly.
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(old_db().c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "UPDATE trials SET value = NULL WHERE number = 5", nullptr, nullptr,
+                           nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
   }
   auto storage = open_storage(new_db());
   Study study =
@@ -176,13 +203,16 @@ TEST_F(WarmStartTest, LeavesOutTrialsThatDoNotFitAndCountsThem) {
   EXPECT_EQ(s.copied, 2);
   EXPECT_EQ(s.out_of_bounds, 2);
   EXPECT_EQ(s.missing_params, 1);
-  EXPECT_EQ(s.left_out(), 3);
+  EXPECT_EQ(s.no_value, 1);
+  EXPECT_EQ(s.left_out(), 4);
   EXPECT_EQ(s.message(), "warm start: 2 trials from old in " + old_db() +
-                             "; 3 left out (2 out of bounds, 1 missing params)");
+                             "; 4 left out (2 out of bounds, 1 missing params, 1 without a value)");
   const Json attr = storage->get_study(study.study_id()).system_attrs[kAttrWarmStart];
   EXPECT_EQ(attr["copied"], 2);
   EXPECT_EQ(attr["out_of_bounds"], 2);
   EXPECT_EQ(attr["missing_params"], 1);
+  EXPECT_EQ(attr["no_value"], 1);
+  EXPECT_EQ(attr["left_out"], 4);
 }
 
 TEST(WarmStartFitTest, ConditionalsChoicesAndExtraParams) {
@@ -328,7 +358,7 @@ TEST_F(WarmStartTest, CommandLineRunsTheBudgetBesidesTheWarmTrials) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE((r.out + r.err)
                 .find("warm start: 0 trials from old in old.db; 8 left out (0 out of "
-                      "bounds, 8 missing params)"),
+                      "bounds, 8 missing params, 0 without a value)"),
             std::string::npos)
       << r.out << r.err;
 
