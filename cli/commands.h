@@ -98,7 +98,7 @@ int keys_command(const KeysOptions& options);
 struct ReadOptions {
   std::string storage;
   std::optional<std::string> study;
-  std::string format = "table";      // table | csv | json
+  std::string format = "table";  // table | csv | json
   // trials only: filters (checked by trials_command; ConfigError naming the
   // flag for a bad value).
   std::optional<std::string> state;  // --state: one state or several, comma-separated

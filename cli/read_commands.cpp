@@ -92,9 +92,10 @@ TrialQuery trials_query(const ReadOptions& o) {
       std::string word = rest.substr(start, comma == std::string::npos ? comma : comma - start);
       auto s = parse_trial_state(word);
       if (!s)
-        throw ConfigError("--state", "must be WAITING, RUNNING, COMPLETE, PRUNED or FAIL (or "
-                                     "several, comma-separated), got '" +
-                                         word + "'");
+        throw ConfigError("--state",
+                          "must be WAITING, RUNNING, COMPLETE, PRUNED or FAIL (or "
+                          "several, comma-separated), got '" +
+                              word + "'");
       q.states.push_back(*s);
       if (comma == std::string::npos) break;
       start = comma + 1;
@@ -346,9 +347,9 @@ CoordinatorStatus coordinator_status(Storage& storage, std::int64_t study_id,
 // Everything `hpsearch status` shows of one study.
 struct StudyStatus {
   StudyInfo info;
-  TrialCounts counts;               // by state, and finished (an indexed count)
-  TrialPtr best;                    // lifecycle::best_trial's answer (an indexed query)
-  std::vector<TrialPtr> running;    // the RUNNING trials
+  TrialCounts counts;             // by state, and finished (an indexed count)
+  TrialPtr best;                  // lifecycle::best_trial's answer (an indexed query)
+  std::vector<TrialPtr> running;  // the RUNNING trials
   std::optional<std::int64_t> budget;
   CoordinatorStatus coordinator;
 };

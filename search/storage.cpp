@@ -363,9 +363,9 @@ void InMemoryStorage::read_trials(std::int64_t study_id, const TrialQuery& query
   }
   // By number: the list is indexed by number; copy one batch at a time and
   // call `visit` outside the lock.
-  std::size_t next = query.since_number ? static_cast<std::size_t>(std::max<std::int64_t>(
-                                              *query.since_number, 0))
-                                        : 0;
+  std::size_t next = query.since_number
+                         ? static_cast<std::size_t>(std::max<std::int64_t>(*query.since_number, 0))
+                         : 0;
   std::int64_t left = query.limit ? *query.limit : -1;
   std::vector<TrialPtr> batch;
   while (left != 0) {

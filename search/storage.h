@@ -63,9 +63,7 @@ struct TrialCounts {
   // PRUNED, or FAIL not retried; never a warm-start copy).
   std::int64_t finished = 0;
 
-  std::int64_t count(TrialState state) const {
-    return by_state[static_cast<std::size_t>(state)];
-  }
+  std::int64_t count(TrialState state) const { return by_state[static_cast<std::size_t>(state)]; }
   std::int64_t total() const;
 };
 

@@ -338,8 +338,8 @@ std::string states_sql(const std::vector<TrialState>& states) {
 // The statement that walks the selected trial ids in the query's order.
 // ?1 study_id, ?2 the lowest number, ?3 the limit (-1: none).
 std::string walk_sql(const TrialQuery& query, StudyDirection direction) {
-  std::string sql = "SELECT trial_id FROM trials WHERE study_id = ?1 AND number >= ?2" +
-                    states_sql(query.states);
+  std::string sql =
+      "SELECT trial_id FROM trials WHERE study_id = ?1 AND number >= ?2" + states_sql(query.states);
   if (query.order == TrialOrder::kValue)
     sql += direction == StudyDirection::kMaximize ? " ORDER BY value IS NULL, value DESC, number"
                                                   : " ORDER BY value IS NULL, value, number";
@@ -397,15 +397,13 @@ void visit_batch(Connection& conn, const std::vector<std::int64_t>& ids,
   }
 }
 
-void read_study_trials_unchecked(Connection& conn, std::int64_t study_id,
-                                 StudyDirection direction, const TrialQuery& query,
-                                 const TrialVisitor& visit) {
+void read_study_trials_unchecked(Connection& conn, std::int64_t study_id, StudyDirection direction,
+                                 const TrialQuery& query, const TrialVisitor& visit) {
   // Its own statement (not the cache): the batch queries run while it is
   // open.
   Statement walk(conn.db(), walk_sql(query, direction));
   walk.bind(1, study_id);
-  walk.bind(2, query.since_number ? *query.since_number
-                                  : std::numeric_limits<std::int64_t>::min());
+  walk.bind(2, query.since_number ? *query.since_number : std::numeric_limits<std::int64_t>::min());
   walk.bind(3, query.limit ? *query.limit : std::int64_t{-1});
   std::vector<std::int64_t> ids;
   ids.reserve(query.batch_size);
@@ -460,10 +458,11 @@ TrialPtr load_best_trial(Connection& conn, std::int64_t study_id, StudyDirection
   double best = 0.0;
   {
     Use u(conn.stmt(maximize ? std::string("SELECT t.value FROM trials t WHERE t.study_id = ?1 "
-                                           "AND ") + kBestCandidate +
-                                   " ORDER BY t.value DESC LIMIT 1"
+                                           "AND ") +
+                                   kBestCandidate + " ORDER BY t.value DESC LIMIT 1"
                              : std::string("SELECT t.value FROM trials t WHERE t.study_id = ?1 "
-                                           "AND ") + kBestCandidate + " ORDER BY t.value LIMIT 1"));
+                                           "AND ") +
+                                   kBestCandidate + " ORDER BY t.value LIMIT 1"));
     Statement& s = u.get();
     s.bind(1, study_id);
     s.bind(9, kAttrWarmStart);
