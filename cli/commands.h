@@ -98,8 +98,13 @@ int keys_command(const KeysOptions& options);
 struct ReadOptions {
   std::string storage;
   std::optional<std::string> study;
-  std::string format = "table";      // table | csv | json
-  std::optional<std::string> state;  // filter
+  std::string format = "table";  // table | csv | json
+  // trials only: filters (checked by trials_command; ConfigError naming the
+  // flag for a bad value).
+  std::optional<std::string> state;  // --state: one state or several, comma-separated
+  std::optional<std::string> limit;  // --limit N: at most N trials (N >= 0)
+  std::string sort = "number";       // --sort number | value (best first)
+  std::optional<std::string> since;  // --since N: trials numbered >= N (N >= 0)
 };
 
 // The storage at `path`, which must exist (ConfigError otherwise), and the

@@ -169,7 +169,14 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"table", "csv", "json"}))
         ->capture_default_str();
   }
-  trials_cmd->add_option("--state", read.state, "only trials in this state (COMPLETE, FAIL, ...)");
+  trials_cmd->add_option("--state", read.state,
+                         "only trials in this state, or these (COMPLETE,PRUNED; any of WAITING, "
+                         "RUNNING, COMPLETE, PRUNED, FAIL)");
+  trials_cmd->add_option("--limit", read.limit, "at most N trials (after --sort)");
+  trials_cmd->add_option("--sort", read.sort,
+                         "number (default) or value: best first in the study's direction, "
+                         "trials without a value last");
+  trials_cmd->add_option("--since", read.since, "only trials numbered N or higher");
 
   ExportOptions exp;
   auto* export_cmd =

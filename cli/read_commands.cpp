@@ -47,12 +47,10 @@ std::int64_t pick_study(Storage& storage, const std::optional<std::string>& name
 int best_command(const ReadOptions& o) {
   auto storage = open_existing(o.storage);
   auto id = pick_study(*storage, o.study, o.storage);
-  auto study = Study::load(storage, storage->get_study(id).name);
-  TrialPtr best;
-  try {
-    best = study.best_trial();
-  } catch (const Error& e) {
-    std::cerr << "hpsearch: " << e.what() << "\n";
+  TrialPtr best = storage->best_trial(id);  // an indexed query, not a full load
+  if (!best) {
+    std::cerr << "hpsearch: study '" << storage->get_study(id).name
+              << "' has no COMPLETE trial yet\n";
     return kExitFailure;
   }
   if (o.format == "json") {
@@ -68,50 +66,168 @@ int best_command(const ReadOptions& o) {
   return kExitOk;
 }
 
+namespace {
+
+// A flag's value as an integer >= 0; ConfigError naming the flag otherwise.
+std::int64_t parse_count_flag(const std::string& flag, const std::string& text) {
+  std::int64_t v = 0;
+  std::size_t used = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || v < 0)
+    throw ConfigError(flag, "must be an integer >= 0, got '" + text + "'");
+  return v;
+}
+
+// The trial query of `hpsearch trials`' flags; ConfigError naming the flag.
+TrialQuery trials_query(const ReadOptions& o) {
+  TrialQuery q;
+  if (o.state) {
+    std::string rest = *o.state;
+    for (std::size_t start = 0; start <= rest.size();) {
+      std::size_t comma = rest.find(',', start);
+      std::string word = rest.substr(start, comma == std::string::npos ? comma : comma - start);
+      auto s = parse_trial_state(word);
+      if (!s)
+        throw ConfigError("--state",
+                          "must be WAITING, RUNNING, COMPLETE, PRUNED or FAIL (or "
+                          "several, comma-separated), got '" +
+                              word + "'");
+      q.states.push_back(*s);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  if (o.limit) q.limit = parse_count_flag("--limit", *o.limit);
+  if (o.since) q.since_number = parse_count_flag("--since", *o.since);
+  if (o.sort == "value")
+    q.order = TrialOrder::kValue;
+  else if (o.sort != "number")
+    throw ConfigError("--sort", "must be number or value, got '" + o.sort + "'");
+  return q;
+}
+
+// Writes the trials as a JSON array, one trial at a time: the text of
+// dump(2) of the whole array (the format trials always had).
+void write_trials_json(Storage& storage, std::int64_t id, const TrialQuery& q) {
+  bool first = true;
+  storage.read_trials(id, q, [&](const TrialPtr& t) {
+    std::string text = trial_to_json(*t).dump(2);
+    std::string indented = first ? "[\n  " : ",\n  ";
+    indented.reserve(text.size() * 11 / 10 + 8);
+    for (char c : text) {
+      indented += c;
+      if (c == '\n') indented += "  ";  // raw newlines occur only between tokens
+    }
+    std::cout << indented;
+    first = false;
+  });
+  std::cout << (first ? "[]\n" : "\n]\n");
+}
+
+// The cells of one trial's row: the fixed columns, then by param and by
+// user attr name, then worker and fail reason.
+struct TrialCells {
+  std::vector<std::string> head;  // number, state, value, duration_s
+  std::map<std::string, std::string> params, attrs;
+  std::vector<std::string> tail;  // worker, fail_reason
+};
+
+TrialCells trial_cells(const FrozenTrial& t) {
+  TrialCells c;
+  c.head = {std::to_string(t.number), to_string(t.state), t.value ? format_value(*t.value) : "",
+            t.duration_s() ? fmt::format("{:.3f}", *t.duration_s()) : ""};
+  for (const auto& [k, v] : t.params) c.params[k] = format_param(v);
+  for (const auto& [k, v] : t.user_attrs.items()) c.attrs[k] = printable(format_param(v));
+  c.tail = {printable(t.worker), printable(t.fail_reason)};  // text from workers
+  return c;
+}
+
+// The columns of a trials table: the fixed ones, the params and user attrs
+// seen (by name), worker, fail_reason; and each column's widest cell.
+struct TrialColumns {
+  std::vector<std::size_t> head_w, tail_w;
+  std::map<std::string, std::size_t> params, attrs;  // name -> widest cell
+
+  void add(const TrialCells& c) {
+    auto widen = [](std::size_t& w, const std::string& cell) {
+      w = std::max(w, display_width(cell));
+    };
+    head_w.resize(c.head.size());
+    tail_w.resize(c.tail.size());
+    for (std::size_t i = 0; i < c.head.size(); ++i) widen(head_w[i], c.head[i]);
+    for (std::size_t i = 0; i < c.tail.size(); ++i) widen(tail_w[i], c.tail[i]);
+    for (const auto& [k, v] : c.params) widen(params[k], v);
+    for (const auto& [k, v] : c.attrs) widen(attrs[k], v);
+  }
+  std::vector<std::string> header() const {
+    std::vector<std::string> h = {"number", "state", "value", "duration_s"};
+    for (const auto& [n, w] : params) h.push_back(n);
+    for (const auto& [a, w] : attrs) h.push_back("attr " + a);  // user attrs, after the params
+    h.push_back("worker");
+    h.push_back("fail_reason");
+    return h;
+  }
+  std::vector<std::size_t> widths() const {
+    std::vector<std::size_t> w = head_w;
+    for (const auto& [n, width] : params) w.push_back(width);
+    for (const auto& [a, width] : attrs) w.push_back(width);
+    w.insert(w.end(), tail_w.begin(), tail_w.end());
+    return w;
+  }
+  std::vector<std::string> row(const TrialCells& c) const {
+    std::vector<std::string> r = c.head;
+    for (const auto& [n, w] : params) {
+      auto it = c.params.find(n);
+      r.push_back(it == c.params.end() ? "" : it->second);
+    }
+    for (const auto& [a, w] : attrs) {
+      auto it = c.attrs.find(a);
+      r.push_back(it == c.attrs.end() ? "" : it->second);
+    }
+    r.insert(r.end(), c.tail.begin(), c.tail.end());
+    return r;
+  }
+};
+
+// Table and CSV: a first pass finds the columns and their widths, a second
+// writes the rows as it reads them; each holds one batch of trials and one
+// row at a time. (While a coordinator adds trials, the second pass may see
+// trials the first did not: their rows are written, cells of new params
+// left out, wider cells unpadded.)
+void write_trials_table(Storage& storage, std::int64_t id, const TrialQuery& q, bool csv) {
+  TrialColumns columns;
+  storage.read_trials(id, q, [&](const TrialPtr& t) { columns.add(trial_cells(*t)); });
+  TableWriter writer(columns.header());
+  if (csv) {
+    std::cout << writer.csv_line(writer.header());
+  } else {
+    auto widths = columns.widths();  // empty when no trial was read
+    for (std::size_t i = 0; i < widths.size(); ++i) writer.widen_to(i, widths[i]);
+    std::cout << writer.header_lines();
+  }
+  storage.read_trials(id, q, [&](const TrialPtr& t) {
+    auto row = columns.row(trial_cells(*t));
+    std::cout << (csv ? writer.csv_line(row) : writer.row_line(row));
+  });
+}
+
+}  // namespace
+
 int trials_command(const ReadOptions& o) {
   if (o.format != "table" && o.format != "csv" && o.format != "json")
     throw ConfigError("--format", "must be table, csv or json, got '" + o.format + "'");
-  std::vector<TrialState> states;
-  if (o.state) {
-    auto s = parse_trial_state(*o.state);
-    if (!s) throw ConfigError("--state", "must be WAITING, RUNNING, COMPLETE, PRUNED or FAIL");
-    states.push_back(*s);
-  }
+  TrialQuery q = trials_query(o);
   auto storage = open_existing(o.storage);
   auto id = pick_study(*storage, o.study, o.storage);
-  auto trials = storage->get_all_trials(id, states);
-  if (o.format == "json") {
-    Json arr = Json::array();
-    for (const auto& t : trials) arr.push_back(trial_to_json(*t));
-    std::cout << arr.dump(2) << "\n";
-    return kExitOk;
-  }
-  std::set<std::string> names, attrs;
-  for (const auto& t : trials) {
-    for (const auto& [k, v] : t->params) names.insert(k);
-    for (const auto& [k, v] : t->user_attrs.items()) attrs.insert(k);
-  }
-  std::vector<std::string> header = {"number", "state", "value", "duration_s"};
-  for (const auto& n : names) header.push_back(n);
-  for (const auto& a : attrs) header.push_back("attr " + a);  // user attrs, after the params
-  header.push_back("worker");
-  header.push_back("fail_reason");
-  Table table(header);
-  for (const auto& t : trials) {
-    std::vector<std::string> row = {std::to_string(t->number), to_string(t->state),
-                                    t->value ? format_value(*t->value) : "",
-                                    t->duration_s() ? fmt::format("{:.3f}", *t->duration_s()) : ""};
-    for (const auto& n : names) {
-      auto it = t->params.find(n);
-      row.push_back(it == t->params.end() ? "" : format_param(it->second));
-    }
-    for (const auto& a : attrs)
-      row.push_back(t->user_attrs.contains(a) ? printable(format_param(t->user_attrs[a])) : "");
-    row.push_back(printable(t->worker));  // text from workers: no control characters
-    row.push_back(printable(t->fail_reason));
-    table.add_row(std::move(row));
-  }
-  std::cout << (o.format == "csv" ? table.render_csv() : table.render());
+  if (o.format == "json")
+    write_trials_json(*storage, id, q);
+  else
+    write_trials_table(*storage, id, q, o.format == "csv");
+  std::cout.flush();
   return kExitOk;
 }
 
@@ -119,23 +235,19 @@ int studies_command(const ReadOptions& o) {
   auto storage = open_existing(o.storage);
   Table table({"study", "direction", "trials", "complete", "best"});
   Json arr = Json::array();
-  for (const auto& info : storage->list_studies()) {
-    auto study = Study::load(storage, info.name);
-    auto trials = study.trials();
-    std::int64_t complete = 0;
-    for (const auto& t : trials) complete += t->state == TrialState::kComplete;
+  for (const auto& [info, counts] : storage->list_study_summaries()) {
     std::string best;
     std::optional<double> best_v;
-    try {
-      best_v = study.best_value();
+    if (TrialPtr b = storage->best_trial(info.study_id)) {
+      best_v = *b->value;
       best = format_value(*best_v);
-    } catch (const Error&) {
     }
-    table.add_row({info.name, to_string(info.direction), std::to_string(trials.size()),
+    std::int64_t complete = counts.count(TrialState::kComplete);
+    table.add_row({info.name, to_string(info.direction), std::to_string(counts.total()),
                    std::to_string(complete), best});
     arr.push_back(Json{{"name", info.name},
                        {"direction", to_string(info.direction)},
-                       {"n_trials", trials.size()},
+                       {"n_trials", counts.total()},
                        {"n_complete", complete},
                        {"best_value", best_v ? Json(*best_v) : Json()}});
   }
@@ -147,29 +259,6 @@ int studies_command(const ReadOptions& o) {
 }
 
 namespace {
-
-// The trials of a study counted by state, how many count as finished
-// (Trial::counts_as_finished) and the best trial (lifecycle::best_trial).
-struct TrialTally {
-  std::map<TrialState, std::int64_t> counts;
-  std::int64_t finished = 0;
-  TrialPtr best;
-
-  std::int64_t count(TrialState state) const {
-    auto it = counts.find(state);
-    return it == counts.end() ? 0 : it->second;
-  }
-};
-
-TrialTally tally_trials(const std::vector<TrialPtr>& trials, StudyDirection direction) {
-  TrialTally tally;
-  for (const auto& t : trials) {
-    tally.counts[t->state]++;
-    if (t->counts_as_finished()) ++tally.finished;
-  }
-  tally.best = lifecycle::best_trial(direction, trials);  // warm-start trials excepted
-  return tally;
-}
 
 // The study config's budget.n_trials, if it is there and an integer.
 std::optional<std::int64_t> budget_n_trials(const Json& config) {
@@ -258,8 +347,9 @@ CoordinatorStatus coordinator_status(Storage& storage, std::int64_t study_id,
 // Everything `hpsearch status` shows of one study.
 struct StudyStatus {
   StudyInfo info;
-  std::vector<TrialPtr> trials;
-  TrialTally tally;
+  TrialCounts counts;             // by state, and finished (an indexed count)
+  TrialPtr best;                  // lifecycle::best_trial's answer (an indexed query)
+  std::vector<TrialPtr> running;  // the RUNNING trials
   std::optional<std::int64_t> budget;
   CoordinatorStatus coordinator;
 };
@@ -272,10 +362,10 @@ void print_status_json(const StudyStatus& s) {
   out["counts"] = Json::object();
   for (TrialState st : {TrialState::kWaiting, TrialState::kRunning, TrialState::kComplete,
                         TrialState::kPruned, TrialState::kFail})
-    out["counts"][to_string(st)] = s.tally.count(st);
-  out["finished"] = s.tally.finished;
+    out["counts"][to_string(st)] = s.counts.count(st);
+  out["finished"] = s.counts.finished;
   out["n_trials"] = s.budget ? Json(*s.budget) : Json();
-  out["best"] = s.tally.best ? trial_to_json(*s.tally.best) : Json();
+  out["best"] = s.best ? trial_to_json(*s.best) : Json();
   out["coordinator"] = s.coordinator.attr;
   out["coordinator_running"] = holder                     ? Json(true)
                                : s.coordinator.lock.asked ? Json(false)
@@ -319,8 +409,7 @@ std::vector<std::string> worker_row(const Json& w, std::map<std::int64_t, TrialP
 // RUNNING trials of the store; then the RUNNING trials no worker claims.
 void print_workers(const StudyStatus& s) {
   std::map<std::int64_t, TrialPtr> running;
-  for (const auto& t : s.trials)
-    if (t->state == TrialState::kRunning) running[t->number] = t;
+  for (const auto& t : s.running) running[t->number] = t;
   const Json& workers = s.coordinator.workers;
   if (!workers.empty()) {
     Table table({"worker", "host", "pid", "device", "trial", "running for", "last report"});
@@ -343,11 +432,11 @@ void print_status_text(const StudyStatus& s, const std::string& storage_name) {
   for (TrialState st : {TrialState::kComplete, TrialState::kPruned, TrialState::kFail,
                         TrialState::kRunning, TrialState::kWaiting})
     by_state +=
-        fmt::format("{}{} {}", by_state.empty() ? "" : ", ", s.tally.count(st), to_string(st));
-  std::cout << fmt::format("Trials: {} ({}); finished {}{}\n", s.trials.size(), by_state,
-                           s.tally.finished,
+        fmt::format("{}{} {}", by_state.empty() ? "" : ", ", s.counts.count(st), to_string(st));
+  std::cout << fmt::format("Trials: {} ({}); finished {}{}\n", s.counts.total(), by_state,
+                           s.counts.finished,
                            s.budget ? fmt::format(" of {}", *s.budget) : std::string());
-  if (const auto& best = s.tally.best)
+  if (const auto& best = s.best)
     std::cout << fmt::format("Best: trial {}, value {}\n", best->number,
                              format_value(*best->value));
   else
@@ -363,8 +452,12 @@ int status_command(const ReadOptions& o) {
   auto id = pick_study(*storage, o.study, o.storage);
   StudyStatus s;
   s.info = storage->get_study(id);
-  s.trials = storage->get_all_trials(id, {});
-  s.tally = tally_trials(s.trials, s.info.direction);
+  // Indexed queries: status never loads the history.
+  s.counts = storage->count_trials_by_state(id);
+  s.best = storage->best_trial(id);
+  TrialQuery running;
+  running.states = {TrialState::kRunning};
+  storage->read_trials(id, running, [&](const TrialPtr& t) { s.running.push_back(t); });
   s.budget = budget_n_trials(s.info.config);
   s.coordinator = coordinator_status(*storage, id, s.info);
   if (o.format == "json")

@@ -6,7 +6,6 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
-#include <sstream>
 
 namespace hps::cli {
 
@@ -39,47 +38,74 @@ std::string csv_field(const std::string& s) {
 
 }  // namespace
 
-std::string Table::render() const {
-  std::vector<std::size_t> w(header_.size(), 0);
-  for (std::size_t i = 0; i < header_.size(); ++i) w[i] = width(header_[i]);
-  for (const auto& r : rows_)
-    for (std::size_t i = 0; i < r.size() && i < w.size(); ++i) w[i] = std::max(w[i], width(r[i]));
-  std::ostringstream out;
-  auto line = [&](const std::vector<std::string>& r, bool header) {
-    std::string text;
-    for (std::size_t i = 0; i < w.size(); ++i) {
-      std::string cell = i < r.size() ? r[i] : "";
-      std::string pad(w[i] - std::min(w[i], width(cell)), ' ');
-      bool right = !header && looks_numeric(cell);
-      text += right ? pad + cell : cell + (i + 1 < w.size() ? pad : "");
-      if (i + 1 < w.size()) text += "  ";
-    }
-    while (!text.empty() && text.back() == ' ') text.pop_back();
-    out << text << '\n';
-  };
-  line(header_, true);
-  std::string rule;
+TableWriter::TableWriter(std::vector<std::string> header) : header_(std::move(header)) {
+  widths_.reserve(header_.size());
+  for (const auto& h : header_) widths_.push_back(width(h));
+}
+
+void TableWriter::widen(std::size_t column, const std::string& cell) {
+  if (column < widths_.size()) widths_[column] = std::max(widths_[column], width(cell));
+}
+
+void TableWriter::widen_to(std::size_t column, std::size_t w) {
+  if (column < widths_.size()) widths_[column] = std::max(widths_[column], w);
+}
+
+std::size_t display_width(const std::string& s) { return width(s); }
+
+void TableWriter::widen(const std::vector<std::string>& row) {
+  for (std::size_t i = 0; i < row.size(); ++i) widen(i, row[i]);
+}
+
+std::string TableWriter::line(const std::vector<std::string>& r, bool is_header) const {
+  const auto& w = widths_;
+  std::string text;
   for (std::size_t i = 0; i < w.size(); ++i) {
-    rule += std::string(w[i], '-');
-    if (i + 1 < w.size()) rule += "  ";
+    std::string cell = i < r.size() ? r[i] : "";
+    std::string pad(w[i] - std::min(w[i], width(cell)), ' ');
+    bool right = !is_header && looks_numeric(cell);
+    text += right ? pad + cell : cell + (i + 1 < w.size() ? pad : "");
+    if (i + 1 < w.size()) text += "  ";
   }
-  out << rule << '\n';
-  for (const auto& r : rows_) line(r, false);
-  return out.str();
+  while (!text.empty() && text.back() == ' ') text.pop_back();
+  return text + '\n';
+}
+
+std::string TableWriter::header_lines() const {
+  std::string rule;
+  for (std::size_t i = 0; i < widths_.size(); ++i) {
+    rule += std::string(widths_[i], '-');
+    if (i + 1 < widths_.size()) rule += "  ";
+  }
+  return line(header_, true) + rule + '\n';
+}
+
+std::string TableWriter::row_line(const std::vector<std::string>& row) const {
+  return line(row, false);
+}
+
+std::string TableWriter::csv_line(const std::vector<std::string>& r) const {
+  std::string out;
+  for (std::size_t i = 0; i < header_.size(); ++i) {
+    if (i) out += ',';
+    out += csv_field(i < r.size() ? r[i] : "");
+  }
+  return out + "\r\n";
+}
+
+std::string Table::render() const {
+  TableWriter w(header_);
+  for (const auto& r : rows_) w.widen(r);
+  std::string out = w.header_lines();
+  for (const auto& r : rows_) out += w.row_line(r);
+  return out;
 }
 
 std::string Table::render_csv() const {
-  std::ostringstream out;
-  auto line = [&](const std::vector<std::string>& r) {
-    for (std::size_t i = 0; i < header_.size(); ++i) {
-      if (i) out << ',';
-      out << csv_field(i < r.size() ? r[i] : "");
-    }
-    out << "\r\n";
-  };
-  line(header_);
-  for (const auto& r : rows_) line(r);
-  return out.str();
+  TableWriter w(header_);
+  std::string out = w.csv_line(header_);
+  for (const auto& r : rows_) out += w.csv_line(r);
+  return out;
 }
 
 std::string format_value(double v) {

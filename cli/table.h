@@ -23,6 +23,38 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
+// A table written row by row, for output too long to hold in memory (the
+// trials of a large study). Text: give every row to widen() first (a first
+// pass), then write header_lines() and row_line() of each row; the output
+// is that of Table::render() over the same rows. CSV needs no first pass:
+// csv_line() of the header, then of each row, is Table::render_csv().
+class TableWriter {
+ public:
+  // Columns start as wide as their header cell.
+  explicit TableWriter(std::vector<std::string> header);
+  // Widens column `column` to fit `cell` (display width in code points).
+  void widen(std::size_t column, const std::string& cell);
+  void widen(const std::vector<std::string>& row);
+  // Widens column `column` to at least `width` code points.
+  void widen_to(std::size_t column, std::size_t width);
+  // The header line and the rule under it.
+  std::string header_lines() const;
+  // One row, padded to the widths (numeric cells right-aligned).
+  std::string row_line(const std::vector<std::string>& row) const;
+  // One RFC 4180 CSV line (\r\n-terminated) of the header's column count.
+  std::string csv_line(const std::vector<std::string>& row) const;
+  const std::vector<std::string>& header() const { return header_; }
+
+ private:
+  std::string line(const std::vector<std::string>& row, bool is_header) const;
+
+  std::vector<std::string> header_;
+  std::vector<std::size_t> widths_;
+};
+
+// Display width of UTF-8 text as tables count it: code points.
+std::size_t display_width(const std::string& s);
+
 // A double with up to 10 significant digits ("0.397887", "inf", "nan").
 std::string format_value(double v);
 // A JSON param or attr value for a table cell, so that 1, 1.0 and "1" read

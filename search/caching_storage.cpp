@@ -221,6 +221,23 @@ CachingStorage::~CachingStorage() {
 
 Storage& CachingStorage::inner() const { return *impl_->inner; }
 
+TrialCounts CachingStorage::count_trials_by_state(std::int64_t study_id) {
+  return impl_->inner->count_trials_by_state(study_id);
+}
+
+TrialPtr CachingStorage::best_trial(std::int64_t study_id) {
+  return impl_->inner->best_trial(study_id);
+}
+
+std::vector<StudySummary> CachingStorage::list_study_summaries() {
+  return impl_->inner->list_study_summaries();
+}
+
+void CachingStorage::read_trials(std::int64_t study_id, const TrialQuery& query,
+                                 const TrialVisitor& visit) {
+  impl_->inner->read_trials(study_id, query, visit);
+}
+
 TrialHistory CachingStorage::history(std::int64_t study_id) {
   std::lock_guard lock(impl_->mutex);
   impl_->refresh();

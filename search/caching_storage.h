@@ -148,6 +148,13 @@ class CachingStorage : public Storage {
                                        const std::vector<TrialState>& states = {}) override;
   std::int64_t count_trials(std::int64_t study_id,
                             const std::vector<TrialState>& states = {}) override;
+  // Asked of the inner storage (its indexed queries), not of the cache: a
+  // command that only counts or streams never loads the history.
+  TrialCounts count_trials_by_state(std::int64_t study_id) override;
+  TrialPtr best_trial(std::int64_t study_id) override;
+  std::vector<StudySummary> list_study_summaries() override;
+  void read_trials(std::int64_t study_id, const TrialQuery& query,
+                   const TrialVisitor& visit) override;
   // The inner storage's transaction around fn; if fn throws, the cache is
   // dropped (the inner storage rolled back) and the exception propagates.
   void run_in_transaction(const std::function<void()>& fn) override;

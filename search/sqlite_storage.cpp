@@ -401,6 +401,46 @@ std::int64_t SqliteStorage::count_trials(std::int64_t study_id,
   });
 }
 
+TrialCounts SqliteStorage::count_trials_by_state(std::int64_t study_id) {
+  return impl_->read([&] {
+    sqlite::require_study(impl_->conn, study_id);
+    return sqlite::count_trials_by_state(impl_->conn, study_id);
+  });
+}
+
+TrialPtr SqliteStorage::best_trial(std::int64_t study_id) {
+  return impl_->read([&] {
+    auto found = sqlite::load_studies(impl_->conn, study_id);
+    if (found.empty()) throw StorageError("no study with id " + std::to_string(study_id));
+    return sqlite::load_best_trial(impl_->conn, study_id, found.front().direction);
+  });
+}
+
+std::vector<StudySummary> SqliteStorage::list_study_summaries() {
+  return impl_->read([&] {
+    std::vector<StudySummary> out;
+    auto counts = sqlite::count_all_studies(impl_->conn);
+    auto c = counts.begin();
+    for (auto& info : sqlite::load_studies(impl_->conn)) {  // both by study id
+      while (c != counts.end() && c->first < info.study_id) ++c;
+      TrialCounts n = c != counts.end() && c->first == info.study_id ? c->second : TrialCounts{};
+      out.push_back({std::move(info), n});
+    }
+    return out;
+  });
+}
+
+void SqliteStorage::read_trials(std::int64_t study_id, const TrialQuery& query,
+                                const TrialVisitor& visit) {
+  query.validate();
+  impl_->read([&] {
+    auto found = sqlite::load_studies(impl_->conn, study_id);
+    if (found.empty()) throw StorageError("no study with id " + std::to_string(study_id));
+    sqlite::read_study_trials(impl_->conn, study_id, found.front().direction, query, visit);
+    return 0;
+  });
+}
+
 void SqliteStorage::run_in_transaction(const std::function<void()>& fn) {
   impl_->write([&] { fn(); });
 }

@@ -4,7 +4,9 @@
 //   auto storage = std::make_shared<hps::SqliteStorage>("fmnist-mlp.db");
 //
 // File format. The schema version is PRAGMA user_version; migrations are
-// applied in order when a file is opened (v1 = the initial schema). Tables:
+// applied in order when a file is opened (v1 = the initial schema; v2 adds
+// the indexes trials_by_study_state_value and trial_attrs_by_key, for the
+// reads that do not load the history). Tables:
 //   studies(study_id, name UNIQUE, direction 0=minimize 1=maximize,
 //           config_json, created)
 //   study_attrs(study_id, kind 0=user 1=system, key, value_json)
@@ -104,7 +106,7 @@ struct SqliteOptions {
 class SqliteStorage : public Storage {
  public:
   // The schema version this build writes (PRAGMA user_version).
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   // Opens `path` (created with the current schema if missing or empty;
   // older schemas are migrated). ":memory:" gives a private in-memory
@@ -163,6 +165,19 @@ class SqliteStorage : public Storage {
                                        const std::vector<TrialState>& states = {}) override;
   std::int64_t count_trials(std::int64_t study_id,
                             const std::vector<TrialState>& states = {}) override;
+  // Indexed queries, in constant memory (Storage's rules; see there).
+  // count_trials_by_state: one GROUP BY state over the index
+  // trials_by_study_state, less the warm-start and retried trials found by
+  // trial_attrs_by_key. best_trial: the best value by an index range scan,
+  // then the lowest number with it. list_study_summaries: one GROUP BY
+  // study_id, state. read_trials: one statement walks the selected ids in
+  // order; each batch is loaded with one query per table, all inside one
+  // read transaction (inside run_in_transaction: that one).
+  TrialCounts count_trials_by_state(std::int64_t study_id) override;
+  TrialPtr best_trial(std::int64_t study_id) override;
+  std::vector<StudySummary> list_study_summaries() override;
+  void read_trials(std::int64_t study_id, const TrialQuery& query,
+                   const TrialVisitor& visit) override;
   // One transaction around fn (BEGIN IMMEDIATE ... COMMIT); nested calls
   // are savepoints (an exception rolls back only the nested part, then
   // propagates). If fn throws, nothing it wrote is kept and the exception

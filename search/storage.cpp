@@ -6,6 +6,7 @@
 
 #include "search/caching_storage.h"
 #include "search/sqlite_storage.h"
+#include "search/trial_lifecycle.h"
 #include "search/util/storage_url.h"
 
 namespace hps {
@@ -20,7 +21,80 @@ bool state_in(TrialState s, const std::vector<TrialState>& states) {
   return states.empty() || std::find(states.begin(), states.end(), s) != states.end();
 }
 
+// Whether `a` comes before `b` in TrialOrder::kValue.
+bool value_order_before(StudyDirection direction, const FrozenTrial& a, const FrozenTrial& b) {
+  if (a.value.has_value() != b.value.has_value()) return a.value.has_value();
+  if (a.value && *a.value != *b.value)
+    return direction == StudyDirection::kMaximize ? *a.value > *b.value : *a.value < *b.value;
+  return a.number < b.number;
+}
+
 }  // namespace
+
+std::int64_t TrialCounts::total() const {
+  std::int64_t n = 0;
+  for (auto c : by_state) n += c;
+  return n;
+}
+
+void TrialQuery::validate() const {
+  if (limit && *limit < 0)
+    throw ConfigError("limit", "must be >= 0, got " + std::to_string(*limit));
+  if (batch_size < 1) throw ConfigError("batch_size", "must be >= 1, got 0");
+}
+
+std::vector<TrialPtr> select_trials(std::vector<TrialPtr> trials, const TrialQuery& query,
+                                    StudyDirection direction) {
+  query.validate();
+  std::erase_if(trials, [&](const TrialPtr& t) {
+    return !state_in(t->state, query.states) ||
+           (query.since_number && t->number < *query.since_number);
+  });
+  if (query.order == TrialOrder::kValue)
+    std::sort(trials.begin(), trials.end(), [&](const TrialPtr& a, const TrialPtr& b) {
+      return value_order_before(direction, *a, *b);
+    });
+  else
+    std::sort(trials.begin(), trials.end(),
+              [](const TrialPtr& a, const TrialPtr& b) { return a->number < b->number; });
+  if (query.limit && static_cast<std::size_t>(*query.limit) < trials.size())
+    trials.resize(static_cast<std::size_t>(*query.limit));
+  return trials;
+}
+
+TrialCounts tally_trials(const std::vector<TrialPtr>& trials) {
+  TrialCounts counts;
+  for (const auto& t : trials) {
+    counts.by_state[static_cast<std::size_t>(t->state)]++;
+    if (t->counts_as_finished()) ++counts.finished;
+  }
+  return counts;
+}
+
+TrialCounts Storage::count_trials_by_state(std::int64_t study_id) {
+  return tally_trials(get_all_trials(study_id));
+}
+
+TrialPtr Storage::best_trial(std::int64_t study_id) {
+  StudyDirection direction = get_study(study_id).direction;
+  return lifecycle::best_trial(direction, get_all_trials(study_id));
+}
+
+std::vector<StudySummary> Storage::list_study_summaries() {
+  std::vector<StudySummary> out;
+  for (auto& info : list_studies()) {
+    TrialCounts counts = count_trials_by_state(info.study_id);
+    out.push_back({std::move(info), counts});
+  }
+  return out;
+}
+
+void Storage::read_trials(std::int64_t study_id, const TrialQuery& query,
+                          const TrialVisitor& visit) {
+  query.validate();
+  StudyDirection direction = get_study(study_id).direction;
+  for (const auto& t : select_trials(get_all_trials(study_id), query, direction)) visit(t);
+}
 
 struct InMemoryStorage::Impl {
   std::recursive_mutex mu;
@@ -250,6 +324,66 @@ std::vector<TrialPtr> InMemoryStorage::get_all_trials(std::int64_t study_id,
   for (const auto& t : list)
     if (state_in(t->state, states)) out.push_back(t);
   return out;
+}
+
+TrialCounts InMemoryStorage::count_trials_by_state(std::int64_t study_id) {
+  std::lock_guard lock(impl_->mu);
+  impl_->study(study_id);
+  return tally_trials(impl_->trials_by_study[study_id]);
+}
+
+TrialPtr InMemoryStorage::best_trial(std::int64_t study_id) {
+  std::lock_guard lock(impl_->mu);
+  StudyDirection direction = impl_->study(study_id).direction;
+  return lifecycle::best_trial(direction, impl_->trials_by_study[study_id]);
+}
+
+std::vector<StudySummary> InMemoryStorage::list_study_summaries() {
+  std::lock_guard lock(impl_->mu);
+  std::vector<StudySummary> out;
+  for (const auto& [id, info] : impl_->studies)
+    out.push_back({info, tally_trials(impl_->trials_by_study[id])});
+  return out;
+}
+
+void InMemoryStorage::read_trials(std::int64_t study_id, const TrialQuery& query,
+                                  const TrialVisitor& visit) {
+  query.validate();
+  if (query.order == TrialOrder::kValue) {
+    // A sort needs them all: pointers to the snapshots, not copies.
+    std::vector<TrialPtr> all;
+    StudyDirection direction{};
+    {
+      std::lock_guard lock(impl_->mu);
+      direction = impl_->study(study_id).direction;
+      all = impl_->trials_by_study[study_id];
+    }
+    for (const auto& t : select_trials(std::move(all), query, direction)) visit(t);
+    return;
+  }
+  // By number: the list is indexed by number; copy one batch at a time and
+  // call `visit` outside the lock.
+  std::size_t next = query.since_number
+                         ? static_cast<std::size_t>(std::max<std::int64_t>(*query.since_number, 0))
+                         : 0;
+  std::int64_t left = query.limit ? *query.limit : -1;
+  std::vector<TrialPtr> batch;
+  while (left != 0) {
+    batch.clear();
+    {
+      std::lock_guard lock(impl_->mu);
+      impl_->study(study_id);
+      const auto& list = impl_->trials_by_study[study_id];
+      for (; next < list.size() && batch.size() < query.batch_size; ++next)
+        if (state_in(list[next]->state, query.states)) batch.push_back(list[next]);
+      if (batch.empty() && next >= list.size()) return;
+    }
+    for (const auto& t : batch) {
+      if (left == 0) return;
+      visit(t);
+      if (left > 0) --left;
+    }
+  }
 }
 
 void InMemoryStorage::run_in_transaction(const std::function<void()>& fn) {

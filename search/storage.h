@@ -9,6 +9,8 @@
 // All methods are safe to call from several threads at once.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -53,6 +55,54 @@ struct NewTrial {
   Json user_attrs = Json::object();
   std::string fail_reason;
 };
+
+// The trials of a study counted by state (Storage::count_trials_by_state).
+struct TrialCounts {
+  std::array<std::int64_t, 5> by_state{};  // indexed by the TrialState's value
+  // Trials that count as finished (FrozenTrial::counts_as_finished: COMPLETE,
+  // PRUNED, or FAIL not retried; never a warm-start copy).
+  std::int64_t finished = 0;
+
+  std::int64_t count(TrialState state) const { return by_state[static_cast<std::size_t>(state)]; }
+  std::int64_t total() const;
+};
+
+// A study with its trial counts (Storage::list_study_summaries).
+struct StudySummary {
+  StudyInfo info;
+  TrialCounts counts;
+};
+
+// The order of Storage::read_trials.
+enum class TrialOrder {
+  kNumber,  // by trial number, ascending
+  // Trials with a value first, best first in the study's direction (lowest
+  // value to minimize, highest to maximize), ties by number; then the
+  // trials without a value by number. Every state and warm-start copies
+  // take part (this is an order, not the best-trial rule).
+  kValue,
+};
+
+// Which trials Storage::read_trials gives, and how.
+struct TrialQuery {
+  std::vector<TrialState> states;  // only trials in these states; default empty = all
+  // Only trials numbered >= since_number (e.g. the trials added since the
+  // last look). Default none: from trial 0.
+  std::optional<std::int64_t> since_number;
+  TrialOrder order = TrialOrder::kNumber;  // default by number
+  // At most this many trials (after filtering and ordering). Default none:
+  // all. Must be >= 0.
+  std::optional<std::int64_t> limit;
+  // Trials read from the store per round trip: memory holds about one
+  // batch. Default 512; larger means fewer queries, more memory. Must be >= 1.
+  std::size_t batch_size = 512;
+
+  // Throws ConfigError naming the field ("limit", "batch_size").
+  void validate() const;
+};
+
+// Called once per trial by Storage::read_trials, in the query's order.
+using TrialVisitor = std::function<void(const TrialPtr&)>;
 
 // Throws StorageError unless `init` can be created: user_attrs and
 // system_attrs objects, a distribution only for a param given, a COMPLETE
@@ -138,6 +188,30 @@ class Storage {
   virtual std::int64_t count_trials(std::int64_t study_id,
                                     const std::vector<TrialState>& states = {});
 
+  // --- reads that do not load the history ---------------------------
+  // The defaults below work on get_all_trials(); SqliteStorage answers them
+  // with indexed SQL queries (constant memory), InMemoryStorage without
+  // copying the history. All throw StorageError if the study is absent.
+
+  // The study's trials counted by state, and how many count as finished.
+  virtual TrialCounts count_trials_by_state(std::int64_t study_id);
+  // The best trial of the study in its direction (lifecycle::best_trial's
+  // answer: is_best_candidate, ranks_before), or null if it has none.
+  virtual TrialPtr best_trial(std::int64_t study_id);
+  // Every study (as list_studies(), by id) with its trial counts.
+  virtual std::vector<StudySummary> list_study_summaries();
+  // Calls `visit` for each trial of the study that `query` selects, in its
+  // order, reading query.batch_size trials at a time: one consistent
+  // snapshot for SqliteStorage (one read transaction around the whole
+  // walk). `visit` must not write to this storage (SqliteStorage holds its
+  // lock and a read transaction while it runs); an exception from it stops
+  // the walk and propagates. Throws ConfigError for a bad query
+  // (TrialQuery::validate). Memory: one batch, except TrialOrder::kValue,
+  // which SQLite sorts in memory (about 40 bytes per selected trial) and
+  // InMemoryStorage sorts as a vector of pointers.
+  virtual void read_trials(std::int64_t study_id, const TrialQuery& query,
+                           const TrialVisitor& visit);
+
   // Runs `fn` as one atomic unit: all its writes commit together or none do
   // (SQLite: one transaction; cheaper than one per call when batching).
   // Nested calls join the outer unit. The default just calls fn.
@@ -193,6 +267,11 @@ class InMemoryStorage : public Storage {
   TrialPtr get_trial_by_number(std::int64_t study_id, std::int64_t number) override;
   std::vector<TrialPtr> get_all_trials(std::int64_t study_id,
                                        const std::vector<TrialState>& states) override;
+  TrialCounts count_trials_by_state(std::int64_t study_id) override;
+  TrialPtr best_trial(std::int64_t study_id) override;
+  std::vector<StudySummary> list_study_summaries() override;
+  void read_trials(std::int64_t study_id, const TrialQuery& query,
+                   const TrialVisitor& visit) override;
   void run_in_transaction(const std::function<void()>& fn) override;
   // Always 0: only this object changes the data.
   std::optional<std::int64_t> data_version() override;
@@ -207,5 +286,14 @@ class InMemoryStorage : public Storage {
 // (created if missing) inside a CachingStorage (search/caching_storage.h).
 // Throws StorageError.
 std::shared_ptr<Storage> open_storage(const std::string& url);
+
+// What Storage::read_trials gives, from a full list of the study's trials
+// (any order): the query's filter, order and limit applied. The reference
+// that the storages' own queries are tested against. `direction` is the
+// study's (for TrialOrder::kValue).
+std::vector<TrialPtr> select_trials(std::vector<TrialPtr> trials, const TrialQuery& query,
+                                    StudyDirection direction);
+// The counts of count_trials_by_state() from a full list of trials.
+TrialCounts tally_trials(const std::vector<TrialPtr>& trials);
 
 }  // namespace hps

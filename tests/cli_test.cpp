@@ -384,6 +384,83 @@ TEST_F(CliTest, ReadCommandsOnMissingOrEmptyStores) {
   EXPECT_EQ(cli({"best", "two.db", "--study", "three"}).exit_code, 2);
 }
 
+TEST_F(CliTest, TrialsFiltersSortsLimitsAndStreams) {
+  // A store made through the storage API: 40 trials of every state, values
+  // with ties, a warm-start copy with the best value.
+  {
+    auto storage = open_storage(dir_.file("f.db"));
+    auto id = storage->create_study("f", StudyDirection::kMaximize, Json());
+    for (int i = 0; i < 40; ++i) {
+      NewTrial t;
+      t.state = static_cast<TrialState>(i % 5);
+      t.params = {{"x", Json(0.5 * i)}};
+      if (is_finished(t.state)) t.value = static_cast<double>(i % 7);
+      if (i == 12) t.system_attrs["warm_start"] = Json{{"storage", "o.db"}, {"study", "o"}};
+      if (i == 12) t.value = 100.0;
+      storage->create_trial(id, t);
+    }
+  }
+  Json all = trials_or_fail("f.db");
+  ASSERT_EQ(all.size(), 40u);
+  auto numbers = [](const Json& trials) {
+    std::vector<std::int64_t> n;
+    for (const auto& t : trials) n.push_back(t["number"].get<std::int64_t>());
+    return n;
+  };
+  auto json_of = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"trials", "f.db", "--format", "json"});
+    ProcessResult r = cli(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? Json::parse(r.out) : Json();
+  };
+  // --state: one or several states; every key of a trial as without filters.
+  Json done = json_of({"--state", "complete,PRUNED"});
+  std::vector<std::int64_t> want;
+  for (int i = 0; i < 40; ++i)
+    if (i % 5 == 2 || i % 5 == 3) want.push_back(i);
+  EXPECT_EQ(numbers(done), want);
+  EXPECT_EQ(done[0], all[2]);
+  // --since N: trials numbered N or higher; --limit N: the first N.
+  EXPECT_EQ(numbers(json_of({"--since", "37"})), (std::vector<std::int64_t>{37, 38, 39}));
+  EXPECT_EQ(numbers(json_of({"--limit", "2", "--since", "5"})), (std::vector<std::int64_t>{5, 6}));
+  EXPECT_EQ(json_of({"--limit", "0"}), Json::array());
+  // --sort value: best first (maximize), ties by number, no value last; the
+  // warm-start copy is sorted by its value like any trial.
+  Json by_value = json_of({"--sort", "value"});
+  ASSERT_EQ(by_value.size(), 40u);
+  EXPECT_EQ(by_value[0]["number"], 12);
+  EXPECT_EQ(by_value[1]["number"], 13);  // value 6: the finished trials 13, 27, 34
+  EXPECT_EQ(by_value[2]["number"], 27);
+  EXPECT_TRUE(by_value[39]["value"].is_null());
+  // The best trial is not the warm-start copy.
+  ProcessResult best = cli({"best", "f.db", "--format", "json"});
+  ASSERT_EQ(best.exit_code, 0) << best.err;
+  EXPECT_EQ(Json::parse(best.out)["number"], 27);
+  // Table and CSV with the filters: header, rule, one row per trial.
+  ProcessResult table = cli({"trials", "f.db", "--state", "FAIL", "--limit", "3"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  auto table_lines = lines(table.out);
+  ASSERT_EQ(table_lines.size(), 5u) << table.out;
+  EXPECT_EQ(table_lines[2].substr(0, 6), "     4") << table.out;
+  ProcessResult csv = cli({"trials", "f.db", "--format", "csv", "--sort", "value", "--limit", "1"});
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  auto csv_lines = lines(csv.out);
+  ASSERT_EQ(csv_lines.size(), 2u) << csv.out;
+  EXPECT_EQ(csv_lines[0], "number,state,value,duration_s,x,worker,fail_reason");
+  EXPECT_EQ(csv_lines[1].rfind("12,COMPLETE,100,", 0), 0u) << csv.out;
+  // Bad values: exit 2, the message names the flag.
+  for (const auto& [flag, value] :
+       std::vector<std::pair<std::string, std::string>>{{"--limit", "-1"},
+                                                        {"--limit", "ten"},
+                                                        {"--since", "1.5"},
+                                                        {"--sort", "loss"},
+                                                        {"--state", "COMPLETE,DONE"}}) {
+    ProcessResult bad = cli({"trials", "f.db", flag, value});
+    EXPECT_EQ(bad.exit_code, 2) << flag << " " << value;
+    EXPECT_NE(bad.err.find(flag), std::string::npos) << bad.err;
+  }
+}
+
 // ------------------------------------------------------------ bad input
 
 TEST_F(CliTest, BadSpaceFilesExitWithCode2AndCreateNothing) {

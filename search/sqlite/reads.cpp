@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <map>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <utility>
 
@@ -271,6 +274,224 @@ std::int64_t count_study_trials(Connection& conn, std::int64_t study_id,
       n += col_int(s, 1, where, "count(*)");
   }
   return n;
+}
+
+// ------------------------------------------------ reads without a full load
+
+namespace {
+
+constexpr int kComplete = static_cast<int>(TrialState::kComplete);
+
+// lifecycle::is_best_candidate in SQL, for a trial row `t`: COMPLETE, with
+// a value (NaN is stored as NULL) and without the system attr warm_start
+// (FrozenTrial::is_warm_start). ?9 is bound to kAttrWarmStart. Tests check
+// that this and is_best_candidate pick the same trial
+// (sqlite_storage_test: BestTrialAgreesWithLifecycle...).
+constexpr const char* kBestCandidate =
+    "t.state = 2 AND t.value IS NOT NULL AND NOT EXISTS (SELECT 1 FROM trial_attrs a "
+    "WHERE a.trial_id = t.trial_id AND a.kind = 1 AND a.key = ?9)";
+static_assert(kComplete == 2 && kKindSystem == 1, "kBestCandidate's constants");
+
+// FrozenTrial::counts_as_finished in SQL, counted the other way round: the
+// finished trials of study ?1 that do not count, i.e. warm-start copies
+// (system attr ?2 = warm_start) in any finished state and FAIL trials that
+// were retried (system attr ?3 = retried_as). Driven by the index
+// trial_attrs_by_key, so its cost is the number of such attrs, not the
+// history.
+constexpr const char* kNotCountedFinished =
+    "SELECT t.study_id, count(*) FROM trials t WHERE t.trial_id IN (SELECT a.trial_id FROM "
+    "trial_attrs a WHERE a.kind = 1 AND a.key IN (?2, ?3)) AND (?1 IS NULL OR t.study_id = ?1) "
+    "AND (t.state = 4 OR (t.state IN (2, 3) AND EXISTS (SELECT 1 FROM trial_attrs w WHERE "
+    "w.trial_id = t.trial_id AND w.kind = 1 AND w.key = ?2))) GROUP BY t.study_id";
+static_assert(static_cast<int>(TrialState::kPruned) == 3 &&
+                  static_cast<int>(TrialState::kFail) == 4,
+              "kNotCountedFinished's constants");
+
+void add_state_count(TrialCounts& c, TrialState state, std::int64_t n) {
+  c.by_state[static_cast<std::size_t>(state)] += n;
+  if (is_finished(state)) c.finished += n;
+}
+
+// Subtracts the finished trials that do not count (kNotCountedFinished) of
+// one study (`study_id`) or of all; `counts(id)` gives a study's counts.
+template <class F>
+void subtract_not_counted(Connection& conn, std::optional<std::int64_t> study_id, F counts) {
+  Use u(conn.stmt(kNotCountedFinished));
+  Statement& s = u.get();
+  if (study_id) s.bind(1, *study_id);
+  s.bind(2, kAttrWarmStart);
+  s.bind(3, kAttrRetriedAs);
+  while (s.step()) {
+    std::int64_t id = col_int(s, 0, Where{"trials"}, "study_id");
+    counts(id).finished -= col_int(s, 1, Where{"trials"}, "count(*)");
+  }
+}
+
+std::string states_sql(const std::vector<TrialState>& states) {
+  if (states.empty()) return "";
+  std::string sql = " AND state IN (";
+  for (std::size_t i = 0; i < states.size(); ++i)
+    sql += (i ? ", " : "") + std::to_string(static_cast<int>(states[i]));
+  return sql + ")";
+}
+
+// The statement that walks the selected trial ids in the query's order.
+// ?1 study_id, ?2 the lowest number, ?3 the limit (-1: none).
+std::string walk_sql(const TrialQuery& query, StudyDirection direction) {
+  std::string sql =
+      "SELECT trial_id FROM trials WHERE study_id = ?1 AND number >= ?2" + states_sql(query.states);
+  if (query.order == TrialOrder::kValue)
+    sql += direction == StudyDirection::kMaximize ? " ORDER BY value IS NULL, value DESC, number"
+                                                  : " ORDER BY value IS NULL, value, number";
+  else
+    sql += " ORDER BY number";
+  return sql + " LIMIT ?3";
+}
+
+// The trials of a batch, by the ids in `ids_json` (a JSON array), loaded
+// with one query per table.
+constexpr TrialQueries kByIds = {
+    "SELECT trial_id, number, state, value, datetime_start, datetime_complete, worker, "
+    "fail_reason FROM trials WHERE trial_id IN (SELECT value FROM json_each(?1))",
+    "SELECT trial_id, name, distribution_json, value_json, value_real "
+    "FROM trial_params WHERE trial_id IN (SELECT value FROM json_each(?1))",
+    "SELECT trial_id, step, value FROM trial_intermediate_values "
+    "WHERE trial_id IN (SELECT value FROM json_each(?1))",
+    "SELECT trial_id, kind, key, value_json FROM trial_attrs "
+    "WHERE trial_id IN (SELECT value FROM json_each(?1))",
+};
+
+// Loads the trials `ids` and visits them in that order.
+void visit_batch(Connection& conn, const std::vector<std::int64_t>& ids,
+                 const TrialVisitor& visit) {
+  std::string json = "[";
+  for (std::size_t i = 0; i < ids.size(); ++i) json += (i ? "," : "") + std::to_string(ids[i]);
+  json += "]";
+  ById by_id;
+  std::vector<std::shared_ptr<FrozenTrial>> list;
+  {
+    Use u(conn.stmt(kByIds.trials));
+    u->bind(1, json);
+    list = read_trial_rows(u.get(), by_id);
+  }
+  {
+    Use u(conn.stmt(kByIds.params));
+    u->bind(1, json);
+    read_param_rows(u.get(), by_id);
+  }
+  {
+    Use u(conn.stmt(kByIds.intermediates));
+    u->bind(1, json);
+    read_intermediate_rows(u.get(), by_id);
+  }
+  {
+    Use u(conn.stmt(kByIds.attrs));
+    u->bind(1, json);
+    read_trial_attr_rows(u.get(), by_id);
+  }
+  std::unordered_map<std::int64_t, std::shared_ptr<FrozenTrial>> owned;
+  for (auto& t : list) owned.emplace(t->trial_id, std::move(t));
+  for (std::int64_t id : ids) {
+    auto it = owned.find(id);
+    if (it != owned.end()) visit(TrialPtr(std::move(it->second)));
+  }
+}
+
+void read_study_trials_unchecked(Connection& conn, std::int64_t study_id, StudyDirection direction,
+                                 const TrialQuery& query, const TrialVisitor& visit) {
+  // Its own statement (not the cache): the batch queries run while it is
+  // open.
+  Statement walk(conn.db(), walk_sql(query, direction));
+  walk.bind(1, study_id);
+  walk.bind(2, query.since_number ? *query.since_number : std::numeric_limits<std::int64_t>::min());
+  walk.bind(3, query.limit ? *query.limit : std::int64_t{-1});
+  std::vector<std::int64_t> ids;
+  ids.reserve(query.batch_size);
+  while (walk.step()) {
+    ids.push_back(col_int(walk, 0, Where{"trials"}, "trial_id"));
+    if (ids.size() < query.batch_size) continue;
+    visit_batch(conn, ids, visit);
+    ids.clear();
+  }
+  if (!ids.empty()) visit_batch(conn, ids, visit);
+}
+
+}  // namespace
+
+TrialCounts count_trials_by_state(Connection& conn, std::int64_t study_id) {
+  TrialCounts counts;
+  {
+    Use u(conn.stmt("SELECT state, count(*) FROM trials WHERE study_id = ?1 GROUP BY state"));
+    Statement& s = u.get();
+    s.bind(1, study_id);
+    Where where = study_row_where("trials", study_id);
+    while (s.step())
+      add_state_count(counts, decode_state(col_int(s, 0, where, "state"), where),
+                      col_int(s, 1, where, "count(*)"));
+  }
+  subtract_not_counted(conn, study_id, [&](std::int64_t) -> TrialCounts& { return counts; });
+  return counts;
+}
+
+std::vector<std::pair<std::int64_t, TrialCounts>> count_all_studies(Connection& conn) {
+  std::map<std::int64_t, TrialCounts> by_study;
+  {
+    Use u(conn.stmt(
+        "SELECT study_id, state, count(*) FROM trials GROUP BY study_id, state ORDER BY study_id"));
+    Statement& s = u.get();
+    while (s.step()) {
+      std::int64_t id = col_int(s, 0, Where{"trials"}, "study_id");
+      Where where = study_row_where("trials", id);
+      add_state_count(by_study[id], decode_state(col_int(s, 1, where, "state"), where),
+                      col_int(s, 2, where, "count(*)"));
+    }
+  }
+  subtract_not_counted(conn, std::nullopt,
+                       [&](std::int64_t id) -> TrialCounts& { return by_study[id]; });
+  return {by_study.begin(), by_study.end()};
+}
+
+TrialPtr load_best_trial(Connection& conn, std::int64_t study_id, StudyDirection direction) {
+  // The best value (an index range scan: trials_by_study_state_value), then
+  // the lowest number with it (ranks_before: ties go to the lower number).
+  const bool maximize = direction == StudyDirection::kMaximize;
+  double best = 0.0;
+  {
+    Use u(conn.stmt(maximize ? std::string("SELECT t.value FROM trials t WHERE t.study_id = ?1 "
+                                           "AND ") +
+                                   kBestCandidate + " ORDER BY t.value DESC LIMIT 1"
+                             : std::string("SELECT t.value FROM trials t WHERE t.study_id = ?1 "
+                                           "AND ") +
+                                   kBestCandidate + " ORDER BY t.value LIMIT 1"));
+    Statement& s = u.get();
+    s.bind(1, study_id);
+    s.bind(9, kAttrWarmStart);
+    if (!s.step()) return nullptr;
+    auto v = col_opt_real(s, 0, study_row_where("trials", study_id), "value");
+    if (!v) return nullptr;
+    best = *v;
+  }
+  std::int64_t trial_id = 0;
+  {
+    Use u(conn.stmt(std::string("SELECT t.trial_id FROM trials t WHERE t.study_id = ?1 AND ") +
+                    kBestCandidate + " AND t.value = ?2 ORDER BY t.number LIMIT 1"));
+    Statement& s = u.get();
+    s.bind(1, study_id);
+    s.bind(2, best);
+    s.bind(9, kAttrWarmStart);
+    if (!s.step()) return nullptr;
+    trial_id = col_int(s, 0, Where{"trials"}, "trial_id");
+  }
+  return load_trial(conn, trial_id);
+}
+
+void read_study_trials(Connection& conn, std::int64_t study_id, StudyDirection direction,
+                       const TrialQuery& query, const TrialVisitor& visit) {
+  try {
+    read_study_trials_unchecked(conn, study_id, direction, query, visit);
+  } catch (const StorageError& e) {
+    throw StorageError(conn.path() + ": " + e.what());
+  }
 }
 
 TrialRow trial_row(Connection& conn, std::int64_t trial_id) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "search/sqlite/connection.h"
@@ -32,6 +33,20 @@ TrialPtr load_trial_by_number(Connection& conn, std::int64_t study_id, std::int6
 // How many trials of the study are in `states` (all if empty).
 std::int64_t count_study_trials(Connection& conn, std::int64_t study_id,
                                 const std::vector<TrialState>& states);
+
+// The study's trials counted by state, and those that count as finished
+// (FrozenTrial::counts_as_finished, in SQL). Without checking the study.
+TrialCounts count_trials_by_state(Connection& conn, std::int64_t study_id);
+// The counts of every study that has trials, by study id.
+std::vector<std::pair<std::int64_t, TrialCounts>> count_all_studies(Connection& conn);
+// The best trial of the study (lifecycle::is_best_candidate and
+// ranks_before, in SQL: two indexed lookups), or null.
+TrialPtr load_best_trial(Connection& conn, std::int64_t study_id, StudyDirection direction);
+// Calls `visit` for each trial that `query` selects (see
+// Storage::read_trials), loading query.batch_size trials at a time. The
+// caller holds the read transaction.
+void read_study_trials(Connection& conn, std::int64_t study_id, StudyDirection direction,
+                       const TrialQuery& query, const TrialVisitor& visit);
 
 // The columns of a trial's row that writes check.
 struct TrialRow {

@@ -71,6 +71,14 @@ CREATE TABLE trial_attrs(
   PRIMARY KEY(trial_id, kind, key)
 ) WITHOUT ROWID;
 )sql",
+    // v2: indexes for the reads that do not load the history
+    // (Storage::best_trial, count_trials_by_state, read_trials): the best
+    // COMPLETE value of a study is an index range scan; the warm-start and
+    // retried trials (system attrs by key) are found without scanning.
+    R"sql(
+CREATE INDEX trials_by_study_state_value ON trials(study_id, state, value, number);
+CREATE INDEX trial_attrs_by_key ON trial_attrs(kind, key, trial_id);
+)sql",
 };
 static_assert(std::size(kMigrations) == SqliteStorage::kSchemaVersion,
               "one migration per schema version");

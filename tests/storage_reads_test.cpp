@@ -1,0 +1,308 @@
+// Tests of the reads that do not load the history (Storage::
+// count_trials_by_state, best_trial, list_study_summaries, read_trials):
+// on randomized studies, every storage's answer equals the answer computed
+// from a full load (tally_trials, lifecycle::best_trial, select_trials),
+// trial by trial; and the schema migration that adds their indexes.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "search/caching_storage.h"
+#include "search/errors.h"
+#include "search/sqlite_storage.h"
+#include "search/storage.h"
+#include "search/trial_lifecycle.h"
+#include "tests/support/temp_dir.h"
+
+namespace hps {
+namespace {
+
+using testsupport::TempDir;
+
+struct Factory {
+  std::string name;
+  std::function<std::shared_ptr<Storage>(const std::string& file)> make;
+};
+[[maybe_unused]] void PrintTo(const Factory& f, std::ostream* os) { *os << f.name; }
+
+class StorageReads : public ::testing::TestWithParam<Factory> {
+ protected:
+  void SetUp() override { storage_ = GetParam().make(dir_.file("store.db")); }
+  TempDir dir_;
+  std::shared_ptr<Storage> storage_;
+};
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A copied trial (NewTrial with a finished state) or a live one.
+NewTrial make_trial(TrialState state, std::optional<double> value) {
+  NewTrial t;
+  t.state = state;
+  if (is_finished(state)) t.value = value;
+  t.params = {{"x", Json(0.25 * static_cast<int>(state))}, {"k", Json(static_cast<int>(state))}};
+  t.worker = "w";
+  return t;
+}
+
+// Adds `n` random trials to the study: every state, values drawn from a
+// small set (ties, -0.0, +-inf), NaN values on finished trials, warm-start
+// copies (better values than any own trial) and retried FAIL trials,
+// intermediate values and user attrs on some.
+void add_random_trials(Storage& s, std::int64_t study, int n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  const std::vector<double> values = {1.0, 2.0, 2.0, -0.0, 0.0, kInf, -kInf, 0.5, 3.25, -7.0};
+  auto pick = [&](std::size_t k) {
+    return std::uniform_int_distribution<std::size_t>(0, k - 1)(rng);
+  };
+  for (int i = 0; i < n; ++i) {
+    auto state = static_cast<TrialState>(pick(5));
+    std::optional<double> value = values[pick(values.size())];
+    if (state != TrialState::kComplete && pick(3) == 0) value = std::nullopt;
+    if (state != TrialState::kComplete && pick(5) == 0) value = std::nan("");
+    NewTrial t = make_trial(state, value);
+    if (is_finished(state) && pick(6) == 0) {  // a warm-start copy, best of all values
+      t.system_attrs["warm_start"] = Json{{"storage", "old.db"}, {"study", "s"}, {"trial", i}};
+      if (state == TrialState::kComplete) t.value = pick(2) ? -1e300 : 1e300;
+    }
+    if (state == TrialState::kFail && pick(3) == 0) t.system_attrs["retried_as"] = i + 1;
+    if (state == TrialState::kComplete && pick(4) == 0) t.system_attrs["retried_as"] = 7;
+    if (pick(4) == 0) t.user_attrs["note"] = "n" + std::to_string(i);
+    if (state != TrialState::kWaiting && pick(3) == 0)
+      t.intermediate_values = {{0, 1.5}, {1, std::nan("")}, {2, -kInf}};
+    s.create_trial(study, t);
+  }
+}
+
+// Both trials, field by field (through their JSON form, which keeps
+// non-finite numbers and all attrs).
+void expect_same_trials(const std::vector<TrialPtr>& got, const std::vector<TrialPtr>& want,
+                        const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    EXPECT_EQ(trial_to_json(*got[i]).dump(), trial_to_json(*want[i]).dump()) << what << " at " << i;
+}
+
+void expect_same_counts(const TrialCounts& got, const TrialCounts& want, const std::string& what) {
+  for (std::size_t i = 0; i < want.by_state.size(); ++i)
+    EXPECT_EQ(got.by_state[i], want.by_state[i]) << what << " state " << i;
+  EXPECT_EQ(got.finished, want.finished) << what;
+  EXPECT_EQ(got.total(), want.total()) << what;
+}
+
+std::vector<TrialPtr> read_all(Storage& s, std::int64_t study, const TrialQuery& q) {
+  std::vector<TrialPtr> out;
+  s.read_trials(study, q, [&](const TrialPtr& t) { out.push_back(t); });
+  return out;
+}
+
+// Every read of `study` against the full load.
+void expect_reads_match_full_load(Storage& s, std::int64_t study) {
+  StudyDirection direction = s.get_study(study).direction;
+  auto all = s.get_all_trials(study);
+  expect_same_counts(s.count_trials_by_state(study), tally_trials(all), "counts");
+  TrialPtr best = s.best_trial(study);
+  TrialPtr want = lifecycle::best_trial(direction, all);
+  ASSERT_EQ(best == nullptr, want == nullptr);
+  if (want) {
+    EXPECT_EQ(best->number, want->number);
+    EXPECT_TRUE(lifecycle::is_best_candidate(*best));
+  }
+  std::vector<TrialQuery> queries(1);
+  for (TrialOrder order : {TrialOrder::kNumber, TrialOrder::kValue})
+    for (std::size_t batch : {std::size_t{1}, std::size_t{7}, std::size_t{512}})
+      for (auto limit : {std::optional<std::int64_t>(), std::optional<std::int64_t>(0),
+                         std::optional<std::int64_t>(13)})
+        for (auto since : {std::optional<std::int64_t>(), std::optional<std::int64_t>(40)}) {
+          TrialQuery q;
+          q.order = order;
+          q.batch_size = batch;
+          q.limit = limit;
+          q.since_number = since;
+          queries.push_back(q);
+          q.states = {TrialState::kComplete};
+          queries.push_back(q);
+          q.states = {TrialState::kPruned, TrialState::kFail};
+          queries.push_back(q);
+        }
+  for (std::size_t i = 0; i < queries.size(); ++i)
+    expect_same_trials(read_all(s, study, queries[i]), select_trials(all, queries[i], direction),
+                       "query " + std::to_string(i));
+}
+
+TEST_P(StorageReads, RandomizedStudiesMatchAFullLoad) {
+  for (StudyDirection direction : {StudyDirection::kMinimize, StudyDirection::kMaximize}) {
+    for (std::uint32_t seed : {1u, 2u, 3u}) {
+      std::string name = std::string(to_string(direction)) + std::to_string(seed);
+      auto id = storage_->create_study(name, direction, Json());
+      add_random_trials(*storage_, id, 120, seed);
+      SCOPED_TRACE(name);
+      expect_reads_match_full_load(*storage_, id);
+    }
+  }
+  // Summaries: every study, with its counts.
+  auto summaries = storage_->list_study_summaries();
+  auto studies = storage_->list_studies();
+  ASSERT_EQ(summaries.size(), studies.size());
+  for (std::size_t i = 0; i < studies.size(); ++i) {
+    EXPECT_EQ(summaries[i].info.name, studies[i].name);
+    expect_same_counts(summaries[i].counts,
+                       tally_trials(storage_->get_all_trials(studies[i].study_id)),
+                       studies[i].name);
+  }
+}
+
+TEST_P(StorageReads, EmptyAndRunningOnlyStudies) {
+  auto empty = storage_->create_study("empty", StudyDirection::kMaximize, Json());
+  auto running = storage_->create_study("running", StudyDirection::kMinimize, Json());
+  for (int i = 0; i < 5; ++i) storage_->create_trial(running, make_trial(TrialState::kRunning, {}));
+  expect_reads_match_full_load(*storage_, empty);
+  expect_reads_match_full_load(*storage_, running);
+  EXPECT_EQ(storage_->best_trial(empty), nullptr);
+  EXPECT_EQ(storage_->best_trial(running), nullptr);
+  EXPECT_EQ(storage_->count_trials_by_state(running).count(TrialState::kRunning), 5);
+  EXPECT_EQ(storage_->count_trials_by_state(running).finished, 0);
+  auto summaries = storage_->list_study_summaries();
+  ASSERT_EQ(summaries.size(), 2u);
+  EXPECT_EQ(summaries[0].counts.total(), 0);
+  EXPECT_EQ(summaries[1].counts.total(), 5);
+}
+
+TEST_P(StorageReads, BestTrialSkipsWarmStartCopiesAsLifecycleDoes) {
+  // The SQL rule and lifecycle::is_best_candidate agree: a warm-start copy
+  // with the best value, a better FAIL and PRUNED trial, are never best;
+  // ties go to the lower number; -0.0 ties with 0.0.
+  for (StudyDirection direction : {StudyDirection::kMinimize, StudyDirection::kMaximize}) {
+    auto id = storage_->create_study(to_string(direction), direction, Json());
+    double sign = direction == StudyDirection::kMinimize ? 1.0 : -1.0;
+    NewTrial warm = make_trial(TrialState::kComplete, sign * -kInf);
+    warm.system_attrs["warm_start"] = Json{{"storage", "old.db"}, {"study", "s"}, {"trial", 0}};
+    storage_->create_trial(id, warm);                                             // 0
+    storage_->create_trial(id, make_trial(TrialState::kFail, sign * -50.0));      // 1
+    storage_->create_trial(id, make_trial(TrialState::kPruned, sign * -50.0));    // 2
+    storage_->create_trial(id, make_trial(TrialState::kComplete, sign * 3.0));    // 3
+    storage_->create_trial(id, make_trial(TrialState::kComplete, 0.0));           // 4
+    storage_->create_trial(id, make_trial(TrialState::kComplete, -0.0));          // 5
+    storage_->create_trial(id, make_trial(TrialState::kComplete, sign * -kInf));  // 6
+    storage_->create_trial(id, make_trial(TrialState::kComplete, sign * -kInf));  // 7
+    ASSERT_NE(storage_->best_trial(id), nullptr);
+    EXPECT_EQ(storage_->best_trial(id)->number, 6);
+    expect_reads_match_full_load(*storage_, id);
+  }
+}
+
+TEST_P(StorageReads, BadQueriesAndStudiesAreRefused) {
+  auto id = storage_->create_study("s", StudyDirection::kMinimize, Json());
+  TrialQuery q;
+  q.limit = -1;
+  try {
+    storage_->read_trials(id, q, [](const TrialPtr&) {});
+    ADD_FAILURE() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("limit"), std::string::npos) << e.what();
+  }
+  q = {};
+  q.batch_size = 0;
+  EXPECT_THROW(storage_->read_trials(id, q, [](const TrialPtr&) {}), ConfigError);
+  EXPECT_THROW(storage_->count_trials_by_state(id + 100), StorageError);
+  EXPECT_THROW(storage_->best_trial(id + 100), StorageError);
+  EXPECT_THROW(storage_->read_trials(id + 100, {}, [](const TrialPtr&) {}), StorageError);
+}
+
+TEST_P(StorageReads, AnExceptionFromTheVisitorStopsTheWalkAndTheStorageStaysUsable) {
+  auto id = storage_->create_study("s", StudyDirection::kMinimize, Json());
+  add_random_trials(*storage_, id, 30, 9);
+  TrialQuery q;
+  q.batch_size = 4;
+  int seen = 0;
+  EXPECT_THROW(storage_->read_trials(id, q,
+                                     [&](const TrialPtr&) {
+                                       if (++seen == 6) throw std::runtime_error("stop");
+                                     }),
+               std::runtime_error);
+  EXPECT_EQ(seen, 6);
+  storage_->create_trial(id, make_trial(TrialState::kRunning, {}));  // writes still work
+  expect_reads_match_full_load(*storage_, id);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllStorages, StorageReads,
+    ::testing::Values(
+        Factory{"InMemory", [](const std::string&) { return std::make_shared<InMemoryStorage>(); }},
+        Factory{"Sqlite", [](const std::string& f) { return std::make_shared<SqliteStorage>(f); }},
+        Factory{"CachingSqlite",
+                [](const std::string& f) {
+                  return std::make_shared<CachingStorage>(std::make_shared<SqliteStorage>(f));
+                }},
+        Factory{"CachingInMemory",
+                [](const std::string&) {
+                  return std::make_shared<CachingStorage>(std::make_shared<InMemoryStorage>());
+                }}),
+    [](const auto& param_info) { return param_info.param.name; });
+
+// Runs SQL on a file through a raw SQLite connection.
+void raw_exec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  std::string msg = err ? err : "";
+  sqlite3_free(err);
+  sqlite3_close(db);
+  ASSERT_EQ(rc, SQLITE_OK) << msg;
+}
+
+std::int64_t raw_count(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* s = nullptr;
+  std::int64_t n = -1;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) == SQLITE_OK &&
+      sqlite3_step(s) == SQLITE_ROW)
+    n = sqlite3_column_int64(s, 0);
+  sqlite3_finalize(s);
+  sqlite3_close(db);
+  return n;
+}
+
+TEST(StorageReadsMigration, AVersion1StoreIsUpgradedInPlaceAndLosesNothing) {
+  TempDir dir;
+  std::string path = dir.file("old.db");
+  std::vector<std::string> before;
+  {
+    SqliteStorage s(path);
+    auto id = s.create_study("s", StudyDirection::kMaximize, Json{{"budget", 5}});
+    add_random_trials(s, id, 60, 5);
+    for (const auto& t : s.get_all_trials(id)) before.push_back(trial_to_json(*t).dump());
+  }
+  // What version 1 wrote: the same tables without the v2 indexes.
+  raw_exec(path,
+           "DROP INDEX trials_by_study_state_value; DROP INDEX trial_attrs_by_key; "
+           "PRAGMA user_version = 1;");
+  const std::string count_indexes =
+      "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN "
+      "('trials_by_study_state_value', 'trial_attrs_by_key')";
+  ASSERT_EQ(raw_count(path, count_indexes), 0);
+  {
+    SqliteStorage s(path);
+    auto id = s.find_study("s");
+    ASSERT_TRUE(id);
+    std::vector<std::string> after;
+    for (const auto& t : s.get_all_trials(*id)) after.push_back(trial_to_json(*t).dump());
+    EXPECT_EQ(after, before);
+    EXPECT_EQ(s.get_study(*id).config, (Json{{"budget", 5}}));
+    expect_reads_match_full_load(s, *id);
+  }
+  EXPECT_EQ(raw_count(path, "PRAGMA user_version"), SqliteStorage::kSchemaVersion);
+  EXPECT_EQ(raw_count(path, count_indexes), 2);
+}
+
+}  // namespace
+}  // namespace hps
