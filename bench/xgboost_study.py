@@ -81,6 +81,7 @@ def run_hpsearch(hpsearch, mode, n_trials, workdir):
     config["study"]["storage"] = os.path.join(workdir, name + ".db")
     config["objective"]["mode"] = mode
     config["objective"]["cwd"] = EXAMPLE
+    config["objective"]["argv"][0] = sys.executable
     config["objective"]["env"] = {"OMP_NUM_THREADS": "1"}
     config["budget"]["n_trials"] = n_trials
     path = os.path.join(workdir, name + ".json")
