@@ -769,7 +769,9 @@ class ProgramOutput {
                                        : End::kDone;
       fail_reason_ = report.reason;
     }
-    if (prune_step_) {  // persistent: waiting for the acknowledgement
+    if (prune_step_) {  // persistent: waiting for the acknowledgement; attrs still count
+      if (report.attrs.is_object())
+        for (const auto& [k, v] : report.attrs.items()) trial_.set_user_attr(k, v);
       if (report.value && !report.step && end_ == End::kRunning) end_ = End::kValue;
       return;
     }
