@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
@@ -15,7 +16,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <mutex>
-#include <pthread.h>
 #include <tuple>
 #include <utility>
 

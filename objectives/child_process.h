@@ -1,7 +1,7 @@
 // ChildProcess: runs a program in its own process group with stdin from
-// /dev/null (or a pipe, SpawnOptions::stdin_pipe) and stdout/stderr piped back, and guarantees that the group is
-// gone and the leader reaped when the object is destroyed. Used by the
-// "command" objective (objectives/command.h).
+// /dev/null (or a pipe, SpawnOptions::stdin_pipe) and stdout/stderr piped back, and guarantees that
+// the group is gone and the leader reaped when the object is destroyed. Used by the "command"
+// objective (objectives/command.h).
 //
 // Built on posix_spawnp(3) (glibc: vfork-like clone, so it is safe in
 // multi-threaded programs), because Debian 12 packages no maintained C++

@@ -51,9 +51,9 @@ constexpr std::chrono::milliseconds kOutsideSignalWait{500};
 
 // Environment variables that hpsearch sets itself.
 const std::vector<std::string>& reserved_env() {
-  static const std::vector<std::string> names = {
-      "HPSEARCH_PARAMS", "HPSEARCH_TRIAL_NUMBER", "HPSEARCH_STUDY",
-      "HPSEARCH_THREADS", "HPSEARCH_MODE",         "CUDA_VISIBLE_DEVICES"};
+  static const std::vector<std::string> names = {"HPSEARCH_PARAMS", "HPSEARCH_TRIAL_NUMBER",
+                                                 "HPSEARCH_STUDY",  "HPSEARCH_THREADS",
+                                                 "HPSEARCH_MODE",   "CUDA_VISIBLE_DEVICES"};
   return names;
 }
 
@@ -295,9 +295,9 @@ void parse_time_limits(const Json& config, CommandConfig& c) {
 void parse_log_cap(const Json& config, CommandConfig& c) {
   if (!config.contains("log_max_bytes")) return;
   const Json& v = config.at("log_max_bytes");
-  const bool integer = v.is_number_integer() ||
-                       (v.is_number_float() && std::isfinite(v.get<double>()) &&
-                        std::floor(v.get<double>()) == v.get<double>());
+  const bool integer =
+      v.is_number_integer() || (v.is_number_float() && std::isfinite(v.get<double>()) &&
+                                std::floor(v.get<double>()) == v.get<double>());
   const double bytes = v.is_number() ? v.get<double>() : 0.0;
   if (!integer || bytes < static_cast<double>(kMinLogMaxBytes) ||
       bytes > static_cast<double>(kMaxLogMaxBytes))
@@ -321,9 +321,10 @@ void parse_mode(const Json& config, CommandConfig& c) {
   auto mode = optional_string(config, "objective", "mode");
   if (!mode || *mode == "per_trial") return;
   if (*mode != "persistent")
-    throw ConfigError("objective.mode", "must be \"per_trial\" (default: the program runs once "
-                                        "per trial) or \"persistent\", got \"" +
-                                            *mode + "\"");
+    throw ConfigError("objective.mode",
+                      "must be \"per_trial\" (default: the program runs once "
+                      "per trial) or \"persistent\", got \"" +
+                          *mode + "\"");
   c.persistent = true;
   const std::string why =
       ": in persistent mode the program starts once for many trials and reads each trial's "
@@ -342,9 +343,9 @@ void parse_mode(const Json& config, CommandConfig& c) {
 
 // Parses and checks the config; with `space`, also the placeholders.
 CommandConfig parse_config(const Json& config, const SearchSpace* space) {
-  check_keys(config, "objective",
-             {"type", "argv", "cwd", "env", "timeout_s", "grace_s", "log_max_bytes", "metrics",
-              "mode"});
+  check_keys(
+      config, "objective",
+      {"type", "argv", "cwd", "env", "timeout_s", "grace_s", "log_max_bytes", "metrics", "mode"});
   CommandConfig c;
   parse_argv(config, space, c);
   parse_cwd(config, c);
@@ -453,8 +454,8 @@ std::vector<std::string> build_env(const CommandConfig& c, const ObjectiveContex
       env.erase(name);
   }
   if (trial) {
-    env["HPSEARCH_PARAMS"] = params_json(trial->params()).dump(-1, ' ', false,
-                                                                Json::error_handler_t::replace);
+    env["HPSEARCH_PARAMS"] =
+        params_json(trial->params()).dump(-1, ' ', false, Json::error_handler_t::replace);
     env["HPSEARCH_TRIAL_NUMBER"] = std::to_string(trial->number());
   } else {
     env["HPSEARCH_MODE"] = "persistent";
@@ -1020,14 +1021,13 @@ void supervise_persistent(const CommandConfig& c, Trial& trial, PersistentProgra
       auto wait = kInterruptPoll;
       for (const auto& until : {deadline, prune_deadline})
         if (until)
-          wait = std::clamp(
-              std::chrono::ceil<std::chrono::milliseconds>(*until - SteadyClock::now()),
-              std::chrono::milliseconds(0), wait);
+          wait =
+              std::clamp(std::chrono::ceil<std::chrono::milliseconds>(*until - SteadyClock::now()),
+                         std::chrono::milliseconds(0), wait);
       const bool exited = program.wait_for_output(wait, on_line);
       if (output.end() != ProgramOutput::End::kRunning || exited) return;
       if (output.prune_step() && !prune_deadline) {
-        const std::string sent = program.send(
-            Json{{"type", "prune"}, {"number", trial.number()}});
+        const std::string sent = program.send(Json{{"type", "prune"}, {"number", trial.number()}});
         log.note("pruned after step " + std::to_string(*output.prune_step()) +
                  ": sent the prune notice on stdin; waiting up to " + format_seconds(c.grace_s) +
                  " s for {\"status\": \"pruned\"}" + (sent.empty() ? "" : " (" + sent + ")"));
@@ -1044,8 +1044,8 @@ void supervise_persistent(const CommandConfig& c, Trial& trial, PersistentProgra
         throw Interrupted();
       }
       if (deadline && SteadyClock::now() >= *deadline) {
-        std::string reason = "timeout: the trial still ran after " +
-                             format_seconds(*c.timeout_s) + " s (objective.timeout_s)";
+        std::string reason = "timeout: the trial still ran after " + format_seconds(*c.timeout_s) +
+                             " s (objective.timeout_s)";
         stop(reason + ": stopping the program", grace);
         throw Error(reason);
       }
@@ -1069,17 +1069,16 @@ double persistent_result(const ProgramOutput& output, TrialLog& log) {
     throw TrialPruned();
   }
   if (output.end() == End::kFail)
-    throw Error("the program failed the trial" +
-                (output.fail_reason().empty() ? std::string()
-                                              : ": " + valid_utf8(output.fail_reason())));
+    throw Error("the program failed the trial" + (output.fail_reason().empty()
+                                                      ? std::string()
+                                                      : ": " + valid_utf8(output.fail_reason())));
   if (std::optional<double> value = output.final_value()) return *value;
   if (output.collects())
     throw Error(with_tail(output.never_seen_reason(), output.output_tail(), "output"));
   std::string reason =
       "the program ended the trial ({\"status\": \"done\"}) without a final value (a line "
       "'hpsearch: {\"value\": ...}' on stdout)";
-  if (!output.malformed().empty())
-    reason += "; last unreadable report line: " + output.malformed();
+  if (!output.malformed().empty()) reason += "; last unreadable report line: " + output.malformed();
   throw Error(reason);
 }
 
@@ -1089,8 +1088,7 @@ double persistent_result(const ProgramOutput& output, TrialLog& log) {
 // this trial (it ended between trials and did not read the line): the
 // caller runs the trial again on a new program.
 std::optional<double> persistent_attempt(const CommandConfig& c, const ObjectiveContext& ctx,
-                                         Trial& trial, PersistentProgram& program,
-                                         TrialLog& log) {
+                                         Trial& trial, PersistentProgram& program, TrialLog& log) {
   auto log_line = [&log](ChildProcess::Stream, std::string_view text) { log.line(text); };
   if (program.running() && program.wait_for_output(std::chrono::milliseconds(0), log_line))
     log.note("the program had ended (" + program.describe_status() + "): starting it again");
@@ -1106,7 +1104,8 @@ std::optional<double> persistent_attempt(const CommandConfig& c, const Objective
   Tail tail;
   ProgramOutput output(trial, log, tail, c, ctx, "", std::chrono::system_clock::now());
   output.set_persistent();
-  Json line = {{"type", "trial"}, {"number", trial.number()}, {"params", params_json(trial.params())}};
+  Json line = {
+      {"type", "trial"}, {"number", trial.number()}, {"params", params_json(trial.params())}};
   if (std::string error = program.send(line); !error.empty())
     log.note("cannot send the trial: " + error);
   supervise_persistent(c, trial, program, log, output);
@@ -1123,9 +1122,9 @@ std::optional<double> persistent_attempt(const CommandConfig& c, const Objective
   }
   throw_if_stopped_with_worker(child, trial, log);
   if (child.exit_code() == 0 && output.lines() == 0) return std::nullopt;
-  throw Error(with_tail("the program exited during the trial (" + status +
-                            "); the next trial starts it again",
-                        tail));
+  throw Error(with_tail(
+      "the program exited during the trial (" + status + "); the next trial starts it again",
+      tail));
 }
 
 // A trial in persistent mode: the program of this worker (taken from the

@@ -32,9 +32,8 @@ std::string parse_command_report(std::string_view text, CommandReport& out) {
   }
   if (j.contains("status")) {
     const Json& s = j["status"];
-    if (!s.is_string() ||
-        (s.get<std::string>() != "pruned" && s.get<std::string>() != "fail" &&
-         s.get<std::string>() != "done"))
+    if (!s.is_string() || (s.get<std::string>() != "pruned" && s.get<std::string>() != "fail" &&
+                           s.get<std::string>() != "done"))
       return "\"status\" must be \"pruned\", \"fail\" or \"done\"";
     out.status = s.get<std::string>();
     if (j.contains("step")) return "\"status\" ends a trial and cannot come with \"step\"";

@@ -69,7 +69,8 @@ std::string serve(const std::string& on_trial, const std::string& at_eof = "") {
 }
 
 // The report line of a final value $v with the program's pid as attr.
-const char* kValueWithPid = "echo \"hpsearch: {\\\"value\\\": $v, \\\"attrs\\\": {\\\"pid\\\": $$}}\"";
+const char* kValueWithPid =
+    "echo \"hpsearch: {\\\"value\\\": $v, \\\"attrs\\\": {\\\"pid\\\": $$}}\"";
 
 class PersistentProgramTest : public testsupport::CommandFixture {
  protected:
@@ -127,8 +128,8 @@ TEST_F(PersistentProgramTest, OneProcessServesSeveralTrialsAndExitsAtEndOfFile) 
 }
 
 TEST_F(PersistentProgramTest, TrialLineCarriesNumberAndParams) {
-  Json objective = persistent(serve("printf '%s\\n' \"$line\" >> " + (dir_ / "lines").string() +
-                                    "\n" + kValueWithPid));
+  Json objective = persistent(
+      serve("printf '%s\\n' \"$line\" >> " + (dir_ / "lines").string() + "\n" + kValueWithPid));
   auto trials = run_trials(objective, {7, 8});
   ASSERT_EQ(trials.size(), 2u);
   EXPECT_EQ(read_text(dir_ / "lines"),
@@ -159,15 +160,15 @@ TEST_F(PersistentProgramTest, IntermediateValuesAndThePruneNotice) {
   // n = 1: reports steps 1..3, then waits for the prune notice, records it
   // and acknowledges; n = 2: a final value at once.
   const fs::path notice = dir_ / "notice";
-  Json objective = persistent(serve(
-      "if [ \"$v\" = 1 ]; then\n"
-      "  for s in 1 2 3; do echo \"hpsearch: {\\\"step\\\": $s, \\\"value\\\": $s}\"; done\n"
-      "  IFS= read -r msg; printf '%s\\n' \"$msg\" > " +
-      notice.string() +
-      "\n"
-      "  echo 'hpsearch: {\"status\": \"pruned\", \"attrs\": {\"pid\": '$$'}}'\n"
-      "else\n  " +
-      kValueWithPid + "\nfi"));
+  Json objective = persistent(
+      serve("if [ \"$v\" = 1 ]; then\n"
+            "  for s in 1 2 3; do echo \"hpsearch: {\\\"step\\\": $s, \\\"value\\\": $s}\"; done\n"
+            "  IFS= read -r msg; printf '%s\\n' \"$msg\" > " +
+            notice.string() +
+            "\n"
+            "  echo 'hpsearch: {\"status\": \"pruned\", \"attrs\": {\"pid\": '$$'}}'\n"
+            "else\n  " +
+            kValueWithPid + "\nfi"));
   auto trials = run_trials(objective, {1, 2}, std::make_shared<PruneFromStep>(3));
   ASSERT_EQ(trials.size(), 2u);
   EXPECT_EQ(trials[0]->state, TrialState::kPruned) << trials[0]->fail_reason;
@@ -183,15 +184,15 @@ TEST_F(PersistentProgramTest, IntermediateValuesAndThePruneNotice) {
 
 TEST_F(PersistentProgramTest, ProgramThatIgnoresThePruneNoticeIsKilledAndRestarted) {
   const fs::path pid_file = dir_ / "pid";
-  Json objective = persistent(serve(
-      "if [ \"$v\" = 1 ]; then\n"
-      "  echo $$ > " +
-      pid_file.string() +
-      "\n"
-      "  echo 'hpsearch: {\"step\": 1, \"value\": 5}'\n"
-      "  while true; do sleep 0.05; done\n"
-      "else\n  " +
-      kValueWithPid + "\nfi"));
+  Json objective =
+      persistent(serve("if [ \"$v\" = 1 ]; then\n"
+                       "  echo $$ > " +
+                       pid_file.string() +
+                       "\n"
+                       "  echo 'hpsearch: {\"step\": 1, \"value\": 5}'\n"
+                       "  while true; do sleep 0.05; done\n"
+                       "else\n  " +
+                       kValueWithPid + "\nfi"));
   objective["grace_s"] = 0.2;
   auto trials = run_trials(objective, {1, 2}, std::make_shared<PruneFromStep>(1));
   ASSERT_EQ(trials.size(), 2u);
@@ -208,16 +209,16 @@ TEST_F(PersistentProgramTest, ProgramThatIgnoresThePruneNoticeIsKilledAndRestart
 
 TEST_F(PersistentProgramTest, CrashMidTrialFailsItAndTheNextTrialRunsInANewProcess) {
   const fs::path pid_file = dir_ / "pid";
-  Json objective = persistent(serve(
-      "if [ \"$v\" = 1 ]; then\n"
-      "  echo $$ > " +
-      pid_file.string() +
-      "\n"
-      "  echo 'hpsearch: {\"step\": 1, \"value\": 5}'\n"
-      "  echo 'Traceback: boom' >&2\n"
-      "  exit 3\n"
-      "else\n  " +
-      kValueWithPid + "\nfi"));
+  Json objective =
+      persistent(serve("if [ \"$v\" = 1 ]; then\n"
+                       "  echo $$ > " +
+                       pid_file.string() +
+                       "\n"
+                       "  echo 'hpsearch: {\"step\": 1, \"value\": 5}'\n"
+                       "  echo 'Traceback: boom' >&2\n"
+                       "  exit 3\n"
+                       "else\n  " +
+                       kValueWithPid + "\nfi"));
   auto trials = run_trials(objective, {1, 2, 3});
   ASSERT_EQ(trials.size(), 3u);
   EXPECT_EQ(trials[0]->state, TrialState::kFail);
@@ -232,14 +233,14 @@ TEST_F(PersistentProgramTest, CrashMidTrialFailsItAndTheNextTrialRunsInANewProce
 }
 
 TEST_F(PersistentProgramTest, GarbageInvalidLinesAndStatusLines) {
-  Json objective = persistent(serve(
-      "case \"$v\" in\n"
-      "  1) echo 'not a report'; printf '\\377\\376 binary\\n'; echo 'hpsearch: {oops'\n"
-      "     echo 'hpsearch: {\"status\": \"maybe\"}'; echo 'hpsearch: {\"value\": 1}' ;;\n"
-      "  2) echo 'hpsearch: {\"status\": \"fail\", \"reason\": \"bad data\"}' ;;\n"
-      "  3) echo 'hpsearch: {\"status\": \"done\"}' ;;\n"
-      "  *) " +
-      std::string(kValueWithPid) + " ;;\nesac"));
+  Json objective = persistent(
+      serve("case \"$v\" in\n"
+            "  1) echo 'not a report'; printf '\\377\\376 binary\\n'; echo 'hpsearch: {oops'\n"
+            "     echo 'hpsearch: {\"status\": \"maybe\"}'; echo 'hpsearch: {\"value\": 1}' ;;\n"
+            "  2) echo 'hpsearch: {\"status\": \"fail\", \"reason\": \"bad data\"}' ;;\n"
+            "  3) echo 'hpsearch: {\"status\": \"done\"}' ;;\n"
+            "  *) " +
+            std::string(kValueWithPid) + " ;;\nesac"));
   auto trials = run_trials(objective, {1, 2, 3, 4});
   ASSERT_EQ(trials.size(), 4u);
   ASSERT_EQ(trials[0]->state, TrialState::kComplete) << trials[0]->fail_reason;
@@ -258,10 +259,10 @@ TEST_F(PersistentProgramTest, GarbageInvalidLinesAndStatusLines) {
 TEST_F(PersistentProgramTest, TimeoutIsPerTrial) {
   // Three trials of 0.8 s each run longer than timeout_s together, but each
   // within it; the fourth never ends and times out.
-  Json objective = persistent(serve(
-      "if [ \"$v\" = 9 ]; then while true; do sleep 0.05; done; fi\n"
-      "sleep 0.8\n" +
-      std::string(kValueWithPid)));
+  Json objective =
+      persistent(serve("if [ \"$v\" = 9 ]; then while true; do sleep 0.05; done; fi\n"
+                       "sleep 0.8\n" +
+                       std::string(kValueWithPid)));
   objective["timeout_s"] = 2.0;
   objective["grace_s"] = 0.2;
   auto trials = run_trials(objective, {1, 2, 3, 9, 5});
@@ -282,6 +283,17 @@ TEST_F(PersistentProgramTest, NonPersistentProgramFailsClearly) {
   ASSERT_EQ(trials.size(), 1u);
   EXPECT_EQ(trials[0]->state, TrialState::kFail);
   EXPECT_THAT(trials[0]->fail_reason, HasSubstr("without reading the trial"));
+}
+
+TEST_F(PersistentProgramTest, StatusLinesAreIgnoredInPerTrialMode) {
+  Json objective = {{"type", "command"},
+                    {"argv", script_argv("echo 'hpsearch: {\"status\": \"pruned\"}'\n"
+                                         "echo 'hpsearch: {\"value\": 4}'")}};
+  auto trials = run_trials(objective, {1});
+  ASSERT_EQ(trials.size(), 1u);
+  ASSERT_EQ(trials[0]->state, TrialState::kComplete) << trials[0]->fail_reason;
+  EXPECT_EQ(*trials[0]->value, 4.0);
+  EXPECT_THAT(read_text(log_of(trials[0])), HasSubstr("read in persistent mode only"));
 }
 
 // ---------------------------------------------------------------- config
@@ -366,18 +378,17 @@ TEST_F(PersistentProgramTest, PythonHelperModuleServesReportsAndPrunes) {
 // ---------------------------------------------------------------- CLI
 
 TEST_F(PersistentProgramTest, TwoWorkersEachKeepOneProgramThroughTheCli) {
-  Json config = {
-      {"study", {{"name", "persistent-cli"}, {"direction", "minimize"}}},
-      {"sampler", {{"type", "random"}, {"seed", 1}}},
-      {"budget", {{"n_trials", 12}}},
-      {"objective", persistent(serve("sleep 0.3\n" + std::string(kValueWithPid)))},
-      {"space", {{"n", {{"type", "int"}, {"low", 1}, {"high", 1000}}}}}};
+  Json config = {{"study", {{"name", "persistent-cli"}, {"direction", "minimize"}}},
+                 {"sampler", {{"type", "random"}, {"seed", 1}}},
+                 {"budget", {{"n_trials", 12}}},
+                 {"objective", persistent(serve("sleep 0.3\n" + std::string(kValueWithPid)))},
+                 {"space", {{"n", {{"type", "int"}, {"low", 1}, {"high", 1000}}}}}};
   const fs::path file = dir_ / "space.json";
   std::ofstream(file) << config.dump(2);
   const fs::path db = dir_ / "cli.db";
   std::string cmd = std::string("'") + HPSEARCH_CLI_PATH + "' run '" + file.string() +
-                    "' --workers 2 --storage '" + db.string() + "' > '" +
-                    (dir_ / "out").string() + "' 2>&1";
+                    "' --workers 2 --storage '" + db.string() + "' > '" + (dir_ / "out").string() +
+                    "' 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << read_text(dir_ / "out");
   Study study = Study::load(open_storage(db.string()), "persistent-cli");
   auto trials = study.trials();
