@@ -658,10 +658,17 @@ std::string format_seconds(double s) {
 // Writes the command line (shell-quoted) and its folder to the trial log.
 void log_command_line(TrialLog& log, std::int64_t number, const std::vector<std::string>& argv,
                       const std::string& cwd) {
-  std::string cmd;
-  for (const std::string& a : argv) cmd += (cmd.empty() ? "" : " ") + quote(a);
-  log.note("trial " + std::to_string(number) + ": " + cmd +
-           (cwd.empty() ? "" : " (in " + cwd + ")"));
+  std::string text = "trial " + std::to_string(number) + ":";
+  for (const std::string& a : argv) {
+    text += ' ';
+    text += quote(a);
+  }
+  if (!cwd.empty()) {
+    text += " (in ";
+    text += cwd;
+    text += ')';
+  }
+  log.note(text);
   log.flush();
 }
 

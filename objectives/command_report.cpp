@@ -13,6 +13,24 @@ std::string lower(std::string s) {
   return s;
 }
 
+// "status" and "reason" (persistent mode's end of a trial).
+std::string parse_status(const Json& j, CommandReport& out) {
+  if (j.contains("status")) {
+    const Json& s = j["status"];
+    if (!s.is_string() || (s.get<std::string>() != "pruned" && s.get<std::string>() != "fail" &&
+                           s.get<std::string>() != "done"))
+      return "\"status\" must be \"pruned\", \"fail\" or \"done\"";
+    out.status = s.get<std::string>();
+    if (j.contains("step")) return "\"status\" ends a trial and cannot come with \"step\"";
+  }
+  if (j.contains("reason")) {
+    if (out.status != "fail") return "\"reason\" goes with \"status\": \"fail\" only";
+    if (!j["reason"].is_string()) return "\"reason\" must be a string";
+    out.reason = j["reason"].get<std::string>();
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string parse_command_report(std::string_view text, CommandReport& out) {
@@ -30,19 +48,7 @@ std::string parse_command_report(std::string_view text, CommandReport& out) {
     if (k != "step" && k != "value" && k != "attrs" && k != "status" && k != "reason")
       return "unknown key '" + k + "' (known: step, value, attrs, status, reason)";
   }
-  if (j.contains("status")) {
-    const Json& s = j["status"];
-    if (!s.is_string() || (s.get<std::string>() != "pruned" && s.get<std::string>() != "fail" &&
-                           s.get<std::string>() != "done"))
-      return "\"status\" must be \"pruned\", \"fail\" or \"done\"";
-    out.status = s.get<std::string>();
-    if (j.contains("step")) return "\"status\" ends a trial and cannot come with \"step\"";
-  }
-  if (j.contains("reason")) {
-    if (out.status != "fail") return "\"reason\" goes with \"status\": \"fail\" only";
-    if (!j["reason"].is_string()) return "\"reason\" must be a string";
-    out.reason = j["reason"].get<std::string>();
-  }
+  if (std::string error = parse_status(j, out); !error.empty()) return error;
   if (j.contains("value")) {
     const Json& v = j["value"];
     if (v.is_number()) {
