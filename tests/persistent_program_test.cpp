@@ -154,6 +154,28 @@ TEST_F(PersistentProgramTest, ProgramThatExitsBetweenTrialsIsRestarted) {
   EXPECT_EQ(pids.size(), 3u);
 }
 
+TEST_F(PersistentProgramTest, TrialsRunningAtTheSameTimeEachHaveTheirOwnProgram) {
+  Json objective = persistent(serve("sleep 0.05\n" + std::string(kValueWithPid)));
+  StudyOptions options;
+  options.space = space_n();
+  Study study =
+      Study::create(std::make_shared<InMemoryStorage>(), "p", StudyDirection::kMinimize, options);
+  {
+    Objective f = make_objective(objective, *options.space, context_);
+    study.optimize(f, {.n_trials = 12, .n_jobs = 3, .catch_exceptions = true});
+  }
+  std::set<pid_t> pids;
+  for (const TrialPtr& t : study.trials()) {
+    ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
+    EXPECT_EQ(*t->value, static_cast<double>(t->params.at("n").get<int>()));
+    pids.insert(pid_attr(t));
+  }
+  // At most one program per concurrent trial, kept between trials.
+  EXPECT_GE(pids.size(), 1u);
+  EXPECT_LE(pids.size(), 3u);
+  for (pid_t pid : pids) EXPECT_TRUE(stops_running(pid));
+}
+
 // ---------------------------------------------------------------- pruning
 
 TEST_F(PersistentProgramTest, IntermediateValuesAndThePruneNotice) {
@@ -373,6 +395,33 @@ TEST_F(PersistentProgramTest, PythonHelperModuleServesReportsAndPrunes) {
   EXPECT_EQ(*trials[2]->value, 3.0);
   EXPECT_EQ(pid_attr(trials[0]), pid_attr(trials[1]));
   EXPECT_EQ(pid_attr(trials[0]), pid_attr(trials[2]));
+}
+
+TEST_F(PersistentProgramTest, PythonHelperRunsInPerTrialModeToo) {
+  if (std::system("python3 -c 'import json' > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "python3 is not installed";
+  const fs::path helper = fs::path(HPSEARCH_SOURCE_DIR) / "examples" / "persistent";
+  const fs::path program = dir_ / "once.py";
+  std::ofstream(program) << "import os, sys\n"
+                         << "sys.path.insert(0, " << helper << ")\n"
+                         << "from hpsearch_trials import trials\n"
+                            "for trial in trials():\n"
+                            "    trial.report(1, 2.5)\n"
+                            "    trial.finish(trial.params['n'] * 2, number=trial.number)\n";
+  Json objective = {{"type", "command"}, {"argv", {"python3", program.string()}}};
+  auto trials = run_trials(objective, {21});
+  ASSERT_EQ(trials.size(), 1u);
+  ASSERT_EQ(trials[0]->state, TrialState::kComplete) << trials[0]->fail_reason;
+  EXPECT_EQ(*trials[0]->value, 42.0);
+  EXPECT_EQ(trials[0]->intermediate_values, (std::map<std::int64_t, double>{{1, 2.5}}));
+  EXPECT_EQ(trials[0]->user_attrs.value("number", -1), 0);
+}
+
+TEST(PersistentExampleTest, ExampleConfigIsValid) {
+  const fs::path example = fs::path(HPSEARCH_SOURCE_DIR) / "examples" / "persistent";
+  StudyConfig config = StudyConfig::from_file((example / "space.json").string());
+  EXPECT_NO_THROW(validate_objective(config.objective, config.space));
+  EXPECT_EQ(config.objective.value("mode", ""), "persistent");
 }
 
 // ---------------------------------------------------------------- CLI
