@@ -430,7 +430,8 @@ TEST_F(PersistentProgramTest, TwoWorkersEachKeepOneProgramThroughTheCli) {
   Json config = {{"study", {{"name", "persistent-cli"}, {"direction", "minimize"}}},
                  {"sampler", {{"type", "random"}, {"seed", 1}}},
                  {"budget", {{"n_trials", 12}}},
-                 {"objective", persistent(serve("sleep 0.3\n" + std::string(kValueWithPid)))},
+                 {"objective", persistent(serve("sleep 0.3\n" + std::string(kValueWithPid),
+                                     "echo eof >> " + (dir_ / "eofs").string()))},
                  {"space", {{"n", {{"type", "int"}, {"low", 1}, {"high", 1000}}}}}};
   const fs::path file = dir_ / "space.json";
   std::ofstream(file) << config.dump(2);
@@ -449,8 +450,9 @@ TEST_F(PersistentProgramTest, TwoWorkersEachKeepOneProgramThroughTheCli) {
     ++served[pid_attr(t)];
   }
   // Two workers, one program each, each serving several trials; both ended
-  // with their workers.
+  // with their workers, at the end of file on their stdin.
   ASSERT_EQ(served.size(), 2u);
+  EXPECT_EQ(read_text(dir_ / "eofs"), "eof\neof\n");
   for (const auto& [pid, count] : served) {
     EXPECT_GE(count, 2) << "pid " << pid;
     EXPECT_TRUE(stops_running(pid));
