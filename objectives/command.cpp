@@ -1020,27 +1020,28 @@ void supervise_persistent(const CommandConfig& c, Trial& trial, PersistentProgra
     return SteadyClock::now() +
            std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(s));
   };
-  std::optional<SteadyClock::time_point> deadline;
-  if (c.timeout_s) deadline = after(*c.timeout_s);
-  std::optional<SteadyClock::time_point> prune_deadline;
+  // time_point::max(): none (plain time points, no optionals: simpler for
+  // GCC's -Wmaybe-uninitialized at -O1).
+  constexpr SteadyClock::time_point kNever = SteadyClock::time_point::max();
+  const SteadyClock::time_point deadline = c.timeout_s ? after(*c.timeout_s) : kNever;
+  SteadyClock::time_point prune_deadline = kNever;
   try {
     while (true) {
       auto wait = kInterruptPoll;
-      for (const auto& until : {deadline, prune_deadline})
-        if (until)
-          wait =
-              std::clamp(std::chrono::ceil<std::chrono::milliseconds>(*until - SteadyClock::now()),
-                         std::chrono::milliseconds(0), wait);
+      const SteadyClock::time_point until = std::min(deadline, prune_deadline);
+      if (until != kNever)
+        wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(until - SteadyClock::now()),
+                          std::chrono::milliseconds(0), wait);
       const bool exited = program.wait_for_output(wait, on_line);
       if (output.end() != ProgramOutput::End::kRunning || exited) return;
-      if (output.prune_step() && !prune_deadline) {
+      if (output.prune_step() && prune_deadline == kNever) {
         const std::string sent = program.send(Json{{"type", "prune"}, {"number", trial.number()}});
         log.note("pruned after step " + std::to_string(*output.prune_step()) +
                  ": sent the prune notice on stdin; waiting up to " + format_seconds(c.grace_s) +
                  " s for {\"status\": \"pruned\"}" + (sent.empty() ? "" : " (" + sent + ")"));
         prune_deadline = after(c.grace_s);
       }
-      if (prune_deadline && SteadyClock::now() >= *prune_deadline) {
+      if (prune_deadline != kNever && SteadyClock::now() >= prune_deadline) {
         stop("the program did not end the pruned trial within grace_s: killing it",
              std::chrono::duration<double>(0));
         output.store_metric_attrs();
@@ -1050,7 +1051,7 @@ void supervise_persistent(const CommandConfig& c, Trial& trial, PersistentProgra
         stop("interrupted: stopping the program", grace);
         throw Interrupted();
       }
-      if (deadline && SteadyClock::now() >= *deadline) {
+      if (deadline != kNever && SteadyClock::now() >= deadline) {
         std::string reason = "timeout: the trial still ran after " + format_seconds(*c.timeout_s) +
                              " s (objective.timeout_s)";
         stop(reason + ": stopping the program", grace);

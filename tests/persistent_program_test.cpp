@@ -431,7 +431,7 @@ TEST_F(PersistentProgramTest, TwoWorkersEachKeepOneProgramThroughTheCli) {
                  {"sampler", {{"type", "random"}, {"seed", 1}}},
                  {"budget", {{"n_trials", 12}}},
                  {"objective", persistent(serve("sleep 0.3\n" + std::string(kValueWithPid),
-                                     "echo eof >> " + (dir_ / "eofs").string()))},
+                                                "echo eof >> " + (dir_ / "eofs").string()))},
                  {"space", {{"n", {{"type", "int"}, {"low", 1}, {"high", 1000}}}}}};
   const fs::path file = dir_ / "space.json";
   std::ofstream(file) << config.dump(2);
