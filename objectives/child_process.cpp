@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
@@ -92,6 +93,50 @@ void make_pipe(Fd& read_end, Fd& write_end) {
   move_above_stdio(write_end);
 }
 
+// The stdin pipe: both ends close-on-exec, the write end (the parent's)
+// non-blocking, so a program that does not read cannot block the caller.
+void make_stdin_pipe(Fd& read_end, Fd& write_end) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw Error("pipe2: " + errno_text(errno));
+  read_end.reset(fds[0]);
+  write_end.reset(fds[1]);
+  int flags = ::fcntl(write_end.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(write_end.get(), F_SETFL, flags | O_NONBLOCK) != 0)
+    throw Error("fcntl(O_NONBLOCK): " + errno_text(errno));
+  move_above_stdio(read_end);
+  move_above_stdio(write_end);
+}
+
+// Blocks SIGPIPE in this thread while it lives; a SIGPIPE raised meanwhile
+// (a write to a pipe nobody reads) is consumed before the mask is restored.
+class SigpipeBlock {
+ public:
+  SigpipeBlock() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigemptyset(&pending);
+    ::sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    ::pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~SigpipeBlock() {
+    if (!was_pending_) {
+      const timespec zero{0, 0};
+      while (::sigtimedwait(&pipe_, nullptr, &zero) == SIGPIPE) {
+      }
+    }
+    ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  SigpipeBlock(const SigpipeBlock&) = delete;
+  SigpipeBlock& operator=(const SigpipeBlock&) = delete;
+
+ private:
+  sigset_t pipe_{};
+  sigset_t old_{};
+  bool was_pending_ = false;
+};
+
 struct SpawnActions {
   posix_spawn_file_actions_t actions;
   SpawnActions() {
@@ -150,10 +195,11 @@ ChildProcess::ChildProcess(const SpawnOptions& options) {
   static std::once_flag atexit_once;
   std::call_once(atexit_once, [] { std::atexit(kill_at_exit); });
 
-  Fd out_read, out_write, err_read, err_write;
+  Fd out_read, out_write, err_read, err_write, in_read, in_write;
   try {
     make_pipe(out_read, out_write);
     make_pipe(err_read, err_write);
+    if (options.stdin_pipe) make_stdin_pipe(in_read, in_write);
   } catch (const Error& e) {
     throw fail(e.what());
   }
@@ -161,8 +207,12 @@ ChildProcess::ChildProcess(const SpawnOptions& options) {
   SpawnActions fa;
   SpawnAttr sa;
   try {
-    check_rc(posix_spawn_file_actions_addopen(&fa.actions, 0, "/dev/null", O_RDONLY, 0),
-             "posix_spawn_file_actions_addopen");
+    if (options.stdin_pipe)
+      check_rc(posix_spawn_file_actions_adddup2(&fa.actions, in_read.get(), 0),
+               "posix_spawn_file_actions_adddup2");
+    else
+      check_rc(posix_spawn_file_actions_addopen(&fa.actions, 0, "/dev/null", O_RDONLY, 0),
+               "posix_spawn_file_actions_addopen");
     check_rc(posix_spawn_file_actions_adddup2(&fa.actions, out_write.get(), 1),
              "posix_spawn_file_actions_adddup2");
     check_rc(posix_spawn_file_actions_adddup2(&fa.actions, err_write.get(), 2),
@@ -198,6 +248,7 @@ ChildProcess::ChildProcess(const SpawnOptions& options) {
   guard_.start(pid_);  // best effort: without a guard the child runs as before
   out_fd_ = out_read.release();
   err_fd_ = err_read.release();
+  in_fd_ = in_write.release();
   // glibc 2.36's <sys/pidfd.h> lacks extern "C", so the system call is made
   // directly. A pidfd is close-on-exec by definition; -1 (kernel < 5.3):
   // wait_for_output() polls waitid() instead.
@@ -206,7 +257,7 @@ ChildProcess::ChildProcess(const SpawnOptions& options) {
 
 ChildProcess::~ChildProcess() {
   if (!reaped_) kill_group_and_reap();
-  for (int* fd : {&out_fd_, &err_fd_, &pidfd_}) {
+  for (int* fd : {&out_fd_, &err_fd_, &in_fd_, &pidfd_}) {
     if (*fd >= 0) ::close(*fd);
     *fd = -1;
   }
@@ -379,6 +430,29 @@ void ChildProcess::close_pipes(const LineHandler& on_line) {
       if (on_line) on_line(stream, rest);
     }
   }
+}
+
+std::string ChildProcess::write_stdin(std::string_view data) {
+  if (in_fd_ < 0) return "stdin is closed";
+  SigpipeBlock block;
+  while (!data.empty()) {
+    ssize_t n = ::write(in_fd_, data.data(), data.size());
+    if (n >= 0) {
+      data.remove_prefix(static_cast<std::size_t>(n));
+      continue;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EPIPE) return "the program closed its stdin";
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+      return "the program does not read its stdin (the pipe is full)";
+    return "write to the program's stdin: " + errno_text(errno);
+  }
+  return "";
+}
+
+void ChildProcess::close_stdin() {
+  if (in_fd_ >= 0) ::close(in_fd_);
+  in_fd_ = -1;
 }
 
 std::string ChildProcess::describe_status() const {

@@ -1,7 +1,7 @@
 // ChildProcess: runs a program in its own process group with stdin from
-// /dev/null and stdout/stderr piped back, and guarantees that the group is
-// gone and the leader reaped when the object is destroyed. Used by the
-// "command" objective (objectives/command.h).
+// /dev/null (or a pipe, SpawnOptions::stdin_pipe) and stdout/stderr piped back, and guarantees that
+// the group is gone and the leader reaped when the object is destroyed. Used by the "command"
+// objective (objectives/command.h).
 //
 // Built on posix_spawnp(3) (glibc: vfork-like clone, so it is safe in
 // multi-threaded programs), because Debian 12 packages no maintained C++
@@ -49,6 +49,10 @@ struct SpawnOptions {
   std::string cwd{};
   // The child's whole environment, "NAME=value" entries.
   std::vector<std::string> env{};
+  // false (default): stdin is /dev/null. true: stdin is a pipe that
+  // ChildProcess::write_stdin() writes and close_stdin() closes (the
+  // "command" objective's persistent mode, objectives/persistent_program.h).
+  bool stdin_pipe = false;
 };
 
 class ChildProcess {
@@ -88,6 +92,17 @@ class ChildProcess {
   // if the leader has already exited.
   void terminate(std::chrono::duration<double> grace, const LineHandler& on_line = {});
 
+  // Writes `data` to the child's stdin (SpawnOptions::stdin_pipe) without
+  // blocking and without SIGPIPE reaching this process. Returns "" when all
+  // of it was written, else why not: "stdin is closed" (no pipe, or
+  // close_stdin() ran), "the program closed its stdin" (EPIPE: it exited or
+  // closed it), "the program does not read its stdin" (the pipe is full,
+  // 64 KiB on Linux), or the system error.
+  std::string write_stdin(std::string_view data);
+  // Closes the write end of the stdin pipe (the child reads end of file).
+  // Does nothing when there is none.
+  void close_stdin();
+
   // True when wait_for_output() has returned true or terminate() has run.
   bool finished() const { return reaped_ && out_fd_ < 0 && err_fd_ < 0; }
   // After the leader was reaped: its exit code if it exited, nullopt if a
@@ -116,6 +131,7 @@ class ChildProcess {
   int slot_ = -1;  // index in the process-wide table of groups, -1 if none
   int out_fd_ = -1;
   int err_fd_ = -1;
+  int in_fd_ = -1;  // write end of the stdin pipe, -1 if none
   int pidfd_ = -1;
   bool reaped_ = false;
   std::optional<int> exit_code_;

@@ -22,6 +22,7 @@
 #include "objectives/child_process.h"
 #include "objectives/command_metrics.h"
 #include "objectives/command_report.h"
+#include "objectives/persistent_program.h"
 #include "search/errors.h"
 #include "search/private_files.h"
 
@@ -51,8 +52,8 @@ constexpr std::chrono::milliseconds kOutsideSignalWait{500};
 // Environment variables that hpsearch sets itself.
 const std::vector<std::string>& reserved_env() {
   static const std::vector<std::string> names = {"HPSEARCH_PARAMS", "HPSEARCH_TRIAL_NUMBER",
-                                                 "HPSEARCH_STUDY", "HPSEARCH_THREADS",
-                                                 "CUDA_VISIBLE_DEVICES"};
+                                                 "HPSEARCH_STUDY",  "HPSEARCH_THREADS",
+                                                 "HPSEARCH_MODE",   "CUDA_VISIBLE_DEVICES"};
   return names;
 }
 
@@ -211,6 +212,7 @@ struct CommandConfig {
   std::optional<MetricsConfig> metrics;  // "metrics": collect from the program's own output
   Template metrics_file;                 // metrics->file as a template
   bool uses_trial_dir = false;           // {trial_dir} appears somewhere
+  bool persistent = false;               // "mode": "persistent"
 };
 
 bool uses_trial_dir(const Template& t) {
@@ -293,9 +295,9 @@ void parse_time_limits(const Json& config, CommandConfig& c) {
 void parse_log_cap(const Json& config, CommandConfig& c) {
   if (!config.contains("log_max_bytes")) return;
   const Json& v = config.at("log_max_bytes");
-  const bool integer = v.is_number_integer() ||
-                       (v.is_number_float() && std::isfinite(v.get<double>()) &&
-                        std::floor(v.get<double>()) == v.get<double>());
+  const bool integer =
+      v.is_number_integer() || (v.is_number_float() && std::isfinite(v.get<double>()) &&
+                                std::floor(v.get<double>()) == v.get<double>());
   const double bytes = v.is_number() ? v.get<double>() : 0.0;
   if (!integer || bytes < static_cast<double>(kMinLogMaxBytes) ||
       bytes > static_cast<double>(kMaxLogMaxBytes))
@@ -305,10 +307,45 @@ void parse_log_cap(const Json& config, CommandConfig& c) {
   c.log_max_bytes = static_cast<std::int64_t>(bytes);
 }
 
+// The placeholder of `t` as written ("{lr}", "{m?}"), or "" when it has none.
+std::string first_placeholder(const Template& t) {
+  for (const Piece& p : t)
+    if (p.is_param) return "{" + p.text + (p.optional ? "?" : "") + "}";
+  return "";
+}
+
+// objective.mode, and what persistent mode rules out: placeholders in argv
+// and env (the program starts before any trial; params come on stdin) and
+// a metrics file (metrics are read from stdout and stderr).
+void parse_mode(const Json& config, CommandConfig& c) {
+  auto mode = optional_string(config, "objective", "mode");
+  if (!mode || *mode == "per_trial") return;
+  if (*mode != "persistent")
+    throw ConfigError("objective.mode",
+                      "must be \"per_trial\" (default: the program runs once "
+                      "per trial) or \"persistent\", got \"" +
+                          *mode + "\"");
+  c.persistent = true;
+  const std::string why =
+      ": in persistent mode the program starts once for many trials and reads each trial's "
+      "params from stdin; placeholders are not allowed here";
+  for (std::size_t i = 0; i < c.argv.size(); ++i)
+    if (std::string p = first_placeholder(c.argv[i]); !p.empty())
+      throw ConfigError(argv_path(i), p + why);
+  for (const auto& [name, t] : c.env)
+    if (std::string p = first_placeholder(t); !p.empty())
+      throw ConfigError(join_path("objective.env", name), p + why);
+  if (c.metrics && c.metrics->source == MetricsConfig::Source::kFile)
+    throw ConfigError("objective.metrics.source",
+                      "persistent mode reads metrics from stdout or stderr only, not from a "
+                      "file");
+}
+
 // Parses and checks the config; with `space`, also the placeholders.
 CommandConfig parse_config(const Json& config, const SearchSpace* space) {
-  check_keys(config, "objective",
-             {"type", "argv", "cwd", "env", "timeout_s", "grace_s", "log_max_bytes", "metrics"});
+  check_keys(
+      config, "objective",
+      {"type", "argv", "cwd", "env", "timeout_s", "grace_s", "log_max_bytes", "metrics", "mode"});
   CommandConfig c;
   parse_argv(config, space, c);
   parse_cwd(config, c);
@@ -330,6 +367,7 @@ CommandConfig parse_config(const Json& config, const SearchSpace* space) {
   }
   for (const Template& t : c.argv) c.uses_trial_dir = c.uses_trial_dir || uses_trial_dir(t);
   for (const auto& e : c.env) c.uses_trial_dir = c.uses_trial_dir || uses_trial_dir(e.second);
+  parse_mode(config, c);
   return c;
 }
 
@@ -356,6 +394,14 @@ std::vector<std::string> expand_argv(const CommandConfig& c, const Params& param
 }
 
 // ------------------------------------------------------------ environment
+
+// A trial's params as the JSON object the program reads (HPSEARCH_PARAMS,
+// the "params" of a persistent-mode trial line).
+Json params_json(const Params& params) {
+  Json out = Json::object();
+  for (const auto& [k, v] : params) out[k] = v;
+  return out;
+}
 
 // CUDA_VISIBLE_DEVICES for a device "cpu" or "cuda:N".
 std::string visible_devices(const std::string& device) {
@@ -386,8 +432,12 @@ std::string visible_devices(const std::string& device) {
   return list[index];
 }
 
+// The program's environment. `trial`: nullptr in persistent mode (the
+// program serves many trials: no HPSEARCH_PARAMS, HPSEARCH_TRIAL_NUMBER;
+// HPSEARCH_MODE=persistent instead).
 std::vector<std::string> build_env(const CommandConfig& c, const ObjectiveContext& ctx,
-                                   const Trial& trial, const std::string& trial_dir) {
+                                   const Trial* trial, const std::string& trial_dir) {
+  static const Params kNoParams;
   std::map<std::string, std::string> env;
   for (char** e = environ; e && *e; ++e) {
     std::string_view entry = *e;
@@ -397,16 +447,19 @@ std::vector<std::string> build_env(const CommandConfig& c, const ObjectiveContex
   }
   for (const auto& [name, t] : c.env) {
     std::optional<std::string> value =
-        expand(t, trial.params(), join_path("objective.env", name), trial_dir);
+        expand(t, trial ? trial->params() : kNoParams, join_path("objective.env", name), trial_dir);
     if (value)
       env[name] = *value;
     else
       env.erase(name);
   }
-  Json params = Json::object();
-  for (const auto& [k, v] : trial.params()) params[k] = v;
-  env["HPSEARCH_PARAMS"] = params.dump(-1, ' ', false, Json::error_handler_t::replace);
-  env["HPSEARCH_TRIAL_NUMBER"] = std::to_string(trial.number());
+  if (trial) {
+    env["HPSEARCH_PARAMS"] =
+        params_json(trial->params()).dump(-1, ' ', false, Json::error_handler_t::replace);
+    env["HPSEARCH_TRIAL_NUMBER"] = std::to_string(trial->number());
+  } else {
+    env["HPSEARCH_MODE"] = "persistent";
+  }
   env["HPSEARCH_STUDY"] = ctx.study_name;
   int threads = std::max(1, ctx.threads);
   env["HPSEARCH_THREADS"] = std::to_string(threads);
@@ -605,10 +658,17 @@ std::string format_seconds(double s) {
 // Writes the command line (shell-quoted) and its folder to the trial log.
 void log_command_line(TrialLog& log, std::int64_t number, const std::vector<std::string>& argv,
                       const std::string& cwd) {
-  std::string cmd;
-  for (const std::string& a : argv) cmd += (cmd.empty() ? "" : " ") + quote(a);
-  log.note("trial " + std::to_string(number) + ": " + cmd +
-           (cwd.empty() ? "" : " (in " + cwd + ")"));
+  std::string text = "trial " + std::to_string(number) + ":";
+  for (const std::string& a : argv) {
+    text += ' ';
+    text += quote(a);
+  }
+  if (!cwd.empty()) {
+    text += " (in ";
+    text += cwd;
+    text += ')';
+  }
+  log.note(text);
   log.flush();
 }
 
@@ -637,28 +697,26 @@ class ProgramOutput {
         [this](const std::string& note) { log_.note(note); }, started);
   }
 
+  // How a persistent-mode trial ended (kRunning until the program says).
+  enum class End { kRunning, kValue, kDone, kPruned, kFail };
+
+  // `persistent`: the program serves many trials (objective.mode): a final
+  // value line or a "status" line ends the trial, and report lines are read
+  // after the prune notice too (for the program's acknowledgement).
+  void set_persistent() { persistent_ = true; }
+
   // A line of the program's output, read for reports (none once pruned).
   void read_line(ChildProcess::Stream stream, std::string_view line) {
     log_line(stream, line);
-    if (prune_step_) return;
+    ++lines_;
+    if (end_ != End::kRunning) return;
+    if (prune_step_ && !persistent_) return;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     bool report_line = line.substr(0, kReportPrefix.size()) == kReportPrefix;
-    if (collector_ && !protocol_ && !report_line)
+    if (collector_ && !protocol_ && !report_line && !prune_step_)
       collector_->output_line(stream == ChildProcess::Stream::kStderr, line);
-    if (stream != ChildProcess::Stream::kStdout || !report_line) return;
-    CommandReport report;
-    std::string error = parse_command_report(line.substr(kReportPrefix.size()), report);
-    if (!error.empty()) {
-      malformed_ = std::string(line.substr(0, 200)) + " (" + error + ")";
-      log_.note("ignored a report line: " + error);
-      return;
-    }
-    if (collector_ && !protocol_ && (report.value || report.step))
-      log_.note(
-          "the program reports with 'hpsearch:' lines: objective.metrics is not read "
-          "from here on");
-    if (report.value) protocol_ = true;
-    take(report);
+    if (stream == ChildProcess::Stream::kStdout && report_line)
+      read_report(line.substr(kReportPrefix.size()), line);
   }
   // A line of the program's output, only logged (while it is being stopped).
   void log_line(ChildProcess::Stream stream, std::string_view line) {
@@ -690,12 +748,50 @@ class ProgramOutput {
   // The last lines of stdout and stderr together.
   const Tail& output_tail() const { return output_tail_; }
 
+  // How the trial ended (persistent mode), and the reason of kFail.
+  End end() const { return end_; }
+  const std::string& fail_reason() const { return fail_reason_; }
+  // How many lines the program wrote during this trial.
+  std::int64_t lines() const { return lines_; }
+
   // The step after which the pruner said to prune; nullopt until it does.
   const std::optional<std::int64_t>& prune_step() const { return prune_step_; }
   // The last report line that could not be read, with the reason ("" if none).
   const std::string& malformed() const { return malformed_; }
 
  private:
+  // A report line: `text` after the prefix, `line` whole (for messages).
+  void read_report(std::string_view text, std::string_view line) {
+    CommandReport report;
+    std::string error = parse_command_report(text, report);
+    if (error.empty() && !report.status.empty() && !persistent_)
+      error = "\"status\" is read in persistent mode only (objective.mode)";
+    if (!error.empty()) {
+      malformed_ = std::string(line.substr(0, 200)) + " (" + error + ")";
+      log_.note("ignored a report line: " + error);
+      return;
+    }
+    if (persistent_ && !report.status.empty()) {
+      end_ = report.status == "pruned" ? End::kPruned
+             : report.status == "fail" ? End::kFail
+                                       : End::kDone;
+      fail_reason_ = report.reason;
+    }
+    if (prune_step_) {  // persistent: waiting for the acknowledgement; attrs still count
+      if (report.attrs.is_object())
+        for (const auto& [k, v] : report.attrs.items()) trial_.set_user_attr(k, v);
+      if (report.value && !report.step && end_ == End::kRunning) end_ = End::kValue;
+      return;
+    }
+    if (collector_ && !protocol_ && (report.value || report.step))
+      log_.note(
+          "the program reports with 'hpsearch:' lines: objective.metrics is not read "
+          "from here on");
+    if (report.value) protocol_ = true;
+    take(report);
+    if (persistent_ && report.value && !report.step && end_ == End::kRunning) end_ = End::kValue;
+  }
+
   void take(const CommandReport& report) {
     if (report.attrs.is_object())
       for (const auto& [k, v] : report.attrs.items()) trial_.set_user_attr(k, v);
@@ -722,6 +818,10 @@ class ProgramOutput {
   std::optional<double> final_value_;
   std::string malformed_;
   std::optional<std::int64_t> prune_step_;
+  bool persistent_ = false;
+  End end_ = End::kRunning;
+  std::string fail_reason_;
+  std::int64_t lines_ = 0;
 };
 
 // Waits for the program to end, passing its output to `output`. Stops it
@@ -822,11 +922,28 @@ class TrialDir {
   bool remove_ = false;
 };
 
+// Killed by a signal from outside while this worker is being stopped too
+// (a Slurm job cancelled or preempted signals every process of the step;
+// Ctrl-C to a process group): the trial was interrupted, not failed, and
+// runs again. The worker notices its own signal a moment later: look for
+// up to kOutsideSignalWait. Throws Interrupted then.
+void throw_if_stopped_with_worker(const ChildProcess& child, Trial& trial, TrialLog& log) {
+  auto sig = child.term_signal();
+  if (!sig || (*sig != SIGTERM && *sig != SIGINT && *sig != SIGHUP && *sig != SIGKILL)) return;
+  const auto until = SteadyClock::now() + kOutsideSignalWait;
+  while (!trial.interrupted() && SteadyClock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (trial.interrupted()) {
+    log.note("interrupted: the program was stopped together with this worker");
+    throw Interrupted();
+  }
+}
+
 double run_trial(const CommandConfig& c, const ObjectiveContext& ctx, Trial& trial) {
   const auto started = std::chrono::system_clock::now();
   TrialDir trial_dir(c, ctx, trial.number());
   std::vector<std::string> argv = expand_argv(c, trial.params(), trial_dir.path());
-  SpawnOptions spawn{argv, c.cwd, build_env(c, ctx, trial, trial_dir.path())};
+  SpawnOptions spawn{argv, c.cwd, build_env(c, ctx, &trial, trial_dir.path())};
 
   TrialLog log(ctx.log_dir, trial.number(), c.log_max_bytes);
   log_command_line(log, trial.number(), argv, c.cwd);
@@ -860,21 +977,7 @@ double run_trial(const CommandConfig& c, const ObjectiveContext& ctx, Trial& tri
 
   std::string status = child.describe_status();
   log.note("program ended: " + status);
-  // Killed by a signal from outside while this worker is being stopped too
-  // (a Slurm job cancelled or preempted signals every process of the step;
-  // Ctrl-C to a process group): the trial was interrupted, not failed, and
-  // runs again. The worker notices its own signal a moment later: look for
-  // up to kOutsideSignalWait.
-  if (auto sig = child.term_signal();
-      sig && (*sig == SIGTERM || *sig == SIGINT || *sig == SIGHUP || *sig == SIGKILL)) {
-    const auto until = SteadyClock::now() + kOutsideSignalWait;
-    while (!trial.interrupted() && SteadyClock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    if (trial.interrupted()) {
-      log.note("interrupted: the program was stopped together with this worker");
-      throw Interrupted();
-    }
-  }
+  throw_if_stopped_with_worker(child, trial, log);
   bool ok = child.exit_code() == 0 || (!child.exit_code() && !child.term_signal());
   if (!ok) throw Error(with_tail("the program failed (" + status + ")", tail));
   if (!final_value && output.collects())
@@ -887,6 +990,174 @@ double run_trial(const CommandConfig& c, const ObjectiveContext& ctx, Trial& tri
     throw Error(with_tail(reason, tail));
   }
   return *final_value;
+}
+
+// ------------------------------------------------------------ persistent mode
+
+// Waits until the program ends the trial (ProgramOutput::end()) or exits,
+// passing its output to `output`. When the pruner says to prune, writes
+// {"type": "prune", "number": N} to the program's stdin and waits up to
+// grace_s for the trial to end; past that the program's group is killed
+// (the next trial starts a new one) and TrialPruned is thrown. Interrupted
+// and timeout_s stop the program as in per-trial mode (Interrupted,
+// Error("timeout: ...")). Returns normally when the trial ended or the
+// program exited; any other exception stops the program and passes on.
+void supervise_persistent(const CommandConfig& c, Trial& trial, PersistentProgram& program,
+                          TrialLog& log, ProgramOutput& output) {
+  auto on_line = [&output](ChildProcess::Stream s, std::string_view line) {
+    output.read_line(s, line);
+  };
+  auto log_only = [&output](ChildProcess::Stream s, std::string_view line) {
+    output.log_line(s, line);
+  };
+  const auto grace = std::chrono::duration<double>(c.grace_s);
+  auto stop = [&](const std::string& why, std::chrono::duration<double> within) {
+    log.note(why);
+    program.stop(within, log_only);
+    log.note("stopped: " + program.describe_status() + "; the next trial starts it again");
+  };
+  auto after = [](double s) {
+    return SteadyClock::now() +
+           std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(s));
+  };
+  // time_point::max(): none (plain time points, no optionals: simpler for
+  // GCC's -Wmaybe-uninitialized at -O1).
+  constexpr SteadyClock::time_point kNever = SteadyClock::time_point::max();
+  const SteadyClock::time_point deadline = c.timeout_s ? after(*c.timeout_s) : kNever;
+  SteadyClock::time_point prune_deadline = kNever;
+  try {
+    while (true) {
+      auto wait = kInterruptPoll;
+      const SteadyClock::time_point until = std::min(deadline, prune_deadline);
+      if (until != kNever)
+        wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(until - SteadyClock::now()),
+                          std::chrono::milliseconds(0), wait);
+      const bool exited = program.wait_for_output(wait, on_line);
+      if (output.end() != ProgramOutput::End::kRunning || exited) return;
+      if (output.prune_step() && prune_deadline == kNever) {
+        const std::string sent = program.send(Json{{"type", "prune"}, {"number", trial.number()}});
+        log.note("pruned after step " + std::to_string(*output.prune_step()) +
+                 ": sent the prune notice on stdin; waiting up to " + format_seconds(c.grace_s) +
+                 " s for {\"status\": \"pruned\"}" + (sent.empty() ? "" : " (" + sent + ")"));
+        prune_deadline = after(c.grace_s);
+      }
+      if (prune_deadline != kNever && SteadyClock::now() >= prune_deadline) {
+        stop("the program did not end the pruned trial within grace_s: killing it",
+             std::chrono::duration<double>(0));
+        output.store_metric_attrs();
+        throw TrialPruned();
+      }
+      if (trial.interrupted()) {
+        stop("interrupted: stopping the program", grace);
+        throw Interrupted();
+      }
+      if (deadline != kNever && SteadyClock::now() >= deadline) {
+        std::string reason = "timeout: the trial still ran after " + format_seconds(*c.timeout_s) +
+                             " s (objective.timeout_s)";
+        stop(reason + ": stopping the program", grace);
+        throw Error(reason);
+      }
+    }
+  } catch (const TrialPruned&) {
+    throw;
+  } catch (...) {
+    if (program.running()) {
+      log.note("stopping the program");
+      program.stop(grace, log_only);
+    }
+    throw;
+  }
+}
+
+// The trial's result once the program ended it (ProgramOutput::end()).
+double persistent_result(const ProgramOutput& output, TrialLog& log) {
+  using End = ProgramOutput::End;
+  if (output.prune_step() || output.end() == End::kPruned) {
+    log.note("the trial ended pruned");
+    throw TrialPruned();
+  }
+  if (output.end() == End::kFail)
+    throw Error("the program failed the trial" + (output.fail_reason().empty()
+                                                      ? std::string()
+                                                      : ": " + valid_utf8(output.fail_reason())));
+  if (std::optional<double> value = output.final_value()) return *value;
+  if (output.collects())
+    throw Error(with_tail(output.never_seen_reason(), output.output_tail(), "output"));
+  std::string reason =
+      "the program ended the trial ({\"status\": \"done\"}) without a final value (a line "
+      "'hpsearch: {\"value\": ...}' on stdout)";
+  if (!output.malformed().empty()) reason += "; last unreadable report line: " + output.malformed();
+  throw Error(reason);
+}
+
+// One attempt at a trial on `program`: starts it if needed, sends the trial
+// line, supervises. Returns the value; throws as run_trial() does. Returns
+// nullopt when the program exited with status 0 before writing anything for
+// this trial (it ended between trials and did not read the line): the
+// caller runs the trial again on a new program.
+std::optional<double> persistent_attempt(const CommandConfig& c, const ObjectiveContext& ctx,
+                                         Trial& trial, PersistentProgram& program, TrialLog& log) {
+  auto log_line = [&log](ChildProcess::Stream, std::string_view text) { log.line(text); };
+  if (program.running() && program.wait_for_output(std::chrono::milliseconds(0), log_line))
+    log.note("the program had ended (" + program.describe_status() + "): starting it again");
+  if (program.start()) {  // Error("cannot run ...") -> FAIL
+    log_command_line(log, trial.number(), program.argv(), c.cwd);
+    log.note("started the program (pid " + std::to_string(program.pid()) +
+             ", persistent mode; start " + std::to_string(program.starts()) + ")");
+  } else {
+    log.note("trial " + std::to_string(trial.number()) + ": served by the program (pid " +
+             std::to_string(program.pid()) + ")");
+  }
+  log.flush();
+  Tail tail;
+  ProgramOutput output(trial, log, tail, c, ctx, "", std::chrono::system_clock::now());
+  output.set_persistent();
+  Json line = {
+      {"type", "trial"}, {"number", trial.number()}, {"params", params_json(trial.params())}};
+  if (std::string error = program.send(line); !error.empty())
+    log.note("cannot send the trial: " + error);
+  supervise_persistent(c, trial, program, log, output);
+  output.store_metric_attrs();
+  if (output.end() != ProgramOutput::End::kRunning) return persistent_result(output, log);
+
+  // The program exited during the trial.
+  const ChildProcess& child = *program.child();
+  const std::string status = child.describe_status();
+  log.note("program ended: " + status);
+  if (output.prune_step()) {
+    log.note("the program exited after the prune notice; the trial ended pruned");
+    throw TrialPruned();
+  }
+  throw_if_stopped_with_worker(child, trial, log);
+  if (child.exit_code() == 0 && output.lines() == 0) return std::nullopt;
+  throw Error(with_tail(
+      "the program exited during the trial (" + status + "); the next trial starts it again",
+      tail));
+}
+
+// A trial in persistent mode: the program of this worker (taken from the
+// pool) serves it; see objectives/command.h.
+double run_persistent_trial(const CommandConfig& c, const ObjectiveContext& ctx, Trial& trial,
+                            PersistentProgramPool& pool) {
+  if (!c.cwd.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(c.cwd, ec))
+      throw Error("objective.cwd: '" + c.cwd + "' is not a directory");
+  }
+  struct Lease {
+    PersistentProgramPool& pool;
+    std::unique_ptr<PersistentProgram> program;
+    ~Lease() { pool.give_back(std::move(program)); }
+  } lease{pool, pool.take()};
+  TrialLog log(ctx.log_dir, trial.number(), c.log_max_bytes);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (std::optional<double> value = persistent_attempt(c, ctx, trial, *lease.program, log))
+      return *value;
+    log.note("the program exited (exit code 0) before it read the trial: running it again");
+  }
+  throw Error(
+      "the program exited (exit code 0) twice without reading the trial from stdin: does it "
+      "read trials from stdin (objective.mode \"persistent\")?");
 }
 
 }  // namespace
@@ -930,6 +1201,14 @@ ObjectiveType command_objective_type() {
       throw ConfigError("objective.metrics.final",
                         "\"best\" needs the study's direction, which this caller did not give "
                         "(ObjectiveContext::direction)");
+    if (c->persistent) {
+      auto pool = std::make_shared<PersistentProgramPool>(
+          SpawnOptions{expand_argv(*c, {}), c->cwd, build_env(*c, context, nullptr, "")},
+          c->grace_s);
+      return [c, context, pool](Trial& trial) {
+        return run_persistent_trial(*c, context, trial, *pool);
+      };
+    }
     return [c, context](Trial& trial) { return run_trial(*c, context, trial); };
   };
   return t;

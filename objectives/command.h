@@ -8,6 +8,9 @@
 //                 "timeout_s": 600, "grace_s": 10}
 //
 // Fields:
+//  - mode: "per_trial" (default: the program runs once per trial) or
+//    "persistent" (it is started once and serves many trials through its
+//    stdin; see "Persistent mode" below).
 //  - argv (required): the program and its arguments, strings. "{name}" is
 //    replaced by the value of param `name` (anywhere in an argument, e.g.
 //    "--lr={lr}"), formatted by format_param_value() so that it reads back
@@ -66,7 +69,7 @@
 // file <log_dir>/trial-<number>.log (ObjectiveContext::log_dir; no file when
 // it is ""), together with the command line, the exit status and any line
 // starting with "hpsearch:" that is not a valid report (which is otherwise
-// ignored). stdin is /dev/null.
+// ignored). stdin is /dev/null (persistent mode: a pipe, below).
 //
 // Outcome of a trial:
 //  - after each intermediate value the pruner is asked (Trial::report(),
@@ -87,6 +90,44 @@
 // The program runs in its own process group (see objectives/child_process.h):
 // it and every process it started in that group are killed when the trial
 // ends, and when the worker exits.
+//
+// Persistent mode ("mode": "persistent"; default "per_trial", all of the
+// above): the program is started once per objective (per worker: lazily, at
+// its first trial; one program per trial running at the same time) and
+// serves the following trials (objectives/persistent_program.h). argv and
+// env may not hold placeholders (ConfigError naming objective.argv[i] /
+// objective.env.NAME), nor may metrics read a file
+// (objective.metrics.source); the environment has HPSEARCH_MODE=persistent
+// instead of HPSEARCH_PARAMS and HPSEARCH_TRIAL_NUMBER. Per trial:
+//  - the worker writes one line of compact JSON to the program's stdin:
+//      {"number": N, "params": {...}, "type": "trial"}
+//    (params as in HPSEARCH_PARAMS), and reads its output as above (report
+//    lines, "metrics") until the trial ends: a final value line
+//    (hpsearch: {"value": v}), or a status line
+//      hpsearch: {"status": "pruned"}                 the trial ends PRUNED
+//      hpsearch: {"status": "fail", "reason": "..."}  FAIL("the program
+//                                                     failed the trial: ...")
+//      hpsearch: {"status": "done"}                   the value so far (the
+//                                                     protocol's, or metrics')
+//    (a status line in per-trial mode is logged and ignored);
+//  - prune: the worker writes {"number": N, "type": "prune"} and waits up
+//    to grace_s for the trial to end (any of the lines above, or the
+//    program's exit); then the trial ends PRUNED. If it has not, the
+//    program's group is killed (SIGKILL) and the next trial starts a new
+//    program;
+//  - timeout_s is per trial; a timed-out or interrupted trial stops the
+//    program (SIGTERM, SIGKILL after grace_s) as in per-trial mode;
+//  - the program exits during a trial: FAIL with the end of stderr ("the
+//    program exited during the trial (exit code 1) ..."); the next trial
+//    starts a new program. An exit between trials is a restart: a program
+//    that exits with status 0 before it wrote any line for the trial is
+//    started again and given the trial once more (twice in a row: FAIL);
+//  - each trial's output goes to its trial-<number>.log (what the program
+//    prints between trials, to the next trial's log).
+// When the objective is destroyed (the worker shuts down), each program's
+// stdin is closed (end of file: no more trials); it gets grace_s to exit,
+// then SIGTERM and SIGKILL after grace_s. examples/persistent/
+// hpsearch_trials.py is a Python helper for the program's side.
 #pragma once
 
 #include <string>

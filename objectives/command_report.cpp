@@ -13,6 +13,24 @@ std::string lower(std::string s) {
   return s;
 }
 
+// "status" and "reason" (persistent mode's end of a trial).
+std::string parse_status(const Json& j, CommandReport& out) {
+  if (j.contains("status")) {
+    const Json& s = j["status"];
+    if (!s.is_string() || (s.get<std::string>() != "pruned" && s.get<std::string>() != "fail" &&
+                           s.get<std::string>() != "done"))
+      return "\"status\" must be \"pruned\", \"fail\" or \"done\"";
+    out.status = s.get<std::string>();
+    if (j.contains("step")) return "\"status\" ends a trial and cannot come with \"step\"";
+  }
+  if (j.contains("reason")) {
+    if (out.status != "fail") return "\"reason\" goes with \"status\": \"fail\" only";
+    if (!j["reason"].is_string()) return "\"reason\" must be a string";
+    out.reason = j["reason"].get<std::string>();
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string parse_command_report(std::string_view text, CommandReport& out) {
@@ -27,9 +45,10 @@ std::string parse_command_report(std::string_view text, CommandReport& out) {
   }
   if (!j.is_object()) return "not a JSON object";
   for (const auto& [k, v] : j.items()) {
-    if (k != "step" && k != "value" && k != "attrs")
-      return "unknown key '" + k + "' (known: step, value, attrs)";
+    if (k != "step" && k != "value" && k != "attrs" && k != "status" && k != "reason")
+      return "unknown key '" + k + "' (known: step, value, attrs, status, reason)";
   }
+  if (std::string error = parse_status(j, out); !error.empty()) return error;
   if (j.contains("value")) {
     const Json& v = j["value"];
     if (v.is_number()) {
@@ -70,7 +89,7 @@ std::string parse_command_report(std::string_view text, CommandReport& out) {
     if (!j["attrs"].is_object()) return "\"attrs\" must be an object";
     out.attrs = j["attrs"];
   }
-  if (!out.value && out.attrs.is_null())
+  if (!out.value && out.attrs.is_null() && out.status.empty())
     return "needs \"value\" (and \"step\" for an intermediate value)";
   return "";
 }

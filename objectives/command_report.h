@@ -4,6 +4,9 @@
 //   hpsearch: {"step": 3, "value": 0.41}      an intermediate value
 //   hpsearch: {"value": 0.38, "attrs": {...}}  the final value (+ user attrs)
 //   hpsearch: {"attrs": {...}}                 user attrs only
+//   hpsearch: {"status": "pruned"}             persistent mode: how a trial
+//   hpsearch: {"status": "fail", "reason": "..."}  ended without a final
+//   hpsearch: {"status": "done"}               value line (see command.h)
 //
 // "value" is a JSON number or one of the strings "nan", "inf", "+inf",
 // "infinity", "-inf", "-infinity" (any case). Python's json.dumps literals
@@ -32,6 +35,8 @@ struct CommandReport {
   std::optional<std::int64_t> step;  // set: an intermediate value (>= 0)
   std::optional<double> value;       // set unless the line has only attrs
   Json attrs;                        // an object, or null when absent
+  std::string status;                // "pruned", "fail", "done", or "" when absent
+  std::string reason;                // with status "fail": why ("" if not given)
 };
 
 // Parses the text after "hpsearch:" (leading/trailing blanks allowed).
