@@ -44,10 +44,9 @@ int import_command(const ImportOptions& o) {
     }
     throw;
   }
-  std::cout << fmt::format("Imported study '{}' ({} {}) from {} into {} as '{}'\n",
-                           result.study_name, result.n_trials,
-                           result.n_trials == 1 ? "trial" : "trials", o.file, o.into,
-                           o.as.value_or(result.study_name));
+  std::cout << fmt::format(
+      "Imported study '{}' ({} {}) from {} into {} as '{}'\n", result.study_name, result.n_trials,
+      result.n_trials == 1 ? "trial" : "trials", o.file, o.into, o.as.value_or(result.study_name));
   return kExitOk;
 }
 

@@ -586,10 +586,10 @@ std::int64_t find_optuna_study(sqlite3* db, const std::string& path, std::string
       name = only_name;
       return only_id;
     }
-    throw ConfigError("--study", n_studies == 0 ? path + " holds no study"
-                                                : path + " holds " + std::to_string(n_studies) +
-                                                      " studies (" + names +
-                                                      "); name one with --study");
+    throw ConfigError("--study", n_studies == 0
+                                     ? path + " holds no study"
+                                     : path + " holds " + std::to_string(n_studies) + " studies (" +
+                                           names + "); name one with --study");
   }
   throw ConfigError("--study",
                     "no study named '" + name + "' in " + path +
