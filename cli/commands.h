@@ -107,7 +107,8 @@ struct ReadOptions {
   std::optional<std::string> since;  // --since N: trials numbered >= N (N >= 0)
 };
 
-// The storage at `path`, which must exist (ConfigError otherwise), and the
+// The storage at `path`, which must be an existing, non-empty store file
+// (ConfigError "STORAGE: ..." otherwise; nothing is created), and the
 // id of the study named (or of the only study in it; ConfigError naming
 // --study when absent or ambiguous).
 std::shared_ptr<Storage> open_existing(const std::string& path);

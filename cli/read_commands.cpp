@@ -20,9 +20,10 @@
 namespace hps::cli {
 
 std::shared_ptr<Storage> open_existing(const std::string& path) {
-  if (util::StorageUrl url = util::parse_storage_url(path);
-      !url.in_memory && !std::filesystem::exists(url.path))
-    throw ConfigError(path, "no such storage file");
+  // Read commands never create or change a store (an empty file stays
+  // empty, a FIFO is not opened).
+  if (util::StorageUrl url = util::parse_storage_url(path); !url.in_memory)
+    util::check_existing_store_file(url.path, "STORAGE");
   return open_storage(path);
 }
 
@@ -62,7 +63,7 @@ int best_command(const ReadOptions& o) {
   t.add_row({"value", format_value(*best->value)});
   for (const auto& [k, v] : best->params) t.add_row({"param " + k, format_param(v)});
   for (const auto& [k, v] : best->user_attrs.items()) t.add_row({"attr " + k, format_param(v)});
-  std::cout << t.render();
+  std::cout << (o.format == "csv" ? t.render_csv() : t.render());
   return kExitOk;
 }
 

@@ -23,6 +23,7 @@
 #include "protocol/protocol.h"
 #include "search/storage.h"
 #include "search/study.h"
+#include "search/study_name.h"
 #include "search/util/host.h"
 #include "search/util/storage_url.h"
 #include "search/warm_start.h"
@@ -179,7 +180,7 @@ WarmStartConfig parse_warm_start_flag(const std::string& text) {
 void apply_command_line(StudyConfig& config, const RunOptions& o) {
   if (o.warm_start) config.warm_start = parse_warm_start_flag(*o.warm_start);
   if (o.study) {
-    if (o.study->empty()) throw ConfigError("--study", "must not be empty");
+    check_study_name(*o.study, "--study");
     config.name = *o.study;
   }
   if (o.storage) config.storage = *o.storage;
@@ -468,9 +469,12 @@ void apply_warm_start(const StudyConfig& config, const std::optional<WarmStartSo
     if (done.storage != config.warm_start->storage ||
         (!config.warm_start->study.empty() && done.study != config.warm_start->study))
       spdlog::warn(
-          "{}; the warm_start given now ({} in {}) is not read: a study is warm-started "
+          "{}; the warm_start given now ({} of {}) is not read: a study is warm-started "
           "once",
-          done.message(), config.warm_start->study, config.warm_start->storage);
+          done.message(),
+          config.warm_start->study.empty() ? std::string("its only study")
+                                           : "study '" + config.warm_start->study + "'",
+          config.warm_start->storage);
     else
       spdlog::info("{}", done.message());
   }

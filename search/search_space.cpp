@@ -4,6 +4,8 @@
 #include <functional>
 #include <set>
 
+#include "search/study_name.h"
+
 namespace hps {
 
 SearchSpace& SearchSpace::add(ParamSpec spec) {
@@ -258,6 +260,24 @@ WarmStartConfig WarmStartConfig::from_json(const Json& section) {
   return w;
 }
 
+void check_study_name(const std::string& name, const std::string& field) {
+  if (name.empty()) throw ConfigError(field, "must not be empty");
+  if (name.size() > kMaxStudyNameBytes)
+    throw ConfigError(field, "must be at most " + std::to_string(kMaxStudyNameBytes) +
+                                 " bytes, got " + std::to_string(name.size()));
+  for (char ch : name) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (u < 0x20 || u == 0x7f)
+      throw ConfigError(field,
+                        "must not contain control characters (byte " + std::to_string(u) + ")");
+  }
+  try {
+    (void)Json(name).dump();  // nlohmann refuses to dump anything but UTF-8
+  } catch (const Json::exception&) {
+    throw ConfigError(field, "must be valid UTF-8");
+  }
+}
+
 StudyConfig StudyConfig::from_json(const Json& doc) {
   if (!doc.is_object()) throw ConfigError("", "the top level of space.json must be an object");
   check_keys(doc, "", {"study", "sampler", "pruner", "budget", "objective", "space", "warm_start"});
@@ -268,10 +288,7 @@ StudyConfig StudyConfig::from_json(const Json& doc) {
     throw ConfigError("study", "is required ({\"name\": ..., \"direction\": ...})");
   check_keys(*study, "study", {"name", "direction", "storage"});
   c.name = require_string(*study, "study", "name");
-  if (c.name.empty()) throw ConfigError("study.name", "must not be empty");
-  if (c.name.size() > kMaxStudyNameBytes)
-    throw ConfigError("study.name", "must be at most " + std::to_string(kMaxStudyNameBytes) +
-                                        " bytes, got " + std::to_string(c.name.size()));
+  check_study_name(c.name, "study.name");
   c.direction = parse_direction(optional_string(*study, "study", "direction").value_or("minimize"),
                                 "study.direction");
   c.storage = optional_string(*study, "study", "storage").value_or(c.name + ".db");

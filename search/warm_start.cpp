@@ -205,16 +205,8 @@ WarmStartSource open_warm_start_source(const WarmStartConfig& config, const std:
   if (url.in_memory || url.path.empty())
     throw ConfigError("warm_start.storage", "must name the SQLite file of an earlier study, got '" +
                                                 config.storage + "'");
-  std::error_code ec;
-  if (!fs::exists(url.path, ec))
-    throw ConfigError("warm_start.storage", "no such storage file: " + url.path);
-  if (!fs::is_regular_file(url.path, ec))
-    throw ConfigError("warm_start.storage", "is not a regular file: " + url.path);
   // open_storage would make an empty file a new store: it is refused unread.
-  const std::uintmax_t size = fs::file_size(url.path, ec);
-  if (ec || size == 0)
-    throw ConfigError("warm_start.storage",
-                      "is empty, not the store of an earlier study: " + url.path);
+  util::check_existing_store_file(url.path, "warm_start.storage");
   try {
     return open_checked_source(config, url.path, study_name, direction, study_storage);
   } catch (const ConfigError&) {

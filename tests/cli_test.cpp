@@ -167,6 +167,12 @@ TEST_F(CliTest, RunPrintsASummaryAndTheStoreCanBeRead) {
   Json b = Json::parse(best.out);
   ASSERT_TRUE(b["value"].is_number()) << best.out;
   double best_value = b["value"].get<double>();
+  // best --format csv: field,value rows.
+  ProcessResult best_csv = cli({"best", "branin.db", "--format", "csv"});
+  ASSERT_EQ(best_csv.exit_code, 0) << best_csv.err;
+  EXPECT_EQ(best_csv.out.rfind("field,value\r\n", 0), 0u) << best_csv.out;  // RFC 4180
+  EXPECT_NE(best_csv.out.find("\ntrial," + b["number"].dump() + "\r\n"), std::string::npos)
+      << best_csv.out;
   // The summary shows the best value as the table prints it.
   std::string shown = fmt::format("{:.10g}", best_value);
   EXPECT_NE(lower(run.out).find("best trial"), std::string::npos) << run.out;

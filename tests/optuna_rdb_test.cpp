@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <filesystem>
@@ -134,6 +135,27 @@ TEST_F(OptunaRdbTest, ExportRefusesItsOwnStorageAndADirectory) {
   EXPECT_NE(
       error_of([&] { sqlite::export_optuna(*src, id, path("adir"), true); }).find("is a directory"),
       std::string::npos);
+  // -o named: empty, or in a folder that does not exist.
+  EXPECT_EQ(error_of([&] { sqlite::export_optuna(*src, id, "", true); }), "-o: must name a file");
+  EXPECT_NE(error_of([&] {
+              sqlite::export_optuna(*src, id, path("nodir/x.db"), true);
+            }).find("-o: '" + path("nodir") + "' is not a folder that exists"),
+            std::string::npos);
+}
+
+// The export holds the study's space.json (a command objective's env
+// too): it is owner-only like the store, whatever the umask.
+TEST_F(OptunaRdbTest, ExportIsOwnerOnly) {
+  SqliteStorage src(path("a.db"));
+  auto id = make_study(src);
+  const mode_t old_mask = ::umask(022);
+  sqlite::export_optuna(src, id, path("o.db"), false);
+  ::umask(old_mask);
+  struct stat st {};
+  ASSERT_EQ(::stat(path("o.db").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  SqliteStorage dst(path("b.db"));
+  EXPECT_EQ(sqlite::import_optuna(path("o.db"), "s", dst, std::nullopt).n_trials, 3u);
 }
 
 // `hpsearch import` that fails leaves no store behind where there was none
@@ -161,8 +183,28 @@ TEST_F(OptunaRdbTest, AFailedImportCommandLeavesNoNewStore) {
   SqliteStorage dst(path("b.db"));
   EXPECT_NE(error_of([&] {
               sqlite::import_optuna(path("o.db"), "s", dst, std::string(300, 'n'));
-            }).find("more than 255"),
+            }).find("--as: must be at most 255 bytes"),
             std::string::npos);
+  // An Optuna study whose own name breaks the rule needs --as (the message
+  // says so, and does not print the name: it may hold control characters).
+  fs::copy_file(path("o.db"), path("long.db"));
+  sql(path("long.db"),
+      "UPDATE studies SET study_name = '" + std::string(300, 'l') +
+          "'; INSERT INTO studies (study_id, study_name) VALUES (7, 'x' || char(27) || '[2J'); "
+          "INSERT INTO study_directions (direction, study_id, objective) "
+          "VALUES ('MINIMIZE', 7, 0)");
+  std::string too_long = error_of(
+      [&] { sqlite::import_optuna(path("long.db"), std::string(300, 'l'), dst, std::nullopt); });
+  EXPECT_NE(too_long.find("--as: the Optuna study's name cannot be a hpsearch study name (it must "
+                          "be at most 255 bytes"),
+            std::string::npos)
+      << too_long;
+  EXPECT_NE(too_long.find("pass --as NEW_NAME"), std::string::npos) << too_long;
+  std::string control =
+      error_of([&] { sqlite::import_optuna(path("long.db"), "x\x1b[2J", dst, std::nullopt); });
+  EXPECT_NE(control.find("must not contain control characters"), std::string::npos) << control;
+  EXPECT_EQ(control.find('\x1b'), std::string::npos);
+  EXPECT_EQ(dst.list_studies().size(), 0u);
 }
 
 TEST_F(OptunaRdbTest, ImportWithoutAStudyNameTakesTheOnlyStudyAndRefusesSeveral) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "search/errors.h"
+#include "search/study_name.h"
 #include "tests/support/temp_dir.h"
 
 namespace hps {
@@ -554,6 +555,15 @@ TEST_F(StudyConfigFileTest, StudyNameLengthIsBounded) {
   doc["study"]["name"] = std::string(kMaxStudyNameBytes + 1, 'n');
   auto e = config_error([&] { StudyConfig::from_json(doc); });
   EXPECT_EQ(e.path(), "study.name");
+  // The same rule wherever a name is given: control characters and invalid
+  // UTF-8 are refused, non-ASCII UTF-8 is fine.
+  for (const std::string& bad : {std::string("a\nb"), std::string("x\x1b[31m"),
+                                 std::string("tab\there"), std::string("\xff\xfe")}) {
+    auto err = config_error([&] { check_study_name(bad, "--study"); });
+    EXPECT_EQ(err.path(), "--study") << err.what();
+  }
+  EXPECT_NO_THROW(check_study_name("résumé-研究", "--study"));
+  EXPECT_THROW(check_study_name("", "--study"), ConfigError);
 }
 
 // ------------------------------------------------------------ json_util

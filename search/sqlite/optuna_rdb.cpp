@@ -17,7 +17,10 @@
 #include <vector>
 
 #include "search/json_util.h"
+#include "search/private_files.h"
+#include "search/search_space.h"
 #include "search/sqlite/statement.h"
+#include "search/study_name.h"
 #include "search/writer_lock.h"
 
 namespace hps::sqlite {
@@ -399,6 +402,10 @@ std::optional<SearchSpace> study_space(const Json& config) {
 
 void export_optuna(Storage& storage, std::int64_t study_id, const std::string& path, bool force) {
   std::error_code ec;
+  if (path.empty()) throw ConfigError("-o", "must name a file");
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent, ec))
+    throw ConfigError("-o", "'" + parent.string() + "' is not a folder that exists");
   if (fs::exists(path, ec)) {
     // Never the store itself, even with --force: that would replace the
     // study with its export.
@@ -416,6 +423,13 @@ void export_optuna(Storage& storage, std::int64_t study_id, const std::string& p
   const std::string tmp = path + ".tmp" + std::to_string(::getpid());
   fs::remove(tmp, ec);
   try {
+    // Owner-only, as the store (search/private_files.h): the export holds
+    // the study's space.json, a command objective's env included.
+    try {
+      create_private_file(tmp);
+    } catch (const Error& e) {
+      throw ConfigError("-o", e.what());
+    }
     {
       Db db(tmp, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
       db.exec("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; BEGIN;", tmp);
@@ -775,11 +789,18 @@ OptunaImport import_optuna(const std::string& path, const std::string& source_st
     db.exec("COMMIT", path);
   }
   const std::string name = as_name.value_or(study_name);
-  if (name.empty()) throw ConfigError("--as", "the study name must not be empty");
-  if (name.size() > kMaxStudyNameBytes)
-    throw ConfigError(as_name ? "--as" : "--study",
-                      "the study name has " + std::to_string(name.size()) + " bytes, more than " +
-                          std::to_string(kMaxStudyNameBytes) + " (the rule of study.name)");
+  if (as_name) {
+    check_study_name(name, "--as");
+  } else {
+    try {
+      check_study_name(name, "--as");
+    } catch (const ConfigError& e) {
+      // e.what() is "--as: <the rule broken>".
+      const std::string rule = std::string(e.what()).substr(std::string("--as: ").size());
+      throw ConfigError("--as", "the Optuna study's name cannot be a hpsearch study name (it " +
+                                    rule + "); pass --as NEW_NAME");
+    }
+  }
   if (target.find_study(name))
     throw ConfigError(
         as_name ? "--as" : "--study",

@@ -48,8 +48,10 @@ inline constexpr const char* kOptunaLibraryVersion = "3.1.0";
 // Writes study `study_id` of `storage` to a new SQLite file `path` in
 // Optuna's schema (see above). The file is written under a temporary name
 // beside `path` and renamed when complete, so `path` is never half-written.
-// Throws ConfigError("-o", ...) if `path` exists and !force, if it is the
-// storage's own file (even with force) or a directory; StorageError
+// The file is created owner-only (0600, search/private_files.h).
+// Throws ConfigError("-o", ...) if `path` is empty, its folder does not
+// exist or the file cannot be created there, if it exists and !force, if
+// it is the storage's own file (even with force) or a directory; StorageError
 // for a param without a distribution (and none in the study's space) and
 // for SQLite errors.
 void export_optuna(Storage& storage, std::int64_t study_id, const std::string& path, bool force);

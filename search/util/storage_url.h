@@ -2,8 +2,13 @@
 // hpsearch: not installed.
 #pragma once
 
+#include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
+#include <system_error>
+
+#include "search/errors.h"
 
 namespace hps::util {
 
@@ -22,6 +27,21 @@ inline StorageUrl parse_storage_url(std::string_view url) {
   constexpr std::string_view kSqlite = "sqlite:///";
   if (url.starts_with(kSqlite)) url.remove_prefix(kSqlite.size());
   return {false, std::string(url)};
+}
+
+// Checks that `path` is the file of an existing store before open_storage()
+// opens it (which would make an empty file, a FIFO or a folder's name a new
+// store, or fail with SQLite's words): it must exist, be a regular file (or
+// a link to one) and not be empty. Throws ConfigError(field, "no such
+// storage file: PATH" | "is not a regular file: PATH" | "is empty, not a
+// hpsearch store: PATH"); the file is never opened or changed.
+inline void check_existing_store_file(const std::string& path, const std::string& field) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw ConfigError(field, "no such storage file: " + path);
+  if (!fs::is_regular_file(path, ec)) throw ConfigError(field, "is not a regular file: " + path);
+  const std::uintmax_t size = fs::file_size(path, ec);
+  if (ec || size == 0) throw ConfigError(field, "is empty, not a hpsearch store: " + path);
 }
 
 }  // namespace hps::util
