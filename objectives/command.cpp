@@ -528,13 +528,14 @@ class TrialLog {
   TrialLog& operator=(const TrialLog&) = delete;
 
   void line(std::string_view text) {
-    if (!file_) return;
-    if (written_ + static_cast<std::int64_t>(text.size()) + 1 > max_bytes_) {
-      if (!cut_) {
-        cut_ = true;
-        note("output cut: the log reached " + std::to_string(max_bytes_) +
-             " bytes (objective.log_max_bytes); later output of the program is not kept");
-      }
+    if (!file_ || cut_) return;
+    const std::int64_t room = max_bytes_ - written_;
+    if (static_cast<std::int64_t>(text.size()) + 1 > room) {
+      // The part of the line that fits, then nothing more of the program's.
+      cut_ = true;
+      if (room > 1) write(text.substr(0, static_cast<std::size_t>(room - 1)));
+      note("output cut: the log reached " + std::to_string(max_bytes_) +
+           " bytes (objective.log_max_bytes); later output of the program is not kept");
       return;
     }
     write(text);
