@@ -662,14 +662,19 @@ TEST(ChildProcessTest, GroupDiesWithAnOwnerKilledByKill9) {
                                     "",
                                     {"PATH=/usr/bin:/bin"}});
     (void)child;
+    // The constructor has started the guard: only now may the owner be
+    // killed (before that the child is unguarded; a slow fork under ASan
+    // let the test kill the owner first).
+    std::ofstream(dir / "ready") << "1";
     while (true) ::pause();
   }
   pid_t leader = -1, bg = -1;
-  for (int i = 0; i < 1000 && (leader <= 0 || bg <= 0); ++i) {
+  for (int i = 0; i < 1000 && (leader <= 0 || bg <= 0 || !fs::exists(dir / "ready")); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     leader = read_pid(leader_file);
     bg = read_pid(bg_file);
   }
+  ASSERT_TRUE(fs::exists(dir / "ready"));
   ASSERT_GT(leader, 0);
   ASSERT_GT(bg, 0);
   EXPECT_GE(processes_in_group(leader).size(), 2u);
