@@ -4,9 +4,9 @@
 # the compile commands of a configured build folder (default build/release),
 # one process per core. Exit 1 if any check fires. `make check-tidy` (part
 # of `make test`) runs it. About 15 minutes of CPU (80 files; 8 minutes on
-# 2 cores): most of it is
-# clang parsing and matching the big headers (nlohmann/json, spdlog/fmt,
-# cppzmq) in every file; LibTorch's files (objectives/torch_*) are left out.
+# 2 cores): most of it is clang parsing and matching the big headers
+# (nlohmann/json, spdlog/fmt, cppzmq) in every file; LibTorch's files
+# (objectives/torch_*) are left out.
 #
 #   scripts/run-clang-tidy.sh [BUILD_DIR] [FILE...]
 set -euo pipefail
