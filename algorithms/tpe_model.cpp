@@ -12,6 +12,21 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// The candidate with the largest log l(x) - log g(x) (the first on ties;
+// l = 0 never wins, g = 0 always does): Bergstra et al. 2011, section 4.
+std::size_t best_candidate(const std::vector<double>& ll, const std::vector<double>& lg) {
+  std::size_t best = 0;
+  double best_score = -kInf;
+  for (std::size_t j = 0; j < ll.size(); ++j) {
+    double s = ll[j] == -kInf ? -kInf : (lg[j] == -kInf ? kInf : ll[j] - lg[j]);
+    if (j == 0 || s > best_score) {
+      best = j;
+      best_score = s;
+    }
+  }
+  return best;
+}
+
 // Merges the liars of `present` (RUNNING trials: no slot, always in the
 // above group) into `ao`, the above group's order along dimension d.
 void merge_liars(const History& h, const std::vector<std::size_t>& present,
@@ -298,15 +313,7 @@ std::vector<double> TpeModel::draw(const Fitted& f, const std::vector<Distributi
   std::vector<double> ll(nc), lg(nc);
   f.below->log_pdf(cand, ll);
   f.above->log_pdf(cand, lg);
-  std::size_t best = 0;
-  double best_score = -kInf;
-  for (std::size_t j = 0; j < nc; ++j) {
-    double s = ll[j] == -kInf ? -kInf : (lg[j] == -kInf ? kInf : ll[j] - lg[j]);
-    if (j == 0 || s > best_score) {
-      best = j;
-      best_score = s;
-    }
-  }
+  const std::size_t best = best_candidate(ll, lg);
   std::copy_n(cand.begin() + static_cast<std::ptrdiff_t>(best * dists.size()), dists.size(),
               out.begin());
   return out;
@@ -339,15 +346,7 @@ std::vector<double> TpeModel::draw_mixture(const Fitted& f, std::size_t n_dims,
     return acc;
   };
   const std::vector<double> ll = mixture_log_pdf(true), lg = mixture_log_pdf(false);
-  std::size_t best = 0;
-  double best_score = -kInf;
-  for (std::size_t j = 0; j < nc; ++j) {
-    double s = ll[j] == -kInf ? -kInf : (lg[j] == -kInf ? kInf : ll[j] - lg[j]);
-    if (j == 0 || s > best_score) {
-      best = j;
-      best_score = s;
-    }
-  }
+  const std::size_t best = best_candidate(ll, lg);
   return {cand.begin() + static_cast<std::ptrdiff_t>(best * n_dims),
           cand.begin() + static_cast<std::ptrdiff_t>((best + 1) * n_dims)};
 }

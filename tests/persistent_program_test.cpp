@@ -80,6 +80,18 @@ class PersistentProgramTest : public testsupport::CommandFixture {
     return Json{{"type", "command"}, {"mode", "persistent"}, {"argv", script_argv(body)}};
   }
 
+  // A Python program in the test folder that imports os, sys and the
+  // helper module of examples/persistent (`trials`), then runs `body`.
+  fs::path helper_program(const std::string& name, const std::string& body) {
+    const fs::path helper = fs::path(HPSEARCH_SOURCE_DIR) / "examples" / "persistent";
+    const fs::path program = dir_ / name;
+    std::ofstream(program) << "import os, sys\n"
+                           << "sys.path.insert(0, " << helper << ")\n"
+                           << "from hpsearch_trials import trials\n"
+                           << body;
+    return program;
+  }
+
   // Runs one trial per value of `ns` (param n), in order, through one
   // objective (one program), and returns the trials. The objective is
   // destroyed before this returns (the worker's shutdown).
@@ -362,25 +374,22 @@ TEST(PersistentConfigTest, PlaceholdersAndFileMetricsAreRefused) {
 TEST_F(PersistentProgramTest, PythonHelperModuleServesReportsAndPrunes) {
   if (std::system("python3 -c 'import json' > /dev/null 2>&1") != 0)
     GTEST_SKIP() << "python3 is not installed";
-  const fs::path helper = fs::path(HPSEARCH_SOURCE_DIR) / "examples" / "persistent";
-  const fs::path program = dir_ / "serve.py";
-  std::ofstream(program) << "import os, sys, time\n"
-                         << "sys.path.insert(0, " << helper << ")\n"
-                         << "from hpsearch_trials import trials\n"
-                            "for trial in trials():\n"
-                            "    n = trial.params['n']\n"
-                            "    if n != 1:\n"
-                            "        trial.finish(n, pid=os.getpid())\n"
-                            "        continue\n"
-                            "    for step in range(1, 1000):\n"
-                            "        trial.report(step, 10.0 - step)\n"
-                            "        if trial.should_prune():\n"
-                            "            trial.set_attrs(pid=os.getpid())\n"
-                            "            trial.prune()\n"
-                            "            break\n"
-                            "        time.sleep(0.01)\n"
-                            "    else:\n"
-                            "        trial.finish(0)\n";
+  const fs::path program = helper_program("serve.py",
+                                          "import time\n"
+                                          "for trial in trials():\n"
+                                          "    n = trial.params['n']\n"
+                                          "    if n != 1:\n"
+                                          "        trial.finish(n, pid=os.getpid())\n"
+                                          "        continue\n"
+                                          "    for step in range(1, 1000):\n"
+                                          "        trial.report(step, 10.0 - step)\n"
+                                          "        if trial.should_prune():\n"
+                                          "            trial.set_attrs(pid=os.getpid())\n"
+                                          "            trial.prune()\n"
+                                          "            break\n"
+                                          "        time.sleep(0.01)\n"
+                                          "    else:\n"
+                                          "        trial.finish(0)\n");
   Json objective = {{"type", "command"},
                     {"mode", "persistent"},
                     {"argv", {"python3", program.string()}},
@@ -400,14 +409,11 @@ TEST_F(PersistentProgramTest, PythonHelperModuleServesReportsAndPrunes) {
 TEST_F(PersistentProgramTest, PythonHelperRunsInPerTrialModeToo) {
   if (std::system("python3 -c 'import json' > /dev/null 2>&1") != 0)
     GTEST_SKIP() << "python3 is not installed";
-  const fs::path helper = fs::path(HPSEARCH_SOURCE_DIR) / "examples" / "persistent";
-  const fs::path program = dir_ / "once.py";
-  std::ofstream(program) << "import os, sys\n"
-                         << "sys.path.insert(0, " << helper << ")\n"
-                         << "from hpsearch_trials import trials\n"
-                            "for trial in trials():\n"
-                            "    trial.report(1, 2.5)\n"
-                            "    trial.finish(trial.params['n'] * 2, number=trial.number)\n";
+  const fs::path program =
+      helper_program("once.py",
+                     "for trial in trials():\n"
+                     "    trial.report(1, 2.5)\n"
+                     "    trial.finish(trial.params['n'] * 2, number=trial.number)\n");
   Json objective = {{"type", "command"}, {"argv", {"python3", program.string()}}};
   auto trials = run_trials(objective, {21});
   ASSERT_EQ(trials.size(), 1u);

@@ -141,16 +141,17 @@ void read_trial_attr_rows(Statement& s, const ById& by_id) {
   });
 }
 
-std::vector<TrialPtr> load_trials_unchecked(Connection& conn, const TrialQueries& q,
-                                            std::int64_t key) {
-  ById by_id;
-  std::vector<std::shared_ptr<FrozenTrial>> list;
+// Runs q's four statements with `key` bound to ?1: the trials into `list`
+// (and `by_id`), then their params, intermediate values and attrs.
+template <typename Key>
+void read_trial_tables(Connection& conn, const TrialQueries& q, const Key& key, ById& by_id,
+                       std::vector<std::shared_ptr<FrozenTrial>>& list) {
   {
     Use u(conn.stmt(q.trials));
     u->bind(1, key);
     list = read_trial_rows(u.get(), by_id);
   }
-  if (list.empty()) return {};
+  if (list.empty()) return;
   {
     Use u(conn.stmt(q.params));
     u->bind(1, key);
@@ -166,6 +167,13 @@ std::vector<TrialPtr> load_trials_unchecked(Connection& conn, const TrialQueries
     u->bind(1, key);
     read_trial_attr_rows(u.get(), by_id);
   }
+}
+
+std::vector<TrialPtr> load_trials_unchecked(Connection& conn, const TrialQueries& q,
+                                            std::int64_t key) {
+  ById by_id;
+  std::vector<std::shared_ptr<FrozenTrial>> list;
+  read_trial_tables(conn, q, key, by_id, list);
   return {list.begin(), list.end()};
 }
 
@@ -369,26 +377,7 @@ void visit_batch(Connection& conn, const std::vector<std::int64_t>& ids,
   json += "]";
   ById by_id;
   std::vector<std::shared_ptr<FrozenTrial>> list;
-  {
-    Use u(conn.stmt(kByIds.trials));
-    u->bind(1, json);
-    list = read_trial_rows(u.get(), by_id);
-  }
-  {
-    Use u(conn.stmt(kByIds.params));
-    u->bind(1, json);
-    read_param_rows(u.get(), by_id);
-  }
-  {
-    Use u(conn.stmt(kByIds.intermediates));
-    u->bind(1, json);
-    read_intermediate_rows(u.get(), by_id);
-  }
-  {
-    Use u(conn.stmt(kByIds.attrs));
-    u->bind(1, json);
-    read_trial_attr_rows(u.get(), by_id);
-  }
+  read_trial_tables(conn, kByIds, json, by_id, list);
   std::unordered_map<std::int64_t, std::shared_ptr<FrozenTrial>> owned;
   for (auto& t : list) owned.emplace(t->trial_id, std::move(t));
   for (std::int64_t id : ids) {
