@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "search/printable.h"
 #include "search/sqlite/optuna_rdb.h"
 #include "search/util/storage_url.h"
 #include "search/writer_lock.h"
@@ -44,9 +45,10 @@ int import_command(const ImportOptions& o) {
     }
     throw;
   }
-  std::cout << fmt::format(
-      "Imported study '{}' ({} {}) from {} into {} as '{}'\n", result.study_name, result.n_trials,
-      result.n_trials == 1 ? "trial" : "trials", o.file, o.into, o.as.value_or(result.study_name));
+  std::cout << fmt::format("Imported study '{}' ({} {}) from {} into {} as '{}'\n",
+                           printable(result.study_name), result.n_trials,
+                           result.n_trials == 1 ? "trial" : "trials", o.file, o.into,
+                           printable(o.as.value_or(result.study_name)));
   return kExitOk;
 }
 

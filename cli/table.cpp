@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "search/printable.h"
+
 namespace hps::cli {
 
 namespace {
@@ -40,11 +42,11 @@ std::string csv_field(const std::string& s) {
 
 TableWriter::TableWriter(std::vector<std::string> header) : header_(std::move(header)) {
   widths_.reserve(header_.size());
-  for (const auto& h : header_) widths_.push_back(width(h));
+  for (const auto& h : header_) widths_.push_back(width(printable(h)));
 }
 
 void TableWriter::widen(std::size_t column, const std::string& cell) {
-  if (column < widths_.size()) widths_[column] = std::max(widths_[column], width(cell));
+  if (column < widths_.size()) widths_[column] = std::max(widths_[column], width(printable(cell)));
 }
 
 void TableWriter::widen_to(std::size_t column, std::size_t w) {
@@ -61,7 +63,9 @@ std::string TableWriter::line(const std::vector<std::string>& r, bool is_header)
   const auto& w = widths_;
   std::string text;
   for (std::size_t i = 0; i < w.size(); ++i) {
-    std::string cell = i < r.size() ? r[i] : "";
+    // Text tables go to terminals: control characters in a cell (a user
+    // attr's key or value, a name from an imported file) are escaped.
+    std::string cell = i < r.size() ? printable(r[i]) : "";
     std::string pad(w[i] - std::min(w[i], width(cell)), ' ');
     bool right = !is_header && looks_numeric(cell);
     text += right ? pad + cell : cell + (i + 1 < w.size() ? pad : "");

@@ -324,6 +324,32 @@ TEST_F(CliTest, RunWarnsWhenTheBudgetIsWithinTpeStartup) {
   EXPECT_EQ(more.err.find("n_startup_trials"), std::string::npos) << more.err;
 }
 
+// User attrs (keys and values) with escape sequences reach no terminal:
+// the run summary, `best` and the `trials` table escape them (found by an
+// attack pass: ESC, BEL and CR/LF came out raw).
+TEST_F(CliTest, AttrsWithControlBytesAreEscapedInTextOutput) {
+  ProcessResult run = run_shell_study(
+      "escattr", 1,
+      // \173 and \175 are { and }: braces in argv are placeholders.
+      "echo {lr} > /dev/null; printf 'hpsearch: \\173\"value\": 1, \"attrs\": "
+      "\\173\"k\\\\u001b[31m\": \"v\\\\u001b]0;T\\\\u0007\\\\r\\\\nFAKE\"\\175\\175\\n'");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto raw_free = [](const std::string& text) {
+    for (char c : text)
+      if (c != '\n' && c != '\r' && static_cast<unsigned char>(c) < 0x20) return false;
+    return text.find('\r') == std::string::npos;
+  };
+  EXPECT_NE(run.out.find("\\x1b"), std::string::npos) << run.out;  // shown, escaped
+  EXPECT_TRUE(raw_free(run.out)) << run.out;
+  ProcessResult best = cli({"best", "escattr.db"});
+  ASSERT_EQ(best.exit_code, 0) << best.err;
+  EXPECT_TRUE(raw_free(best.out)) << best.out;
+  ProcessResult trials = cli({"trials", "escattr.db"});
+  ASSERT_EQ(trials.exit_code, 0) << trials.err;
+  EXPECT_NE(trials.out.find("attr k\\x1b[31m"), std::string::npos) << trials.out;
+  EXPECT_TRUE(raw_free(trials.out)) << trials.out;
+}
+
 // A program's output that reaches the log and the progress line (a failure
 // reason with its last lines) carries no escape sequence or control byte to
 // the terminal: a program cannot retitle the window or recolor the screen.
