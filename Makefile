@@ -7,8 +7,8 @@
 #   make test                 install deps, check formatting, run clang-tidy,
 #                             build + test release, then asan, fuzz and tsan
 #   make check-tidy           clang-tidy over our sources (scripts/run-clang-tidy.sh)
-#   make test-fuzz            build the libFuzzer targets (clang) and run each
-#                             for FUZZ_SECONDS on a copy of its seed corpus
+#   make test-fuzz            build the libFuzzer targets (asan preset, clang) and
+#                             run each for FUZZ_SECONDS on a copy of its seed corpus
 #   make install PREFIX=DIR   install the release build into DIR
 #   make bench                build (release) and run the benchmark programs
 #   make clean                remove build/
@@ -19,7 +19,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # Parallel test processes.
 TEST_JOBS ?= 2
 # Seconds each fuzz target runs in test-fuzz, and how many run at once.
-FUZZ_SECONDS ?= 60
+FUZZ_SECONDS ?= 30
 FUZZ_JOBS ?= $(TEST_JOBS)
 RELEASE_DIR := build/release
 DEMO_CMD ?= ./$(RELEASE_DIR)/hpsearch run examples/fashion_mnist/space.json --workers 8
@@ -81,10 +81,13 @@ test-tsan:
 	ctest --preset tsan -j $(TEST_JOBS) --output-on-failure
 
 # libFuzzer targets (tests/fuzz): fails on any crash, UB, leak or blow-up.
+# They are built in the asan preset (clang), beside the tests and from the
+# same library objects (a no-op after test-asan); the fuzz preset builds
+# them alone at -O1 for longer runs (scripts/run-fuzz.sh).
 test-fuzz:
-	cmake --preset fuzz
-	cmake --build --preset fuzz -j $(JOBS)
-	FUZZ_JOBS=$(FUZZ_JOBS) scripts/run-fuzz.sh $(FUZZ_SECONDS)
+	cmake --preset asan
+	cmake --build --preset asan -j $(JOBS) --target fuzz_targets
+	FUZZ_BUILD_DIR=build/asan FUZZ_JOBS=$(FUZZ_JOBS) scripts/run-fuzz.sh $(FUZZ_SECONDS)
 
 demo: build
 	$(DEMO_CMD)

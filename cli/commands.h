@@ -28,6 +28,7 @@ struct RunOptions {
   std::optional<double> timeout_s;        // --timeout (seconds)
   std::optional<std::uint64_t> seed;      // --seed
   int workers = 1;                        // --workers: local worker processes (0: remote only)
+  bool workers_given = false;             // --workers was on the command line
   std::optional<std::string> bind;        // --bind: the coordinator's endpoint
   std::optional<std::string> gpus;        // --gpus: "0,1,..." (default: automatic)
   int heartbeat_ms = 1000;                // --heartbeat-ms

@@ -32,7 +32,9 @@ std::int64_t pick_study(Storage& storage, const std::optional<std::string>& name
                         const std::string& path) {
   if (name) {
     auto id = storage.find_study(*name);
-    if (!id) throw ConfigError("--study", "no study named '" + *name + "' in " + path);
+    if (!id)
+      throw ConfigError("--study",
+                        "no study named '" + printable(*name) + "' in " + printable(path));
     return *id;
   }
   auto studies = storage.list_studies();

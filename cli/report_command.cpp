@@ -2,7 +2,9 @@
 // a file or served (read-only) while the study runs.
 #include <fmt/format.h>
 #include <httplib.h>
+#include <string.h>
 
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <thread>
 
 #include "cli/commands.h"
@@ -17,6 +20,7 @@
 #include "report/html.h"
 #include "report/page_data.h"
 #include "search/errors.h"
+#include "search/printable.h"
 
 #ifndef HPSEARCH_PLOTLY_JS
 #define HPSEARCH_PLOTLY_JS ""
@@ -33,32 +37,67 @@ std::string self_exe() {
 }
 
 std::string load_plotly() {
-  return report::read_text_file(report::find_plotly_js(self_exe(), HPSEARCH_PLOTLY_JS));
+  return report::load_plotly_js(report::find_plotly_js(self_exe(), HPSEARCH_PLOTLY_JS));
+}
+
+// Refuses an output path (-o) that would destroy something: a folder, the
+// study's own store (or its -wal/-shm), or any other SQLite file (a report
+// is never written over a database, whatever its name). Throws ConfigError.
+void check_report_output(const std::string& output, const std::string& storage) {
+  namespace fs = std::filesystem;
+  if (output.empty()) throw ConfigError("-o", "needs an output file name");
+  std::error_code ec;
+  const fs::file_status st = fs::status(output, ec);
+  if (fs::is_directory(st))
+    throw ConfigError("-o", "'" + printable(output) + "' is a folder; name the report's file");
+  if (!fs::exists(st)) {
+    const fs::path parent = fs::path(output).parent_path();
+    if (!parent.empty() && !fs::is_directory(parent, ec))
+      throw ConfigError("-o", "the folder '" + printable(parent.string()) + "' does not exist");
+    return;
+  }
+  for (const std::string& part : {storage, storage + "-wal", storage + "-shm"})
+    if (fs::equivalent(output, part, ec))
+      throw ConfigError("-o", "'" + printable(output) +
+                                  "' is the study's store: a report would overwrite it; name an "
+                                  ".html file");
+  std::ifstream in(output, std::ios::binary);
+  char head[16] = {};
+  in.read(head, sizeof head);
+  if (in.gcount() == sizeof head &&
+      std::string_view(head, sizeof head) == std::string_view("SQLite format 3\0", sizeof head))
+    throw ConfigError(
+        "-o", "'" + printable(output) + "' is a SQLite database: a report is not written over it");
 }
 
 // Writes `text` to `path` through a temporary file and a rename, so a
-// reader never sees half a report.
+// reader never sees half a report. Errors name -o and the reason.
 void write_file_atomically(const std::string& path, const std::string& text) {
   std::string tmp = path + ".tmp";
+  auto fail = [&](const std::string& what) {
+    const char* why = strerrordesc_np(errno);
+    throw Error("-o: cannot write '" + printable(what) + "': " + (why ? why : "error"));
+  };
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error("cannot write " + tmp);
+    if (!out) fail(tmp);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
     out.close();
-    if (!out) throw Error("cannot write " + tmp);
+    if (!out) fail(tmp);
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw Error("cannot write " + path + ": rename failed");
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    throw Error("-o: cannot write '" + printable(path) + "': " + ec.message());
   }
 }
 
 }  // namespace
 
 int report_command(const ReportOptions& o) {
-  if (o.output.empty()) throw ConfigError("-o", "needs an output file name");
+  check_report_output(o.output, o.storage);
   auto t0 = std::chrono::steady_clock::now();
   std::string plotly = load_plotly();
   auto storage = open_existing(o.storage);
@@ -233,6 +272,14 @@ int dashboard_command(const DashboardOptions& o) {
   server.set_keep_alive_max_count(100);
   server.set_payload_max_length(std::size_t{64} * 1024);
   server.new_task_queue = [] { return new httplib::ThreadPool(32); };
+  // SO_REUSEADDR only: cpp-httplib's default also sets SO_REUSEPORT, which
+  // lets a second dashboard bind a port already in use and share its
+  // clients (each request answered by either study). Without it, a busy
+  // port is an error.
+  server.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
 
   const bool loopback = is_loopback_host(o.host);
   const std::string bound =
@@ -311,7 +358,7 @@ int dashboard_command(const DashboardOptions& o) {
     port = server.bind_to_any_port(o.host);
     if (port < 0) throw Error(fmt::format("cannot listen on {}", o.host));
   } else if (!server.bind_to_port(o.host, port)) {
-    throw Error(fmt::format("cannot listen on {}:{} (in use?)", o.host, port));
+    throw Error(fmt::format("--port: cannot listen on {}:{} (in use?)", o.host, port));
   }
   if (!loopback)
     std::cerr << fmt::format(

@@ -21,6 +21,7 @@
 #include "objectives/objective.h"
 #include "protocol/curve_keys.h"
 #include "protocol/protocol.h"
+#include "search/printable.h"
 #include "search/storage.h"
 #include "search/study.h"
 #include "search/study_name.h"
@@ -268,8 +269,14 @@ Study open_study(const StudyConfig& config, const std::shared_ptr<Storage>& stor
   return study;
 }
 
+// The study system attrs where a run records how its workers were started
+// (hpsearch resume starts as many, the same way, unless told otherwise).
+constexpr const char* kRunWorkersAttr = "run.workers";
+constexpr const char* kRunLauncherAttr = "run.launcher";
+
 // Stores the run's settings with the study: the file's, with the command
-// line's budget, so that hpsearch resume continues with them.
+// line's budget, and the number of workers and their launcher, so that
+// hpsearch resume continues with them.
 void store_settings(Storage& storage, std::int64_t study_id, const StudyConfig& config,
                     const RunOptions& o) {
   Json stored = config.source;
@@ -278,6 +285,26 @@ void store_settings(Storage& storage, std::int64_t study_id, const StudyConfig& 
     if (o.timeout_s) stored["budget"]["timeout_s"] = *o.timeout_s;
   }
   storage.set_study_config(study_id, stored);
+  storage.set_study_system_attr(study_id, kRunWorkersAttr, o.workers);
+  storage.set_study_system_attr(study_id, kRunLauncherAttr, o.launcher);
+}
+
+// hpsearch resume without --workers: the last run's number of workers, when
+// it used the same launcher (a Slurm run's task count is not turned into
+// local processes).
+void keep_stored_workers(const StudyInfo& study, RunOptions& o) {
+  if (o.workers_given) return;
+  const Json& attrs = study.system_attrs;
+  auto workers = attrs.find(kRunWorkersAttr);
+  auto launcher = attrs.find(kRunLauncherAttr);
+  if (workers == attrs.end() || !workers->is_number_integer() || launcher == attrs.end() ||
+      !launcher->is_string() || launcher->get<std::string>() != o.launcher)
+    return;
+  const auto n = workers->get<std::int64_t>();
+  if (n < 0 || n > LocalPoolOptions::kMaxWorkers) return;  // not ours: the default stays
+  o.workers = static_cast<int>(n);
+  spdlog::info("resume: {} worker{} ({}), as the last run (--workers changes it)", o.workers,
+               o.workers == 1 ? "" : "s", o.launcher);
 }
 
 // Tells the user where remote workers connect (Slurm tasks: see
@@ -590,7 +617,9 @@ int resume_command(const RunOptions& o) {
   if (o.study) {
     for (const auto& s : studies)
       if (s.name == *o.study) chosen = &s;
-    if (!chosen) throw ConfigError("--study", "no study named '" + *o.study + "' in " + path);
+    if (!chosen)
+      throw ConfigError("--study",
+                        "no study named '" + printable(*o.study) + "' in " + printable(path));
   } else {
     if (studies.empty()) throw ConfigError(path, "the storage holds no study");
     if (studies.size() > 1) {
@@ -606,6 +635,7 @@ int resume_command(const RunOptions& o) {
                                 "use hpsearch run space.json");
   StudyConfig config = StudyConfig::from_json(chosen->config);
   RunOptions ro = o;
+  keep_stored_workers(*chosen, ro);
   ro.study = chosen->name;
   ro.storage = path;
   storage.reset();

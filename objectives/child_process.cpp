@@ -316,6 +316,7 @@ void ChildProcess::kill_group_and_reap() {
 void ChildProcess::read_available(int& fd, std::string& buffer, Stream stream,
                                   const LineHandler& on_line) {
   // Delivers the complete lines of `buffer`, even if `on_line` throws.
+  bool& cut = stream == Stream::kStdout ? out_cut_ : err_cut_;
   auto deliver = [&](bool at_eof) {
     std::size_t start = 0;
     struct Consume {
@@ -327,20 +328,26 @@ void ChildProcess::read_available(int& fd, std::string& buffer, Stream stream,
       std::size_t nl = buffer.find('\n', start);
       std::size_t end;
       std::size_t next;
+      bool rest_of_line = false;  // the piece ends the line it belongs to
       if (nl != std::string::npos && nl - start <= kMaxLineBytes) {
         end = nl;
         next = nl + 1;
+        rest_of_line = true;
       } else if (buffer.size() - start >= kMaxLineBytes) {
         end = start + kMaxLineBytes;
         next = end;
       } else if (at_eof) {
         end = next = buffer.size();
+        rest_of_line = true;
       } else {
         break;
       }
       std::string_view line(buffer.data() + start, end - start);
       start = next;
+      continued_ = cut;
+      cut = !rest_of_line;
       if (on_line) on_line(stream, line);
+      continued_ = false;
     }
   };
 

@@ -60,7 +60,8 @@ class ChildProcess {
   enum class Stream { kStdout, kStderr };
   // Receives each complete line of output (without the '\n'; a trailing
   // '\r' is kept). A last line without '\n' is delivered at end of file; a
-  // line longer than kMaxLineBytes is delivered in pieces of that size.
+  // line longer than kMaxLineBytes is delivered in pieces of that size, and
+  // continued() tells the pieces after the first from lines of their own.
   using LineHandler = std::function<void(Stream stream, std::string_view line)>;
   static constexpr std::size_t kMaxLineBytes = 1 << 20;
 
@@ -85,6 +86,10 @@ class ChildProcess {
   // still holds them). Exceptions from `on_line` propagate; the child keeps
   // running then (destroy or terminate() it).
   bool wait_for_output(std::chrono::milliseconds timeout, const LineHandler& on_line);
+  // While a LineHandler runs: whether its line is a piece of a line longer
+  // than kMaxLineBytes other than the first (so text in the middle of a long
+  // line, such as an echoed input, is never read as a line's start).
+  bool continued() const { return continued_; }
 
   // Ends the child: SIGTERM to the group, up to `grace` for the leader to
   // exit (output meanwhile goes to `on_line`, if set), then SIGKILL to the
@@ -140,7 +145,10 @@ class ChildProcess {
   std::chrono::steady_clock::time_point exited_at_{};
   std::string out_buffer_;
   std::string err_buffer_;
-  GroupGuard guard_;  // kills the group if this process dies first
+  bool out_cut_ = false;  // the stream is inside a line longer than kMaxLineBytes
+  bool err_cut_ = false;
+  bool continued_ = false;  // see continued()
+  GroupGuard guard_;        // kills the group if this process dies first
 };
 
 // Sends SIGKILL to every process group started by a ChildProcess that has

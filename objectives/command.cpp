@@ -18,6 +18,8 @@
 #include <optional>
 #include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "objectives/child_process.h"
 #include "objectives/command_metrics.h"
@@ -706,14 +708,19 @@ class ProgramOutput {
   // after the prune notice too (for the program's acknowledgement).
   void set_persistent() { persistent_ = true; }
 
-  // A line of the program's output, read for reports (none once pruned).
-  void read_line(ChildProcess::Stream stream, std::string_view line) {
+  // A line of the program's output, read for reports. After the pruner's
+  // decision, report lines are still read (what the program printed before
+  // it acted on it: later intermediate values, and a final value, which
+  // makes the trial COMPLETE), but the pruner is not asked again.
+  // `continued`: the line is a later piece of a line longer than
+  // ChildProcess::kMaxLineBytes (ChildProcess::continued()): never a report
+  // line (it does not start a line), still read by objective.metrics.
+  void read_line(ChildProcess::Stream stream, std::string_view line, bool continued) {
     log_line(stream, line);
     ++lines_;
     if (end_ != End::kRunning) return;
-    if (prune_step_ && !persistent_) return;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    bool report_line = line.substr(0, kReportPrefix.size()) == kReportPrefix;
+    bool report_line = !continued && line.substr(0, kReportPrefix.size()) == kReportPrefix;
     if (collector_ && !protocol_ && !report_line && !prune_step_)
       collector_->output_line(stream == ChildProcess::Stream::kStderr, line);
     if (stream == ChildProcess::Stream::kStdout && report_line)
@@ -742,6 +749,16 @@ class ProgramOutput {
     if (final_value_ || protocol_ || !collector_) return final_value_;
     return collector_->final_value();
   }
+  // Reports the intermediate values read after the prune decision: called
+  // when the trial counts COMPLETE all the same (a pruned trial keeps only
+  // those up to the step it was pruned at).
+  void report_late_values() {
+    for (const auto& [step, value] : late_values_) trial_.report(step, value);
+    late_values_.clear();
+  }
+  // Whether a final value line ('hpsearch: {"value": ...}' without a step)
+  // was read.
+  bool final_value_reported() const { return final_value_.has_value(); }
   // Whether the trial's value comes from objective.metrics.
   bool collects() const { return collector_.has_value() && !protocol_; }
   // Why the collected metric is missing (collects() only).
@@ -772,19 +789,20 @@ class ProgramOutput {
       log_.note("ignored a report line: " + error);
       return;
     }
+    if (report.number && *report.number != trial_.number()) {
+      log_.note("ignored a report line for trial " + std::to_string(*report.number) +
+                " (this is trial " + std::to_string(trial_.number()) + ")");
+      return;
+    }
+    if (persistent_ && report.status == "pruned" && !prune_step_)
+      log_.note("the program ended the trial as pruned on its own (no prune notice was sent)");
     if (persistent_ && !report.status.empty()) {
       end_ = report.status == "pruned" ? End::kPruned
              : report.status == "fail" ? End::kFail
                                        : End::kDone;
       fail_reason_ = report.reason;
     }
-    if (prune_step_) {  // persistent: waiting for the acknowledgement; attrs still count
-      if (report.attrs.is_object())
-        for (const auto& [k, v] : report.attrs.items()) trial_.set_user_attr(k, v);
-      if (report.value && !report.step && end_ == End::kRunning) end_ = End::kValue;
-      return;
-    }
-    if (collector_ && !protocol_ && (report.value || report.step))
+    if (collector_ && !prune_step_ && !protocol_ && (report.value || report.step))
       log_.note(
           "the program reports with 'hpsearch:' lines: objective.metrics is not read "
           "from here on");
@@ -806,6 +824,10 @@ class ProgramOutput {
   }
 
   void intermediate(std::int64_t step, double value) {
+    if (prune_step_) {  // kept for report_late_values()
+      late_values_.emplace_back(step, value);
+      return;
+    }
     trial_.report(step, value);
     if (trial_.should_prune()) prune_step_ = step;
   }
@@ -819,21 +841,31 @@ class ProgramOutput {
   std::optional<double> final_value_;
   std::string malformed_;
   std::optional<std::int64_t> prune_step_;
+  std::vector<std::pair<std::int64_t, double>> late_values_;  // after prune_step_
   bool persistent_ = false;
   End end_ = End::kRunning;
   std::string fail_reason_;
   std::int64_t lines_ = 0;
 };
 
+// The note of a trial whose program printed its final value before it acted
+// on the pruner's decision: the trial counts COMPLETE (as in Optuna, where a
+// trial whose objective returned is complete whatever should_prune() said),
+// with every intermediate value it reported.
+constexpr std::string_view kCompleteDespitePrune =
+    "the program printed its final value before it acted on the prune decision: the trial "
+    "counts COMPLETE; pruned after step ";
+
 // Waits for the program to end, passing its output to `output`. Stops it
 // (SIGTERM to its group, SIGKILL after grace_s) and throws TrialPruned when
-// the pruner says to prune, Interrupted when the trial is interrupted,
-// Error("timeout: ...") after timeout_s; on any other exception (from
+// the pruner says to prune (unless the program printed its final value and
+// exited with status 0 before it was stopped: then it returns, COMPLETE), Interrupted when the
+// trial is interrupted, Error("timeout: ...") after timeout_s; on any other exception (from
 // Trial::report(), ...) stops it and passes the exception on.
 void supervise(const CommandConfig& c, Trial& trial, ChildProcess& child, TrialLog& log,
                ProgramOutput& output) {
-  auto on_line = [&output](ChildProcess::Stream s, std::string_view line) {
-    output.read_line(s, line);
+  auto on_line = [&output, &child](ChildProcess::Stream s, std::string_view line) {
+    output.read_line(s, line, child.continued());
   };
   auto log_only = [&output](ChildProcess::Stream s, std::string_view line) {
     output.log_line(s, line);
@@ -860,8 +892,20 @@ void supervise(const CommandConfig& c, Trial& trial, ChildProcess& child, TrialL
       bool done = child.wait_for_output(wait, on_line);
       output.poll_metrics_file(done);
       if (const auto& step = output.prune_step()) {
-        stop("pruned after step " + std::to_string(*step) +
-             ": stopping the program (SIGTERM, SIGKILL after " + format_seconds(c.grace_s) + " s)");
+        if (!done) {
+          // Its lines until it ends are still read: a final value printed
+          // before it acted on the decision counts.
+          log.note("pruned after step " + std::to_string(*step) +
+                   ": stopping the program (SIGTERM, SIGKILL after " + format_seconds(c.grace_s) +
+                   " s)");
+          child.terminate(grace, on_line);
+          log.note("stopped: " + child.describe_status());
+        }
+        if (output.final_value_reported() && child.exit_code() == 0) {
+          log.note(std::string(kCompleteDespitePrune) + std::to_string(*step));
+          output.report_late_values();
+          return;
+        }
         output.store_metric_attrs();
         throw TrialPruned();
       }
@@ -1005,8 +1049,8 @@ double run_trial(const CommandConfig& c, const ObjectiveContext& ctx, Trial& tri
 // program exited; any other exception stops the program and passes on.
 void supervise_persistent(const CommandConfig& c, Trial& trial, PersistentProgram& program,
                           TrialLog& log, ProgramOutput& output) {
-  auto on_line = [&output](ChildProcess::Stream s, std::string_view line) {
-    output.read_line(s, line);
+  auto on_line = [&output, &program](ChildProcess::Stream s, std::string_view line) {
+    output.read_line(s, line, program.child() != nullptr && program.child()->continued());
   };
   auto log_only = [&output](ChildProcess::Stream s, std::string_view line) {
     output.log_line(s, line);
@@ -1071,9 +1115,12 @@ void supervise_persistent(const CommandConfig& c, Trial& trial, PersistentProgra
 }
 
 // The trial's result once the program ended it (ProgramOutput::end()).
-double persistent_result(const ProgramOutput& output, TrialLog& log) {
+double persistent_result(ProgramOutput& output, TrialLog& log) {
   using End = ProgramOutput::End;
-  if (output.prune_step() || output.end() == End::kPruned) {
+  if (output.end() == End::kValue && output.prune_step()) {
+    log.note(std::string(kCompleteDespitePrune) + std::to_string(*output.prune_step()));
+    output.report_late_values();
+  } else if (output.prune_step() || output.end() == End::kPruned) {
     log.note("the trial ended pruned");
     throw TrialPruned();
   }

@@ -31,6 +31,26 @@ std::string parse_status(const Json& j, CommandReport& out) {
   return "";
 }
 
+// An integer >= 0 ("step", "number"); a float with an integer value below
+// 9e15 is accepted. Returns "" or what is wrong.
+std::string parse_integer(const Json& s, const std::string& key, std::optional<std::int64_t>& out) {
+  if (s.is_number_unsigned()) {
+    if (s.get<std::uint64_t>() >
+        static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      return "\"" + key + "\" is too large";
+    out = static_cast<std::int64_t>(s.get<std::uint64_t>());
+  } else if (s.is_number_integer()) {
+    out = s.get<std::int64_t>();
+  } else if (s.is_number_float() && std::floor(s.get<double>()) == s.get<double>() &&
+             std::abs(s.get<double>()) < 9e15) {
+    out = static_cast<std::int64_t>(s.get<double>());
+  } else {
+    return "\"" + key + "\" must be an integer";
+  }
+  if (*out < 0) return "\"" + key + "\" must be >= 0";
+  return "";
+}
+
 }  // namespace
 
 std::string parse_command_report(std::string_view text, CommandReport& out) {
@@ -45,8 +65,13 @@ std::string parse_command_report(std::string_view text, CommandReport& out) {
   }
   if (!j.is_object()) return "not a JSON object";
   for (const auto& [k, v] : j.items()) {
-    if (k != "step" && k != "value" && k != "attrs" && k != "status" && k != "reason")
-      return "unknown key '" + k + "' (known: step, value, attrs, status, reason)";
+    if (k != "step" && k != "value" && k != "attrs" && k != "status" && k != "reason" &&
+        k != "number")
+      return "unknown key '" + k + "' (known: step, value, attrs, status, reason, number)";
+  }
+  if (j.contains("number")) {
+    std::string error = parse_integer(j["number"], "number", out.number);
+    if (!error.empty()) return error;
   }
   if (std::string error = parse_status(j, out); !error.empty()) return error;
   if (j.contains("value")) {
@@ -68,21 +93,8 @@ std::string parse_command_report(std::string_view text, CommandReport& out) {
     }
   }
   if (j.contains("step")) {
-    const Json& s = j["step"];
-    if (s.is_number_unsigned()) {
-      if (s.get<std::uint64_t>() >
-          static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-        return "\"step\" is too large";
-      out.step = static_cast<std::int64_t>(s.get<std::uint64_t>());
-    } else if (s.is_number_integer()) {
-      out.step = s.get<std::int64_t>();
-    } else if (s.is_number_float() && std::floor(s.get<double>()) == s.get<double>() &&
-               std::abs(s.get<double>()) < 9e15) {
-      out.step = static_cast<std::int64_t>(s.get<double>());
-    } else {
-      return "\"step\" must be an integer";
-    }
-    if (*out.step < 0) return "\"step\" must be >= 0";
+    std::string error = parse_integer(j["step"], "step", out.step);
+    if (!error.empty()) return error;
     if (!out.value) return "an intermediate report needs \"value\" with \"step\"";
   }
   if (j.contains("attrs")) {

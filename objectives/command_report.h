@@ -8,6 +8,10 @@
 //   hpsearch: {"status": "fail", "reason": "..."}  ended without a final
 //   hpsearch: {"status": "done"}               value line (see command.h)
 //
+// Any report may carry "number": the trial it is for (an integer >= 0); a
+// report whose number is not the running trial's is ignored (so a line a
+// persistent program prints late, after its trial ended, is never taken for
+// the next trial's).
 // "value" is a JSON number or one of the strings "nan", "inf", "+inf",
 // "infinity", "-inf", "-infinity" (any case). Python's json.dumps literals
 // NaN, Infinity and -Infinity (outside strings) are read as those floats,
@@ -32,11 +36,12 @@ inline constexpr std::string_view kReportPrefix = "hpsearch:";
 
 // One report, as read from the text after kReportPrefix.
 struct CommandReport {
-  std::optional<std::int64_t> step;  // set: an intermediate value (>= 0)
-  std::optional<double> value;       // set unless the line has only attrs
-  Json attrs;                        // an object, or null when absent
-  std::string status;                // "pruned", "fail", "done", or "" when absent
-  std::string reason;                // with status "fail": why ("" if not given)
+  std::optional<std::int64_t> number;  // set: the trial the report is for (>= 0)
+  std::optional<std::int64_t> step;    // set: an intermediate value (>= 0)
+  std::optional<double> value;         // set unless the line has only attrs
+  Json attrs;                          // an object, or null when absent
+  std::string status;                  // "pruned", "fail", "done", or "" when absent
+  std::string reason;                  // with status "fail": why ("" if not given)
 };
 
 // Parses the text after "hpsearch:" (leading/trailing blanks allowed).

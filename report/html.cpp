@@ -35,6 +35,16 @@ std::string find_plotly_js(const std::string& exe_path, const std::string& build
               "; run scripts/fetch-plotly.sh (or scripts/install-deps.sh), then rebuild");
 }
 
+std::string load_plotly_js(const std::string& path) {
+  std::string text = read_text_file(path);
+  constexpr std::size_t kMinBytes = 1'000'000;
+  if (text.size() < kMinBytes || text.substr(0, 512).find("plotly.js v") == std::string::npos)
+    throw Error(path + " is not the Plotly.js bundle (" + std::to_string(text.size()) +
+                " bytes, no 'plotly.js v' banner): a copy cut short or replaced; run "
+                "scripts/fetch-plotly.sh (or scripts/install-deps.sh), then rebuild");
+  return text;
+}
+
 #define HPS_PAGE_CSP_COMMON                                                  \
   "default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src " \
   "'unsafe-inline'; img-src data: blob:; font-src data:; "

@@ -21,6 +21,13 @@ std::string find_plotly_js(const std::string& exe_path, const std::string& build
 // Reads the whole file. Throws Error naming it if it cannot be read.
 std::string read_text_file(const std::string& path);
 
+// Reads Plotly.js from `path` (find_plotly_js()) and checks that it is the
+// library: its banner ("plotly.js v") within the first 512 bytes and at
+// least 1 MB (the minified bundle is about 4.5 MB), so an empty or cut-short
+// copy is an error, not a page whose plots fail. Throws Error naming the
+// file and the fix (scripts/fetch-plotly.sh).
+std::string load_plotly_js(const std::string& path);
+
 // The pages' Content-Security-Policy (in a <meta> element; the dashboard
 // also sends it as a header, with frame-ancestors 'none'): nothing loaded
 // from elsewhere; the report may make no request at all, the dashboard's

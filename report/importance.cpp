@@ -81,6 +81,50 @@ std::vector<double> density(const std::vector<double>& u, std::size_t n, bool di
   return p;
 }
 
+// PED-ANOVA's divergence of one param (section 3 of the paper): the
+// chi-square-like distance between the density of its values over the top
+// trials (the first n_top of `ranked`) and over all of them, on
+// options.n_steps bins (or its own values when it has at most that many).
+// Sets pi.n_trials and pi.divergence; 0 when too few top trials hold the
+// param, or it has a single value.
+double param_divergence(const ParamSpec& spec, const std::vector<const FrozenTrial*>& ranked,
+                        std::size_t n_top, const PedAnovaOptions& options, ParamImportance& pi) {
+  const Distribution& d = spec.distribution;
+  const std::size_t nd = n_discrete(d, options.n_steps);
+  const bool discrete = nd > 0;
+  const std::size_t bins = discrete ? nd : static_cast<std::size_t>(options.n_steps);
+  std::vector<double> all, top;
+  for (std::size_t r = 0; r < ranked.size(); ++r) {
+    auto it = ranked[r]->params.find(spec.name);
+    if (it == ranked[r]->params.end()) continue;
+    double u;
+    if (discrete) {
+      if (!d.contains(it->second)) continue;
+      u = static_cast<double>(discrete_index(d, it->second, nd));
+    } else {
+      auto pos = unit_position(d, it->second);
+      if (!pos) continue;
+      u = *pos;
+    }
+    all.push_back(u);
+    if (r < n_top) top.push_back(u);
+  }
+  pi.n_trials = static_cast<int>(all.size());
+  if (top.size() < static_cast<std::size_t>(options.min_n_top_trials) || bins < 2 ||
+      d.single_value())
+    return 0.0;
+  std::vector<double> p = density(top, bins, discrete, options.n_steps);
+  std::vector<double> q = density(all, bins, discrete, options.n_steps);
+  double div = 0;
+  for (std::size_t k = 0; k < bins; ++k) {
+    if (q[k] <= 0) continue;
+    double r = p[k] / q[k] - 1.0;
+    div += q[k] * r * r;
+  }
+  pi.divergence = div;
+  return div;
+}
+
 }  // namespace
 
 Importances ped_anova_importances(const std::vector<TrialPtr>& trials, const SearchSpace& space,
@@ -120,44 +164,8 @@ Importances ped_anova_importances(const std::vector<TrialPtr>& trials, const Sea
   out.n_top = static_cast<int>(n_top);
 
   double total = 0;
-  for (std::size_t i = 0; i < space.params().size(); ++i) {
-    const ParamSpec& spec = space.params()[i];
-    const Distribution& d = spec.distribution;
-    const std::size_t nd = n_discrete(d, options.n_steps);
-    const bool discrete = nd > 0;
-    const std::size_t bins = discrete ? nd : static_cast<std::size_t>(options.n_steps);
-    std::vector<double> all, top;
-    for (std::size_t r = 0; r < complete.size(); ++r) {
-      auto it = complete[r]->params.find(spec.name);
-      if (it == complete[r]->params.end()) continue;
-      double u;
-      if (discrete) {
-        if (!d.contains(it->second)) continue;
-        u = static_cast<double>(discrete_index(d, it->second, nd));
-      } else {
-        auto pos = unit_position(d, it->second);
-        if (!pos) continue;
-        u = *pos;
-      }
-      all.push_back(u);
-      if (r < n_top) top.push_back(u);
-    }
-    ParamImportance& pi = out.values[i];
-    pi.n_trials = static_cast<int>(all.size());
-    if (top.size() < static_cast<std::size_t>(options.min_n_top_trials) || bins < 2 ||
-        d.single_value())
-      continue;
-    std::vector<double> p = density(top, bins, discrete, options.n_steps);
-    std::vector<double> q = density(all, bins, discrete, options.n_steps);
-    double div = 0;
-    for (std::size_t k = 0; k < bins; ++k) {
-      if (q[k] <= 0) continue;
-      double r = p[k] / q[k] - 1.0;
-      div += q[k] * r * r;
-    }
-    pi.divergence = div;
-    total += div;
-  }
+  for (std::size_t i = 0; i < space.params().size(); ++i)
+    total += param_divergence(space.params()[i], complete, n_top, options, out.values[i]);
   for (auto& pi : out.values) pi.importance = total > 0 ? pi.divergence / total : 0.0;
   std::stable_sort(out.values.begin(), out.values.end(), [](const auto& a, const auto& b) {
     return a.importance != b.importance ? a.importance > b.importance : a.param < b.param;

@@ -32,6 +32,17 @@ Json time_or_null(const std::optional<TimePoint>& t) { return t ? Json(seconds(*
 // A scalar as the page shows it: strings without quotes, the rest as JSON.
 std::string label(const Json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
+// A choice of `d` as the page shows it: label(), but strings in JSON quotes
+// when two choices would otherwise look the same (1 and "1", true and
+// "true": types are kept, so they are different choices).
+std::string choice_label(const Distribution& d, const Json& v) {
+  if (!v.is_string() || !d.is_indexed()) return label(v);
+  std::string plain = label(v);
+  for (const auto& c : d.choices())
+    if (!c.is_string() && label(c) == plain) return v.dump();
+  return plain;
+}
+
 Json value_text(const std::optional<double>& v) {
   if (!v || std::isfinite(*v)) return Json();
   return std::isnan(*v) ? "nan" : (*v > 0 ? "inf" : "-inf");
@@ -56,7 +67,7 @@ Json param_info(const ParamSpec& spec) {
     p["step"] = d.step();
   } else {
     Json labels = Json::array();
-    for (const auto& c : d.choices()) labels.push_back(label(c));
+    for (const auto& c : d.choices()) labels.push_back(choice_label(d, c));
     p["labels"] = labels;
   }
   p["when"] = Json();
@@ -146,7 +157,7 @@ Axis make_axis(const ParamSpec& spec, int bins) {
   std::string type = d.is_log() ? "log" : "linear";
   if (d.is_indexed()) {
     a.discrete = true;
-    for (const auto& c : d.choices()) centers.push_back(label(c));
+    for (const auto& c : d.choices()) centers.push_back(choice_label(d, c));
     type = "category";
   } else if (d.cardinality() != 0 && d.cardinality() <= static_cast<std::uint64_t>(bins)) {
     a.discrete = true;
@@ -339,7 +350,10 @@ void add_top(Json& out, const std::vector<const FrozenTrial*>& ranked, const Sea
     for (std::size_t i = 0; i < ranked.size() && i < options.top_k; ++i) {
       const FrozenTrial* t = ranked[i];
       Json ps = Json::object(), eff = Json::object();
-      for (const auto& [name, v] : t->params) ps[name] = label(v);
+      for (const auto& [name, v] : t->params) {
+        const ParamSpec* spec = space.find(name);
+        ps[name] = spec ? choice_label(spec->distribution, v) : label(v);
+      }
       for (const auto& spec : space.params())
         if (auto e = effective_value(spec, t->params)) eff[spec.name] = *e;
       top.push_back(Json{{"n", t->number},

@@ -24,6 +24,7 @@ pre { background: #f6f6f6; padding: 0.6em; max-width: 1100px; overflow: auto; }
 <p class="note" id="downsampled"></p>
 <ul id="hps-errors"></ul>
 <h2>Optimization history</h2>
+<p class="note" id="history-note"></p>
 <div id="history-number" class="plot"></div>
 <div id="history-time" class="plot"></div>
 <h2>Intermediate values (learning curves)</h2>
@@ -157,6 +158,12 @@ const char* const kPageScript = R"JS(
   function plots() {
     const specs = [];
     const hist = historyTrials();
+    // COMPLETE trials whose value is infinite have no point on any plot: say so.
+    const infinite = [];
+    for (const t of trials.values()) if (t.s === 'COMPLETE' && t.v === null && t.vt) infinite.push('trial ' + t.n + ' (' + t.vt + ')');
+    document.getElementById('history-note').textContent = infinite.length ?
+      infinite.length + ' COMPLETE trial' + (infinite.length === 1 ? '' : 's') + ' with an infinite value, not drawn on the plots (the importances rank them): ' +
+      infinite.slice(0, 10).join(', ') + (infinite.length > 10 ? ', ...' : '') + '.' : '';
     // Optimization history: by number, by time.
     specs.push({id: 'history-number', marks: hist.length, data: [
       {type: scatter(hist.length), mode: 'markers', name: 'value (COMPLETE trial)', x: hist.map(t => t.n), y: hist.map(t => t.v),
@@ -186,8 +193,10 @@ const char* const kPageScript = R"JS(
       c.x.push(null); c.y.push(null); c.text.push(null);
       if (t.s === 'PRUNED') { const l = t.iv[t.iv.length - 1]; ends.x.push(l[0]); ends.y.push(l[1]); ends.text.push('trial ' + t.n + ' pruned'); }
     }
-    const curves = Object.keys(byCurveState).map(s => ({type: 'scatter', mode: 'lines', x: byCurveState[s].x, y: byCurveState[s].y,
-      text: byCurveState[s].text, name: s, line: {width: 1, color: STATE_COLOR[s]}, opacity: 0.6, hoverinfo: 'text+x+y'}));
+    // Lines and small markers: a trial that reported one step is a point.
+    const curves = Object.keys(byCurveState).map(s => ({type: 'scatter', mode: 'lines+markers', x: byCurveState[s].x, y: byCurveState[s].y,
+      text: byCurveState[s].text, name: s, line: {width: 1, color: STATE_COLOR[s]}, marker: {size: 3, color: STATE_COLOR[s]},
+      opacity: 0.6, hoverinfo: 'text+x+y'}));
     if (ends.x.length) curves.push({type: 'scatter', mode: 'markers', name: 'pruned here', x: ends.x, y: ends.y, text: ends.text,
       marker: {symbol: 'x', size: 8, color: '#ff7f0e'}});
     const rungShapes = (data.rungs || []).map(s => ({type: 'line', xref: 'x', yref: 'paper', x0: s, x1: s, y0: 0, y1: 1, line: {dash: 'dot', color: '#888'}}));
@@ -253,9 +262,9 @@ const char* const kPageScript = R"JS(
       if (!el) { el = document.createElement('div'); el.id = 'slice-' + i; el.className = 'plot'; slices.appendChild(el); }
       const pts = sl.filter(t => p.name in t.p && t.p[p.name] !== null);
       specs.push({id: el.id, marks: pts.length, data: [{type: scatter(pts.length), mode: 'markers', x: pts.map(t => paramX(p, t.p[p.name])), y: pts.map(t => t.v),
-        text: pts.map(t => 'trial ' + t.n), marker: {size: 5, color: pts.map(t => t.n), colorscale: 'Blues', opacity: 0.7,
-        colorbar: i === 0 ? {title: 'trial'} : undefined, showscale: false}}],
-        layout: {title: p.name, xaxis: Object.assign({title: p.name}, paramAxis(p)), yaxis: {title: 'value'}, margin: {l: 50, r: 10, t: 40, b: 40}}});
+        text: pts.map(t => 'trial ' + t.n), marker: {size: 5, color: pts.map(t => t.n), colorscale: 'Viridis', opacity: 0.8,
+        colorbar: {title: 'trial', thickness: 10}, showscale: i === 0}}],
+        layout: {title: {text: p.name, y: 0.98}, margin: {l: 50, r: 10, t: 50, b: 40}, xaxis: Object.assign({title: p.name}, paramAxis(p)), yaxis: {title: 'value'}}});
     }
 
     // Contour.

@@ -3,14 +3,15 @@
 # fuzz`), each for SECONDS on a copy of its seed corpus tests/fuzz/corpus/<target>
 # (the repository is not modified), and prints one line per target with the
 # runs executed. Fails (exit 1) if any target found a crash, UB, a leak, a
-# timeout or an out-of-memory; the input is kept under build/fuzz/run/<target>/
+# timeout or an out-of-memory; the input is kept under BUILD/run/<target>/
 # and the line says how to replay it. Used by `make test-fuzz`.
 #
 #   scripts/run-fuzz.sh [SECONDS] [TARGET...]    (default: 60 s, every target)
 #
 # Environment: FUZZ_JOBS targets at once (default 1), FUZZ_SEED (default 1;
 # the runs are only reproducible as far as the time limit allows),
-# FUZZ_BUILD_DIR (default build/fuzz).
+# FUZZ_BUILD_DIR (default build/fuzz, the fuzz preset at -O1; `make test-fuzz`
+# uses build/asan, where the asan preset builds the same targets).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -46,7 +47,8 @@ run_one() {
 
 if [[ ! -x "$build/tests/fuzz/fuzz_${targets[0]}" ]]; then
   echo "run-fuzz: $build/tests/fuzz/fuzz_${targets[0]} is missing; build it first:" \
-       "cmake --preset fuzz && cmake --build --preset fuzz" >&2
+       "cmake --preset fuzz && cmake --build --preset fuzz" \
+       "(or FUZZ_BUILD_DIR=build/asan after a build of the asan preset)" >&2
   exit 2
 fi
 

@@ -14,6 +14,7 @@
 
 #include "search/caching_storage.h"
 #include "search/json_util.h"
+#include "search/printable.h"
 #include "search/private_files.h"
 #include "search/sqlite_storage.h"
 #include "search/study.h"
@@ -30,22 +31,6 @@ std::string reason(int err) {
 
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// Control characters as \xNN, so a name cannot rewrite the terminal.
-std::string printable(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f) {
-      static const char* hex = "0123456789abcdef";
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
 }
 
 std::string format_time(double unix_s) {

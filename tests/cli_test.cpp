@@ -619,6 +619,32 @@ TEST_F(CliTest, ResumeKeepsTheCommandLineBudget) {
   EXPECT_NE(last.out.find("Budget of 8 trials already reached"), std::string::npos) << last.out;
 }
 
+TEST_F(CliTest, ResumeStartsAsManyWorkersAsTheLastRun) {
+  dir_.write("space.json", branin_space(3));
+  ProcessResult first = cli({"run", "space.json", "--n-trials", "4", "--workers", "2"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_NE((first.out + first.err).find("starting 2 workers"), std::string::npos)
+      << first.out << first.err;
+  ProcessResult kept = cli({"resume", "branin.db", "--n-trials", "6"});
+  ASSERT_EQ(kept.exit_code, 0) << kept.err;
+  EXPECT_NE((kept.out + kept.err).find("resume: 2 workers (local), as the last run"),
+            std::string::npos)
+      << kept.out << kept.err;
+  EXPECT_NE((kept.out + kept.err).find("starting 2 workers"), std::string::npos)
+      << kept.out << kept.err;
+  // --workers wins, and is what the next resume keeps.
+  ProcessResult one = cli({"resume", "branin.db", "--n-trials", "7", "--workers", "1"});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ((one.out + one.err).find("as the last run"), std::string::npos) << one.out << one.err;
+  EXPECT_NE((one.out + one.err).find("starting 1 worker"), std::string::npos) << one.out << one.err;
+  ProcessResult again = cli({"resume", "branin.db", "--n-trials", "8"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE((again.out + again.err).find("resume: 1 worker (local), as the last run"),
+            std::string::npos)
+      << again.out << again.err;
+  EXPECT_EQ(trials_or_fail("branin.db").size(), 8u);
+}
+
 // A run refused for a bad option writes nothing: no new file, and an
 // existing study keeps its stored budget.
 TEST_F(CliTest, RefusedRunLeavesTheStoreAlone) {

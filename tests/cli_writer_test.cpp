@@ -338,7 +338,7 @@ int idle_connection(const std::string& endpoint) {
 }
 
 TEST_F(CliWriterTest, CoordinatorOutOfDescriptorsKeepsRunningItsStudy) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(HPSEARCH_TEST_ASAN) || defined(HPSEARCH_TEST_TSAN)
   // UBSan's vptr check probes memory with pipe(2), which fails when the
   // process is out of descriptors, and then reports valid objects as bad:
   // the sanitized coordinator cannot be out of descriptors. The release

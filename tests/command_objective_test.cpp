@@ -225,6 +225,37 @@ TEST_F(CommandObjectiveTest, PruneTerminatesTheProcessGroup) {
   EXPECT_THAT(read_file(log_of(t)), HasSubstr("pruned after step 3"));
 }
 
+TEST_F(CommandObjectiveTest, FinalValuePrintedBeforeThePruneTookEffectCountsComplete) {
+  // The pruner decides at step 1, but the program (which ignores SIGTERM)
+  // has printed steps 1..3 and its final value and exits 0: it returned a
+  // value, so the trial is COMPLETE with every value, as in Optuna.
+  Json objective = command(
+      "trap '' TERM\n"
+      "for s in 1 2 3; do echo \"hpsearch: {\\\"step\\\": $s, \\\"value\\\": $s}\"; done\n"
+      "echo 'hpsearch: {\"value\": 9}'\n"
+      "exit 0");
+  objective["grace_s"] = 5.0;
+  TrialPtr t = run_one(objective, kAdam, std::make_shared<PruneFromStep>(1));
+  ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
+  EXPECT_EQ(*t->value, 9.0);
+  EXPECT_EQ(t->intermediate_values, (std::map<std::int64_t, double>{{1, 1.0}, {2, 2.0}, {3, 3.0}}));
+  EXPECT_THAT(read_file(log_of(t)), HasSubstr("counts COMPLETE; pruned after step 1"));
+}
+
+TEST_F(CommandObjectiveTest, TextInsideALineLongerThanTheLimitIsNotAReport) {
+  // A program echoing untrusted text: a line of 1 MiB of 'a' whose tail,
+  // past the reader's 1 MiB cut, looks like a report line (and a later
+  // final value would replace the first). Only lines that really start with
+  // 'hpsearch: ' count.
+  Json objective = command(
+      "echo 'hpsearch: {\"value\": 5}'\n"
+      "head -c 1048576 /dev/zero | tr '\\000' 'a'\n"
+      "echo 'hpsearch: {\"value\": -1000}'");
+  TrialPtr t = run_one(objective, kAdam);
+  ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
+  EXPECT_EQ(*t->value, 5.0);
+}
+
 TEST_F(CommandObjectiveTest, PruneKillsAProgramThatIgnoresSigterm) {
   Json objective = command(
       "trap '' TERM\n"
@@ -631,7 +662,10 @@ TEST(ChildProcessTest, GroupIsKilledWhenTheOwnerExits) {
     // destroying the ChildProcess: the atexit handler must kill it.
     auto* child = new ChildProcess(
         {{"/bin/sh", "-c", "echo $$ > " + pid_file.string() + "; exec sleep 1000"}, "", {}});
-    for (int i = 0; i < 500 && !fs::exists(pid_file); ++i)
+    // Until the pid is written (the shell creates the file before its one
+    // write of "PID\n": an empty file is not enough).
+    std::error_code ec;
+    for (int i = 0; i < 500 && !(fs::file_size(pid_file, ec) > 0 && !ec); ++i)
       child->wait_for_output(std::chrono::milliseconds(10), {});
     std::exit(0);
   }

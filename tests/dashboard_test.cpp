@@ -204,6 +204,47 @@ TEST_F(Dashboard, RefusesANonLoopbackHostUnlessAllowed) {
   EXPECT_NE(missing.err.find("no such storage file"), std::string::npos) << missing.err;
 }
 
+TEST_F(Dashboard, ReportNeverOverwritesTheStoreOrADatabase) {
+  auto report = [&](const std::string& out) {
+    return testsupport::run_process({HPSEARCH_CLI_PATH, "report", store_, "-o", out},
+                                    dir_.path().string());
+  };
+  std::filesystem::copy_file(store_, dir_.file("other.db"));
+  std::filesystem::create_directory(dir_.file("folder"));
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {store_, "is the study's store"},
+      {"d.db", "is the study's store"},  // the same file by another name
+      {dir_.file("other.db"), "is a SQLite database"},
+      {dir_.file("folder"), "is a folder"},
+      {dir_.file("no/such/folder/r.html"), "does not exist"}};
+  for (const auto& [out, why] : refused) {
+    auto r = report(out);
+    EXPECT_EQ(r.exit_code, 2) << out << ": " << r.err;
+    EXPECT_NE(r.err.find("-o"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
+  }
+  // The store is intact, and a report next to it is written.
+  auto best = testsupport::run_process({HPSEARCH_CLI_PATH, "status", store_}, dir_.path().string());
+  EXPECT_EQ(best.exit_code, 0) << best.err;
+  auto ok = report(dir_.file("r.html"));
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(read_file(dir_.file("r.html")).find("<html"), std::string::npos);
+}
+
+TEST_F(Dashboard, APortInUseIsAnErrorNotASharedListener) {
+  // A second dashboard on the first one's port must fail (with SO_REUSEPORT
+  // both would listen and each request would go to either study).
+  int port = start();
+  ASSERT_GT(port, 0);
+  auto second = testsupport::run_process(
+      {HPSEARCH_CLI_PATH, "dashboard", store_, "--port", std::to_string(port)},
+      dir_.path().string());
+  EXPECT_EQ(second.exit_code, 1) << second.out;
+  EXPECT_NE(second.err.find("--port: cannot listen on 127.0.0.1:" + std::to_string(port)),
+            std::string::npos)
+      << second.err;
+}
+
 // The second poll after a change that leaves the COMPLETE trials as they
 // were gets the new trial and the aggregates it changed (counts, timeline),
 // not those it did not (importances, best so far, top trials, settings).

@@ -216,6 +216,63 @@ TEST_F(PersistentProgramTest, IntermediateValuesAndThePruneNotice) {
   EXPECT_THAT(read_text(log_of(trials[0])), HasSubstr("sent the prune notice"));
 }
 
+TEST_F(PersistentProgramTest, FinalValueBeforeThePruneNoticeCountsComplete) {
+  // n = 1 prints steps 1..3 and its final value without waiting for the
+  // prune notice (which the pruner sends after step 1): the trial returned a
+  // value, so it is COMPLETE with all its intermediate values, as in Optuna.
+  Json objective = persistent(
+      serve("if [ \"$v\" = 1 ]; then\n"
+            "  for s in 1 2 3; do echo \"hpsearch: {\\\"step\\\": $s, \\\"value\\\": $s}\"; done\n"
+            "  echo 'hpsearch: {\"value\": 7}'\n"
+            "else\n  " +
+            std::string(kValueWithPid) + "\nfi"));
+  auto trials = run_trials(objective, {1, 2}, std::make_shared<PruneFromStep>(1));
+  ASSERT_EQ(trials.size(), 2u);
+  ASSERT_EQ(trials[0]->state, TrialState::kComplete) << trials[0]->fail_reason;
+  EXPECT_EQ(*trials[0]->value, 7.0);
+  EXPECT_EQ(trials[0]->intermediate_values,
+            (std::map<std::int64_t, double>{{1, 1.0}, {2, 2.0}, {3, 3.0}}));
+  EXPECT_THAT(read_text(log_of(trials[0])), HasSubstr("counts COMPLETE; pruned after step 1"));
+  // The notice, if it was sent, is not taken for the next trial.
+  ASSERT_EQ(trials[1]->state, TrialState::kComplete) << trials[1]->fail_reason;
+  EXPECT_EQ(*trials[1]->value, 2.0);
+}
+
+TEST_F(PersistentProgramTest, ValuesAfterThePruneStepAreNotStoredForAPrunedTrial) {
+  // n = 1 reports steps 1..3, then acknowledges the notice sent after step 1:
+  // PRUNED, with the values up to step 1 only (its value is step 1's).
+  Json objective = persistent(
+      serve("if [ \"$v\" = 1 ]; then\n"
+            "  for s in 1 2 3; do echo \"hpsearch: {\\\"step\\\": $s, \\\"value\\\": $s}\"; done\n"
+            "  IFS= read -r msg\n"
+            "  echo 'hpsearch: {\"status\": \"pruned\"}'\n"
+            "else\n  " +
+            std::string(kValueWithPid) + "\nfi"));
+  auto trials = run_trials(objective, {1, 2}, std::make_shared<PruneFromStep>(1));
+  ASSERT_EQ(trials.size(), 2u);
+  EXPECT_EQ(trials[0]->state, TrialState::kPruned) << trials[0]->fail_reason;
+  EXPECT_EQ(trials[0]->intermediate_values, (std::map<std::int64_t, double>{{1, 1.0}}));
+  ASSERT_EQ(trials[1]->state, TrialState::kComplete) << trials[1]->fail_reason;
+}
+
+TEST_F(PersistentProgramTest, AReportForAnotherTrialIsIgnored) {
+  // Trial 1 first gets a line meant for trial 0 (printed late, after trial
+  // 0 ended): with its "number" it is not taken for trial 1's value.
+  Json objective =
+      persistent(serve("if [ \"$n\" = 1 ]; then\n"
+                       "  echo 'hpsearch: {\"number\": 0, \"value\": -99}'\n"
+                       "fi\n"
+                       "echo \"hpsearch: {\\\"number\\\": $n, \\\"value\\\": $v}\""));
+  auto trials = run_trials(objective, {1, 2});
+  ASSERT_EQ(trials.size(), 2u);
+  ASSERT_EQ(trials[0]->state, TrialState::kComplete) << trials[0]->fail_reason;
+  EXPECT_EQ(*trials[0]->value, 1.0);
+  ASSERT_EQ(trials[1]->state, TrialState::kComplete) << trials[1]->fail_reason;
+  EXPECT_EQ(*trials[1]->value, 2.0);
+  EXPECT_THAT(read_text(log_of(trials[1])),
+              HasSubstr("ignored a report line for trial 0 (this is trial 1)"));
+}
+
 TEST_F(PersistentProgramTest, ProgramThatIgnoresThePruneNoticeIsKilledAndRestarted) {
   const fs::path pid_file = dir_ / "pid";
   Json objective =

@@ -120,7 +120,7 @@ class Dom(html.parser.HTMLParser):
             if self.PLOT_IDS.match(a["id"]):
                 pid = a["id"]
                 self.plots[pid] = {"attrs": a, "points": 0, "segments": 0, "bars": 0, "svg": 0,
-                                   "dims": 0, "contour": 0, "traces": []}
+                                   "dims": 0, "contour": 0, "traces": [], "trace_points": []}
             if a["id"] in ("summary", "hps-errors", "downsampled", "importance-note", "curves-note"):
                 self.capture.append([a["id"], len(self.stack), ""])
         plot = self.current_plot() if pid is None else self.plots[pid]
@@ -130,8 +130,12 @@ class Dom(html.parser.HTMLParser):
         if plot is not None and self.legend_depth is None:
             if tag == "svg" and "main-svg" in cls:
                 plot["svg"] += 1
+            if tag == "g" and "trace" in cls:
+                plot["trace_points"].append(0)  # the points of each trace, in order
             if tag == "path" and "point" in cls:
                 plot["points"] += 1
+                if plot["trace_points"]:
+                    plot["trace_points"][-1] += 1
             if tag == "g" and "point" in cls:
                 plot["bars"] += 1
             if tag == "path" and "js-line" in cls:
@@ -251,8 +255,11 @@ def check_report_page(dom_text, stderr, netlog, trials, tag):
     curve_lines = c.get("segments")
     check(curve_lines == len(with_curves),
           f"{tag}: learning curves drew {curve_lines} lines for {len(with_curves)} trials with values")
-    check(c.get("points") == len(pruned),
-          f"{tag}: {c.get('points')} 'pruned here' marks for {len(pruned)} PRUNED trials")
+    # The curves draw small markers too (a one-step curve is a point): the
+    # 'pruned here' marks are the points of the last trace.
+    pruned_marks = c.get("trace_points", [0])[-1] if pruned else 0
+    check(pruned_marks == len(pruned),
+          f"{tag}: {pruned_marks} 'pruned here' marks for {len(pruned)} PRUNED trials")
     t = d.plots.get("timeline", {})
     check(t.get("segments") == len(timed),
           f"{tag}: timeline drew {t.get('segments')} bars for {len(timed)} started trials")
@@ -318,10 +325,11 @@ def check_large_report():
           f"large: parallel coordinates hold {marks.get('parcoords')} trials and drew "
           f"{pc.get('segments')} lines, want the cap {MAX_PARCOORDS}")
     c = d.plots.get("curves", {})
+    pruned_marks = (c.get("trace_points") or [0])[-1]
     check(marks.get("curves") == MAX_CURVES and 0 < c.get("segments", 0) <= MAX_CURVES
-          and c.get("points", 0) <= MAX_CURVES,
+          and pruned_marks <= MAX_CURVES,
           f"large: learning curves of {marks.get('curves')} trials, {c.get('segments')} lines, "
-          f"{c.get('points')} 'pruned here' marks; cap {MAX_CURVES}")
+          f"{pruned_marks} 'pruned here' marks; cap {MAX_CURVES}")
     t = d.plots.get("timeline", {})
     check(marks.get("timeline") == MAX_TIMELINE and t.get("segments") == MAX_TIMELINE,
           f"large: timeline of {marks.get('timeline')} trials drew {t.get('segments')} bars, want "

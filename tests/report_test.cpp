@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <random>
 #include <set>
 
@@ -9,6 +10,7 @@
 #include "report/importance.h"
 #include "report/page_data.h"
 #include "tests/support/report_study.h"
+#include "tests/support/temp_dir.h"
 
 namespace hps::report {
 namespace {
@@ -309,6 +311,25 @@ TEST_F(PageData, RevisionsTellWhatChanged) {
   EXPECT_TRUE(rev.changed_since(r2).empty());
 }
 
+TEST(PageDataLabels, ChoicesThatWouldLookAlikeKeepTheirTypes) {
+  // 1 and "1", true and "true" are different choices (types are kept): the
+  // page must not show them as one category. Strings are quoted only then.
+  StudyInfo info;
+  info.name = "labels";
+  info.config = Json::parse(R"({"space": {
+      "mixed": {"type": "categorical", "choices": [null, true, 1, 1.0, "1", "true", "x"]},
+      "plain": {"type": "categorical", "choices": ["a", "b"]}}})");
+  Json d = build_page_data(info, {});
+  ASSERT_EQ(d["params"].size(), 2u);
+  for (const auto& p : d["params"]) {
+    if (p["name"] == "mixed")
+      EXPECT_EQ(p["labels"],
+                Json::parse(R"(["null", "true", "1", "1.0", "\"1\"", "\"true\"", "x"])"));
+    else
+      EXPECT_EQ(p["labels"], Json::parse(R"(["a", "b"])"));
+  }
+}
+
 TEST(ReportPage, InlinesLibraryAndDataAndNoStudyTextCanCloseTheScript) {
   Json data{{"study", {{"name", "x</script><script>alert(1)</script>"}}}, {"n", 1}};
   std::string page = render_page(data, "window.LIB = 1;");
@@ -321,6 +342,25 @@ TEST(ReportPage, InlinesLibraryAndDataAndNoStudyTextCanCloseTheScript) {
   PageMode live;
   live.live = true;
   EXPECT_NE(render_page(data, "", live).find("connect-src 'self'"), std::string::npos);
+}
+
+TEST(ReportPage, AnEmptyOrCutShortPlotlyIsAClearError) {
+  testsupport::TempDir dir("plotly");
+  const std::string empty = dir.write("empty.js", "");
+  const std::string cut = dir.write("cut.js", "/**\n* plotly.js v2.35.2\n*/ var a=1;");
+  for (const std::string& path : {empty, cut}) {
+    try {
+      load_plotly_js(path);
+      FAIL() << "no error for " << path;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("is not the Plotly.js bundle"), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
+  }
+  // The real bundle fetched by the set-up script passes.
+  const std::string real = std::string(HPSEARCH_SOURCE_DIR) + "/third_party/plotly/plotly.min.js";
+  EXPECT_GT(load_plotly_js(real).size(), 1'000'000u);
 }
 
 TEST(ReportPage, MissingPlotlyIsAClearError) {

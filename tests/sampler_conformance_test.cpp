@@ -31,7 +31,7 @@ using testsupport::sampler_factories;
 
 // Trials per test run for each sampler. With about 20 params of 4 kinds,
 // every kind gets thousands of draws.
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(HPSEARCH_TEST_ASAN)
 // The ASan/UBSan build (about 10x slower) runs the same checks on fewer
 // trials; the Release suite runs 1,000.
 constexpr int kTrials = 300;

@@ -68,7 +68,7 @@ TEST(WriterLockTest, QueryNamesTheHolderAndCreatesNothing) {
   EXPECT_EQ(holder->pid, ::getpid());
   EXPECT_EQ(holder->study, "s\x1b[2J");
   holder->host = "evil\n\x1b[2J";
-  EXPECT_THAT(holder->describe(), HasSubstr("evil\\x0a\\x1b[2J"));  // escaped when printed
+  EXPECT_THAT(holder->describe(), HasSubstr("evil\\n\\x1b[2J"));  // escaped when printed
   struct stat st {};
   ASSERT_EQ(::stat(WriterLock::lock_path(store).c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);

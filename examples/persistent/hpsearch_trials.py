@@ -31,6 +31,8 @@ The contract (objectives/command.h in hpsearch):
           'hpsearch: {"value": v}'               the final value; ends the trial
           'hpsearch: {"status": "pruned"}'       ends a trial after the notice
           'hpsearch: {"status": "fail", "reason": "..."}'   ends it FAIL
+          each with "number": the trial's number (a line for another trial
+          is ignored), which this module adds.
   Other output (yours, print()) goes to the trial's log file.
 
 The same script also runs in hpsearch's per-trial mode (one process per
@@ -124,7 +126,7 @@ class Trial:
 
     def report(self, step, value):
         """Reports an intermediate value (a float) at `step` (an int >= 0)."""
-        _emit({"step": int(step), "value": _number(value)})
+        self._emit({"step": int(step), "value": _number(value)})
 
     def should_prune(self):
         """True once hpsearch sent the prune notice for this trial. Does not
@@ -146,7 +148,7 @@ class Trial:
 
     def set_attrs(self, **attrs):
         """Stores user attrs (JSON values) on the trial."""
-        _emit({"attrs": attrs})
+        self._emit({"attrs": attrs})
 
     def finish(self, value, **attrs):
         """Ends the trial with its final value (and optional user attrs)."""
@@ -165,10 +167,17 @@ class Trial:
 
     def _end(self, message):
         if self.ended:
-            raise RuntimeError("trial %d has already ended" % self.number)
+            raise RuntimeError("trial %s has already ended" % self.number)
         self.ended = True
         if self._stdin is None and "value" not in message:
             return  # per-trial mode: the exit status (or SIGTERM) says it
+        self._emit(message)
+
+    def _emit(self, message):
+        # The trial's number goes with every report: hpsearch ignores a line
+        # meant for another trial (one printed after its trial ended).
+        if self.number is not None:
+            message["number"] = self.number
         _emit(message)
 
 
@@ -178,8 +187,8 @@ def trials():
     mode). A trial the loop body left without finish(), prune() or fail()
     ends FAIL."""
     if "HPSEARCH_PARAMS" in os.environ and os.environ.get("HPSEARCH_MODE") != "persistent":
-        number = int(os.environ.get("HPSEARCH_TRIAL_NUMBER", "0"))
-        yield Trial(number, json.loads(os.environ["HPSEARCH_PARAMS"]))
+        number = os.environ.get("HPSEARCH_TRIAL_NUMBER")
+        yield Trial(int(number) if number else None, json.loads(os.environ["HPSEARCH_PARAMS"]))
         return
     stdin = _Stdin()
     while True:
