@@ -130,14 +130,14 @@ void in_process(int n, int repeats) {
 // 2. End to end: one trial of the command objective running `awk_body`.
 double trial_seconds(const Json& metrics, const std::string& awk_body, int repeats,
                      const std::filesystem::path& dir, int n) {
-  hps::SearchSpace space = hps::SearchSpace::from_json(
-      Json::parse(R"({"x": {"type": "float", "low": 0, "high": 1}})"));
+  hps::SearchSpace space =
+      hps::SearchSpace::from_json(Json::parse(R"({"x": {"type": "float", "low": 0, "high": 1}})"));
   // The program from a file: braces in argv are placeholders ({lr}).
   const auto program = dir / "program.awk";
   std::ofstream(program) << awk_body << "\n";
-  Json objective{{"type", "command"},
-                 {"argv",
-                  Json::array({"awk", "-v", "n=" + std::to_string(n), "-f", program.string()})}};
+  Json objective{
+      {"type", "command"},
+      {"argv", Json::array({"awk", "-v", "n=" + std::to_string(n), "-f", program.string()})}};
   if (!metrics.is_null()) objective["metrics"] = metrics;
   double s = time_median(repeats, [&] {
     hps::StudyOptions options;
@@ -172,8 +172,8 @@ void end_to_end(int n, int repeats) {
       "BEGIN { for (i = 1; i <= n; i++) printf \"hpsearch: {\\\"step\\\": %d, \\\"value\\\": "
       "%.4f}\\n\", i, 1/i; print \"hpsearch: {\\\"value\\\": 0.5}\" }";
   const std::string epochs = "BEGIN { for (i = 1; i <= n; i++) " + epoch_line + " }";
-  const std::string plain =
-      "BEGIN { for (i = 1; i <= n; i++) " + epoch_line + "; print \"hpsearch: {\\\"value\\\": 0.5}\" }";
+  const std::string plain = "BEGIN { for (i = 1; i <= n; i++) " + epoch_line +
+                            "; print \"hpsearch: {\\\"value\\\": 0.5}\" }";
   const std::string csv_file = (dir / "metrics.csv").string();
   const std::string csv = "BEGIN { f = \"" + csv_file +
                           "\"; print \"epoch,train_loss,val_loss,val_acc\" > f; "
@@ -184,9 +184,9 @@ void end_to_end(int n, int repeats) {
   const double t_default = trial_seconds(Json{{"name", "val_loss"}}, epochs, repeats, dir, n);
   const double t_regex =
       trial_seconds(Json{{"name", "val_loss"}, {"regex", kRegex}}, epochs, repeats, dir, n);
-  const double t_csv = trial_seconds(
-      Json{{"name", "val_loss"}, {"source", {{"file", csv_file}, {"step", "epoch"}}}}, csv,
-      repeats, dir, n);
+  const double t_csv =
+      trial_seconds(Json{{"name", "val_loss"}, {"source", {{"file", csv_file}, {"step", "epoch"}}}},
+                    csv, repeats, dir, n);
   std::printf(
       "\nend to end, one trial of a program printing %d lines (median of %d)\n"
       "                                         seconds     lines/s   vs protocol\n",
