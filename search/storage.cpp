@@ -115,10 +115,19 @@ struct InMemoryStorage::Impl {
     if (it == where.end()) throw StorageError("no trial with id " + std::to_string(trial_id));
     return trials_by_study[it->second.first][static_cast<std::size_t>(it->second.second)];
   }
-  // Copy-on-write update of one trial.
+  // Copy-on-write update of one trial: a snapshot someone holds never
+  // changes. When no one else holds the trial (the slot's is the only
+  // reference; copies are only made under `mu`, which the caller holds),
+  // it is changed in place: a trial reporting its n-th intermediate value
+  // no longer copies the n-1 before it. Every slot holds a FrozenTrial made
+  // here by make_shared<FrozenTrial> (not const), so changing it is defined.
   template <typename F>
   void update(std::int64_t trial_id, F&& f) {
     TrialPtr& slot = trial(trial_id);
+    if (slot.use_count() == 1) {
+      f(const_cast<FrozenTrial&>(*slot));  // NOLINT: see above
+      return;
+    }
     auto copy = std::make_shared<FrozenTrial>(*slot);
     f(*copy);
     slot = std::move(copy);
@@ -262,7 +271,7 @@ void InMemoryStorage::set_trial_param(std::int64_t trial_id, const std::string& 
 bool InMemoryStorage::set_trial_intermediate_value(std::int64_t trial_id, std::int64_t step,
                                                    double value) {
   std::lock_guard lock(impl_->mu);
-  TrialPtr t = impl_->trial(trial_id);
+  const TrialPtr& t = impl_->trial(trial_id);  // a reference: no count of our own
   if (is_finished(t->state))
     throw StorageError("trial " + std::to_string(t->number) + " is finished; cannot report step " +
                        std::to_string(step));
@@ -274,7 +283,7 @@ bool InMemoryStorage::set_trial_intermediate_value(std::int64_t trial_id, std::i
 bool InMemoryStorage::set_trial_state(std::int64_t trial_id, TrialState state,
                                       std::optional<double> value, const std::string& fail_reason) {
   std::lock_guard lock(impl_->mu);
-  TrialPtr t = impl_->trial(trial_id);
+  const TrialPtr& t = impl_->trial(trial_id);
   if (is_finished(t->state)) return false;
   if (state == TrialState::kComplete && (!value || std::isnan(*value)))
     throw StorageError("a COMPLETE trial needs a value that is not NaN");
