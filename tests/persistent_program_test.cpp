@@ -72,6 +72,10 @@ std::string serve(const std::string& on_trial, const std::string& at_eof = "") {
 const char* kValueWithPid =
     "echo \"hpsearch: {\\\"value\\\": $v, \\\"attrs\\\": {\\\"pid\\\": $$}}\"";
 
+// Shell lines reporting intermediate values 1, 2, 3 at steps 1, 2, 3.
+const std::string kStepsOneToThree =
+    "  for s in 1 2 3; do echo \"hpsearch: {\\\"step\\\": $s, \\\"value\\\": $s}\"; done\n";
+
 class PersistentProgramTest : public testsupport::CommandFixture {
  protected:
   PersistentProgramTest() : CommandFixture("persistent-test") {}
@@ -194,15 +198,13 @@ TEST_F(PersistentProgramTest, IntermediateValuesAndThePruneNotice) {
   // n = 1: reports steps 1..3, then waits for the prune notice, records it
   // and acknowledges; n = 2: a final value at once.
   const fs::path notice = dir_ / "notice";
-  Json objective = persistent(
-      serve("if [ \"$v\" = 1 ]; then\n"
-            "  for s in 1 2 3; do echo \"hpsearch: {\\\"step\\\": $s, \\\"value\\\": $s}\"; done\n"
-            "  IFS= read -r msg; printf '%s\\n' \"$msg\" > " +
-            notice.string() +
-            "\n"
-            "  echo 'hpsearch: {\"status\": \"pruned\", \"attrs\": {\"pid\": '$$'}}'\n"
-            "else\n  " +
-            kValueWithPid + "\nfi"));
+  Json objective =
+      persistent(serve("if [ \"$v\" = 1 ]; then\n" + kStepsOneToThree +
+                       "  IFS= read -r msg; printf '%s\\n' \"$msg\" > " + notice.string() +
+                       "\n"
+                       "  echo 'hpsearch: {\"status\": \"pruned\", \"attrs\": {\"pid\": '$$'}}'\n"
+                       "else\n  " +
+                       kValueWithPid + "\nfi"));
   auto trials = run_trials(objective, {1, 2}, std::make_shared<PruneFromStep>(3));
   ASSERT_EQ(trials.size(), 2u);
   EXPECT_EQ(trials[0]->state, TrialState::kPruned) << trials[0]->fail_reason;
@@ -220,12 +222,10 @@ TEST_F(PersistentProgramTest, FinalValueBeforeThePruneNoticeCountsComplete) {
   // n = 1 prints steps 1..3 and its final value without waiting for the
   // prune notice (which the pruner sends after step 1): the trial returned a
   // value, so it is COMPLETE with all its intermediate values, as in Optuna.
-  Json objective = persistent(
-      serve("if [ \"$v\" = 1 ]; then\n"
-            "  for s in 1 2 3; do echo \"hpsearch: {\\\"step\\\": $s, \\\"value\\\": $s}\"; done\n"
-            "  echo 'hpsearch: {\"value\": 7}'\n"
-            "else\n  " +
-            std::string(kValueWithPid) + "\nfi"));
+  Json objective = persistent(serve("if [ \"$v\" = 1 ]; then\n" + kStepsOneToThree +
+                                    "  echo 'hpsearch: {\"value\": 7}'\n"
+                                    "else\n  " +
+                                    std::string(kValueWithPid) + "\nfi"));
   auto trials = run_trials(objective, {1, 2}, std::make_shared<PruneFromStep>(1));
   ASSERT_EQ(trials.size(), 2u);
   ASSERT_EQ(trials[0]->state, TrialState::kComplete) << trials[0]->fail_reason;
@@ -241,13 +241,11 @@ TEST_F(PersistentProgramTest, FinalValueBeforeThePruneNoticeCountsComplete) {
 TEST_F(PersistentProgramTest, ValuesAfterThePruneStepAreNotStoredForAPrunedTrial) {
   // n = 1 reports steps 1..3, then acknowledges the notice sent after step 1:
   // PRUNED, with the values up to step 1 only (its value is step 1's).
-  Json objective = persistent(
-      serve("if [ \"$v\" = 1 ]; then\n"
-            "  for s in 1 2 3; do echo \"hpsearch: {\\\"step\\\": $s, \\\"value\\\": $s}\"; done\n"
-            "  IFS= read -r msg\n"
-            "  echo 'hpsearch: {\"status\": \"pruned\"}'\n"
-            "else\n  " +
-            std::string(kValueWithPid) + "\nfi"));
+  Json objective = persistent(serve("if [ \"$v\" = 1 ]; then\n" + kStepsOneToThree +
+                                    "  IFS= read -r msg\n"
+                                    "  echo 'hpsearch: {\"status\": \"pruned\"}'\n"
+                                    "else\n  " +
+                                    std::string(kValueWithPid) + "\nfi"));
   auto trials = run_trials(objective, {1, 2}, std::make_shared<PruneFromStep>(1));
   ASSERT_EQ(trials.size(), 2u);
   EXPECT_EQ(trials[0]->state, TrialState::kPruned) << trials[0]->fail_reason;
