@@ -21,6 +21,7 @@
 #include "report/page_data.h"
 #include "search/errors.h"
 #include "search/printable.h"
+#include "search/writer_lock.h"
 
 #ifndef HPSEARCH_PLOTLY_JS
 #define HPSEARCH_PLOTLY_JS ""
@@ -50,17 +51,24 @@ void check_report_output(const std::string& output, const std::string& storage) 
   const fs::file_status st = fs::status(output, ec);
   if (fs::is_directory(st))
     throw ConfigError("-o", "'" + printable(output) + "' is a folder; name the report's file");
+  // The store and the files beside it that SQLite and the writer lock use,
+  // existing or not (a report there would break the store or its lock).
+  const fs::path out_abs = fs::weakly_canonical(fs::absolute(output, ec), ec);
+  const fs::path store_abs = fs::weakly_canonical(fs::absolute(storage, ec), ec);
+  const std::string lock = WriterLock::lock_path(store_abs.string());
+  for (const std::string& part :
+       {store_abs.string(), store_abs.string() + "-wal", store_abs.string() + "-shm",
+        store_abs.string() + "-journal", lock})
+    if (out_abs == fs::path(part) || fs::equivalent(output, part, ec))
+      throw ConfigError("-o", "'" + printable(output) +
+                                  "' is the study's store or one of its files: a report would "
+                                  "overwrite it; name an .html file");
   if (!fs::exists(st)) {
     const fs::path parent = fs::path(output).parent_path();
     if (!parent.empty() && !fs::is_directory(parent, ec))
-      throw ConfigError("-o", "the folder '" + printable(parent.string()) + "' does not exist");
+      throw ConfigError("-o", "'" + printable(parent.string()) + "' is not an existing folder");
     return;
   }
-  for (const std::string& part : {storage, storage + "-wal", storage + "-shm"})
-    if (fs::equivalent(output, part, ec))
-      throw ConfigError("-o", "'" + printable(output) +
-                                  "' is the study's store: a report would overwrite it; name an "
-                                  ".html file");
   std::ifstream in(output, std::ios::binary);
   char head[16] = {};
   in.read(head, sizeof head);

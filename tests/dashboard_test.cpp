@@ -216,7 +216,10 @@ TEST_F(Dashboard, ReportNeverOverwritesTheStoreOrADatabase) {
       {"d.db", "is the study's store"},  // the same file by another name
       {dir_.file("other.db"), "is a SQLite database"},
       {dir_.file("folder"), "is a folder"},
-      {dir_.file("no/such/folder/r.html"), "does not exist"}};
+      {store_ + ".lock", "is the study's store or one of its files"},  // its writer lock
+      {store_ + "-journal", "is the study's store or one of its files"},
+      {dir_.file("no/such/folder/r.html"), "is not an existing folder"},
+      {store_ + "/r.html", "is not an existing folder"}};
   for (const auto& [out, why] : refused) {
     auto r = report(out);
     EXPECT_EQ(r.exit_code, 2) << out << ": " << r.err;
