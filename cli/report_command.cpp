@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <httplib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <chrono>
@@ -21,6 +22,7 @@
 #include "report/page_data.h"
 #include "search/errors.h"
 #include "search/printable.h"
+#include "search/util/storage_url.h"
 #include "search/writer_lock.h"
 
 #ifndef HPSEARCH_PLOTLY_JS
@@ -135,8 +137,11 @@ constexpr double kImportanceIntervalS = 5.0;
 // lock: concurrent polls wait for one read of the store, not one each).
 class LiveStudy {
  public:
-  LiveStudy(std::shared_ptr<Storage> storage, std::int64_t id)
-      : storage_(std::move(storage)), id_(id) {}
+  // `file`: the store's SQLite file ("" for an in-memory store).
+  LiveStudy(std::shared_ptr<Storage> storage, std::int64_t id, std::string file)
+      : storage_(std::move(storage)), id_(id), file_(std::move(file)) {
+    if (!file_.empty()) have_identity_ = identity(file_, identity_);
+  }
 
   // The whole page data with "rev" (the page as first served).
   Json full() {
@@ -185,6 +190,7 @@ class LiveStudy {
   // computation is kImportanceIntervalS old). Throws what the store throws
   // (a corrupt or unreadable file): the previous state is kept.
   void refresh() {
+    check_same_file();
     StudyInfo info = storage_->get_study(id_);
     auto trials = storage_->get_all_trials(id_, {});
     const std::int64_t rev = revisions_.update(trials);
@@ -217,9 +223,36 @@ class LiveStudy {
     built_rev_ = revisions_.revision();
   }
 
+  // The file's device and inode; false if it cannot be read.
+  static bool identity(const std::string& path, std::pair<dev_t, ino_t>& out) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return false;
+    out = {st.st_dev, st.st_ino};
+    return true;
+  }
+
+  // SQLite keeps reading a deleted (or renamed-over) file through its open
+  // descriptor: without this the dashboard would show the old study as if
+  // it were live. Throws Error when the path no longer names the file the
+  // dashboard opened (the page shows it; the last state stays).
+  void check_same_file() const {
+    if (file_.empty() || !have_identity_) return;
+    std::pair<dev_t, ino_t> now;
+    if (!identity(file_, now))
+      throw Error("the store " + printable(file_) +
+                  " was deleted since the dashboard started: the page shows its last state");
+    if (now != identity_)
+      throw Error("the store " + printable(file_) +
+                  " was replaced by another file since the dashboard started: restart the "
+                  "dashboard to see it; the page shows the old file's last state");
+  }
+
   std::mutex mu_;
   std::shared_ptr<Storage> storage_;
   std::int64_t id_;
+  std::string file_;
+  bool have_identity_ = false;
+  std::pair<dev_t, ino_t> identity_{};
   report::TrialRevisions revisions_;
   SearchSpace space_;
   Json data_;
@@ -268,18 +301,21 @@ int dashboard_command(const DashboardOptions& o) {
   std::string plotly = load_plotly();
   auto storage = open_existing(o.storage);
   const std::int64_t id = pick_study(*storage, o.study, o.storage);
-  LiveStudy live(storage, id);
+  const util::StorageUrl url = util::parse_storage_url(o.storage);
+  LiveStudy live(storage, id, url.in_memory ? std::string() : url.path);
 
   httplib::Server server;
-  // Slow or idle clients (slowloris): each read waits at most 5 s, an idle
-  // kept-alive connection 2 s; 32 threads, so that a handful of idle
-  // connections do not hold every thread while a page polls.
-  server.set_read_timeout(5, 0);
+  // Slow or idle clients (slowloris): each read waits at most 2 s, an idle
+  // kept-alive connection 2 s; 64 threads, so that a few dozen idle
+  // connections do not hold every thread while a page polls. (One thread
+  // per connection: a local client opening hundreds of idle connections
+  // delays the others by up to 2 s, no more; README: who may do what.)
+  server.set_read_timeout(2, 0);
   server.set_write_timeout(5, 0);
   server.set_keep_alive_timeout(2);
   server.set_keep_alive_max_count(100);
   server.set_payload_max_length(std::size_t{64} * 1024);
-  server.new_task_queue = [] { return new httplib::ThreadPool(32); };
+  server.new_task_queue = [] { return new httplib::ThreadPool(64); };
   // SO_REUSEADDR only: cpp-httplib's default also sets SO_REUSEPORT, which
   // lets a second dashboard bind a port already in use and share its
   // clients (each request answered by either study). Without it, a busy

@@ -318,7 +318,8 @@ std::string first_placeholder(const Template& t) {
 
 // objective.mode, and what persistent mode rules out: placeholders in argv
 // and env (the program starts before any trial; params come on stdin) and
-// a metrics file (metrics are read from stdout and stderr).
+// a metrics file shared by every trial (its path must hold {trial_dir}: the
+// trial line tells the program its folder).
 void parse_mode(const Json& config, CommandConfig& c) {
   auto mode = optional_string(config, "objective", "mode");
   if (!mode || *mode == "per_trial") return;
@@ -337,10 +338,12 @@ void parse_mode(const Json& config, CommandConfig& c) {
   for (const auto& [name, t] : c.env)
     if (std::string p = first_placeholder(t); !p.empty())
       throw ConfigError(join_path("objective.env", name), p + why);
-  if (c.metrics && c.metrics->source == MetricsConfig::Source::kFile)
-    throw ConfigError("objective.metrics.source",
-                      "persistent mode reads metrics from stdout or stderr only, not from a "
-                      "file");
+  if (c.metrics && c.metrics->source == MetricsConfig::Source::kFile &&
+      !uses_trial_dir(c.metrics_file))
+    throw ConfigError("objective.metrics.source.file",
+                      "in persistent mode the metrics file must be the trial's own: put "
+                      "{trial_dir} in its path (each trial line on stdin holds \"trial_dir\", "
+                      "the folder the program writes it in)");
 }
 
 // Parses and checks the config; with `space`, also the placeholders.
@@ -906,8 +909,7 @@ void supervise(const CommandConfig& c, Trial& trial, ChildProcess& child, TrialL
           output.report_late_values();
           return;
         }
-        output.store_metric_attrs();
-        throw TrialPruned();
+        throw TrialPruned();  // the metrics' attrs: MetricAttrsOnExit
       }
       if (done) return;
       if (trial.interrupted()) {
@@ -984,6 +986,41 @@ void throw_if_stopped_with_worker(const ChildProcess& child, Trial& trial, Trial
   }
 }
 
+// The metrics file of a trial (objective.metrics.source.file with
+// {trial_dir} filled in, relative to the program's folder), or "" when the
+// metrics are not read from a file. A file left in the trial's own folder
+// by an earlier run of it is removed (it is not this run's).
+std::string trial_metrics_file(const CommandConfig& c, const Trial& trial, const TrialDir& dir,
+                               TrialLog& log) {
+  if (!c.metrics || c.metrics->source != MetricsConfig::Source::kFile) return "";
+  std::string file =
+      *expand(c.metrics_file, trial.params(), "objective.metrics.source.file", dir.path());
+  if (!c.cwd.empty() && std::filesystem::path(file).is_relative())
+    file = (std::filesystem::path(c.cwd) / file).string();
+  std::error_code ec;
+  if (uses_trial_dir(c.metrics_file) && std::filesystem::remove(file, ec))
+    log.note("removed " + file + " left by an earlier run of this trial");
+  log.note("reading metrics from " + file);
+  return file;
+}
+
+// Sets the extra metrics seen (objective.metrics.attrs) as user attrs
+// however the trial ends: with a value, pruned, failed, timed out or
+// interrupted (an error storing them then does not hide the first one).
+struct MetricAttrsOnExit {
+  ProgramOutput& output;
+  explicit MetricAttrsOnExit(ProgramOutput& o) : output(o) {}
+  MetricAttrsOnExit(const MetricAttrsOnExit&) = delete;
+  MetricAttrsOnExit& operator=(const MetricAttrsOnExit&) = delete;
+  ~MetricAttrsOnExit() {
+    if (std::uncaught_exceptions() == 0) return;  // stored by the normal path
+    try {
+      output.store_metric_attrs();
+    } catch (...) {  // NOLINT(bugprone-empty-catch): the trial's own error goes on
+    }
+  }
+};
+
 double run_trial(const CommandConfig& c, const ObjectiveContext& ctx, Trial& trial) {
   const auto started = std::chrono::system_clock::now();
   TrialDir trial_dir(c, ctx, trial.number());
@@ -997,23 +1034,12 @@ double run_trial(const CommandConfig& c, const ObjectiveContext& ctx, Trial& tri
     if (!std::filesystem::is_directory(c.cwd, ec))
       throw Error("objective.cwd: '" + c.cwd + "' is not a directory");
   }
-  std::string metrics_file;
-  if (c.metrics && c.metrics->source == MetricsConfig::Source::kFile) {
-    metrics_file =
-        *expand(c.metrics_file, trial.params(), "objective.metrics.source.file", trial_dir.path());
-    // Relative to the program's folder, as the program sees it.
-    if (!c.cwd.empty() && std::filesystem::path(metrics_file).is_relative())
-      metrics_file = (std::filesystem::path(c.cwd) / metrics_file).string();
-    // A file left in this trial's own folder by an earlier run is not this run's.
-    std::error_code ec;
-    if (uses_trial_dir(c.metrics_file) && std::filesystem::remove(metrics_file, ec))
-      log.note("removed " + metrics_file + " left by an earlier run of this trial");
-    log.note("reading metrics from " + metrics_file);
-  }
+  const std::string metrics_file = trial_metrics_file(c, trial, trial_dir, log);
 
   Tail tail;
   // Before the program starts: the collector looks at the metrics file first.
   ProgramOutput output(trial, log, tail, c, ctx, metrics_file, started);
+  MetricAttrsOnExit attrs{output};
   ChildProcess child(spawn);  // Error("cannot run ...") -> FAIL
   supervise(c, trial, child, log, output);
   output.store_metric_attrs();
@@ -1078,7 +1104,9 @@ void supervise_persistent(const CommandConfig& c, Trial& trial, PersistentProgra
         wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(until - SteadyClock::now()),
                           std::chrono::milliseconds(0), wait);
       const bool exited = program.wait_for_output(wait, on_line);
-      if (output.end() != ProgramOutput::End::kRunning || exited) return;
+      const bool ended = output.end() != ProgramOutput::End::kRunning || exited;
+      output.poll_metrics_file(ended);
+      if (ended) return;
       if (output.prune_step() && prune_deadline == kNever) {
         const std::string sent = program.send(Json{{"type", "prune"}, {"number", trial.number()}});
         log.note("pruned after step " + std::to_string(*output.prune_step()) +
@@ -1089,7 +1117,6 @@ void supervise_persistent(const CommandConfig& c, Trial& trial, PersistentProgra
       if (prune_deadline != kNever && SteadyClock::now() >= prune_deadline) {
         stop("the program did not end the pruned trial within grace_s: killing it",
              std::chrono::duration<double>(0));
-        output.store_metric_attrs();
         throw TrialPruned();
       }
       if (trial.interrupted()) {
@@ -1157,11 +1184,16 @@ std::optional<double> persistent_attempt(const CommandConfig& c, const Objective
              std::to_string(program.pid()) + ")");
   }
   log.flush();
+  const auto started = std::chrono::system_clock::now();
+  TrialDir trial_dir(c, ctx, trial.number());
+  const std::string metrics_file = trial_metrics_file(c, trial, trial_dir, log);
   Tail tail;
-  ProgramOutput output(trial, log, tail, c, ctx, "", std::chrono::system_clock::now());
+  ProgramOutput output(trial, log, tail, c, ctx, metrics_file, started);
+  MetricAttrsOnExit attrs{output};
   output.set_persistent();
   Json line = {
       {"type", "trial"}, {"number", trial.number()}, {"params", params_json(trial.params())}};
+  if (c.uses_trial_dir) line["trial_dir"] = trial_dir.path();
   if (std::string error = program.send(line); !error.empty())
     log.note("cannot send the trial: " + error);
   supervise_persistent(c, trial, program, log, output);

@@ -96,13 +96,16 @@
 // its first trial; one program per trial running at the same time) and
 // serves the following trials (objectives/persistent_program.h). argv and
 // env may not hold placeholders (ConfigError naming objective.argv[i] /
-// objective.env.NAME), nor may metrics read a file
-// (objective.metrics.source); the environment has HPSEARCH_MODE=persistent
-// instead of HPSEARCH_PARAMS and HPSEARCH_TRIAL_NUMBER. Per trial:
+// objective.env.NAME), and a metrics file must be the trial's own: its path
+// holds {trial_dir} (ConfigError naming objective.metrics.source.file); the
+// environment has HPSEARCH_MODE=persistent instead of HPSEARCH_PARAMS and
+// HPSEARCH_TRIAL_NUMBER. Per trial:
 //  - the worker writes one line of compact JSON to the program's stdin:
 //      {"number": N, "params": {...}, "type": "trial"}
-//    (params as in HPSEARCH_PARAMS), and reads its output as above (report
-//    lines, "metrics") until the trial ends: a final value line
+//    (params as in HPSEARCH_PARAMS; with "trial_dir": the trial's folder
+//    when metrics.source.file uses {trial_dir}), and reads its output as
+//    above (report lines, "metrics": the lines, or the file while the
+//    trial runs) until the trial ends: a final value line
 //    (hpsearch: {"value": v}), or a status line
 //      hpsearch: {"status": "pruned"}                 the trial ends PRUNED
 //      hpsearch: {"status": "fail", "reason": "..."}  FAIL("the program

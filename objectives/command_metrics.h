@@ -52,7 +52,8 @@
 // pruners work on the program unchanged); the final value is the last value
 // ("last") or the best by the study's direction ("best"; NaN values are
 // skipped). Extra metrics become user attrs holding their last value, set
-// when the program ends (also when pruned).
+// when the trial ends, however it ends (a value, pruned, failed, timed out,
+// interrupted).
 //
 // Errors (ConfigError naming the field, at study creation): unknown keys,
 // a regex that does not compile, one without a capture group, with several

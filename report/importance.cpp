@@ -162,6 +162,11 @@ Importances ped_anova_importances(const std::vector<TrialPtr>& trials, const Sea
   const double threshold = sign * *complete[n_top - 1]->value;
   while (n_top < complete.size() && sign * *complete[n_top]->value <= threshold) ++n_top;
   out.n_top = static_cast<int>(n_top);
+  if (out.n_trials < kFewTrialsForImportance)
+    out.note =
+        "only " + std::to_string(out.n_trials) +
+        " COMPLETE trials: a rough ranking, which can change as trials are added (at least " +
+        std::to_string(kFewTrialsForImportance) + " make it steadier)";
 
   double total = 0;
   for (std::size_t i = 0; i < space.params().size(); ++i)

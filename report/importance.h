@@ -58,10 +58,15 @@ struct ParamImportance {
   int n_trials = 0;       // COMPLETE trials where the param is active
 };
 
+// Below this many COMPLETE trials the importances are computed but called a
+// rough ranking (Importances::note): with 10% in the top set, 20 trials put
+// 2 in it, and a single trial moves every density.
+inline constexpr int kFewTrialsForImportance = 20;
+
 struct Importances {
   std::string method;                   // "PED-ANOVA"
   std::string source;                   // the paper
-  std::string note;                     // why none were computed, or ""
+  std::string note;                     // why none were computed, a caution, or ""
   int n_trials = 0;                     // COMPLETE trials used
   int n_top = 0;                        // of which in the top set
   std::vector<ParamImportance> values;  // most important first (ties: by name)
@@ -71,7 +76,9 @@ struct Importances {
 // absent from it are ignored) over the COMPLETE trials of `trials` (other
 // states are ignored; +-inf values count as worst/best as they compare).
 // With fewer than min_n_top_trials + 1 COMPLETE trials every importance is 0
-// and `note` says why. Throws ConfigError if options are invalid.
+// and `note` says why (n_top stays 0); with fewer than kFewTrialsForImportance
+// they are computed and `note` says the ranking is rough. Throws ConfigError
+// if options are invalid.
 Importances ped_anova_importances(const std::vector<TrialPtr>& trials, const SearchSpace& space,
                                   StudyDirection direction, const PedAnovaOptions& options = {});
 

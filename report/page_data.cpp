@@ -360,7 +360,8 @@ void add_top(Json& out, const std::vector<const FrozenTrial*>& ranked, const Sea
                          {"v", number_or_null(*t->value)},
                          {"vt", value_text(t->value)},
                          {"params", ps},
-                         {"effective", eff}});
+                         {"effective", eff},
+                         {"attrs", t->user_attrs}});
     }
     out["top"] = top;
   }

@@ -103,7 +103,8 @@ std::optional<double> effective_value(const ParamSpec& spec, const Params& param
 //     axis {param, type "linear" | "log" | "category", centers [...]};
 //   timeline {workers [names], rows [[worker index, t0, t1 or null, state,
 //             number]], shown, total};
-//   top [{n, v, vt, params {param: label}, effective {param: value}}];
+//   top [{n, v, vt, params {param: label}, effective {param: value},
+//         attrs (the trial's user attrs)}];
 //   downsampled {points: [shown, total], slices: [...], parcoords: [...],
 //     curves: [...], timeline: [...]}
 //     (only the cut ones); downsample_above (the option).

@@ -13,6 +13,8 @@ h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; border-botto
 .plot { width: 100%; max-width: 1100px; height: 420px; }
 .slices { display: flex; flex-wrap: wrap; }
 .slices .plot { width: 360px; height: 300px; }
+.plot.empty { height: auto; min-height: 0; color: #666; font-style: italic; padding: 0.4em 0; }
+td.attrs { max-width: 28em; overflow-wrap: anywhere; font-size: 0.85em; }
 table { border-collapse: collapse; font-size: 0.9em; }
 td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: left; }
 .note { color: #666; font-size: 0.9em; }
@@ -46,6 +48,8 @@ pre { background: #f6f6f6; padding: 0.6em; max-width: 1100px; overflow: auto; }
 <div id="timeline" class="plot"></div>
 <h2>Top trials</h2>
 <div id="top"></div>
+<h2>Failed trials</h2>
+<div id="failed"></div>
 <h2>Settings</h2>
 <div id="settings"></div>
 )HTML";
@@ -165,14 +169,15 @@ const char* const kPageScript = R"JS(
       infinite.length + ' COMPLETE trial' + (infinite.length === 1 ? '' : 's') + ' with an infinite value, not drawn on the plots (the importances rank them): ' +
       infinite.slice(0, 10).join(', ') + (infinite.length > 10 ? ', ...' : '') + '.' : '';
     // Optimization history: by number, by time.
-    specs.push({id: 'history-number', marks: hist.length, data: [
+    const noComplete = 'No COMPLETE trial with a finite value yet.';
+    specs.push({id: 'history-number', marks: hist.length, empty: noComplete, data: [
       {type: scatter(hist.length), mode: 'markers', name: 'value (COMPLETE trial)', x: hist.map(t => t.n), y: hist.map(t => t.v),
        text: hist.map(t => 'trial ' + t.n), marker: {size: 5, color: '#1f77b4', opacity: 0.6}},
       {type: 'scatter', mode: 'lines', name: 'best so far', line: {shape: 'hv', color: '#d62728'},
        x: data.best_by_number.map(b => b[0]), y: data.best_by_number.map(b => b[1])}],
       layout: {title: 'Value by trial number', xaxis: {title: 'trial number'}, yaxis: {title: 'value'}}});
     const timed = hist.filter(t => t.t1 !== null);
-    specs.push({id: 'history-time', marks: timed.length, data: [
+    specs.push({id: 'history-time', marks: timed.length, empty: noComplete, data: [
       {type: scatter(timed.length), mode: 'markers', name: 'value (COMPLETE trial)', x: timed.map(t => date(t.t1)), y: timed.map(t => t.v),
        text: timed.map(t => 'trial ' + t.n), marker: {size: 5, color: '#1f77b4', opacity: 0.6}},
       {type: 'scatter', mode: 'lines', name: 'best so far', line: {shape: 'hv', color: '#d62728'},
@@ -200,9 +205,8 @@ const char* const kPageScript = R"JS(
     if (ends.x.length) curves.push({type: 'scatter', mode: 'markers', name: 'pruned here', x: ends.x, y: ends.y, text: ends.text,
       marker: {symbol: 'x', size: 8, color: '#ff7f0e'}});
     const rungShapes = (data.rungs || []).map(s => ({type: 'line', xref: 'x', yref: 'paper', x0: s, x1: s, y0: 0, y1: 1, line: {dash: 'dot', color: '#888'}}));
-    document.getElementById('curves-note').textContent = (data.rungs && data.rungs.length ? 'Dotted lines: the pruner\'s rungs at steps ' + data.rungs.join(', ') + '. ' : '') +
-      (nCurves ? '' : 'No trial reported intermediate values.');
-    specs.push({id: 'curves', marks: nCurves, data: curves,
+    document.getElementById('curves-note').textContent = nCurves && data.rungs && data.rungs.length ? 'Dotted lines: the pruner\'s rungs at steps ' + data.rungs.join(', ') + '.' : '';
+    specs.push({id: 'curves', marks: nCurves, empty: 'No trial reported intermediate values (Trial::report, or \'hpsearch: {"step": ..., "value": ...}\' lines).', data: curves,
       layout: {title: 'Intermediate value by step', xaxis: {title: 'step'}, yaxis: {title: 'intermediate value'}, shapes: rungShapes}});
 
     // Parallel coordinates: the trials of parcoords_numbers when the study
@@ -234,21 +238,21 @@ const char* const kPageScript = R"JS(
       dims.push(d);
     }
     dims.push({label: 'value', values: pc.map(t => t.v)});
-    if (pcKeep) specs.push({id: 'parcoords', marks: pc.length, data: svgParcoords(dims, pc),
+    if (pcKeep) specs.push({id: 'parcoords', marks: pc.length, empty: noComplete, data: svgParcoords(dims, pc),
       layout: {showlegend: true, legend: {title: {text: 'value'}}, xaxis: {tickvals: dims.map((_, i) => i), ticktext: dims.map(d => d.label),
         side: 'top', showgrid: false, zeroline: false, range: [-0.3, dims.length - 0.7]},
         yaxis: {visible: false, range: [-0.05, 1.05]}, annotations: svgParcoordsTicks(dims),
         shapes: dims.map((_, j) => ({type: 'line', xref: 'x', yref: 'y', x0: j, x1: j, y0: 0, y1: 1, line: {color: '#888', width: 1}})), margin: {l: 20, r: 20, t: 60, b: 20}}});
-    else specs.push({id: 'parcoords', marks: pc.length, data: [{type: 'parcoords', dimensions: dims,
+    else specs.push({id: 'parcoords', marks: pc.length, empty: noComplete, data: [{type: 'parcoords', dimensions: dims,
       line: {color: pc.map(t => t.v), colorscale: 'Viridis', reversescale: minimize, showscale: true, colorbar: {title: 'value'}}}],
       layout: {margin: {l: 60, r: 60, t: 50, b: 30}}});
 
     // Importances.
     const imp = data.importance;
     document.getElementById('importance-note').textContent = imp.method + ' (' + imp.source + ') over ' + imp.n_trials +
-      ' COMPLETE trials, top set ' + imp.n_top + ' trials; normalized to sum 1.' + (imp.note ? ' ' + imp.note + '.' : '');
+      ' COMPLETE trials, top set ' + imp.n_top + ' trials; normalized to sum 1.' + (imp.note && imp.n_top ? ' Note: ' + imp.note + '.' : '');
     const iv = imp.values.slice().reverse();
-    specs.push({id: 'importance', marks: iv.length, data: [{type: 'bar', orientation: 'h', x: iv.map(v => v.importance), y: iv.map(v => v.param),
+    specs.push({id: 'importance', marks: imp.n_top ? iv.length : 0, empty: 'Not computed: ' + (imp.note || 'no params') + '.', data: [{type: 'bar', orientation: 'h', x: iv.map(v => v.importance), y: iv.map(v => v.param),
       text: iv.map(v => v.importance.toFixed(3)), textposition: 'auto', marker: {color: '#1f77b4'}}],
       layout: {title: 'Param importance (' + imp.method + ')', xaxis: {title: 'importance', range: [0, 1]}, margin: {l: 120}}});
 
@@ -261,10 +265,11 @@ const char* const kPageScript = R"JS(
       let el = document.getElementById('slice-' + i);
       if (!el) { el = document.createElement('div'); el.id = 'slice-' + i; el.className = 'plot'; slices.appendChild(el); }
       const pts = sl.filter(t => p.name in t.p && t.p[p.name] !== null);
-      specs.push({id: el.id, marks: pts.length, data: [{type: scatter(pts.length), mode: 'markers', x: pts.map(t => paramX(p, t.p[p.name])), y: pts.map(t => t.v),
+      specs.push({id: el.id, marks: pts.length, empty: p.name + ': no COMPLETE trial with this param active yet.', data: [{type: scatter(pts.length), mode: 'markers', x: pts.map(t => paramX(p, t.p[p.name])), y: pts.map(t => t.v),
         text: pts.map(t => 'trial ' + t.n), marker: {size: 5, color: pts.map(t => t.n), colorscale: 'Viridis', opacity: 0.8,
         colorbar: {title: 'trial', thickness: 10}, showscale: i === 0}}],
-        layout: {title: {text: p.name, y: 0.98}, margin: {l: 50, r: 10, t: 50, b: 40}, xaxis: Object.assign({title: p.name}, paramAxis(p)), yaxis: {title: 'value'}}});
+        // No plot title: it sat under the mode bar; the x axis names the param.
+        layout: {margin: {l: 50, r: 10, t: 30, b: 40}, xaxis: Object.assign({title: p.name + (p.log ? ' (log)' : '')}, paramAxis(p)), yaxis: {title: 'value'}}});
     }
 
     // Contour.
@@ -274,14 +279,15 @@ const char* const kPageScript = R"JS(
       const pts = sl.filter(t => c.x.param in t.p && c.y.param in t.p);
       const anyCat = c.x.type === 'category' || c.y.type === 'category';
       document.getElementById('contour-note').textContent = 'Best value of the trials in each cell (' + (anyCat ? 'heatmap' : 'contour; empty cells interpolated') + '), with the trials as points.';
-      specs.push({id: 'contour', marks: pts.length, data: [
+      specs.push({id: 'contour', marks: pts.length, empty: 'No COMPLETE trial with both ' + c.x.param + ' and ' + c.y.param + ' yet.', data: [
         {type: anyCat ? 'heatmap' : 'contour', x: c.x.centers, y: c.y.centers, z: c.z, connectgaps: !anyCat, colorscale: 'Viridis', reversescale: minimize,
          colorbar: {title: 'best value'}},
         {type: scatter(pts.length), mode: 'markers', x: pts.map(t => paramX(px, t.p[c.x.param])), y: pts.map(t => paramX(py, t.p[c.y.param])),
          text: pts.map(t => 'trial ' + t.n + ': ' + fmt(t.v)), marker: {size: 4, color: 'black', opacity: 0.5}, showlegend: false}],
         layout: {title: c.x.param + ' and ' + c.y.param, xaxis: Object.assign({title: c.x.param}, paramAxis(px)), yaxis: Object.assign({title: c.y.param}, paramAxis(py))}});
     } else {
-      document.getElementById('contour-note').textContent = 'Needs two params.';
+      document.getElementById('contour-note').textContent = '';
+      specs.push({id: 'contour', marks: 0, empty: 'Needs two params (the study has ' + data.params.length + ').', data: []});
     }
 
     // Timeline: one row per worker, a bar per trial, colored by state.
@@ -296,10 +302,41 @@ const char* const kPageScript = R"JS(
     }
     const tlData = Object.keys(byState).map(s => ({type: 'scatter', mode: 'lines', name: s, x: byState[s].x, y: byState[s].y, text: byState[s].text,
       hoverinfo: 'text+x', line: {width: 12, color: STATE_COLOR[s]}}));
-    specs.push({id: 'timeline', marks: tl.rows.length, data: tlData,
+    specs.push({id: 'timeline', marks: tl.rows.length, empty: 'No trial has started yet.', data: tlData,
       layout: {title: 'Trials by worker', xaxis: {title: 'time', type: 'date'}, yaxis: {type: 'category', automargin: true},
                height: Math.max(300, 60 + 28 * tl.workers.length)}});
     return specs;
+  }
+
+  // User attrs as "name=value" pairs (strings unquoted), at most 300 characters.
+  function attrsText(a) {
+    if (!a) return '';
+    const s = Object.keys(a).map(k => k + '=' + (typeof a[k] === 'string' ? a[k] : typeof a[k] === 'number' ? fmt(a[k]) : JSON.stringify(a[k]))).join(', ');
+    return s.length > 300 ? s.slice(0, 299) + '\u2026' : s;
+  }
+
+  // The most recent FAIL trials (of those the page holds), with the worker
+  // and the reason (hpsearch trials --state FAIL lists them all).
+  const FAILED_ROWS = 20;
+  function failedTable() {
+    const el = document.getElementById('failed');
+    el.textContent = '';
+    const failed = [];
+    for (const t of trials.values()) if (t.s === 'FAIL') failed.push(t);
+    if (!failed.length) { el.appendChild(text('No FAIL trial.')); return; }
+    failed.sort((a, b) => b.n - a.n);
+    const tbl = document.createElement('table');
+    const tr = tbl.insertRow();
+    for (const h of ['trial', 'worker', 'reason']) { const th = document.createElement('th'); th.textContent = h; tr.appendChild(th); }
+    for (const t of failed.slice(0, FAILED_ROWS)) {
+      const row = tbl.insertRow();
+      row.insertCell().textContent = String(t.n);
+      row.insertCell().textContent = t.w || '';
+      const td = row.insertCell(); td.className = 'attrs';
+      td.textContent = (t.fr || '').length > 400 ? t.fr.slice(0, 399) + '\u2026' : (t.fr || '');
+    }
+    el.appendChild(tbl);
+    if (failed.length > FAILED_ROWS) el.appendChild(text('The ' + FAILED_ROWS + ' most recent of ' + failed.length + ' FAIL trials; all of them: hpsearch trials STORAGE --state FAIL.'));
   }
 
   function tables() {
@@ -311,6 +348,8 @@ const char* const kPageScript = R"JS(
       const tbl = document.createElement('table');
       const head = ['trial', 'value'];
       for (const p of data.params) { head.push(p.name); if (p.scale_with) head.push(p.name + ' (effective)'); }
+      const withAttrs = data.top.some(t => t.attrs && Object.keys(t.attrs).length);
+      if (withAttrs) head.push('user attrs');
       const tr = tbl.insertRow();
       for (const h of head) { const th = document.createElement('th'); th.textContent = h; tr.appendChild(th); }
       for (const t of data.top) {
@@ -321,9 +360,11 @@ const char* const kPageScript = R"JS(
           if (p.scale_with) cells.push(p.name in t.effective ? fmt(t.effective[p.name]) : '');
         }
         for (const c of cells) row.insertCell().textContent = String(c);
+        if (withAttrs) { const td = row.insertCell(); td.className = 'attrs'; td.textContent = attrsText(t.attrs); }
       }
       top.appendChild(tbl);
     }
+    failedTable();
     const set = document.getElementById('settings');
     set.textContent = '';
     const s = data.settings || {};
@@ -380,9 +421,19 @@ const char* const kPageScript = R"JS(
       chain = chain.then(() => {
         const el = document.getElementById(s.id);
         el.dataset.marks = s.marks;
+        // A plot without data is a sentence saying why, not empty axes.
+        if (!s.marks) {
+          if (!el.classList.contains('empty')) { Plotly.purge(el); el.classList.add('empty'); }
+          el.textContent = s.empty || 'No data yet.';
+          el.dataset.ms = 0;
+          if (i === seen.length - 1) firstMs = Math.round(performance.now());
+          return;
+        }
+        const fresh = first || el.classList.contains('empty');
+        if (el.classList.contains('empty')) { el.classList.remove('empty'); el.textContent = ''; }
         const layout = Object.assign({margin: {t: 40}}, s.layout);
         const t0 = performance.now();
-        const drawn = (first ? Plotly.newPlot : Plotly.react)(el, s.data, layout, cfg);
+        const drawn = (fresh ? Plotly.newPlot : Plotly.react)(el, s.data, layout, cfg);
         return drawn.catch(e => fail('plot ' + s.id + ': ' + e)).then(() => {
           el.dataset.ms = Math.round(performance.now() - t0);
           if (i === seen.length - 1) firstMs = Math.round(performance.now());

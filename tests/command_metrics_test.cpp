@@ -202,6 +202,24 @@ TEST_F(CommandMetricsTest, ProgramFailureStillFailsAsBefore) {
   EXPECT_THAT(t->fail_reason, HasSubstr("boom"));
 }
 
+// The extra metrics seen before a trial failed, or timed out, are kept as
+// user attrs (what the program got to is worth seeing beside the reason).
+TEST_F(CommandMetricsTest, AttrsSeenBeforeAFailureOrATimeoutAreKept) {
+  Json failing = command("echo 'val_loss=0.3 val_acc=0.7'\nexit 3",
+                         {{"name", "val_loss"}, {"attrs", {"val_acc"}}});
+  TrialPtr t = run_one(failing);
+  ASSERT_EQ(t->state, TrialState::kFail);
+  EXPECT_EQ(t->user_attrs.value("val_acc", 0.0), 0.7);
+
+  Json slow = command("echo 'val_loss=0.3 val_acc=0.6'\nexec sleep 1000",
+                      {{"name", "val_loss"}, {"attrs", {"val_acc"}}});
+  slow["timeout_s"] = 0.5;
+  t = run_one(slow);
+  ASSERT_EQ(t->state, TrialState::kFail);
+  EXPECT_THAT(t->fail_reason, HasSubstr("timeout"));
+  EXPECT_EQ(t->user_attrs.value("val_acc", 0.0), 0.6);
+}
+
 TEST_F(CommandMetricsTest, LongLineAndBinaryGarbageDoNotBreakCollection) {
   // A 1 MB line with the metric at its very end (split by the reader into
   // a 1 MiB piece and the rest), then binary noise, NULs, invalid UTF-8

@@ -548,6 +548,42 @@ TEST_F(Dashboard, AnswersErrorsForACorruptStoreAndKeepsServing) {
   EXPECT_EQ(again->status, 404);
 }
 
+// A store deleted, or replaced by another file, while the dashboard runs:
+// SQLite would go on reading the old file through its open descriptor, and
+// the page would show a study that is gone as live. Each poll answers an
+// error naming what happened instead, and the dashboard keeps serving.
+TEST_F(Dashboard, SaysWhenItsStoreWasDeletedOrReplaced) {
+  int port = start();
+  httplib::Client cli("127.0.0.1", port);
+  auto first = cli.Get("/api/data?since=0");
+  ASSERT_TRUE(first);
+  ASSERT_EQ(first->status, 200);
+  const std::string moved = dir_.file("moved.db");
+  std::filesystem::rename(store_, moved);  // the same file under another name
+  auto gone = cli.Get("/api/data?since=1");
+  ASSERT_TRUE(gone);
+  EXPECT_EQ(gone->status, 500);
+  EXPECT_NE(gone->body.find("was deleted since the dashboard started"), std::string::npos)
+      << gone->body;
+  // Another store at the path: not the file the dashboard opened.
+  {
+    SqliteStorage other(store_);
+    testsupport::make_report_study(other, "other", 3);
+  }
+  auto replaced = cli.Get("/api/data?since=1");
+  ASSERT_TRUE(replaced);
+  EXPECT_EQ(replaced->status, 500);
+  EXPECT_NE(replaced->body.find("was replaced by another file"), std::string::npos)
+      << replaced->body;
+  // The original back at its path: served again.
+  std::filesystem::remove(store_);
+  std::filesystem::rename(moved, store_);
+  auto back = cli.Get("/api/data?since=0");
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->status, 200) << back->body;
+  EXPECT_TRUE(proc_->running());
+}
+
 // --allow-remote says on stderr what it exposes, to whom.
 TEST_F(Dashboard, WarnsWhatAllowRemoteExposes) {
   start({"--host", "0.0.0.0", "--allow-remote"}, "0.0.0.0");

@@ -121,6 +121,15 @@ class PersistentProgramTest : public testsupport::CommandFixture {
 
 pid_t pid_attr(const TrialPtr& t) { return t->user_attrs.value("pid", -1); }
 
+// Prunes the trial whose param n is 1, from step 2 on.
+class PruneParamOneFromStepTwo : public Pruner {
+ public:
+  bool prune(const PruningContext& ctx) override {
+    return ctx.trial.params.at("n") == 1 && ctx.step >= 2;
+  }
+  std::string name() const override { return "test"; }
+};
+
 // ---------------------------------------------------------------- serving
 
 TEST_F(PersistentProgramTest, OneProcessServesSeveralTrialsAndExitsAtEndOfFile) {
@@ -415,9 +424,14 @@ TEST(PersistentConfigTest, PlaceholdersAndFileMetricsAreRefused) {
   mode["mode"] = "forever";
   EXPECT_THAT(error_of(mode), HasSubstr("objective.mode"));
 
+  // A metrics file shared by every trial the program serves is refused; the
+  // trial's own ({trial_dir}) is fine.
   Json file = base;
   file["metrics"] = {{"name", "loss"}, {"source", {{"file", "metrics.csv"}}}};
-  EXPECT_THAT(error_of(file), HasSubstr("objective.metrics.source"));
+  EXPECT_THAT(error_of(file), HasSubstr("objective.metrics.source.file: in persistent mode the "
+                                        "metrics file must be the trial's own"));
+  file["metrics"]["source"]["file"] = "{trial_dir}/metrics.csv";
+  EXPECT_EQ(error_of(file), "");
 
   Json per_trial = argv;
   per_trial["mode"] = "per_trial";
@@ -459,6 +473,65 @@ TEST_F(PersistentProgramTest, PythonHelperModuleServesReportsAndPrunes) {
   EXPECT_EQ(*trials[2]->value, 3.0);
   EXPECT_EQ(pid_attr(trials[0]), pid_attr(trials[1]));
   EXPECT_EQ(pid_attr(trials[0]), pid_attr(trials[2]));
+}
+
+// A persistent program that writes each trial's metrics to a CSV file in
+// the trial's folder (trial.trial_dir, from the trial line), as a
+// PyTorch Lightning CSVLogger would, and ends each trial with done(): the
+// file is followed while the trial runs (the pruner acts on its rows), the
+// value is its last "loss", "acc" becomes a user attr, and one program
+// serves every trial.
+TEST_F(PersistentProgramTest, PythonHelperWritesAMetricsFilePerTrial) {
+  if (std::system("python3 -c 'import json' > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "python3 is not installed";
+  const fs::path program =
+      helper_program("csvlog.py",
+                     "import time\n"
+                     "for trial in trials():\n"
+                     "    n = trial.params['n']\n"
+                     "    with open(os.path.join(trial.trial_dir, 'metrics.csv'), 'w') as f:\n"
+                     "        f.write('epoch,loss,acc\\n'); f.flush()\n"
+                     "        for epoch in range(1, 6):\n"
+                     "            f.write('%d,%g,%g\\n' % (epoch, n * 10 - epoch, epoch / 10))\n"
+                     "            f.flush()\n"
+                     "            deadline = time.time() + (5 if n == 1 else 0.15)\n"
+                     "            while time.time() < deadline and not trial.should_prune():\n"
+                     "                time.sleep(0.01)\n"
+                     "            if trial.should_prune():\n"
+                     "                trial.set_attrs(pid=os.getpid())\n"
+                     "                trial.prune()\n"
+                     "                break\n"
+                     "        else:\n"
+                     "            trial.set_attrs(pid=os.getpid())\n"
+                     "            trial.done()\n");
+  Json objective = {{"type", "command"},
+                    {"mode", "persistent"},
+                    {"argv", {"python3", program.string()}},
+                    {"grace_s", 30},
+                    {"metrics",
+                     {{"name", "loss"},
+                      {"source", {{"file", "{trial_dir}/metrics.csv"}, {"step", "epoch"}}},
+                      {"attrs", {"acc"}}}}};
+  auto trials = run_trials(objective, {2, 1, 3}, std::make_shared<PruneParamOneFromStepTwo>());
+  ASSERT_EQ(trials.size(), 3u);
+  ASSERT_EQ(trials[0]->state, TrialState::kComplete) << trials[0]->fail_reason;
+  EXPECT_EQ(*trials[0]->value, 15.0);  // 2 * 10 - epoch 5
+  EXPECT_EQ(trials[0]->intermediate_values,
+            (std::map<std::int64_t, double>{{1, 19}, {2, 18}, {3, 17}, {4, 16}, {5, 15}}));
+  EXPECT_EQ(trials[0]->user_attrs.value("acc", -1.0), 0.5);
+  // n = 1 waits at each epoch for the notice: pruned at epoch 2, with the
+  // attr seen so far.
+  EXPECT_EQ(trials[1]->state, TrialState::kPruned) << trials[1]->fail_reason;
+  EXPECT_EQ(trials[1]->intermediate_values, (std::map<std::int64_t, double>{{1, 9}, {2, 8}}));
+  EXPECT_EQ(trials[1]->user_attrs.value("acc", -1.0), 0.2);
+  ASSERT_EQ(trials[2]->state, TrialState::kComplete) << trials[2]->fail_reason;
+  EXPECT_EQ(*trials[2]->value, 25.0);
+  EXPECT_EQ(pid_attr(trials[0]), pid_attr(trials[1]));
+  EXPECT_EQ(pid_attr(trials[0]), pid_attr(trials[2]));
+  // Each trial wrote its own file, in its own folder under the log folder.
+  for (const auto& t : trials)
+    EXPECT_TRUE(fs::exists(dir_ / "logs" / ("trial-" + std::to_string(t->number)) / "metrics.csv"))
+        << t->number;
 }
 
 TEST_F(PersistentProgramTest, PythonHelperRunsInPerTrialModeToo) {

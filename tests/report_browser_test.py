@@ -121,7 +121,8 @@ class Dom(html.parser.HTMLParser):
                 pid = a["id"]
                 self.plots[pid] = {"attrs": a, "points": 0, "segments": 0, "bars": 0, "svg": 0,
                                    "dims": 0, "contour": 0, "traces": [], "trace_points": []}
-            if a["id"] in ("summary", "hps-errors", "downsampled", "importance-note", "curves-note"):
+            if a["id"] in ("summary", "hps-errors", "downsampled", "importance-note", "curves-note",
+                           "failed", "curves", "contour", "importance", "top"):
                 self.capture.append([a["id"], len(self.stack), ""])
         plot = self.current_plot() if pid is None else self.plots[pid]
         cls = a.get("class", "").split()
@@ -286,6 +287,55 @@ def check_report_page(dom_text, stderr, netlog, trials, tag):
     return d
 
 
+def check_failed_table(d, trials, tag):
+    """The page lists the most recent FAIL trials (at most 20) with their reasons."""
+    failed = sorted((t for t in trials if t["state"] == "FAIL"), key=lambda t: -t["number"])
+    text = d.texts.get("failed", "")
+    for t in failed[:20]:
+        reason = (t.get("fail_reason") or "")[:40]
+        check(reason and reason in text,
+              f"{tag}: the failed trials table misses trial {t['number']}'s reason '{reason}'")
+
+
+def check_empty_plots():
+    """A study of two trials, one param, no intermediate values: the plots
+    without data say why in words instead of drawing empty axes."""
+    db = os.path.join(WORK, "tiny.db")
+    space = os.path.join(WORK, "tiny.json")
+    with open(space, "w") as f:
+        json.dump({"study": {"name": "tiny", "direction": "minimize", "storage": db},
+                   "sampler": {"type": "random", "seed": 3}, "budget": {"n_trials": 2},
+                   "objective": {"type": "sleep", "seconds": 0.01, "steps": 1},
+                   "space": {"x": {"type": "float", "low": 0, "high": 1}}}, f)
+    subprocess.run([HPSEARCH, "run", space, "--workers", "1"], check=True, cwd=WORK,
+                   stdout=subprocess.DEVNULL, timeout=120)
+    report = os.path.join(WORK, "tiny.html")
+    subprocess.run([HPSEARCH, "report", db, "-o", report], check=True, timeout=120,
+                   stdout=subprocess.DEVNULL)
+    dom, err, _ = chromium("file://" + report, "tiny")
+    d = parse(dom)
+    check("hps-ready" in d.ids, "tiny: the page never got ready (#hps-ready missing)")
+    errors = d.texts.get("hps-errors", "").strip()
+    check(errors == "", f"tiny: the page listed errors: {errors}")
+    check(not console_errors(err), f"tiny: console errors: {console_errors(err)[:5]}")
+    why = {"curves": "No trial reported intermediate values", "contour": "Needs two params",
+           "importance": "Not computed: needs at least 3 COMPLETE trials"}
+    for pid, words in why.items():
+        p = d.plots.get(pid, {"attrs": {}, "svg": -1})
+        check(p["svg"] == 0 and "empty" in p["attrs"].get("class", "").split(),
+              f"tiny: plot {pid} without data drew {p['svg']} SVG elements (class "
+              f"'{p['attrs'].get('class')}'), want none and the class 'empty'")
+        check(words in d.texts.get(pid, ""), f"tiny: plot {pid} says '{d.texts.get(pid)}', "
+              f"want '{words}'")
+    for pid in ("history-number", "history-time", "parcoords", "slice-0", "timeline"):
+        p = d.plots.get(pid, {"attrs": {}, "svg": 0})
+        check(p["svg"] > 0 and int(p["attrs"].get("data-marks", "0")) == 2,
+              f"tiny: plot {pid} drew {p['svg']} SVG elements with data-marks "
+              f"{p['attrs'].get('data-marks')}, want 2 trials")
+    check("No FAIL trial" in d.texts.get("failed", ""), "tiny: the failed trials table should "
+          f"say there is none, says '{d.texts.get('failed')}'")
+
+
 def check_large_report():
     """A study of LARGE_STUDY trials: downsampled, said so, each plot within its cap."""
     db = os.path.join(WORK, "large.db")
@@ -369,6 +419,7 @@ def main():
     d = check_report_page(dom, err, netlog, trials, "report")
     summary = d.texts.get("summary", "")
     check(f"{len(trials)} trials" in summary, f"report: summary '{summary}' misses the trial count")
+    check_failed_table(d, trials, "report")
     shot = os.path.join(WORK, "report.png")
     subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--use-angle=swiftshader",
                     "--enable-unsafe-swiftshader", "--user-data-dir=" + os.path.join(WORK, "profile-shot"),
@@ -378,6 +429,7 @@ def main():
     check(os.path.exists(shot) and os.path.getsize(shot) > 10000, "report: no screenshot saved")
 
     check_large_report()
+    check_empty_plots()
 
     # The dashboard, while the study runs on: new trials appear without reload.
     write_space(space, "browser", 2000, 0.1, db)

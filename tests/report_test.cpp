@@ -147,6 +147,15 @@ TEST(PedAnova, ConditionalParamIsMeasuredWhereActiveAndTooFewTrialsGiveZeros) {
   auto none = ped_anova_importances(two, space, StudyDirection::kMinimize);
   EXPECT_NE(none.note.find("at least 3"), std::string::npos) << none.note;
   for (const auto& v : none.values) EXPECT_EQ(v.importance, 0.0);
+  EXPECT_EQ(none.n_top, 0);
+  // Computed but called rough below kFewTrialsForImportance COMPLETE trials;
+  // no note at or above it.
+  std::vector<TrialPtr> few(trials.begin(), trials.begin() + kFewTrialsForImportance - 1);
+  auto rough = ped_anova_importances(few, space, StudyDirection::kMinimize);
+  EXPECT_GT(rough.n_top, 0);
+  EXPECT_NE(rough.note.find("only 19 COMPLETE trials: a rough ranking"), std::string::npos)
+      << rough.note;
+  EXPECT_EQ(imp.note, "");
   PedAnovaOptions bad;
   bad.target_quantile = 1.5;
   EXPECT_THROW(ped_anova_importances(trials, space, StudyDirection::kMinimize, bad), ConfigError);
@@ -206,6 +215,7 @@ TEST_F(PageData, HoldsEveryTrialCountsBestSoFarRungsAndTheEffectiveValue) {
   double lr = t->params.at("lr").get<double>();
   double bs = t->params.at("batch_size").get<double>();
   EXPECT_DOUBLE_EQ(top["effective"]["lr"].get<double>(), lr * std::sqrt(bs / 64));
+  EXPECT_EQ(top["attrs"], Json::parse(R"({"best_step": 4})"));  // in the top trials table
   const SearchSpace space = SearchSpace::from_json(info_.config["space"]);
   const Distribution& bsd = space.find("batch_size")->distribution;
   EXPECT_EQ(d["trials"][top["n"].get<std::size_t>()]["p"]["batch_size"],

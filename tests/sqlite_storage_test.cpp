@@ -714,6 +714,21 @@ TEST_F(SqliteStorageTest, NotADatabaseIsRefused) {
   EXPECT_NE(msg.find(path()), std::string::npos) << msg;
 }
 
+// A store cut short (a full disk, a partial copy): the error says the file
+// is damaged and what to do, not only SQLite's words; the file is unchanged.
+TEST_F(SqliteStorageTest, ACutShortStoreIsCalledDamaged) {
+  {
+    SqliteStorage storage(path());
+    storage.create_study("s", StudyDirection::kMinimize, Json());
+  }
+  std::filesystem::resize_file(path(), 3000);
+  const std::string before = testsupport::read_file(path());
+  std::string msg = error_of([&] { SqliteStorage storage(path()); });
+  EXPECT_NE(msg.find("the file is damaged (cut short or overwritten"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(path()), std::string::npos) << msg;
+  EXPECT_EQ(testsupport::read_file(path()), before);
+}
+
 TEST_F(SqliteStorageTest, OtherProgramsDatabaseIsRefusedAndLeftAlone) {
   raw_exec(path(), "CREATE TABLE customers(id INTEGER PRIMARY KEY, name TEXT)");
   std::string msg = error_of([&] { SqliteStorage storage(path()); });

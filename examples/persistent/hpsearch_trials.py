@@ -24,6 +24,8 @@ contract; it needs nothing but the standard library:
 The contract (objectives/command.h in hpsearch):
   stdin   one JSON line per trial:
               {"type": "trial", "number": 3, "params": {"lr": 0.01, ...}}
+          (with "trial_dir": the trial's own folder, when the objective
+          reads a metrics file from {trial_dir})
           one JSON line when the pruner stops the running trial:
               {"type": "prune", "number": 3}
           end of file: no more trials, exit.
@@ -31,6 +33,8 @@ The contract (objectives/command.h in hpsearch):
           'hpsearch: {"value": v}'               the final value; ends the trial
           'hpsearch: {"status": "pruned"}'       ends a trial after the notice
           'hpsearch: {"status": "fail", "reason": "..."}'   ends it FAIL
+          'hpsearch: {"status": "done"}'         ends it; the value is the
+                                                 one objective.metrics read
           each with "number": the trial's number (a line for another trial
           is ignored), which this module adds.
   Other output (yours, print()) goes to the trial's log file.
@@ -117,9 +121,12 @@ class _Stdin:
 class Trial:
     """One trial: its number and params; report, prune and finish it."""
 
-    def __init__(self, number, params, stdin=None):
+    def __init__(self, number, params, stdin=None, trial_dir=None):
         self.number = number
         self.params = params
+        # The trial's own folder (persistent mode, when the objective reads
+        # a metrics file under {trial_dir}); None otherwise.
+        self.trial_dir = trial_dir
         self._stdin = stdin  # None in per-trial mode
         self._pruned = False
         self.ended = False
@@ -156,6 +163,11 @@ class Trial:
         if attrs:
             message["attrs"] = attrs
         self._end(message)
+
+    def done(self):
+        """Ends the trial without a value of its own: hpsearch takes the one
+        objective.metrics read (from the output lines or the metrics file)."""
+        self._end({"status": "done"})
 
     def prune(self):
         """Ends the trial as pruned (after should_prune() said so)."""
@@ -197,7 +209,8 @@ def trials():
             return
         if message.get("type") != "trial":
             continue  # a prune notice for a trial that has ended
-        trial = Trial(message["number"], message.get("params", {}), stdin)
+        trial = Trial(message["number"], message.get("params", {}), stdin,
+                      message.get("trial_dir"))
         yield trial
         if not trial.ended:
             trial.fail("the program's loop went on without finish(), prune() or fail()")

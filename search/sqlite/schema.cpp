@@ -110,6 +110,11 @@ std::int64_t inspect_schema(Connection& conn) {
     conn.rollback_quietly();
     if (code == SQLITE_NOTADB)
       throw StorageError(conn.path() + ": not a SQLite database (file is not a database)");
+    if (code == SQLITE_CORRUPT)
+      throw StorageError(conn.path() +
+                         ": the file is damaged (cut short or overwritten: SQLite says \"database "
+                         "disk image is malformed\"); hpsearch cannot read it. Restore it from a "
+                         "copy, or try sqlite3's .recover on a copy of it");
     throw;
   }
   check_version(conn, version);

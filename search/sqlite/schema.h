@@ -10,8 +10,9 @@ namespace hps::sqlite {
 class Connection;
 
 // Reads the file's schema version and table count in one read transaction
-// and refuses (StorageError) a file that is not a SQLite database, one of
-// another program (tables but no version) or one newer than this build.
+// and refuses (StorageError) a file that is not a SQLite database, a damaged
+// one (cut short or overwritten: "the file is damaged ..."), one of another
+// program (tables but no version) or one newer than this build.
 // Returns the version (0 for a new file).
 std::int64_t inspect_schema(Connection& conn);
 

@@ -69,6 +69,7 @@ ReportStudyCounts make_report_study(Storage& storage, const std::string& name, i
         storage.set_trial_state(t->trial_id, TrialState::kFail, std::nullopt, "objective raised");
         ++c.fail;
       } else {
+        storage.set_trial_user_attr(t->trial_id, "best_step", steps);
         storage.set_trial_state(t->trial_id, TrialState::kComplete, value);
         ++c.complete;
         if (p.count("momentum")) ++c.momentum_active;
