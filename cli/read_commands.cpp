@@ -144,6 +144,9 @@ TrialCells trial_cells(const FrozenTrial& t) {
   c.head = {std::to_string(t.number), to_string(t.state), t.value ? format_value(*t.value) : "",
             t.duration_s() ? fmt::format("{:.3f}", *t.duration_s()) : ""};
   for (const auto& [k, v] : t.params) c.params[k] = format_param(v);
+  // A queued trial (enqueued, or a retry) shows the params it will run with.
+  if (t.state == TrialState::kWaiting && t.params.empty())
+    for (const auto& [k, v] : lifecycle::fixed_params_of(t)) c.params[k] = format_param(v);
   for (const auto& [k, v] : t.user_attrs.items()) c.attrs[k] = printable(format_param(v));
   c.tail = {printable(t.worker), printable(t.fail_reason)};  // text from workers
   return c;

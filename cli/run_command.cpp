@@ -513,6 +513,28 @@ void apply_warm_start(const StudyConfig& config, const std::optional<WarmStartSo
   }
 }
 
+// A command objective's "cwd" must be a folder where local workers run (the
+// current directory: a relative cwd is resolved against it). Checked
+// before the store is touched: otherwise every trial would FAIL at run time
+// and use up the budget (e.g. `hpsearch resume` from another folder).
+void check_local_cwd(const StudyConfig& config, const RunOptions& o, const LaunchPlan& plan) {
+  if (plan.slurm || o.workers == 0 || !config.objective.is_object()) return;
+  if (config.objective.value("type", "") != "command") return;
+  auto cwd = config.objective.find("cwd");
+  if (cwd == config.objective.end() || !cwd->is_string()) return;
+  const std::string dir = cwd->get<std::string>();
+  std::error_code ec;
+  if (dir.empty() || fs::is_directory(dir, ec)) return;
+  const std::string here = fs::current_path(ec).string();
+  throw ConfigError("objective.cwd", "'" + printable(dir) + "' is not a directory" +
+                                         (fs::path(dir).is_relative()
+                                              ? " under the current one (" + printable(here) +
+                                                    "), which the local workers run in; "
+                                                    "start hpsearch in the folder it is "
+                                                    "relative to, or make it absolute"
+                                              : ""));
+}
+
 int run_study(StudyConfig config, const RunOptions& o) {
   if (needs_torch(config.objective)) exec_torch_sibling("LibTorch objective");
   // 1. Check everything before touching the store.
@@ -524,6 +546,7 @@ int run_study(StudyConfig config, const RunOptions& o) {
   sampler->check_space(config.space);
   auto pruner = make_pruner(config.pruner);
   validate_objective(config.objective, config.space);
+  check_local_cwd(config, o, plan);
   if (o.workers > LocalPoolOptions::kMaxWorkers)
     throw ConfigError("--workers", "must be <= " + std::to_string(LocalPoolOptions::kMaxWorkers));
   if (!config.budget.n_trials && !config.budget.timeout_s)

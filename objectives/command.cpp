@@ -742,6 +742,7 @@ class ProgramOutput {
   // Sets the extra metrics seen as user attrs (metrics.attrs).
   void store_metric_attrs() {
     if (!collector_) return;
+    if (std::string note = collector_->unparsed_attrs_note(); !note.empty()) log_.note(note);
     for (const auto& [name, value] : collector_->attrs()) {
       Json v = std::isfinite(value) ? Json(value) : Json(format_param_value(Json(value)));
       trial_.set_user_attr(name, v);
@@ -894,6 +895,7 @@ void supervise(const CommandConfig& c, Trial& trial, ChildProcess& child, TrialL
       }
       bool done = child.wait_for_output(wait, on_line);
       output.poll_metrics_file(done);
+      log.flush();  // the log can be followed (tail -f) while the trial runs
       if (const auto& step = output.prune_step()) {
         if (!done) {
           // Its lines until it ends are still read: a final value printed
@@ -1106,6 +1108,7 @@ void supervise_persistent(const CommandConfig& c, Trial& trial, PersistentProgra
       const bool exited = program.wait_for_output(wait, on_line);
       const bool ended = output.end() != ProgramOutput::End::kRunning || exited;
       output.poll_metrics_file(ended);
+      log.flush();  // the log can be followed (tail -f) while the trial runs
       if (ended) return;
       if (output.prune_step() && prune_deadline == kNever) {
         const std::string sent = program.send(Json{{"type", "prune"}, {"number", trial.number()}});

@@ -382,12 +382,35 @@ void MetricsCollector::take(std::string_view line, const MetricRule& rule, bool 
 }
 
 void MetricsCollector::not_a_number(const std::string& name, std::string_view text,
-                                    std::string_view line) {
+                                    std::string_view line, bool objective) {
+  auto& [count, last] = not_numbers_[name];
+  ++count;
+  last = shorten(text);
   if (bad_values_logged_ >= kMaxBadValuesLogged) return;
   ++bad_values_logged_;
-  note_("metric '" + name + "': '" + shorten(text) +
-        "' is not a number; ignored the line: " + shorten(line) +
-        (bad_values_logged_ == kMaxBadValuesLogged ? " (further such lines are not logged)" : ""));
+  note_((objective ? "metric '" : "user attr '") + name + "': '" + shorten(text) +
+        "' is not a number; this value is ignored (line: " + shorten(line) + ")" +
+        (bad_values_logged_ == kMaxBadValuesLogged ? " (further such values are not logged)" : ""));
+}
+
+namespace {
+// " matched 3 times, never as a number (last: '2101/10000')".
+std::string never_a_number(const std::pair<std::int64_t, std::string>& seen) {
+  return " matched " + std::to_string(seen.first) + (seen.first == 1 ? " time" : " times") +
+         ", never as a number (last: '" + seen.second + "')";
+}
+}  // namespace
+
+std::string MetricsCollector::unparsed_attrs_note() const {
+  std::string out;
+  for (const auto& [name, seen] : not_numbers_) {
+    if (name == config_.objective.name || attr_values_.count(name)) continue;
+    out += (out.empty() ? "" : "; ") +
+           ("user attr '" + name + "' (objective.metrics.attrs) was not set: it was" +
+            never_a_number(seen));
+  }
+  if (!out.empty()) out += "; give it a \"regex\" whose group holds only the number";
+  return out;
 }
 
 void MetricsCollector::take_value(const std::string& name, std::string_view text,
@@ -395,7 +418,7 @@ void MetricsCollector::take_value(const std::string& name, std::string_view text
                                   std::string_view line) {
   std::optional<double> v = parse_metric_number(text);
   if (!v) {
-    not_a_number(name, text, line);
+    not_a_number(name, text, line, objective);
     return;
   }
   if (!objective) {
@@ -425,8 +448,14 @@ std::string MetricsCollector::never_seen_reason() const {
     std::string how = config_.objective.regex.empty()
                           ? "lines such as '" + name + "=0.5' or '" + name + ": 0.5'"
                           : "lines matching the regex '" + config_.objective.regex + "'";
-    return "metric '" + name + "' (objective.metrics.name) was never seen on " + where + " (" +
-           how + ")";
+    std::string out = "metric '" + name + "' (objective.metrics.name) was never seen on " + where +
+                      " (" + how + ")";
+    if (auto it = not_numbers_.find(name); it != not_numbers_.end())
+      out += ": it was" + never_a_number(it->second) +
+             (config_.objective.regex.empty()
+                  ? "; give it a \"regex\" whose group holds only the number"
+                  : "; make the regex's value group hold only the number");
+    return out;
   }
   std::string out = "metric '" + name + "' (objective.metrics.name) was never seen in " + file_;
   if (!file_seen_ && stale_seen_)

@@ -154,7 +154,13 @@ class MetricsCollector {
   // Why the objective's metric was never seen, for a FAIL reason:
   // "metric 'val_loss' was never seen in the program's output (lines such
   // as 'val_loss=0.5')", or naming the file and what it lacked.
+  // A metric matched but never as a number adds what it read: "... was
+  // matched 4 times, never as a number (last: '2.2863,'): ...".
   std::string never_seen_reason() const;
+  // The extra metrics (attrs) matched but never as a number, for the trial
+  // log ("" when none): "user attr 'acc' (objective.metrics.attrs) was not
+  // set: matched 3 times, never as a number (last: '2101/10000')".
+  std::string unparsed_attrs_note() const;
 
  private:
   void take(std::string_view line, const MetricRule& rule, bool objective);
@@ -180,7 +186,11 @@ class MetricsCollector {
   // (nullopt when absent or empty).
   void take_row(const std::function<std::optional<std::string>(const std::string&)>& text_of,
                 std::string_view line);
-  void not_a_number(const std::string& name, std::string_view text, std::string_view line);
+  // Notes a value that is not a number (the trial log, at most
+  // kMaxBadValuesLogged) and keeps it for never_seen_reason() and
+  // unparsed_attrs_note().
+  void not_a_number(const std::string& name, std::string_view text, std::string_view line,
+                    bool objective);
 
   const MetricsConfig& config_;
   std::string file_;
@@ -193,6 +203,8 @@ class MetricsCollector {
   std::optional<double> best_;
   std::map<std::string, double> attr_values_;
   int bad_values_logged_ = 0;
+  // Values read that were not numbers, by metric: how many, and the last.
+  std::map<std::string, std::pair<std::int64_t, std::string>> not_numbers_;
 
   // File following.
   bool file_seen_ = false;

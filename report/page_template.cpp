@@ -189,10 +189,11 @@ const char* const kPageScript = R"JS(
     // step; rungs.
     const byCurveState = {};
     const ends = {x: [], y: [], text: []};
-    let nCurves = 0;
+    let nCurves = 0, maxStep = 0;
     for (const t of trials.values()) {
       if (!t.iv || t.iv.length === 0) continue;
       nCurves++;
+      maxStep = Math.max(maxStep, t.iv[t.iv.length - 1][0]);
       const c = byCurveState[t.s] || (byCurveState[t.s] = {x: [], y: [], text: []});
       for (const p of t.iv) { c.x.push(p[0]); c.y.push(p[1]); c.text.push('trial ' + t.n); }
       c.x.push(null); c.y.push(null); c.text.push(null);
@@ -207,7 +208,12 @@ const char* const kPageScript = R"JS(
     const rungShapes = (data.rungs || []).map(s => ({type: 'line', xref: 'x', yref: 'paper', x0: s, x1: s, y0: 0, y1: 1, line: {dash: 'dot', color: '#888'}}));
     document.getElementById('curves-note').textContent = nCurves && data.rungs && data.rungs.length ? 'Dotted lines: the pruner\'s rungs at steps ' + data.rungs.join(', ') + '.' : '';
     specs.push({id: 'curves', marks: nCurves, empty: 'No trial reported intermediate values (Trial::report, or \'hpsearch: {"step": ..., "value": ...}\' lines).', data: curves,
-      layout: {title: 'Intermediate value by step', xaxis: {title: 'step'}, yaxis: {title: 'intermediate value'}, shapes: rungShapes}});
+      // Steps are integers: one tick per step up to 12 (no 1.5); a linear /
+      // log switch for the values (an outlier flattens the rest).
+      layout: {title: 'Intermediate value by step', xaxis: Object.assign({title: 'step'}, maxStep <= 12 ? {tick0: 0, dtick: 1} : {}),
+        yaxis: {title: 'intermediate value'}, shapes: rungShapes,
+        updatemenus: [{type: 'buttons', direction: 'left', x: 0, xanchor: 'left', y: 1.12, yanchor: 'bottom', showactive: true, pad: {r: 4, t: 0},
+          buttons: [{label: 'linear', method: 'relayout', args: ['yaxis.type', 'linear']}, {label: 'log', method: 'relayout', args: ['yaxis.type', 'log']}]}]}});
 
     // Parallel coordinates: the trials of parcoords_numbers when the study
     // has more COMPLETE trials than it shows (the best tenth, then every k-th).

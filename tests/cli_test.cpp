@@ -20,7 +20,10 @@
 #include <vector>
 
 #include "search/json_util.h"
+#include "search/search_space.h"
+#include "search/sqlite_storage.h"
 #include "search/storage.h"
+#include "search/study.h"
 #include "search/trial.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -667,6 +670,55 @@ TEST_F(CliTest, RefusedRunLeavesTheStoreAlone) {
   ASSERT_EQ(status.exit_code, 0) << status.err;
   EXPECT_NE(status.out.find("of 3"), std::string::npos) << status.out;
   EXPECT_EQ(trials_or_fail("branin.db").size(), 3u);
+}
+
+// A command objective's relative cwd that is not a folder from where
+// hpsearch runs (e.g. `resume` started in another folder) is refused before
+// anything runs: no trial FAILs and uses up the budget.
+TEST_F(CliTest, ACwdThatIsNotAFolderHereIsRefusedBeforeAnyTrial) {
+  std::filesystem::create_directories(dir_.file("work"));
+  const Json space = {
+      {"study", {{"name", "cwd"}, {"direction", "minimize"}, {"storage", "cwd.db"}}},
+      {"space", {{"lr", {{"type", "float"}, {"low", 0.001}, {"high", 0.1}}}}},
+      {"budget", {{"n_trials", 2}}},
+      {"objective",
+       {{"type", "command"},
+        {"cwd", "work"},
+        {"argv", {"/bin/sh", "-c", "echo 'hpsearch: {{\"value\": 1}}'"}}}}};
+  dir_.write("space.json", space.dump());
+  ProcessResult first = cli({"run", "space.json", "--workers", "1"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  // From another folder, where "work" is not there.
+  std::filesystem::create_directories(dir_.file("elsewhere"));
+  ProcessResult resumed = testsupport::run_process(
+      {HPSEARCH_CLI_PATH, "resume", dir_.file("cwd.db"), "--n-trials", "4"},
+      dir_.file("elsewhere"));
+  EXPECT_EQ(resumed.exit_code, 2) << resumed.out << resumed.err;
+  EXPECT_NE(resumed.err.find("objective.cwd: 'work' is not a directory under the current one"),
+            std::string::npos)
+      << resumed.err;
+  Json trials = trials_or_fail("cwd.db");
+  ASSERT_EQ(trials.size(), 2u);
+  for (const auto& t : trials) EXPECT_EQ(t["state"], "COMPLETE") << t.dump();
+}
+
+// A queued trial (enqueued, or queued again after an interruption) lists
+// the params it will run with, in the table and in CSV.
+TEST_F(CliTest, QueuedTrialsShowTheParamsTheyWillRunWith) {
+  {
+    auto storage = std::make_shared<SqliteStorage>(dir_.file("q.db"));
+    StudyOptions options;
+    options.space = SearchSpace::from_json(
+        Json::parse(R"({"lr": {"type": "float", "low": 0.001, "high": 0.1}})"));
+    Study study = Study::create(storage, "q", StudyDirection::kMinimize, options);
+    study.enqueue_trial({{"lr", 0.0625}});
+  }
+  for (const char* format : {"table", "csv"}) {
+    ProcessResult r = cli({"trials", "q.db", "--format", format});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("WAITING"), std::string::npos) << format << ": " << r.out;
+    EXPECT_NE(r.out.find("0.0625"), std::string::npos) << format << ": " << r.out;
+  }
 }
 
 TEST_F(CliTest, Kill9ThenRerunLosesNothing) {

@@ -183,8 +183,25 @@ TEST_F(CommandMetricsTest, ValueThatIsNotANumberIsLoggedAndIgnored) {
   ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
   EXPECT_EQ(*t->value, 0.3);
   EXPECT_EQ(t->intermediate_values, (Steps{{1, 0.3}}));
-  EXPECT_THAT(log_text(t), HasSubstr("metric 'val_loss': 'tensor(0.2' is not a number; ignored the "
-                                     "line: val_loss=tensor(0.2)"));
+  EXPECT_THAT(log_text(t), HasSubstr("metric 'val_loss': 'tensor(0.2' is not a number; this value "
+                                     "is ignored (line: val_loss=tensor(0.2))"));
+}
+
+// An extra metric read but never as a number ("2101/10000") is not set; the
+// trial log says so once, naming the field and what was read.
+TEST_F(CommandMetricsTest, AnAttrNeverReadAsANumberIsNamedInTheLog) {
+  Json objective =
+      command("echo 'loss=0.3 Accuracy: 2101/10000'\necho 'loss=0.2 Accuracy: 2301/10000'",
+              {{"name", "loss"}, {"attrs", {"Accuracy"}}});
+  TrialPtr t = run_one(objective);
+  ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
+  EXPECT_EQ(*t->value, 0.2);
+  EXPECT_FALSE(t->user_attrs.contains("Accuracy"));
+  EXPECT_THAT(log_text(t), HasSubstr("user attr 'Accuracy': '2101/10000' is not a number; this "
+                                     "value is ignored"));
+  EXPECT_THAT(log_text(t), HasSubstr("user attr 'Accuracy' (objective.metrics.attrs) was not set: "
+                                     "it was matched 2 times, never as a number (last: "
+                                     "'2301/10000')"));
 }
 
 TEST_F(CommandMetricsTest, NonNumericOnlyFails) {
@@ -192,6 +209,15 @@ TEST_F(CommandMetricsTest, NonNumericOnlyFails) {
   TrialPtr t = run_one(objective);
   ASSERT_EQ(t->state, TrialState::kFail);
   EXPECT_THAT(t->fail_reason, HasSubstr("never seen"));
+  EXPECT_THAT(t->fail_reason, HasSubstr("it was matched 1 time, never as a number (last: 'nope')"));
+  // A regex whose value group takes the comma too: the reason says what it read.
+  Json comma = command("echo 'Test set: Average loss: 2.2863, Accuracy: 1/10'",
+                       {{"name", "test_loss"}, {"regex", "Average loss: (?<value>\\S+)"}});
+  t = run_one(comma);
+  ASSERT_EQ(t->state, TrialState::kFail);
+  EXPECT_THAT(t->fail_reason,
+              HasSubstr("it was matched 1 time, never as a number (last: '2.2863,'); make the "
+                        "regex's value group hold only the number"));
 }
 
 TEST_F(CommandMetricsTest, ProgramFailureStillFailsAsBefore) {
