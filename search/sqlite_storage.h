@@ -106,7 +106,7 @@ struct SqliteOptions {
 class SqliteStorage : public Storage {
  public:
   // The schema version this build writes (PRAGMA user_version).
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   // Opens `path` (created with the current schema if missing or empty;
   // older schemas are migrated). ":memory:" gives a private in-memory

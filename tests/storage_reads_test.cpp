@@ -272,6 +272,54 @@ std::int64_t raw_count(const std::string& path, const std::string& sql) {
   return n;
 }
 
+// What schema v3 added: the per-state counts and their triggers.
+constexpr const char* kDropV3 =
+    "DROP TRIGGER trial_state_counts_insert; DROP TRIGGER trial_state_counts_update; "
+    "DROP TRIGGER trial_state_counts_delete; DROP TABLE trial_state_counts; ";
+
+// A version 2 store gets the per-state counts (filled from its trials) and
+// the triggers that keep them: counts equal a full load's after the
+// upgrade, and after trials are added and change state.
+TEST(StorageReadsMigration, AVersion2StoreGetsCountsThatFollowEveryWrite) {
+  TempDir dir;
+  std::string path = dir.file("v2.db");
+  {
+    SqliteStorage s(path);
+    auto a = s.create_study("a", StudyDirection::kMinimize, Json());
+    auto b = s.create_study("b", StudyDirection::kMaximize, Json());
+    add_random_trials(s, a, 80, 11);
+    add_random_trials(s, b, 30, 12);
+  }
+  raw_exec(path, std::string(kDropV3) + "PRAGMA user_version = 2;");
+  SqliteStorage s(path);
+  EXPECT_EQ(raw_count(path, "PRAGMA user_version"), SqliteStorage::kSchemaVersion);
+  const std::int64_t a = *s.find_study("a"), b = *s.find_study("b");
+  expect_reads_match_full_load(s, a);
+  expect_reads_match_full_load(s, b);
+  // Live trials: RUNNING, then each finished state; WAITING claimed.
+  std::mt19937 rng(3);
+  for (int i = 0; i < 40; ++i) {
+    NewTrial t = make_trial(i % 3 ? TrialState::kRunning : TrialState::kWaiting, std::nullopt);
+    TrialPtr created = s.create_trial(i % 2 ? a : b, t);
+    const auto end = static_cast<TrialState>(2 + rng() % 3);  // COMPLETE, PRUNED or FAIL
+    if (i % 5 == 0) continue;                                 // stays as created
+    if (created->state == TrialState::kWaiting) {
+      TrialPtr claimed = s.claim_waiting_trial(i % 2 ? a : b, "w");
+      ASSERT_NE(claimed, nullptr);
+      created = claimed;
+    }
+    s.set_trial_state(created->trial_id, end,
+                      end == TrialState::kComplete ? std::optional<double>(i) : std::nullopt);
+  }
+  expect_reads_match_full_load(s, a);
+  expect_reads_match_full_load(s, b);
+  auto summaries = s.list_study_summaries();
+  ASSERT_EQ(summaries.size(), 2u);
+  for (const auto& sum : summaries)
+    expect_same_counts(sum.counts, tally_trials(s.get_all_trials(sum.info.study_id)),
+                       sum.info.name);
+}
+
 TEST(StorageReadsMigration, AVersion1StoreIsUpgradedInPlaceAndLosesNothing) {
   TempDir dir;
   std::string path = dir.file("old.db");
@@ -282,10 +330,10 @@ TEST(StorageReadsMigration, AVersion1StoreIsUpgradedInPlaceAndLosesNothing) {
     add_random_trials(s, id, 60, 5);
     for (const auto& t : s.get_all_trials(id)) before.push_back(trial_to_json(*t).dump());
   }
-  // What version 1 wrote: the same tables without the v2 indexes.
-  raw_exec(path,
-           "DROP INDEX trials_by_study_state_value; DROP INDEX trial_attrs_by_key; "
-           "PRAGMA user_version = 1;");
+  // What version 1 wrote: the same tables without the v2 indexes and the
+  // v3 counts.
+  raw_exec(path, "DROP INDEX trials_by_study_state_value; DROP INDEX trial_attrs_by_key; " +
+                     std::string(kDropV3) + "PRAGMA user_version = 1;");
   const std::string count_indexes =
       "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN "
       "('trials_by_study_state_value', 'trial_attrs_by_key')";

@@ -410,13 +410,14 @@ void read_study_trials_unchecked(Connection& conn, std::int64_t study_id, StudyD
 TrialCounts count_trials_by_state(Connection& conn, std::int64_t study_id) {
   TrialCounts counts;
   {
-    Use u(conn.stmt("SELECT state, count(*) FROM trials WHERE study_id = ?1 GROUP BY state"));
+    // The counts the triggers keep (schema v3): a few rows, not a scan.
+    Use u(conn.stmt("SELECT state, n FROM trial_state_counts WHERE study_id = ?1 AND n != 0"));
     Statement& s = u.get();
     s.bind(1, study_id);
-    Where where = study_row_where("trials", study_id);
+    Where where = study_row_where("trial_state_counts", study_id);
     while (s.step())
       add_state_count(counts, decode_state(col_int(s, 0, where, "state"), where),
-                      col_int(s, 1, where, "count(*)"));
+                      col_int(s, 1, where, "n"));
   }
   subtract_not_counted(conn, study_id, [&](std::int64_t) -> TrialCounts& { return counts; });
   return counts;
@@ -425,14 +426,15 @@ TrialCounts count_trials_by_state(Connection& conn, std::int64_t study_id) {
 std::vector<std::pair<std::int64_t, TrialCounts>> count_all_studies(Connection& conn) {
   std::map<std::int64_t, TrialCounts> by_study;
   {
-    Use u(conn.stmt(
-        "SELECT study_id, state, count(*) FROM trials GROUP BY study_id, state ORDER BY study_id"));
+    Use u(
+        conn.stmt("SELECT study_id, state, n FROM trial_state_counts WHERE n != 0 "
+                  "ORDER BY study_id"));
     Statement& s = u.get();
     while (s.step()) {
-      std::int64_t id = col_int(s, 0, Where{"trials"}, "study_id");
-      Where where = study_row_where("trials", id);
+      std::int64_t id = col_int(s, 0, Where{"trial_state_counts"}, "study_id");
+      Where where = study_row_where("trial_state_counts", id);
       add_state_count(by_study[id], decode_state(col_int(s, 1, where, "state"), where),
-                      col_int(s, 2, where, "count(*)"));
+                      col_int(s, 2, where, "n"));
     }
   }
   subtract_not_counted(conn, std::nullopt,
