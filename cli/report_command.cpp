@@ -2,9 +2,13 @@
 // a file or served (read-only) while the study runs.
 #include <fmt/format.h>
 #include <httplib.h>
+#include <netdb.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
@@ -43,71 +47,130 @@ std::string load_plotly() {
   return report::load_plotly_js(report::find_plotly_js(self_exe(), HPSEARCH_PLOTLY_JS));
 }
 
-// Refuses an output path (-o) that would destroy something: a folder, the
-// study's own store (or its -wal/-shm), or any other SQLite file (a report
-// is never written over a database, whatever its name). Throws ConfigError.
-void check_report_output(const std::string& output, const std::string& storage) {
+// The file `path` names once symbolic links are followed (a report is
+// written through a link, not over it); `path` itself when it is not a
+// link. Throws ConfigError("-o") on a loop of links.
+std::filesystem::path follow_links(const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  fs::path p = path;
+  for (int hops = 0; hops < 40; ++hops) {
+    std::error_code ec;
+    if (!fs::is_symlink(fs::symlink_status(p, ec))) return p;
+    fs::path target = fs::read_symlink(p, ec);
+    if (ec) return p;
+    p = target.is_absolute() ? target : p.parent_path() / target;
+  }
+  throw ConfigError("-o", "'" + printable(path.string()) + "': too many levels of symbolic links");
+}
+
+// Whether the first bytes of `path` look like an HTML page (what -o may
+// replace: an earlier report), or the file is empty.
+bool looks_like_html(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(256, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  if (head.empty()) return true;
+  std::size_t i = head.starts_with("\xEF\xBB\xBF") ? 3 : 0;  // a UTF-8 byte order mark
+  while (i < head.size() && std::isspace(static_cast<unsigned char>(head[i]))) ++i;
+  std::string start = head.substr(i, 14);
+  for (char& c : start) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return start.starts_with("<!doctype html") || start.starts_with("<html");
+}
+
+// Checks the output path (-o) and returns the file to write (links
+// followed). Refuses what a report would destroy: a folder, a device, FIFO
+// or socket (/dev/null would be replaced by a file), the study's own store
+// (or its -wal/-shm/-journal/lock), any SQLite file, and any existing file
+// that is not an HTML page (a mistyped `-o space.json`). Throws ConfigError.
+std::string check_report_output(const std::string& output, const std::string& storage) {
   namespace fs = std::filesystem;
   if (output.empty()) throw ConfigError("-o", "needs an output file name");
+  const fs::path target = follow_links(output);
+  const std::string shown =
+      "'" + printable(output) +
+      (target == fs::path(output) ? "'" : "' (a link to '" + printable(target.string()) + "')");
   std::error_code ec;
-  const fs::file_status st = fs::status(output, ec);
-  if (fs::is_directory(st))
-    throw ConfigError("-o", "'" + printable(output) + "' is a folder; name the report's file");
+  const fs::file_status st = fs::status(target, ec);
+  if (fs::is_directory(st)) throw ConfigError("-o", shown + " is a folder; name the report's file");
   // The store and the files beside it that SQLite and the writer lock use,
   // existing or not (a report there would break the store or its lock).
-  const fs::path out_abs = fs::weakly_canonical(fs::absolute(output, ec), ec);
+  const fs::path out_abs = fs::weakly_canonical(fs::absolute(target, ec), ec);
   const fs::path store_abs = fs::weakly_canonical(fs::absolute(storage, ec), ec);
   const std::string lock = WriterLock::lock_path(store_abs.string());
   for (const std::string& part :
        {store_abs.string(), store_abs.string() + "-wal", store_abs.string() + "-shm",
         store_abs.string() + "-journal", lock})
-    if (out_abs == fs::path(part) || fs::equivalent(output, part, ec))
-      throw ConfigError("-o", "'" + printable(output) +
-                                  "' is the study's store or one of its files: a report would "
+    if (out_abs == fs::path(part) || fs::equivalent(target, part, ec))
+      throw ConfigError("-o", shown +
+                                  " is the study's store or one of its files: a report would "
                                   "overwrite it; name an .html file");
   if (!fs::exists(st)) {
-    const fs::path parent = fs::path(output).parent_path();
+    const fs::path parent = target.parent_path();
     if (!parent.empty() && !fs::is_directory(parent, ec))
       throw ConfigError("-o", "'" + printable(parent.string()) + "' is not an existing folder");
-    return;
+    return target.string();
   }
-  std::ifstream in(output, std::ios::binary);
+  if (!fs::is_regular_file(st))
+    throw ConfigError("-o", shown +
+                                " is not a regular file (a device, FIFO or socket): a report "
+                                "would replace it; name an .html file");
+  std::ifstream in(target, std::ios::binary);
   char head[16] = {};
   in.read(head, sizeof head);
   if (in.gcount() == sizeof head &&
       std::string_view(head, sizeof head) == std::string_view("SQLite format 3\0", sizeof head))
-    throw ConfigError(
-        "-o", "'" + printable(output) + "' is a SQLite database: a report is not written over it");
+    throw ConfigError("-o", shown + " is a SQLite database: a report is not written over it");
+  if (!looks_like_html(target.string()))
+    throw ConfigError("-o", shown +
+                                " exists and is not an HTML page: a report replaces only an "
+                                "earlier report; remove the file first or name another one");
+  return target.string();
 }
 
-// Writes `text` to `path` through a temporary file and a rename, so a
-// reader never sees half a report. Errors name -o and the reason.
+// Writes `text` to `path` through a new temporary file beside it (O_EXCL:
+// never through a link planted there) and a rename, so a reader never sees
+// half a report. The file gets mode 0666 less the umask. Errors name -o and
+// the reason.
 void write_file_atomically(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp";
-  auto fail = [&](const std::string& what) {
-    const char* why = strerrordesc_np(errno);
+  auto fail = [&](const std::string& what, int err) {
+    const char* why = strerrordesc_np(err);
     throw Error("-o: cannot write '" + printable(what) + "': " + (why ? why : "error"));
   };
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail(tmp);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.close();
-    if (!out) fail(tmp);
+  std::string tmp = path + ".XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) fail(path, errno);
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::fchmod(fd, static_cast<mode_t>(0666 & ~mask));
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      fail(path, err);
+    }
+    done += static_cast<std::size_t>(n);
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw Error("-o: cannot write '" + printable(path) + "': " + ec.message());
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    fail(path, err);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    fail(path, err);
   }
 }
 
 }  // namespace
 
 int report_command(const ReportOptions& o) {
-  check_report_output(o.output, o.storage);
+  const std::string output = check_report_output(o.output, o.storage);
   auto t0 = std::chrono::steady_clock::now();
   std::string plotly = load_plotly();
   auto storage = open_existing(o.storage);
@@ -116,7 +179,7 @@ int report_command(const ReportOptions& o) {
   auto trials = storage->get_all_trials(id, {});
   Json data = report::build_page_data(info, trials);
   std::string page = report::render_page(data, plotly);
-  write_file_atomically(o.output, page);
+  write_file_atomically(output, page);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << fmt::format(
       "hpsearch report: wrote {} (study '{}', {} trials, {:.1f} MB, {:.2f} s)\n", o.output,
@@ -143,12 +206,21 @@ class LiveStudy {
     if (!file_.empty()) have_identity_ = identity(file_, identity_);
   }
 
-  // The whole page data with "rev" (the page as first served).
+  // The whole page data with "rev" (the page as first served). When the
+  // store cannot be read now but was before, the last state with
+  // "update_error" (the page shows it); throws when it never was.
   Json full() {
     std::lock_guard<std::mutex> lock(mu_);
-    refresh();
+    std::string error;
+    try {
+      refresh();
+    } catch (const std::exception& e) {
+      if (!built_) throw;
+      error = e.what();
+    }
     Json d = data_;
     d["rev"] = revisions_.revision();
+    if (!error.empty()) d["update_error"] = error;
     return d;
   }
 
@@ -282,6 +354,30 @@ void secure_headers(httplib::Response& res, bool html) {
                       : std::string("default-src 'none'; frame-ancestors 'none'"));
 }
 
+// Refuses a --host that names no address (does not resolve) or an address
+// this machine does not have (bind would fail with EADDRNOTAVAIL), naming
+// --host rather than --port. Throws ConfigError.
+void check_listen_host(const std::string& host, const std::string& as_given) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), "0", &hints, &found); rc != 0 || !found)
+    throw ConfigError("--host", "'" + printable(as_given) + "' is not an address or a name that " +
+                                    "resolves here (" + ::gai_strerror(rc) + ")");
+  bool can_bind = false;
+  for (addrinfo* a = found; a && !can_bind; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    can_bind = ::bind(fd, a->ai_addr, a->ai_addrlen) == 0;
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  if (!can_bind)
+    throw ConfigError("--host", "'" + printable(as_given) +
+                                    "' is not an address of this machine: cannot listen there");
+}
+
 void refuse(httplib::Response& res, int status, const std::string& why) {
   res.status = status;
   res.set_header("Connection", "close");
@@ -291,13 +387,18 @@ void refuse(httplib::Response& res, int status, const std::string& why) {
 }  // namespace
 
 int dashboard_command(const DashboardOptions& o) {
-  if (!is_loopback_host(o.host) && !o.allow_remote)
+  // "[::1]", as URLs write an IPv6 address, is the address ::1.
+  const std::string host = o.host.size() > 2 && o.host.front() == '[' && o.host.back() == ']'
+                               ? o.host.substr(1, o.host.size() - 2)
+                               : o.host;
+  if (!is_loopback_host(host) && !o.allow_remote)
     throw ConfigError("--host",
-                      "'" + o.host +
+                      "'" + printable(o.host) +
                           "' is not a loopback address; the dashboard shows the whole "
                           "study to whoever reaches it: add --allow-remote to listen there");
   if (o.port < 0 || o.port > 65535) throw ConfigError("--port", "must be in 0..65535");
   if (o.poll_ms < 100) throw ConfigError("--refresh-ms", "must be >= 100");
+  check_listen_host(host, o.host);
   std::string plotly = load_plotly();
   auto storage = open_existing(o.storage);
   const std::int64_t id = pick_study(*storage, o.study, o.storage);
@@ -325,9 +426,8 @@ int dashboard_command(const DashboardOptions& o) {
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
 
-  const bool loopback = is_loopback_host(o.host);
-  const std::string bound =
-      o.host.find(':') != std::string::npos && o.host.front() != '[' ? "[" + o.host + "]" : o.host;
+  const bool loopback = is_loopback_host(host);
+  const std::string bound = host.find(':') != std::string::npos ? "[" + host + "]" : host;
   server.set_pre_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
     secure_headers(res, req.path == "/");
     // Loopback peers only, unless --allow-remote (defence in depth: a
@@ -399,10 +499,10 @@ int dashboard_command(const DashboardOptions& o) {
 
   int port = o.port;
   if (port == 0) {
-    port = server.bind_to_any_port(o.host);
-    if (port < 0) throw Error(fmt::format("cannot listen on {}", o.host));
-  } else if (!server.bind_to_port(o.host, port)) {
-    throw Error(fmt::format("--port: cannot listen on {}:{} (in use?)", o.host, port));
+    port = server.bind_to_any_port(host);
+    if (port < 0) throw Error(fmt::format("--host: cannot listen on {}", printable(o.host)));
+  } else if (!server.bind_to_port(host, port)) {
+    throw Error(fmt::format("--port: cannot listen on {}:{} (in use?)", printable(o.host), port));
   }
   if (!loopback)
     std::cerr << fmt::format(

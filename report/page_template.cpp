@@ -14,7 +14,11 @@ h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; border-botto
 .slices { display: flex; flex-wrap: wrap; }
 .slices .plot { width: 360px; height: 300px; }
 .plot.empty { height: auto; min-height: 0; color: #666; font-style: italic; padding: 0.4em 0; }
-td.attrs { max-width: 28em; overflow-wrap: anywhere; font-size: 0.85em; }
+td.attrs { min-width: 14em; max-width: 32em; overflow-wrap: anywhere; font-size: 0.85em; }
+td.json { max-width: 60em; white-space: pre-wrap; overflow-wrap: anywhere; font-family: monospace; font-size: 0.85em; }
+.wide { max-width: 100%; overflow-x: auto; }
+h1, #summary { overflow-wrap: anywhere; }
+#hps-update-error { color: #b00; }
 table { border-collapse: collapse; font-size: 0.9em; }
 td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: left; }
 .note { color: #666; font-size: 0.9em; }
@@ -25,6 +29,7 @@ pre { background: #f6f6f6; padding: 0.6em; max-width: 1100px; overflow: auto; }
 <p id="summary"></p>
 <p class="note" id="downsampled"></p>
 <ul id="hps-errors"></ul>
+<p id="hps-update-error"></p>
 <h2>Optimization history</h2>
 <p class="note" id="history-note"></p>
 <div id="history-number" class="plot"></div>
@@ -89,7 +94,20 @@ const char* const kPageScript = R"JS(
   const minimize = data.study.direction === 'minimize';
   const text = s => document.createTextNode(s);
   const date = s => new Date(s * 1000);
-  const fmt = v => (v === null || v === undefined) ? '' : (typeof v === 'number' ? (Math.abs(v) >= 1e-3 && Math.abs(v) < 1e6 ? +v.toPrecision(6) + '' : v.toExponential(4)) : String(v));
+  // Numbers with 6 significant digits, as JavaScript writes them (0.0001,
+  // 2.5119e-7, 1e+21): no 1.0000e-4, no 0.15000000000000002.
+  const fmt = v => (v === null || v === undefined) ? '' : (typeof v === 'number' ? (isFinite(v) ? String(+v.toPrecision(6)) : String(v)) : String(v));
+  // Text from the study (names, labels, worker names) for Plotly, which
+  // reads a few HTML tags in its strings (<a href>, <b>, <br>): escaped so
+  // it shows as written. Long names keep their start and end ("first_
+  // stage_lr...second_stage_lr" would lose what tells them apart).
+  const esc = s => String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+  const MAX_LABEL = 32;
+  const short = s => { s = String(s); return s.length > MAX_LABEL ? s.slice(0, 15) + '\u2026' + s.slice(-16) : s; };
+  const label = s => esc(short(s));
+  // Bidirectional-text controls (U+202A..E, U+2066..9) in study text would
+  // reorder what the tables show: replaced.
+  const clean = s => String(s).replace(/[\u202A-\u202E\u2066-\u2069]/g, '\uFFFD');
   const valueText = t => t.vt ? t.vt : fmt(t.v);
   const cfg = {responsive: true, displaylogo: false};
   // Above this many points a scatter plot is drawn with WebGL (scattergl)
@@ -99,10 +117,10 @@ const char* const kPageScript = R"JS(
   const scatter = n => n > GL_POINTS ? 'scattergl' : 'scatter';
 
   function paramAxis(p) {
-    if (p.kind === 'categorical' || p.kind === 'ordinal') return {type: 'category', categoryorder: 'array', categoryarray: p.labels};
+    if (p.kind === 'categorical' || p.kind === 'ordinal') return {type: 'category', categoryorder: 'array', categoryarray: p.labels.map(label)};
     return {type: p.log ? 'log' : 'linear'};
   }
-  function paramX(p, v) { return (p.kind === 'categorical' || p.kind === 'ordinal') ? p.labels[v] : v; }
+  function paramX(p, v) { return (p.kind === 'categorical' || p.kind === 'ordinal') ? label(p.labels[v]) : v; }
 
   // Parallel coordinates of a downsampled study as SVG lines: Plotly's
   // 'parcoords' draws with WebGL, seconds of set-up under software
@@ -152,6 +170,12 @@ const char* const kPageScript = R"JS(
     return out;
   }
 
+  // A linear / log switch for a plot's y axis (Plotly buttons).
+  function scaleButtons() {
+    return [{type: 'buttons', direction: 'left', x: 0, xanchor: 'left', y: 1.12, yanchor: 'bottom', showactive: true, pad: {r: 4, t: 0},
+      buttons: [{label: 'linear', method: 'relayout', args: ['yaxis.type', 'linear']}, {label: 'log', method: 'relayout', args: ['yaxis.type', 'log']}]}];
+  }
+
   function historyTrials() {
     const keep = new Set(data.history_numbers);
     const out = [];
@@ -169,20 +193,22 @@ const char* const kPageScript = R"JS(
       infinite.length + ' COMPLETE trial' + (infinite.length === 1 ? '' : 's') + ' with an infinite value, not drawn on the plots (the importances rank them): ' +
       infinite.slice(0, 10).join(', ') + (infinite.length > 10 ? ', ...' : '') + '.' : '';
     // Optimization history: by number, by time.
-    const noComplete = 'No COMPLETE trial with a finite value yet.';
-    specs.push({id: 'history-number', marks: hist.length, empty: noComplete, data: [
+    const noComplete = 'no COMPLETE trial with a finite value yet.';
+    // The best-so-far line under the points (drawn first), so a point on it
+    // stays visible; a linear / log switch (one bad trial flattens the rest).
+    specs.push({id: 'history-number', marks: hist.length, empty: 'Value by trial number: ' + noComplete, data: [
+      {type: 'scatter', mode: 'lines', name: 'best so far', line: {shape: 'hv', color: '#d62728'},
+       x: data.best_by_number.map(b => b[0]), y: data.best_by_number.map(b => b[1])},
       {type: scatter(hist.length), mode: 'markers', name: 'value (COMPLETE trial)', x: hist.map(t => t.n), y: hist.map(t => t.v),
-       text: hist.map(t => 'trial ' + t.n), marker: {size: 5, color: '#1f77b4', opacity: 0.6}},
-      {type: 'scatter', mode: 'lines', name: 'best so far', line: {shape: 'hv', color: '#d62728'},
-       x: data.best_by_number.map(b => b[0]), y: data.best_by_number.map(b => b[1])}],
-      layout: {title: 'Value by trial number', xaxis: {title: 'trial number'}, yaxis: {title: 'value'}}});
+       text: hist.map(t => 'trial ' + t.n), marker: {size: 5, color: '#1f77b4', opacity: 0.6}}],
+      layout: {title: 'Value by trial number', xaxis: {title: 'trial number'}, yaxis: {title: 'value'}, updatemenus: scaleButtons()}});
     const timed = hist.filter(t => t.t1 !== null);
-    specs.push({id: 'history-time', marks: timed.length, empty: noComplete, data: [
-      {type: scatter(timed.length), mode: 'markers', name: 'value (COMPLETE trial)', x: timed.map(t => date(t.t1)), y: timed.map(t => t.v),
-       text: timed.map(t => 'trial ' + t.n), marker: {size: 5, color: '#1f77b4', opacity: 0.6}},
+    specs.push({id: 'history-time', marks: timed.length, empty: 'Value by completion time: ' + noComplete, data: [
       {type: 'scatter', mode: 'lines', name: 'best so far', line: {shape: 'hv', color: '#d62728'},
-       x: data.best_by_time.map(b => date(b[0])), y: data.best_by_time.map(b => b[1])}],
-      layout: {title: 'Value by completion time', xaxis: {title: 'time', type: 'date'}, yaxis: {title: 'value'}}});
+       x: data.best_by_time.map(b => date(b[0])), y: data.best_by_time.map(b => b[1])},
+      {type: scatter(timed.length), mode: 'markers', name: 'value (COMPLETE trial)', x: timed.map(t => date(t.t1)), y: timed.map(t => t.v),
+       text: timed.map(t => 'trial ' + t.n), marker: {size: 5, color: '#1f77b4', opacity: 0.6}}],
+      layout: {title: 'Value by completion time', xaxis: {title: 'time', type: 'date'}, yaxis: {title: 'value'}, updatemenus: scaleButtons()}});
 
     // Learning curves, one trace per state (a gap between trials: one SVG
     // path per state, not per trial); pruned trials marked at their last
@@ -211,9 +237,7 @@ const char* const kPageScript = R"JS(
       // Steps are integers: one tick per step up to 12 (no 1.5); a linear /
       // log switch for the values (an outlier flattens the rest).
       layout: {title: 'Intermediate value by step', xaxis: Object.assign({title: 'step'}, maxStep <= 12 ? {tick0: 0, dtick: 1} : {}),
-        yaxis: {title: 'intermediate value'}, shapes: rungShapes,
-        updatemenus: [{type: 'buttons', direction: 'left', x: 0, xanchor: 'left', y: 1.12, yanchor: 'bottom', showactive: true, pad: {r: 4, t: 0},
-          buttons: [{label: 'linear', method: 'relayout', args: ['yaxis.type', 'linear']}, {label: 'log', method: 'relayout', args: ['yaxis.type', 'log']}]}]}});
+        yaxis: {title: 'intermediate value'}, shapes: rungShapes, updatemenus: scaleButtons()}});
 
     // Parallel coordinates: the trials of parcoords_numbers when the study
     // has more COMPLETE trials than it shows (the best tenth, then every k-th).
@@ -225,19 +249,24 @@ const char* const kPageScript = R"JS(
       let d;
       if (p.kind === 'categorical' || p.kind === 'ordinal') {
         for (const t of pc) vals.push(p.name in t.p ? t.p[p.name] : -1);
-        const tv = p.labels.map((_, i) => i), tt = p.labels.slice();
+        const tv = p.labels.map((_, i) => i), tt = p.labels.map(label);
         if (p.when) { tv.unshift(-1); tt.unshift('inactive'); }
-        d = {label: p.name, values: vals, tickvals: tv, ticktext: tt, range: [p.when ? -1 : 0, Math.max(p.labels.length - 1, 0.001)]};
+        d = {label: label(p.name), values: vals, tickvals: tv, ticktext: tt, range: [p.when ? -1 : 0, Math.max(p.labels.length - 1, 0.001)]};
       } else {
         const f = p.log ? Math.log10 : (x => x);
         const lo = f(p.low), hi = f(p.high), span = (hi - lo) || 1, inactive = lo - 0.1 * span;
         for (const t of pc) vals.push(p.name in t.p && t.p[p.name] !== null ? f(t.p[p.name]) : inactive);
-        d = {label: p.name + (p.log ? ' (log)' : ''), values: vals, range: [p.when ? inactive : lo, hi]};
-        if (p.log || p.when) {
+        d = {label: label(p.name) + (p.log ? ' (log)' : ''), values: vals, range: [p.when ? inactive : lo, hi]};
+        // Integer params with a short range: a tick per value (no 1.5).
+        const intTicks = p.kind === 'int' && !p.log && hi - lo <= 10;
+        if (p.log || p.when || intTicks) {
           const tv = [], tt = [];
           if (p.when) { tv.push(inactive); tt.push('inactive'); }
-          const n = 5;
-          for (let i = 0; i <= n; i++) { const x = lo + (hi - lo) * i / n; tv.push(x); tt.push(fmt(p.log ? Math.pow(10, x) : x)); }
+          if (intTicks) for (let x = Math.ceil(lo); x <= hi; x++) { tv.push(x); tt.push(String(x)); }
+          else {
+            const n = 5;
+            for (let i = 0; i <= n; i++) { const x = lo + (hi - lo) * i / n; tv.push(x); tt.push(fmt(p.log ? Math.pow(10, x) : x)); }
+          }
           d.tickvals = tv; d.ticktext = tt;
         }
       }
@@ -255,12 +284,14 @@ const char* const kPageScript = R"JS(
 
     // Importances.
     const imp = data.importance;
-    document.getElementById('importance-note').textContent = imp.method + ' (' + imp.source + ') over ' + imp.n_trials +
-      ' COMPLETE trials, top set ' + imp.n_top + ' trials; normalized to sum 1.' + (imp.note && imp.n_top ? ' Note: ' + imp.note + '.' : '');
+    document.getElementById('importance-note').textContent = imp.method + ' (' + imp.source + ')' + (imp.n_top ? ' over ' + imp.n_trials +
+      ' COMPLETE trials, top set ' + imp.n_top + ' trials; normalized to sum 1.' + (imp.note ? ' Note: ' + imp.note + '.' : '') : '.');
     const iv = imp.values.slice().reverse();
-    specs.push({id: 'importance', marks: imp.n_top ? iv.length : 0, empty: 'Not computed: ' + (imp.note || 'no params') + '.', data: [{type: 'bar', orientation: 'h', x: iv.map(v => v.importance), y: iv.map(v => v.param),
-      text: iv.map(v => v.importance.toFixed(3)), textposition: 'auto', marker: {color: '#1f77b4'}}],
-      layout: {title: 'Param importance (' + imp.method + ')', xaxis: {title: 'importance', range: [0, 1]}, margin: {l: 120}}});
+    const longest = Math.max(0, ...iv.map(v => short(v.param).length));
+    specs.push({id: 'importance', marks: imp.n_top ? iv.length : 0, empty: 'Not computed: ' + (imp.note || 'no params') + '.', data: [{type: 'bar', orientation: 'h', x: iv.map(v => v.importance), y: iv.map(v => label(v.param)),
+      text: iv.map(v => v.importance.toFixed(3)), textposition: 'auto', marker: {color: '#1f77b4'}, hovertext: iv.map(v => esc(v.param)), hoverinfo: 'text+x'}],
+      layout: {title: 'Param importance (' + imp.method + ')', xaxis: {title: 'importance', range: [0, 1]}, yaxis: {automargin: true}, margin: {l: Math.min(280, 20 + 7 * longest)},
+        height: Math.max(300, 120 + 24 * iv.length)}});
 
     // Slice plots, one per param, and the contour's points: the trials of
     // slice_numbers when the study has more COMPLETE trials than it shows.
@@ -271,11 +302,11 @@ const char* const kPageScript = R"JS(
       let el = document.getElementById('slice-' + i);
       if (!el) { el = document.createElement('div'); el.id = 'slice-' + i; el.className = 'plot'; slices.appendChild(el); }
       const pts = sl.filter(t => p.name in t.p && t.p[p.name] !== null);
-      specs.push({id: el.id, marks: pts.length, empty: p.name + ': no COMPLETE trial with this param active yet.', data: [{type: scatter(pts.length), mode: 'markers', x: pts.map(t => paramX(p, t.p[p.name])), y: pts.map(t => t.v),
+      specs.push({id: el.id, marks: pts.length, empty: short(p.name) + ': no COMPLETE trial with this param active yet.', data: [{type: scatter(pts.length), mode: 'markers', x: pts.map(t => paramX(p, t.p[p.name])), y: pts.map(t => t.v),
         text: pts.map(t => 'trial ' + t.n), marker: {size: 5, color: pts.map(t => t.n), colorscale: 'Viridis', opacity: 0.8,
         colorbar: {title: 'trial', thickness: 10}, showscale: i === 0}}],
         // No plot title: it sat under the mode bar; the x axis names the param.
-        layout: {margin: {l: 50, r: 10, t: 30, b: 40}, xaxis: Object.assign({title: p.name + (p.log ? ' (log)' : '')}, paramAxis(p)), yaxis: {title: 'value'}}});
+        layout: {margin: {l: 50, r: 10, t: 30, b: 40}, xaxis: Object.assign({title: label(p.name) + (p.log ? ' (log)' : ''), automargin: true}, paramAxis(p)), yaxis: {title: 'value'}}});
     }
 
     // Contour.
@@ -285,12 +316,14 @@ const char* const kPageScript = R"JS(
       const pts = sl.filter(t => c.x.param in t.p && c.y.param in t.p);
       const anyCat = c.x.type === 'category' || c.y.type === 'category';
       document.getElementById('contour-note').textContent = 'Best value of the trials in each cell (' + (anyCat ? 'heatmap' : 'contour; empty cells interpolated') + '), with the trials as points.';
-      specs.push({id: 'contour', marks: pts.length, empty: 'No COMPLETE trial with both ' + c.x.param + ' and ' + c.y.param + ' yet.', data: [
-        {type: anyCat ? 'heatmap' : 'contour', x: c.x.centers, y: c.y.centers, z: c.z, connectgaps: !anyCat, colorscale: 'Viridis', reversescale: minimize,
+      const centers = a => a.type === 'category' ? a.centers.map(label) : a.centers;
+      specs.push({id: 'contour', marks: pts.length, empty: 'No COMPLETE trial with both ' + short(c.x.param) + ' and ' + short(c.y.param) + ' yet.', data: [
+        {type: anyCat ? 'heatmap' : 'contour', x: centers(c.x), y: centers(c.y), z: c.z, connectgaps: !anyCat, colorscale: 'Viridis', reversescale: minimize,
          colorbar: {title: 'best value'}},
         {type: scatter(pts.length), mode: 'markers', x: pts.map(t => paramX(px, t.p[c.x.param])), y: pts.map(t => paramX(py, t.p[c.y.param])),
          text: pts.map(t => 'trial ' + t.n + ': ' + fmt(t.v)), marker: {size: 4, color: 'black', opacity: 0.5}, showlegend: false}],
-        layout: {title: c.x.param + ' and ' + c.y.param, xaxis: Object.assign({title: c.x.param}, paramAxis(px)), yaxis: Object.assign({title: c.y.param}, paramAxis(py))}});
+        layout: {title: {text: label(c.x.param) + ' and ' + label(c.y.param), y: 0.97}, margin: {t: 60},
+                 xaxis: Object.assign({title: label(c.x.param), automargin: true}, paramAxis(px)), yaxis: Object.assign({title: label(c.y.param), automargin: true}, paramAxis(py))}});
     } else {
       document.getElementById('contour-note').textContent = '';
       specs.push({id: 'contour', marks: 0, empty: 'Needs two params (the study has ' + data.params.length + ').', data: []});
@@ -303,23 +336,29 @@ const char* const kPageScript = R"JS(
     for (const r of tl.rows) {
       const s = r[3];
       if (!byState[s]) byState[s] = {x: [], y: [], text: []};
-      const b = byState[s], w = tl.workers[r[0]], end = r[2] === null ? (mode.live ? now : Date.parse(data.generated) / 1000) : r[2];
+      const b = byState[s], w = label(tl.workers[r[0]]), end = r[2] === null ? (mode.live ? now : Date.parse(data.generated) / 1000) : r[2];
       b.x.push(date(r[1]), date(end), null); b.y.push(w, w, null); b.text.push('trial ' + r[4], 'trial ' + r[4], null);
     }
-    const tlData = Object.keys(byState).map(s => ({type: 'scatter', mode: 'lines', name: s, x: byState[s].x, y: byState[s].y, text: byState[s].text,
-      hoverinfo: 'text+x', line: {width: 12, color: STATE_COLOR[s]}}));
+    // White ticks at each bar's ends (up to 500 bars): trials of one state
+    // back to back on a worker stay two bars, not one.
+    const tlMode = tl.rows.length <= 500 ? 'lines+markers' : 'lines';  // ticks cost an SVG element each
+    const tlData = Object.keys(byState).map(s => ({type: 'scatter', mode: tlMode, name: s, x: byState[s].x, y: byState[s].y, text: byState[s].text,
+      hoverinfo: 'text+x', line: {width: 12, color: STATE_COLOR[s]}, marker: {symbol: 'line-ns', size: 12, line: {width: 2, color: 'white'}, color: 'white'}}));
     specs.push({id: 'timeline', marks: tl.rows.length, empty: 'No trial has started yet.', data: tlData,
-      layout: {title: 'Trials by worker', xaxis: {title: 'time', type: 'date'}, yaxis: {type: 'category', automargin: true},
-               height: Math.max(300, 60 + 28 * tl.workers.length)}});
+      layout: {title: 'Trials by worker', xaxis: {title: 'time', type: 'date'}, yaxis: {type: 'category', automargin: true}, showlegend: true,
+               height: Math.max(200, 130 + 32 * tl.workers.length)}});
     return specs;
   }
 
-  // User attrs as "name=value" pairs (strings unquoted), at most 300 characters.
-  function attrsText(a) {
-    if (!a) return '';
-    const s = Object.keys(a).map(k => k + '=' + (typeof a[k] === 'string' ? a[k] : typeof a[k] === 'number' ? fmt(a[k]) : JSON.stringify(a[k]))).join(', ');
-    return s.length > 300 ? s.slice(0, 299) + '\u2026' : s;
+  // A user attr's value as a cell (numbers as fmt, strings unquoted), at
+  // most 120 characters.
+  function attrText(v) {
+    const s = v === undefined ? '' : typeof v === 'string' ? v : typeof v === 'number' ? fmt(v) : JSON.stringify(v);
+    return clean(s.length > 120 ? s.slice(0, 119) + '\u2026' : s);
   }
+  // A float param's label ("0.15000000000000002") as fmt writes it.
+  const paramText = (p, v) => typeof v === 'number' ? fmt(v) : (p.kind === 'float' && v !== '' && isFinite(+v)) ? fmt(+v) : clean(v);
+  const MAX_ATTR_COLUMNS = 12;
 
   // The most recent FAIL trials (of those the page holds), with the worker
   // and the reason (hpsearch trials --state FAIL lists them all).
@@ -337,9 +376,9 @@ const char* const kPageScript = R"JS(
     for (const t of failed.slice(0, FAILED_ROWS)) {
       const row = tbl.insertRow();
       row.insertCell().textContent = String(t.n);
-      row.insertCell().textContent = t.w || '';
+      row.insertCell().textContent = clean(t.w || '');
       const td = row.insertCell(); td.className = 'attrs';
-      td.textContent = (t.fr || '').length > 400 ? t.fr.slice(0, 399) + '\u2026' : (t.fr || '');
+      td.textContent = clean((t.fr || '').length > 400 ? t.fr.slice(0, 399) + '\u2026' : (t.fr || ''));
     }
     el.appendChild(tbl);
     if (failed.length > FAILED_ROWS) el.appendChild(text('The ' + FAILED_ROWS + ' most recent of ' + failed.length + ' FAIL trials; all of them: hpsearch trials STORAGE --state FAIL.'));
@@ -354,32 +393,37 @@ const char* const kPageScript = R"JS(
       const tbl = document.createElement('table');
       const head = ['trial', 'value'];
       for (const p of data.params) { head.push(p.name); if (p.scale_with) head.push(p.name + ' (effective)'); }
-      const withAttrs = data.top.some(t => t.attrs && Object.keys(t.attrs).length);
-      if (withAttrs) head.push('user attrs');
+      // A column per user attr (as `hpsearch trials` shows them), at most
+      // MAX_ATTR_COLUMNS.
+      const attrNames = [...new Set(data.top.flatMap(t => Object.keys(t.attrs || {})))].sort().slice(0, MAX_ATTR_COLUMNS);
+      for (const a of attrNames) head.push('attr ' + a);
       const tr = tbl.insertRow();
-      for (const h of head) { const th = document.createElement('th'); th.textContent = h; tr.appendChild(th); }
+      for (const h of head) { const th = document.createElement('th'); th.textContent = clean(h); tr.appendChild(th); }
       for (const t of data.top) {
         const row = tbl.insertRow();
         const cells = [t.n, valueText(t)];
         for (const p of data.params) {
-          cells.push(p.name in t.params ? t.params[p.name] : 'inactive');
+          const v = t.params[p.name];
+          cells.push(!(p.name in t.params) ? 'inactive' : paramText(p, v));
           if (p.scale_with) cells.push(p.name in t.effective ? fmt(t.effective[p.name]) : '');
         }
+        for (const a of attrNames) cells.push(attrText((t.attrs || {})[a]));
         for (const c of cells) row.insertCell().textContent = String(c);
-        if (withAttrs) { const td = row.insertCell(); td.className = 'attrs'; td.textContent = attrsText(t.attrs); }
       }
-      top.appendChild(tbl);
+      const box = document.createElement('div'); box.className = 'wide';
+      box.appendChild(tbl); top.appendChild(box);
     }
     failedTable();
     const set = document.getElementById('settings');
     set.textContent = '';
     const s = data.settings || {};
     const tbl = document.createElement('table');
-    const add = (k, v) => { const r = tbl.insertRow(); r.insertCell().textContent = k; r.insertCell().textContent = v; };
+    tbl.id = 'settings-table';
+    const add = (k, v) => { const r = tbl.insertRow(); r.insertCell().textContent = clean(k); const c = r.insertCell(); c.className = 'json'; c.textContent = clean(v); };
     add('study', data.study.name); add('direction', data.study.direction);
-    for (const k of ['sampler', 'pruner', 'budget', 'objective']) if (s[k] !== undefined) add(k, JSON.stringify(s[k]));
+    for (const k of ['sampler', 'pruner', 'budget', 'objective']) if (s[k] !== undefined) add(k, JSON.stringify(s[k], null, 1).replace(/\n\s*/g, ' '));
     for (const p of data.params) {
-      let d = p.kind + (p.kind === 'categorical' || p.kind === 'ordinal' ? ' ' + JSON.stringify(p.labels) : ' [' + fmt(p.low) + ', ' + fmt(p.high) + ']' + (p.log ? ' log' : '') + (p.step ? ' step ' + p.step : ''));
+      let d = p.kind + (p.kind === 'categorical' || p.kind === 'ordinal' ? ' [' + p.labels.join(', ') + ']' : ' [' + fmt(p.low) + ', ' + fmt(p.high) + ']' + (p.log ? ' log' : '') + (p.step ? ' step ' + p.step : ''));
       if (p.when) d += '; when ' + JSON.stringify(p.when);
       if (p.scale_with) d += '; scale_with ' + p.scale_with.param + ' (' + p.scale_with.rule + ', reference ' + p.scale_with.reference +
         '): effective = sampled * (' + p.scale_with.param + ' / ' + p.scale_with.reference + ')^' + (p.scale_with.rule === 'linear' ? '1' : '0.5');
@@ -463,8 +507,16 @@ const char* const kPageScript = R"JS(
     document.body.appendChild(ready);
   });
 
+  // The last failed update of a live page (one line, replaced; "" clears
+  // it): the page keeps showing the last state it got.
+  function updateError(msg) {
+    const el = document.getElementById('hps-update-error');
+    el.textContent = msg ? 'Update failed at ' + new Date().toLocaleTimeString() + ': ' + msg + ' The page shows the last state it got.' : '';
+  }
+
   if (mode.live) {
     let since = data.rev || 0;
+    if (data.update_error) updateError(data.update_error);
     // Each answer holds the trials and the aggregates that changed since
     // the revision the page has ("reset": the whole data, e.g. after the
     // dashboard restarted).
@@ -472,14 +524,15 @@ const char* const kPageScript = R"JS(
       if (!r.ok) return r.text().then(t => { throw new Error('HTTP ' + r.status + ': ' + t.trim()); });
       return r.json();
     }).then(d => {
-      if (d.unchanged) return;
+      if (d.unchanged) { updateError(''); return; }
       if (d.reset) trials = new Map();
       for (const t of d.trials || []) trials.set(t.n, t);
       for (const k of Object.keys(d)) if (k !== 'trials' && k !== 'rev' && k !== 'reset') data[k] = d[k];
       since = d.rev;
       document.body.dataset.rev = since;
+      updateError('');
       return draw(false);
-    }).catch(e => fail('update: ' + e)).finally(() => setTimeout(poll, mode.poll_ms));
+    }).catch(e => updateError(String(e))).finally(() => setTimeout(poll, mode.poll_ms));
     setTimeout(poll, mode.poll_ms);
   }
 })();

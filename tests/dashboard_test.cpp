@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -103,7 +104,7 @@ class Dashboard : public ::testing::Test {
     proc_ = std::make_unique<BackgroundProcess>(argv, dir_.path().string(), dir_.file("out"),
                                                 dir_.file("err"));
     std::smatch m;
-    std::regex re("serving http://" + std::regex_replace(host, std::regex("\\."), "\\.") +
+    std::regex re("serving http://" + std::regex_replace(host, std::regex(R"([.\[\]])"), R"(\$&)") +
                   ":([0-9]+)/");
     std::string out;
     EXPECT_TRUE(testsupport::wait_until([&] {
@@ -202,6 +203,24 @@ TEST_F(Dashboard, RefusesANonLoopbackHostUnlessAllowed) {
       {HPSEARCH_CLI_PATH, "dashboard", dir_.file("none.db"), "--port", "0"}, dir_.path().string());
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.err.find("no such storage file"), std::string::npos) << missing.err;
+  // A name that does not resolve, or an address this machine lacks: the
+  // error names --host and says why (not "--port ... in use?").
+  for (const auto& [host, why] : std::vector<std::pair<std::string, std::string>>{
+           {"nosuch.invalid", "is not an address or a name that resolves here"},
+           {"192.0.2.1", "is not an address of this machine"}}) {
+    auto bad = testsupport::run_process(
+        {HPSEARCH_CLI_PATH, "dashboard", store_, "--host", host, "--allow-remote", "--port", "0"},
+        dir_.path().string());
+    EXPECT_EQ(bad.exit_code, 2) << host << ": " << bad.err;
+    EXPECT_NE(bad.err.find("--host: '" + host + "' " + why), std::string::npos) << bad.err;
+  }
+}
+
+// "[::1]", as the dashboard's own URL writes it, is accepted as --host.
+TEST_F(Dashboard, AcceptsABracketedIpv6Loopback) {
+  if (::access("/proc/net/if_inet6", F_OK) != 0) GTEST_SKIP() << "no IPv6 on this machine";
+  int port = start({"--host", "[::1]"}, "[::1]");
+  EXPECT_GT(port, 0);
 }
 
 TEST_F(Dashboard, ReportNeverOverwritesTheStoreOrADatabase) {
@@ -232,6 +251,48 @@ TEST_F(Dashboard, ReportNeverOverwritesTheStoreOrADatabase) {
   auto ok = report(dir_.file("r.html"));
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
   EXPECT_NE(read_file(dir_.file("r.html")).find("<html"), std::string::npos);
+  auto again = report(dir_.file("r.html"));  // an earlier report is replaced
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+}
+
+// -o never replaces what is not a report: a FIFO or device (a report
+// renamed over /dev/null would have broken the machine), a file that is not
+// an HTML page (a mistyped `-o space.json`); a link is written through,
+// not replaced.
+TEST_F(Dashboard, ReportOutputIsNeverADeviceAFifoOrAFileThatIsNotAPage) {
+  namespace fs = std::filesystem;
+  auto report = [&](const std::string& out) {
+    return testsupport::run_process({HPSEARCH_CLI_PATH, "report", store_, "-o", out},
+                                    dir_.path().string());
+  };
+  const std::string fifo = dir_.file("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string spec = dir_.write("space.json", R"({"space": {}})");
+  for (const auto& [out, why] : std::vector<std::pair<std::string, std::string>>{
+           {fifo, "is not a regular file (a device, FIFO or socket)"},
+           {spec, "exists and is not an HTML page"}}) {
+    auto r = report(out);
+    EXPECT_EQ(r.exit_code, 2) << out << ": " << r.err;
+    EXPECT_NE(r.err.find("-o: '" + out + "'"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
+  }
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_EQ(read_file(spec), R"({"space": {}})");
+  // Links: to an earlier report, and to a file not there yet.
+  ASSERT_EQ(report(dir_.file("real.html")).exit_code, 0);
+  fs::create_symlink("real.html", dir_.file("link.html"));
+  fs::create_symlink("later.html", dir_.file("dangling.html"));
+  EXPECT_EQ(report(dir_.file("link.html")).exit_code, 0);
+  EXPECT_EQ(report(dir_.file("dangling.html")).exit_code, 0);
+  EXPECT_TRUE(fs::is_symlink(dir_.file("link.html")));
+  EXPECT_TRUE(fs::is_symlink(dir_.file("dangling.html")));
+  EXPECT_NE(read_file(dir_.file("later.html")).find("<html"), std::string::npos);
+  // A link to the store is the store.
+  fs::create_symlink(store_, dir_.file("store-link.html"));
+  EXPECT_EQ(report(dir_.file("store-link.html")).exit_code, 2);
+  // No temporary file is left beside the reports.
+  for (const auto& e : fs::directory_iterator(dir_.path()))
+    EXPECT_EQ(e.path().filename().string().find(".html."), std::string::npos) << e.path();
 }
 
 TEST_F(Dashboard, APortInUseIsAnErrorNotASharedListener) {
@@ -536,12 +597,17 @@ TEST_F(Dashboard, AnswersErrorsForACorruptStoreAndKeepsServing) {
     std::string junk(64 * 1024, '\x5a');
     f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
   }
-  for (const char* path : {"/api/data?since=0", "/", "/api/data?since=1"}) {
+  for (const char* path : {"/api/data?since=0", "/api/data?since=1"}) {
     auto r = cli.Get(path);
     ASSERT_TRUE(r) << path;
     EXPECT_EQ(r->status, 500) << path << ": " << r->body.substr(0, 200);
     EXPECT_NE(r->body.find("error: "), std::string::npos) << path;
   }
+  // The page itself: the last state read, with the error to show.
+  auto page = cli.Get("/");
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
+  EXPECT_NE(page->body.find("\"update_error\""), std::string::npos);
   EXPECT_TRUE(proc_->running());
   auto again = cli.Get("/nothing");
   ASSERT_TRUE(again);

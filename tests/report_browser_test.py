@@ -336,6 +336,36 @@ def check_empty_plots():
           f"say there is none, says '{d.texts.get('failed')}'")
 
 
+def check_names_are_text():
+    """Names and labels that look like HTML show as written in the plots:
+    Plotly reads <a href>, <b>, <br> in its strings; the page escapes them."""
+    db = os.path.join(WORK, "names.db")
+    space = os.path.join(WORK, "names.json")
+    with open(space, "w") as f:
+        json.dump({"study": {"name": "names", "direction": "minimize", "storage": db},
+                   "sampler": {"type": "random", "seed": 5}, "budget": {"n_trials": 6},
+                   "objective": {"type": "sleep", "seconds": 0.01, "steps": 1},
+                   "space": {"<i>p</i>": {"type": "float", "low": 0, "high": 1},
+                             "c": {"type": "categorical",
+                                   "choices": ['<a href="https://example.com/">x</a>', "<b>y</b>"]}}},
+                  f)
+    subprocess.run([HPSEARCH, "run", space, "--workers", "1"], check=True, cwd=WORK,
+                   stdout=subprocess.DEVNULL, timeout=120)
+    report = os.path.join(WORK, "names.html")
+    subprocess.run([HPSEARCH, "report", db, "-o", report], check=True, timeout=120,
+                   stdout=subprocess.DEVNULL)
+    dom, err, _ = chromium("file://" + report, "names")
+    d = parse(dom)
+    check("hps-ready" in d.ids, "names: the page never got ready")
+    check(not console_errors(err), f"names: console errors: {console_errors(err)[:5]}")
+    check('xlink:href="https://example.com/"' not in dom,
+          "names: a choice written as a link became a link in a plot")
+    check(not re.search(r"<tspan[^>]*font-weight:\s*bold", dom),
+          "names: a choice written <b>y</b> became bold")
+    check("&lt;b&gt;y&lt;/b&gt;</text>" in dom, "names: the choice '<b>y</b>' is not shown as written")
+    check("&lt;i&gt;p&lt;/i&gt;" in dom, "names: the param '<i>p</i>' is not shown as written")
+
+
 def check_large_report():
     """A study of LARGE_STUDY trials: downsampled, said so, each plot within its cap."""
     db = os.path.join(WORK, "large.db")
@@ -430,6 +460,7 @@ def main():
 
     check_large_report()
     check_empty_plots()
+    check_names_are_text()
 
     # The dashboard, while the study runs on: new trials appear without reload.
     write_space(space, "browser", 2000, 0.1, db)
