@@ -1,6 +1,56 @@
 #include "coordinator/run_limits.h"
 
+#include <algorithm>
+
+#include "search/printable.h"
+
 namespace hps {
+
+namespace {
+
+constexpr std::int64_t kFailFastTrials = 5;
+constexpr std::size_t kReasonBytes = 200;
+
+// The first line of a fail reason, at most kReasonBytes, printable.
+std::string short_reason(const std::string& reason) {
+  std::string line = reason.substr(0, reason.find('\n'));
+  if (line.size() > kReasonBytes) {
+    std::size_t cut = kReasonBytes;  // not inside a UTF-8 sequence
+    while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;
+    line = line.substr(0, cut) + "...";
+  }
+  if (line.empty()) line = "(none given)";
+  return printable(line);
+}
+
+}  // namespace
+
+void RunOutcomes::add(const FrozenTrial& t) {
+  if (t.is_warm_start()) return;
+  if (t.state == TrialState::kComplete || t.state == TrialState::kPruned) {
+    ++succeeded;
+  } else if (t.state == TrialState::kFail && !t.was_retried()) {
+    ++failed;
+    if (succeeded == 0) ++failed_before_success;
+    last_fail_reason = t.fail_reason;
+  }
+}
+
+std::int64_t fail_fast_trials(const CoordinatorOptions& options) {
+  return options.n_trials ? std::min(kFailFastTrials, *options.n_trials) : kFailFastTrials;
+}
+
+std::string failure_stop_reason(const CoordinatorOptions& options, const RunOutcomes& o) {
+  if (options.max_failed_trials && o.failed >= *options.max_failed_trials)
+    return std::to_string(*options.max_failed_trials) +
+           (*options.max_failed_trials == 1 ? " trial" : " trials") +
+           " failed (budget.max_failed_trials)";
+  const std::int64_t k = fail_fast_trials(options);
+  if (options.fail_fast && k > 0 && o.failed_before_success >= k)
+    return "the first " + std::to_string(k) + " trials all failed; last reason: " +
+           short_reason(o.last_fail_reason) + ": the objective looks broken";
+  return "";
+}
 
 bool RunLimits::timed_out(Clock::time_point now) const {
   return options_.timeout_s &&
@@ -17,16 +67,23 @@ bool RunLimits::can_dispatch(Clock::time_point now, std::size_t n_workers, const
                  std::chrono::duration<double>(now - start_).count() >= options_.min_workers_wait_s;
     if (!gate_open_) return false;
   }
-  return !p.stopping && budget_left(p) && !timed_out(now) && (p.any_waiting || !p.exhausted);
+  return !p.stopping && failure_reason_.empty() && budget_left(p) && !timed_out(now) &&
+         (p.any_waiting || !p.exhausted);
 }
 
 std::string RunLimits::done_reason(Clock::time_point now, const RunProgress& p) const {
   if (p.running > 0) return "";
   if (p.stopping) return "interrupted";
+  if (!failure_reason_.empty()) return failure_reason_;
   if (options_.n_trials && p.finished >= *options_.n_trials) return "budget reached";
   if (timed_out(now)) return "timeout";
   if (p.exhausted && !p.any_waiting) return "search space exhausted";
   return "";
+}
+
+void RunLimits::trial_ended(const FrozenTrial& t) {
+  outcomes_.add(t);
+  if (failure_reason_.empty()) failure_reason_ = failure_stop_reason(options_, outcomes_);
 }
 
 }  // namespace hps
