@@ -294,9 +294,7 @@ void Coordinator::stop(const std::string& reason) { impl_->stop(reason); }
 void Coordinator::worker_exited(std::int64_t pid) { impl_->worker_exited(pid); }
 bool Coordinator::done() const { return impl_->is_done; }
 const std::string& Coordinator::done_reason() const { return impl_->reason_done; }
-bool Coordinator::stopped_for_failures() const {
-  return !impl_->limits.failure_reason().empty();
-}
+bool Coordinator::stopped_for_failures() const { return !impl_->limits.failure_reason().empty(); }
 
 CoordinatorStats Coordinator::stats() const {
   const Impl& s = *impl_;

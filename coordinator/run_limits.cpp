@@ -47,8 +47,9 @@ std::string failure_stop_reason(const CoordinatorOptions& options, const RunOutc
            " failed (budget.max_failed_trials)";
   const std::int64_t k = fail_fast_trials(options);
   if (options.fail_fast && k > 0 && o.failed_before_success >= k)
-    return "the first " + std::to_string(k) + " trials all failed; last reason: " +
-           short_reason(o.last_fail_reason) + ": the objective looks broken";
+    return "the first " + std::to_string(k) +
+           " trials all failed; last reason: " + short_reason(o.last_fail_reason) +
+           ": the objective looks broken";
   return "";
 }
 

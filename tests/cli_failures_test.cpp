@@ -39,11 +39,12 @@ class CliFailuresTest : public ::testing::Test {
   // [0.001, 0.1], the objective `/bin/sh train.sh {lr}`, the budget
   // `budget`; train.sh holds `program`.
   void write_study(const std::string& name, const Json& budget, const std::string& program) const {
-    const Json space = {{"study", {{"name", name}, {"direction", "minimize"}}},
-                        {"sampler", {{"type", "random"}, {"seed", 7}}},
-                        {"space", {{"lr", {{"type", "float"}, {"low", 0.001}, {"high", 0.1}}}}},
-                        {"budget", budget},
-                        {"objective", {{"type", "command"}, {"argv", {"/bin/sh", "train.sh", "{lr}"}}}}};
+    const Json space = {
+        {"study", {{"name", name}, {"direction", "minimize"}}},
+        {"sampler", {{"type", "random"}, {"seed", 7}}},
+        {"space", {{"lr", {{"type", "float"}, {"low", 0.001}, {"high", 0.1}}}}},
+        {"budget", budget},
+        {"objective", {{"type", "command"}, {"argv", {"/bin/sh", "train.sh", "{lr}"}}}}};
     dir_.write("space.json", space.dump());
     dir_.write("train.sh", program);
   }
@@ -113,7 +114,8 @@ TEST_F(CliFailuresTest, NoFailFastRunsTheBudgetAndExitsOneWhenNothingSucceeded) 
 // run stops at the third FAIL, whatever succeeded in between.
 TEST_F(CliFailuresTest, MaxFailedTrialsStopsAtTheThirdFail) {
   const std::string program =
-      "if awk -v x=\"$1\" 'BEGIN { exit !(x > 0.05) }'; then echo \"lr too large\" >&2; exit 1; fi\n"
+      "if awk -v x=\"$1\" 'BEGIN { exit !(x > 0.05) }'; then echo \"lr too large\" >&2; exit 1; "
+      "fi\n"
       "echo \"hpsearch: {\\\"value\\\": $1}\"\n";
   write_study("some", {{"n_trials", 40}, {"max_failed_trials", 3}}, program);
   ProcessResult run = cli({"run", "space.json", "--workers", "1"});

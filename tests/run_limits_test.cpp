@@ -133,7 +133,8 @@ TEST(RunLimitsFailures, MaxFailedTrialsCountsEveryFailOfTheRun) {
   EXPECT_TRUE(limits.can_dispatch(Clock::now(), 1, idle(4)));
   limits.trial_ended(ended(TrialState::kFail, "x > 0.5"));
   EXPECT_FALSE(limits.can_dispatch(Clock::now(), 1, idle(5)));
-  EXPECT_EQ(limits.done_reason(Clock::now(), idle(5)), "3 trials failed (budget.max_failed_trials)");
+  EXPECT_EQ(limits.done_reason(Clock::now(), idle(5)),
+            "3 trials failed (budget.max_failed_trials)");
   o.max_failed_trials = 1;
   RunOutcomes one;
   one.add(ended(TrialState::kFail, "x"));
