@@ -1,6 +1,7 @@
 #include "coordinator/run_limits.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "search/printable.h"
 
@@ -9,18 +10,33 @@ namespace hps {
 namespace {
 
 constexpr std::int64_t kFailFastTrials = 5;
-constexpr std::size_t kReasonBytes = 200;
+constexpr std::size_t kReasonLineBytes = 150;
 
-// The first line of a fail reason, at most kReasonBytes, printable.
+// `line` cut to kReasonLineBytes (not inside a UTF-8 sequence), "..." added.
+std::string cut(std::string line) {
+  if (line.size() <= kReasonLineBytes) return line;
+  std::size_t n = kReasonLineBytes;
+  while (n > 0 && (static_cast<unsigned char>(line[n]) & 0xC0) == 0x80) --n;
+  return line.substr(0, n) + "...";
+}
+
+// A fail reason on one line: its first and last non-empty lines (a
+// program's failure is "the program failed ...; last lines of stderr:"
+// then the lines, the last one the error), each cut, printable.
 std::string short_reason(const std::string& reason) {
-  std::string line = reason.substr(0, reason.find('\n'));
-  if (line.size() > kReasonBytes) {
-    std::size_t cut = kReasonBytes;  // not inside a UTF-8 sequence
-    while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;
-    line = line.substr(0, cut) + "...";
+  std::vector<std::string> lines;
+  std::size_t from = 0;
+  while (from <= reason.size()) {
+    std::size_t to = std::min(reason.find('\n', from), reason.size());
+    std::string line = reason.substr(from, to - from);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") != std::string::npos) lines.push_back(std::move(line));
+    from = to + 1;
   }
-  if (line.empty()) line = "(none given)";
-  return printable(line);
+  if (lines.empty()) return "(none given)";
+  std::string text = cut(lines.front());
+  if (lines.size() > 1) text += (lines.size() > 2 ? " ... " : " ") + cut(lines.back());
+  return printable(text);
 }
 
 }  // namespace
@@ -47,9 +63,9 @@ std::string failure_stop_reason(const CoordinatorOptions& options, const RunOutc
            " failed (budget.max_failed_trials)";
   const std::int64_t k = fail_fast_trials(options);
   if (options.fail_fast && k > 0 && o.failed_before_success >= k)
-    return "the first " + std::to_string(k) +
-           " trials all failed; last reason: " + short_reason(o.last_fail_reason) +
-           ": the objective looks broken";
+    return (k == 1 ? std::string("the first trial failed; reason: ")
+                   : "the first " + std::to_string(k) + " trials all failed; last reason: ") +
+           short_reason(o.last_fail_reason) + ": the objective looks broken";
   return "";
 }
 

@@ -42,12 +42,14 @@ struct RunOutcomes {
 std::int64_t fail_fast_trials(const CoordinatorOptions& options);
 
 // The failure rules as a pure function: "" while they allow more trials,
-// else why the run stops: "N trials failed (budget.max_failed_trials)" once
+// else why the run stops: "N trials failed (budget.max_failed_trials)" ("1
+// trial failed ...") once
 // `o.failed` reaches options.max_failed_trials; with options.fail_fast,
 // "the first K trials all failed; last reason: R: the objective looks
-// broken" once K = fail_fast_trials(options) trials failed before any
-// succeeded (R: the first line of the last reason, at most 200 bytes,
-// printable). Both counts only grow, so once non-empty it stays non-empty.
+// broken" ("the first trial failed; reason: R: ..." for K = 1) once K = fail_fast_trials(options)
+// trials failed before any succeeded (R: the last reason on one line, its first and last non-empty
+// lines of at most 150 bytes each, printable). Both counts only grow, so
+// once non-empty it stays non-empty.
 std::string failure_stop_reason(const CoordinatorOptions& options, const RunOutcomes& o);
 
 class RunLimits {
