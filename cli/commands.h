@@ -20,13 +20,15 @@ inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
 
 struct RunOptions {
-  std::string space_file;                 // run: the space.json file
-  std::optional<std::string> storage;     // --storage (resume: the STORAGE argument)
-  std::optional<std::string> study;       // --study
-  std::optional<std::string> warm_start;  // run --warm-start STORAGE[:STUDY]
-  std::optional<std::int64_t> n_trials;   // --n-trials
-  std::optional<double> timeout_s;        // --timeout (seconds)
-  std::optional<std::uint64_t> seed;      // --seed
+  std::string space_file;                         // run: the space.json file
+  std::optional<std::string> storage;             // --storage (resume: the STORAGE argument)
+  std::optional<std::string> study;               // --study
+  std::optional<std::string> warm_start;          // run --warm-start STORAGE[:STUDY]
+  std::optional<std::int64_t> n_trials;           // --n-trials
+  std::optional<double> timeout_s;                // --timeout (seconds)
+  std::optional<std::int64_t> max_failed_trials;  // --max-failed-trials (>= 1)
+  bool no_fail_fast = false;                      // --no-fail-fast
+  std::optional<std::uint64_t> seed;              // --seed
   int workers = 1;                        // --workers: local worker processes (0: remote only)
   bool workers_given = false;             // --workers was on the command line
   std::optional<std::string> bind;        // --bind: the coordinator's endpoint

@@ -67,6 +67,12 @@ int main(int argc, char** argv) {
   for (auto* cmd : {run_cmd, resume_cmd}) {
     cmd->add_option("--n-trials", run.n_trials, "budget: finished trials in the study");
     cmd->add_option("--timeout", run.timeout_s, "budget: seconds of wall time for this run");
+    cmd->add_option("--max-failed-trials", run.max_failed_trials,
+                    "stop dispatching once N trials of this run failed (overrides "
+                    "budget.max_failed_trials; default: no limit)");
+    cmd->add_flag("--no-fail-fast", run.no_fail_fast,
+                  "keep going when the first 5 trials of the run all fail (default: stop, "
+                  "the objective looks broken; overrides budget.fail_fast)");
     cmd->add_option("--seed", run.seed, "sampler seed (overrides sampler.seed)");
     cmd->add_option("--workers", run.workers, "local worker processes (0: remote workers only)")
         ->capture_default_str();

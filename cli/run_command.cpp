@@ -193,6 +193,13 @@ void apply_command_line(StudyConfig& config, const RunOptions& o) {
     if (!(*o.timeout_s > 0)) throw ConfigError("--timeout", "must be > 0 (seconds)");
     config.budget.timeout_s = o.timeout_s;
   }
+  if (o.max_failed_trials) {
+    if (*o.max_failed_trials < 1)
+      throw ConfigError("--max-failed-trials",
+                        "must be >= 1, got " + std::to_string(*o.max_failed_trials));
+    config.budget.max_failed_trials = o.max_failed_trials;
+  }
+  if (o.no_fail_fast) config.budget.fail_fast = false;
   if (o.workers < 0) throw ConfigError("--workers", "must be >= 0 (0: remote workers only)");
   protocol::check_heartbeat_settings(o.heartbeat_ms, "--heartbeat-ms", o.liveness, "--liveness");
   if (o.max_retries < 0) throw ConfigError("--max-retries", "must be >= 0");
@@ -211,6 +218,8 @@ CoordinatorOptions coordinator_options(const StudyConfig& config, const RunOptio
   co.max_retries = o.max_retries;
   co.n_trials = config.budget.n_trials;
   co.timeout_s = config.budget.timeout_s;
+  co.max_failed_trials = config.budget.max_failed_trials;
+  co.fail_fast = config.budget.fail_fast;
   co.max_workers = o.max_workers;
   // Trust: a tcp --bind needs keys (--keys or $HPSEARCH_KEYS_DIR) or --insecure.
   const bool tcp = bind && bind->rfind("tcp://", 0) == 0;
@@ -275,7 +284,7 @@ constexpr const char* kRunWorkersAttr = "run.workers";
 constexpr const char* kRunLauncherAttr = "run.launcher";
 
 // Stores the run's settings with the study: the file's, with the command
-// line's budget, and the number of workers and their launcher, so that
+// line's budget (failure rules included), and the number of workers and their launcher, so that
 // hpsearch resume continues with them.
 void store_settings(Storage& storage, std::int64_t study_id, const StudyConfig& config,
                     const RunOptions& o) {
@@ -283,6 +292,8 @@ void store_settings(Storage& storage, std::int64_t study_id, const StudyConfig& 
   if (stored.is_object()) {
     if (o.n_trials) stored["budget"]["n_trials"] = *o.n_trials;
     if (o.timeout_s) stored["budget"]["timeout_s"] = *o.timeout_s;
+    if (o.max_failed_trials) stored["budget"]["max_failed_trials"] = *o.max_failed_trials;
+    if (o.no_fail_fast) stored["budget"]["fail_fast"] = false;
   }
   storage.set_study_config(study_id, stored);
   storage.set_study_system_attr(study_id, kRunWorkersAttr, o.workers);
@@ -535,6 +546,28 @@ void check_local_cwd(const StudyConfig& config, const RunOptions& o, const Launc
                                               : ""));
 }
 
+// The exit status of a run that was not interrupted: kExitFailure, with a
+// line saying why and what to do, when a failure rule stopped it
+// (RunLimits) or when none of its trials succeeded (COMPLETE or PRUNED)
+// while some failed; kExitOk otherwise.
+int failure_exit(const Coordinator& coordinator, const StudyConfig& config) {
+  if (coordinator.stopped_for_failures()) {
+    // The reason is on the summary's first line.
+    std::cout << "Stopped early for failed trials: fix the objective and run `hpsearch resume "
+              << config.storage
+              << "` to continue the budget (--no-fail-fast and --max-failed-trials N change "
+                 "the rules).\n";
+    return kExitFailure;
+  }
+  const CoordinatorStats stats = coordinator.stats();
+  if (stats.run_succeeded == 0 && stats.run_failed > 0) {
+    std::cout << "No trial of this run succeeded: " << stats.run_failed
+              << " FAIL, none COMPLETE or PRUNED.\n";
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
 int run_study(StudyConfig config, const RunOptions& o) {
   if (needs_torch(config.objective)) exec_torch_sibling("LibTorch objective");
   // 1. Check everything before touching the store.
@@ -613,7 +646,9 @@ int run_study(StudyConfig config, const RunOptions& o) {
   let_workers_exit(coordinator, pool, launcher.get(), o.heartbeat_ms);
   progress.draw(true);
   progress.finish();
-  after_study(config, study);
+  // The post-study step is for a run that reached its end, not one its
+  // failures stopped.
+  if (!coordinator.stopped_for_failures()) after_study(config, study);
   std::cout << "\n" << summary(study, progress.elapsed_s(), coordinator.done_reason());
   std::cout << "Storage: " << config.storage << "\n";
   if (int sig = stop_signal()) {
@@ -621,7 +656,7 @@ int run_study(StudyConfig config, const RunOptions& o) {
               << ") to continue.\n";
     return 128 + sig;
   }
-  return kExitOk;
+  return failure_exit(coordinator, config);
 }
 
 }  // namespace

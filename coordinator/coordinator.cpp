@@ -24,6 +24,9 @@ void CoordinatorOptions::validate() const {
   if (n_trials && *n_trials < 0) throw ConfigError("coordinator.n_trials", "must be >= 0");
   if (timeout_s && !(*timeout_s >= 0))
     throw ConfigError("coordinator.timeout_s", "must be >= 0 (seconds)");
+  if (max_failed_trials && *max_failed_trials < 1)
+    throw ConfigError("coordinator.max_failed_trials",
+                      "must be >= 1, got " + std::to_string(*max_failed_trials));
   if (max_batch < 1) throw ConfigError("coordinator.max_batch", "must be >= 1");
   if (min_workers < 0) throw ConfigError("coordinator.min_workers", "must be >= 0");
   if (!(min_workers_wait_s >= 0))
@@ -291,6 +294,7 @@ void Coordinator::stop(const std::string& reason) { impl_->stop(reason); }
 void Coordinator::worker_exited(std::int64_t pid) { impl_->worker_exited(pid); }
 bool Coordinator::done() const { return impl_->is_done; }
 const std::string& Coordinator::done_reason() const { return impl_->reason_done; }
+bool Coordinator::stopped_for_failures() const { return !impl_->limits.failure_reason().empty(); }
 
 CoordinatorStats Coordinator::stats() const {
   const Impl& s = *impl_;
@@ -304,6 +308,8 @@ CoordinatorStats Coordinator::stats() const {
     out.best_number = best->number;
   }
   out.refused_keys = s.transport.refused_keys();
+  out.run_succeeded = s.limits.outcomes().succeeded;
+  out.run_failed = s.limits.outcomes().failed;
   return out;
 }
 

@@ -26,6 +26,10 @@
 //    exhausted); when the running trials have ended, every worker gets
 //    Shutdown. The budget counts finished trials: COMPLETE, PRUNED and FAIL
 //    not retried.
+//  - Failures (RunLimits, coordinator/run_limits.h): the run stops
+//    dispatching when max_failed_trials trials of this run ended FAIL, or
+//    (fail_fast) when its first min(5, n_trials) finished trials all ended
+//    FAIL; stopped_for_failures() then says so. Retried FAILs do not count.
 //  - Each Report is stored and put to the study's pruner; the answer goes
 //    back in a Decision.
 //  - Resume: trials left RUNNING by an earlier coordinator become
@@ -79,6 +83,18 @@ struct CoordinatorOptions {
   // Budget: seconds after the coordinator started when no new trial is
   // dispatched (none: no limit).
   std::optional<double> timeout_s{};
+  // Failure limit: once this many trials of this run ended FAIL, no new
+  // trial is dispatched; running trials finish and the run ends ("N trials
+  // failed (budget.max_failed_trials)"). Default none (no limit); >= 1. A
+  // FAIL queued again as a retry (worker lost or stopped, run interrupted,
+  // coordinator restarted) does not count; a FAIL from the objective does.
+  std::optional<std::int64_t> max_failed_trials{};
+  // Fail fast: when the first K trials of this run to finish all ended FAIL
+  // (K = 5, or n_trials if smaller), no new trial is dispatched and the run
+  // ends ("the first K trials all failed; ..."). A COMPLETE or PRUNED trial
+  // turns it off for the rest of the run. Default true. False runs the
+  // whole budget whatever fails.
+  bool fail_fast = true;
   // Most messages handled in one step (one storage transaction). Default
   // 1024. Larger batches amortise commits; smaller ones reply sooner.
   int max_batch = 1024;
@@ -141,6 +157,10 @@ struct CoordinatorStats {
   std::int64_t expired_workers = 0;   // sessions expired (silent or exited)
   std::int64_t refused_keys = 0;      // connections refused by CURVE/ZAP (unknown key)
   std::int64_t refused_workers = 0;   // Hellos refused: max_workers connected
+  // This run's trials (since this coordinator started), as the failure rules
+  // count them: ended COMPLETE or PRUNED, and ended FAIL not queued again.
+  std::int64_t run_succeeded = 0;
+  std::int64_t run_failed = 0;
 };
 
 class Coordinator {
@@ -195,8 +215,13 @@ class Coordinator {
   // True once step() returned false.
   bool done() const;
   // Why the study ended: "budget reached", "timeout", "search space
-  // exhausted", "interrupted"; "" while running.
+  // exhausted", "interrupted", a failure rule's reason ("3 trials failed
+  // (budget.max_failed_trials)", "the first 5 trials all failed; ...");
+  // "" while running.
   const std::string& done_reason() const;
+  // True if the run ended (or stops dispatching) because of a failure rule
+  // (max_failed_trials or fail_fast).
+  bool stopped_for_failures() const;
 
   CoordinatorStats stats() const;
   std::vector<WorkerStatus> workers() const;

@@ -13,7 +13,10 @@ void Coordinator::Impl::dispatch(Steady::time_point now) {
   while (sessions.has_waiters() && limits.can_dispatch(now, sessions.size(), progress())) {
     Session* s = sessions.next_waiter();
     if (!s) break;
+    const std::size_t n_ended = ended.size();
     std::optional<TrialSource::Dispatch> d = source.next(s->name, n_workers, ended);
+    // A waiting trial that failed to sample ended FAIL.
+    for (std::size_t i = n_ended; i < ended.size(); ++i) limits.trial_ended(*ended[i]);
     if (!d) {
       if (!limits.can_dispatch(now, sessions.size(), progress())) break;
       continue;  // a waiting trial failed to sample; try the next one

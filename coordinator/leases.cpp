@@ -15,6 +15,7 @@ void Coordinator::Impl::end_trial(Session& s, std::int64_t number) {
   s.trial.reset();
   running.erase(number);
   ended.push_back(mirror.refresh(number));
+  limits.trial_ended(*ended.back());
   status_dirty = true;
 }
 
@@ -39,6 +40,7 @@ void Coordinator::Impl::end_lost_trial(std::int64_t number, const std::string& r
   spdlog::warn("coordinator: trial {} FAIL ({}){}", number, reason,
                retry ? "; queued again with the same params" : "; no retries left");
   ended.push_back(mirror.ptr(number));
+  limits.trial_ended(*ended.back());  // a retried FAIL does not count
   status_dirty = true;
 }
 

@@ -1,6 +1,73 @@
 #include "coordinator/run_limits.h"
 
+#include <algorithm>
+#include <vector>
+
+#include "search/printable.h"
+
 namespace hps {
+
+namespace {
+
+constexpr std::int64_t kFailFastTrials = 5;
+constexpr std::size_t kReasonLineBytes = 150;
+
+// `line` cut to kReasonLineBytes (not inside a UTF-8 sequence), "..." added.
+std::string cut(std::string line) {
+  if (line.size() <= kReasonLineBytes) return line;
+  std::size_t n = kReasonLineBytes;
+  while (n > 0 && (static_cast<unsigned char>(line[n]) & 0xC0) == 0x80) --n;
+  return line.substr(0, n) + "...";
+}
+
+// A fail reason on one line: its first and last non-empty lines (a
+// program's failure is "the program failed ...; last lines of stderr:"
+// then the lines, the last one the error), each cut, printable.
+std::string short_reason(const std::string& reason) {
+  std::vector<std::string> lines;
+  std::size_t from = 0;
+  while (from <= reason.size()) {
+    std::size_t to = std::min(reason.find('\n', from), reason.size());
+    std::string line = reason.substr(from, to - from);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") != std::string::npos) lines.push_back(std::move(line));
+    from = to + 1;
+  }
+  if (lines.empty()) return "(none given)";
+  std::string text = cut(lines.front());
+  if (lines.size() > 1) text += (lines.size() > 2 ? " ... " : " ") + cut(lines.back());
+  return printable(text);
+}
+
+}  // namespace
+
+void RunOutcomes::add(const FrozenTrial& t) {
+  if (t.is_warm_start()) return;
+  if (t.state == TrialState::kComplete || t.state == TrialState::kPruned) {
+    ++succeeded;
+  } else if (t.state == TrialState::kFail && !t.was_retried()) {
+    ++failed;
+    if (succeeded == 0) ++failed_before_success;
+    last_fail_reason = t.fail_reason;
+  }
+}
+
+std::int64_t fail_fast_trials(const CoordinatorOptions& options) {
+  return options.n_trials ? std::min(kFailFastTrials, *options.n_trials) : kFailFastTrials;
+}
+
+std::string failure_stop_reason(const CoordinatorOptions& options, const RunOutcomes& o) {
+  if (options.max_failed_trials && o.failed >= *options.max_failed_trials)
+    return std::to_string(*options.max_failed_trials) +
+           (*options.max_failed_trials == 1 ? " trial" : " trials") +
+           " failed (budget.max_failed_trials)";
+  const std::int64_t k = fail_fast_trials(options);
+  if (options.fail_fast && k > 0 && o.failed_before_success >= k)
+    return (k == 1 ? std::string("the first trial failed; reason: ")
+                   : "the first " + std::to_string(k) + " trials all failed; last reason: ") +
+           short_reason(o.last_fail_reason) + ": the objective looks broken";
+  return "";
+}
 
 bool RunLimits::timed_out(Clock::time_point now) const {
   return options_.timeout_s &&
@@ -17,16 +84,23 @@ bool RunLimits::can_dispatch(Clock::time_point now, std::size_t n_workers, const
                  std::chrono::duration<double>(now - start_).count() >= options_.min_workers_wait_s;
     if (!gate_open_) return false;
   }
-  return !p.stopping && budget_left(p) && !timed_out(now) && (p.any_waiting || !p.exhausted);
+  return !p.stopping && failure_reason_.empty() && budget_left(p) && !timed_out(now) &&
+         (p.any_waiting || !p.exhausted);
 }
 
 std::string RunLimits::done_reason(Clock::time_point now, const RunProgress& p) const {
   if (p.running > 0) return "";
   if (p.stopping) return "interrupted";
+  if (!failure_reason_.empty()) return failure_reason_;
   if (options_.n_trials && p.finished >= *options_.n_trials) return "budget reached";
   if (timed_out(now)) return "timeout";
   if (p.exhausted && !p.any_waiting) return "search space exhausted";
   return "";
+}
+
+void RunLimits::trial_ended(const FrozenTrial& t) {
+  outcomes_.add(t);
+  if (failure_reason_.empty()) failure_reason_ = failure_stop_reason(options_, outcomes_);
 }
 
 }  // namespace hps

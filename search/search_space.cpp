@@ -306,7 +306,7 @@ StudyConfig StudyConfig::from_json(const Json& doc) {
     c.pruner = Json{{"type", "none"}};
 
   if (auto b = doc.find("budget"); b != doc.end()) {
-    check_keys(*b, "budget", {"n_trials", "timeout_s"});
+    check_keys(*b, "budget", {"n_trials", "timeout_s", "max_failed_trials", "fail_fast"});
     c.budget.n_trials = optional_int(*b, "budget", "n_trials");
     if (c.budget.n_trials && *c.budget.n_trials <= 0)
       throw ConfigError("budget.n_trials",
@@ -314,6 +314,11 @@ StudyConfig StudyConfig::from_json(const Json& doc) {
     c.budget.timeout_s = optional_number(*b, "budget", "timeout_s");
     if (c.budget.timeout_s && !(*c.budget.timeout_s > 0))
       throw ConfigError("budget.timeout_s", "must be > 0 (seconds)");
+    c.budget.max_failed_trials = optional_int(*b, "budget", "max_failed_trials");
+    if (c.budget.max_failed_trials && *c.budget.max_failed_trials < 1)
+      throw ConfigError("budget.max_failed_trials",
+                        "must be >= 1, got " + std::to_string(*c.budget.max_failed_trials));
+    c.budget.fail_fast = optional_bool(*b, "budget", "fail_fast").value_or(true);
   }
 
   auto obj = doc.find("objective");

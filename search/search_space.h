@@ -94,10 +94,17 @@ const char* to_string(StudyDirection direction);
 StudyDirection parse_direction(const std::string& text, const std::string& path);
 
 // The budget of a study. Counts finished trials (COMPLETE, PRUNED, and FAIL
-// that were not retried).
+// that were not retried). The failure rules (max_failed_trials, fail_fast)
+// count the trials of one run; coordinator/run_limits.h applies them.
 struct Budget {
   std::optional<std::int64_t> n_trials{};  // default: none (run until timeout/stop)
   std::optional<double> timeout_s{};       // seconds of wall time per run; default none
+  // A run dispatches no new trial once this many of its trials ended FAIL
+  // (>= 1; default none: no limit).
+  std::optional<std::int64_t> max_failed_trials{};
+  // A run stops when its first min(5, n_trials) finished trials all ended
+  // FAIL (the objective looks broken). Default true.
+  bool fail_fast = true;
 };
 
 // The "warm_start" section of space.json: an earlier study whose COMPLETE

@@ -151,6 +151,7 @@ struct Study::Impl : TrialBackend {
   }
 
   bool should_prune(Trial& trial) override {
+    if (!pruner->prunes()) return false;  // NopPruner: no need to read the history
     auto snapshot = storage->get_trial(trial.trial_id());
     auto trials = storage->get_all_trials(study_id);
     PruningContext ctx{direction, trials, *snapshot, trial.last_step().value_or(0), storage.get()};

@@ -360,7 +360,7 @@ TEST_F(CliTest, RunShowsNoControlBytesFromPrograms) {
   ProcessResult run = run_shell_study(
       "esc", 2,
       "printf '\\033]0;PWNED\\007\\033[31mRED\\033[0m\\n' >&2; echo {lr} > /dev/null; exit 3");
-  ASSERT_EQ(run.exit_code, 0) << run.err;
+  ASSERT_EQ(run.exit_code, 1) << run.err;  // every trial failed (fail fast)
   // The failure is shown with the program's stderr, and nothing on
   // stderr or stdout is raw.
   const std::string all = run.out + run.err;

@@ -198,6 +198,58 @@ TEST(CoordinatorRetry, AWorkerStoppedBySignalDoesNotUseUpTheRetries) {
   EXPECT_EQ(t5->system_attrs.at(lifecycle::kAttrRetryCause), "worker_stopped");
 }
 
+// The failure rules (coordinator/run_limits.h) count FAILs from the
+// objective, not FAILs queued again: three lost workers and three workers
+// stopped by a signal leave fail fast off and dispatching on; five FAILs
+// from the objective then stop the run.
+TEST(CoordinatorRetry, RetriedFailsDoNotCountTowardsTheFailureRules) {
+  testsupport::TempDir dir("coordinator_retry_fail_fast");
+  zmq::context_t ctx;
+  Study study = open_study(dir.file("study.db"));
+  CoordinatorOptions co = with_retries(100);
+  co.n_trials = 50;
+  Coordinator c(study, Json{{"type", "external"}}, co);
+  RawWorker w(ctx, c.endpoint(), "w");
+  auto a = w.request(c);
+  ASSERT_TRUE(a);
+  for (int i = 0; i < 3; ++i) {  // lost: asks again without ending it
+    a = w.request(c);
+    ASSERT_TRUE(a) << i;
+  }
+  for (int i = 0; i < 3; ++i) {  // stopped by a signal
+    proto::Fail stopped;
+    stopped.number = a->number;
+    stopped.reason = proto::Fail::Reason::kInterrupted;
+    stopped.message = "stopped by a signal";
+    w.send(stopped);
+    step_until_failed(c, study, a->number);
+    a = w.request(c);
+    ASSERT_TRUE(a) << i;
+  }
+  EXPECT_EQ(c.stats().run_failed, 0);
+  EXPECT_FALSE(c.stopped_for_failures());
+  for (int i = 0; i < 5; ++i) {
+    proto::Fail boom;
+    boom.number = a->number;
+    boom.message = "ImportError: no module named torch";
+    w.send(boom);
+    step_until_failed(c, study, a->number);
+    if (i == 4) break;
+    EXPECT_FALSE(c.stopped_for_failures()) << i;
+    a = w.request(c);
+    ASSERT_TRUE(a) << i;
+  }
+  EXPECT_EQ(c.stats().run_failed, 5);
+  EXPECT_TRUE(c.stopped_for_failures());
+  for (int i = 0; i < 100 && c.step(10); ++i) {
+  }
+  EXPECT_TRUE(c.done());
+  EXPECT_EQ(c.done_reason(),
+            "the first 5 trials all failed; last reason: ImportError: no module named torch: the "
+            "objective looks broken");
+  EXPECT_EQ(c.stats().finished, 5);  // the retried FAILs are not in the budget either
+}
+
 // Writes what an older version left behind: trial 0 lost by its worker and
 // queued again as trial 1, without retry_cause.
 void write_old_format_store(const std::string& db) {

@@ -392,6 +392,12 @@ TEST(StudyConfigTest, ParsesAWholeFile) {
   EXPECT_EQ(c.pruner["type"], "none");
   EXPECT_EQ(c.budget.n_trials, 64);
   EXPECT_EQ(c.budget.timeout_s, 3600.0);
+  Json doc = Json::parse(kGoodConfig);
+  doc["budget"]["max_failed_trials"] = 3;
+  doc["budget"]["fail_fast"] = false;
+  auto rules = StudyConfig::from_json(doc);
+  EXPECT_EQ(rules.budget.max_failed_trials, 3);
+  EXPECT_FALSE(rules.budget.fail_fast);
   EXPECT_EQ(c.objective["type"], "branin");
   EXPECT_EQ(c.space.size(), 2u);
   EXPECT_EQ(c.source, Json::parse(kGoodConfig));
@@ -406,6 +412,8 @@ TEST(StudyConfigTest, Defaults) {
   EXPECT_EQ(c.pruner, Json::parse(R"({"type": "none"})"));
   EXPECT_FALSE(c.budget.n_trials);
   EXPECT_FALSE(c.budget.timeout_s);
+  EXPECT_FALSE(c.budget.max_failed_trials);
+  EXPECT_TRUE(c.budget.fail_fast);
 }
 
 // Applies a JSON merge patch to the good config and expects a ConfigError
@@ -458,6 +466,13 @@ TEST(StudyConfigTest, WrongTypes) {
   expect_config_error(R"({"budget": {"n_trials": -3}})", "budget.n_trials", "> 0");
   expect_config_error(R"({"budget": {"timeout_s": 0}})", "budget.timeout_s", "> 0");
   expect_config_error(R"({"budget": {"timeout_s": "1h"}})", "budget.timeout_s", "number");
+  expect_config_error(R"({"budget": {"max_failed_trials": 0}})", "budget.max_failed_trials",
+                      ">= 1, got 0");
+  expect_config_error(R"({"budget": {"max_failed_trials": -2}})", "budget.max_failed_trials",
+                      ">= 1");
+  expect_config_error(R"({"budget": {"max_failed_trials": "x"}})", "budget.max_failed_trials",
+                      "integer");
+  expect_config_error(R"({"budget": {"fail_fast": "no"}})", "budget.fail_fast", "true or false");
   expect_config_error(R"({"objective": "branin"})", "objective", "object");
   expect_config_error(R"({"objective": {"type": null, "model": "mlp"}})", "objective.type",
                       "required");
