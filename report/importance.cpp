@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
+#include <string_view>
 
 #include "search/trial_lifecycle.h"
 
@@ -81,34 +83,65 @@ std::vector<double> density(const std::vector<double>& u, std::size_t n, bool di
   return p;
 }
 
+// The values of each param of `space` over the trials of `ranked` that hold
+// it, in rank order, as positions (the bin index of a discrete param,
+// unit_position() of a continuous one), and how many of them come from the
+// first n_top trials. One pass over the trials: each trial's params are
+// read once for all params (at 100,000 trials, a lookup per param and trial
+// in rank order was a sixth of a report's time, in cache misses).
+struct ParamValues {
+  std::vector<double> all;
+  std::size_t n_top = 0;  // all[0 .. n_top) are the top trials' values
+};
+std::vector<ParamValues> param_values(const SearchSpace& space,
+                                      const std::vector<const FrozenTrial*>& ranked,
+                                      std::size_t n_top, const PedAnovaOptions& options) {
+  const auto& specs = space.params();
+  std::vector<ParamValues> out(specs.size());
+  std::vector<std::size_t> nd(specs.size());
+  std::map<std::string_view, std::size_t> index;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    nd[i] = n_discrete(specs[i].distribution, options.n_steps);
+    index.emplace(specs[i].name, i);
+    out[i].all.reserve(ranked.size());
+  }
+  for (std::size_t r = 0; r < ranked.size(); ++r) {
+    for (const auto& [name, value] : ranked[r]->params) {
+      auto at = index.find(name);
+      if (at == index.end()) continue;
+      const std::size_t i = at->second;
+      const Distribution& d = specs[i].distribution;
+      double u;
+      if (nd[i] > 0) {
+        if (!d.contains(value)) continue;
+        u = static_cast<double>(discrete_index(d, value, nd[i]));
+      } else {
+        auto pos = unit_position(d, value);
+        if (!pos) continue;
+        u = *pos;
+      }
+      out[i].all.push_back(u);
+      if (r < n_top) ++out[i].n_top;
+    }
+  }
+  return out;
+}
+
 // PED-ANOVA's divergence of one param (section 3 of the paper): the
 // chi-square-like distance between the density of its values over the top
-// trials (the first n_top of `ranked`) and over all of them, on
+// trials (values.all[0 .. values.n_top)) and over all of them, on
 // options.n_steps bins (or its own values when it has at most that many).
 // Sets pi.n_trials and pi.divergence; 0 when too few top trials hold the
 // param, or it has a single value.
-double param_divergence(const ParamSpec& spec, const std::vector<const FrozenTrial*>& ranked,
-                        std::size_t n_top, const PedAnovaOptions& options, ParamImportance& pi) {
+double param_divergence(const ParamSpec& spec, const ParamValues& values,
+                        const PedAnovaOptions& options, ParamImportance& pi) {
   const Distribution& d = spec.distribution;
   const std::size_t nd = n_discrete(d, options.n_steps);
   const bool discrete = nd > 0;
   const std::size_t bins = discrete ? nd : static_cast<std::size_t>(options.n_steps);
-  std::vector<double> all, top;
-  for (std::size_t r = 0; r < ranked.size(); ++r) {
-    auto it = ranked[r]->params.find(spec.name);
-    if (it == ranked[r]->params.end()) continue;
-    double u;
-    if (discrete) {
-      if (!d.contains(it->second)) continue;
-      u = static_cast<double>(discrete_index(d, it->second, nd));
-    } else {
-      auto pos = unit_position(d, it->second);
-      if (!pos) continue;
-      u = *pos;
-    }
-    all.push_back(u);
-    if (r < n_top) top.push_back(u);
-  }
+  const std::vector<double>& all = values.all;
+  const std::vector<double> top(all.begin(),
+                                all.begin() + static_cast<std::ptrdiff_t>(values.n_top));
   pi.n_trials = static_cast<int>(all.size());
   if (top.size() < static_cast<std::size_t>(options.min_n_top_trials) || bins < 2 ||
       d.single_value())
@@ -169,8 +202,9 @@ Importances ped_anova_importances(const std::vector<TrialPtr>& trials, const Sea
         std::to_string(kFewTrialsForImportance) + " make it steadier)";
 
   double total = 0;
+  const std::vector<ParamValues> values = param_values(space, complete, n_top, options);
   for (std::size_t i = 0; i < space.params().size(); ++i)
-    total += param_divergence(space.params()[i], complete, n_top, options, out.values[i]);
+    total += param_divergence(space.params()[i], values[i], options, out.values[i]);
   for (auto& pi : out.values) pi.importance = total > 0 ? pi.divergence / total : 0.0;
   std::stable_sort(out.values.begin(), out.values.end(), [](const auto& a, const auto& b) {
     return a.importance != b.importance ? a.importance > b.importance : a.param < b.param;
