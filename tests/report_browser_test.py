@@ -297,27 +297,35 @@ def check_failed_table(d, trials, tag):
               f"{tag}: the failed trials table misses trial {t['number']}'s reason '{reason}'")
 
 
+def small_report_page(name, seed, n_trials, space):
+    """Runs a study `name` of `n_trials` sleep trials (one step, so no
+    intermediate values) over `space`, writes its report and opens it in
+    Chromium; checks it got ready without errors. Returns (dom, parsed)."""
+    db = os.path.join(WORK, name + ".db")
+    space_file = os.path.join(WORK, name + ".json")
+    with open(space_file, "w") as f:
+        json.dump({"study": {"name": name, "direction": "minimize", "storage": db},
+                   "sampler": {"type": "random", "seed": seed}, "budget": {"n_trials": n_trials},
+                   "objective": {"type": "sleep", "seconds": 0.01, "steps": 1},
+                   "space": space}, f)
+    subprocess.run([HPSEARCH, "run", space_file, "--workers", "1"], check=True, cwd=WORK,
+                   stdout=subprocess.DEVNULL, timeout=120)
+    report = os.path.join(WORK, name + ".html")
+    subprocess.run([HPSEARCH, "report", db, "-o", report], check=True, timeout=120,
+                   stdout=subprocess.DEVNULL)
+    dom, err, _ = chromium("file://" + report, name)
+    d = parse(dom)
+    check("hps-ready" in d.ids, f"{name}: the page never got ready (#hps-ready missing)")
+    errors = d.texts.get("hps-errors", "").strip()
+    check(errors == "", f"{name}: the page listed errors: {errors}")
+    check(not console_errors(err), f"{name}: console errors: {console_errors(err)[:5]}")
+    return dom, d
+
+
 def check_empty_plots():
     """A study of two trials, one param, no intermediate values: the plots
     without data say why in words instead of drawing empty axes."""
-    db = os.path.join(WORK, "tiny.db")
-    space = os.path.join(WORK, "tiny.json")
-    with open(space, "w") as f:
-        json.dump({"study": {"name": "tiny", "direction": "minimize", "storage": db},
-                   "sampler": {"type": "random", "seed": 3}, "budget": {"n_trials": 2},
-                   "objective": {"type": "sleep", "seconds": 0.01, "steps": 1},
-                   "space": {"x": {"type": "float", "low": 0, "high": 1}}}, f)
-    subprocess.run([HPSEARCH, "run", space, "--workers", "1"], check=True, cwd=WORK,
-                   stdout=subprocess.DEVNULL, timeout=120)
-    report = os.path.join(WORK, "tiny.html")
-    subprocess.run([HPSEARCH, "report", db, "-o", report], check=True, timeout=120,
-                   stdout=subprocess.DEVNULL)
-    dom, err, _ = chromium("file://" + report, "tiny")
-    d = parse(dom)
-    check("hps-ready" in d.ids, "tiny: the page never got ready (#hps-ready missing)")
-    errors = d.texts.get("hps-errors", "").strip()
-    check(errors == "", f"tiny: the page listed errors: {errors}")
-    check(not console_errors(err), f"tiny: console errors: {console_errors(err)[:5]}")
+    _, d = small_report_page("tiny", 3, 2, {"x": {"type": "float", "low": 0, "high": 1}})
     why = {"curves": "No trial reported intermediate values", "contour": "Needs two params",
            "importance": "Not computed: needs at least 3 COMPLETE trials"}
     for pid, words in why.items():
@@ -339,25 +347,10 @@ def check_empty_plots():
 def check_names_are_text():
     """Names and labels that look like HTML show as written in the plots:
     Plotly reads <a href>, <b>, <br> in its strings; the page escapes them."""
-    db = os.path.join(WORK, "names.db")
-    space = os.path.join(WORK, "names.json")
-    with open(space, "w") as f:
-        json.dump({"study": {"name": "names", "direction": "minimize", "storage": db},
-                   "sampler": {"type": "random", "seed": 5}, "budget": {"n_trials": 6},
-                   "objective": {"type": "sleep", "seconds": 0.01, "steps": 1},
-                   "space": {"<i>p</i>": {"type": "float", "low": 0, "high": 1},
-                             "c": {"type": "categorical",
-                                   "choices": ['<a href="https://example.com/">x</a>', "<b>y</b>"]}}},
-                  f)
-    subprocess.run([HPSEARCH, "run", space, "--workers", "1"], check=True, cwd=WORK,
-                   stdout=subprocess.DEVNULL, timeout=120)
-    report = os.path.join(WORK, "names.html")
-    subprocess.run([HPSEARCH, "report", db, "-o", report], check=True, timeout=120,
-                   stdout=subprocess.DEVNULL)
-    dom, err, _ = chromium("file://" + report, "names")
-    d = parse(dom)
-    check("hps-ready" in d.ids, "names: the page never got ready")
-    check(not console_errors(err), f"names: console errors: {console_errors(err)[:5]}")
+    dom, _ = small_report_page(
+        "names", 5, 6,
+        {"<i>p</i>": {"type": "float", "low": 0, "high": 1},
+         "c": {"type": "categorical", "choices": ['<a href="https://example.com/">x</a>', "<b>y</b>"]}})
     check('xlink:href="https://example.com/"' not in dom,
           "names: a choice written as a link became a link in a plot")
     check(not re.search(r"<tspan[^>]*font-weight:\s*bold", dom),
