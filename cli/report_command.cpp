@@ -8,7 +8,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
@@ -63,26 +62,26 @@ std::filesystem::path follow_links(const std::filesystem::path& path) {
   throw ConfigError("-o", "'" + printable(path.string()) + "': too many levels of symbolic links");
 }
 
-// Whether the first bytes of `path` look like an HTML page (what -o may
-// replace: an earlier report), or the file is empty.
-bool looks_like_html(const std::string& path) {
+// Whether `path` is an earlier hpsearch report (what -o may replace), or
+// empty: its first 8 KiB hold the page's generator tag, or the title of a
+// report written before the tag existed.
+bool is_earlier_report(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  std::string head(256, '\0');
+  std::string head(8192, '\0');
   in.read(head.data(), static_cast<std::streamsize>(head.size()));
   head.resize(static_cast<std::size_t>(in.gcount()));
-  if (head.empty()) return true;
-  std::size_t i = head.starts_with("\xEF\xBB\xBF") ? 3 : 0;  // a UTF-8 byte order mark
-  while (i < head.size() && std::isspace(static_cast<unsigned char>(head[i]))) ++i;
-  std::string start = head.substr(i, 14);
-  for (char& c : start) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return start.starts_with("<!doctype html") || start.starts_with("<html");
+  return head.empty() ||
+         head.find("<meta name=\"generator\" content=\"hpsearch report\">") != std::string::npos ||
+         (head.starts_with("<!DOCTYPE html>") &&
+          head.find("<h1 id=\"title\">hpsearch report</h1>") != std::string::npos);
 }
 
 // Checks the output path (-o) and returns the file to write (links
 // followed). Refuses what a report would destroy: a folder, a device, FIFO
 // or socket (/dev/null would be replaced by a file), the study's own store
 // (or its -wal/-shm/-journal/lock), any SQLite file, and any existing file
-// that is not an HTML page (a mistyped `-o space.json`). Throws ConfigError.
+// that is not an earlier report (a mistyped `-o space.json`, someone's
+// page). Throws ConfigError.
 std::string check_report_output(const std::string& output, const std::string& storage) {
   namespace fs = std::filesystem;
   if (output.empty()) throw ConfigError("-o", "needs an output file name");
@@ -121,17 +120,18 @@ std::string check_report_output(const std::string& output, const std::string& st
   if (in.gcount() == sizeof head &&
       std::string_view(head, sizeof head) == std::string_view("SQLite format 3\0", sizeof head))
     throw ConfigError("-o", shown + " is a SQLite database: a report is not written over it");
-  if (!looks_like_html(target.string()))
+  if (!is_earlier_report(target.string()))
     throw ConfigError("-o", shown +
-                                " exists and is not an HTML page: a report replaces only an "
-                                "earlier report; remove the file first or name another one");
+                                " exists and is not an earlier hpsearch report: a report replaces "
+                                "only an earlier report; remove the file first or name another "
+                                "one");
   return target.string();
 }
 
 // Writes `text` to `path` through a new temporary file beside it (O_EXCL:
 // never through a link planted there) and a rename, so a reader never sees
-// half a report. The file gets mode 0666 less the umask. Errors name -o and
-// the reason.
+// half a report. A replaced report keeps its mode; a new file gets 0666
+// less the umask. Errors name -o and the reason.
 void write_file_atomically(const std::string& path, const std::string& text) {
   auto fail = [&](const std::string& what, int err) {
     const char* why = strerrordesc_np(err);
@@ -142,7 +142,9 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   if (fd < 0) fail(path, errno);
   const mode_t mask = ::umask(0);
   ::umask(mask);
-  ::fchmod(fd, static_cast<mode_t>(0666 & ~mask));
+  struct stat old {};
+  const bool replacing = ::stat(path.c_str(), &old) == 0;
+  ::fchmod(fd, replacing ? (old.st_mode & 07777) : static_cast<mode_t>(0666 & ~mask));
   std::size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
@@ -354,9 +356,10 @@ void secure_headers(httplib::Response& res, bool html) {
                       : std::string("default-src 'none'; frame-ancestors 'none'"));
 }
 
-// Refuses a --host that names no address (does not resolve) or an address
-// this machine does not have (bind would fail with EADDRNOTAVAIL), naming
-// --host rather than --port. Throws ConfigError.
+// After a failed bind: refuses a --host that names no address (does not
+// resolve) or an address this machine does not have (EADDRNOTAVAIL),
+// naming --host rather than --port. Throws ConfigError; returns when the
+// host is fine (the port is the problem).
 void check_listen_host(const std::string& host, const std::string& as_given) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
@@ -398,7 +401,6 @@ int dashboard_command(const DashboardOptions& o) {
                           "study to whoever reaches it: add --allow-remote to listen there");
   if (o.port < 0 || o.port > 65535) throw ConfigError("--port", "must be in 0..65535");
   if (o.poll_ms < 100) throw ConfigError("--refresh-ms", "must be >= 100");
-  check_listen_host(host, o.host);
   std::string plotly = load_plotly();
   auto storage = open_existing(o.storage);
   const std::int64_t id = pick_study(*storage, o.study, o.storage);
@@ -500,8 +502,12 @@ int dashboard_command(const DashboardOptions& o) {
   int port = o.port;
   if (port == 0) {
     port = server.bind_to_any_port(host);
-    if (port < 0) throw Error(fmt::format("--host: cannot listen on {}", printable(o.host)));
+    if (port < 0) {
+      check_listen_host(host, o.host);  // names what is wrong with --host, if anything
+      throw Error(fmt::format("--host: cannot listen on {}", printable(o.host)));
+    }
   } else if (!server.bind_to_port(host, port)) {
+    check_listen_host(host, o.host);
     throw Error(fmt::format("--port: cannot listen on {}:{} (in use?)", printable(o.host), port));
   }
   if (!loopback)

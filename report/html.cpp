@@ -106,6 +106,7 @@ std::string render_page(const Json& data, const std::string& plotly_js, const Pa
   std::string page;
   page.reserve(plotly_js.size() + 200000);
   page += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
+  page += "<meta name=\"generator\" content=\"hpsearch report\">\n";  // what report -o may replace
   page += "<meta http-equiv=\"Content-Security-Policy\" content=\"" + csp + "\">\n";
   page += "<title>" + html_escape(title) + "</title>\n";
   page += kPageHead;

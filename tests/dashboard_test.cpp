@@ -114,6 +114,11 @@ class Dashboard : public ::testing::Test {
     EXPECT_TRUE(std::regex_search(out, m, re)) << out << read_file(dir_.file("err"));
     return m.empty() ? 0 : std::stoi(m[1]);
   }
+  // `hpsearch report STORE -o out` in the test's folder.
+  testsupport::ProcessResult report(const std::string& out) const {
+    return testsupport::run_process({HPSEARCH_CLI_PATH, "report", store_, "-o", out},
+                                    dir_.path().string());
+  }
   void TearDown() override {
     if (proc_) {
       proc_->send_signal(SIGTERM);
@@ -224,10 +229,6 @@ TEST_F(Dashboard, AcceptsABracketedIpv6Loopback) {
 }
 
 TEST_F(Dashboard, ReportNeverOverwritesTheStoreOrADatabase) {
-  auto report = [&](const std::string& out) {
-    return testsupport::run_process({HPSEARCH_CLI_PATH, "report", store_, "-o", out},
-                                    dir_.path().string());
-  };
   std::filesystem::copy_file(store_, dir_.file("other.db"));
   std::filesystem::create_directory(dir_.file("folder"));
   const std::vector<std::pair<std::string, std::string>> refused = {
@@ -261,16 +262,15 @@ TEST_F(Dashboard, ReportNeverOverwritesTheStoreOrADatabase) {
 // not replaced.
 TEST_F(Dashboard, ReportOutputIsNeverADeviceAFifoOrAFileThatIsNotAPage) {
   namespace fs = std::filesystem;
-  auto report = [&](const std::string& out) {
-    return testsupport::run_process({HPSEARCH_CLI_PATH, "report", store_, "-o", out},
-                                    dir_.path().string());
-  };
   const std::string fifo = dir_.file("pipe");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   const std::string spec = dir_.write("space.json", R"({"space": {}})");
+  const std::string page =
+      dir_.write("notes.html", "<!DOCTYPE html>\n<html><body><h1>notes</h1></body></html>\n");
   for (const auto& [out, why] : std::vector<std::pair<std::string, std::string>>{
            {fifo, "is not a regular file (a device, FIFO or socket)"},
-           {spec, "exists and is not an HTML page"}}) {
+           {spec, "exists and is not an earlier hpsearch report"},
+           {page, "exists and is not an earlier hpsearch report"}}) {
     auto r = report(out);
     EXPECT_EQ(r.exit_code, 2) << out << ": " << r.err;
     EXPECT_NE(r.err.find("-o: '" + out + "'"), std::string::npos) << r.err;
@@ -278,8 +278,14 @@ TEST_F(Dashboard, ReportOutputIsNeverADeviceAFifoOrAFileThatIsNotAPage) {
   }
   EXPECT_TRUE(fs::is_fifo(fifo));
   EXPECT_EQ(read_file(spec), R"({"space": {}})");
+  EXPECT_EQ(read_file(page), "<!DOCTYPE html>\n<html><body><h1>notes</h1></body></html>\n");
   // Links: to an earlier report, and to a file not there yet.
   ASSERT_EQ(report(dir_.file("real.html")).exit_code, 0);
+  // A replaced report keeps its mode (a private report stays private).
+  fs::permissions(dir_.file("real.html"), fs::perms::owner_read | fs::perms::owner_write);
+  ASSERT_EQ(report(dir_.file("real.html")).exit_code, 0);
+  EXPECT_EQ(fs::status(dir_.file("real.html")).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
   fs::create_symlink("real.html", dir_.file("link.html"));
   fs::create_symlink("later.html", dir_.file("dangling.html"));
   EXPECT_EQ(report(dir_.file("link.html")).exit_code, 0);
