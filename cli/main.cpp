@@ -3,7 +3,10 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <charconv>
+#include <cstdint>
 #include <iostream>
+#include <limits>
 
 #include "cli/commands.h"
 #include "search/errors.h"
@@ -29,6 +32,34 @@ class PrintableConsoleSink : public spdlog::sinks::ansicolor_stderr_sink_mt {
     spdlog::sinks::ansicolor_stderr_sink_mt::log(shown);
   }
 };
+
+// The text of an integer option: digits only (a '-' first where T is
+// signed), within T's range. CLI11 2.1 alone takes "" as "not given" and
+// clamps a number out of range to the largest value.
+template <typename T>
+CLI::Validator whole_number() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        T value{};
+        const char* end = text.data() + text.size();
+        auto [ptr, ec] = std::from_chars(text.data(), end, value);
+        if (ec == std::errc::result_out_of_range)
+          return "is out of range (at most " + std::to_string(std::numeric_limits<T>::max()) +
+                 "), got '" + text + "'";
+        if (text.empty() || ec != std::errc() || ptr != end)
+          return "must be a whole number (digits only), got '" + text + "'";
+        return std::string();
+      },
+      "INT");
+}
+
+// The text of a number option (seconds): not empty (CLI11 takes "" as "not
+// given"); CLI11 then parses it.
+const CLI::Validator kNotEmpty(
+    [](std::string& text) -> std::string {
+      return text.empty() ? std::string("must be a number, got ''") : std::string();
+    },
+    "NUMBER");
 
 }  // namespace
 
@@ -65,36 +96,45 @@ int main(int argc, char** argv) {
   resume_cmd->add_option("storage", run.storage, "SQLite file")->required();
   resume_cmd->add_option("--study", run.study, "study name (needed if the file holds several)");
   for (auto* cmd : {run_cmd, resume_cmd}) {
-    cmd->add_option("--n-trials", run.n_trials, "budget: finished trials in the study");
-    cmd->add_option("--timeout", run.timeout_s, "budget: seconds of wall time for this run");
+    cmd->add_option("--n-trials", run.n_trials, "budget: finished trials in the study")
+        ->check(whole_number<std::int64_t>());
+    cmd->add_option("--timeout", run.timeout_s, "budget: seconds of wall time for this run")
+        ->check(kNotEmpty);
     cmd->add_option("--max-failed-trials", run.max_failed_trials,
                     "stop dispatching once N trials of this run failed (overrides "
-                    "budget.max_failed_trials; default: no limit)");
+                    "budget.max_failed_trials; default: no limit)")
+        ->check(whole_number<std::int64_t>());
     cmd->add_flag("--no-fail-fast", run.no_fail_fast,
                   "keep going when the first 5 trials of the run all fail (default: stop, "
                   "the objective looks broken; overrides budget.fail_fast)");
-    cmd->add_option("--seed", run.seed, "sampler seed (overrides sampler.seed)");
+    cmd->add_option("--seed", run.seed, "sampler seed (overrides sampler.seed)")
+        ->check(whole_number<std::uint64_t>());
     cmd->add_option("--workers", run.workers, "local worker processes (0: remote workers only)")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(whole_number<int>());
     cmd->add_option("--bind", run.bind,
                     "coordinator endpoint, e.g. tcp://0.0.0.0:5555 for remote workers "
                     "(default: none; local workers use a private ipc socket)");
     cmd->add_option("--gpus", run.gpus,
                     "GPUs for local workers, e.g. 0,1 (default: CUDA_VISIBLE_DEVICES or all)");
     cmd->add_option("--heartbeat-ms", run.heartbeat_ms, "heartbeat interval in milliseconds")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(whole_number<int>());
     cmd->add_option("--liveness", run.liveness, "missed heartbeats before a worker is lost")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(whole_number<int>());
     cmd->add_option("--max-retries", run.max_retries,
                     "times a trial of a lost worker is queued again")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(whole_number<int>());
     cmd->add_option("--keys", run.keys_dir,
                     "CURVE keys folder (hpsearch keys init) for a tcp --bind: admits only its "
                     "authorized workers (default: $HPSEARCH_KEYS_DIR)");
     cmd->add_flag("--insecure", run.insecure,
                   "allow a tcp --bind without keys: anyone who reaches it can join as a worker");
     cmd->add_option("--max-workers", run.max_workers, "most workers connected at once")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(whole_number<int>());
     cmd->add_option("--launcher", run.launcher,
                     "how --workers start: local (processes on this machine) or slurm (tasks of "
                     "one Slurm job step, srun, connecting back over CURVE)")
@@ -118,6 +158,7 @@ int main(int argc, char** argv) {
       ->add_option("--threads", worker.threads,
                    "CPU threads for the objective (0: all; in a Slurm task, "
                    "SLURM_CPUS_PER_TASK or 1)")
+      ->check(whole_number<int>())
       ->capture_default_str();
   worker_cmd->add_option("--id", worker.id,
                          "worker name (default: host:pid; in a Slurm task, "
@@ -125,17 +166,21 @@ int main(int argc, char** argv) {
   worker_cmd
       ->add_option("--heartbeat-ms", worker.heartbeat_ms,
                    "heartbeat interval until the coordinator sets it")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number<int>());
   worker_cmd->add_option("--liveness", worker.liveness, "missed heartbeats before reconnecting")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number<int>());
   worker_cmd
       ->add_option("--reconnect-attempts", worker.reconnect_attempts,
                    "failed connection attempts in a row before giving up")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number<int>());
   worker_cmd
       ->add_option("--reconnect-initial-ms", worker.reconnect_initial_ms,
                    "first back-off between attempts (doubles up to 32 s)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number<int>());
   worker_cmd->add_option("--log-dir", worker.log_dir,
                          "where objectives write per-trial logs (default: ./<study>.logs)");
   worker_cmd->add_option("--keys", worker.keys_dir,
@@ -158,7 +203,9 @@ int main(int argc, char** argv) {
       keys_cmd->add_subcommand("add", "Add N worker key pairs to an existing keys folder");
   for (auto* cmd : {keys_init, keys_add}) {
     cmd->add_option("dir", keys.dir, "keys folder (created 0700)")->required();
-    cmd->add_option("--workers", keys.workers, "worker key pairs to make")->capture_default_str();
+    cmd->add_option("--workers", keys.workers, "worker key pairs to make")
+        ->capture_default_str()
+        ->check(whole_number<int>());
   }
 
   ReadOptions read;
@@ -217,12 +264,15 @@ int main(int argc, char** argv) {
   dash_cmd->add_option("--study", dash.study, "study name (needed if the file holds several)");
   dash_cmd->add_option("--host", dash.host, "address to listen on (loopback unless --allow-remote)")
       ->capture_default_str();
-  dash_cmd->add_option("--port", dash.port, "TCP port (0: any free port)")->capture_default_str();
+  dash_cmd->add_option("--port", dash.port, "TCP port (0: any free port)")
+      ->capture_default_str()
+      ->check(whole_number<int>());
   dash_cmd->add_flag(
       "--allow-remote", dash.allow_remote,
       "listen on a --host that is not loopback: anyone who reaches it sees the study");
   dash_cmd->add_option("--refresh-ms", dash.poll_ms, "how often the page asks for changes")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number<int>());
 
   // Global options (--log-level) may also follow the subcommand.
   for (auto* sub : app.get_subcommands([](CLI::App*) { return true; })) sub->fallthrough();

@@ -1,6 +1,7 @@
 // hpsearch best | trials | studies: read a study without running it.
 #include <fmt/format.h>
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -74,13 +75,9 @@ namespace {
 // A flag's value as an integer >= 0; ConfigError naming the flag otherwise.
 std::int64_t parse_count_flag(const std::string& flag, const std::string& text) {
   std::int64_t v = 0;
-  std::size_t used = 0;
-  try {
-    v = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || v < 0)
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, v);  // digits only: no '+', no spaces
+  if (text.empty() || ec != std::errc() || ptr != end || v < 0)
     throw ConfigError(flag, "must be an integer >= 0, got '" + text + "'");
   return v;
 }

@@ -366,6 +366,11 @@ CommandConfig parse_config(const Json& config, const SearchSpace* space) {
         if (p.is_param && p.text != kTrialDir)
           throw ConfigError(path, "only the placeholder {trial_dir} may appear here, not {" +
                                       p.text + (p.optional ? "?" : "") + "}");
+      const Piece& last = c.metrics_file.back();  // parse_template never returns none
+      if (last.is_param || (!last.text.empty() && last.text.back() == '/'))
+        throw ConfigError(path, "names a folder, not a file (\"" + c.metrics->file +
+                                    "\"): the program writes its metrics to a file, e.g. "
+                                    "\"{trial_dir}/metrics.csv\"");
       if (space) check_placeholders(c.metrics_file, *space, path, "the file");
       c.uses_trial_dir = uses_trial_dir(c.metrics_file);
     }

@@ -6,6 +6,7 @@
 // resume after a fixed program completes the budget.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -166,6 +167,21 @@ TEST_F(CliFailuresTest, BadFailureLimitsAreRefused) {
   EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
   EXPECT_NE(run.err.find("--max-failed-trials: must be >= 1"), std::string::npos) << run.err;
   EXPECT_FALSE(std::filesystem::exists(dir_.file("bad.db")));
+  // The text of an integer flag: an empty value is not "no limit", a number
+  // out of range is not clamped, and '+' or spaces are not digits.
+  for (const auto& [flag, value, rule] : std::vector<std::array<std::string, 3>>{
+           {"--max-failed-trials", "", "must be a whole number (digits only), got ''"},
+           {"--max-failed-trials", "99999999999999999999", "is out of range (at most "},
+           {"--n-trials", "", "must be a whole number"},
+           {"--n-trials", "+5", "must be a whole number (digits only), got '+5'"},
+           {"--workers", " 2", "must be a whole number"},
+           {"--seed", "-1", "must be a whole number"},
+           {"--timeout", "", "must be a number"}}) {
+    ProcessResult flagged = cli({"run", "space.json", flag, value});
+    EXPECT_EQ(flagged.exit_code, 2) << flag << " '" << value << "'" << flagged.out;
+    EXPECT_NE(flagged.err.find(flag + ": " + rule), std::string::npos) << flagged.err;
+    EXPECT_FALSE(std::filesystem::exists(dir_.file("bad.db"))) << flag << " '" << value << "'";
+  }
 }
 
 }  // namespace

@@ -487,6 +487,8 @@ TEST_F(CliTest, TrialsFiltersSortsLimitsAndStreams) {
   for (const auto& [flag, value] :
        std::vector<std::pair<std::string, std::string>>{{"--limit", "-1"},
                                                         {"--limit", "ten"},
+                                                        {"--limit", "+3"},
+                                                        {"--limit", " 3"},
                                                         {"--since", "1.5"},
                                                         {"--sort", "loss"},
                                                         {"--state", "COMPLETE,DONE"}}) {

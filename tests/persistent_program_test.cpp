@@ -432,6 +432,14 @@ TEST(PersistentConfigTest, PlaceholdersAndFileMetricsAreRefused) {
                                         "metrics file must be the trial's own"));
   file["metrics"]["source"]["file"] = "{trial_dir}/metrics.csv";
   EXPECT_EQ(error_of(file), "");
+  // The folder itself is not a metrics file (in either mode).
+  for (const char* folder : {"{trial_dir}", "{trial_dir}/", "{trial_dir}/sub/"}) {
+    file["metrics"]["source"]["file"] = folder;
+    file["metrics"]["source"]["format"] = "csv";
+    EXPECT_THAT(error_of(file), HasSubstr("objective.metrics.source.file: names a folder, not a "
+                                          "file"))
+        << folder;
+  }
 
   Json per_trial = argv;
   per_trial["mode"] = "per_trial";

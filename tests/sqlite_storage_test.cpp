@@ -737,6 +737,24 @@ TEST_F(SqliteStorageTest, OtherProgramsDatabaseIsRefusedAndLeftAlone) {
   EXPECT_EQ(raw_query_text(path(), "PRAGMA user_version"), "0");
 }
 
+// user_version is any program's to set: a file that says 1 (or 3, ours
+// today) without hpsearch's tables is still another program's, and neither
+// opening it changes it.
+TEST_F(SqliteStorageTest, OtherProgramsDatabaseWithAUserVersionIsRefusedAndLeftAlone) {
+  for (const char* version : {"1", "3"}) {
+    std::filesystem::remove(path());
+    raw_exec(path(), "CREATE TABLE customers(id INTEGER PRIMARY KEY, name TEXT)");
+    raw_exec(path(), (std::string("PRAGMA user_version=") + version).c_str());
+    const std::string before = testsupport::read_file(path());
+    std::string msg = error_of([&] { SqliteStorage storage(path()); });
+    EXPECT_NE(msg.find("another program"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("lacks hpsearch's tables"), std::string::npos) << msg;
+    EXPECT_EQ(raw_query_text(path(), "PRAGMA user_version"), version);
+    EXPECT_EQ(raw_query_text(path(), "SELECT count(*) FROM sqlite_master"), "1");
+    EXPECT_EQ(testsupport::read_file(path()), before);
+  }
+}
+
 TEST_F(SqliteStorageTest, EmptyFileGetsTheSchema) {
   { std::ofstream out(path()); }
   SqliteStorage storage(path());

@@ -109,6 +109,29 @@ END;
 static_assert(std::size(kMigrations) == SqliteStorage::kSchemaVersion,
               "one migration per schema version");
 
+// The tables of schema v1, which every later version keeps: a file with a
+// user_version of ours but without them is another program's (user_version
+// is free for any program to set).
+constexpr const char* kCountV1Tables =
+    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('studies', "
+    "'study_attrs', 'trials', 'trial_params', 'trial_intermediate_values', 'trial_attrs')";
+constexpr std::int64_t kV1Tables = 6;
+
+// Refuses a file that is not an hpsearch store: tables but no version, or a
+// version without hpsearch's tables. Changes nothing.
+void check_ours(const Connection& conn, std::int64_t version, std::int64_t tables,
+                std::int64_t v1_tables) {
+  if (version == 0 && tables > 0)
+    throw StorageError(conn.path() +
+                       ": is a SQLite database of another program (it has tables but no "
+                       "hpsearch schema version)");
+  if (version > 0 && v1_tables != kV1Tables)
+    throw StorageError(conn.path() +
+                       ": is a SQLite database of another program (its "
+                       "user_version is " +
+                       std::to_string(version) + " but it lacks hpsearch's tables)");
+}
+
 void check_version(const Connection& conn, std::int64_t version) {
   if (version > SqliteStorage::kSchemaVersion)
     throw StorageError(conn.path() + ": schema version " + std::to_string(version) +
@@ -125,11 +148,12 @@ std::int64_t inspect_schema(Connection& conn) {
   // hpsearch is left as it is. Version and tables are read in one read
   // transaction: another process creating the schema of a new file between
   // the two reads must not make it look like a file of another program.
-  std::int64_t version = 0, tables = 0;
+  std::int64_t version = 0, tables = 0, v1_tables = 0;
   try {
     conn.exec("BEGIN");
     version = conn.pragma_int("PRAGMA user_version");
     tables = conn.pragma_int("SELECT count(*) FROM sqlite_master");
+    v1_tables = conn.pragma_int(kCountV1Tables);
     conn.exec("COMMIT");
   } catch (const StorageError&) {
     const int code = sqlite3_errcode(conn.db());
@@ -144,10 +168,7 @@ std::int64_t inspect_schema(Connection& conn) {
     throw;
   }
   check_version(conn, version);
-  if (version == 0 && tables > 0)
-    throw StorageError(conn.path() +
-                       ": is a SQLite database of another program (it has tables but no "
-                       "hpsearch schema version)");
+  check_ours(conn, version, tables, v1_tables);
   return version;
 }
 
@@ -156,8 +177,8 @@ void migrate(Connection& conn) {
   try {
     auto version = conn.pragma_int("PRAGMA user_version");  // another process may have migrated
     check_version(conn, version);
-    if (version == 0 && conn.pragma_int("SELECT count(*) FROM sqlite_master") > 0)
-      throw StorageError(conn.path() + ": is a SQLite database of another program");
+    check_ours(conn, version, conn.pragma_int("SELECT count(*) FROM sqlite_master"),
+               conn.pragma_int(kCountV1Tables));
     for (auto v = version; v < SqliteStorage::kSchemaVersion; ++v)
       conn.exec(kMigrations[static_cast<std::size_t>(v)]);
     conn.exec(("PRAGMA user_version=" + std::to_string(SqliteStorage::kSchemaVersion)).c_str());
