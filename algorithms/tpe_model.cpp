@@ -285,7 +285,8 @@ double TpeModel::similarity(const ParzenEstimator& a, const ParzenEstimator& b,
   };
   const std::vector<char> in_a = top_set(a), in_b = top_set(b);
   std::size_t both = 0;
-  for (std::size_t k = 0; k < kSimilaritySamples; ++k) both += (in_a[k] && in_b[k]) ? 1 : 0;
+  for (std::size_t k = 0; k < kSimilaritySamples; ++k)
+    if (in_a[k] && in_b[k]) ++both;
   return static_cast<double>(both) / static_cast<double>(2 * top - both);
 }
 

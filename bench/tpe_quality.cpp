@@ -233,7 +233,8 @@ int main(int argc, char** argv) {
       for (int seed = 0; seed < n_seeds; ++seed) tasks.push_back({p, s, seed});
   std::vector<std::vector<std::vector<double>>> bests(
       problems.size(),
-      std::vector<std::vector<double>>(samplers.size(), std::vector<double>(n_seeds)));
+      std::vector<std::vector<double>>(samplers.size(),
+                                       std::vector<double>(static_cast<std::size_t>(n_seeds))));
   std::atomic<std::size_t> next_task{0};
   std::mutex err_mu;
   std::string error;

@@ -47,9 +47,10 @@ void Progress::update(const ProgressState& s, const std::string& last, bool forc
   if (tty_) {
     std::string bar;
     if (s.n_trials && *s.n_trials > 0) {
-      int w = 20;
-      int fill = static_cast<int>(w * std::min<double>(1.0, static_cast<double>(s.finished) /
-                                                                static_cast<double>(*s.n_trials)));
+      const std::size_t w = 20;
+      const auto fill = static_cast<std::size_t>(
+          20.0 * std::min<double>(
+                     1.0, static_cast<double>(s.finished) / static_cast<double>(*s.n_trials)));
       bar = "[" + std::string(fill, '#') + std::string(w - fill, '.') + "] ";
     }
     std::string line = fmt::format("{}{} trials | {} | {}{}{}", bar, done, best,

@@ -23,8 +23,8 @@ bool looks_numeric(const std::string& s) {
 // Display width of UTF-8 text: counts code points (good enough for tables).
 std::size_t width(const std::string& s) {
   std::size_t n = 0;
-  for (unsigned char c : s)
-    if ((c & 0xC0) != 0x80) ++n;
+  for (char c : s)
+    if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++n;
   return n;
 }
 

@@ -22,7 +22,8 @@ std::string printable_id(const std::string& id) {
   if (ok) return id;
   static const char* kHex = "0123456789abcdef";
   std::string out = "0x";
-  for (unsigned char c : id) {
+  for (char ch : id) {
+    const auto c = static_cast<unsigned char>(ch);
     out += kHex[c >> 4];
     out += kHex[c & 15];
   }

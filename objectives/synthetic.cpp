@@ -57,9 +57,9 @@ double branin(std::span<const double> x) {
 double hartmann6(std::span<const double> x) {
   require_exact_dimension("hartmann6", x, 6);
   double sum = 0.0;
-  for (int i = 0; i < 4; ++i) {
+  for (std::size_t i = 0; i < 4; ++i) {
     double inner = 0.0;
-    for (int j = 0; j < 6; ++j) {
+    for (std::size_t j = 0; j < 6; ++j) {
       const double d = x[j] - 1e-4 * kHartmannP[i][j];
       inner += kHartmannA[i][j] * d * d;
     }

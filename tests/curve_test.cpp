@@ -589,7 +589,7 @@ TEST_F(CurveCoordinator, HellosBeyondMaxWorkersAreRefused) {
   }
   auto beat = Steady::now();
   run.step_until(1.0, [&] {
-    for (int i = 0; i < 3; ++i) {
+    for (std::size_t i = 0; i < 3; ++i) {
       auto more = received(*peers[i]);
       got[i].insert(got[i].end(), more.begin(), more.end());
       if (Steady::now() - beat > std::chrono::milliseconds(50))  // stay alive
@@ -598,7 +598,7 @@ TEST_F(CurveCoordinator, HellosBeyondMaxWorkersAreRefused) {
     if (Steady::now() - beat > std::chrono::milliseconds(50)) beat = Steady::now();
     return false;
   });
-  auto refusal = [&](int i) -> std::optional<proto::Disconnect> {
+  auto refusal = [&](std::size_t i) -> std::optional<proto::Disconnect> {
     for (const auto& m : got[i])
       if (auto* d = std::get_if<proto::Disconnect>(&m)) return *d;
     return std::nullopt;

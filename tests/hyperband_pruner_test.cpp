@@ -61,11 +61,11 @@ TEST(HyperbandBracketsTest, AssignmentIsDeterministicAndFollowsBudgets) {
     ++count[br];
   }
   EXPECT_GT(differs, 0);
-  for (int br = 0; br < 5; ++br) {
+  for (std::size_t br = 0; br < 5; ++br) {
     double expected = n * budget[br] / 143.0;
     // Within 5 standard deviations of a binomial draw.
     double sd = std::sqrt(expected * (1 - budget[br] / 143.0));
-    EXPECT_NEAR(count[br], expected, 5 * sd) << "bracket " << br;
+    EXPECT_NEAR(count[static_cast<std::int64_t>(br)], expected, 5 * sd) << "bracket " << br;
   }
 }
 

@@ -1039,10 +1039,11 @@ TEST_P(SqliteReads, SnapshotsUpdatedInMemoryEqualFreshReads) {
       EXPECT_EQ(v.type(), fresh[k]->params.at(name).type()) << k << " " << name;
     EXPECT_EQ(cached[k]->system_attrs.dump(), fresh[k]->system_attrs.dump()) << k;
   }
-  EXPECT_EQ(bits(*cached[t->number]->value), bits(-0.0));
-  EXPECT_EQ(bits(cached[t->number]->params.at("neg_zero").get<double>()), bits(-0.0));
-  EXPECT_EQ(cached[claimed->number]->state, TrialState::kRunning);
-  EXPECT_EQ(cached[claimed->number]->worker, "w:1");
+  EXPECT_EQ(bits(*cached[static_cast<std::size_t>(t->number)]->value), bits(-0.0));
+  EXPECT_EQ(bits(cached[static_cast<std::size_t>(t->number)]->params.at("neg_zero").get<double>()),
+            bits(-0.0));
+  EXPECT_EQ(cached[static_cast<std::size_t>(claimed->number)]->state, TrialState::kRunning);
+  EXPECT_EQ(cached[static_cast<std::size_t>(claimed->number)]->worker, "w:1");
 }
 
 // Damaged rows give a StorageError naming the table, not a crash.
@@ -1163,8 +1164,9 @@ TEST_P(SqliteReads, TwoProcessesWriterAndReader) {
   ASSERT_EQ(all.size(), static_cast<std::size_t>(kTrials));
   EXPECT_GT(reads, 0u);
   for (int k = 0; k < kTrials; ++k) {
-    EXPECT_EQ(all[k]->number, k);
-    EXPECT_EQ(bits(all[k]->params.at("x").get<double>()), bits(k / double(kTrials)));
+    const auto& trial = all[static_cast<std::size_t>(k)];
+    EXPECT_EQ(trial->number, k);
+    EXPECT_EQ(bits(trial->params.at("x").get<double>()), bits(k / double(kTrials)));
   }
 }
 

@@ -76,7 +76,7 @@ TEST(Hartmann6Test, ValueAtACenterOfATerm) {
   const std::vector<double> p4 = {0.4047, 0.8828, 0.8732, 0.5743, 0.1091, 0.0381};
   auto term = [&](double alpha, std::vector<double> a, std::vector<double> p) {
     double s = 0;
-    for (int j = 0; j < 6; ++j) s += a[j] * (p4[j] - p[j]) * (p4[j] - p[j]);
+    for (std::size_t j = 0; j < 6; ++j) s += a[j] * (p4[j] - p[j]) * (p4[j] - p[j]);
     return alpha * std::exp(-s);
   };
   const double expected =

@@ -206,7 +206,7 @@ TEST(TorchObjective, OutOfMemoryFailsTheTrialWithReasonOomAndTheNextTrialRuns) {
 
   auto trials = study.trials();
   ASSERT_EQ(trials.size(), 4u);
-  for (int i = 0; i < 3; ++i) {
+  for (std::size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(trials[i]->state, TrialState::kFail) << "trial " << i;
     EXPECT_EQ(trials[i]->fail_reason, "oom") << "trial " << i;
   }

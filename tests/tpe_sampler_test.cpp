@@ -77,9 +77,9 @@ class History {
   std::int64_t next_number_ = 0;
 };
 
-SearchSpace unit_space(int n) {
+SearchSpace unit_space(std::size_t n) {
   SearchSpace s;
-  for (int i = 0; i < n; ++i) s.add(x_name(i), Distribution::make_float(0, 1));
+  for (std::size_t i = 0; i < n; ++i) s.add(x_name(i), Distribution::make_float(0, 1));
   return s;
 }
 
