@@ -88,6 +88,10 @@ const char* to_string(tpe::BandwidthRule rule) {
   return "?";
 }
 
+const char* to_string(tpe::CategoricalKernel kernel) {
+  return kernel == tpe::CategoricalKernel::kPriorWeighted ? "prior_weighted" : "aitchison_aitken";
+}
+
 void TpeOptions::validate(const std::string& path) const {
   auto fail = [&](const char* key, const std::string& rule) {
     throw ConfigError(join_path(path, key), rule);
@@ -134,6 +138,7 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
               "equal_kernel_heights",
               "bandwidth",
               "bandwidth_factor",
+              "categorical_kernel",
               "weights",
               "weights_window",
               "warm_start_weighting",
@@ -170,6 +175,15 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
       bad_choice(join_path(path, "bandwidth"), {"neighbor", "scott", "range"}, *v);
   }
   if (auto v = optional_number(config, path, "bandwidth_factor")) o.bandwidth_factor = *v;
+  if (auto v = optional_string(config, path, "categorical_kernel")) {
+    if (*v == "prior_weighted")
+      o.categorical_kernel = tpe::CategoricalKernel::kPriorWeighted;
+    else if (*v == "aitchison_aitken")
+      o.categorical_kernel = tpe::CategoricalKernel::kAitchisonAitken;
+    else
+      bad_choice(join_path(path, "categorical_kernel"), {"prior_weighted", "aitchison_aitken"},
+                 *v);
+  }
   if (auto v = optional_string(config, path, "weights")) {
     if (*v == "uniform")
       o.weights = TpeWeights::kUniform;
@@ -215,6 +229,7 @@ Json TpeOptions::to_json() const {
       {"equal_kernel_heights", *o.equal_kernel_heights},
       {"bandwidth", to_string(bandwidth)},
       {"bandwidth_factor", *o.bandwidth_factor},
+      {"categorical_kernel", to_string(categorical_kernel)},
       {"weights", to_string(weights)},
       {"weights_window", weights_window},
       {"warm_start_weighting", to_string(warm_start_weighting)},

@@ -452,9 +452,10 @@ def main():
                   for p in problems for s in OPTUNA_SAMPLERS for seed in seeds]
     tasks += [("ours", p, label, cfg, seed, args.trials, trace, args.binary)
               for p in problems for label, cfg in ours for seed in seeds]
-    # The slow problems first, so that the pool ends together.
+    # Seed by seed (a run cut short keeps whole seeds of every problem and
+    # sampler); within a seed the slow problems first.
     slow = {"xgb_cancer": 0, "et_cancer": 1, "svc_digits": 2}
-    tasks.sort(key=lambda t: slow.get(t[1], 9))
+    tasks.sort(key=lambda t: (t[4], slow.get(t[1], 9)))
 
     t0 = time.time()
     results = {}  # (side, problem, label) -> {seed: best}
@@ -546,8 +547,8 @@ def _table(problem, results, seeds):
     best_mean = min((m for m, _ in tpe_modes), default=None)
     best_median = min((md for _, md in tpe_modes), default=None)
     out = [f"\n**{problem}** (stuck: best > 10x the median of all runs, {fmt(overall)})\n",
-           "| sampler | mean best | median best | vs Optuna best TPE: mean | median | stuck |",
-           "|---|---:|---:|---:|---:|---:|"]
+           "| sampler | seeds | mean best | median best | vs Optuna best TPE: mean | median | stuck |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
     for side, label, b in rows:
         if not b:
             continue
@@ -557,7 +558,7 @@ def _table(problem, results, seeds):
         if side == "ours" and best_mean:
             vm = f"{m / best_mean:.2f}x"
             vmd = f"{md / best_median:.2f}x" if best_median else "-"
-        out.append(f"| {'Optuna' if side == 'optuna' else 'ours'} {label} | {fmt(m)} | {fmt(md)} |"
+        out.append(f"| {'Optuna' if side == 'optuna' else 'ours'} {label} | {len(b)} | {fmt(m)} | {fmt(md)} |"
                    f" {vm} | {vmd} | {stuck} |")
     return "\n".join(out)
 
