@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "algorithms/factory.h"
+#include "algorithms/tpe_model.h"
 #include "objectives/synthetic.h"
 #include "search/storage.h"
 #include "search/study.h"
@@ -117,6 +118,41 @@ TEST(TpeOptionsTest, DocumentedDefaults) {
   EXPECT_NO_THROW(o.validate());
 }
 
+// Issue #17: on mixed spaces (bench/hpo_suite.py) the default TPE stayed in
+// a wrong branch of a categorical: with the Aitchison-Aitken kernel a choice
+// absent from the below group got about 1/(K n) of each kernel's mass, so
+// l(x) hardly ever drew it again. The default kernel is Optuna 3.1's
+// (parzen_estimator.py, _calculate_categorical_params): every choice gets
+// prior_weight / (n + 1), the observed one 1 more. Expected masses computed
+// with Optuna 3.1's _ParzenEstimator for the same observations.
+TEST(TpeOptionsTest, DefaultCategoricalKernelIsOptunas) {
+  const auto dim = tpe::DimensionSpec::from(
+      Distribution::make_categorical({Json("a"), Json("b"), Json("c")}));
+  const auto opt = tpe::estimator_options(TpeOptions().resolved());
+  const std::vector<double> pts = {0, 1, 2};
+  std::vector<double> lp(3);
+  {
+    const std::vector<double> obs = {0}, w = {1};
+    tpe::ParzenEstimator(std::vector{dim}, obs, w, opt).log_pdf(pts, lp);
+    EXPECT_NEAR(std::exp(lp[0]), 0.46666667, 1e-7);
+    EXPECT_NEAR(std::exp(lp[1]), 0.26666667, 1e-7);
+    EXPECT_NEAR(std::exp(lp[2]), 0.26666667, 1e-7);
+  }
+  {
+    const std::vector<double> obs = {0, 0, 1}, w = {1, 1, 1};
+    tpe::ParzenEstimator(std::vector{dim}, obs, w, opt).log_pdf(pts, lp);
+    EXPECT_NEAR(std::exp(lp[0]), 0.47619048, 1e-7);
+    EXPECT_NEAR(std::exp(lp[1]), 0.33333333, 1e-7);
+    EXPECT_NEAR(std::exp(lp[2]), 0.19047619, 1e-7);  // never observed
+  }
+  // The Aitchison-Aitken kernel is still there on request: 1/(K n) per kernel.
+  auto aa = opt;
+  aa.categorical_kernel = tpe::CategoricalKernel::kAitchisonAitken;
+  const std::vector<double> obs = {0, 0, 1}, w = {1, 1, 1};
+  tpe::ParzenEstimator(std::vector{dim}, obs, w, aa).log_pdf(pts, lp);
+  EXPECT_NEAR(std::exp(lp[2]), (3 * (0.25 / 3) + 1.0 / 3) / 4, 1e-12);
+}
+
 TEST(TpeOptionsTest, ModeDependentDefaultsResolve) {
   TpeOptions uni;
   uni.multivariate = false;
@@ -169,6 +205,7 @@ TEST(TpeOptionsTest, FromJsonReadsEveryOptionAndRoundTrips) {
             {"equal_kernel_heights", true},
             {"bandwidth", "scott"},
             {"bandwidth_factor", 0.5},
+            {"categorical_kernel", "aitchison_aitken"},
             {"weights", "uniform"},
             {"weights_window", 10},
             {"warm_start_weighting", "none"},
@@ -193,6 +230,7 @@ TEST(TpeOptionsTest, FromJsonReadsEveryOptionAndRoundTrips) {
   EXPECT_TRUE(*o.equal_kernel_heights);
   EXPECT_EQ(o.bandwidth, tpe::BandwidthRule::kScott);
   EXPECT_DOUBLE_EQ(*o.bandwidth_factor, 0.5);
+  EXPECT_EQ(o.categorical_kernel, tpe::CategoricalKernel::kAitchisonAitken);
   EXPECT_EQ(o.weights, TpeWeights::kUniform);
   EXPECT_EQ(o.weights_window, 10u);
   EXPECT_EQ(o.warm_start_weighting, TpeWarmStartWeighting::kNone);
@@ -232,6 +270,8 @@ TEST(TpeOptionsTest, BadOptionsNameTheField) {
   expect_config_error({{"type", "tpe"}, {"n_ei_candidates", 0}}, "sampler.n_ei_candidates", ">= 1");
   expect_config_error({{"type", "tpe"}, {"bandwidth", "silverman"}}, "sampler.bandwidth", "scott");
   expect_config_error({{"type", "tpe"}, {"weights", "new"}}, "sampler.weights", "old_decay");
+  expect_config_error({{"type", "tpe"}, {"categorical_kernel", "dirichlet"}},
+                      "sampler.categorical_kernel", "prior_weighted");
   expect_config_error({{"type", "tpe"}, {"multivariate", "yes"}}, "sampler.multivariate", "");
   expect_config_error({{"type", "tpe"}, {"group", true}, {"multivariate", false}}, "sampler.group",
                       "multivariate");
