@@ -181,8 +181,7 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
     else if (*v == "aitchison_aitken")
       o.categorical_kernel = tpe::CategoricalKernel::kAitchisonAitken;
     else
-      bad_choice(join_path(path, "categorical_kernel"), {"prior_weighted", "aitchison_aitken"},
-                 *v);
+      bad_choice(join_path(path, "categorical_kernel"), {"prior_weighted", "aitchison_aitken"}, *v);
   }
   if (auto v = optional_string(config, path, "weights")) {
     if (*v == "uniform")

@@ -126,8 +126,8 @@ TEST(TpeOptionsTest, DocumentedDefaults) {
 // prior_weight / (n + 1), the observed one 1 more. Expected masses computed
 // with Optuna 3.1's _ParzenEstimator for the same observations.
 TEST(TpeOptionsTest, DefaultCategoricalKernelIsOptunas) {
-  const auto dim = tpe::DimensionSpec::from(
-      Distribution::make_categorical({Json("a"), Json("b"), Json("c")}));
+  const auto dim =
+      tpe::DimensionSpec::from(Distribution::make_categorical({Json("a"), Json("b"), Json("c")}));
   const auto opt = tpe::estimator_options(TpeOptions().resolved());
   const std::vector<double> pts = {0, 1, 2};
   std::vector<double> lp(3);
