@@ -470,7 +470,10 @@ def main():
             "versions": _versions(), "trials": args.trials,
             "seeds": f"{args.seed_offset}..{args.seed_offset + args.seeds - 1}",
             "command": " ".join(sys.argv)}) + "\n")
-    with multiprocessing.Pool(args.jobs) as pool:
+    # SIGINT (Ctrl-C, or kill -INT of this process) ends the run early: the
+    # tables then cover the seeds finished so far.
+    pool = multiprocessing.Pool(args.jobs, initializer=_ignore_sigint)
+    try:
         for side, p, label, seed, best, rows in pool.imap_unordered(run_task, tasks):
             results.setdefault((side, p, label), {})[seed] = best
             if ref and side == "optuna":
@@ -480,6 +483,11 @@ def main():
             if trace:
                 traces.append({"side": side, "problem": p, "sampler": label, "seed": seed,
                                "trials": rows})
+        pool.close()
+    except KeyboardInterrupt:
+        print("# interrupted: tables over the seeds finished", file=sys.stderr)
+        pool.terminate()
+    pool.join()
     elapsed = time.time() - t0
 
     if ref:
@@ -505,6 +513,12 @@ def main():
     if args.trace:
         with open(args.trace, "w") as f:
             json.dump(traces, f)
+
+
+def _ignore_sigint():
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _versions():
@@ -535,9 +549,12 @@ def _load_reference(results, problems, seeds):
 
 
 def _table(problem, results, seeds):
-    rows = [(side, label, [by_seed[s] for s in seeds if s in by_seed])
-            for (side, p, label), by_seed in sorted(results.items(), key=lambda kv: kv[0][0] != "ours")
-            if p == problem]
+    # Only the seeds that every sampler finished (a run cut short, a partial
+    # reference file), so that the figures compare the same seeds.
+    runs = [(side, label, by_seed) for (side, p, label), by_seed
+            in sorted(results.items(), key=lambda kv: kv[0][0] != "ours") if p == problem]
+    common = [s for s in seeds if all(s in by_seed for _, _, by_seed in runs)]
+    rows = [(side, label, [by_seed[s] for s in common]) for side, label, by_seed in runs]
     everything = [v for _, _, b in rows for v in b]
     if not everything:
         return f"\n{problem}: no results"
@@ -546,7 +563,8 @@ def _table(problem, results, seeds):
                  if side == "optuna" and label.startswith("tpe") and b]
     best_mean = min((m for m, _ in tpe_modes), default=None)
     best_median = min((md for _, md in tpe_modes), default=None)
-    out = [f"\n**{problem}** (stuck: best > 10x the median of all runs, {fmt(overall)})\n",
+    seeds_note = f"seeds {common[0]}..{common[-1]}" if common == list(range(common[0], common[-1] + 1)) else f"seeds {common}"
+    out = [f"\n**{problem}** ({seeds_note}; stuck: best > 10x the median of all runs, {fmt(overall)})\n",
            "| sampler | seeds | mean best | median best | vs Optuna best TPE: mean | median | stuck |",
            "|---|---:|---:|---:|---:|---:|---:|"]
     for side, label, b in rows:
