@@ -412,6 +412,8 @@ def main():
     ap.add_argument("--json", help="write every raw best value here")
     ap.add_argument("--trace", help="write every trial's params and value here (JSON)")
     ap.add_argument("--time", action="store_true", help="print each problem's time per trial")
+    ap.add_argument("--load", action="append", default=[], help="a FILE written by --json (repeatable): print its ours "
+                    "results (beside --optuna saved) instead of running ours")
     args = ap.parse_args()
 
     problems = [p for p in args.problems.split(",") if p]
@@ -427,6 +429,8 @@ def main():
             ours.append((label, json.loads(text)))
         except json.JSONDecodeError as e:
             ap.error(f"--ours {label}: not JSON: {e}")
+    if args.load:
+        ours = []
     if ours and not os.access(args.binary, os.X_OK):
         ap.error(f"--binary: {args.binary} is not an executable (build target hpo_suite_sampler)")
 
@@ -492,6 +496,14 @@ def main():
 
     if ref:
         ref.close()
+    for path in args.load:
+        with open(path) as f:
+            loaded = json.load(f)
+        for r in loaded["results"]:
+            if r["side"] == "ours" and r["problem"] in problems:
+                by_seed = dict(zip(loaded["seeds"], r["bests"]))
+                results[("ours", r["problem"], r["sampler"])] = {
+                    s: v for s, v in by_seed.items() if v is not None and s in seeds}
     ref_note = "run now"
     if args.optuna == "saved":
         ref_note = _load_reference(results, problems, seeds)
