@@ -50,11 +50,14 @@ Usage (run with /usr/bin/python3; `nice -n 19` for long runs):
   bench/hpo_suite.py [--trials 100] [--seeds 20] [--seed-offset 0]
                      [--problems a,b] [--jobs 1] [--optuna saved|live|none]
                      [--ours LABEL=JSON]... [--no-default-ours]
-                     [--json FILE] [--trace FILE] [--time]
+                     [--json FILE] [--trace FILE] [--time] [--load FILE]...
 --optuna live runs Optuna now and saves bench/reference/optuna_hpo_suite.jsonl
 (or --save-optuna FILE; one line per problem/sampler/seed with the best
 value, and a meta line);
 saved (default) reads it. --time prints each problem's time per trial.
+--load FILE (a --json output) prints those results of ours instead of
+running. Ctrl-C ends a run early with tables over the seeds finished.
+Default problems: all but et_cancer (its 10-tree fits cost the most time).
 The table: mean and median best per problem and sampler; for ours the ratio
 to Optuna's best TPE mode (the mode with the lowest mean, and separately the
 lowest median); "stuck": seeds whose best is worse than 10x the median of all
