@@ -51,9 +51,13 @@ Usage (run with /usr/bin/python3; `nice -n 19` for long runs):
                      [--problems a,b] [--jobs 1] [--optuna saved|live|none]
                      [--ours LABEL=JSON]... [--no-default-ours]
                      [--json FILE] [--trace FILE] [--time] [--load FILE]...
+                     [--save-optuna FILE] [--append]
 --optuna live runs Optuna now and saves bench/reference/optuna_hpo_suite.jsonl
 (or --save-optuna FILE; one line per problem/sampler/seed with the best
-value, and a meta line);
+value, and a meta line whose seeds_complete names the seeds that have every
+problem and sampler); with --append it adds to that file: rows already there
+are not run again, the rows of a seed present only in part are dropped and
+the seed is run whole, and the meta line lists each appending run;
 saved (default) reads it. --time prints each problem's time per trial.
 --load FILE (a --json output) prints those results of ours instead of
 running. Ctrl-C ends a run early with tables over the seeds finished.
@@ -412,6 +416,10 @@ def main():
     ap.add_argument("--binary", default=DEFAULT_BIN)
     ap.add_argument("--save-optuna", default=REFERENCE,
                     help="with --optuna live: where to write Optuna's results")
+    ap.add_argument("--append", action="store_true",
+                    help="with --optuna live: add to the --save-optuna file instead of replacing it; "
+                    "(problem, sampler, seed) rows already there are not run again, and the rows of "
+                    "a seed that the file has only in part are dropped and that seed is run whole")
     ap.add_argument("--json", help="write every raw best value here")
     ap.add_argument("--trace", help="write every trial's params and value here (JSON)")
     ap.add_argument("--time", action="store_true", help="print each problem's time per trial")
@@ -434,6 +442,8 @@ def main():
             ap.error(f"--ours {label}: not JSON: {e}")
     if args.load:
         ours = []
+    if args.append and args.optuna != "live":
+        ap.error("--append: only with --optuna live (it adds Optuna's results to --save-optuna)")
     if ours and not os.access(args.binary, os.X_OK):
         ap.error(f"--binary: {args.binary} is not an executable (build target hpo_suite_sampler)")
 
@@ -454,9 +464,14 @@ def main():
     seeds = range(args.seed_offset, args.seed_offset + args.seeds)
     tasks = []
     trace = bool(args.trace)
+    kept_meta, kept_rows = None, []
+    if args.append:
+        kept_meta, kept_rows = _read_for_append(args.save_optuna)
+    have = {(r["problem"], r["sampler"], r["seed"]) for r in kept_rows}
     if args.optuna == "live":
         tasks += [("optuna", p, s, None, seed, args.trials, trace, None)
-                  for p in problems for s in OPTUNA_SAMPLERS for seed in seeds]
+                  for p in problems for s in OPTUNA_SAMPLERS for seed in seeds
+                  if (p, s, seed) not in have]
     tasks += [("ours", p, label, cfg, seed, args.trials, trace, args.binary)
               for p in problems for label, cfg in ours for seed in seeds]
     # Seed by seed (a run cut short keeps whole seeds of every problem and
@@ -470,13 +485,26 @@ def main():
     ref = None
     if args.optuna == "live":  # written as results come (a cut run keeps its part)
         os.makedirs(os.path.dirname(os.path.abspath(args.save_optuna)), exist_ok=True)
-        ref = open(args.save_optuna, "w")
-        ref.write(json.dumps({
-            "meta": True, "date": datetime.date.today().isoformat(),
+        run_meta = {
+            "date": datetime.date.today().isoformat(),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
             "versions": _versions(), "trials": args.trials,
             "seeds": f"{args.seed_offset}..{args.seed_offset + args.seeds - 1}",
-            "command": " ".join(sys.argv)}) + "\n")
+            "command": " ".join(sys.argv)}
+        if kept_meta is not None:
+            if kept_meta.get("versions") != run_meta["versions"] or kept_meta.get("trials") != args.trials:
+                sys.exit(f"--append: {args.save_optuna} was written with {kept_meta.get('versions')} and "
+                         f"{kept_meta.get('trials')} trials; this run has {run_meta['versions']} and "
+                         f"{args.trials} trials (use a new --save-optuna file)")
+            meta = dict(kept_meta)
+            meta["appended"] = kept_meta.get("appended", []) + [run_meta]
+        else:
+            meta = {"meta": True, **run_meta}
+        ref = open(args.save_optuna, "w")
+        ref.write(json.dumps(meta) + "\n")
+        for r in kept_rows:
+            ref.write(json.dumps(r) + "\n")
+        ref.flush()
     # SIGINT (Ctrl-C, or kill -INT of this process) ends the run early: the
     # tables then cover the seeds finished so far.
     pool = multiprocessing.Pool(args.jobs, initializer=_ignore_sigint)
@@ -499,6 +527,7 @@ def main():
 
     if ref:
         ref.close()
+        _update_seeds_complete(args.save_optuna)
     for path in args.load:
         with open(path) as f:
             loaded = json.load(f)
@@ -546,6 +575,63 @@ def _versions():
     return {"python": platform.python_version(), "optuna": optuna.__version__,
             "numpy": numpy.__version__, "scipy": scipy.__version__,
             "sklearn": sklearn.__version__, "xgboost": xgboost.__version__}
+
+
+def _complete_seeds(rows):
+    """Seeds that have a row for every (problem, sampler) pair seen in rows."""
+    pairs = {(r["problem"], r["sampler"]) for r in rows}
+    by_seed = {}
+    for r in rows:
+        by_seed.setdefault(r["seed"], set()).add((r["problem"], r["sampler"]))
+    return sorted(s for s, got in by_seed.items() if got == pairs)
+
+
+def _read_for_append(path):
+    """The meta line and the rows of an Optuna reference file, less the rows
+    of seeds that it has only in part (a run cut short); (None, []) when the
+    file does not exist."""
+    if not os.path.exists(path):
+        return None, []
+    meta, rows = None, []
+    with open(path) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            if row.get("meta"):
+                meta = row
+            else:
+                rows.append(row)
+    complete = set(_complete_seeds(rows))
+    dropped = sorted({r["seed"] for r in rows} - complete)
+    if dropped:
+        print(f"# --append: dropping the rows of partial seeds {dropped} (run again whole)", file=sys.stderr)
+    return meta, [r for r in rows if r["seed"] in complete]
+
+
+def _seed_ranges(seeds):
+    out, start = [], None
+    for i, s in enumerate(seeds):
+        if start is None:
+            start = s
+        if i + 1 == len(seeds) or seeds[i + 1] != s + 1:
+            out.append(f"{start}..{s}" if s != start else f"{s}")
+            start = None
+    return ", ".join(out)
+
+
+def _update_seeds_complete(path):
+    """Rewrites the meta line's seeds_complete from the rows in the file."""
+    with open(path) as f:
+        lines = [json.loads(line) for line in f if line.strip()]
+    rows = [r for r in lines if not r.get("meta")]
+    metas = [r for r in lines if r.get("meta")]
+    meta = metas[0] if metas else {"meta": True}
+    meta["seeds_complete"] = _seed_ranges(_complete_seeds(rows))
+    with open(path, "w") as f:
+        f.write(json.dumps(meta) + "\n")
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
 
 
 def _load_reference(results, problems, seeds):
