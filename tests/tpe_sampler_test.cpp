@@ -110,6 +110,10 @@ TEST(TpeOptionsTest, DocumentedDefaults) {
   EXPECT_EQ(o.gamma.rule, TpeGamma::Rule::kLinear);
   EXPECT_DOUBLE_EQ(o.gamma.factor, 0.1);
   EXPECT_EQ(o.gamma.cap, 25u);
+  ASSERT_TRUE(o.branch_gamma.has_value());
+  EXPECT_EQ(o.branch_gamma->rule, TpeGamma::Rule::kSqrt);
+  EXPECT_DOUBLE_EQ(o.branch_gamma->factor, 0.25);
+  EXPECT_EQ(o.branch_gamma->cap, 25u);
   EXPECT_DOUBLE_EQ(o.prior_weight, 1.0);
   EXPECT_TRUE(o.consider_prior);
   EXPECT_FALSE(o.constant_liar);
@@ -197,6 +201,7 @@ TEST(TpeOptionsTest, FromJsonReadsEveryOptionAndRoundTrips) {
             {"n_startup_trials", 5},
             {"n_ei_candidates", 48},
             {"gamma", {{"rule", "sqrt"}, {"factor", 0.25}, {"cap", 30}}},
+            {"branch_gamma", {{"rule", "linear"}, {"factor", 0.2}, {"cap", 10}}},
             {"prior_weight", 2.0},
             {"consider_prior", false},
             {"consider_endpoints", true},
@@ -222,6 +227,10 @@ TEST(TpeOptionsTest, FromJsonReadsEveryOptionAndRoundTrips) {
   EXPECT_EQ(o.gamma.rule, TpeGamma::Rule::kSqrt);
   EXPECT_DOUBLE_EQ(o.gamma.factor, 0.25);
   EXPECT_EQ(o.gamma.cap, 30u);
+  ASSERT_TRUE(o.branch_gamma.has_value());
+  EXPECT_EQ(o.branch_gamma->rule, TpeGamma::Rule::kLinear);
+  EXPECT_DOUBLE_EQ(o.branch_gamma->factor, 0.2);
+  EXPECT_EQ(o.branch_gamma->cap, 10u);
   EXPECT_DOUBLE_EQ(o.prior_weight, 2.0);
   EXPECT_FALSE(o.consider_prior);
   EXPECT_TRUE(o.consider_endpoints);
@@ -240,6 +249,10 @@ TEST(TpeOptionsTest, FromJsonReadsEveryOptionAndRoundTrips) {
   EXPECT_EQ(o.duplicate_retries, 4u);
   EXPECT_EQ(o.to_json(), j);
   EXPECT_EQ(TpeOptions::from_json(TpeOptions().to_json()).to_json(), TpeOptions().to_json());
+  // null: the branch choice is split with gamma.
+  j["branch_gamma"] = nullptr;
+  EXPECT_FALSE(TpeOptions::from_json(j).branch_gamma.has_value());
+  EXPECT_EQ(TpeOptions::from_json(j).to_json(), j);
 }
 
 void expect_config_error(const Json& j, const std::string& path, const std::string& words) {
@@ -264,6 +277,12 @@ TEST(TpeOptionsTest, BadOptionsNameTheField) {
   expect_config_error({{"type", "tpe"}, {"gamma", {{"fraction", 0.1}}}}, "sampler.gamma.fraction",
                       "unknown key");
   expect_config_error({{"type", "tpe"}, {"gamma", 0.1}}, "sampler.gamma", "must be an object");
+  expect_config_error({{"type", "tpe"}, {"branch_gamma", {{"factor", 1.5}}}},
+                      "sampler.branch_gamma.factor", "<= 1 for the linear rule");
+  expect_config_error({{"type", "tpe"}, {"branch_gamma", {{"rule", "sqrt"}, {"factor", -1}}}},
+                      "sampler.branch_gamma.factor", "> 0");
+  expect_config_error({{"type", "tpe"}, {"branch_gamma", "sqrt"}}, "sampler.branch_gamma",
+                      "must be an object");
   expect_config_error({{"type", "tpe"}, {"prior_weight", -1}}, "sampler.prior_weight", "> 0");
   expect_config_error({{"type", "tpe"}, {"n_startup_trials", -1}}, "sampler.n_startup_trials",
                       ">= 0");
@@ -555,6 +574,52 @@ TEST(TpeSamplerTest, SameSeedAndHistoryGiveTheSameSuggestion) {
     const Distribution& dx = space.find("x")->distribution;
     EXPECT_EQ(a->sample_independent(ctx, "x", dx), b->sample_independent(ctx, "x", dx));
   }
+}
+
+// Issue #17: in a conditional space (a branch choice with params of its own
+// per choice), the branch choice is split with branch_gamma (default
+// sqrt 0.25: Hyperopt's rule), not gamma (linear 0.1): a branch that gives
+// the few best trials is followed although most of the next-best trials
+// come from the other branch. History: 100 trials, 50 per branch; the 3 best
+// are branch "b", the next 7 branch "a". Below group: 3 trials (all "b")
+// with branch_gamma; 10 (3 "b", 7 "a") with gamma alone.
+TEST(TpeSamplerTest, BranchChoiceOfAConditionalSpaceUsesBranchGamma) {
+  const char* conditional = R"({
+    "c": {"type": "categorical", "choices": ["a", "b"]},
+    "x": {"type": "float", "low": 0, "high": 1, "when": {"c": "a"}},
+    "y": {"type": "float", "low": 0, "high": 1, "when": {"c": "b"}}
+  })";
+  const char* flat = R"({
+    "c": {"type": "categorical", "choices": ["a", "b"]},
+    "x": {"type": "float", "low": 0, "high": 1}
+  })";
+  auto count_b = [](const char* space_json, const TpeOptions& o) {
+    SearchSpace space = SearchSpace::from_json(Json::parse(space_json));
+    const bool has_y = space.find("y") != nullptr;
+    History h(space);
+    for (int i = 0; i < 100; ++i) {
+      // Values: b-trials 0, 1, 2 best; then a-trials 3..9; then the rest.
+      const bool b = i < 3 || (i >= 10 && i % 2 == 0);
+      const std::string c = b ? "b" : "a";
+      const double u = (i % 10) / 10.0;
+      Params p = {{"c", c}};
+      p[c == "a" || !has_y ? "x" : "y"] = u;
+      h.add(TrialState::kComplete, p, static_cast<double>(i));
+    }
+    TpeSampler s(o);
+    int n_b = 0;
+    for (std::int64_t n = 100; n < 140; ++n) n_b += h.suggest(s, space, n).at("c") == "b" ? 1 : 0;
+    return n_b;
+  };
+  TpeOptions o;
+  o.seed = 5;
+  EXPECT_GE(count_b(conditional, o), 36);  // the 3 best "b" trials lead
+  TpeOptions old = o;
+  old.branch_gamma.reset();  // gamma for the branch choice too
+  EXPECT_LE(count_b(conditional, old), 4);
+  // A space without conditions is split with gamma: branch_gamma has no effect.
+  EXPECT_EQ(count_b(flat, o), count_b(flat, old));
+  EXPECT_LE(count_b(flat, o), 4);
 }
 
 TEST(TpeSamplerTest, PrunedTrialsEnterByTheirDeepestValue) {
