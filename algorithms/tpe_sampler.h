@@ -212,9 +212,10 @@ struct TpeOptions {
 
   // Reads the "sampler" section {"type": "tpe", ...}. Keys: seed,
   // n_startup_trials, startup ("random"|"sobol"|"halton"), n_ei_candidates, gamma ({"rule":
-  // "linear"|"sqrt", "factor": x, "cap": n}), branch_gamma (as gamma, or null), prior_weight, consider_prior, consider_endpoints,
-  // consider_magic_clip, min_bandwidth_factor, bandwidth ("neighbor"|"scott"|"range"),
-  // bandwidth_factor, categorical_kernel ("prior_weighted"|"aitchison_aitken"), weights
+  // "linear"|"sqrt", "factor": x, "cap": n}), branch_gamma (as gamma, or null), prior_weight,
+  // consider_prior, consider_endpoints, consider_magic_clip, min_bandwidth_factor, bandwidth
+  // ("neighbor"|"scott"|"range"), bandwidth_factor, categorical_kernel
+  // ("prior_weighted"|"aitchison_aitken"), weights
   // ("uniform"|"old_decay"), weights_window, warm_start_weighting
   // ("similarity"|"none"), multivariate, group, constant_liar,
   // duplicate_retries. Missing keys keep their defaults; an
