@@ -466,13 +466,18 @@ void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, st
 }
 
 void ParzenEstimator::fit_categorical(std::size_t d, std::span<const double> obs, std::size_t n,
-                                      const EstimatorOptions&) {
+                                      const EstimatorOptions& options) {
   const std::size_t n_dims = dims_.size();
   const std::size_t n_kernels = log_w_.size();
   const std::size_t c = dims_[d].count;
   const double kc = static_cast<double>(c);
-  // Aitchison-Aitken smoothing: shrinks as observations accumulate.
-  const double lambda = 1.0 / (1.0 + static_cast<double>(n));
+  // The total mass lambda spread evenly over the choices (lambda/K each), the
+  // rest on the observed choice; both rules shrink as observations accumulate.
+  double lambda = 1.0 / (1.0 + static_cast<double>(n));  // Aitchison-Aitken
+  if (options.categorical_kernel == CategoricalKernel::kPriorWeighted) {
+    const double v = options.prior_weight / (static_cast<double>(n) + 1.0);
+    lambda = kc * v / (1.0 + kc * v);  // (1 + v)/(1 + K v) = 1 - lambda + lambda/K
+  }
   CategoricalKernels& kern = cat_[d];
   kern.log_p.assign(n_kernels * c, 0.0);
   kern.cum_p.assign(n_kernels * c, 0.0);

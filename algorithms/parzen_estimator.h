@@ -49,6 +49,22 @@ enum class BandwidthRule {
   kRange,
 };
 
+// The kernel of a categorical dimension (K choices, n observations).
+enum class CategoricalKernel {
+  // Aitchison-Aitken (Watanabe 2023, section 3.5): mass 1 - lambda + lambda/K
+  // on the observed choice, lambda/K on each other, lambda = 1 / (1 + n).
+  // An unobserved choice gets about 1/(K n) per kernel.
+  kAitchisonAitken,
+  // As Optuna 3.1's parzen_estimator.py (_calculate_categorical_params):
+  // every choice gets v = prior_weight / (n + 1), the observed one 1 more,
+  // normalized: mass (1 + v) / (1 + K v) on the observed choice and
+  // v / (1 + K v) on each other, about prior_weight / n per kernel for large
+  // n, K times Aitchison-Aitken's. A choice absent from the below group keeps
+  // enough density in l(x) to be drawn again, so a branch that looked bad
+  // early is revisited.
+  kPriorWeighted,
+};
+
 // The model of one param's domain. Built from a Distribution with
 // DimensionSpec::from(); a single-value distribution cannot be modelled.
 // Numeric domains are mapped affinely onto the unit interval [0, 1] after the
@@ -111,6 +127,8 @@ struct EstimatorOptions {
   // estimator computes in effect; bench/tpe_quality measures it better for
   // univariate TPE and worse for multivariate TPE.
   bool equal_heights = false;
+  // The categorical dimensions' kernel.
+  CategoricalKernel categorical_kernel = CategoricalKernel::kAitchisonAitken;
 };
 
 // A fitted estimator. Immutable after construction; sample() and log_pdf()

@@ -58,6 +58,7 @@ EstimatorOptions estimator_options(const TpeOptions& o) {
   e.bandwidth_factor = o.bandwidth_factor.value_or(1.0);
   e.min_bandwidth_factor = o.min_bandwidth_factor.value_or(0.0);
   e.equal_heights = o.equal_kernel_heights.value_or(false);
+  e.categorical_kernel = o.categorical_kernel;
   return e;
 }
 
@@ -90,9 +91,10 @@ TpeModel::Selection TpeModel::select(const std::vector<const std::vector<double>
   return sel;
 }
 
-std::vector<char> TpeModel::split_of(std::vector<std::size_t>& finished) const {
-  std::size_t n_below = options_.gamma_function ? options_.gamma_function(finished.size())
-                                                : options_.gamma(finished.size());
+std::vector<char> TpeModel::split_of(std::vector<std::size_t>& finished, bool branch) const {
+  const TpeGamma& gamma = branch && options_.branch_gamma ? *options_.branch_gamma : options_.gamma;
+  std::size_t n_below =
+      options_.gamma_function ? options_.gamma_function(finished.size()) : gamma(finished.size());
   n_below = std::min(n_below, finished.size());
   std::vector<char> below(h_.obs.size(), 0);
   if (n_below > 0) {
@@ -112,8 +114,29 @@ const std::vector<char>& TpeModel::split(Selection& sel) {
   const bool all = sel.present.size() == h_.obs.size();
   if (all && !all_below_.empty()) return all_below_;
   std::vector<char>& out = all ? all_below_ : split_;
-  out = split_of(sel.finished);
+  out = split_of(sel.finished, all && conditional_history());
   return out;
+}
+
+bool TpeModel::conditional_history() {
+  if (conditional_ >= 0) return conditional_ == 1;
+  const Params* first = nullptr;
+  conditional_ = 0;
+  for (const Observation& o : h_.obs) {
+    if (!o.finished) continue;
+    if (!first) {
+      first = &o.trial->params;
+      continue;
+    }
+    const Params& p = o.trial->params;
+    if (p.size() != first->size() ||
+        !std::equal(p.begin(), p.end(), first->begin(),
+                    [](const auto& a, const auto& b) { return a.first == b.first; })) {
+      conditional_ = 1;
+      break;
+    }
+  }
+  return conditional_ == 1;
 }
 
 void TpeModel::neighbor_orders(const std::vector<std::string>& names,

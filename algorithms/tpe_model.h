@@ -114,8 +114,12 @@ class TpeModel {
   // Which observations are in the below group (by index in h_.obs).
   const std::vector<char>& split(Selection& sel);
   // The below flags (by index in h_.obs) of the best gamma(m) of the m
-  // observations `finished` (reordered).
-  std::vector<char> split_of(std::vector<std::size_t>& finished) const;
+  // observations `finished` (reordered); branch_gamma(m) instead when
+  // `branch` (params present in every observation of a conditional history).
+  std::vector<char> split_of(std::vector<std::size_t>& finished, bool branch = false) const;
+  // Whether the finished observations do not all have the same params (a
+  // conditional space: some params exist only for some choices).
+  bool conditional_history();
   // The estimators of the observations of `sel` split by `is_below`; their
   // sizes in nb, na; `promising` (if not null): the below group's
   // estimator without prior, for the task similarity.
@@ -151,6 +155,7 @@ class TpeModel {
   };
   std::vector<std::unique_ptr<Memo>> memo_;
   std::vector<char> all_below_;  // the split when every observation takes part
+  int conditional_ = -1;         // conditional_history(): -1 not yet known
   std::vector<char> split_;      // the split of the latest fit() otherwise
 };
 

@@ -41,7 +41,7 @@ void read_count(const Json& obj, const std::string& p, const char* key, std::siz
 
 // Reads {"rule": "linear"|"sqrt", "factor": x, "cap": n} at `gp`.
 TpeGamma gamma_from_json(const Json& j, const std::string& gp) {
-  TpeGamma gamma;
+  TpeGamma gamma;  // missing keys: the defaults of TpeGamma
   if (!j.is_object())
     throw ConfigError(
         gp, "must be an object {\"rule\": \"linear\"|\"sqrt\", \"factor\": x, \"cap\": n}");
@@ -57,6 +57,12 @@ TpeGamma gamma_from_json(const Json& j, const std::string& gp) {
   if (auto f = optional_number(j, gp, "factor")) gamma.factor = *f;
   read_count(j, gp, "cap", gamma.cap);
   return gamma;
+}
+
+Json gamma_to_json(const TpeGamma& g) {
+  return {{"rule", g.rule == TpeGamma::Rule::kLinear ? "linear" : "sqrt"},
+          {"factor", g.factor},
+          {"cap", g.cap}};
 }
 
 }  // namespace
@@ -88,6 +94,10 @@ const char* to_string(tpe::BandwidthRule rule) {
   return "?";
 }
 
+const char* to_string(tpe::CategoricalKernel kernel) {
+  return kernel == tpe::CategoricalKernel::kPriorWeighted ? "prior_weighted" : "aitchison_aitken";
+}
+
 void TpeOptions::validate(const std::string& path) const {
   auto fail = [&](const char* key, const std::string& rule) {
     throw ConfigError(join_path(path, key), rule);
@@ -98,6 +108,13 @@ void TpeOptions::validate(const std::string& path) const {
   if (gamma.rule == TpeGamma::Rule::kLinear && gamma.factor > 1)
     fail("gamma.factor", "must be <= 1 for the linear rule");
   if (gamma.cap < 1) fail("gamma.cap", "must be >= 1");
+  if (branch_gamma) {
+    if (!(branch_gamma->factor > 0) || !std::isfinite(branch_gamma->factor))
+      fail("branch_gamma.factor", "must be a finite number > 0");
+    if (branch_gamma->rule == TpeGamma::Rule::kLinear && branch_gamma->factor > 1)
+      fail("branch_gamma.factor", "must be <= 1 for the linear rule");
+    if (branch_gamma->cap < 1) fail("branch_gamma.cap", "must be >= 1");
+  }
   if (!(prior_weight > 0) || !std::isfinite(prior_weight))
     fail("prior_weight", "must be a finite number > 0");
   if (min_bandwidth_factor && !(*min_bandwidth_factor >= 0 && *min_bandwidth_factor <= 1))
@@ -126,6 +143,7 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
               "startup",
               "n_ei_candidates",
               "gamma",
+              "branch_gamma",
               "prior_weight",
               "consider_prior",
               "consider_endpoints",
@@ -134,6 +152,7 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
               "equal_kernel_heights",
               "bandwidth",
               "bandwidth_factor",
+              "categorical_kernel",
               "weights",
               "weights_window",
               "warm_start_weighting",
@@ -153,6 +172,12 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
   read_count(config, path, "n_ei_candidates", o.n_ei_candidates);
   if (auto it = config.find("gamma"); it != config.end())
     o.gamma = gamma_from_json(*it, join_path(path, "gamma"));
+  if (auto it = config.find("branch_gamma"); it != config.end()) {
+    if (it->is_null())
+      o.branch_gamma.reset();
+    else
+      o.branch_gamma = gamma_from_json(*it, join_path(path, "branch_gamma"));
+  }
   if (auto v = optional_number(config, path, "prior_weight")) o.prior_weight = *v;
   if (auto v = optional_bool(config, path, "consider_prior")) o.consider_prior = *v;
   if (auto v = optional_bool(config, path, "consider_endpoints")) o.consider_endpoints = *v;
@@ -170,6 +195,14 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
       bad_choice(join_path(path, "bandwidth"), {"neighbor", "scott", "range"}, *v);
   }
   if (auto v = optional_number(config, path, "bandwidth_factor")) o.bandwidth_factor = *v;
+  if (auto v = optional_string(config, path, "categorical_kernel")) {
+    if (*v == "prior_weighted")
+      o.categorical_kernel = tpe::CategoricalKernel::kPriorWeighted;
+    else if (*v == "aitchison_aitken")
+      o.categorical_kernel = tpe::CategoricalKernel::kAitchisonAitken;
+    else
+      bad_choice(join_path(path, "categorical_kernel"), {"prior_weighted", "aitchison_aitken"}, *v);
+  }
   if (auto v = optional_string(config, path, "weights")) {
     if (*v == "uniform")
       o.weights = TpeWeights::kUniform;
@@ -203,10 +236,8 @@ Json TpeOptions::to_json() const {
       {"n_startup_trials", n_startup_trials},
       {"startup", startup ? to_string(*startup) : "random"},
       {"n_ei_candidates", n_ei_candidates},
-      {"gamma",
-       {{"rule", gamma.rule == TpeGamma::Rule::kLinear ? "linear" : "sqrt"},
-        {"factor", gamma.factor},
-        {"cap", gamma.cap}}},
+      {"gamma", gamma_to_json(gamma)},
+      {"branch_gamma", branch_gamma ? gamma_to_json(*branch_gamma) : Json(nullptr)},
       {"prior_weight", prior_weight},
       {"consider_prior", consider_prior},
       {"consider_endpoints", consider_endpoints},
@@ -215,6 +246,7 @@ Json TpeOptions::to_json() const {
       {"equal_kernel_heights", *o.equal_kernel_heights},
       {"bandwidth", to_string(bandwidth)},
       {"bandwidth_factor", *o.bandwidth_factor},
+      {"categorical_kernel", to_string(categorical_kernel)},
       {"weights", to_string(weights)},
       {"weights_window", weights_window},
       {"warm_start_weighting", to_string(warm_start_weighting)},

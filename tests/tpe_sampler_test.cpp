@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "algorithms/factory.h"
+#include "algorithms/tpe_model.h"
 #include "objectives/synthetic.h"
 #include "search/storage.h"
 #include "search/study.h"
@@ -109,12 +110,51 @@ TEST(TpeOptionsTest, DocumentedDefaults) {
   EXPECT_EQ(o.gamma.rule, TpeGamma::Rule::kLinear);
   EXPECT_DOUBLE_EQ(o.gamma.factor, 0.1);
   EXPECT_EQ(o.gamma.cap, 25u);
+  ASSERT_TRUE(o.branch_gamma.has_value());
+  EXPECT_EQ(o.branch_gamma->rule, TpeGamma::Rule::kSqrt);
+  EXPECT_DOUBLE_EQ(o.branch_gamma->factor, 0.25);
+  EXPECT_EQ(o.branch_gamma->cap, 25u);
   EXPECT_DOUBLE_EQ(o.prior_weight, 1.0);
   EXPECT_TRUE(o.consider_prior);
   EXPECT_FALSE(o.constant_liar);
   EXPECT_TRUE(o.multivariate);
   EXPECT_FALSE(o.group);
   EXPECT_NO_THROW(o.validate());
+}
+
+// Issue #17: on mixed spaces (bench/hpo_suite.py) the default TPE stayed in
+// a wrong branch of a categorical: with the Aitchison-Aitken kernel a choice
+// absent from the below group got about 1/(K n) of each kernel's mass, so
+// l(x) hardly ever drew it again. The default kernel is Optuna 3.1's
+// (parzen_estimator.py, _calculate_categorical_params): every choice gets
+// prior_weight / (n + 1), the observed one 1 more. Expected masses computed
+// with Optuna 3.1's _ParzenEstimator for the same observations.
+TEST(TpeOptionsTest, DefaultCategoricalKernelIsOptunas) {
+  const auto dim =
+      tpe::DimensionSpec::from(Distribution::make_categorical({Json("a"), Json("b"), Json("c")}));
+  const auto opt = tpe::estimator_options(TpeOptions().resolved());
+  const std::vector<double> pts = {0, 1, 2};
+  std::vector<double> lp(3);
+  {
+    const std::vector<double> obs = {0}, w = {1};
+    tpe::ParzenEstimator(std::vector{dim}, obs, w, opt).log_pdf(pts, lp);
+    EXPECT_NEAR(std::exp(lp[0]), 0.46666667, 1e-7);
+    EXPECT_NEAR(std::exp(lp[1]), 0.26666667, 1e-7);
+    EXPECT_NEAR(std::exp(lp[2]), 0.26666667, 1e-7);
+  }
+  {
+    const std::vector<double> obs = {0, 0, 1}, w = {1, 1, 1};
+    tpe::ParzenEstimator(std::vector{dim}, obs, w, opt).log_pdf(pts, lp);
+    EXPECT_NEAR(std::exp(lp[0]), 0.47619048, 1e-7);
+    EXPECT_NEAR(std::exp(lp[1]), 0.33333333, 1e-7);
+    EXPECT_NEAR(std::exp(lp[2]), 0.19047619, 1e-7);  // never observed
+  }
+  // The Aitchison-Aitken kernel is still there on request: 1/(K n) per kernel.
+  auto aa = opt;
+  aa.categorical_kernel = tpe::CategoricalKernel::kAitchisonAitken;
+  const std::vector<double> obs = {0, 0, 1}, w = {1, 1, 1};
+  tpe::ParzenEstimator(std::vector{dim}, obs, w, aa).log_pdf(pts, lp);
+  EXPECT_NEAR(std::exp(lp[2]), (3 * (0.25 / 3) + 1.0 / 3) / 4, 1e-12);
 }
 
 TEST(TpeOptionsTest, ModeDependentDefaultsResolve) {
@@ -161,6 +201,7 @@ TEST(TpeOptionsTest, FromJsonReadsEveryOptionAndRoundTrips) {
             {"n_startup_trials", 5},
             {"n_ei_candidates", 48},
             {"gamma", {{"rule", "sqrt"}, {"factor", 0.25}, {"cap", 30}}},
+            {"branch_gamma", {{"rule", "linear"}, {"factor", 0.2}, {"cap", 10}}},
             {"prior_weight", 2.0},
             {"consider_prior", false},
             {"consider_endpoints", true},
@@ -169,6 +210,7 @@ TEST(TpeOptionsTest, FromJsonReadsEveryOptionAndRoundTrips) {
             {"equal_kernel_heights", true},
             {"bandwidth", "scott"},
             {"bandwidth_factor", 0.5},
+            {"categorical_kernel", "aitchison_aitken"},
             {"weights", "uniform"},
             {"weights_window", 10},
             {"warm_start_weighting", "none"},
@@ -185,6 +227,10 @@ TEST(TpeOptionsTest, FromJsonReadsEveryOptionAndRoundTrips) {
   EXPECT_EQ(o.gamma.rule, TpeGamma::Rule::kSqrt);
   EXPECT_DOUBLE_EQ(o.gamma.factor, 0.25);
   EXPECT_EQ(o.gamma.cap, 30u);
+  ASSERT_TRUE(o.branch_gamma.has_value());
+  EXPECT_EQ(o.branch_gamma->rule, TpeGamma::Rule::kLinear);
+  EXPECT_DOUBLE_EQ(o.branch_gamma->factor, 0.2);
+  EXPECT_EQ(o.branch_gamma->cap, 10u);
   EXPECT_DOUBLE_EQ(o.prior_weight, 2.0);
   EXPECT_FALSE(o.consider_prior);
   EXPECT_TRUE(o.consider_endpoints);
@@ -193,6 +239,7 @@ TEST(TpeOptionsTest, FromJsonReadsEveryOptionAndRoundTrips) {
   EXPECT_TRUE(*o.equal_kernel_heights);
   EXPECT_EQ(o.bandwidth, tpe::BandwidthRule::kScott);
   EXPECT_DOUBLE_EQ(*o.bandwidth_factor, 0.5);
+  EXPECT_EQ(o.categorical_kernel, tpe::CategoricalKernel::kAitchisonAitken);
   EXPECT_EQ(o.weights, TpeWeights::kUniform);
   EXPECT_EQ(o.weights_window, 10u);
   EXPECT_EQ(o.warm_start_weighting, TpeWarmStartWeighting::kNone);
@@ -202,6 +249,10 @@ TEST(TpeOptionsTest, FromJsonReadsEveryOptionAndRoundTrips) {
   EXPECT_EQ(o.duplicate_retries, 4u);
   EXPECT_EQ(o.to_json(), j);
   EXPECT_EQ(TpeOptions::from_json(TpeOptions().to_json()).to_json(), TpeOptions().to_json());
+  // null: the branch choice is split with gamma.
+  j["branch_gamma"] = nullptr;
+  EXPECT_FALSE(TpeOptions::from_json(j).branch_gamma.has_value());
+  EXPECT_EQ(TpeOptions::from_json(j).to_json(), j);
 }
 
 void expect_config_error(const Json& j, const std::string& path, const std::string& words) {
@@ -226,12 +277,20 @@ TEST(TpeOptionsTest, BadOptionsNameTheField) {
   expect_config_error({{"type", "tpe"}, {"gamma", {{"fraction", 0.1}}}}, "sampler.gamma.fraction",
                       "unknown key");
   expect_config_error({{"type", "tpe"}, {"gamma", 0.1}}, "sampler.gamma", "must be an object");
+  expect_config_error({{"type", "tpe"}, {"branch_gamma", {{"factor", 1.5}}}},
+                      "sampler.branch_gamma.factor", "<= 1 for the linear rule");
+  expect_config_error({{"type", "tpe"}, {"branch_gamma", {{"rule", "sqrt"}, {"factor", -1}}}},
+                      "sampler.branch_gamma.factor", "> 0");
+  expect_config_error({{"type", "tpe"}, {"branch_gamma", "sqrt"}}, "sampler.branch_gamma",
+                      "must be an object");
   expect_config_error({{"type", "tpe"}, {"prior_weight", -1}}, "sampler.prior_weight", "> 0");
   expect_config_error({{"type", "tpe"}, {"n_startup_trials", -1}}, "sampler.n_startup_trials",
                       ">= 0");
   expect_config_error({{"type", "tpe"}, {"n_ei_candidates", 0}}, "sampler.n_ei_candidates", ">= 1");
   expect_config_error({{"type", "tpe"}, {"bandwidth", "silverman"}}, "sampler.bandwidth", "scott");
   expect_config_error({{"type", "tpe"}, {"weights", "new"}}, "sampler.weights", "old_decay");
+  expect_config_error({{"type", "tpe"}, {"categorical_kernel", "dirichlet"}},
+                      "sampler.categorical_kernel", "prior_weighted");
   expect_config_error({{"type", "tpe"}, {"multivariate", "yes"}}, "sampler.multivariate", "");
   expect_config_error({{"type", "tpe"}, {"group", true}, {"multivariate", false}}, "sampler.group",
                       "multivariate");
@@ -515,6 +574,52 @@ TEST(TpeSamplerTest, SameSeedAndHistoryGiveTheSameSuggestion) {
     const Distribution& dx = space.find("x")->distribution;
     EXPECT_EQ(a->sample_independent(ctx, "x", dx), b->sample_independent(ctx, "x", dx));
   }
+}
+
+// Issue #17: in a conditional space (a branch choice with params of its own
+// per choice), the branch choice is split with branch_gamma (default
+// sqrt 0.25: Hyperopt's rule), not gamma (linear 0.1): a branch that gives
+// the few best trials is followed although most of the next-best trials
+// come from the other branch. History: 100 trials, 50 per branch; the 3 best
+// are branch "b", the next 7 branch "a". Below group: 3 trials (all "b")
+// with branch_gamma; 10 (3 "b", 7 "a") with gamma alone.
+TEST(TpeSamplerTest, BranchChoiceOfAConditionalSpaceUsesBranchGamma) {
+  const char* conditional = R"({
+    "c": {"type": "categorical", "choices": ["a", "b"]},
+    "x": {"type": "float", "low": 0, "high": 1, "when": {"c": "a"}},
+    "y": {"type": "float", "low": 0, "high": 1, "when": {"c": "b"}}
+  })";
+  const char* flat = R"({
+    "c": {"type": "categorical", "choices": ["a", "b"]},
+    "x": {"type": "float", "low": 0, "high": 1}
+  })";
+  auto count_b = [](const char* space_json, const TpeOptions& o) {
+    SearchSpace space = SearchSpace::from_json(Json::parse(space_json));
+    const bool has_y = space.find("y") != nullptr;
+    History h(space);
+    for (int i = 0; i < 100; ++i) {
+      // Values: b-trials 0, 1, 2 best; then a-trials 3..9; then the rest.
+      const bool b = i < 3 || (i >= 10 && i % 2 == 0);
+      const std::string c = b ? "b" : "a";
+      const double u = (i % 10) / 10.0;
+      Params p = {{"c", c}};
+      p[c == "a" || !has_y ? "x" : "y"] = u;
+      h.add(TrialState::kComplete, p, static_cast<double>(i));
+    }
+    TpeSampler s(o);
+    int n_b = 0;
+    for (std::int64_t n = 100; n < 140; ++n) n_b += h.suggest(s, space, n).at("c") == "b" ? 1 : 0;
+    return n_b;
+  };
+  TpeOptions o;
+  o.seed = 5;
+  EXPECT_GE(count_b(conditional, o), 36);  // the 3 best "b" trials lead
+  TpeOptions old = o;
+  old.branch_gamma.reset();  // gamma for the branch choice too
+  EXPECT_LE(count_b(conditional, old), 4);
+  // A space without conditions is split with gamma: branch_gamma has no effect.
+  EXPECT_EQ(count_b(flat, o), count_b(flat, old));
+  EXPECT_LE(count_b(flat, o), 4);
 }
 
 TEST(TpeSamplerTest, PrunedTrialsEnterByTheirDeepestValue) {

@@ -1,0 +1,135 @@
+// hpo_suite_sampler: an ask/tell server over stdin/stdout for bench/hpo_suite.py,
+// so that the Python side runs the objectives (scikit-learn, XGBoost,
+// surrogates) and our sampler chooses the params. One study, in memory.
+//
+//   hpo_suite_sampler --space JSON --sampler JSON [--seed 0] [--direction minimize]
+//
+// --space: the "space" section of space.json (SearchSpace::from_json, with
+// conditions ("when"), ordinals, log ints, ...); --sampler: the "sampler"
+// section (make_sampler, algorithms/factory.h); --seed replaces the sampler's
+// seed; --direction: minimize or maximize.
+//
+// Protocol: one JSON object a line on stdin, one answer a line on stdout.
+//   {"op":"ask"}                                -> {"number":N,"params":{...}}
+//   {"op":"tell","number":N,"value":V}          -> {"ok":true}
+//   {"op":"tell","number":N,"state":"FAIL"}     -> {"ok":true}   (also "PRUNED")
+//   {"op":"best"}                               -> {"value":V,"number":N}
+// A request that cannot be served answers {"error":"..."} and the server goes
+// on (an exhausted space: {"error":"...","exhausted":true}). End of input ends
+// the program. Bad command-line arguments: a message on stderr, exit code 2.
+#include <iostream>
+#include <map>
+#include <string>
+
+#include "algorithms/factory.h"
+#include "search/sampler.h"
+#include "search/search_space.h"
+#include "search/storage.h"
+#include "search/study.h"
+
+namespace {
+
+using hps::Json;
+
+struct Args {
+  Json space;
+  Json sampler = Json{{"type", "tpe"}};
+  std::uint64_t seed = 0;
+  hps::StudyDirection direction = hps::StudyDirection::kMinimize;
+};
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  bool have_space = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (i + 1 >= argc) throw std::runtime_error(flag + " needs a value");
+    std::string value = argv[++i];
+    if (flag == "--space") {
+      a.space = hps::parse_json_text(value, "--space");
+      have_space = true;
+    } else if (flag == "--sampler") {
+      a.sampler = hps::parse_json_text(value, "--sampler");
+    } else if (flag == "--seed") {
+      a.seed = std::stoull(value);
+    } else if (flag == "--direction") {
+      a.direction = hps::parse_direction(value, "--direction");
+    } else {
+      throw std::runtime_error("unknown argument " + flag);
+    }
+  }
+  if (!have_space) throw std::runtime_error("--space is required");
+  return a;
+}
+
+// Answers one request; `open` holds the asked trials not yet told.
+Json serve(hps::Study& study, std::map<std::int64_t, hps::Trial>& open, const Json& req) {
+  const std::string op = req.value("op", "");
+  if (op == "ask") {
+    hps::Trial trial = study.ask();
+    Json params = Json::object();
+    for (const auto& [name, value] : trial.params()) params[name] = value;
+    std::int64_t number = trial.number();
+    open.emplace(number, std::move(trial));
+    return {{"number", number}, {"params", params}};
+  }
+  if (op == "tell") {
+    auto it = open.find(req.at("number").get<std::int64_t>());
+    if (it == open.end()) return {{"error", "tell: no open trial with that number"}};
+    const std::string state = req.value("state", "COMPLETE");
+    if (state == "COMPLETE")
+      study.tell(it->second, req.at("value").get<double>());
+    else if (state == "FAIL")
+      study.tell(it->second, hps::TrialState::kFail, std::nullopt, "objective failed");
+    else if (state == "PRUNED")
+      study.tell(it->second, hps::TrialState::kPruned, req.value("value", 0.0));
+    else
+      return {{"error", "tell: state must be COMPLETE, FAIL or PRUNED, got " + state}};
+    open.erase(it);
+    return {{"ok", true}};
+  }
+  if (op == "best") {
+    auto best = study.best_trial();
+    return {{"value", study.best_value()}, {"number", best->number}};
+  }
+  return {{"error", "op must be ask, tell or best, got '" + op + "'"}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  try {
+    args = parse_args(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "hpo_suite_sampler: " << e.what()
+              << "\nusage: hpo_suite_sampler --space JSON --sampler JSON [--seed S] "
+                 "[--direction minimize|maximize]\n";
+    return 2;
+  }
+  hps::StudyOptions opt;
+  try {
+    opt.space = hps::SearchSpace::from_json(args.space);
+    opt.sampler = hps::make_sampler(args.sampler, args.seed);
+  } catch (const std::exception& e) {
+    std::cerr << "hpo_suite_sampler: " << e.what() << "\n";
+    return 2;
+  }
+  auto storage = std::make_shared<hps::InMemoryStorage>();
+  auto study = hps::Study::create(storage, "hpo_suite", args.direction, opt);
+  std::map<std::int64_t, hps::Trial> open;
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (line.empty()) continue;
+    Json answer;
+    try {
+      answer = serve(study, open, hps::parse_json_text(line, "request"));
+    } catch (const hps::SearchSpaceExhausted& e) {
+      answer = {{"error", e.what()}, {"exhausted", true}};
+    } catch (const std::exception& e) {
+      answer = {{"error", e.what()}};
+    }
+    std::cout << answer.dump() << "\n" << std::flush;
+  }
+  return 0;
+}
