@@ -586,7 +586,8 @@ Json score_best_trial_on_test_set(const Json& config, const SearchSpace& space, 
                                   std::ostream& out) {
   if (best.user_attrs.contains("test_accuracy")) return Json();
   out << "Scoring the best trial (" << best.number << ") on the test set..." << std::endl;
-  // The retrained model is the trial's own with the trials' threads and device.
+  // The retrained model is the trial's own when `context` has the trial's
+  // threads and device (hpsearch run passes every core of this machine).
   return evaluate_on_test_set(config, space, best.params, context).to_user_attrs();
 }
 
