@@ -59,6 +59,16 @@ TpeGamma gamma_from_json(const Json& j, const std::string& gp) {
   return gamma;
 }
 
+// Reads "branch_gamma" (a gamma object, or null for none) into `out`, if present.
+void read_branch_gamma(const Json& config, const std::string& path, std::optional<TpeGamma>& out) {
+  auto it = config.find("branch_gamma");
+  if (it == config.end()) return;
+  if (it->is_null())
+    out.reset();
+  else
+    out = gamma_from_json(*it, join_path(path, "branch_gamma"));
+}
+
 Json gamma_to_json(const TpeGamma& g) {
   return {{"rule", g.rule == TpeGamma::Rule::kLinear ? "linear" : "sqrt"},
           {"factor", g.factor},
@@ -172,12 +182,7 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
   read_count(config, path, "n_ei_candidates", o.n_ei_candidates);
   if (auto it = config.find("gamma"); it != config.end())
     o.gamma = gamma_from_json(*it, join_path(path, "gamma"));
-  if (auto it = config.find("branch_gamma"); it != config.end()) {
-    if (it->is_null())
-      o.branch_gamma.reset();
-    else
-      o.branch_gamma = gamma_from_json(*it, join_path(path, "branch_gamma"));
-  }
+  read_branch_gamma(config, path, o.branch_gamma);
   if (auto v = optional_number(config, path, "prior_weight")) o.prior_weight = *v;
   if (auto v = optional_bool(config, path, "consider_prior")) o.consider_prior = *v;
   if (auto v = optional_bool(config, path, "consider_endpoints")) o.consider_endpoints = *v;

@@ -110,10 +110,7 @@ TEST(TpeOptionsTest, DocumentedDefaults) {
   EXPECT_EQ(o.gamma.rule, TpeGamma::Rule::kLinear);
   EXPECT_DOUBLE_EQ(o.gamma.factor, 0.1);
   EXPECT_EQ(o.gamma.cap, 25u);
-  ASSERT_TRUE(o.branch_gamma.has_value());
-  EXPECT_EQ(o.branch_gamma->rule, TpeGamma::Rule::kSqrt);
-  EXPECT_DOUBLE_EQ(o.branch_gamma->factor, 0.25);
-  EXPECT_EQ(o.branch_gamma->cap, 25u);
+  EXPECT_FALSE(o.branch_gamma.has_value());  // opt-in (README, "TPE: mixed spaces")
   EXPECT_DOUBLE_EQ(o.prior_weight, 1.0);
   EXPECT_TRUE(o.consider_prior);
   EXPECT_FALSE(o.constant_liar);
@@ -577,8 +574,8 @@ TEST(TpeSamplerTest, SameSeedAndHistoryGiveTheSameSuggestion) {
 }
 
 // Issue #17: in a conditional space (a branch choice with params of its own
-// per choice), the branch choice is split with branch_gamma (default
-// sqrt 0.25: Hyperopt's rule), not gamma (linear 0.1): a branch that gives
+// per choice), the branch choice is split with branch_gamma when it is set
+// (here sqrt 0.25: Hyperopt's rule), not gamma (linear 0.1): a branch that gives
 // the few best trials is followed although most of the next-best trials
 // come from the other branch. History: 100 trials, 50 per branch; the 3 best
 // are branch "b", the next 7 branch "a". Below group: 3 trials (all "b")
@@ -613,9 +610,10 @@ TEST(TpeSamplerTest, BranchChoiceOfAConditionalSpaceUsesBranchGamma) {
   };
   TpeOptions o;
   o.seed = 5;
+  o.branch_gamma = TpeGamma{TpeGamma::Rule::kSqrt, 0.25, 25};
   EXPECT_GE(count_b(conditional, o), 36);  // the 3 best "b" trials lead
   TpeOptions old = o;
-  old.branch_gamma.reset();  // gamma for the branch choice too
+  old.branch_gamma.reset();  // the default: gamma for the branch choice too
   EXPECT_LE(count_b(conditional, old), 4);
   // A space without conditions is split with gamma: branch_gamma has no effect.
   EXPECT_EQ(count_b(flat, o), count_b(flat, old));
