@@ -17,7 +17,7 @@ PACKAGES=(
   libboost-dev                                  # Sobol sequence of the QMC sampler (Boost.Random, headers)
   libgtest-dev libgmock-dev                     # tests
   dataset-fashion-mnist                         # data of the Fashion-MNIST objectives
-  python3-optuna python3-sklearn python3-plotly python3-pandas # bench/ comparisons (plotly: Optuna's plots; pandas: trials_dataframe in the README); importances checked against Optuna (fANOVA)
+  python3-optuna python3-sklearn python3-xgboost python3-plotly python3-pandas # bench/ comparisons (xgboost: bench/hpo_suite.py; plotly: Optuna's plots; pandas: trials_dataframe in the README); importances checked against Optuna (fANOVA)
   clang clang-format clang-tidy                 # format check, analysis, fuzzing
   libclang-rt-14-dev                            # libFuzzer and sanitizer runtimes of clang 14
   slurmctld slurmd slurm-client munge           # tests/slurm_cluster_test.sh (--launcher slurm)
