@@ -68,9 +68,8 @@ const char* to_string(QmcSequence sequence) {
 }
 
 QmcSequence parse_qmc_sequence(const std::string& name, const std::string& path) {
-  if (name == "sobol") return QmcSequence::kSobol;
-  if (name == "halton") return QmcSequence::kHalton;
-  throw ConfigError(path, "must be one of sobol, halton (got \"" + name + "\")");
+  return parse_choice<QmcSequence>(
+      name, path, {{"sobol", QmcSequence::kSobol}, {"halton", QmcSequence::kHalton}});
 }
 
 QmcOptions QmcOptions::from_json(const Json& config, const std::string& path) {

@@ -9,24 +9,6 @@ namespace hps {
 
 namespace {
 
-// Throws ConfigError(field, "must be one of 'a', 'b', got 'x'").
-[[noreturn]] void bad_choice(const std::string& field, std::initializer_list<const char*> names,
-                             const std::string& got) {
-  std::string rule = "must be one of ";
-  bool first = true;
-  for (const char* n : names) {
-    if (!first) rule += ", ";
-    first = false;
-    rule += '\'';
-    rule += n;
-    rule += '\'';
-  }
-  rule += ", got '";
-  rule += got;
-  rule += '\'';
-  throw ConfigError(field, rule);
-}
-
 // Reads a count (an integer >= 0) at obj[key] into `out`, if present.
 void read_count(const Json& obj, const std::string& p, const char* key, std::size_t& out) {
   if (auto v = optional_int(obj, p, key)) {
@@ -46,14 +28,9 @@ TpeGamma gamma_from_json(const Json& j, const std::string& gp) {
     throw ConfigError(
         gp, "must be an object {\"rule\": \"linear\"|\"sqrt\", \"factor\": x, \"cap\": n}");
   check_keys(j, gp, {"rule", "factor", "cap"});
-  if (auto rule = optional_string(j, gp, "rule")) {
-    if (*rule == "linear")
-      gamma.rule = TpeGamma::Rule::kLinear;
-    else if (*rule == "sqrt")
-      gamma.rule = TpeGamma::Rule::kSqrt;
-    else
-      bad_choice(join_path(gp, "rule"), {"linear", "sqrt"}, *rule);
-  }
+  if (auto rule = optional_choice<TpeGamma::Rule>(
+          j, gp, "rule", {{"linear", TpeGamma::Rule::kLinear}, {"sqrt", TpeGamma::Rule::kSqrt}}))
+    gamma.rule = *rule;
   if (auto f = optional_number(j, gp, "factor")) gamma.factor = *f;
   read_count(j, gp, "cap", gamma.cap);
   return gamma;
@@ -173,12 +150,11 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
   TpeOptions o;
   o.seed = optional_seed(config, path);
   read_count(config, path, "n_startup_trials", o.n_startup_trials);
-  if (auto v = optional_string(config, path, "startup")) {
-    if (*v == "sobol" || *v == "halton")
-      o.startup = parse_qmc_sequence(*v, join_path(path, "startup"));
-    else if (*v != "random")
-      bad_choice(join_path(path, "startup"), {"random", "sobol", "halton"}, *v);
-  }
+  if (auto v = optional_choice<std::optional<QmcSequence>>(config, path, "startup",
+                                                           {{"random", std::nullopt},
+                                                            {"sobol", QmcSequence::kSobol},
+                                                            {"halton", QmcSequence::kHalton}}))
+    o.startup = *v;
   read_count(config, path, "n_ei_candidates", o.n_ei_candidates);
   if (auto it = config.find("gamma"); it != config.end())
     o.gamma = gamma_from_json(*it, join_path(path, "gamma"));
@@ -189,42 +165,27 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
   if (auto v = optional_bool(config, path, "consider_magic_clip")) o.consider_magic_clip = *v;
   if (auto v = optional_number(config, path, "min_bandwidth_factor")) o.min_bandwidth_factor = *v;
   if (auto v = optional_bool(config, path, "equal_kernel_heights")) o.equal_kernel_heights = *v;
-  if (auto v = optional_string(config, path, "bandwidth")) {
-    if (*v == "neighbor")
-      o.bandwidth = tpe::BandwidthRule::kNeighbor;
-    else if (*v == "scott")
-      o.bandwidth = tpe::BandwidthRule::kScott;
-    else if (*v == "range")
-      o.bandwidth = tpe::BandwidthRule::kRange;
-    else
-      bad_choice(join_path(path, "bandwidth"), {"neighbor", "scott", "range"}, *v);
-  }
+  if (auto v = optional_choice<tpe::BandwidthRule>(config, path, "bandwidth",
+                                                   {{"neighbor", tpe::BandwidthRule::kNeighbor},
+                                                    {"scott", tpe::BandwidthRule::kScott},
+                                                    {"range", tpe::BandwidthRule::kRange}}))
+    o.bandwidth = *v;
   if (auto v = optional_number(config, path, "bandwidth_factor")) o.bandwidth_factor = *v;
-  if (auto v = optional_string(config, path, "categorical_kernel")) {
-    if (*v == "prior_weighted")
-      o.categorical_kernel = tpe::CategoricalKernel::kPriorWeighted;
-    else if (*v == "aitchison_aitken")
-      o.categorical_kernel = tpe::CategoricalKernel::kAitchisonAitken;
-    else
-      bad_choice(join_path(path, "categorical_kernel"), {"prior_weighted", "aitchison_aitken"}, *v);
-  }
-  if (auto v = optional_string(config, path, "weights")) {
-    if (*v == "uniform")
-      o.weights = TpeWeights::kUniform;
-    else if (*v == "old_decay")
-      o.weights = TpeWeights::kOldDecay;
-    else
-      bad_choice(join_path(path, "weights"), {"uniform", "old_decay"}, *v);
-  }
+  if (auto v = optional_choice<tpe::CategoricalKernel>(
+          config, path, "categorical_kernel",
+          {{"prior_weighted", tpe::CategoricalKernel::kPriorWeighted},
+           {"aitchison_aitken", tpe::CategoricalKernel::kAitchisonAitken}}))
+    o.categorical_kernel = *v;
+  if (auto v = optional_choice<TpeWeights>(
+          config, path, "weights",
+          {{"uniform", TpeWeights::kUniform}, {"old_decay", TpeWeights::kOldDecay}}))
+    o.weights = *v;
   read_count(config, path, "weights_window", o.weights_window);
-  if (auto v = optional_string(config, path, "warm_start_weighting")) {
-    if (*v == "similarity")
-      o.warm_start_weighting = TpeWarmStartWeighting::kSimilarity;
-    else if (*v == "none")
-      o.warm_start_weighting = TpeWarmStartWeighting::kNone;
-    else
-      bad_choice(join_path(path, "warm_start_weighting"), {"similarity", "none"}, *v);
-  }
+  if (auto v = optional_choice<TpeWarmStartWeighting>(
+          config, path, "warm_start_weighting",
+          {{"similarity", TpeWarmStartWeighting::kSimilarity},
+           {"none", TpeWarmStartWeighting::kNone}}))
+    o.warm_start_weighting = *v;
   if (auto v = optional_bool(config, path, "multivariate")) o.multivariate = *v;
   if (auto v = optional_bool(config, path, "group")) o.group = *v;
   if (auto v = optional_bool(config, path, "constant_liar")) o.constant_liar = *v;

@@ -4,9 +4,12 @@
 #pragma once
 
 #include <atomic>
+#include <charconv>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "report/dashboard_guard.h"
@@ -14,6 +17,28 @@
 #include "search/storage.h"
 
 namespace hps::cli {
+
+// Parses a command-line integer of type T: decimal digits only (no sign,
+// blank, '+' or exponent), in T's range. Returns the value, or nullopt with
+// `error` set to the rule it broke: "must be a whole number (digits only),
+// got 'x'" or "is out of range (at most N), got 'x'". Used by the integer
+// flags' validators and `trials --limit/--since`, so they agree.
+template <typename T>
+std::optional<T> parse_whole_number(std::string_view text, std::string& error) {
+  T value{};
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec == std::errc::result_out_of_range && text.front() != '-') {
+    error = "is out of range (at most " + std::to_string(std::numeric_limits<T>::max()) +
+            "), got '" + std::string(text) + "'";
+    return std::nullopt;
+  }
+  if (text.empty() || text.front() == '-' || ec != std::errc() || ptr != end) {
+    error = "must be a whole number (digits only), got '" + std::string(text) + "'";
+    return std::nullopt;
+  }
+  return value;
+}
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;

@@ -33,22 +33,16 @@ class PrintableConsoleSink : public spdlog::sinks::ansicolor_stderr_sink_mt {
   }
 };
 
-// The text of an integer option: digits only (a '-' first where T is
-// signed), within T's range. CLI11 2.1 alone takes "" as "not given" and
-// clamps a number out of range to the largest value.
+// The text of an integer option: parse_whole_number's rule (digits only,
+// within T's range). CLI11 2.1 alone takes "" as "not given" and clamps a
+// number out of range to the largest value.
 template <typename T>
 CLI::Validator whole_number() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
-        T value{};
-        const char* end = text.data() + text.size();
-        auto [ptr, ec] = std::from_chars(text.data(), end, value);
-        if (ec == std::errc::result_out_of_range)
-          return "is out of range (at most " + std::to_string(std::numeric_limits<T>::max()) +
-                 "), got '" + text + "'";
-        if (text.empty() || ec != std::errc() || ptr != end)
-          return "must be a whole number (digits only), got '" + text + "'";
-        return std::string();
+        std::string error;
+        hps::cli::parse_whole_number<T>(text, error);
+        return error;
       },
       "INT");
 }

@@ -72,14 +72,13 @@ int best_command(const ReadOptions& o) {
 
 namespace {
 
-// A flag's value as an integer >= 0; ConfigError naming the flag otherwise.
+// A flag's value as a whole number (parse_whole_number); ConfigError naming
+// the flag otherwise.
 std::int64_t parse_count_flag(const std::string& flag, const std::string& text) {
-  std::int64_t v = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, v);  // digits only: no '+', no spaces
-  if (text.empty() || ec != std::errc() || ptr != end || v < 0)
-    throw ConfigError(flag, "must be an integer >= 0, got '" + text + "'");
-  return v;
+  std::string error;
+  auto v = parse_whole_number<std::int64_t>(text, error);
+  if (!v) throw ConfigError(flag, error);
+  return *v;
 }
 
 // The trial query of `hpsearch trials`' flags; ConfigError naming the flag.

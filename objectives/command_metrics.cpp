@@ -169,14 +169,10 @@ void parse_source(const Json& metrics, MetricsConfig& c) {
   c.source = MetricsConfig::Source::kFile;
   c.file = require_string(s, path, "file");
   if (c.file.empty()) throw ConfigError(join_path(path, "file"), "must not be empty");
-  if (auto format = optional_string(s, path, "format")) {
-    if (*format == "csv")
-      c.format = MetricsConfig::Format::kCsv;
-    else if (*format == "jsonl")
-      c.format = MetricsConfig::Format::kJsonLines;
-    else
-      throw ConfigError(join_path(path, "format"),
-                        "unknown format '" + *format + "' (known: \"csv\", \"jsonl\")");
+  if (auto format = optional_choice<MetricsConfig::Format>(
+          s, path, "format",
+          {{"csv", MetricsConfig::Format::kCsv}, {"jsonl", MetricsConfig::Format::kJsonLines}})) {
+    c.format = *format;
   } else if (ends_with(c.file, ".csv")) {
     c.format = MetricsConfig::Format::kCsv;
   } else if (ends_with(c.file, ".jsonl") || ends_with(c.file, ".ndjson") ||

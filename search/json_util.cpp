@@ -139,6 +139,21 @@ std::optional<std::string> optional_string(const Json& object, std::string_view 
   return v->get<std::string>();
 }
 
+void bad_choice(std::string_view field, const std::vector<std::string_view>& names,
+                std::string_view got) {
+  std::string rule = "must be one of ";
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) rule += ", ";
+    rule += '\'';
+    rule += names[i];
+    rule += '\'';
+  }
+  rule += ", got '";
+  rule += got;
+  rule += '\'';
+  throw ConfigError(std::string(field), rule);
+}
+
 std::string require_string(const Json& object, std::string_view path, std::string_view key) {
   auto v = optional_string(object, path, key);
   if (!v) throw ConfigError(join_path(path, key), "is required (a string)");

@@ -47,6 +47,42 @@ std::optional<bool> optional_bool(const Json& object, std::string_view path, std
 std::optional<std::uint64_t> optional_seed(const Json& object, std::string_view path,
                                            std::string_view key = "seed");
 
+// One accepted string of an enumerated config field and the value it
+// stands for (optional_choice, parse_choice).
+template <typename T>
+struct Choice {
+  std::string_view name;
+  T value;
+};
+
+// Throws ConfigError(field, "must be one of 'a', 'b', got 'x'").
+[[noreturn]] void bad_choice(std::string_view field, const std::vector<std::string_view>& names,
+                             std::string_view got);
+
+// The value of the choice named `got`. Throws ConfigError(field, "must be
+// one of 'a', 'b', got 'x'") when no choice has that name.
+template <typename T>
+T parse_choice(std::string_view got, std::string_view field,
+               std::initializer_list<Choice<T>> choices) {
+  std::vector<std::string_view> names;
+  for (const Choice<T>& c : choices) {
+    if (c.name == got) return c.value;
+    names.push_back(c.name);
+  }
+  bad_choice(field, names, got);
+}
+
+// Reads object[key] as one of `choices`: the chosen value, or nullopt when
+// the key is absent. Throws ConfigError(path.key, ...) when the field is not
+// a string or names no choice.
+template <typename T>
+std::optional<T> optional_choice(const Json& object, std::string_view path, std::string_view key,
+                                 std::initializer_list<Choice<T>> choices) {
+  auto got = optional_string(object, path, key);
+  if (!got) return std::nullopt;
+  return parse_choice(*got, join_path(path, key), choices);
+}
+
 // Reads and parses a JSON file. Throws ConfigError(path_of_file, ...) for a
 // missing or unreadable file and for invalid JSON, with line and column.
 Json read_json_file(const std::string& file);

@@ -176,6 +176,8 @@ TEST_F(CliFailuresTest, BadFailureLimitsAreRefused) {
            {"--n-trials", "+5", "must be a whole number (digits only), got '+5'"},
            {"--workers", " 2", "must be a whole number"},
            {"--seed", "-1", "must be a whole number"},
+           {"--workers", "-1", "must be a whole number (digits only), got '-1'"},
+           {"--n-trials", "-99999999999999999999", "must be a whole number (digits only)"},
            {"--timeout", "", "must be a number"}}) {
     ProcessResult flagged = cli({"run", "space.json", flag, value});
     EXPECT_EQ(flagged.exit_code, 2) << flag << " '" << value << "'" << flagged.out;

@@ -495,6 +495,11 @@ TEST_F(CliTest, TrialsFiltersSortsLimitsAndStreams) {
     ProcessResult bad = cli({"trials", "f.db", flag, value});
     EXPECT_EQ(bad.exit_code, 2) << flag << " " << value;
     EXPECT_NE(bad.err.find(flag), std::string::npos) << bad.err;
+    if (flag == "--limit" || flag == "--since") {  // the integer flags' one rule
+      EXPECT_NE(bad.err.find(flag + ": must be a whole number (digits only), got '" + value + "'"),
+                std::string::npos)
+          << bad.err;
+    }
   }
 }
 
