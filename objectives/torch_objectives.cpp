@@ -124,6 +124,17 @@ std::int64_t int_or(const Params& p, const char* name, std::int64_t fallback) {
   return it == p.end() ? fallback : static_cast<std::int64_t>(it->second.get<double>());
 }
 
+// "checkpoints" (bool) and "checkpoint_dir" (non-empty string).
+void parse_checkpoint_options(const Json& o, const std::string& path, FashionMnistConfig& c) {
+  if (auto v = optional_bool(o, path, "checkpoints")) c.checkpoints = *v;
+  if (auto v = optional_string(o, path, "checkpoint_dir")) {
+    if (v->empty())
+      throw ConfigError("objective.checkpoint_dir",
+                        "must not be empty (leave it out for <log_dir>/checkpoints)");
+    c.checkpoint_dir = *v;
+  }
+}
+
 }  // namespace
 
 const char* to_string(TrainMetric metric) {
@@ -132,9 +143,10 @@ const char* to_string(TrainMetric metric) {
 
 FashionMnistConfig FashionMnistConfig::from_json(const Json& o, const SearchSpace& space) {
   const std::string path = "objective";
-  check_keys(o, path,
-             {"type", "model", "data_dir", "train_subset", "val_fraction", "max_epochs",
-              "early_stopping", "metric", "seed", "eval_batch_size"});
+  check_keys(
+      o, path,
+      {"type", "model", "data_dir", "train_subset", "val_fraction", "max_epochs", "early_stopping",
+       "metric", "seed", "eval_batch_size", "checkpoints", "checkpoint_dir"});
   if (std::string type = require_string(o, path, "type"); type != kFashionMnistType)
     throw ConfigError("objective.type",
                       "expected \"" + std::string(kFashionMnistType) + "\", got \"" + type + "\"");
@@ -200,6 +212,7 @@ FashionMnistConfig FashionMnistConfig::from_json(const Json& o, const SearchSpac
       throw ConfigError("objective.eval_batch_size", "must be >= 1, got " + std::to_string(*v));
     c.eval_batch_size = *v;
   }
+  parse_checkpoint_options(o, path, c);
 
   // The space: known params only, each able to produce valid values only.
   const auto& rules = param_rules();
@@ -353,7 +366,9 @@ TrainingOutcome run_epochs(Trial* trial, std::int64_t max_epochs, TrainMetric me
 }
 
 Json TestEvaluation::to_user_attrs() const {
-  return Json{{"test_accuracy", test_accuracy}, {"test_loss", test_loss}};
+  return Json{{"test_accuracy", test_accuracy},
+              {"test_loss", test_loss},
+              {"test_scored_from", scored_from}};
 }
 
 bool is_torch_objective(const Json& config) {
