@@ -367,7 +367,7 @@ torch::nn::AnyModule make_model(const std::string& model, const TrainingParams& 
 }
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingParams& p,
-                                                        std::vector<torch::Tensor> params) {
+                                                        const std::vector<torch::Tensor>& params) {
   namespace optim = torch::optim;
   if (p.optimizer == "adamw")
     return std::make_unique<optim::AdamW>(
