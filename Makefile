@@ -23,13 +23,14 @@ FUZZ_SECONDS ?= 30
 FUZZ_JOBS ?= $(TEST_JOBS)
 RELEASE_DIR := build/release
 # The demo study: one worker per core (one LibTorch thread each). OpenMP
-# threads that wait sleep instead of spinning (OMP_WAIT_POLICY=passive): the
-# test-set scoring at the end uses every core, and on a busy 2-core machine it
-# took 526 s without this, 79 s with it (README, "The main job").
+# threads that wait sleep instead of spinning (OMP_WAIT_POLICY=passive): a
+# test-set scoring that has to retrain (no checkpoint) uses every core, and
+# on a busy 2-core machine it took 526 s without this, 79 s with it (README,
+# "The main job").
 DEMO_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 DEMO_CMD ?= OMP_WAIT_POLICY=passive ./$(RELEASE_DIR)/hpsearch run examples/fashion_mnist/space.json --workers $(DEMO_WORKERS)
 # The demo study's report (hpsearch report), written after the study.
-DEMO_REPORT ?= fmnist-mlp-report.html
+DEMO_REPORT ?= fmnist-demo-report.html
 # Runs every benchmark program built from bench/*.cpp, one after another.
 BENCH_CMD ?= found=0; for b in $(RELEASE_DIR)/bench/*; do \
 	  if [ -f "$$b" ] && [ -x "$$b" ]; then found=1; echo "== $$b"; "$$b" || exit 1; fi; \
@@ -96,7 +97,7 @@ test-fuzz:
 
 demo: build
 	$(DEMO_CMD)
-	./$(RELEASE_DIR)/hpsearch report fmnist-mlp.db -o $(DEMO_REPORT)
+	./$(RELEASE_DIR)/hpsearch report fmnist-demo.db -o $(DEMO_REPORT)
 	@echo "demo: the study's report: $(abspath $(DEMO_REPORT)) (open it in a browser)"
 
 install: build

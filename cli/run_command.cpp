@@ -482,10 +482,11 @@ void let_workers_exit(Coordinator& coordinator, LocalWorkerPool& pool, SlurmLaun
 }
 
 // The objective type's post-study step (torch.fashion_mnist: the best
-// trial retrained and scored on the test set in this process, with every
-// core of this machine, since the workers have exited: faster than the
-// trial's own threads, and the model may differ from the trial's in the
-// last bits; see evaluate_on_test_set); its errors are reported as warnings
+// trial's checkpoint scored on the test set in this process; without a
+// usable checkpoint the trial is retrained here, with every core of this
+// machine, since the workers have exited: faster than the trial's own
+// threads, and the model may differ from the trial's in the last bits; see
+// evaluate_on_test_set); its errors are reported as warnings
 // (objectives/objective.h).
 void after_study(const StudyConfig& config, Study& study) {
   if (stop_signal()) return;

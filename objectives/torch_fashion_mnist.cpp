@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cmath>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <new>
@@ -18,6 +20,7 @@
 
 #include "objectives/idx.h"
 #include "objectives/torch_objectives.h"
+#include "search/private_files.h"
 #include "search/util/hash.h"
 #include "search/util/random.h"
 
@@ -364,7 +367,7 @@ torch::nn::AnyModule make_model(const std::string& model, const TrainingParams& 
 }
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingParams& p,
-                                                        std::vector<torch::Tensor> params) {
+                                                        const std::vector<torch::Tensor>& params) {
   namespace optim = torch::optim;
   if (p.optimizer == "adamw")
     return std::make_unique<optim::AdamW>(
@@ -472,11 +475,96 @@ void restore(torch::nn::Module& model, const std::vector<torch::Tensor>& saved) 
   for (auto& b : model.buffers()) b.copy_(saved.at(i++));
 }
 
+// ------------------------------------------------------------------ checkpoints
+
+namespace fs = std::filesystem;
+
+// The archive key of the epoch whose weights a checkpoint holds.
+constexpr const char* kCheckpointEpochKey = "hpsearch_best_epoch";
+
+// The absolute checkpoint folder of `c` under `context`, created (0700) if
+// missing; "" when checkpoints are off or have no folder. A folder that
+// cannot be created is a ConfigError naming objective.checkpoint_dir when the
+// user named it, else a warning (the trials run without checkpoints).
+std::string checkpoint_folder(const FashionMnistConfig& c, const ObjectiveContext& context) {
+  if (!c.checkpoints) return "";
+  const bool named = !c.checkpoint_dir.empty();
+  if (!named && context.log_dir.empty()) {
+    spdlog::debug("{}: no log_dir and no checkpoint_dir: no checkpoints", kFashionMnistType);
+    return "";
+  }
+  const fs::path dir =
+      named ? fs::path(c.checkpoint_dir) : fs::path(context.log_dir) / "checkpoints";
+  try {
+    create_private_directories(dir.string());
+    return fs::absolute(dir).lexically_normal().string();
+  } catch (const std::exception& e) {
+    if (named) throw ConfigError("objective.checkpoint_dir", e.what());
+    spdlog::warn("{}: no checkpoints: {}", kFashionMnistType, e.what());
+    return "";
+  }
+}
+
+void remove_checkpoint(const std::string& path) {
+  if (path.empty()) return;
+  std::error_code ec;
+  fs::remove(path, ec);
+  fs::remove(path + ".tmp", ec);
+}
+
+// Writes the parameters and buffers of `module` and `epoch` to `path`
+// (through path + ".tmp", mode 0600, then renamed over `path`).
+void save_checkpoint(const torch::nn::Module& module, std::int64_t epoch, const std::string& path) {
+  torch::serialize::OutputArchive archive;
+  module.save(archive);
+  archive.write(kCheckpointEpochKey, torch::tensor(epoch, torch::kInt64));
+  const std::string tmp = path + ".tmp";
+  (void)create_private_file(tmp);
+  archive.save_to(tmp);
+  fs::rename(tmp, path);
+}
+
+// The shapes of a module's parameters and buffers, in order.
+std::vector<std::vector<std::int64_t>> shapes(const torch::nn::Module& module) {
+  std::vector<std::vector<std::int64_t>> out;
+  for (const auto& t : module.parameters()) out.push_back(t.sizes().vec());
+  for (const auto& t : module.buffers()) out.push_back(t.sizes().vec());
+  return out;
+}
+
+// Loads a checkpoint into `module` (built from the trial's params) on
+// `device`; returns the stored epoch (0 if absent). Throws Error
+// ("checkpoint <path>: <reason>").
+std::int64_t load_checkpoint(torch::nn::Module& module, const std::string& path,
+                             const torch::Device& device) {
+  const std::string what = "checkpoint " + path + ": ";
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) throw Error(what + "no such file on this machine");
+  const auto expected = shapes(module);
+  torch::Tensor epoch;
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(path, device);
+    torch::NoGradGuard no_grad;
+    module.load(archive);
+    if (!archive.try_read(kCheckpointEpochKey, epoch)) epoch = torch::zeros({}, torch::kInt64);
+  } catch (const c10::Error& e) {
+    const std::string msg = e.what_without_backtrace();
+    throw Error(what + msg.substr(0, msg.find('\n')));
+  }
+  if (shapes(module) != expected)
+    throw Error(what + "holds the weights of another model (parameter shapes differ)");
+  return epoch.item<std::int64_t>();
+}
+
 // Trains one model: returns the outcome and the model (with its final
-// weights); keeps the best epoch's weights in *best_weights when given.
+// weights); keeps the best epoch's weights in *best_weights when given, and
+// in the checkpoint file `checkpoint` when not empty (a write error is a
+// warning; the trial goes on without a checkpoint).
 TrainingOutcome train(const FashionMnistState& s, const TrainingParams& p, std::uint64_t seed,
                       Trial* trial, torch::nn::AnyModule* model_out,
-                      std::vector<torch::Tensor>* best_weights) {
+                      std::vector<torch::Tensor>* best_weights,
+                      const std::string& checkpoint = {}) {
   const PreparedData& d = *s.data;
   // The trial's generators: initial weights, batch order, dropout masks (on
   // the CPU; on a GPU the masks come from the device's generator, seeded by
@@ -520,8 +608,19 @@ TrainingOutcome train(const FashionMnistState& s, const TrainingParams& p, std::
                   m.train_loss, m.val_loss, m.val_accuracy);
     return m;
   };
-  std::function<void(std::int64_t)> on_best;
-  if (best_weights) on_best = [&](std::int64_t) { *best_weights = snapshot(module); };
+  bool save = !checkpoint.empty();
+  auto on_best = [&](std::int64_t epoch) {
+    if (best_weights) *best_weights = snapshot(module);
+    if (!save) return;
+    try {
+      save_checkpoint(module, epoch, checkpoint);
+    } catch (const std::exception& e) {
+      spdlog::warn("cannot write checkpoint {} (the trial goes on without one): {}", checkpoint,
+                   e.what());
+      remove_checkpoint(checkpoint);
+      save = false;
+    }
+  };
   TrainingOutcome out =
       run_epochs(trial, s.config.max_epochs, s.metric, s.config.early_stopping, run_epoch, on_best);
   if (model_out) *model_out = model;
@@ -538,14 +637,49 @@ Objective make_fashion_mnist_objective(const Json& config, const SearchSpace& sp
       kFashionMnistType, state->config.model, state->data->train_x.size(0),
       state->data->val_x.size(0), to_string(state->metric), state->device.str(),
       at::get_num_threads());
-  return [state](Trial& trial) -> double {
+  const std::string folder = checkpoint_folder(state->config, context);
+  if (!folder.empty()) spdlog::info("{}: checkpoints in {}", kFashionMnistType, folder);
+  return [state, folder](Trial& trial) -> double {
     const TrainingParams p = TrainingParams::from_params(trial.params(), state->space);
     const std::uint64_t seed = trial_seed(state->config.seed, trial.params());
     trial.set_user_attr("lr_effective", p.lr_effective);
     trial.set_user_attr("n_train", state->data->train_x.size(0));
-    return oom_guard([&] { return train(*state, p, seed, &trial, nullptr, nullptr); }).best_value;
+    const std::string checkpoint =
+        folder.empty() ? "" : folder + "/trial-" + std::to_string(trial.number()) + ".pt";
+    remove_checkpoint(checkpoint);  // an earlier study's trial of the same number
+    TrainingOutcome out;
+    try {
+      out = oom_guard([&] { return train(*state, p, seed, &trial, nullptr, nullptr, checkpoint); });
+    } catch (...) {
+      remove_checkpoint(checkpoint);  // PRUNED or FAIL: keep no file
+      throw;
+    }
+    std::error_code ec;
+    if (!checkpoint.empty() && fs::is_regular_file(checkpoint, ec))
+      trial.set_user_attr("checkpoint", checkpoint);
+    return out.best_value;
   };
 }
+
+namespace {
+
+// The test split, normalized as the training part, on the state's device.
+std::pair<torch::Tensor, torch::Tensor> test_split(const FashionMnistState& state) {
+  auto test_raw = load_cached(state.config.data_dir, false);
+  const PreparedData& d = *state.data;
+  if (static_cast<std::int64_t>(test_raw->rows) != d.rows ||
+      static_cast<std::int64_t>(test_raw->cols) != d.cols)
+    throw Error(fmt::format("{}: test images are {}x{} but training images are {}x{}",
+                            state.config.data_dir, test_raw->rows, test_raw->cols, d.rows, d.cols));
+  std::vector<std::size_t> all(test_raw->n);
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  auto [tx, ty] = select(*test_raw, all);
+  tx = tx.sub_(d.mean).div_(d.std).to(state.device);
+  ty = ty.to(state.device);
+  return {tx, ty};
+}
+
+}  // namespace
 
 TestEvaluation evaluate_on_test_set(const Json& config, const SearchSpace& space,
                                     const Params& params, const ObjectiveContext& context) {
@@ -553,19 +687,7 @@ TestEvaluation evaluate_on_test_set(const Json& config, const SearchSpace& space
   const TrainingParams p = TrainingParams::from_params(params, space);
   const std::uint64_t seed = trial_seed(state->config.seed, params);
   return oom_guard([&] {
-    auto test_raw = load_cached(state->config.data_dir, false);
-    const PreparedData& d = *state->data;
-    if (static_cast<std::int64_t>(test_raw->rows) != d.rows ||
-        static_cast<std::int64_t>(test_raw->cols) != d.cols)
-      throw Error(fmt::format("{}: test images are {}x{} but training images are {}x{}",
-                              state->config.data_dir, test_raw->rows, test_raw->cols, d.rows,
-                              d.cols));
-    std::vector<std::size_t> all(test_raw->n);
-    for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
-    auto [tx, ty] = select(*test_raw, all);
-    tx = tx.sub_(d.mean).div_(d.std).to(state->device);
-    ty = ty.to(state->device);
-
+    auto [tx, ty] = test_split(*state);
     torch::nn::AnyModule model;
     std::vector<torch::Tensor> best_weights;
     TrainingOutcome out = train(*state, p, seed, nullptr, &model, &best_weights);
@@ -579,13 +701,71 @@ TestEvaluation evaluate_on_test_set(const Json& config, const SearchSpace& space
   });
 }
 
+TestEvaluation evaluate_checkpoint_on_test_set(const Json& config, const SearchSpace& space,
+                                               const Params& params, const std::string& path,
+                                               const ObjectiveContext& context) {
+  auto state = oom_guard([&] { return make_state(config, space, context); });
+  const TrainingParams p = TrainingParams::from_params(params, space);
+  return oom_guard([&] {
+    const PreparedData& d = *state->data;
+    torch::nn::AnyModule model = make_model(state->config.model, p, d.rows, d.cols, c10::nullopt);
+    TestEvaluation e;
+    e.best_epoch = load_checkpoint(*model.ptr(), path, state->device);
+    model.ptr()->to(state->device);
+    auto [tx, ty] = test_split(*state);
+    std::tie(e.val_loss, e.val_accuracy) =
+        score(model, d.val_x, d.val_y, state->config.eval_batch_size);
+    std::tie(e.test_loss, e.test_accuracy) = score(model, tx, ty, state->config.eval_batch_size);
+    e.scored_from = "checkpoint";
+    return e;
+  });
+}
+
+namespace {
+
+// The largest difference between a checkpoint's recomputed validation
+// accuracy and the trial's recorded one that is taken as the same weights
+// (12 of 6,000 images: other thread counts can flip a borderline image).
+constexpr double kCheckpointValTolerance = 0.002;
+
+// Scores the best trial's checkpoint; throws when there is none or it is
+// not usable (see register_torch_objectives in torch_objectives.h).
+TestEvaluation score_checkpoint(const Json& config, const SearchSpace& space,
+                                const FrozenTrial& best, const std::string& path,
+                                const ObjectiveContext& context) {
+  TestEvaluation e = evaluate_checkpoint_on_test_set(config, space, best.params, path, context);
+  auto it = best.user_attrs.find("val_accuracy");
+  if (it != best.user_attrs.end() && it->is_number() &&
+      std::abs(it->get<double>() - e.val_accuracy) > kCheckpointValTolerance)
+    throw Error(
+        fmt::format("checkpoint {}: its validation accuracy {:.4f} is not the trial's {:.4f}", path,
+                    e.val_accuracy, it->get<double>()));
+  return e;
+}
+
+}  // namespace
+
 // The post-study hook of torch.fashion_mnist: scores the best trial on the
-// test set, unless an earlier run did.
+// test set from its checkpoint, or by retraining it, unless an earlier run
+// did.
 Json score_best_trial_on_test_set(const Json& config, const SearchSpace& space, const Study&,
                                   const FrozenTrial& best, const ObjectiveContext& context,
                                   std::ostream& out) {
   if (best.user_attrs.contains("test_accuracy")) return Json();
-  out << "Scoring the best trial (" << best.number << ") on the test set..." << std::endl;
+  if (auto it = best.user_attrs.find("checkpoint");
+      it != best.user_attrs.end() && it->is_string()) {
+    const std::string path = it->get<std::string>();
+    out << "Scoring the best trial (" << best.number << ") on the test set from its checkpoint "
+        << path << std::endl;
+    try {
+      return score_checkpoint(config, space, best, path, context).to_user_attrs();
+    } catch (const std::exception& e) {
+      spdlog::warn("{}; retraining trial {}", e.what(), best.number);
+      out << "Checkpoint not usable: " << e.what() << "; retraining" << std::endl;
+    }
+  }
+  out << "Scoring the best trial (" << best.number << ") on the test set by retraining it..."
+      << std::endl;
   // The retrained model is the trial's own when `context` has the trial's
   // threads and device (hpsearch run passes every core of this machine).
   return evaluate_on_test_set(config, space, best.params, context).to_user_attrs();

@@ -124,6 +124,63 @@ std::int64_t int_or(const Params& p, const char* name, std::int64_t fallback) {
   return it == p.end() ? fallback : static_cast<std::int64_t>(it->second.get<double>());
 }
 
+// "early_stopping": {"patience": int >= 0, "min_delta": finite number >= 0}.
+void parse_early_stopping(const Json& o, FashionMnistConfig& c) {
+  if (auto it = o.find("early_stopping"); it != o.end()) {
+    const std::string epath = "objective.early_stopping";
+    if (!it->is_object())
+      throw ConfigError(epath, "must be an object {\"patience\": ..., \"min_delta\": ...}");
+    check_keys(*it, epath, {"patience", "min_delta"});
+    if (auto v = optional_int(*it, epath, "patience")) {
+      if (*v < 0)
+        throw ConfigError(epath + ".patience",
+                          "must be >= 0 (0 = never stop early), got " + std::to_string(*v));
+      c.early_stopping.patience = *v;
+    }
+    if (auto v = optional_number(*it, epath, "min_delta")) {
+      if (!(std::isfinite(*v) && *v >= 0))
+        throw ConfigError(epath + ".min_delta",
+                          fmt::format("must be a finite number >= 0, got {}", *v));
+      c.early_stopping.min_delta = *v;
+    }
+  }
+}
+
+// The space: known params only, each able to produce valid values only,
+// and the params of the other model refused.
+void check_space(const SearchSpace& space, const std::string& model) {
+  const auto& rules = param_rules();
+  for (const ParamSpec& spec : space.params()) {
+    auto it = rules.find(spec.name);
+    if (it == rules.end()) {
+      std::string known;
+      for (const auto& [name, _] : rules) known += (known.empty() ? "" : ", ") + name;
+      throw ConfigError(
+          join_path("space", spec.name),
+          "not a param of " + std::string(kFashionMnistType) + " (known: " + known + ")");
+    }
+    if (*it->second.model && model != it->second.model)
+      throw ConfigError(join_path("space", spec.name),
+                        "a param of the " + std::string(it->second.model) +
+                            " model, but objective.model is \"" + model + "\"");
+    check_distribution(spec, it->second.rule);
+    if (spec.scale_with && spec.name != "lr")
+      throw ConfigError(join_path(join_path("space", spec.name), "scale_with"),
+                        "only lr can be scaled in " + std::string(kFashionMnistType));
+  }
+}
+
+// "checkpoints" (bool) and "checkpoint_dir" (non-empty string).
+void parse_checkpoint_options(const Json& o, const std::string& path, FashionMnistConfig& c) {
+  if (auto v = optional_bool(o, path, "checkpoints")) c.checkpoints = *v;
+  if (auto v = optional_string(o, path, "checkpoint_dir")) {
+    if (v->empty())
+      throw ConfigError("objective.checkpoint_dir",
+                        "must not be empty (leave it out for <log_dir>/checkpoints)");
+    c.checkpoint_dir = *v;
+  }
+}
+
 }  // namespace
 
 const char* to_string(TrainMetric metric) {
@@ -132,9 +189,10 @@ const char* to_string(TrainMetric metric) {
 
 FashionMnistConfig FashionMnistConfig::from_json(const Json& o, const SearchSpace& space) {
   const std::string path = "objective";
-  check_keys(o, path,
-             {"type", "model", "data_dir", "train_subset", "val_fraction", "max_epochs",
-              "early_stopping", "metric", "seed", "eval_batch_size"});
+  check_keys(
+      o, path,
+      {"type", "model", "data_dir", "train_subset", "val_fraction", "max_epochs", "early_stopping",
+       "metric", "seed", "eval_batch_size", "checkpoints", "checkpoint_dir"});
   if (std::string type = require_string(o, path, "type"); type != kFashionMnistType)
     throw ConfigError("objective.type",
                       "expected \"" + std::string(kFashionMnistType) + "\", got \"" + type + "\"");
@@ -164,24 +222,7 @@ FashionMnistConfig FashionMnistConfig::from_json(const Json& o, const SearchSpac
       throw ConfigError("objective.max_epochs", "must be >= 1, got " + std::to_string(*v));
     c.max_epochs = *v;
   }
-  if (auto it = o.find("early_stopping"); it != o.end()) {
-    const std::string epath = "objective.early_stopping";
-    if (!it->is_object())
-      throw ConfigError(epath, "must be an object {\"patience\": ..., \"min_delta\": ...}");
-    check_keys(*it, epath, {"patience", "min_delta"});
-    if (auto v = optional_int(*it, epath, "patience")) {
-      if (*v < 0)
-        throw ConfigError(epath + ".patience",
-                          "must be >= 0 (0 = never stop early), got " + std::to_string(*v));
-      c.early_stopping.patience = *v;
-    }
-    if (auto v = optional_number(*it, epath, "min_delta")) {
-      if (!(std::isfinite(*v) && *v >= 0))
-        throw ConfigError(epath + ".min_delta",
-                          fmt::format("must be a finite number >= 0, got {}", *v));
-      c.early_stopping.min_delta = *v;
-    }
-  }
+  parse_early_stopping(o, c);
   if (auto v = optional_string(o, path, "metric")) {
     if (*v == "val_loss")
       c.metric = TrainMetric::kValLoss;
@@ -200,27 +241,9 @@ FashionMnistConfig FashionMnistConfig::from_json(const Json& o, const SearchSpac
       throw ConfigError("objective.eval_batch_size", "must be >= 1, got " + std::to_string(*v));
     c.eval_batch_size = *v;
   }
+  parse_checkpoint_options(o, path, c);
 
-  // The space: known params only, each able to produce valid values only.
-  const auto& rules = param_rules();
-  for (const ParamSpec& spec : space.params()) {
-    auto it = rules.find(spec.name);
-    if (it == rules.end()) {
-      std::string known;
-      for (const auto& [name, _] : rules) known += (known.empty() ? "" : ", ") + name;
-      throw ConfigError(
-          join_path("space", spec.name),
-          "not a param of " + std::string(kFashionMnistType) + " (known: " + known + ")");
-    }
-    if (*it->second.model && c.model != it->second.model)
-      throw ConfigError(join_path("space", spec.name),
-                        "a param of the " + std::string(it->second.model) +
-                            " model, but objective.model is \"" + c.model + "\"");
-    check_distribution(spec, it->second.rule);
-    if (spec.scale_with && spec.name != "lr")
-      throw ConfigError(join_path(join_path("space", spec.name), "scale_with"),
-                        "only lr can be scaled in " + std::string(kFashionMnistType));
-  }
+  check_space(space, c.model);
   return c;
 }
 
@@ -280,6 +303,29 @@ TrainingParams TrainingParams::from_params(const Params& params, const SearchSpa
   return t;
 }
 
+namespace {
+
+// The user attrs of run_epochs() (the best epoch's only when `have_best`).
+void set_outcome_attrs(Trial* trial, const TrainingOutcome& out, bool have_best) {
+  if (!trial) return;
+  if (have_best) {
+    trial->set_user_attr("best_epoch", out.best_epoch);
+    trial->set_user_attr("val_loss", out.best.val_loss);
+    trial->set_user_attr("val_accuracy", out.best.val_accuracy);
+    trial->set_user_attr("train_loss", out.best.train_loss);
+  }
+  trial->set_user_attr("epochs_run", out.epochs_run);
+  trial->set_user_attr("stopped_early", out.stopped_early);
+  if (out.diverged) trial->set_user_attr("diverged", true);
+}
+
+// Whether `value` beats `reference` by more than `delta` (lower when minimizing).
+bool beats_by(double value, double reference, bool minimize, double delta) {
+  return minimize ? value < reference - delta : value > reference + delta;
+}
+
+}  // namespace
+
 TrainingOutcome run_epochs(Trial* trial, std::int64_t max_epochs, TrainMetric metric,
                            const EarlyStoppingOptions& early,
                            const std::function<EpochMetrics(std::int64_t epoch)>& run_epoch,
@@ -297,18 +343,7 @@ TrainingOutcome run_epochs(Trial* trial, std::int64_t max_epochs, TrainMetric me
   double reference = 0.0;
   std::int64_t since_improvement = 0;
 
-  auto set_attrs = [&] {
-    if (!trial) return;
-    if (have_best) {
-      trial->set_user_attr("best_epoch", out.best_epoch);
-      trial->set_user_attr("val_loss", out.best.val_loss);
-      trial->set_user_attr("val_accuracy", out.best.val_accuracy);
-      trial->set_user_attr("train_loss", out.best.train_loss);
-    }
-    trial->set_user_attr("epochs_run", out.epochs_run);
-    trial->set_user_attr("stopped_early", out.stopped_early);
-    if (out.diverged) trial->set_user_attr("diverged", true);
-  };
+  auto set_attrs = [&] { set_outcome_attrs(trial, out, have_best); };
 
   for (std::int64_t epoch = 1; epoch <= max_epochs; ++epoch) {
     EpochMetrics m = run_epoch(epoch);
@@ -332,8 +367,7 @@ TrainingOutcome run_epochs(Trial* trial, std::int64_t max_epochs, TrainMetric me
       out.best = m;
       if (on_best) on_best(epoch);
     }
-    if (epoch == 1 ||
-        (minimize ? value < reference - early.min_delta : value > reference + early.min_delta)) {
+    if (epoch == 1 || beats_by(value, reference, minimize, early.min_delta)) {
       reference = value;
       since_improvement = 0;
     } else {
@@ -353,7 +387,9 @@ TrainingOutcome run_epochs(Trial* trial, std::int64_t max_epochs, TrainMetric me
 }
 
 Json TestEvaluation::to_user_attrs() const {
-  return Json{{"test_accuracy", test_accuracy}, {"test_loss", test_loss}};
+  return Json{{"test_accuracy", test_accuracy},
+              {"test_loss", test_loss},
+              {"test_scored_from", scored_from}};
 }
 
 bool is_torch_objective(const Json& config) {

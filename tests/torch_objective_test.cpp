@@ -2,14 +2,17 @@
 // Tests that train read the real data set from /usr/share/datasets/fashion-mnist
 // (Debian's dataset-fashion-mnist) and are skipped when it is absent.
 #include <c10/util/Exception.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 #include <new>
 #include <optional>
+#include <sstream>
 #include <thread>
 
+#include "objectives/objective.h"
 #include "objectives/torch_objectives.h"
 #include "search/errors.h"
 #include "search/storage.h"
@@ -214,6 +217,242 @@ TEST(TorchObjective, OutOfMemoryFailsTheTrialWithReasonOomAndTheNextTrialRuns) {
   EXPECT_TRUE(std::isfinite(*trials[3]->value));
 }
 
+// ------------------------------------------------------------------ checkpoints
+
+namespace fs = std::filesystem;
+
+// A one-trial study of a small MLP whose objective keeps its checkpoints
+// under `log_dir`/checkpoints.
+struct CheckpointStudy {
+  SearchSpace space = SearchSpace::from_json({{"hidden", {{"type", "ordinal"}, {"values", {64}}}}});
+  Json config = {{"type", kFashionMnistType},
+                 {"train_subset", 600},
+                 {"max_epochs", 3},
+                 {"metric", "val_accuracy"}};
+  ObjectiveContext context;
+  std::optional<Study> study;
+
+  explicit CheckpointStudy(const std::string& log_dir) {
+    context.direction = StudyDirection::kMaximize;
+    context.log_dir = log_dir;
+  }
+  // Runs one trial; returns it.
+  FrozenTrial run() {
+    StudyOptions so;
+    so.space = space;
+    study.emplace(Study::create(open_storage("memory"), "ckpt", StudyDirection::kMaximize, so));
+    OptimizeOptions opt;
+    opt.n_trials = 1;
+    study->optimize(make_fashion_mnist_objective(config, space, context), opt);
+    return *study->best_trial();
+  }
+  // The post-study hook's output and the best trial's attrs afterwards;
+  // *batches counts the training batches the hook ran.
+  std::pair<std::string, Json> score(std::int64_t* batches) {
+    HookGuard guard;
+    *batches = 0;
+    torch_testing::set_batch_hook([batches](std::int64_t, std::int64_t) { ++*batches; });
+    std::ostringstream out;
+    AfterStudyOutcome o = run_after_study(config, space, *study, context, out);
+    EXPECT_TRUE(o.ran);
+    EXPECT_EQ(o.error, "");
+    return {out.str(), study->best_trial()->user_attrs};
+  }
+};
+
+TEST(TorchCheckpoint, BestEpochIsSavedOwnerOnlyAndTheTestScoringLoadsItWithoutRetraining) {
+  REQUIRE_DATA();
+  register_torch_objectives();
+  testsupport::TempDir dir("torch_ckpt");
+  CheckpointStudy s(dir.file("study.logs"));
+  const FrozenTrial t = s.run();
+  ASSERT_EQ(t.state, TrialState::kComplete);
+  const std::string path = t.user_attrs.at("checkpoint").get<std::string>();
+  EXPECT_EQ(
+      path,
+      fs::absolute(dir.file("study.logs/checkpoints/trial-0.pt")).lexically_normal().string());
+  ASSERT_TRUE(fs::is_regular_file(path));
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_EQ(fs::status(path).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(fs::status(fs::path(path).parent_path()).permissions() & fs::perms::all,
+            fs::perms::owner_all);
+
+  // The file holds the best epoch's weights: scored again they give the
+  // trial's value (its best validation accuracy), not the last epoch's.
+  TestEvaluation e = evaluate_checkpoint_on_test_set(s.config, s.space, t.params, path, s.context);
+  EXPECT_EQ(e.scored_from, "checkpoint");
+  EXPECT_EQ(e.best_epoch, t.user_attrs.at("best_epoch").get<std::int64_t>());
+  EXPECT_DOUBLE_EQ(e.val_accuracy, *t.value);
+  EXPECT_DOUBLE_EQ(e.val_accuracy, t.intermediate_values.at(e.best_epoch));
+  EXPECT_GT(e.test_accuracy, 0.5);
+
+  // The post-study scoring uses it: no training batch, the same figures.
+  std::int64_t batches = -1;
+  auto [out, attrs] = s.score(&batches);
+  EXPECT_EQ(batches, 0);
+  EXPECT_NE(out.find("from its checkpoint " + path), std::string::npos) << out;
+  EXPECT_EQ(out.find("retrain"), std::string::npos) << out;
+  EXPECT_EQ(attrs.at("test_scored_from"), "checkpoint");
+  EXPECT_DOUBLE_EQ(attrs.at("test_accuracy").get<double>(), e.test_accuracy);
+  EXPECT_DOUBLE_EQ(attrs.at("test_loss").get<double>(), e.test_loss);
+}
+
+TEST(TorchCheckpoint, MissingOrCorruptCheckpointFallsBackToRetrainingWithAWarning) {
+  REQUIRE_DATA();
+  register_torch_objectives();
+  testsupport::TempDir dir("torch_ckpt_fallback");
+  for (const std::string damage : {"missing", "corrupt", "truncated"}) {
+    SCOPED_TRACE(damage);
+    CheckpointStudy s(dir.file(damage + ".logs"));
+    const FrozenTrial t = s.run();
+    const std::string path = t.user_attrs.at("checkpoint").get<std::string>();
+    const TestEvaluation from_file =
+        evaluate_checkpoint_on_test_set(s.config, s.space, t.params, path, s.context);
+    if (damage == "missing") {
+      fs::remove(path);  // as a file on another worker's machine
+    } else if (damage == "corrupt") {
+      (void)dir.write(damage + ".logs/checkpoints/trial-0.pt", "not a LibTorch archive");
+    } else {
+      fs::resize_file(path, fs::file_size(path) / 2);
+    }
+    EXPECT_THROW(evaluate_checkpoint_on_test_set(s.config, s.space, t.params, path, s.context),
+                 Error);
+    std::int64_t batches = 0;
+    auto [out, attrs] = s.score(&batches);
+    EXPECT_GT(batches, 0);  // retrained
+    EXPECT_NE(out.find("Checkpoint not usable: checkpoint " + path + ": "), std::string::npos)
+        << out;
+    EXPECT_NE(out.find("on the test set by retraining it"), std::string::npos) << out;
+    EXPECT_EQ(attrs.at("test_scored_from"), "retrain");
+    // The retrained model is the trial's own (same seed, threads, device).
+    EXPECT_DOUBLE_EQ(attrs.at("test_accuracy").get<double>(), from_file.test_accuracy);
+  }
+}
+
+TEST(TorchCheckpoint, CheckpointOfAnotherModelIsRefused) {
+  REQUIRE_DATA();
+  testsupport::TempDir dir("torch_ckpt_other");
+  CheckpointStudy s(dir.file("logs"));
+  const FrozenTrial t = s.run();
+  const std::string path = t.user_attrs.at("checkpoint").get<std::string>();
+  const Params other = {{"hidden", 32}};
+  const SearchSpace space =
+      SearchSpace::from_json({{"hidden", {{"type", "ordinal"}, {"values", {32}}}}});
+  try {
+    (void)evaluate_checkpoint_on_test_set(s.config, space, other, path, s.context);
+    FAIL() << "loaded the weights of another model";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("checkpoint " + path + ": "), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(TorchCheckpoint, PrunedAndFailedTrialsLeaveNoFile) {
+  REQUIRE_DATA();
+  HookGuard guard;
+  testsupport::TempDir dir("torch_ckpt_pruned");
+  SearchSpace space;
+  Json config = {{"type", kFashionMnistType}, {"train_subset", 500}, {"max_epochs", 4}};
+  ObjectiveContext context;
+  context.log_dir = dir.file("logs");
+  Objective objective = make_fashion_mnist_objective(config, space, context);
+  const fs::path folder = dir.file("logs/checkpoints");
+  ASSERT_TRUE(fs::is_directory(folder));
+
+  // Pruned at epoch 2: epoch 1 wrote the file (seen during epoch 2); it is gone.
+  const fs::path file = folder / "trial-0.pt";
+  std::int64_t epochs = 0;
+  bool written = false;
+  torch_testing::set_batch_hook([&](std::int64_t epoch, std::int64_t) {
+    epochs = epoch;
+    if (epoch == 2) written = fs::is_regular_file(file);
+  });
+  RecordingBackend pruned;
+  pruned.prune_at = 2;
+  Trial trial = make_trial(pruned);  // trial number 0
+  EXPECT_THROW(objective(trial), TrialPruned);
+  EXPECT_EQ(epochs, 2);
+  EXPECT_TRUE(written);
+  EXPECT_FALSE(pruned.attrs.contains("checkpoint"));
+  EXPECT_TRUE(fs::is_empty(folder));
+
+  // Failed in epoch 3, after epochs 1-2 wrote the file.
+  written = false;
+  torch_testing::set_batch_hook([&](std::int64_t epoch, std::int64_t) {
+    if (epoch == 3) {
+      written = fs::is_regular_file(file);
+      throw std::runtime_error("data loader crashed");
+    }
+  });
+  RecordingBackend failed;
+  Trial trial2 = make_trial(failed);
+  EXPECT_THROW(objective(trial2), std::runtime_error);
+  EXPECT_TRUE(written);
+  EXPECT_TRUE(fs::is_empty(folder));
+
+  // A finished trial keeps its file.
+  torch_testing::set_batch_hook({});
+  RecordingBackend complete;
+  Trial trial3 = make_trial(complete);
+  (void)objective(trial3);
+  EXPECT_EQ(complete.attrs.at("checkpoint"), file.lexically_normal().string());
+  EXPECT_TRUE(fs::is_regular_file(file));
+}
+
+TEST(TorchCheckpoint, OptionsOffAndBadValues) {
+  REQUIRE_DATA();
+  testsupport::TempDir dir("torch_ckpt_options");
+  SearchSpace space;
+  ObjectiveContext context;
+  context.log_dir = dir.file("logs");
+  // "checkpoints": false: no folder, no file, no attr.
+  Json off = {{"type", kFashionMnistType},
+              {"train_subset", 300},
+              {"max_epochs", 1},
+              {"checkpoints", false}};
+  RecordingBackend backend;
+  Trial trial = make_trial(backend);
+  (void)make_fashion_mnist_objective(off, space, context)(trial);
+  EXPECT_FALSE(backend.attrs.contains("checkpoint"));
+  EXPECT_FALSE(fs::exists(dir.file("logs/checkpoints")));
+  // A checkpoint_dir of its own (relative paths are the worker's).
+  Json own = {{"type", kFashionMnistType},
+              {"train_subset", 300},
+              {"max_epochs", 1},
+              {"checkpoint_dir", dir.file("mine")}};
+  RecordingBackend b2;
+  Trial trial2 = make_trial(b2);
+  (void)make_fashion_mnist_objective(own, space, {})(trial2);
+  EXPECT_EQ(b2.attrs.at("checkpoint"), dir.file("mine/trial-0.pt"));
+
+  auto error_of = [&](const Json& config) {
+    try {
+      (void)FashionMnistConfig::from_json(config, space);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_of({{"type", kFashionMnistType}, {"checkpoint_dir", ""}})
+                .find("objective.checkpoint_dir: must not be empty"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of({{"type", kFashionMnistType}, {"checkpoints", "yes"}}).find("objective.checkpoints"),
+      std::string::npos);
+  // A folder that cannot be made is an error naming the field.
+  (void)dir.write("file", "x");
+  Json blocked = {
+      {"type", kFashionMnistType}, {"train_subset", 300}, {"checkpoint_dir", dir.file("file/sub")}};
+  try {
+    (void)make_fashion_mnist_objective(blocked, space, {});
+    FAIL() << "no error for a checkpoint_dir under a file";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("objective.checkpoint_dir"), std::string::npos)
+        << e.what();
+  }
+}
+
 // ------------------------------------------------------------------ end to end
 
 // `hpsearch run space.json --workers 2`: a coordinator and two worker
@@ -281,6 +520,17 @@ TEST(TorchObjective, EndToEndThroughTheCoordinatorSixTrialsTwoWorkersOnSubsetDat
   EXPECT_GT(test_accuracy, 0.5);
   EXPECT_LE(test_accuracy, 1.0);
   EXPECT_NE(r.out.find("test_accuracy"), std::string::npos) << r.out;
+
+  // Each trial kept its best epoch's weights beside the store; the test
+  // scoring loaded the best trial's file instead of retraining it.
+  const fs::path folder = dir.path() / "fmnist-e2e.logs" / "checkpoints";
+  for (const auto& t : trials)
+    EXPECT_EQ(
+        t->user_attrs.at("checkpoint"),
+        fs::absolute(folder / fmt::format("trial-{}.pt", t->number)).lexically_normal().string());
+  EXPECT_EQ(std::distance(fs::directory_iterator(folder), fs::directory_iterator()), 6);
+  EXPECT_EQ(best->user_attrs.at("test_scored_from"), "checkpoint");
+  EXPECT_NE(r.out.find("from its checkpoint"), std::string::npos) << r.out;
 
   // Scoring in this process reproduces the trial trained in a worker.
   ObjectiveContext context;
