@@ -367,6 +367,28 @@ double log_mass_in_domain(double mu, double inv_sigma) {
   return safe_log(normal_mass(a, b));
 }
 
+// The element of rank floor(0.9 n) of v (n = v.size() > 0), as
+// std::nth_element finds it. At large n the magic clip gives most kernels
+// the smallest bandwidth: when that value fills the rank, it is the answer
+// without a copy and a selection.
+double percentile90(const std::vector<double>& v) {
+  const std::size_t rank = (v.size() * 9) / 10;
+  double lo = v[0];
+  std::size_t at_lo = 0;
+  for (double x : v) {
+    if (x < lo) {
+      lo = x;
+      at_lo = 0;
+    }
+    at_lo += x == lo ? 1 : 0;
+  }
+  if (at_lo > rank) return lo;
+  std::vector<double> sig = v;
+  auto p90 = sig.begin() + static_cast<std::ptrdiff_t>(rank);
+  std::nth_element(sig.begin(), p90, sig.end());
+  return *p90;
+}
+
 }  // namespace
 
 ParzenEstimator::ParzenEstimator(std::vector<DimensionSpec> dims,
@@ -575,12 +597,10 @@ void ParzenEstimator::build_window() {
     return;
   const NumericKernels& kern = num_[0];
   // Kernels up to the 90th percentile of bandwidths are "narrow".
-  std::vector<double> sig = kern.sigma;
-  auto p90 = sig.begin() + static_cast<std::ptrdiff_t>((sig.size() * 9) / 10);
-  std::nth_element(sig.begin(), p90, sig.end());
-  const double cut = *p90;
+  const double cut = percentile90(kern.sigma);
   window_ = kWindow * cut;
-  std::vector<std::size_t> order = order0_;
+  std::vector<std::size_t> order = std::move(order0_);
+  order0_ = {};
   if (order.size() != n_kernels) {
     order.resize(n_kernels);
     std::iota(order.begin(), order.end(), 0);
@@ -588,6 +608,10 @@ void ParzenEstimator::build_window() {
       return kern.mu[a] < kern.mu[b] || (kern.mu[a] == kern.mu[b] && a < b);
     });
   }
+  sorted_mu_.reserve(n_kernels);
+  sorted_k_.reserve(n_kernels);
+  sorted_inv_.reserve(n_kernels);
+  sorted_base_.reserve(n_kernels);
   for (std::size_t k : order) {
     if (kern.sigma[k] <= cut) {
       sorted_mu_.push_back(kern.mu[k]);
@@ -605,7 +629,9 @@ void ParzenEstimator::log_pdf(std::span<const double> points, std::span<double> 
   const std::size_t n_dims = dims_.size();
   const std::size_t n_kernels = log_w_.size();
   const std::size_t n_points = out.size();
-  std::vector<double> acc(n_kernels), scratch(n_kernels);
+  // A windowed estimator visits a few kernels per point: its buffers grow
+  // to the largest window met (log_pdf_one) instead of n_kernels.
+  std::vector<double> acc(windowed_ ? 0 : n_kernels), scratch(windowed_ ? 0 : n_kernels);
   if (n_dims == 1) {
     // Candidates often repeat (a discrete grid, a categorical): compute
     // each distinct value once.
@@ -619,7 +645,7 @@ void ParzenEstimator::log_pdf(std::span<const double> points, std::span<double> 
       if (i > 0 && points[j] == points[order[i - 1]])
         out[j] = out[order[i - 1]];
       else
-        out[j] = log_pdf_one(&points[j], acc.data(), scratch.data(), none);
+        out[j] = log_pdf_one(&points[j], acc, scratch, none);
     }
     return;
   }
@@ -646,11 +672,12 @@ void ParzenEstimator::log_pdf(std::span<const double> points, std::span<double> 
       auto at = std::lower_bound(values[d].begin(), values[d].end(), points[j * n_dims + d]);
       discrete_terms[d] = terms[d][static_cast<std::size_t>(at - values[d].begin())].data();
     }
-    out[j] = log_pdf_one(&points[j * n_dims], acc.data(), scratch.data(), discrete_terms);
+    out[j] = log_pdf_one(&points[j * n_dims], acc, scratch, discrete_terms);
   }
 }
 
-double ParzenEstimator::log_pdf_one(const double* point, double* acc, double* scratch,
+double ParzenEstimator::log_pdf_one(const double* point, std::vector<double>& acc_buf,
+                                    std::vector<double>& scratch_buf,
                                     const std::vector<const double*>& discrete_terms) const {
   const std::size_t n_dims = dims_.size();
   const std::size_t n_kernels = log_w_.size();
@@ -666,6 +693,12 @@ double ParzenEstimator::log_pdf_one(const double* point, double* acc, double* sc
         sorted_mu_.begin());
     const std::size_t m = last - first + wide_.size();
     if (m > 0) {
+      if (acc_buf.size() < m) {
+        acc_buf.resize(m);
+        scratch_buf.resize(m);
+      }
+      double* acc = acc_buf.data();
+      double* scratch = scratch_buf.data();
       if (p.continuous) {
         const double* mu = sorted_mu_.data() + first;
         const double* inv = sorted_inv_.data() + first;
@@ -683,6 +716,12 @@ double ParzenEstimator::log_pdf_one(const double* point, double* acc, double* sc
       return log_sum_exp(acc, m, scratch);
     }
   }
+  if (acc_buf.size() < n_kernels) {
+    acc_buf.resize(n_kernels);
+    scratch_buf.resize(n_kernels);
+  }
+  double* acc = acc_buf.data();
+  double* scratch = scratch_buf.data();
   std::copy(base_.begin(), base_.end(), acc);
   for (std::size_t d = 0; d < n_dims; ++d) {
     const DimensionSpec& dim = dims_[d];

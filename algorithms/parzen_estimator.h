@@ -190,10 +190,11 @@ class ParzenEstimator {
   // dimension d at p, less what base_ holds (log weight, normalizers).
   double numeric_term(std::size_t d, std::size_t k, const NumericPoint& p) const;
   void build_window();
-  // log_pdf() of one point (n_dims() values); acc and scratch hold
-  // n_kernels() doubles. discrete_terms[d] (multi-dimensional estimators):
-  // the terms of discrete dimension d for this point, precomputed, or null.
-  double log_pdf_one(const double* point, double* acc, double* scratch,
+  // log_pdf() of one point (n_dims() values); acc and scratch: buffers,
+  // grown to the kernels visited. discrete_terms[d] (multi-dimensional
+  // estimators): the terms of discrete dimension d for this point,
+  // precomputed, or null.
+  double log_pdf_one(const double* point, std::vector<double>& acc, std::vector<double>& scratch,
                      const std::vector<const double*>& discrete_terms) const;
 
   // Sets log_w_ and cum_w_ from the observations' weights and the prior's,
