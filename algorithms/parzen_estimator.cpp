@@ -251,6 +251,66 @@ void DimensionSpec::cell(double v, double& e0, double& e1) const {
 
 namespace {
 
+// Buffers of finished estimators, kept per thread for the next ones: a
+// suggestion fits and drops a few dozen estimators of up to n kernels, and
+// without reuse every one of their arrays is fresh memory (malloc, and page
+// faults once the heap was trimmed), which cost more than the arithmetic.
+// At most kMaxPooled buffers and kMaxPooledBytes are kept; contents are
+// never read (every array is cleared, then filled).
+template <class T>
+class BufferPool {
+ public:
+  static constexpr std::size_t kMaxPooled = 256;
+  static constexpr std::size_t kMaxPooledBytes = std::size_t{64} << 20;
+
+  // An empty vector, with the smallest pooled capacity >= n if any.
+  std::vector<T> take(std::size_t n) {
+    std::size_t best = free_.size();
+    for (std::size_t i = 0; i < free_.size(); ++i)
+      if (free_[i].capacity() >= n &&
+          (best == free_.size() || free_[i].capacity() < free_[best].capacity()))
+        best = i;
+    if (best == free_.size()) {
+      std::vector<T> v;
+      v.reserve(n);
+      return v;
+    }
+    std::vector<T> v = std::move(free_[best]);
+    free_[best] = std::move(free_.back());
+    free_.pop_back();
+    bytes_ -= v.capacity() * sizeof(T);
+    v.clear();
+    return v;
+  }
+  // Keeps v's storage if the pool has room (v is left empty either way).
+  void give(std::vector<T>& v) {
+    const std::size_t b = v.capacity() * sizeof(T);
+    if (b > 0 && free_.size() < kMaxPooled && bytes_ + b <= kMaxPooledBytes) {
+      bytes_ += b;
+      free_.push_back(std::move(v));
+    }
+    v = std::vector<T>();
+  }
+
+ private:
+  std::vector<std::vector<T>> free_;
+  std::size_t bytes_ = 0;
+};
+
+template <class T>
+BufferPool<T>& pool() {
+  thread_local BufferPool<T> p;
+  return p;
+}
+
+// A vector of n elements from the pool, each set to `fill`.
+template <class T>
+std::vector<T> pooled(std::size_t n, T fill = T()) {
+  std::vector<T> v = pool<T>().take(n);
+  v.assign(n, fill);
+  return v;
+}
+
 // The transformed domain of numeric dimensions is [0, 1].
 constexpr double kUnitLow = 0.0, kUnitHigh = 1.0, kUnitRange = 1.0;
 
@@ -272,10 +332,9 @@ void check_inputs(std::size_t n_dims, std::span<const double> observations,
 // after the observations with the same mean.
 std::vector<std::size_t> kernels_by_mean(const std::vector<double>& mu, std::size_t n,
                                          bool has_prior, const std::vector<std::size_t>* hint) {
-  std::vector<std::size_t> order;
-  order.reserve(mu.size());
+  std::vector<std::size_t> order = pool<std::size_t>().take(mu.size());
   if (hint) {
-    order = *hint;
+    order.assign(hint->begin(), hint->end());
   } else {
     order.resize(n);
     std::iota(order.begin(), order.end(), 0);
@@ -423,8 +482,8 @@ void ParzenEstimator::fit_weights(std::span<const double> weights,
   double prior_w = n == 0 ? 1.0 : options.prior_weight;
   double total = has_prior_ ? prior_w : 0.0;
   for (double w : weights) total += w;
-  log_w_.resize(n_kernels);
-  cum_w_.resize(n_kernels);
+  log_w_ = pooled<double>(n_kernels);
+  cum_w_ = pooled<double>(n_kernels);
   double acc = 0;
   const double log_total = std::log(total);
   for (std::size_t k = 0; k < n_kernels; ++k) {
@@ -434,7 +493,8 @@ void ParzenEstimator::fit_weights(std::span<const double> weights,
     cum_w_[k] = acc;
   }
   cum_w_.back() = 1.0;
-  base_ = log_w_;
+  base_ = pool<double>().take(n_kernels);
+  base_.assign(log_w_.begin(), log_w_.end());
 }
 
 void ParzenEstimator::add_normalizers(std::size_t d, const EstimatorOptions& options) {
@@ -456,8 +516,8 @@ void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, st
   const std::size_t n_dims = dims_.size();
   const std::size_t n_kernels = log_w_.size();
   NumericKernels& kern = num_[d];
-  kern.mu.resize(n_kernels);
-  kern.sigma.resize(n_kernels);
+  kern.mu = pooled<double>(n_kernels);
+  kern.sigma = pooled<double>(n_kernels);
   for (std::size_t i = 0; i < n; ++i)
     kern.mu[i] = std::clamp(dim.center(obs[i * n_dims + d]), kUnitLow, kUnitHigh);
   if (has_prior_) kern.mu[n] = 0.5 * (kUnitLow + kUnitHigh);
@@ -465,7 +525,10 @@ void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, st
   if (opt.bandwidth == BandwidthRule::kNeighbor) {
     std::vector<std::size_t> order = kernels_by_mean(kern.mu, n, has_prior_, hint);
     neighbor_bandwidths(kern.mu, order, opt, kern.sigma);
-    if (d == 0 && n_dims == 1) order0_ = std::move(order);
+    if (d == 0 && n_dims == 1)
+      order0_ = std::move(order);
+    else
+      pool<std::size_t>().give(order);
   } else {
     const double dim_exponent = -1.0 / (static_cast<double>(n_dims) + 4.0);
     const double s = shared_bandwidth(kern.mu, n, opt, dim_exponent);
@@ -475,9 +538,9 @@ void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, st
   for (std::size_t k = 0; k < n; ++k) kern.sigma[k] = std::clamp(kern.sigma[k], floor, kUnitRange);
   if (has_prior_) kern.sigma[n] = kUnitRange;
 
-  kern.inv_sigma.resize(n_kernels);
-  kern.log_sigma.resize(n_kernels);
-  kern.log_z.resize(n_kernels);
+  kern.inv_sigma = pooled<double>(n_kernels);
+  kern.log_sigma = pooled<double>(n_kernels);
+  kern.log_z = pooled<double>(n_kernels);
   for (std::size_t k = 0; k < n_kernels; ++k) {
     kern.inv_sigma[k] = 1.0 / kern.sigma[k];
     // Many kernels share the clipped bandwidth: reuse the last log.
@@ -600,7 +663,7 @@ void ParzenEstimator::build_window() {
   const double cut = percentile90(kern.sigma);
   window_ = kWindow * cut;
   std::vector<std::size_t> order = std::move(order0_);
-  order0_ = {};
+  order0_ = std::vector<std::size_t>();
   if (order.size() != n_kernels) {
     order.resize(n_kernels);
     std::iota(order.begin(), order.end(), 0);
@@ -608,10 +671,10 @@ void ParzenEstimator::build_window() {
       return kern.mu[a] < kern.mu[b] || (kern.mu[a] == kern.mu[b] && a < b);
     });
   }
-  sorted_mu_.reserve(n_kernels);
-  sorted_k_.reserve(n_kernels);
-  sorted_inv_.reserve(n_kernels);
-  sorted_base_.reserve(n_kernels);
+  sorted_mu_ = pool<double>().take(n_kernels);
+  sorted_k_ = pool<std::size_t>().take(n_kernels);
+  sorted_inv_ = pool<double>().take(n_kernels);
+  sorted_base_ = pool<double>().take(n_kernels);
   for (std::size_t k : order) {
     if (kern.sigma[k] <= cut) {
       sorted_mu_.push_back(kern.mu[k]);
@@ -622,7 +685,19 @@ void ParzenEstimator::build_window() {
       wide_.push_back(k);
     }
   }
+  pool<std::size_t>().give(order);
   windowed_ = true;
+}
+
+ParzenEstimator::~ParzenEstimator() {
+  BufferPool<double>& doubles = pool<double>();
+  for (NumericKernels& k : num_)
+    for (std::vector<double>* v : {&k.mu, &k.sigma, &k.inv_sigma, &k.log_sigma, &k.log_z})
+      doubles.give(*v);
+  for (std::vector<double>* v : {&log_w_, &cum_w_, &base_, &sorted_mu_, &sorted_inv_, &sorted_base_})
+    doubles.give(*v);
+  pool<std::size_t>().give(sorted_k_);
+  pool<std::size_t>().give(order0_);
 }
 
 void ParzenEstimator::log_pdf(std::span<const double> points, std::span<double> out) const {
@@ -631,7 +706,16 @@ void ParzenEstimator::log_pdf(std::span<const double> points, std::span<double> 
   const std::size_t n_points = out.size();
   // A windowed estimator visits a few kernels per point: its buffers grow
   // to the largest window met (log_pdf_one) instead of n_kernels.
-  std::vector<double> acc(windowed_ ? 0 : n_kernels), scratch(windowed_ ? 0 : n_kernels);
+  std::vector<double> acc = pooled<double>(windowed_ ? 0 : n_kernels);
+  std::vector<double> scratch = pooled<double>(windowed_ ? 0 : n_kernels);
+  struct GiveBack {
+    std::vector<double>& a;
+    std::vector<double>& b;
+    ~GiveBack() {
+      pool<double>().give(a);
+      pool<double>().give(b);
+    }
+  } give_back{acc, scratch};
   if (n_dims == 1) {
     // Candidates often repeat (a discrete grid, a categorical): compute
     // each distinct value once.

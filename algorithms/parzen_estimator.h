@@ -148,6 +148,12 @@ class ParzenEstimator {
   ParzenEstimator(std::vector<DimensionSpec> dims, std::span<const double> observations,
                   std::span<const double> weights, const EstimatorOptions& options,
                   const std::vector<std::vector<std::size_t>>* orders = nullptr);
+  // Hands the kernels' arrays to a per-thread pool for the next estimator.
+  ~ParzenEstimator();
+  ParzenEstimator(const ParzenEstimator&) = default;
+  ParzenEstimator& operator=(const ParzenEstimator&) = default;
+  ParzenEstimator(ParzenEstimator&&) = default;
+  ParzenEstimator& operator=(ParzenEstimator&&) = default;
 
   std::size_t n_dims() const { return dims_.size(); }
   // Number of mixture components (observations + prior).
