@@ -14,6 +14,7 @@
 #include <limits>
 #include <numeric>
 
+#include "algorithms/buffer_pool.h"
 #include "search/errors.h"
 #include "search/util/random.h"
 
@@ -250,66 +251,6 @@ void DimensionSpec::cell(double v, double& e0, double& e1) const {
 // ---------------------------------------------------------------- ParzenEstimator
 
 namespace {
-
-// Buffers of finished estimators, kept per thread for the next ones: a
-// suggestion fits and drops a few dozen estimators of up to n kernels, and
-// without reuse every one of their arrays is fresh memory (malloc, and page
-// faults once the heap was trimmed), which cost more than the arithmetic.
-// At most kMaxPooled buffers and kMaxPooledBytes are kept; contents are
-// never read (every array is cleared, then filled).
-template <class T>
-class BufferPool {
- public:
-  static constexpr std::size_t kMaxPooled = 256;
-  static constexpr std::size_t kMaxPooledBytes = std::size_t{64} << 20;
-
-  // An empty vector, with the smallest pooled capacity >= n if any.
-  std::vector<T> take(std::size_t n) {
-    std::size_t best = free_.size();
-    for (std::size_t i = 0; i < free_.size(); ++i)
-      if (free_[i].capacity() >= n &&
-          (best == free_.size() || free_[i].capacity() < free_[best].capacity()))
-        best = i;
-    if (best == free_.size()) {
-      std::vector<T> v;
-      v.reserve(n);
-      return v;
-    }
-    std::vector<T> v = std::move(free_[best]);
-    free_[best] = std::move(free_.back());
-    free_.pop_back();
-    bytes_ -= v.capacity() * sizeof(T);
-    v.clear();
-    return v;
-  }
-  // Keeps v's storage if the pool has room (v is left empty either way).
-  void give(std::vector<T>& v) {
-    const std::size_t b = v.capacity() * sizeof(T);
-    if (b > 0 && free_.size() < kMaxPooled && bytes_ + b <= kMaxPooledBytes) {
-      bytes_ += b;
-      free_.push_back(std::move(v));
-    }
-    v = std::vector<T>();
-  }
-
- private:
-  std::vector<std::vector<T>> free_;
-  std::size_t bytes_ = 0;
-};
-
-template <class T>
-BufferPool<T>& pool() {
-  thread_local BufferPool<T> p;
-  return p;
-}
-
-// A vector of n elements from the pool, each set to `fill`.
-template <class T>
-std::vector<T> pooled(std::size_t n, T fill = T()) {
-  std::vector<T> v = pool<T>().take(n);
-  v.assign(n, fill);
-  return v;
-}
 
 // The transformed domain of numeric dimensions is [0, 1].
 constexpr double kUnitLow = 0.0, kUnitHigh = 1.0, kUnitRange = 1.0;
@@ -708,14 +649,7 @@ void ParzenEstimator::log_pdf(std::span<const double> points, std::span<double> 
   // to the largest window met (log_pdf_one) instead of n_kernels.
   std::vector<double> acc = pooled<double>(windowed_ ? 0 : n_kernels);
   std::vector<double> scratch = pooled<double>(windowed_ ? 0 : n_kernels);
-  struct GiveBack {
-    std::vector<double>& a;
-    std::vector<double>& b;
-    ~GiveBack() {
-      pool<double>().give(a);
-      pool<double>().give(b);
-    }
-  } give_back{acc, scratch};
+  const PooledScope<double> keep_acc(acc), keep_scratch(scratch);
   if (n_dims == 1) {
     // Candidates often repeat (a discrete grid, a categorical): compute
     // each distinct value once.
