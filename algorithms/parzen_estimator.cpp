@@ -389,6 +389,12 @@ double percentile90(const std::vector<double>& v) {
   return *p90;
 }
 
+// Grows both buffers to at least n elements.
+void grow(std::vector<double>& a, std::vector<double>& b, std::size_t n) {
+  if (a.size() < n) a.resize(n);
+  if (b.size() < n) b.resize(n);
+}
+
 }  // namespace
 
 ParzenEstimator::ParzenEstimator(std::vector<DimensionSpec> dims,
@@ -635,7 +641,8 @@ ParzenEstimator::~ParzenEstimator() {
   for (NumericKernels& k : num_)
     for (std::vector<double>* v : {&k.mu, &k.sigma, &k.inv_sigma, &k.log_sigma, &k.log_z})
       doubles.give(*v);
-  for (std::vector<double>* v : {&log_w_, &cum_w_, &base_, &sorted_mu_, &sorted_inv_, &sorted_base_})
+  for (std::vector<double>* v :
+       {&log_w_, &cum_w_, &base_, &sorted_mu_, &sorted_inv_, &sorted_base_})
     doubles.give(*v);
   pool<std::size_t>().give(sorted_k_);
   pool<std::size_t>().give(order0_);
@@ -694,50 +701,47 @@ void ParzenEstimator::log_pdf(std::span<const double> points, std::span<double> 
   }
 }
 
+bool ParzenEstimator::log_pdf_windowed(const double* point, std::vector<double>& acc_buf,
+                                       std::vector<double>& scratch_buf, double& out) const {
+  const NumericPoint p = numeric_point(0, point[0]);
+  double lo = (p.continuous ? p.x : p.e0) - window_;
+  double hi = (p.continuous ? p.x : p.e1) + window_;
+  const auto first = static_cast<std::size_t>(
+      std::lower_bound(sorted_mu_.begin(), sorted_mu_.end(), lo) - sorted_mu_.begin());
+  const auto last = static_cast<std::size_t>(
+      std::upper_bound(sorted_mu_.begin() + static_cast<std::ptrdiff_t>(first), sorted_mu_.end(),
+                       hi) -
+      sorted_mu_.begin());
+  const std::size_t m = last - first + wide_.size();
+  if (m == 0) return false;
+  grow(acc_buf, scratch_buf, m);
+  double* acc = acc_buf.data();
+  if (p.continuous) {
+    const double* mu = sorted_mu_.data() + first;
+    const double* inv = sorted_inv_.data() + first;
+    const double* base = sorted_base_.data() + first;
+    for (std::size_t i = 0; i < last - first; ++i) {
+      double z = (p.x - mu[i]) * inv[i];
+      acc[i] = base[i] - 0.5 * z * z;
+    }
+  } else {
+    for (std::size_t i = first; i < last; ++i)
+      acc[i - first] = sorted_base_[i] + numeric_term(0, sorted_k_[i], p);
+  }
+  std::size_t w = last - first;
+  for (std::size_t k : wide_) acc[w++] = base_[k] + numeric_term(0, k, p);
+  out = log_sum_exp(acc, m, scratch_buf.data());
+  return true;
+}
+
 double ParzenEstimator::log_pdf_one(const double* point, std::vector<double>& acc_buf,
                                     std::vector<double>& scratch_buf,
                                     const std::vector<const double*>& discrete_terms) const {
   const std::size_t n_dims = dims_.size();
   const std::size_t n_kernels = log_w_.size();
-  if (windowed_) {
-    const NumericPoint p = numeric_point(0, point[0]);
-    double lo = (p.continuous ? p.x : p.e0) - window_;
-    double hi = (p.continuous ? p.x : p.e1) + window_;
-    const auto first = static_cast<std::size_t>(
-        std::lower_bound(sorted_mu_.begin(), sorted_mu_.end(), lo) - sorted_mu_.begin());
-    const auto last = static_cast<std::size_t>(
-        std::upper_bound(sorted_mu_.begin() + static_cast<std::ptrdiff_t>(first), sorted_mu_.end(),
-                         hi) -
-        sorted_mu_.begin());
-    const std::size_t m = last - first + wide_.size();
-    if (m > 0) {
-      if (acc_buf.size() < m) {
-        acc_buf.resize(m);
-        scratch_buf.resize(m);
-      }
-      double* acc = acc_buf.data();
-      double* scratch = scratch_buf.data();
-      if (p.continuous) {
-        const double* mu = sorted_mu_.data() + first;
-        const double* inv = sorted_inv_.data() + first;
-        const double* base = sorted_base_.data() + first;
-        for (std::size_t i = 0; i < last - first; ++i) {
-          double z = (p.x - mu[i]) * inv[i];
-          acc[i] = base[i] - 0.5 * z * z;
-        }
-      } else {
-        for (std::size_t i = first; i < last; ++i)
-          acc[i - first] = sorted_base_[i] + numeric_term(0, sorted_k_[i], p);
-      }
-      std::size_t w = last - first;
-      for (std::size_t k : wide_) acc[w++] = base_[k] + numeric_term(0, k, p);
-      return log_sum_exp(acc, m, scratch);
-    }
-  }
-  if (acc_buf.size() < n_kernels) {
-    acc_buf.resize(n_kernels);
-    scratch_buf.resize(n_kernels);
-  }
+  double windowed = 0;
+  if (windowed_ && log_pdf_windowed(point, acc_buf, scratch_buf, windowed)) return windowed;
+  grow(acc_buf, scratch_buf, n_kernels);
   double* acc = acc_buf.data();
   double* scratch = scratch_buf.data();
   std::copy(base_.begin(), base_.end(), acc);

@@ -202,6 +202,11 @@ class ParzenEstimator {
   // precomputed, or null.
   double log_pdf_one(const double* point, std::vector<double>& acc, std::vector<double>& scratch,
                      const std::vector<const double*>& discrete_terms) const;
+  // Windowed estimators: the log density at `point` from the kernels in its
+  // window and the wide ones, into `out`; false if there are none (then
+  // every kernel is summed).
+  bool log_pdf_windowed(const double* point, std::vector<double>& acc, std::vector<double>& scratch,
+                        double& out) const;
 
   // Sets log_w_ and cum_w_ from the observations' weights and the prior's,
   // and base_ to log_w_.

@@ -142,7 +142,6 @@ Timing measure(std::size_t n_params, std::size_t history, std::size_t repeats, b
   return out;
 }
 
-
 int usage(const char* msg) {
   if (msg) std::cerr << "tpe_latency: " << msg << "\n";
   std::cerr << "usage: tpe_latency [--history N,N,...] [--repeats R] [--params P]\n"
@@ -169,8 +168,8 @@ void print_goals(const std::map<std::pair<std::size_t, bool>, Timing>& measured,
       auto it = measured.find({g.history, multi});
       if (it == measured.end()) continue;
       const double ms = it->second.cpu_median_ms;
-      std::cout << (markdown ? "- " : "#   ") << (multi ? "multivariate" : "univariate")
-                << " at " << g.history << " trials: " << fmt(ms) << " ms <= " << fmt(g.max_ms, 0)
+      std::cout << (markdown ? "- " : "#   ") << (multi ? "multivariate" : "univariate") << " at "
+                << g.history << " trials: " << fmt(ms) << " ms <= " << fmt(g.max_ms, 0)
                 << " ms: " << (ms <= g.max_ms ? "met" : "NOT met") << "\n";
     }
   }

@@ -3,8 +3,6 @@
 // and on the grid, log densities are never NaN.
 #include "algorithms/parzen_estimator.h"
 
-#include "algorithms/buffer_pool.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "algorithms/buffer_pool.h"
 #include "search/errors.h"
 #include "search/util/random.h"
 
