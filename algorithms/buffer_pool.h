@@ -6,6 +6,8 @@
 // take() hands out a cleared vector that the caller fills.
 #pragma once
 
+#include <array>
+#include <bit>
 #include <cstddef>
 #include <utility>
 #include <vector>
@@ -19,40 +21,49 @@ class BufferPool {
   static constexpr std::size_t kMaxPooled = 256;
   static constexpr std::size_t kMaxPooledBytes = std::size_t{64} << 20;
 
-  // An empty vector with capacity >= n: the pooled one with the smallest
-  // such capacity, or a new one with some slack (the next suggestion's
-  // arrays are a few elements longer).
+  // An empty vector with capacity >= n: a pooled one from the smallest
+  // size class that has one (classes are powers of two of the capacity,
+  // so a take costs a few comparisons), or a new one with some slack (the
+  // next suggestion's arrays are a few elements longer).
   std::vector<T> take(std::size_t n) {
-    std::size_t best = free_.size();
-    for (std::size_t i = 0; i < free_.size(); ++i)
-      if (free_[i].capacity() >= n &&
-          (best == free_.size() || free_[i].capacity() < free_[best].capacity()))
-        best = i;
-    if (best == free_.size()) {
-      std::vector<T> v;
-      v.reserve(n + n / 8 + 16);
-      return v;
+    for (std::size_t c = size_class(n); c < kClasses; ++c) {
+      std::vector<std::vector<T>>& list = free_[c];
+      for (std::size_t i = list.size(); i-- > 0;) {
+        if (list[i].capacity() < n) continue;
+        std::vector<T> v = std::move(list[i]);
+        list[i] = std::move(list.back());
+        list.pop_back();
+        --count_;
+        bytes_ -= v.capacity() * sizeof(T);
+        v.clear();
+        return v;
+      }
     }
-    std::vector<T> v = std::move(free_[best]);
-    free_[best] = std::move(free_.back());
-    free_.pop_back();
-    bytes_ -= v.capacity() * sizeof(T);
-    v.clear();
+    std::vector<T> v;
+    v.reserve(n + n / 8 + 16);
     return v;
   }
 
   // Keeps v's storage if the pool has room; v is left empty either way.
   void give(std::vector<T>& v) {
     const std::size_t b = v.capacity() * sizeof(T);
-    if (b > 0 && free_.size() < kMaxPooled && bytes_ + b <= kMaxPooledBytes) {
+    if (b > 0 && count_ < kMaxPooled && bytes_ + b <= kMaxPooledBytes) {
       bytes_ += b;
-      free_.push_back(std::move(v));
+      ++count_;
+      free_[size_class(v.capacity())].push_back(std::move(v));
     }
     v = std::vector<T>();
   }
 
  private:
-  std::vector<std::vector<T>> free_;
+  static constexpr std::size_t kClasses = 64;
+  // floor(log2(n)) (0 for n <= 1).
+  static std::size_t size_class(std::size_t n) {
+    return n <= 1 ? 0 : static_cast<std::size_t>(std::bit_width(n) - 1);
+  }
+
+  std::array<std::vector<std::vector<T>>, kClasses> free_;
+  std::size_t count_ = 0;
   std::size_t bytes_ = 0;
 };
 
