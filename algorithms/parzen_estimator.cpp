@@ -14,6 +14,7 @@
 #include <limits>
 #include <numeric>
 
+#include "algorithms/buffer_pool.h"
 #include "search/errors.h"
 #include "search/util/random.h"
 
@@ -272,10 +273,9 @@ void check_inputs(std::size_t n_dims, std::span<const double> observations,
 // after the observations with the same mean.
 std::vector<std::size_t> kernels_by_mean(const std::vector<double>& mu, std::size_t n,
                                          bool has_prior, const std::vector<std::size_t>* hint) {
-  std::vector<std::size_t> order;
-  order.reserve(mu.size());
+  std::vector<std::size_t> order = pool<std::size_t>().take(mu.size());
   if (hint) {
-    order = *hint;
+    order.assign(hint->begin(), hint->end());
   } else {
     order.resize(n);
     std::iota(order.begin(), order.end(), 0);
@@ -367,6 +367,34 @@ double log_mass_in_domain(double mu, double inv_sigma) {
   return safe_log(normal_mass(a, b));
 }
 
+// The element of rank floor(0.9 n) of v (n = v.size() > 0), as
+// std::nth_element finds it. At large n the magic clip gives most kernels
+// the smallest bandwidth: when that value fills the rank, it is the answer
+// without a copy and a selection.
+double percentile90(const std::vector<double>& v) {
+  const std::size_t rank = (v.size() * 9) / 10;
+  double lo = v[0];
+  std::size_t at_lo = 0;
+  for (double x : v) {
+    if (x < lo) {
+      lo = x;
+      at_lo = 0;
+    }
+    at_lo += x == lo ? 1 : 0;
+  }
+  if (at_lo > rank) return lo;
+  std::vector<double> sig = v;
+  auto p90 = sig.begin() + static_cast<std::ptrdiff_t>(rank);
+  std::nth_element(sig.begin(), p90, sig.end());
+  return *p90;
+}
+
+// Grows both buffers to at least n elements.
+void grow(std::vector<double>& a, std::vector<double>& b, std::size_t n) {
+  if (a.size() < n) a.resize(n);
+  if (b.size() < n) b.resize(n);
+}
+
 }  // namespace
 
 ParzenEstimator::ParzenEstimator(std::vector<DimensionSpec> dims,
@@ -401,8 +429,8 @@ void ParzenEstimator::fit_weights(std::span<const double> weights,
   double prior_w = n == 0 ? 1.0 : options.prior_weight;
   double total = has_prior_ ? prior_w : 0.0;
   for (double w : weights) total += w;
-  log_w_.resize(n_kernels);
-  cum_w_.resize(n_kernels);
+  log_w_ = pooled<double>(n_kernels);
+  cum_w_ = pooled<double>(n_kernels);
   double acc = 0;
   const double log_total = std::log(total);
   for (std::size_t k = 0; k < n_kernels; ++k) {
@@ -412,7 +440,8 @@ void ParzenEstimator::fit_weights(std::span<const double> weights,
     cum_w_[k] = acc;
   }
   cum_w_.back() = 1.0;
-  base_ = log_w_;
+  base_ = pool<double>().take(n_kernels);
+  base_.assign(log_w_.begin(), log_w_.end());
 }
 
 void ParzenEstimator::add_normalizers(std::size_t d, const EstimatorOptions& options) {
@@ -434,8 +463,8 @@ void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, st
   const std::size_t n_dims = dims_.size();
   const std::size_t n_kernels = log_w_.size();
   NumericKernels& kern = num_[d];
-  kern.mu.resize(n_kernels);
-  kern.sigma.resize(n_kernels);
+  kern.mu = pooled<double>(n_kernels);
+  kern.sigma = pooled<double>(n_kernels);
   for (std::size_t i = 0; i < n; ++i)
     kern.mu[i] = std::clamp(dim.center(obs[i * n_dims + d]), kUnitLow, kUnitHigh);
   if (has_prior_) kern.mu[n] = 0.5 * (kUnitLow + kUnitHigh);
@@ -443,7 +472,10 @@ void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, st
   if (opt.bandwidth == BandwidthRule::kNeighbor) {
     std::vector<std::size_t> order = kernels_by_mean(kern.mu, n, has_prior_, hint);
     neighbor_bandwidths(kern.mu, order, opt, kern.sigma);
-    if (d == 0 && n_dims == 1) order0_ = std::move(order);
+    if (d == 0 && n_dims == 1)
+      order0_ = std::move(order);
+    else
+      pool<std::size_t>().give(order);
   } else {
     const double dim_exponent = -1.0 / (static_cast<double>(n_dims) + 4.0);
     const double s = shared_bandwidth(kern.mu, n, opt, dim_exponent);
@@ -453,9 +485,9 @@ void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, st
   for (std::size_t k = 0; k < n; ++k) kern.sigma[k] = std::clamp(kern.sigma[k], floor, kUnitRange);
   if (has_prior_) kern.sigma[n] = kUnitRange;
 
-  kern.inv_sigma.resize(n_kernels);
-  kern.log_sigma.resize(n_kernels);
-  kern.log_z.resize(n_kernels);
+  kern.inv_sigma = pooled<double>(n_kernels);
+  kern.log_sigma = pooled<double>(n_kernels);
+  kern.log_z = pooled<double>(n_kernels);
   for (std::size_t k = 0; k < n_kernels; ++k) {
     kern.inv_sigma[k] = 1.0 / kern.sigma[k];
     // Many kernels share the clipped bandwidth: reuse the last log.
@@ -575,12 +607,10 @@ void ParzenEstimator::build_window() {
     return;
   const NumericKernels& kern = num_[0];
   // Kernels up to the 90th percentile of bandwidths are "narrow".
-  std::vector<double> sig = kern.sigma;
-  auto p90 = sig.begin() + static_cast<std::ptrdiff_t>((sig.size() * 9) / 10);
-  std::nth_element(sig.begin(), p90, sig.end());
-  const double cut = *p90;
+  const double cut = percentile90(kern.sigma);
   window_ = kWindow * cut;
-  std::vector<std::size_t> order = order0_;
+  std::vector<std::size_t> order = std::move(order0_);
+  order0_ = std::vector<std::size_t>();
   if (order.size() != n_kernels) {
     order.resize(n_kernels);
     std::iota(order.begin(), order.end(), 0);
@@ -588,6 +618,10 @@ void ParzenEstimator::build_window() {
       return kern.mu[a] < kern.mu[b] || (kern.mu[a] == kern.mu[b] && a < b);
     });
   }
+  sorted_mu_ = pool<double>().take(n_kernels);
+  sorted_k_ = pool<std::size_t>().take(n_kernels);
+  sorted_inv_ = pool<double>().take(n_kernels);
+  sorted_base_ = pool<double>().take(n_kernels);
   for (std::size_t k : order) {
     if (kern.sigma[k] <= cut) {
       sorted_mu_.push_back(kern.mu[k]);
@@ -598,14 +632,31 @@ void ParzenEstimator::build_window() {
       wide_.push_back(k);
     }
   }
+  pool<std::size_t>().give(order);
   windowed_ = true;
+}
+
+ParzenEstimator::~ParzenEstimator() {
+  BufferPool<double>& doubles = pool<double>();
+  for (NumericKernels& k : num_)
+    for (std::vector<double>* v : {&k.mu, &k.sigma, &k.inv_sigma, &k.log_sigma, &k.log_z})
+      doubles.give(*v);
+  for (std::vector<double>* v :
+       {&log_w_, &cum_w_, &base_, &sorted_mu_, &sorted_inv_, &sorted_base_})
+    doubles.give(*v);
+  pool<std::size_t>().give(sorted_k_);
+  pool<std::size_t>().give(order0_);
 }
 
 void ParzenEstimator::log_pdf(std::span<const double> points, std::span<double> out) const {
   const std::size_t n_dims = dims_.size();
   const std::size_t n_kernels = log_w_.size();
   const std::size_t n_points = out.size();
-  std::vector<double> acc(n_kernels), scratch(n_kernels);
+  // A windowed estimator visits a few kernels per point: its buffers grow
+  // to the largest window met (log_pdf_one) instead of n_kernels.
+  std::vector<double> acc = pooled<double>(windowed_ ? 0 : n_kernels);
+  std::vector<double> scratch = pooled<double>(windowed_ ? 0 : n_kernels);
+  const PooledScope<double> keep_acc(acc), keep_scratch(scratch);
   if (n_dims == 1) {
     // Candidates often repeat (a discrete grid, a categorical): compute
     // each distinct value once.
@@ -619,7 +670,7 @@ void ParzenEstimator::log_pdf(std::span<const double> points, std::span<double> 
       if (i > 0 && points[j] == points[order[i - 1]])
         out[j] = out[order[i - 1]];
       else
-        out[j] = log_pdf_one(&points[j], acc.data(), scratch.data(), none);
+        out[j] = log_pdf_one(&points[j], acc, scratch, none);
     }
     return;
   }
@@ -646,43 +697,53 @@ void ParzenEstimator::log_pdf(std::span<const double> points, std::span<double> 
       auto at = std::lower_bound(values[d].begin(), values[d].end(), points[j * n_dims + d]);
       discrete_terms[d] = terms[d][static_cast<std::size_t>(at - values[d].begin())].data();
     }
-    out[j] = log_pdf_one(&points[j * n_dims], acc.data(), scratch.data(), discrete_terms);
+    out[j] = log_pdf_one(&points[j * n_dims], acc, scratch, discrete_terms);
   }
 }
 
-double ParzenEstimator::log_pdf_one(const double* point, double* acc, double* scratch,
+bool ParzenEstimator::log_pdf_windowed(const double* point, std::vector<double>& acc_buf,
+                                       std::vector<double>& scratch_buf, double& out) const {
+  const NumericPoint p = numeric_point(0, point[0]);
+  double lo = (p.continuous ? p.x : p.e0) - window_;
+  double hi = (p.continuous ? p.x : p.e1) + window_;
+  const auto first = static_cast<std::size_t>(
+      std::lower_bound(sorted_mu_.begin(), sorted_mu_.end(), lo) - sorted_mu_.begin());
+  const auto last = static_cast<std::size_t>(
+      std::upper_bound(sorted_mu_.begin() + static_cast<std::ptrdiff_t>(first), sorted_mu_.end(),
+                       hi) -
+      sorted_mu_.begin());
+  const std::size_t m = last - first + wide_.size();
+  if (m == 0) return false;
+  grow(acc_buf, scratch_buf, m);
+  double* acc = acc_buf.data();
+  if (p.continuous) {
+    const double* mu = sorted_mu_.data() + first;
+    const double* inv = sorted_inv_.data() + first;
+    const double* base = sorted_base_.data() + first;
+    for (std::size_t i = 0; i < last - first; ++i) {
+      double z = (p.x - mu[i]) * inv[i];
+      acc[i] = base[i] - 0.5 * z * z;
+    }
+  } else {
+    for (std::size_t i = first; i < last; ++i)
+      acc[i - first] = sorted_base_[i] + numeric_term(0, sorted_k_[i], p);
+  }
+  std::size_t w = last - first;
+  for (std::size_t k : wide_) acc[w++] = base_[k] + numeric_term(0, k, p);
+  out = log_sum_exp(acc, m, scratch_buf.data());
+  return true;
+}
+
+double ParzenEstimator::log_pdf_one(const double* point, std::vector<double>& acc_buf,
+                                    std::vector<double>& scratch_buf,
                                     const std::vector<const double*>& discrete_terms) const {
   const std::size_t n_dims = dims_.size();
   const std::size_t n_kernels = log_w_.size();
-  if (windowed_) {
-    const NumericPoint p = numeric_point(0, point[0]);
-    double lo = (p.continuous ? p.x : p.e0) - window_;
-    double hi = (p.continuous ? p.x : p.e1) + window_;
-    const auto first = static_cast<std::size_t>(
-        std::lower_bound(sorted_mu_.begin(), sorted_mu_.end(), lo) - sorted_mu_.begin());
-    const auto last = static_cast<std::size_t>(
-        std::upper_bound(sorted_mu_.begin() + static_cast<std::ptrdiff_t>(first), sorted_mu_.end(),
-                         hi) -
-        sorted_mu_.begin());
-    const std::size_t m = last - first + wide_.size();
-    if (m > 0) {
-      if (p.continuous) {
-        const double* mu = sorted_mu_.data() + first;
-        const double* inv = sorted_inv_.data() + first;
-        const double* base = sorted_base_.data() + first;
-        for (std::size_t i = 0; i < last - first; ++i) {
-          double z = (p.x - mu[i]) * inv[i];
-          acc[i] = base[i] - 0.5 * z * z;
-        }
-      } else {
-        for (std::size_t i = first; i < last; ++i)
-          acc[i - first] = sorted_base_[i] + numeric_term(0, sorted_k_[i], p);
-      }
-      std::size_t w = last - first;
-      for (std::size_t k : wide_) acc[w++] = base_[k] + numeric_term(0, k, p);
-      return log_sum_exp(acc, m, scratch);
-    }
-  }
+  double windowed = 0;
+  if (windowed_ && log_pdf_windowed(point, acc_buf, scratch_buf, windowed)) return windowed;
+  grow(acc_buf, scratch_buf, n_kernels);
+  double* acc = acc_buf.data();
+  double* scratch = scratch_buf.data();
   std::copy(base_.begin(), base_.end(), acc);
   for (std::size_t d = 0; d < n_dims; ++d) {
     const DimensionSpec& dim = dims_[d];

@@ -148,6 +148,12 @@ class ParzenEstimator {
   ParzenEstimator(std::vector<DimensionSpec> dims, std::span<const double> observations,
                   std::span<const double> weights, const EstimatorOptions& options,
                   const std::vector<std::vector<std::size_t>>* orders = nullptr);
+  // Hands the kernels' arrays to a per-thread pool for the next estimator.
+  ~ParzenEstimator();
+  ParzenEstimator(const ParzenEstimator&) = default;
+  ParzenEstimator& operator=(const ParzenEstimator&) = default;
+  ParzenEstimator(ParzenEstimator&&) = default;
+  ParzenEstimator& operator=(ParzenEstimator&&) = default;
 
   std::size_t n_dims() const { return dims_.size(); }
   // Number of mixture components (observations + prior).
@@ -190,11 +196,17 @@ class ParzenEstimator {
   // dimension d at p, less what base_ holds (log weight, normalizers).
   double numeric_term(std::size_t d, std::size_t k, const NumericPoint& p) const;
   void build_window();
-  // log_pdf() of one point (n_dims() values); acc and scratch hold
-  // n_kernels() doubles. discrete_terms[d] (multi-dimensional estimators):
-  // the terms of discrete dimension d for this point, precomputed, or null.
-  double log_pdf_one(const double* point, double* acc, double* scratch,
+  // log_pdf() of one point (n_dims() values); acc and scratch: buffers,
+  // grown to the kernels visited. discrete_terms[d] (multi-dimensional
+  // estimators): the terms of discrete dimension d for this point,
+  // precomputed, or null.
+  double log_pdf_one(const double* point, std::vector<double>& acc, std::vector<double>& scratch,
                      const std::vector<const double*>& discrete_terms) const;
+  // Windowed estimators: the log density at `point` from the kernels in its
+  // window and the wide ones, into `out`; false if there are none (then
+  // every kernel is summed).
+  bool log_pdf_windowed(const double* point, std::vector<double>& acc, std::vector<double>& scratch,
+                        double& out) const;
 
   // Sets log_w_ and cum_w_ from the observations' weights and the prior's,
   // and base_ to log_w_.

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "algorithms/buffer_pool.h"
 #include "search/errors.h"
 #include "search/util/random.h"
 
@@ -287,6 +288,93 @@ TEST(ParzenEstimatorTest, MismatchedSizesThrow) {
   std::vector<double> w = {1};
   EXPECT_THROW(ParzenEstimator({dim}, obs, w, EstimatorOptions{}), Error);
   EXPECT_THROW(ParzenEstimator({}, {}, {}, EstimatorOptions{}), Error);
+}
+
+// 1-D observations: n uniform points of [0, 1] from `seed`.
+std::vector<double> uniform_points(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<double> v(n);
+  for (double& x : v) x = util::uniform01(rng);
+  return v;
+}
+
+TEST(ParzenEstimatorTest, ReusedBuffersGiveBitIdenticalResults) {
+  // Estimators take their arrays from a per-thread pool that earlier ones
+  // filled with other values: densities and draws must not depend on that.
+  auto dim = dim_of(Distribution::make_float(0, 1));
+  const std::vector<double> obs = uniform_points(500, 1);
+  const std::vector<double> w(obs.size(), 1.0);
+  const std::vector<double> pts = uniform_points(64, 2);
+  auto run = [&](std::vector<double>& lp, std::vector<double>& draws) {
+    ParzenEstimator pe({dim}, obs, w, EstimatorOptions{});
+    lp.assign(pts.size(), 0.0);
+    pe.log_pdf(pts, lp);
+    std::mt19937_64 rng(3);
+    pe.sample(rng, 32, draws);
+  };
+  std::vector<double> lp1, d1, lp2, d2;
+  run(lp1, d1);
+  {
+    // Dirty the pool: estimators of other sizes and values, in 1 and 2-D.
+    const std::vector<double> other = uniform_points(1200, 4);
+    const std::vector<double> ow(other.size(), 2.0), ow2(other.size() / 2, 1.0);
+    ParzenEstimator a({dim}, other, ow, EstimatorOptions{});
+    ParzenEstimator b({dim, dim}, other, ow2, EstimatorOptions{});
+    std::vector<double> lp(pts.size() / 2);
+    b.log_pdf(pts, lp);
+  }
+  run(lp2, d2);
+  ASSERT_EQ(lp1.size(), lp2.size());
+  for (std::size_t i = 0; i < lp1.size(); ++i) EXPECT_EQ(lp1[i], lp2[i]) << i;
+  EXPECT_EQ(d1, d2);
+}
+
+TEST(ParzenEstimatorTest, WindowedDensityMatchesTheFullMixture) {
+  // 5,000 kernels, most at the magic-clip bandwidth (the windowed path and
+  // its shortcut for the 90th percentile of bandwidths): the density equals
+  // the sum over all kernels computed by hand, to rounding.
+  auto dim = dim_of(Distribution::make_float(0, 1));
+  const std::vector<double> obs = uniform_points(5000, 5);
+  const std::vector<double> w(obs.size(), 1.0);
+  ParzenEstimator pe({dim}, obs, w, EstimatorOptions{});
+  ASSERT_EQ(pe.n_kernels(), obs.size() + 1);
+  const std::vector<double> pts = {0.0, 1e-3, 0.25, 0.5, 0.77, 0.999, 1.0};
+  std::vector<double> lp(pts.size());
+  pe.log_pdf(pts, lp);
+  const double total = static_cast<double>(pe.n_kernels());
+  for (std::size_t i = 0; i < pts.size(); ++i) {
+    double sum = 0;
+    for (std::size_t k = 0; k < pe.n_kernels(); ++k) {
+      const double mu = pe.kernel_mean(0, k), sigma = pe.kernel_sigma(0, k);
+      const double mass = 0.5 * (std::erfc(-(1 - mu) / sigma / std::sqrt(2.0)) -
+                                 std::erfc(mu / sigma / std::sqrt(2.0)));
+      const double z = (pts[i] - mu) / sigma;
+      sum += std::exp(-0.5 * z * z) / (sigma * std::sqrt(2 * M_PI) * mass) / total;
+    }
+    EXPECT_NEAR(lp[i], std::log(sum), 1e-9) << pts[i];
+  }
+}
+
+TEST(BufferPoolTest, HandsOutClearedVectorsWithCapacityAndKeepsGivenOnes) {
+  BufferPool<double> pool;
+  std::vector<double> a = pool.take(100);
+  EXPECT_TRUE(a.empty());
+  EXPECT_GE(a.capacity(), 100u);
+  a.assign(100, 7.0);
+  const double* storage = a.data();
+  pool.give(a);
+  EXPECT_EQ(a.capacity(), 0u);  // left empty
+  std::vector<double> b = pool.take(50);
+  EXPECT_TRUE(b.empty());
+  EXPECT_EQ(b.data(), storage);  // the pooled storage is reused
+  std::vector<double> c = pool.take(10);
+  EXPECT_NE(c.data(), storage);
+  // More than kMaxPooledBytes is not kept.
+  std::vector<double> huge = pool.take(BufferPool<double>::kMaxPooledBytes / sizeof(double) + 1);
+  pool.give(huge);
+  std::vector<double> d = pool.take(BufferPool<double>::kMaxPooledBytes / sizeof(double) + 1);
+  EXPECT_TRUE(d.empty());
+  EXPECT_GE(d.capacity(), BufferPool<double>::kMaxPooledBytes / sizeof(double) + 1);
 }
 
 TEST(LogSumExpTest, Values) {
