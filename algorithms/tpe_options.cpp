@@ -89,7 +89,9 @@ void TpeOptions::validate(const std::string& path) const {
   auto fail = [&](const char* key, const std::string& rule) {
     throw ConfigError(join_path(path, key), rule);
   };
-  if (n_ei_candidates < 1) fail("n_ei_candidates", "must be >= 1");
+  if (n_ei_candidates < 1 || n_ei_candidates > kMaxEiCandidates)
+    fail("n_ei_candidates", "must be between 1 and " + std::to_string(kMaxEiCandidates) + ", got " +
+                                std::to_string(n_ei_candidates));
   if (!(gamma.factor > 0) || !std::isfinite(gamma.factor))
     fail("gamma.factor", "must be a finite number > 0");
   if (gamma.rule == TpeGamma::Rule::kLinear && gamma.factor > 1)

@@ -119,7 +119,9 @@ struct TpeOptions {
   std::optional<QmcSequence> startup;
   // Candidates drawn from l(x) per suggestion. Default 24. More exploits
   // more (and costs linearly more time).
+  // At most kMaxEiCandidates (each costs a draw and a density per param).
   std::size_t n_ei_candidates = 24;
+  static constexpr std::size_t kMaxEiCandidates = 100000;
   // Size of the below group. Default linear, 0.1, cap 25.
   TpeGamma gamma;
   // In a conditional space (the finished trials do not all have the same

@@ -440,12 +440,36 @@ def main():
             ours.append((label, json.loads(text)))
         except json.JSONDecodeError as e:
             ap.error(f"--ours {label}: not JSON: {e}")
+    for flag, value, low in (("--trials", args.trials, 1), ("--seeds", args.seeds, 1),
+                             ("--seed-offset", args.seed_offset, 0), ("--jobs", args.jobs, 1)):
+        if value < low:
+            ap.error(f"{flag}: must be >= {low}, got {value}")
+    if args.json:
+        folder = os.path.dirname(os.path.abspath(args.json))
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            ap.error(f"--json: cannot write {args.json} (its folder is missing or not writable)")
+    loaded_files = [(path, _read_loaded(ap, path, args.trials)) for path in args.load]
+    if args.optuna == "saved" and os.path.exists(REFERENCE):
+        with open(REFERENCE) as f:
+            first = json.loads(f.readline() or "{}")
+        if first.get("meta") and first.get("trials") != args.trials:
+            ap.error(f"--optuna saved: {REFERENCE} holds Optuna's bests after {first.get('trials')} "
+                     f"trials, this run compares after {args.trials} (use --trials "
+                     f"{first.get('trials')}, or --optuna live or none)")
     if args.load:
         ours = []
+    elif not ours and args.optuna != "live":
+        ap.error("nothing to run: --no-default-ours without --ours or --load (and no --optuna live)")
     if args.append and args.optuna != "live":
         ap.error("--append: only with --optuna live (it adds Optuna's results to --save-optuna)")
     if ours and not os.access(args.binary, os.X_OK):
         ap.error(f"--binary: {args.binary} is not an executable (build target hpo_suite_sampler)")
+    for label, cfg in ours:  # a bad sampler config: one clear error now, not one per task
+        check = subprocess.run([args.binary, "--space", json.dumps(PROBLEMS[problems[0]][0]),
+                                "--sampler", json.dumps(cfg)], stdin=subprocess.DEVNULL,
+                               capture_output=True, text=True)
+        if check.returncode != 0:
+            ap.error(f"--ours {label}: {check.stderr.strip()}")
 
     if args.time:
         import random
@@ -528,9 +552,7 @@ def main():
     if ref:
         ref.close()
         _update_seeds_complete(args.save_optuna)
-    for path in args.load:
-        with open(path) as f:
-            loaded = json.load(f)
+    for path, loaded in loaded_files:
         for r in loaded["results"]:
             if r["side"] == "ours" and r["problem"] in problems:
                 by_seed = dict(zip(loaded["seeds"], r["bests"]))
@@ -538,7 +560,7 @@ def main():
                     s: v for s, v in by_seed.items() if v is not None and s in seeds}
     ref_note = "run now"
     if args.optuna == "saved":
-        ref_note = _load_reference(results, problems, seeds)
+        ref_note = _load_reference(results, problems, seeds, args.trials)
 
     print(f"# hpo_suite: best value after {args.trials} trials, seeds {seeds.start}..{seeds.stop - 1}"
           f" (lower is better); {datetime.date.today().isoformat()}, {platform.machine()},"
@@ -634,7 +656,24 @@ def _update_seeds_complete(path):
             f.write(json.dumps(r) + "\n")
 
 
-def _load_reference(results, problems, seeds):
+def _read_loaded(ap, path, n_trials):
+    """A --load file (written by --json), checked: readable JSON of the right
+    shape, with results after the same number of trials as this run."""
+    try:
+        with open(path) as f:
+            loaded = json.load(f)
+    except (OSError, ValueError) as e:
+        ap.error(f"--load {path}: {e}")
+    if (not isinstance(loaded, dict) or not isinstance(loaded.get("results"), list)
+            or not isinstance(loaded.get("seeds"), list)):
+        ap.error(f"--load {path}: not a file written by --json (needs 'seeds' and 'results')")
+    if loaded.get("trials") != n_trials:
+        ap.error(f"--load {path}: its results are after {loaded.get('trials')} trials, this run "
+                 f"compares after {n_trials} (--trials)")
+    return loaded
+
+
+def _load_reference(results, problems, seeds, n_trials):
     if not os.path.exists(REFERENCE):
         return "not available (run --optuna live)"
     note = ""
@@ -642,6 +681,10 @@ def _load_reference(results, problems, seeds):
         for line in f:
             row = json.loads(line)
             if row.get("meta"):
+                if row.get("trials") != n_trials:
+                    sys.exit(f"--optuna saved: {REFERENCE} holds Optuna's bests after "
+                             f"{row.get('trials')} trials, this run compares after {n_trials} "
+                             f"(use --trials {row.get('trials')}, or --optuna live or none)")
                 note = f"saved {row['date']} ({row['versions']['optuna']}, {row['machine']})"
                 continue
             if row["problem"] in problems and row["seed"] in seeds:

@@ -17,8 +17,10 @@
 // A request that cannot be served answers {"error":"..."} and the server goes
 // on (an exhausted space: {"error":"...","exhausted":true}). End of input ends
 // the program. Bad command-line arguments: a message on stderr, exit code 2.
+#include <charconv>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "algorithms/factory.h"
@@ -38,6 +40,17 @@ struct Args {
   hps::StudyDirection direction = hps::StudyDirection::kMinimize;
 };
 
+// --seed: decimal digits only, within 64 bits.
+std::uint64_t parse_seed(const std::string& text) {
+  std::uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || ptr != end)
+    throw std::runtime_error("--seed: must be a whole number (digits only) below 2^64, got '" +
+                             text + "'");
+  return v;
+}
+
 Args parse_args(int argc, char** argv) {
   Args a;
   bool have_space = false;
@@ -51,7 +64,7 @@ Args parse_args(int argc, char** argv) {
     } else if (flag == "--sampler") {
       a.sampler = hps::parse_json_text(value, "--sampler");
     } else if (flag == "--seed") {
-      a.seed = std::stoull(value);
+      a.seed = parse_seed(value);
     } else if (flag == "--direction") {
       a.direction = hps::parse_direction(value, "--direction");
     } else {
@@ -64,7 +77,8 @@ Args parse_args(int argc, char** argv) {
 
 // Answers one request; `open` holds the asked trials not yet told.
 Json serve(hps::Study& study, std::map<std::int64_t, hps::Trial>& open, const Json& req) {
-  const std::string op = req.value("op", "");
+  if (!req.is_object()) return {{"error", "request: must be a JSON object {\"op\": ...}"}};
+  const std::string op = hps::optional_string(req, "request", "op").value_or("");
   if (op == "ask") {
     hps::Trial trial = study.ask();
     Json params = Json::object();
@@ -74,15 +88,16 @@ Json serve(hps::Study& study, std::map<std::int64_t, hps::Trial>& open, const Js
     return {{"number", number}, {"params", params}};
   }
   if (op == "tell") {
-    auto it = open.find(req.at("number").get<std::int64_t>());
+    auto it = open.find(hps::require_int(req, "request", "number"));
     if (it == open.end()) return {{"error", "tell: no open trial with that number"}};
-    const std::string state = req.value("state", "COMPLETE");
+    const std::string state = hps::optional_string(req, "request", "state").value_or("COMPLETE");
     if (state == "COMPLETE")
-      study.tell(it->second, req.at("value").get<double>());
+      study.tell(it->second, hps::require_number(req, "request", "value"));
     else if (state == "FAIL")
       study.tell(it->second, hps::TrialState::kFail, std::nullopt, "objective failed");
     else if (state == "PRUNED")
-      study.tell(it->second, hps::TrialState::kPruned, req.value("value", 0.0));
+      study.tell(it->second, hps::TrialState::kPruned,
+                 hps::optional_number(req, "request", "value").value_or(0.0));
     else
       return {{"error", "tell: state must be COMPLETE, FAIL or PRUNED, got " + state}};
     open.erase(it);
@@ -92,7 +107,8 @@ Json serve(hps::Study& study, std::map<std::int64_t, hps::Trial>& open, const Js
     auto best = study.best_trial();
     return {{"value", study.best_value()}, {"number", best->number}};
   }
-  return {{"error", "op must be ask, tell or best, got '" + op + "'"}};
+  std::string shown = op.size() > 64 ? op.substr(0, 64) + "..." : op;
+  return {{"error", "request.op: must be ask, tell or best, got '" + shown + "'"}};
 }
 
 }  // namespace
@@ -108,28 +124,32 @@ int main(int argc, char** argv) {
     return 2;
   }
   hps::StudyOptions opt;
+  std::optional<hps::Study> study;
   try {
     opt.space = hps::SearchSpace::from_json(args.space);
     opt.sampler = hps::make_sampler(args.sampler, args.seed);
+    // Creating the study checks the sampler against the space (a grid
+    // needs values for continuous params, ...).
+    study.emplace(hps::Study::create(std::make_shared<hps::InMemoryStorage>(), "hpo_suite",
+                                     args.direction, opt));
   } catch (const std::exception& e) {
     std::cerr << "hpo_suite_sampler: " << e.what() << "\n";
     return 2;
   }
-  auto storage = std::make_shared<hps::InMemoryStorage>();
-  auto study = hps::Study::create(storage, "hpo_suite", args.direction, opt);
   std::map<std::int64_t, hps::Trial> open;
   std::string line;
   while (std::getline(std::cin, line)) {
-    if (line.empty()) continue;
+    if (line.empty() || line == "\r") continue;
     Json answer;
     try {
-      answer = serve(study, open, hps::parse_json_text(line, "request"));
+      answer = serve(*study, open, hps::parse_json_text(line, "request"));
     } catch (const hps::SearchSpaceExhausted& e) {
       answer = {{"error", e.what()}, {"exhausted", true}};
     } catch (const std::exception& e) {
       answer = {{"error", e.what()}};
     }
-    std::cout << answer.dump() << "\n" << std::flush;
+    // An error may quote the request's bytes, which need not be UTF-8.
+    std::cout << answer.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n" << std::flush;
   }
   return 0;
 }

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <iostream>
 #include <limits>
@@ -47,11 +48,17 @@ CLI::Validator whole_number() {
       "INT");
 }
 
-// The text of a number option (seconds): not empty (CLI11 takes "" as "not
-// given"); CLI11 then parses it.
-const CLI::Validator kNotEmpty(
+// The text of a number option (seconds): a whole decimal number, finite
+// (CLI11 alone takes "" as "not given", and "inf" or "1e400" would be stored
+// in the study's config, which a later resume then refuses).
+const CLI::Validator kFiniteSeconds(
     [](std::string& text) -> std::string {
-      return text.empty() ? std::string("must be a number, got ''") : std::string();
+      double value = 0;
+      const char* end = text.data() + text.size();
+      auto [ptr, ec] = std::from_chars(text.data(), end, value);
+      if (text.empty() || ec != std::errc() || ptr != end || !std::isfinite(value))
+        return "must be a finite number of seconds, got '" + text + "'";
+      return std::string();
     },
     "NUMBER");
 
@@ -93,7 +100,7 @@ int main(int argc, char** argv) {
     cmd->add_option("--n-trials", run.n_trials, "budget: finished trials in the study")
         ->check(whole_number<std::int64_t>());
     cmd->add_option("--timeout", run.timeout_s, "budget: seconds of wall time for this run")
-        ->check(kNotEmpty);
+        ->check(kFiniteSeconds);
     cmd->add_option("--max-failed-trials", run.max_failed_trials,
                     "stop dispatching once N trials of this run failed (overrides "
                     "budget.max_failed_trials; default: no limit)")

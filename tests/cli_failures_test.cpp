@@ -178,7 +178,10 @@ TEST_F(CliFailuresTest, BadFailureLimitsAreRefused) {
            {"--seed", "-1", "must be a whole number"},
            {"--workers", "-1", "must be a whole number (digits only), got '-1'"},
            {"--n-trials", "-99999999999999999999", "must be a whole number (digits only)"},
-           {"--timeout", "", "must be a number"}}) {
+           {"--timeout", "", "must be a finite number of seconds, got ''"},
+           {"--timeout", "inf", "must be a finite number of seconds, got 'inf'"},
+           {"--timeout", "1e400", "must be a finite number of seconds"},
+           {"--timeout", "abc", "must be a finite number of seconds, got 'abc'"}}) {
     ProcessResult flagged = cli({"run", "space.json", flag, value});
     EXPECT_EQ(flagged.exit_code, 2) << flag << " '" << value << "'" << flagged.out;
     EXPECT_NE(flagged.err.find(flag + ": " + rule), std::string::npos) << flagged.err;

@@ -283,7 +283,11 @@ TEST(TpeOptionsTest, BadOptionsNameTheField) {
   expect_config_error({{"type", "tpe"}, {"prior_weight", -1}}, "sampler.prior_weight", "> 0");
   expect_config_error({{"type", "tpe"}, {"n_startup_trials", -1}}, "sampler.n_startup_trials",
                       ">= 0");
-  expect_config_error({{"type", "tpe"}, {"n_ei_candidates", 0}}, "sampler.n_ei_candidates", ">= 1");
+  expect_config_error({{"type", "tpe"}, {"n_ei_candidates", 0}}, "sampler.n_ei_candidates",
+                      "must be between 1 and 100000, got 0");
+  // A huge count would allocate gigabytes at the first suggestion.
+  expect_config_error({{"type", "tpe"}, {"n_ei_candidates", 1000000000}}, "sampler.n_ei_candidates",
+                      "must be between 1 and 100000, got 1000000000");
   expect_config_error({{"type", "tpe"}, {"bandwidth", "silverman"}}, "sampler.bandwidth", "scott");
   expect_config_error({{"type", "tpe"}, {"weights", "new"}}, "sampler.weights", "old_decay");
   expect_config_error({{"type", "tpe"}, {"categorical_kernel", "dirichlet"}},
