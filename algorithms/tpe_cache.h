@@ -71,10 +71,10 @@ class ViewIndex {
 
  private:
   struct Entry {
-    TrialPtr trial;           // keeps `point` alive
-    bool complete = false;    // COMPLETE with a value that is not NaN
-    const Params* point = nullptr;  // tried point, or null
-    std::size_t hash = 0;           // hash_params(*point)
+    TrialPtr trial;                    // keeps `point` alive
+    bool complete = false;             // COMPLETE with a value that is not NaN
+    const Params* point = nullptr;     // tried point, or null
+    std::size_t hash = 0;              // hash_params(*point)
     std::unique_ptr<Params> enqueued;  // a WAITING trial's enqueued params
   };
   void put(const TrialPtr& t);

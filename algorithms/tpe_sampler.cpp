@@ -260,8 +260,7 @@ void TpeSampler::sample(const SamplingContext& ctx, const SearchSpace& space, Pa
   std::lock_guard lock(mu_);
   if (auto complete = complete_in_view(ctx, *cache_);
       complete && *complete < options_.n_startup_trials &&
-      sample_startup_from_view(options_, seed_, startup_design_.get(), *cache_, ctx, space,
-                               params))
+      sample_startup_from_view(options_, seed_, startup_design_.get(), *cache_, ctx, space, params))
     return;
   const History h = tpe::prepare_history(ctx, *cache_, constant_liar_active() || ctx.n_workers > 1);
   const bool startup = h.n_complete < options_.n_startup_trials;

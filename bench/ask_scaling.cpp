@@ -69,7 +69,8 @@ std::vector<double> run_ours(const std::string& sampler, const std::string& stor
   for (std::int64_t i = 0; i < n_trials; ++i) {
     hps::Trial trial = study.ask();
     double value = 0;
-    for (const auto& [name, v] : trial.params()) value += (v.get<double>() - 0.5) * (v.get<double>() - 0.5);
+    for (const auto& [name, v] : trial.params())
+      value += (v.get<double>() - 0.5) * (v.get<double>() - 0.5);
     study.tell(trial, value);
     if ((i + 1) % block == 0) {
       auto now = std::chrono::steady_clock::now();
@@ -80,8 +81,7 @@ std::vector<double> run_ours(const std::string& sampler, const std::string& stor
   return blocks;
 }
 
-void print_blocks(const std::string& label, const std::vector<double>& blocks,
-                  std::int64_t block) {
+void print_blocks(const std::string& label, const std::vector<double>& blocks, std::int64_t block) {
   std::printf("%-22s", label.c_str());
   for (double b : blocks) std::printf(" %8.1f", b / static_cast<double>(block) * 1e6);
   if (!blocks.empty() && blocks.front() > 0)
@@ -123,8 +123,7 @@ int main(int argc, char** argv) {
     std::stringstream st(storages);
     for (std::string s; std::getline(st, s, ',');) storage_list.push_back(s);
   }
-  auto dir = std::filesystem::temp_directory_path() /
-             ("ask_scaling_" + std::to_string(getpid()));
+  auto dir = std::filesystem::temp_directory_path() / ("ask_scaling_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
 
   std::printf("ask_scaling: %s, %s; %lld trials, microseconds per ask+tell per block of %lld\n",
@@ -134,8 +133,10 @@ int main(int argc, char** argv) {
   for (const auto& sampler : sampler_list) {
     for (const auto& storage : storage_list) {
       std::string url = ":memory:";
-      if (storage == "sqlite") url = (dir / (sampler + ".db")).string();
-      else if (storage != "memory") throw std::runtime_error("unknown storage: " + storage);
+      if (storage == "sqlite")
+        url = (dir / (sampler + ".db")).string();
+      else if (storage != "memory")
+        throw std::runtime_error("unknown storage: " + storage);
       auto blocks = run_ours(sampler, url, n_trials, block);
       print_blocks("hpsearch " + sampler + "/" + storage, blocks, block);
       ours[sampler + "/" + storage] = blocks;
@@ -153,10 +154,10 @@ int main(int argc, char** argv) {
     auto lines = hps::bench::run_json_lines(cmd);
     if (lines.empty()) throw std::runtime_error("no output from: " + cmd);
     auto blocks = lines.front().at("block_s").get<std::vector<double>>();
-    print_blocks("optuna " + lines.front().at("optuna").get<std::string>() + " " + sampler,
-                 blocks, block);
-    const auto& mine = ours.count(sampler + "/memory") ? ours[sampler + "/memory"]
-                                                       : ours.begin()->second;
+    print_blocks("optuna " + lines.front().at("optuna").get<std::string>() + " " + sampler, blocks,
+                 block);
+    const auto& mine =
+        ours.count(sampler + "/memory") ? ours[sampler + "/memory"] : ours.begin()->second;
     std::printf("%-22s", ("optuna/ours " + sampler).c_str());
     for (std::size_t i = 0; i < blocks.size() && i < mine.size(); ++i)
       std::printf(" %8.1f", blocks[i] / mine[i]);

@@ -147,8 +147,7 @@ class CachingStorage : public Storage {
   std::optional<std::int64_t> data_version() override;
   // The cache's change log (what TrialHistory::changes_since gives); loads
   // the study's trials into the cache on first use.
-  std::optional<TrialChanges> trial_changes(std::int64_t study_id,
-                                            std::uint64_t version) override;
+  std::optional<TrialChanges> trial_changes(std::int64_t study_id, std::uint64_t version) override;
 
  private:
   friend class TrialHistory;

@@ -139,7 +139,8 @@ struct InMemoryStorage::Impl {
   }
   // Keeps a study's info for a rollback (before a write to it).
   void keep_study(std::int64_t study_id) {
-    if (depth > 0) on_rollback([this, study_id, old = study(study_id)] { studies[study_id] = old; });
+    if (depth > 0)
+      on_rollback([this, study_id, old = study(study_id)] { studies[study_id] = old; });
   }
   // Keeps a trial's snapshot for a rollback (before a write to it).
   void keep_trial(std::int64_t trial_id) {

@@ -258,8 +258,7 @@ class Storage {
   // nullopt when this storage keeps no change log (the default; a reader
   // then reads get_all_trials() instead). CachingStorage and
   // InMemoryStorage keep one. Throws StorageError if the study is absent.
-  virtual std::optional<TrialChanges> trial_changes(std::int64_t study_id,
-                                                    std::uint64_t version) {
+  virtual std::optional<TrialChanges> trial_changes(std::int64_t study_id, std::uint64_t version) {
     (void)study_id;
     (void)version;
     return std::nullopt;
@@ -310,8 +309,7 @@ class InMemoryStorage : public Storage {
   // Always 0: only this object changes the data.
   std::optional<std::int64_t> data_version() override;
   // From a change log per study (a rolled-back transaction resets readers).
-  std::optional<TrialChanges> trial_changes(std::int64_t study_id,
-                                            std::uint64_t version) override;
+  std::optional<TrialChanges> trial_changes(std::int64_t study_id, std::uint64_t version) override;
 
  private:
   struct Impl;

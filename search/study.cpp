@@ -274,9 +274,8 @@ Trial Study::ask() {
     {
       std::lock_guard lock(s.sampler_mu);
       try {
-        s.with_sampling_context(*t, [&](const SamplingContext& ctx) {
-          s.sampler->sample(ctx, *s.space, chosen);
-        });
+        s.with_sampling_context(
+            *t, [&](const SamplingContext& ctx) { s.sampler->sample(ctx, *s.space, chosen); });
       } catch (...) {
         s.storage->set_trial_state(t->trial_id, TrialState::kFail, std::nullopt, "sampler failed");
         throw;
