@@ -4,6 +4,9 @@
 #include <bit>
 #include <cmath>
 
+#include "algorithms/tried_points.h"
+#include "search/trial_lifecycle.h"
+
 namespace hps {
 
 namespace {
@@ -132,5 +135,92 @@ void TpeSampler::Cache::insert_sorted(Column& col, std::size_t slot) const {
       });
   col.sorted.insert(at, slot);
 }
+
+// ------------------------------------------------------------------ ViewIndex
+
+namespace tpe {
+
+void ViewIndex::drop(std::int64_t number) {
+  auto it = entries_.find(number);
+  if (it == entries_.end()) return;
+  if (it->second.complete) --n_complete_;
+  if (it->second.point) {
+    auto [lo, hi] = by_hash_.equal_range(it->second.hash);
+    for (auto h = lo; h != hi; ++h) {
+      if (h->second == number) {
+        by_hash_.erase(h);
+        break;
+      }
+    }
+  }
+  entries_.erase(it);
+}
+
+void ViewIndex::put(const TrialPtr& t) {
+  drop(t->number);
+  Entry e;
+  e.trial = t;
+  e.complete = t->state == TrialState::kComplete && t->value && !std::isnan(*t->value);
+  if (tried::counts_as_tried(*t)) {
+    if (t->state != TrialState::kWaiting) {
+      e.point = &t->params;
+    } else {
+      Params enqueued = lifecycle::fixed_params_of(*t);
+      if (!enqueued.empty()) {
+        e.enqueued = std::make_unique<Params>(std::move(enqueued));
+        e.point = e.enqueued.get();
+      }
+    }
+  }
+  if (e.point) {
+    e.hash = hash_params(*e.point);
+    by_hash_.emplace(e.hash, t->number);
+  }
+  if (e.complete) ++n_complete_;
+  entries_.insert_or_assign(t->number, std::move(e));
+}
+
+void ViewIndex::rebuild(const TrialView& view) {
+  entries_.clear();
+  by_hash_.clear();
+  n_complete_ = 0;
+  for (const TrialPtr& t : view.trials())
+    if (t) put(t);
+}
+
+void ViewIndex::sync(const TrialView& view) {
+  std::optional<std::vector<std::int64_t>> changed;
+  if (view.id() == view_id_) changed = view.changed_since(version_);
+  if (!changed) {
+    rebuild(view);
+  } else {
+    for (std::int64_t number : *changed) {
+      auto pos = find_trial_number(view.trials(), number);
+      if (pos == view.trials().end())
+        drop(number);
+      else
+        put(*pos);
+    }
+  }
+  view_id_ = view.id();
+  version_ = view.version();
+}
+
+std::size_t ViewIndex::n_complete(std::int64_t exclude) const {
+  auto it = entries_.find(exclude);
+  return n_complete_ - (it != entries_.end() && it->second.complete ? 1 : 0);
+}
+
+bool ViewIndex::is_taken(const Params& p, std::int64_t exclude) const {
+  auto [lo, hi] = by_hash_.equal_range(hash_params(p));
+  for (auto it = lo; it != hi; ++it) {
+    if (it->second == exclude) continue;
+    const Entry& e = entries_.at(it->second);
+    if (same_params(*e.point, p)) return true;
+  }
+  return false;
+}
+
+}  // namespace tpe
 
 }  // namespace hps

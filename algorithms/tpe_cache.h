@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "algorithms/tpe_sampler.h"
+#include "search/trial_view.h"
 
 namespace hps {
 
@@ -50,6 +51,43 @@ struct Column {
   std::vector<std::size_t> sorted;
 };
 
+// What TpeSampler keeps of a TrialView (SamplingContext::view) between
+// calls: per trial its point (tried::counts_as_tried's rule) and whether it
+// is a usable COMPLETE trial, updated from TrialView::changed_since, so that
+// a startup trial (fewer COMPLETE trials than n_startup_trials) costs
+// O(changes) instead of a pass over the history. It answers what
+// prepare_history()'s History answers for that: n_complete and is_taken.
+class ViewIndex {
+ public:
+  // Brings the index up to `view`: the trials changed since the last call,
+  // or all of them when `view` is another view or cannot say.
+  void sync(const TrialView& view);
+  // COMPLETE trials with a value (History::n_complete), trial `exclude`
+  // (the one being sampled) left out.
+  std::size_t n_complete(std::int64_t exclude) const;
+  // Whether a trial other than `exclude` tried exactly the params `p`
+  // (History::is_taken).
+  bool is_taken(const Params& p, std::int64_t exclude) const;
+
+ private:
+  struct Entry {
+    TrialPtr trial;                    // keeps `point` alive
+    bool complete = false;             // COMPLETE with a value that is not NaN
+    const Params* point = nullptr;     // tried point, or null
+    std::size_t hash = 0;              // hash_params(*point)
+    std::unique_ptr<Params> enqueued;  // a WAITING trial's enqueued params
+  };
+  void put(const TrialPtr& t);
+  void drop(std::int64_t number);
+  void rebuild(const TrialView& view);
+
+  std::uint64_t view_id_ = 0;
+  std::uint64_t version_ = 0;
+  std::unordered_map<std::int64_t, Entry> entries_;  // by trial number
+  std::unordered_multimap<std::size_t, std::int64_t> by_hash_;
+  std::size_t n_complete_ = 0;
+};
+
 struct PendingJoint {
   std::vector<std::string> names;
   std::vector<Distribution> distributions;
@@ -71,6 +109,8 @@ struct TpeSampler::Cache {
   // time tells apart trials of different studies that share ids.
   using PendingKey = std::tuple<std::int64_t, std::int64_t, std::int64_t>;
   std::map<PendingKey, PendingJoint> pending;
+  // The view the last calls came with (SamplingContext::view).
+  tpe::ViewIndex view_index;
 
   // The internal value of param `name` in `t` under `d`: NaN if absent or
   // outside `d`.

@@ -179,6 +179,49 @@ const TpeSampler::Cache::PendingJoint& joint_draw(TpeSampler::Cache& cache, std:
   return cache.pending.emplace(key, std::move(joint)).first->second;
 }
 
+// The COMPLETE trials ctx's history has (History::n_complete) from the
+// cache's view index, kept up to date from ctx.view (O(changes)); nullopt
+// without a view (then prepare_history() counts them).
+std::optional<std::size_t> complete_in_view(const SamplingContext& ctx, TpeSampler::Cache& cache) {
+  if (!ctx.view || &ctx.view->trials() != &ctx.trials) return std::nullopt;
+  cache.view_index.sync(*ctx.view);
+  return cache.view_index.n_complete(ctx.trial.number);
+}
+
+// TpeSampler::sample's startup branch with the view index answering "was
+// this point tried?" instead of a History: the same draws in the same
+// order. False when every try gave a tried point (then the full path,
+// which makes the same draws, looks for an untried one).
+bool sample_startup_from_view(const TpeOptions& options, std::uint64_t seed, QmcSampler* design,
+                              TpeSampler::Cache& cache, const SamplingContext& ctx,
+                              const SearchSpace& space, Params& params) {
+  const tpe::ViewIndex& index = cache.view_index;
+  const Params fixed = params;
+  if (design) {
+    Params q = fixed;
+    design->add_point(ctx.trial.number, space, q);
+    if (!index.is_taken(q, ctx.trial.number)) {
+      params = std::move(q);
+      return true;
+    }
+  }
+  const History none;
+  TpeModel model(options, cache, none);  // not used by random draws
+  Groups groups;
+  groups.group_of.assign(space.size(), -1);
+  SampleCall call(model, space, std::move(groups));
+  for (std::size_t attempt = 0; attempt < 2 * options.duplicate_retries; ++attempt) {
+    std::mt19937_64 rng(stream_seed(seed, ctx.trial.number, attempt));
+    bool sampled = false;
+    Params p = call.attempt(fixed, false, rng, sampled);
+    if (!sampled || !index.is_taken(p, ctx.trial.number)) {
+      params = std::move(p);
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 TpeSampler::TpeSampler(const TpeOptions& options)
@@ -215,6 +258,10 @@ std::string TpeSampler::budget_warning(std::int64_t max_complete) const {
 
 void TpeSampler::sample(const SamplingContext& ctx, const SearchSpace& space, Params& params) {
   std::lock_guard lock(mu_);
+  if (auto complete = complete_in_view(ctx, *cache_);
+      complete && *complete < options_.n_startup_trials &&
+      sample_startup_from_view(options_, seed_, startup_design_.get(), *cache_, ctx, space, params))
+    return;
   const History h = tpe::prepare_history(ctx, *cache_, constant_liar_active() || ctx.n_workers > 1);
   const bool startup = h.n_complete < options_.n_startup_trials;
   TpeModel model(options_, *cache_, h);
@@ -261,6 +308,12 @@ double TpeSampler::sample_independent(const SamplingContext& ctx, const std::str
                                       const Distribution& distribution) {
   std::lock_guard lock(mu_);
   if (distribution.single_value()) return single_internal(distribution);
+  if (auto complete = complete_in_view(ctx, *cache_);
+      complete && *complete < options_.n_startup_trials) {
+    std::mt19937_64 rng(stream_seed(seed_, ctx.trial.number, hash_name(name)));
+    return startup_design_ ? startup_design_->sample_independent(ctx, name, distribution)
+                           : RandomSampler::draw(rng, distribution);
+  }
   const History h = tpe::prepare_history(ctx, *cache_, constant_liar_active() || ctx.n_workers > 1);
   std::mt19937_64 rng(stream_seed(seed_, ctx.trial.number, hash_name(name)));
   if (h.n_complete < options_.n_startup_trials)

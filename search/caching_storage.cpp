@@ -6,6 +6,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "search/trial_view.h"
+
 namespace hps {
 namespace {
 
@@ -18,11 +20,8 @@ bool state_in(TrialState s, const std::vector<TrialState>& states) {
 // The cached trials of one study.
 struct StudyTrials {
   std::vector<TrialPtr> trials;  // number order
-  // Readers that saw a version below this one must start over (the study
-  // was loaded, or its change log trimmed, after it).
-  std::uint64_t base_version = 0;
-  // (version, number) of each change after base_version, versions ascending.
-  std::vector<std::pair<std::uint64_t, std::int64_t>> log;
+  // The changes since the study was loaded (readers from before start over).
+  TrialChangeLog log;
 };
 
 struct Location {
@@ -72,7 +71,7 @@ struct CachingStorage::Impl final : StorageObserver {
     if (it != trials.end()) return it->second;
     StudyTrials loaded;
     loaded.trials = inner->get_all_trials(study_id, {});
-    loaded.base_version = ++version;
+    loaded.log.reset(++version);
     for (const auto& t : loaded.trials) where[t->trial_id] = {study_id, t->number};
     return trials.emplace(study_id, std::move(loaded)).first->second;
   }
@@ -84,21 +83,14 @@ struct CachingStorage::Impl final : StorageObserver {
     auto it = trials.find(w->second.study_id);
     if (it == trials.end()) return nullptr;
     auto& list = it->second.trials;
-    auto pos = std::lower_bound(list.begin(), list.end(), w->second.number, by_number);
+    auto pos = find_trial_number(list, w->second.number);
     if (pos == list.end() || (*pos)->trial_id != trial_id) return nullptr;
     if (study) *study = &it->second;
-    return &*pos;
+    return &list[static_cast<std::size_t>(pos - list.cbegin())];
   }
 
   void log_change(StudyTrials& st, std::int64_t number) {
-    st.log.emplace_back(++version, number);
-    // Bounded: when it holds many more entries than the study has trials,
-    // the older half goes (readers that are that far behind start over).
-    if (st.log.size() > 2 * st.trials.size() + 1024) {
-      auto half = st.log.begin() + static_cast<std::ptrdiff_t>(st.log.size() / 2);
-      st.base_version = std::prev(half)->first;
-      st.log.erase(st.log.begin(), half);
-    }
+    st.log.record(++version, number, st.trials.size());
   }
 
   // Puts a new snapshot of a trial of `study_id` in the cache (when the
@@ -107,12 +99,14 @@ struct CachingStorage::Impl final : StorageObserver {
     auto it = trials.find(study_id);
     if (it == trials.end()) return;
     auto& list = it->second.trials;
-    auto pos = std::lower_bound(list.begin(), list.end(), t->number, by_number);
-    if (pos != list.end() && (*pos)->number == t->number) {
-      if ((*pos)->trial_id != t->trial_id) where.erase((*pos)->trial_id);
-      *pos = t;
+    if (auto found = find_trial_number(list, t->number); found != list.end()) {
+      auto& pos = list[static_cast<std::size_t>(found - list.cbegin())];
+      if (pos->trial_id != t->trial_id) where.erase(pos->trial_id);
+      pos = t;
+    } else if (list.empty() || list.back()->number < t->number) {
+      list.push_back(t);
     } else {
-      list.insert(pos, t);
+      list.insert(std::lower_bound(list.begin(), list.end(), t->number, by_number), t);
     }
     where[t->trial_id] = {study_id, t->number};
     log_change(it->second, t->number);
@@ -186,25 +180,12 @@ TrialChanges CachingStorage::changes_since(std::int64_t study_id, std::uint64_t 
   std::lock_guard lock(impl_->mutex);
   impl_->refresh();
   StudyTrials& st = impl_->study_trials(study_id);
-  TrialChanges out;
-  out.version = impl_->version;
-  if (version < st.base_version) {
-    out.reset = true;
-    out.trials = st.trials;
-    return out;
-  }
-  auto first = std::upper_bound(
-      st.log.begin(), st.log.end(), version,
-      [](std::uint64_t v, const std::pair<std::uint64_t, std::int64_t>& e) { return v < e.first; });
-  std::vector<std::int64_t> numbers;
-  for (auto it = first; it != st.log.end(); ++it) numbers.push_back(it->second);
-  std::sort(numbers.begin(), numbers.end());
-  numbers.erase(std::unique(numbers.begin(), numbers.end()), numbers.end());
-  for (std::int64_t n : numbers) {
-    auto pos = std::lower_bound(st.trials.begin(), st.trials.end(), n, by_number);
-    if (pos != st.trials.end() && (*pos)->number == n) out.trials.push_back(*pos);
-  }
-  return out;
+  return st.log.changes(st.trials, version, impl_->version);
+}
+
+std::optional<TrialChanges> CachingStorage::trial_changes(std::int64_t study_id,
+                                                          std::uint64_t version) {
+  return changes_since(study_id, version);
 }
 
 // ------------------------------------------------------------------ CachingStorage
@@ -358,8 +339,8 @@ TrialPtr CachingStorage::get_trial_by_number(std::int64_t study_id, std::int64_t
   std::lock_guard lock(impl_->mutex);
   impl_->refresh();
   const auto& list = impl_->study_trials(study_id).trials;
-  auto pos = std::lower_bound(list.begin(), list.end(), number, by_number);
-  if (pos == list.end() || (*pos)->number != number)
+  auto pos = find_trial_number(list, number);
+  if (pos == list.end())
     throw StorageError("study id " + std::to_string(study_id) + " has no trial number " +
                        std::to_string(number));
   return *pos;

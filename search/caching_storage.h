@@ -51,21 +51,6 @@ namespace hps {
 
 class CachingStorage;
 
-// What changed in a study's trials since a reader last asked
-// (TrialHistory::changes_since).
-struct TrialChanges {
-  // Pass it to the next changes_since() call.
-  std::uint64_t version = 0;
-  // true: the reader must forget what it kept and take `trials` as the whole
-  // history (first call, or the cache was reloaded since: another process
-  // wrote, a transaction rolled back, or the change log was trimmed).
-  bool reset = false;
-  // reset: every trial in number order. Otherwise the trials added or
-  // changed since `version`, each once (its newest snapshot), in number
-  // order.
-  std::vector<TrialPtr> trials;
-};
-
 // An append-only read view of one study's trials in a CachingStorage, for
 // readers that keep state per trial (the coordinator's bookkeeping of
 // waiting/running/finished trials and the best one, a sampler's per-trial
@@ -160,6 +145,9 @@ class CachingStorage : public Storage {
   void run_in_transaction(const std::function<void()>& fn) override;
   // The inner storage's.
   std::optional<std::int64_t> data_version() override;
+  // The cache's change log (what TrialHistory::changes_since gives); loads
+  // the study's trials into the cache on first use.
+  std::optional<TrialChanges> trial_changes(std::int64_t study_id, std::uint64_t version) override;
 
  private:
   friend class TrialHistory;

@@ -17,6 +17,8 @@
 
 namespace hps {
 
+class TrialView;  // search/trial_view.h
+
 // What a sampler sees when asked.
 struct SamplingContext {
   StudyDirection direction = StudyDirection::kMinimize;
@@ -30,6 +32,12 @@ struct SamplingContext {
   // workers; Study: 1). Parallel-aware samplers use it, e.g. TPE turns its
   // constant liar on when it is above 1. Default 1.
   int n_workers = 1;
+  // The view `trials` is (then &trials == &view->trials()), or null (a
+  // storage without a change feed, or trials narrowed by the pruner's
+  // trials_for_sampler). A sampler that keeps per-trial caches can update
+  // them from view->changed_since(the view version it saw last), O(changes),
+  // keyed by view->id(), instead of rescanning `trials`. Default null.
+  const TrialView* view = nullptr;
 };
 
 // Raised when a finite search space has no untried point left.

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <unordered_map>
 
 #include "search/caching_storage.h"
 #include "search/sqlite_storage.h"
 #include "search/trial_lifecycle.h"
+#include "search/trial_view.h"
 #include "search/util/storage_url.h"
 
 namespace hps {
@@ -100,10 +102,19 @@ struct InMemoryStorage::Impl {
   std::recursive_mutex mu;
   std::map<std::int64_t, StudyInfo> studies;
   std::map<std::int64_t, std::vector<TrialPtr>> trials_by_study;  // index = number
-  std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>>
+  std::unordered_map<std::int64_t, std::pair<std::int64_t, std::int64_t>>
       where;  // trial_id -> (study, number)
   std::int64_t next_study_id = 0;
   std::int64_t next_trial_id = 0;
+  // The change feed (trial_changes): a log per study, one version counter.
+  std::map<std::int64_t, TrialChangeLog> logs;
+  std::uint64_t version = 0;
+  // Per study: no trial numbered below this one is WAITING.
+  std::map<std::int64_t, std::size_t> first_waiting;
+  // Open run_in_transaction() levels, and what undoes each write made
+  // inside them (newest last).
+  int depth = 0;
+  std::vector<std::function<void()>> undo;
 
   StudyInfo& study(std::int64_t id) {
     auto it = studies.find(id);
@@ -115,22 +126,48 @@ struct InMemoryStorage::Impl {
     if (it == where.end()) throw StorageError("no trial with id " + std::to_string(trial_id));
     return trials_by_study[it->second.first][static_cast<std::size_t>(it->second.second)];
   }
+  void changed(std::int64_t study_id, std::int64_t number) {
+    logs[study_id].record(++version, number, trials_by_study[study_id].size());
+  }
+  void became_waiting(std::int64_t study_id, std::int64_t number) {
+    auto& first = first_waiting[study_id];
+    first = std::min(first, static_cast<std::size_t>(number));
+  }
+  // Inside a transaction: keeps how to undo a write.
+  void on_rollback(std::function<void()> fn) {
+    if (depth > 0) undo.push_back(std::move(fn));
+  }
+  // Keeps a study's info for a rollback (before a write to it).
+  void keep_study(std::int64_t study_id) {
+    if (depth > 0)
+      on_rollback([this, study_id, old = study(study_id)] { studies[study_id] = old; });
+  }
+  // Keeps a trial's snapshot for a rollback (before a write to it).
+  void keep_trial(std::int64_t trial_id) {
+    if (depth > 0) on_rollback([this, trial_id, old = trial(trial_id)] { trial(trial_id) = old; });
+  }
   // Copy-on-write update of one trial: a snapshot someone holds never
   // changes. When no one else holds the trial (the slot's is the only
   // reference; copies are only made under `mu`, which the caller holds),
   // it is changed in place: a trial reporting its n-th intermediate value
   // no longer copies the n-1 before it. Every slot holds a FrozenTrial made
   // here by make_shared<FrozenTrial> (not const), so changing it is defined.
+  // Inside a transaction the old snapshot is kept for a rollback (so it is
+  // copied).
   template <typename F>
   void update(std::int64_t trial_id, F&& f) {
+    keep_trial(trial_id);
     TrialPtr& slot = trial(trial_id);
     if (slot.use_count() == 1) {
       f(const_cast<FrozenTrial&>(*slot));  // NOLINT: see above
-      return;
+    } else {
+      auto copy = std::make_shared<FrozenTrial>(*slot);
+      f(*copy);
+      slot = std::move(copy);
     }
-    auto copy = std::make_shared<FrozenTrial>(*slot);
-    f(*copy);
-    slot = std::move(copy);
+    const auto& w = where.at(trial_id);
+    changed(w.first, w.second);
+    if (slot->state == TrialState::kWaiting) became_waiting(w.first, w.second);
   }
 };
 
@@ -150,6 +187,15 @@ std::int64_t InMemoryStorage::create_study(const std::string& name, StudyDirecti
   info.config = config;
   impl_->studies[info.study_id] = info;
   impl_->trials_by_study[info.study_id];
+  impl_->logs[info.study_id].reset(++impl_->version);
+  impl_->first_waiting[info.study_id] = 0;
+  impl_->on_rollback([m = impl_.get(), id = info.study_id] {
+    m->studies.erase(id);
+    m->trials_by_study.erase(id);
+    m->logs.erase(id);
+    m->first_waiting.erase(id);
+    m->next_study_id = id;
+  });
   return info.study_id;
 }
 
@@ -174,18 +220,21 @@ std::vector<StudyInfo> InMemoryStorage::list_studies() {
 
 void InMemoryStorage::set_study_config(std::int64_t study_id, const Json& config) {
   std::lock_guard lock(impl_->mu);
+  impl_->keep_study(study_id);
   impl_->study(study_id).config = config;
 }
 
 void InMemoryStorage::set_study_user_attr(std::int64_t study_id, const std::string& key,
                                           const Json& value) {
   std::lock_guard lock(impl_->mu);
+  impl_->keep_study(study_id);
   impl_->study(study_id).user_attrs[key] = value;
 }
 
 void InMemoryStorage::set_study_system_attr(std::int64_t study_id, const std::string& key,
                                             const Json& value) {
   std::lock_guard lock(impl_->mu);
+  impl_->keep_study(study_id);
   impl_->study(study_id).system_attrs[key] = value;
 }
 
@@ -231,19 +280,32 @@ TrialPtr InMemoryStorage::create_trial(std::int64_t study_id, const NewTrial& in
   }
   list.push_back(t);
   impl_->where[t->trial_id] = {study_id, t->number};
+  impl_->changed(study_id, t->number);
+  if (t->state == TrialState::kWaiting) impl_->became_waiting(study_id, t->number);
+  impl_->on_rollback([m = impl_.get(), study_id, id = t->trial_id] {
+    m->trials_by_study[study_id].pop_back();
+    m->where.erase(id);
+    m->next_trial_id = id;
+  });
   return t;
 }
 
 TrialPtr InMemoryStorage::claim_waiting_trial(std::int64_t study_id, const std::string& worker) {
   std::lock_guard lock(impl_->mu);
   impl_->study(study_id);
-  for (auto& slot : impl_->trials_by_study[study_id]) {
+  auto& list = impl_->trials_by_study[study_id];
+  auto& first = impl_->first_waiting[study_id];
+  for (; first < list.size(); ++first) {
+    TrialPtr& slot = list[first];
     if (slot->state != TrialState::kWaiting) continue;
+    impl_->keep_trial(slot->trial_id);
     auto copy = std::make_shared<FrozenTrial>(*slot);
     copy->state = TrialState::kRunning;
     copy->datetime_start = Clock::now();
     copy->worker = worker;
     slot = copy;
+    impl_->changed(study_id, copy->number);
+    ++first;
     return copy;
   }
   return nullptr;
@@ -397,28 +459,40 @@ void InMemoryStorage::read_trials(std::int64_t study_id, const TrialQuery& query
 
 void InMemoryStorage::run_in_transaction(const std::function<void()>& fn) {
   // Holds the lock for the whole unit so no reader sees half of it. Each
-  // call keeps a snapshot (trials are copy-on-write, so it copies pointers,
-  // not trials) and restores it when fn throws: like SQLite's savepoints, a
-  // failed nested unit undoes only its own writes.
+  // write inside it keeps how to undo it (the old snapshot: trials are
+  // copy-on-write, so no trial is copied for this beyond the one written);
+  // when fn throws, its own writes are undone, newest first: like SQLite's
+  // savepoints, a failed nested unit undoes only its own writes. Readers of
+  // the change feed then start over.
   std::lock_guard lock(impl_->mu);
   Impl& m = *impl_;
-  auto studies = m.studies;
-  auto trials_by_study = m.trials_by_study;
-  auto where = m.where;
-  const std::int64_t next_study_id = m.next_study_id, next_trial_id = m.next_trial_id;
+  const std::size_t mark = m.undo.size();
+  ++m.depth;
   try {
     fn();
   } catch (...) {
-    m.studies = std::move(studies);
-    m.trials_by_study = std::move(trials_by_study);
-    m.where = std::move(where);
-    m.next_study_id = next_study_id;
-    m.next_trial_id = next_trial_id;
+    while (m.undo.size() > mark) {
+      auto undo = std::move(m.undo.back());
+      m.undo.pop_back();
+      undo();
+    }
+    --m.depth;
+    for (auto& [id, log] : m.logs) log.reset(++m.version);
+    for (auto& [id, first] : m.first_waiting) first = 0;
     throw;
   }
+  --m.depth;
+  if (m.depth == 0) m.undo.clear();
 }
 
 std::optional<std::int64_t> InMemoryStorage::data_version() { return 0; }
+
+std::optional<TrialChanges> InMemoryStorage::trial_changes(std::int64_t study_id,
+                                                           std::uint64_t version) {
+  std::lock_guard lock(impl_->mu);
+  impl_->study(study_id);
+  return impl_->logs[study_id].changes(impl_->trials_by_study[study_id], version, impl_->version);
+}
 
 std::shared_ptr<Storage> open_storage(const std::string& url) {
   util::StorageUrl parsed = util::parse_storage_url(url);

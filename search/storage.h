@@ -101,6 +101,22 @@ struct TrialQuery {
   void validate() const;
 };
 
+// What changed in a study's trials since a reader last asked
+// (Storage::trial_changes, TrialHistory::changes_since).
+struct TrialChanges {
+  // Pass it to the next call.
+  std::uint64_t version = 0;
+  // true: the reader must forget what it kept and take `trials` as the whole
+  // history (first call, or the store's log cannot answer from `version`:
+  // another process wrote, a transaction rolled back, or the change log was
+  // trimmed).
+  bool reset = false;
+  // reset: every trial in number order. Otherwise the trials added or
+  // changed since `version`, each once (its newest snapshot), in number
+  // order.
+  std::vector<TrialPtr> trials;
+};
+
 // Called once per trial by Storage::read_trials, in the query's order.
 using TrialVisitor = std::function<void(const TrialPtr&)>;
 
@@ -233,9 +249,26 @@ class Storage {
     (void)observer;
     return false;
   }
+
+  // --- change feed (what Study, the coordinator and samplers' caches read)
+  // The study's trials added or changed since `version` (0, or the version
+  // of an earlier answer for the same study of this object): O(changes),
+  // not O(trials), for readers that keep a copy of the history and update
+  // it (TrialView). Between resets, trials are never removed or renumbered.
+  // nullopt when this storage keeps no change log (the default; a reader
+  // then reads get_all_trials() instead). CachingStorage and
+  // InMemoryStorage keep one. Throws StorageError if the study is absent.
+  virtual std::optional<TrialChanges> trial_changes(std::int64_t study_id, std::uint64_t version) {
+    (void)study_id;
+    (void)version;
+    return std::nullopt;
+  }
 };
 
-// Everything in memory; lost when the process ends. Thread-safe.
+// Everything in memory; lost when the process ends. Thread-safe. Each
+// write costs O(1) in the number of trials (a write inside
+// run_in_transaction() also keeps the old snapshot for a rollback), and
+// claim_waiting_trial() skips the trials before the lowest WAITING one.
 class InMemoryStorage : public Storage {
  public:
   InMemoryStorage();
@@ -275,6 +308,8 @@ class InMemoryStorage : public Storage {
   void run_in_transaction(const std::function<void()>& fn) override;
   // Always 0: only this object changes the data.
   std::optional<std::int64_t> data_version() override;
+  // From a change log per study (a rolled-back transaction resets readers).
+  std::optional<TrialChanges> trial_changes(std::int64_t study_id, std::uint64_t version) override;
 
  private:
   struct Impl;

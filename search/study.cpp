@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "search/trial_lifecycle.h"
+#include "search/trial_view.h"
 #include "search/util/host.h"
 
 namespace hps {
@@ -128,8 +129,28 @@ struct Study::Impl : TrialBackend {
   std::shared_ptr<Pruner> pruner;
   std::optional<SearchSpace> space;
   std::string worker;
+  // Guards the sampler and `view` (held while a sampler or pruner reads it).
   std::mutex sampler_mu;
+  // The study's trials, updated from the storage's change feed before each
+  // sampler or pruner call (O(changes); a storage without a feed is read
+  // whole, TrialView::sync).
+  TrialView view;
   std::atomic<bool>* interrupt = nullptr;
+
+  // Calls fn(ctx) with a SamplingContext for `current` (under sampler_mu):
+  // the view itself, or what the pruner lets the sampler see.
+  template <class F>
+  auto with_sampling_context(const FrozenTrial& current, F&& fn) {
+    view.sync(*storage, study_id);
+    if (!pruner->prunes()) {
+      SamplingContext ctx{direction, view.trials(), current};
+      ctx.view = &view;
+      return fn(ctx);
+    }
+    auto trials = pruner->trials_for_sampler(current, view.trials());
+    SamplingContext ctx{direction, trials, current};
+    return fn(ctx);
+  }
 
   Json suggest(Trial& trial, const std::string& pname, const Distribution& d) override {
     auto s = lifecycle::suggest_param(
@@ -138,9 +159,9 @@ struct Study::Impl : TrialBackend {
           auto snapshot = storage->get_trial(trial.trial_id());
           FrozenTrial current = *snapshot;
           current.params = trial.params();
-          auto trials = pruner->trials_for_sampler(current, storage->get_all_trials(study_id));
-          SamplingContext ctx{direction, trials, current};
-          return d.to_external(sampler->sample_independent(ctx, pname, d));
+          return with_sampling_context(current, [&](const SamplingContext& ctx) {
+            return d.to_external(sampler->sample_independent(ctx, pname, d));
+          });
         });
     if (s.is_new) storage->set_trial_param(trial.trial_id(), pname, s.value, d);
     return s.value;
@@ -153,8 +174,10 @@ struct Study::Impl : TrialBackend {
   bool should_prune(Trial& trial) override {
     if (!pruner->prunes()) return false;  // NopPruner: no need to read the history
     auto snapshot = storage->get_trial(trial.trial_id());
-    auto trials = storage->get_all_trials(study_id);
-    PruningContext ctx{direction, trials, *snapshot, trial.last_step().value_or(0), storage.get()};
+    std::lock_guard lock(sampler_mu);
+    view.sync(*storage, study_id);
+    PruningContext ctx{direction, view.trials(), *snapshot, trial.last_step().value_or(0),
+                       storage.get()};
     return pruner->prune(ctx);
   }
 
@@ -250,10 +273,9 @@ Trial Study::ask() {
     lifecycle::apply_fixed_params(*s.space, fixed, chosen);
     {
       std::lock_guard lock(s.sampler_mu);
-      auto trials = s.pruner->trials_for_sampler(*t, s.storage->get_all_trials(s.study_id));
-      SamplingContext ctx{s.direction, trials, *t};
       try {
-        s.sampler->sample(ctx, *s.space, chosen);
+        s.with_sampling_context(
+            *t, [&](const SamplingContext& ctx) { s.sampler->sample(ctx, *s.space, chosen); });
       } catch (...) {
         s.storage->set_trial_state(t->trial_id, TrialState::kFail, std::nullopt, "sampler failed");
         throw;
