@@ -117,22 +117,35 @@ TpeSampler::Cache::Column& TpeSampler::Cache::column(const std::string& name,
     col = columns.back().get();
     list.push_back(col);
   }
-  for (std::size_t i = col->values.size(); i < slots.size(); ++i) {
+  const std::size_t first_new = col->values.size();
+  for (std::size_t i = first_new; i < slots.size(); ++i)
     col->values.push_back(internal_value(*slots[i].trial, name, d));
-    insert_sorted(*col, i);
+  if (slots.size() - first_new <= kBulkColumnFill) {
+    for (std::size_t i = first_new; i < slots.size(); ++i) insert_sorted(*col, i);
+  } else {
+    // Many new slots (a fresh sampler on a long history, a new param): one
+    // sort, O(n log n), rather than n inserts into a vector, O(n^2). The
+    // (value, trial number) order is total, so the result is the same.
+    for (std::size_t i = first_new; i < slots.size(); ++i)
+      if (!std::isnan(col->values[i])) col->sorted.push_back(i);
+    std::sort(col->sorted.begin(), col->sorted.end(),
+              [&](std::size_t a, std::size_t b) { return sorted_before(*col, a, b); });
   }
   return *col;
 }
 
+bool TpeSampler::Cache::sorted_before(const Column& col, std::size_t a, std::size_t b) const {
+  const double va = col.values[a], vb = col.values[b];
+  if (va != vb) return va < vb;
+  const std::int64_t na = slots[a].trial->number, nb = slots[b].trial->number;
+  return na < nb || (na == nb && a < b);
+}
+
 void TpeSampler::Cache::insert_sorted(Column& col, std::size_t slot) const {
-  const double v = col.values[slot];
-  if (std::isnan(v)) return;
-  const std::int64_t number = slots[slot].trial->number;
+  if (std::isnan(col.values[slot])) return;
   auto at =
-      std::upper_bound(col.sorted.begin(), col.sorted.end(), slot, [&](std::size_t, std::size_t b) {
-        double vb = col.values[b];
-        return v < vb || (v == vb && number < slots[b].trial->number);
-      });
+      std::upper_bound(col.sorted.begin(), col.sorted.end(), slot,
+                       [&](std::size_t a, std::size_t b) { return sorted_before(col, a, b); });
   col.sorted.insert(at, slot);
 }
 

@@ -137,6 +137,12 @@ struct TpeSampler::Cache {
 
   // Inserts `slot` into col.sorted at its (value, trial number) place.
   void insert_sorted(Column& col, std::size_t slot) const;
+  // Whether slot a comes before slot b in col.sorted: by value, then by
+  // trial number, then by slot (a total order, so a sort and one insert at
+  // a time give the same order).
+  bool sorted_before(const Column& col, std::size_t a, std::size_t b) const;
+  // Above this many new slots, column() sorts once instead of inserting.
+  static constexpr std::size_t kBulkColumnFill = 64;
 };
 
 }  // namespace hps

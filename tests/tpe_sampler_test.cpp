@@ -577,6 +577,30 @@ TEST(TpeSamplerTest, SameSeedAndHistoryGiveTheSameSuggestion) {
   }
 }
 
+// A sampler that met the history as it grew (its columns kept sorted one
+// insert at a time) and a fresh one that fills its columns from 150 trials
+// at once (one sort: a restarted coordinator) order every column the same
+// way, ties of equal values (the int "n") included, so they suggest the same.
+TEST(TpeSamplerTest, FreshSamplerOnALongHistorySuggestsAsAWarmOne) {
+  SearchSpace space = SearchSpace::from_json(Json::parse(R"({
+    "x": {"type": "float", "low": -5, "high": 5},
+    "n": {"type": "int", "low": 1, "high": 6}
+  })"));
+  for (bool multi : {false, true}) {
+    History h(space);
+    std::mt19937_64 rng(9);
+    auto warm = tpe(5, multi);
+    for (int i = 0; i < 150; ++i) {
+      double x = -5 + 10 * util::uniform01(rng);
+      std::int64_t n = 1 + static_cast<std::int64_t>(6 * util::uniform01(rng)) % 6;
+      h.add(TrialState::kComplete, {{"x", x}, {"n", n}}, x * x + static_cast<double>(n));
+      if (i % 10 == 9) h.suggest(*warm, space, 1000 + i);  // fills 10 new slots at a time
+    }
+    auto fresh = tpe(5, multi);
+    EXPECT_EQ(h.suggest(*warm, space, 2000), h.suggest(*fresh, space, 2000)) << multi;
+  }
+}
+
 // Issue #17: in a conditional space (a branch choice with params of its own
 // per choice), the branch choice is split with branch_gamma when it is set
 // (here sqrt 0.25: Hyperopt's rule), not gamma (linear 0.1): a branch that gives
