@@ -17,13 +17,13 @@
 // A request that cannot be served answers {"error":"..."} and the server goes
 // on (an exhausted space: {"error":"...","exhausted":true}). End of input ends
 // the program. Bad command-line arguments: a message on stderr, exit code 2.
-#include <charconv>
 #include <iostream>
 #include <map>
 #include <optional>
 #include <string>
 
 #include "algorithms/factory.h"
+#include "cli/commands.h"
 #include "search/sampler.h"
 #include "search/search_space.h"
 #include "search/storage.h"
@@ -40,15 +40,12 @@ struct Args {
   hps::StudyDirection direction = hps::StudyDirection::kMinimize;
 };
 
-// --seed: decimal digits only, within 64 bits.
+// --seed: cli::parse_whole_number's rule (the hpsearch flags' own).
 std::uint64_t parse_seed(const std::string& text) {
-  std::uint64_t v = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec != std::errc() || ptr != end)
-    throw std::runtime_error("--seed: must be a whole number (digits only) below 2^64, got '" +
-                             text + "'");
-  return v;
+  std::string error;
+  auto v = hps::cli::parse_whole_number<std::uint64_t>(text, error);
+  if (!v) throw std::runtime_error("--seed: " + error);
+  return *v;
 }
 
 Args parse_args(int argc, char** argv) {
