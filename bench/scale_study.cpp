@@ -10,6 +10,12 @@
 // Storage::create_trial (copied, finished trials) in transactions of
 // 10,000 trials (SqliteStorage, synchronous OFF).
 //
+// After the read commands, a coordinator resume: `hpsearch run` of a
+// space.json naming the same study with a budget of 10 more trials (the
+// sleep objective with 0 s over the 6 params, random sampler, 1 local
+// worker): opening the store, loading the history, the 10 trials, the
+// summary (the goal at 1,000,000 trials: <= 5 s, <= 1 GB).
+//
 // Usage: scale_study [--trials 100000,1000000] [--optuna-trials 100000]
 //                    [--skip-optuna] [--dir DIR] [--keep]
 #include <fcntl.h>
@@ -115,6 +121,28 @@ const std::vector<std::pair<std::string, std::vector<std::string>>> kCommands = 
      {"trials", "--state", "COMPLETE", "--sort", "value", "--limit", "10"}},
 };
 
+// A space.json that continues the study in `db` for 10 more trials.
+std::string write_resume_space(const std::filesystem::path& dir, const std::string& db,
+                               std::int64_t n) {
+  Json space = Json::object();
+  for (int p = 0; p < 6; ++p)
+    space["p" + std::to_string(p)] = {{"type", "float"}, {"low", 0.0}, {"high", 1.0}};
+  Json doc = {{"study", {{"name", "scale"}, {"direction", "minimize"}, {"storage", db}}},
+              {"sampler", {{"type", "random"}, {"seed", 1}}},
+              {"budget", {{"n_trials", n + 10}}},
+              {"objective", {{"type", "sleep"}, {"seconds", 0.0}}},
+              {"space", space}};
+  std::string path = (dir / ("resume" + std::to_string(n) + ".json")).string();
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) throw std::runtime_error("cannot write " + path);
+  std::string text = doc.dump(2);
+  std::fwrite(text.data(), 1, text.size(), f);
+  std::fclose(f);
+  return path;
+}
+
+const std::string kResume = "run: resume + 10 trials (1 worker)";
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -150,12 +178,16 @@ int main(int argc, char** argv) {
         a.insert(a.begin() + 1, db);
         results[n][label] = run_cli(a);
       }
+      results[n][kResume] = run_cli({"run", write_resume_space(d, db, n), "--workers", "1"});
       if (!keep) fs::remove(db);
     }
     std::printf("\n%-48s", "hpsearch command");
     for (auto n : sizes) std::printf(" %10lld trials   ", static_cast<long long>(n));
     std::printf("\n");
-    for (const auto& [label, args] : kCommands) {
+    std::vector<std::string> labels;
+    for (const auto& [label, args] : kCommands) labels.push_back(label);
+    labels.push_back(kResume);
+    for (const auto& label : labels) {
       std::printf("%-48s", label.c_str());
       for (auto n : sizes)
         std::printf(" %9.3f s %7.1f MB", results[n][label].wall_s, results[n][label].peak_rss_mb);

@@ -1,8 +1,14 @@
-// TrialMirror: the coordinator's copy of its study's trials, a vector by
-// trial number, kept up to date from the store after each write (so no
-// step reads the whole history), with what the coordinator asks of it
-// often: the WAITING numbers, the count of finished trials (the budget's)
-// and the best trial. Private to the coordinator (not installed).
+// TrialMirror: the coordinator's view of its study's trials (a TrialView,
+// search/trial_view.h) with what the coordinator asks of it often: the
+// WAITING numbers, the count of finished trials (the budget's) and the best
+// trial. After each write the coordinator makes, the view is brought up to
+// date from the storage's change feed (Storage::trial_changes, O(changes):
+// the store's own history cache, CachingStorage, is the one copy of the
+// trials; the view shares its snapshots), and the bookkeeping follows the
+// changed trials only. A storage without a change feed (a user's own
+// Storage) gets the written trial read back (get_trial) instead, so no step
+// reads the whole history. Samplers get the view itself
+// (SamplingContext::view). Private to the coordinator (not installed).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +17,7 @@
 #include <vector>
 
 #include "search/storage.h"
+#include "search/trial_view.h"
 
 namespace hps {
 
@@ -21,26 +28,25 @@ class TrialMirror {
               std::string study_name);
 
   // Reads every trial of the study again. Throws StorageError if the trial
-  // numbers are not 0, 1, 2, ...
+  // numbers are not 0, 1, 2, ... (as after every later update).
   void load();
-  // Replaces the copy of trial `number` with the store's snapshot.
+  // After a write to trial `number`: the view brought up to date; returns
+  // the trial's snapshot now.
   TrialPtr refresh(std::int64_t number);
-  // Appends a trial the store just created (reloads everything if another
-  // writer created trials meanwhile).
+  // After the store created trial `t` (create_trial's answer); reads
+  // everything again if another writer created trials meanwhile.
   void append(const TrialPtr& t);
-  // Replaces the copy of a trial with a snapshot the caller read (a claimed
-  // WAITING trial: no longer WAITING).
+  // After the store claimed WAITING trial `t` (claim_waiting_trial's
+  // answer: no longer WAITING).
   void replace_claimed(const TrialPtr& t);
 
-  // The trials, by number; a provisional trial may be pushed for the
-  // sampler to see and must be popped before any other call.
-  std::vector<TrialPtr>& trials() { return trials_; }
-  const std::vector<TrialPtr>& trials() const { return trials_; }
-  const FrozenTrial& at(std::int64_t number) const {
-    return *trials_.at(static_cast<std::size_t>(number));
-  }
+  // The view (its trials in number order, any state), for samplers.
+  const TrialView& view() const { return view_; }
+  const std::vector<TrialPtr>& trials() const { return view_.trials(); }
+  // Trial `number`. Throws std::out_of_range if there is none.
+  const FrozenTrial& at(std::int64_t number) const { return *ptr(number); }
   const TrialPtr& ptr(std::int64_t number) const {
-    return trials_.at(static_cast<std::size_t>(number));
+    return view_.trials().at(static_cast<std::size_t>(number));
   }
 
   // WAITING trial numbers.
@@ -51,13 +57,28 @@ class TrialMirror {
   const TrialPtr& best() const { return best_; }
 
  private:
-  void note(const TrialPtr& t);
+  // What the bookkeeping counted of one trial.
+  enum Mark : std::uint8_t { kCountedWaiting = 1, kCountedFinished = 2 };
+
+  // Brings the view up to date: from the feed, or by applying `written`
+  // (a snapshot just read or returned by the store) without one.
+  void update(const TrialPtr& written);
+  // Bookkeeping for the trials the view changed since it was last seen.
+  void follow_view();
+  // Bookkeeping from scratch (after a reset of the view).
+  void recount();
+  void count(const TrialPtr& t);
+  void uncount(std::int64_t number);
+  void rescan_best();
 
   Storage& storage_;
   std::int64_t study_id_;
   StudyDirection direction_;
   std::string study_name_;
-  std::vector<TrialPtr> trials_;
+  bool has_feed_ = false;  // the storage keeps a change feed
+  TrialView view_;
+  std::uint64_t seen_ = 0;           // the view version the bookkeeping follows
+  std::vector<std::uint8_t> marks_;  // by trial number: Mark bits
   std::set<std::int64_t> waiting_;
   std::int64_t finished_ = 0;
   TrialPtr best_;

@@ -14,12 +14,15 @@ TrialSource::TrialSource(Study& study, TrialMirror& mirror, const SearchSpace& s
       pruner_filters_(study.pruner().prunes()) {}
 
 template <class F>
-void TrialSource::with_sampler_trials(const FrozenTrial& t, F&& f) {
+void TrialSource::with_sampling_context(const FrozenTrial& t, int n_workers, F&& f) {
   if (!pruner_filters_) {
-    f(mirror_.trials());
+    SamplingContext ctx{study_.direction(), mirror_.trials(), t, n_workers};
+    ctx.view = &mirror_.view();
+    f(ctx);
   } else {
     auto subset = study_.pruner().trials_for_sampler(t, mirror_.trials());
-    f(subset);
+    SamplingContext ctx{study_.direction(), subset, t, n_workers};
+    f(ctx);
   }
 }
 
@@ -43,8 +46,7 @@ std::optional<TrialSource::Dispatch> TrialSource::claim_waiting(const std::strin
   Params chosen = t->params;
   lifecycle::apply_fixed_params(space_, out.fixed, chosen);
   try {
-    with_sampler_trials(*t, [&](const std::vector<TrialPtr>& ts) {
-      SamplingContext ctx{study_.direction(), ts, *t, n_workers};
+    with_sampling_context(*t, n_workers, [&](const SamplingContext& ctx) {
       study_.sampler().sample(ctx, space_, chosen);
     });
   } catch (const SearchSpaceExhausted& e) {
@@ -60,29 +62,23 @@ std::optional<TrialSource::Dispatch> TrialSource::claim_waiting(const std::strin
 
 std::optional<TrialSource::Dispatch> TrialSource::create_new(const std::string& worker,
                                                              int n_workers) {
-  auto provisional = std::make_shared<FrozenTrial>();
-  std::vector<TrialPtr>& trials = mirror_.trials();
-  provisional->number = static_cast<std::int64_t>(trials.size());
-  provisional->state = TrialState::kRunning;
-  provisional->worker = worker;
-  provisional->datetime_start = Clock::now();
+  // The new trial as the sampler sees it: RUNNING, not yet stored (it is
+  // created with its params in one write), so absent from ctx.trials.
+  FrozenTrial provisional;
+  provisional.number = static_cast<std::int64_t>(mirror_.trials().size());
+  provisional.state = TrialState::kRunning;
+  provisional.worker = worker;
+  provisional.datetime_start = Clock::now();
   Params chosen;
-  trials.push_back(provisional);  // visible to the sampler as RUNNING
   try {
-    with_sampler_trials(*provisional, [&](const std::vector<TrialPtr>& ts) {
-      SamplingContext ctx{study_.direction(), ts, *provisional, n_workers};
+    with_sampling_context(provisional, n_workers, [&](const SamplingContext& ctx) {
       study_.sampler().sample(ctx, space_, chosen);
     });
   } catch (const SearchSpaceExhausted& e) {
-    trials.pop_back();
     exhausted_ = true;
     spdlog::info("coordinator: {}", e.what());
     return std::nullopt;
-  } catch (...) {
-    trials.pop_back();
-    throw;
   }
-  trials.pop_back();
   NewTrial init;
   init.state = TrialState::kRunning;
   init.worker = worker;
@@ -107,8 +103,7 @@ Json TrialSource::suggest(std::int64_t number, const std::string& name,
   auto suggested = lifecycle::suggest_param(
       t.params, t.distributions, lifecycle::fixed_params_of(t), name, distribution, [&] {
         Json value;
-        with_sampler_trials(t, [&](const std::vector<TrialPtr>& ts) {
-          SamplingContext ctx{study_.direction(), ts, t, n_workers};
+        with_sampling_context(t, n_workers, [&](const SamplingContext& ctx) {
           value = distribution.to_external(
               study_.sampler().sample_independent(ctx, name, distribution));
         });

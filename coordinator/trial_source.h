@@ -49,9 +49,10 @@ class TrialSource {
   std::optional<Dispatch> claim_waiting(const std::string& worker, int n_workers,
                                         std::vector<TrialPtr>& ended);
   std::optional<Dispatch> create_new(const std::string& worker, int n_workers);
-  // Calls f(trials the sampler sees for `t`).
+  // Calls f(the SamplingContext for trial `t`): the mirror's view, or the
+  // trials the pruner lets the sampler see.
   template <class F>
-  void with_sampler_trials(const FrozenTrial& t, F&& f);
+  void with_sampling_context(const FrozenTrial& t, int n_workers, F&& f);
 
   Study& study_;
   Storage& storage_;

@@ -22,9 +22,12 @@ class TrialView;  // search/trial_view.h
 // What a sampler sees when asked.
 struct SamplingContext {
   StudyDirection direction = StudyDirection::kMinimize;
-  // Every trial of the study in number order, any state (the trial being
-  // sampled included, as RUNNING). RUNNING trials let samplers spread
-  // parallel suggestions (constant liar).
+  // Every trial of the study in number order, any state. The trial being
+  // sampled is among them as RUNNING when it is stored already (Study::ask);
+  // the coordinator samples a new trial before storing it (its params go in
+  // the same write), so there it is absent: samplers skip `trial.number` in
+  // `trials` and must not rely on finding it. RUNNING trials let samplers
+  // spread parallel suggestions (constant liar).
   const std::vector<TrialPtr>& trials;
   // The trial being sampled: its number and the params already fixed.
   const FrozenTrial& trial;

@@ -18,107 +18,17 @@
 #include "search/caching_storage.h"
 #include "search/sqlite_storage.h"
 #include "search/study.h"
+#include "tests/support/storage_kinds.h"
 #include "tests/support/temp_dir.h"
 
 namespace hps {
 namespace {
 
-// A trial as a comparable text: what a reader can see of it.
-std::string describe(const FrozenTrial& t) {
-  Json j = {{"id", t.trial_id},
-            {"number", t.number},
-            {"state", to_string(t.state)},
-            {"params", Json(t.params)},
-            {"user", t.user_attrs},
-            {"system", t.system_attrs},
-            {"steps", t.intermediate_values.size()}};
-  if (t.value) j["value"] = *t.value;
-  return j.dump();
-}
+using testsupport::describe_all;
+using testsupport::PlainStorage;
+using testsupport::random_write;
 
-std::vector<std::string> describe_all(const std::vector<TrialPtr>& trials) {
-  std::vector<std::string> out;
-  for (const auto& t : trials) out.push_back(describe(*t));
-  return out;
-}
-
-// A storage a user wrote: forwards to an InMemoryStorage, keeps no change
-// log (Storage::trial_changes' default).
-class PlainStorage : public Storage {
- public:
-  std::int64_t create_study(const std::string& n, StudyDirection d, const Json& c) override {
-    return s_.create_study(n, d, c);
-  }
-  std::optional<std::int64_t> find_study(const std::string& n) override { return s_.find_study(n); }
-  StudyInfo get_study(std::int64_t id) override { return s_.get_study(id); }
-  std::vector<StudyInfo> list_studies() override { return s_.list_studies(); }
-  void set_study_config(std::int64_t id, const Json& c) override { s_.set_study_config(id, c); }
-  void set_study_user_attr(std::int64_t id, const std::string& k, const Json& v) override {
-    s_.set_study_user_attr(id, k, v);
-  }
-  void set_study_system_attr(std::int64_t id, const std::string& k, const Json& v) override {
-    s_.set_study_system_attr(id, k, v);
-  }
-  TrialPtr create_trial(std::int64_t id, const NewTrial& init) override {
-    return s_.create_trial(id, init);
-  }
-  TrialPtr claim_waiting_trial(std::int64_t id, const std::string& w) override {
-    return s_.claim_waiting_trial(id, w);
-  }
-  void set_trial_param(std::int64_t id, const std::string& n, const Json& v,
-                       const Distribution& d) override {
-    s_.set_trial_param(id, n, v, d);
-  }
-  bool set_trial_intermediate_value(std::int64_t id, std::int64_t step, double v) override {
-    return s_.set_trial_intermediate_value(id, step, v);
-  }
-  bool set_trial_state(std::int64_t id, TrialState st, std::optional<double> v,
-                       const std::string& r) override {
-    return s_.set_trial_state(id, st, v, r);
-  }
-  void set_trial_user_attr(std::int64_t id, const std::string& k, const Json& v) override {
-    s_.set_trial_user_attr(id, k, v);
-  }
-  void set_trial_system_attr(std::int64_t id, const std::string& k, const Json& v) override {
-    s_.set_trial_system_attr(id, k, v);
-  }
-  TrialPtr get_trial(std::int64_t id) override { return s_.get_trial(id); }
-  TrialPtr get_trial_by_number(std::int64_t id, std::int64_t n) override {
-    return s_.get_trial_by_number(id, n);
-  }
-  std::vector<TrialPtr> get_all_trials(std::int64_t id,
-                                       const std::vector<TrialState>& states) override {
-    return s_.get_all_trials(id, states);
-  }
-  void run_in_transaction(const std::function<void()>& fn) override { s_.run_in_transaction(fn); }
-
- private:
-  InMemoryStorage s_;
-};
-
-struct Factory {
-  std::string name;
-  std::function<std::shared_ptr<Storage>(const std::string& file)> make;
-};
-
-std::vector<Factory> storages() {
-  return {
-      {"InMemory", [](const std::string&) { return std::make_shared<InMemoryStorage>(); }},
-      {"CachingSqlite",
-       [](const std::string& f) {
-         return std::make_shared<CachingStorage>(std::make_shared<SqliteStorage>(f));
-       }},
-      {"CachingInMemory",
-       [](const std::string&) {
-         return std::make_shared<CachingStorage>(std::make_shared<InMemoryStorage>());
-       }},
-      {"PlainSqlite", [](const std::string& f) { return std::make_shared<SqliteStorage>(f); }},
-      {"UserStorageWithoutFeed",
-       [](const std::string&) { return std::make_shared<PlainStorage>(); }},
-  };
-}
-
-class TrialViewTest : public ::testing::TestWithParam<Factory> {
+class TrialViewTest : public ::testing::TestWithParam<testsupport::StorageKind> {
  protected:
   void SetUp() override {
     storage_ = GetParam().make(dir_.file("store.db"));
@@ -135,37 +45,6 @@ class TrialViewTest : public ::testing::TestWithParam<Factory> {
   std::int64_t study_ = -1;
   TrialView view_;
 };
-
-// One random write to the study's trials.
-void random_write(Storage& s, std::int64_t study, std::mt19937_64& rng) {
-  auto trials = s.get_all_trials(study, {TrialState::kRunning});
-  const auto kind = rng() % 6;
-  const auto dist = Distribution::make_float(0.0, 1.0, false, std::nullopt, "x");
-  if (trials.empty() || kind == 0) {
-    NewTrial init;
-    init.state = rng() % 3 == 0 ? TrialState::kWaiting : TrialState::kRunning;
-    s.create_trial(study, init);
-    return;
-  }
-  const TrialPtr& t = trials[rng() % trials.size()];
-  switch (kind) {
-    case 1:
-      if (!t->params.count("x")) s.set_trial_param(t->trial_id, "x", 0.25, dist);
-      break;
-    case 2:
-      s.set_trial_intermediate_value(t->trial_id, static_cast<std::int64_t>(rng() % 5), 0.5);
-      break;
-    case 3:
-      s.set_trial_state(t->trial_id, TrialState::kComplete, static_cast<double>(rng() % 100));
-      break;
-    case 4:
-      s.set_trial_user_attr(t->trial_id, "k", static_cast<int>(rng() % 7));
-      break;
-    default:
-      s.claim_waiting_trial(study, "w");
-      break;
-  }
-}
 
 TEST_P(TrialViewTest, MatchesAFullReadAfterEveryWriteAndARollback) {
   std::mt19937_64 rng(7);
@@ -210,7 +89,8 @@ TEST_P(TrialViewTest, ChangedSinceNamesWhatChangedAndOldReadersStartOver) {
   (void)a;
 }
 
-INSTANTIATE_TEST_SUITE_P(AllStorages, TrialViewTest, ::testing::ValuesIn(storages()),
+INSTANTIATE_TEST_SUITE_P(AllStorages, TrialViewTest,
+                         ::testing::ValuesIn(testsupport::storage_kinds()),
                          [](const auto& p) { return p.param.name; });
 
 TEST(TrialView, FollowsWritesOfAnotherConnection) {
