@@ -2,10 +2,9 @@
 
 #include <fmt/format.h>
 
-#include <map>
-
 #include "cli/table.h"
 #include "search/printable.h"
+#include "search/warm_start.h"
 
 namespace hps::cli {
 
@@ -83,21 +82,23 @@ void Progress::finish() {
 
 std::string summary(const Study& study, double elapsed_s, const std::string& end_reason) {
   std::string out;
-  std::map<TrialState, int> counts;
-  auto trials = study.trials();
-  int warm = 0;  // copies of an earlier study's trials (search/warm_start.h)
-  for (const auto& t : trials) {
-    counts[t->state]++;
-    warm += t->is_warm_start() ? 1 : 0;
-  }
+  Storage& storage = study.storage();
+  // Counts from the store's per-state counts (an indexed read), not a load
+  // of every trial; the warm-start copies are counted only in a study that
+  // was warm-started (a streamed pass).
+  const TrialCounts counts = storage.count_trials_by_state(study.study_id());
+  std::int64_t warm = 0;  // copies of an earlier study's trials (search/warm_start.h)
+  if (warm_started(storage, study.name()))
+    storage.read_trials(study.study_id(), {},
+                        [&](const TrialPtr& t) { warm += t->is_warm_start() ? 1 : 0; });
   out += fmt::format("Study '{}' ({}): {} trials in {}{}\n", study.name(),
-                     to_string(study.direction()), trials.size(), format_duration(elapsed_s),
+                     to_string(study.direction()), counts.total(), format_duration(elapsed_s),
                      end_reason.empty() ? std::string() : " (" + end_reason + ")");
   std::string by_state;
   for (TrialState st : {TrialState::kComplete, TrialState::kPruned, TrialState::kFail,
                         TrialState::kRunning, TrialState::kWaiting}) {
     if (!by_state.empty()) by_state += ", ";
-    by_state += fmt::format("{} {}", counts[st], to_string(st));
+    by_state += fmt::format("{} {}", counts.count(st), to_string(st));
   }
   out += "  " + by_state + "\n";
   if (warm > 0)

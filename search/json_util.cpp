@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 
 namespace hps {
@@ -230,6 +231,66 @@ std::string json_detail(const std::exception& e) {
   return what;
 }
 
+// Refuses an object that names a key twice: nlohmann keeps the last value
+// silently (RFC 8259 section 4 leaves duplicate names to the parser), so a
+// setting written twice would be lost unnoticed. A parser callback of
+// nlohmann::json sees each container open and each key.
+class DuplicateKeyCheck {
+ public:
+  explicit DuplicateKeyCheck(const std::string& origin) : origin_(origin) {}
+
+  bool operator()(int /*depth*/, Json::parse_event_t event, Json& parsed) {
+    switch (event) {
+      case Json::parse_event_t::object_start:
+      case Json::parse_event_t::array_start:
+        open(event == Json::parse_event_t::object_start);
+        break;
+      case Json::parse_event_t::object_end:
+      case Json::parse_event_t::array_end:
+        if (!frames_.empty()) frames_.pop_back();
+        break;
+      case Json::parse_event_t::key: {
+        if (frames_.empty()) break;
+        Frame& top = frames_.back();
+        top.key = parsed.get<std::string>();
+        if (!top.keys.insert(top.key).second)
+          throw ConfigError(origin_, "invalid JSON: key '" + top.key + "' appears twice in " +
+                                         where() + " (each key may appear once)");
+        break;
+      }
+      case Json::parse_event_t::value:
+        break;
+    }
+    return true;
+  }
+
+ private:
+  struct Frame {
+    bool is_object = false;
+    std::string name;  // how the container is reached from its parent
+    std::string key;   // an object's key being read
+    std::set<std::string> keys;
+  };
+
+  void open(bool is_object) {
+    Frame f;
+    f.is_object = is_object;
+    if (!frames_.empty()) f.name = frames_.back().is_object ? frames_.back().key : "[]";
+    frames_.push_back(std::move(f));
+  }
+
+  // The open object, as a path of keys ("space.x"), or "the top-level object".
+  std::string where() const {
+    std::string path;
+    for (std::size_t i = 1; i < frames_.size(); ++i)
+      path += (frames_[i].name == "[]" ? "" : (path.empty() ? "" : ".")) + frames_[i].name;
+    return path.empty() ? std::string("the top-level object") : "'" + path + "'";
+  }
+
+  const std::string& origin_;
+  std::vector<Frame> frames_;
+};
+
 }  // namespace
 
 Json parse_json_text(const std::string& text, const std::string& origin) {
@@ -237,7 +298,7 @@ Json parse_json_text(const std::string& text, const std::string& origin) {
     throw ConfigError(origin, "invalid JSON at " + line_column(text, at) + ": nested deeper than " +
                                   std::to_string(kMaxJsonDepth) + " levels");
   try {
-    return Json::parse(text);
+    return Json::parse(text, DuplicateKeyCheck(origin));
   } catch (const Json::parse_error& e) {
     // nlohmann reports the byte offset just past the error.
     throw ConfigError(origin, "invalid JSON at " + line_column(text, e.byte == 0 ? 0 : e.byte - 1) +

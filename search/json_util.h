@@ -89,7 +89,9 @@ Json read_json_file(const std::string& file);
 
 // Parses JSON text; `origin` names the source in errors. Invalid JSON throws
 // ConfigError(origin, "invalid JSON at line L, column C: ..."), as does text
-// nested deeper than kMaxJsonDepth and a number out of the double range.
+// nested deeper than kMaxJsonDepth and a number out of the double range; an
+// object with a key twice throws ConfigError(origin, "invalid JSON: key 'k'
+// appears twice in 'path.to.object' ...").
 Json parse_json_text(const std::string& text, const std::string& origin);
 
 // Deepest nesting of arrays and objects accepted in any JSON we parse (files,

@@ -533,6 +533,27 @@ TEST_F(StudyConfigFileTest, ParseJsonTextNamesTheOrigin) {
   EXPECT_TRUE(contains_text(e.what(), "line 1")) << e.what();
 }
 
+// nlohmann keeps the last of two equal keys; a config must not lose a
+// setting written twice without a word.
+TEST_F(StudyConfigFileTest, AKeyTwiceInAnObjectIsRefusedWithItsPlace) {
+  const std::string text = R"({"study": {"name": "s", "direction": "minimize"},
+    "objective": {"type": "branin"},
+    "space": {"x0": {"type": "float", "low": -5, "high": 10},
+              "x1": {"type": "float", "low": 0, "high": 15, "low": 3}}})";
+  std::string path = write("dup.json", text);
+  auto e = config_error([&] { StudyConfig::from_file(path); });
+  EXPECT_EQ(e.path(), path);
+  EXPECT_TRUE(contains_text(e.what(), "key 'low' appears twice in 'space.x1'")) << e.what();
+  auto top = config_error([] { parse_json_text(R"({"a": 1, "b": [{"a": 2}], "a": 3})", "in"); });
+  EXPECT_TRUE(contains_text(top.what(), "key 'a' appears twice in the top-level object"))
+      << top.what();
+  auto nested =
+      config_error([] { parse_json_text(R"({"b": [{"c": 1}, {"c": 2, "c": 3}]})", "in"); });
+  EXPECT_TRUE(contains_text(nested.what(), "key 'c' appears twice in 'b[]'")) << nested.what();
+  // Equal keys in different objects, or in objects of an array, are fine.
+  EXPECT_NO_THROW(parse_json_text(R"({"a": {"a": {"a": 1}}, "b": [{"a": 1}, {"a": 2}]})", "in"));
+}
+
 TEST_F(StudyConfigFileTest, ADirectoryIsNotAFile) {
   auto e = config_error([&] { StudyConfig::from_file(dir_.path().string()); });
   EXPECT_EQ(e.path(), dir_.path().string());
