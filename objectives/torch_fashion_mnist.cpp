@@ -602,7 +602,7 @@ std::int64_t load_checkpoint(torch::nn::Module& module, const std::string& path,
     throw Error(what + msg.substr(0, msg.find('\n')));
   }
   if (shapes(module) != expected || dtypes(module) != expected_dtypes)
-    throw Error(what + "holds the weights of another model (parameter shapes differ)");
+    throw Error(what + "holds the weights of another model (parameter shapes or types differ)");
   if (epoch.numel() != 1 || epoch.scalar_type() != torch::kInt64)
     throw Error(what + "its epoch record is not one integer");
   return epoch.item<std::int64_t>();
