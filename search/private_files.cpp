@@ -68,7 +68,8 @@ void create_private_directories(const std::string& path) {
 }
 
 int open_private_append(const std::string& path) {
-  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, kPrivateFileMode);
+  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
+                kPrivateFileMode);
 }
 
 namespace {

@@ -35,9 +35,9 @@ bool create_private_file(const std::string& path);
 // a folder cannot be created or a path component is not a folder.
 void create_private_directories(const std::string& path);
 
-// Opens `path` for appending (O_APPEND | O_CLOEXEC), creating it with mode
-// 0600 if it is missing. Returns the descriptor, or -1 with errno set (as
-// open(2)).
+// Opens `path` for appending (O_APPEND | O_CLOEXEC | O_NOFOLLOW: a symbolic
+// link at `path` is not followed, ELOOP), creating it with mode 0600 if it
+// is missing. Returns the descriptor, or -1 with errno set (as open(2)).
 int open_private_append(const std::string& path);
 
 // A folder that only its owner can write, opened once: every file operation
