@@ -516,15 +516,20 @@ class TrialLog {
   TrialLog(const std::string& log_dir, std::int64_t number, std::int64_t max_bytes)
       : max_bytes_(max_bytes) {
     if (log_dir.empty()) return;
-    // Owner-only (search/private_files.h): the output may show the env.
-    try {
-      create_private_directories(log_dir);
-    } catch (const Error&) {
-      // fopen below fails too and says why
-    }
     path_ =
         (std::filesystem::path(log_dir) / ("trial-" + std::to_string(number) + ".log")).string();
-    int fd = open_private_append(path_);
+    // Owner-only (search/private_files.h): the output may show the env. A
+    // folder another user owns or can write (a <study>.logs made beforehand
+    // in a shared folder) could hold their file, which the output would be
+    // appended to, or a link to one of the user's files: refused.
+    try {
+      const OwnerOnlyFolder folder(log_dir, true);
+    } catch (const Error& e) {
+      spdlog::warn("trial {}: the program's output is not logged: {}", number, e.what());
+      path_.clear();
+      return;
+    }
+    int fd = open_private_append(path_);  // O_NOFOLLOW: a link there is not followed
     file_ = fd >= 0 ? ::fdopen(fd, "a") : nullptr;
     if (fd >= 0 && !file_) ::close(fd);
     if (!file_)

@@ -482,46 +482,60 @@ namespace fs = std::filesystem;
 // The archive key of the epoch whose weights a checkpoint holds.
 constexpr const char* kCheckpointEpochKey = "hpsearch_best_epoch";
 
-// The absolute checkpoint folder of `c` under `context`, created (0700) if
-// missing; "" when checkpoints are off or have no folder. A folder that
-// cannot be created is a ConfigError naming objective.checkpoint_dir when the
-// user named it, else a warning (the trials run without checkpoints).
-std::string checkpoint_folder(const FashionMnistConfig& c, const ObjectiveContext& context) {
-  if (!c.checkpoints) return "";
+// The checkpoint folder of `c` under `context`, created (0700) if missing
+// and opened owner-only (OwnerOnlyFolder); nullptr when checkpoints are off
+// or have no folder. A folder that cannot be created or breaks the
+// owner-only rule (owned by another user, writable by group or others, a
+// symbolic link) is a ConfigError naming objective.checkpoint_dir when the
+// user named it, else a warning naming the option (the trials run without
+// checkpoints).
+std::shared_ptr<const OwnerOnlyFolder> checkpoint_folder(const FashionMnistConfig& c,
+                                                         const ObjectiveContext& context) {
+  if (!c.checkpoints) return nullptr;
   const bool named = !c.checkpoint_dir.empty();
   if (!named && context.log_dir.empty()) {
     spdlog::debug("{}: no log_dir and no checkpoint_dir: no checkpoints", kFashionMnistType);
-    return "";
+    return nullptr;
   }
   const fs::path dir =
       named ? fs::path(c.checkpoint_dir) : fs::path(context.log_dir) / "checkpoints";
   try {
-    create_private_directories(dir.string());
-    return fs::absolute(dir).lexically_normal().string();
+    return std::make_shared<const OwnerOnlyFolder>(dir.string(), true);
   } catch (const std::exception& e) {
     if (named) throw ConfigError("objective.checkpoint_dir", e.what());
-    spdlog::warn("{}: no checkpoints: {}", kFashionMnistType, e.what());
-    return "";
+    spdlog::warn(
+        "{}: no checkpoints: {} (set objective.checkpoint_dir to a folder only you can write, or "
+        "objective.checkpoints to false)",
+        kFashionMnistType, e.what());
+    return nullptr;
   }
 }
 
-void remove_checkpoint(const std::string& path) {
-  if (path.empty()) return;
-  std::error_code ec;
-  fs::remove(path, ec);
-  fs::remove(path + ".tmp", ec);
+// The file name of trial `number`'s checkpoint.
+std::string checkpoint_name(std::int64_t number) {
+  return "trial-" + std::to_string(number) + ".pt";
 }
 
-// Writes the parameters and buffers of `module` and `epoch` to `path`
-// (through path + ".tmp", mode 0600, then renamed over `path`).
-void save_checkpoint(const torch::nn::Module& module, std::int64_t epoch, const std::string& path) {
+// Removes the checkpoint `name` of `folder` and its temporary file.
+void remove_checkpoint(const OwnerOnlyFolder& folder, const std::string& name) {
+  (void)folder.remove(name);
+  (void)folder.remove(name + ".tmp");
+}
+
+// Writes the parameters and buffers of `module` and `epoch` to `name` in
+// `folder` (through name + ".tmp", mode 0600, then renamed over `name`;
+// OwnerOnlyFolder::replace_file: no planted link is followed).
+void save_checkpoint(const torch::nn::Module& module, std::int64_t epoch,
+                     const OwnerOnlyFolder& folder, const std::string& name) {
   torch::serialize::OutputArchive archive;
   module.save(archive);
   archive.write(kCheckpointEpochKey, torch::tensor(epoch, torch::kInt64));
-  const std::string tmp = path + ".tmp";
-  (void)create_private_file(tmp);
-  archive.save_to(tmp);
-  fs::rename(tmp, path);
+  folder.replace_file(name, [&](const std::function<void(const void*, std::size_t)>& sink) {
+    archive.save_to([&](const void* data, std::size_t size) -> std::size_t {
+      sink(data, size);
+      return size;
+    });
+  });
 }
 
 // The shapes of a module's parameters and buffers, in order.
@@ -532,28 +546,65 @@ std::vector<std::vector<std::int64_t>> shapes(const torch::nn::Module& module) {
   return out;
 }
 
+// The dtypes of a module's parameters and buffers, in order.
+std::vector<torch::Dtype> dtypes(const torch::nn::Module& module) {
+  std::vector<torch::Dtype> out;
+  for (const auto& t : module.parameters()) out.push_back(t.scalar_type());
+  for (const auto& t : module.buffers()) out.push_back(t.scalar_type());
+  return out;
+}
+
+// The largest checkpoint file of `module` read: twice its tensors' bytes
+// plus 1 MiB for the archive's own records (a checkpoint is the tensors
+// plus a few KiB); a larger file is refused unread.
+std::uint64_t max_checkpoint_bytes(const torch::nn::Module& module) {
+  std::uint64_t bytes = 0;
+  for (const auto& t : module.parameters()) bytes += t.nbytes();
+  for (const auto& t : module.buffers()) bytes += t.nbytes();
+  return 2 * bytes + (std::uint64_t{1} << 20);
+}
+
 // Loads a checkpoint into `module` (built from the trial's params) on
-// `device`; returns the stored epoch (0 if absent). Throws Error
-// ("checkpoint <path>: <reason>").
+// `device`; returns the stored epoch (0 if absent). The file is read
+// through OwnerOnlyFolder (its folder and itself owned by this user and
+// writable by no one else, not a link, at most max_checkpoint_bytes), then
+// parsed from memory. Throws Error ("checkpoint <path>: <reason>").
 std::int64_t load_checkpoint(torch::nn::Module& module, const std::string& path,
                              const torch::Device& device) {
   const std::string what = "checkpoint " + path + ": ";
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) throw Error(what + "no such file on this machine");
+  const fs::path p(path);
+  if (!p.is_absolute() || !p.has_filename()) throw Error(what + "not an absolute file path");
+  std::string bytes;
+  try {
+    const OwnerOnlyFolder folder(p.parent_path().string(), false);
+    bytes = folder.read_file(p.filename().string(), max_checkpoint_bytes(module));
+  } catch (const Error& e) {
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(p, ec))) throw Error(what + "no such file on this machine");
+    std::string why = e.what();
+    if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);  // no path twice
+    throw Error(what + why);
+  }
   const auto expected = shapes(module);
+  const auto expected_dtypes = dtypes(module);
   torch::Tensor epoch;
   try {
     torch::serialize::InputArchive archive;
-    archive.load_from(path, device);
+    archive.load_from(bytes.data(), bytes.size(), device);
     torch::NoGradGuard no_grad;
     module.load(archive);
     if (!archive.try_read(kCheckpointEpochKey, epoch)) epoch = torch::zeros({}, torch::kInt64);
-  } catch (const c10::Error& e) {
-    const std::string msg = e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    // c10::Error from the archive reader, or a standard exception from the
+    // unpickler of a damaged file.
+    const auto* ce = dynamic_cast<const c10::Error*>(&e);
+    const std::string msg = ce ? ce->what_without_backtrace() : e.what();
     throw Error(what + msg.substr(0, msg.find('\n')));
   }
-  if (shapes(module) != expected)
-    throw Error(what + "holds the weights of another model (parameter shapes differ)");
+  if (shapes(module) != expected || dtypes(module) != expected_dtypes)
+    throw Error(what + "holds the weights of another model (parameter shapes or types differ)");
+  if (epoch.numel() != 1 || epoch.scalar_type() != torch::kInt64)
+    throw Error(what + "its epoch record is not one integer");
   return epoch.item<std::int64_t>();
 }
 
@@ -564,7 +615,7 @@ std::int64_t load_checkpoint(torch::nn::Module& module, const std::string& path,
 TrainingOutcome train(const FashionMnistState& s, const TrainingParams& p, std::uint64_t seed,
                       Trial* trial, torch::nn::AnyModule* model_out,
                       std::vector<torch::Tensor>* best_weights,
-                      const std::string& checkpoint = {}) {
+                      const OwnerOnlyFolder* folder = nullptr, const std::string& checkpoint = {}) {
   const PreparedData& d = *s.data;
   // The trial's generators: initial weights, batch order, dropout masks (on
   // the CPU; on a GPU the masks come from the device's generator, seeded by
@@ -608,16 +659,16 @@ TrainingOutcome train(const FashionMnistState& s, const TrainingParams& p, std::
                   m.train_loss, m.val_loss, m.val_accuracy);
     return m;
   };
-  bool save = !checkpoint.empty();
+  bool save = folder != nullptr && !checkpoint.empty();
   auto on_best = [&](std::int64_t epoch) {
     if (best_weights) *best_weights = snapshot(module);
     if (!save) return;
     try {
-      save_checkpoint(module, epoch, checkpoint);
+      save_checkpoint(module, epoch, *folder, checkpoint);
     } catch (const std::exception& e) {
-      spdlog::warn("cannot write checkpoint {} (the trial goes on without one): {}", checkpoint,
-                   e.what());
-      remove_checkpoint(checkpoint);
+      spdlog::warn("cannot write checkpoint {}/{} (the trial goes on without one): {}",
+                   folder->path(), checkpoint, e.what());
+      remove_checkpoint(*folder, checkpoint);
       save = false;
     }
   };
@@ -637,26 +688,27 @@ Objective make_fashion_mnist_objective(const Json& config, const SearchSpace& sp
       kFashionMnistType, state->config.model, state->data->train_x.size(0),
       state->data->val_x.size(0), to_string(state->metric), state->device.str(),
       at::get_num_threads());
-  const std::string folder = checkpoint_folder(state->config, context);
-  if (!folder.empty()) spdlog::info("{}: checkpoints in {}", kFashionMnistType, folder);
+  std::shared_ptr<const OwnerOnlyFolder> folder = checkpoint_folder(state->config, context);
+  if (folder) spdlog::info("{}: checkpoints in {}", kFashionMnistType, folder->path());
   return [state, folder](Trial& trial) -> double {
     const TrainingParams p = TrainingParams::from_params(trial.params(), state->space);
     const std::uint64_t seed = trial_seed(state->config.seed, trial.params());
     trial.set_user_attr("lr_effective", p.lr_effective);
     trial.set_user_attr("n_train", state->data->train_x.size(0));
-    const std::string checkpoint =
-        folder.empty() ? "" : folder + "/trial-" + std::to_string(trial.number()) + ".pt";
-    remove_checkpoint(checkpoint);  // an earlier study's trial of the same number
+    const std::string checkpoint = folder ? checkpoint_name(trial.number()) : "";
+    // An earlier study's trial of the same number.
+    if (folder) remove_checkpoint(*folder, checkpoint);
     TrainingOutcome out;
     try {
-      out = oom_guard([&] { return train(*state, p, seed, &trial, nullptr, nullptr, checkpoint); });
+      out = oom_guard([&] {
+        return train(*state, p, seed, &trial, nullptr, nullptr, folder.get(), checkpoint);
+      });
     } catch (...) {
-      remove_checkpoint(checkpoint);  // PRUNED or FAIL: keep no file
+      if (folder) remove_checkpoint(*folder, checkpoint);  // PRUNED or FAIL: keep no file
       throw;
     }
-    std::error_code ec;
-    if (!checkpoint.empty() && fs::is_regular_file(checkpoint, ec))
-      trial.set_user_attr("checkpoint", checkpoint);
+    if (folder && folder->is_regular_file(checkpoint))
+      trial.set_user_attr("checkpoint", folder->path() + "/" + checkpoint);
     return out.best_value;
   };
 }

@@ -27,8 +27,13 @@
 // trial checkpoints): with "checkpoints" true (the default) a trial saves
 // its model's weights each time its validation metric improves (overwriting
 // the file) to <checkpoint_dir>/trial-<number>.pt, a LibTorch archive of the
-// module's parameters and buffers (written to a temporary file, then
-// renamed; mode 0600 in a folder created 0700). The default folder is
+// module's parameters and buffers (written to a new temporary file opened
+// with O_EXCL | O_NOFOLLOW, then renamed into place; mode 0600 in a folder
+// created 0700; OwnerOnlyFolder in search/private_files.h). The folder must
+// be owned by the worker's user, writable by no one else and not a symbolic
+// link: otherwise a named checkpoint_dir is a ConfigError naming
+// objective.checkpoint_dir, the default folder a warning (no checkpoints).
+// The default folder is
 // <log_dir>/checkpoints, log_dir being ObjectiveContext::log_dir
 // (`hpsearch run`: <storage folder>/<study>.logs); with no log_dir and no
 // checkpoint_dir no checkpoints are written. A relative checkpoint_dir is
@@ -94,7 +99,8 @@ namespace hps {
 // "checkpoint" attr it writes "Scoring the best trial (N) on the test set
 // from its checkpoint <path>" and uses evaluate_checkpoint_on_test_set()
 // (seconds); when that fails (no such file, as for a trial run by a worker
-// on another machine; a corrupt or truncated file; weights of another
+// on another machine; a corrupt or truncated file; a file refused by the
+// rules of evaluate_checkpoint_on_test_set(); weights of another
 // model; a validation accuracy that differs from the trial's recorded one
 // by more than 0.002) it writes "Checkpoint not usable: checkpoint <path>:
 // <reason>; retraining" (also logged as a warning) and falls back, as for a trial
@@ -280,8 +286,15 @@ TestEvaluation evaluate_on_test_set(const Json& config, const SearchSpace& space
 // epoch stored in the file; val_accuracy and val_loss are recomputed; and
 // scored_from is "checkpoint".
 //
+// The file is read through OwnerOnlyFolder::read_file (search/private_files.h)
+// and parsed from memory: `path` must be absolute, and the file and its
+// folder owned by this process's user, writable by no one else, not
+// symbolic links; the file a regular one of at most twice the model's
+// tensor bytes plus 1 MiB (a larger one is not read).
+//
 // Throws Error("checkpoint <path>: <reason>") when the file is missing,
-// unreadable, corrupt or holds the weights of another model; otherwise as
+// unreadable, refused by those rules, corrupt, or holds the weights of
+// another model (shapes or dtypes differ); otherwise as
 // evaluate_on_test_set().
 TestEvaluation evaluate_checkpoint_on_test_set(const Json& config, const SearchSpace& space,
                                                const Params& params, const std::string& path,

@@ -2,11 +2,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <system_error>
 
 #include "search/errors.h"
 
@@ -66,7 +68,165 @@ void create_private_directories(const std::string& path) {
 }
 
 int open_private_append(const std::string& path) {
-  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, kPrivateFileMode);
+  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
+                kPrivateFileMode);
+}
+
+namespace {
+
+constexpr const char* kOwnerOnlyRule =
+    "refused (the folder and its files must be owned by this user and writable by no one else: "
+    "a file or link planted there by another user would be written through or loaded)";
+
+// Why `st` (of `what`: "folder" or "file") breaks the owner-only rule, or "".
+std::string owner_only_violation(const struct stat& st) {
+  const uid_t me = ::geteuid();
+  if (st.st_uid != me)
+    return "owned by uid " + std::to_string(st.st_uid) + ", not by this user (uid " +
+           std::to_string(me) + "): " + kOwnerOnlyRule;
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    char mode[8];
+    ::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return std::string("writable by group or others (mode ") + mode + "): " + kOwnerOnlyRule;
+  }
+  return "";
+}
+
+// The plain file name `name` (no '/', not "." or ".."), or throws.
+void check_name(const std::string& folder, const std::string& name) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
+    throw Error(folder + ": '" + name + "' is not a plain file name");
+}
+
+// Closes `fd` when it goes out of scope.
+struct FdCloser {
+  int fd;
+  ~FdCloser() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+OwnerOnlyFolder::OwnerOnlyFolder(const std::string& path, bool create) {
+  if (path.empty()) throw Error("an empty folder name");
+  if (create) create_private_directories(path);
+  // The last component is not followed: a link there could point anywhere.
+  // A trailing '/' would make the kernel follow it, so it is dropped.
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  fd_ = ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd_ < 0) {
+    const int err = errno;
+    struct stat st {};
+    if ((err == ELOOP || err == ENOTDIR) && ::lstat(p.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+      throw Error(path + ": is a symbolic link: " + kOwnerOnlyRule +
+                  "; name the folder it points to");
+    throw Error(path + ": cannot open the folder: " + reason(err));
+  }
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    ::close(fd_);
+    throw Error(path + ": not a folder");
+  }
+  if (std::string why = owner_only_violation(st); !why.empty()) {
+    ::close(fd_);
+    throw Error(path + ": " + why);
+  }
+  // The folder the kernel opened (not a lexical guess: "a/../b" with a link
+  // at "a" is not "b").
+  std::error_code ec;
+  auto real = std::filesystem::read_symlink("/proc/self/fd/" + std::to_string(fd_), ec);
+  if (ec || real.empty() || real.is_relative())
+    real = std::filesystem::weakly_canonical(std::filesystem::absolute(p), ec);
+  path_ = real.string();
+}
+
+OwnerOnlyFolder::~OwnerOnlyFolder() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void OwnerOnlyFolder::replace_file(
+    const std::string& name,
+    const std::function<void(const std::function<void(const void*, std::size_t)>&)>& write) const {
+  check_name(path_, name);
+  const std::string tmp = name + ".tmp";
+  const std::string where = path_ + "/" + name;
+  const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = ::openat(fd_, tmp.c_str(), flags, kPrivateFileMode);
+  if (fd < 0 && errno == EEXIST) {
+    // A stale temporary file of a killed writer (or a link): unlink it, the
+    // link itself, and try once more.
+    (void)::unlinkat(fd_, tmp.c_str(), 0);
+    fd = ::openat(fd_, tmp.c_str(), flags, kPrivateFileMode);
+  }
+  if (fd < 0) throw Error(where + ".tmp: cannot create the file: " + reason(errno));
+  bool renamed = false;
+  try {
+    FdCloser closer{fd};
+    (void)::fchmod(fd, kPrivateFileMode);  // whatever the umask
+    write([&](const void* data, std::size_t size) {
+      const char* p = static_cast<const char*>(data);
+      while (size > 0) {
+        const ssize_t n = ::write(fd, p, size);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) throw Error(where + ".tmp: cannot write: " + reason(n < 0 ? errno : EIO));
+        p += n;
+        size -= static_cast<std::size_t>(n);
+      }
+    });
+    closer.fd = -1;
+    if (::close(fd) != 0) throw Error(where + ".tmp: cannot write: " + reason(errno));
+    if (::renameat(fd_, tmp.c_str(), fd_, name.c_str()) != 0)
+      throw Error(where + ": cannot rename the temporary file into place: " + reason(errno));
+    renamed = true;
+  } catch (...) {
+    if (!renamed) (void)::unlinkat(fd_, tmp.c_str(), 0);
+    throw;
+  }
+}
+
+bool OwnerOnlyFolder::remove(const std::string& name) const {
+  check_name(path_, name);
+  return ::unlinkat(fd_, name.c_str(), 0) == 0;
+}
+
+bool OwnerOnlyFolder::is_regular_file(const std::string& name) const {
+  check_name(path_, name);
+  struct stat st {};
+  return ::fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string OwnerOnlyFolder::read_file(const std::string& name, std::uint64_t max_bytes) const {
+  check_name(path_, name);
+  const std::string where = path_ + "/" + name;
+  const int fd = ::openat(fd_, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) throw Error(where + ": no such file on this machine");
+    if (err == ELOOP) throw Error(where + ": is a symbolic link: " + kOwnerOnlyRule);
+    throw Error(where + ": cannot open: " + reason(err));
+  }
+  FdCloser closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw Error(where + ": cannot read: " + reason(errno));
+  if (!S_ISREG(st.st_mode)) throw Error(where + ": not a regular file");
+  if (std::string why = owner_only_violation(st); !why.empty()) throw Error(where + ": " + why);
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (size > max_bytes)
+    throw Error(where + ": " + std::to_string(size) + " bytes, more than the " +
+                std::to_string(max_bytes) + " expected: refused (not read)");
+  std::string out(static_cast<std::size_t>(size), '\0');
+  std::size_t got = 0;
+  while (got < out.size()) {
+    const ssize_t n = ::read(fd, out.data() + got, out.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw Error(where + ": cannot read: " + reason(errno));
+    if (n == 0) break;  // shrunk meanwhile
+    got += static_cast<std::size_t>(n);
+  }
+  out.resize(got);
+  return out;
 }
 
 }  // namespace hps

@@ -12,6 +12,8 @@
 // -wal and -shm files too.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
 
 namespace hps {
@@ -33,9 +35,67 @@ bool create_private_file(const std::string& path);
 // a folder cannot be created or a path component is not a folder.
 void create_private_directories(const std::string& path);
 
-// Opens `path` for appending (O_APPEND | O_CLOEXEC), creating it with mode
-// 0600 if it is missing. Returns the descriptor, or -1 with errno set (as
-// open(2)).
+// Opens `path` for appending (O_APPEND | O_CLOEXEC | O_NOFOLLOW: a symbolic
+// link at `path` is not followed, ELOOP), creating it with mode 0600 if it
+// is missing. Returns the descriptor, or -1 with errno set (as open(2)).
 int open_private_append(const std::string& path);
+
+// A folder that only its owner can write, opened once: every file operation
+// goes through its descriptor (openat/renameat/unlinkat), so a folder
+// renamed or replaced by a link after the checks is not followed, and no
+// operation follows a symbolic link planted in the folder. For files that
+// are read back and deserialized (trial checkpoints), where a file planted
+// by another user would be loaded as the user's own. The rules are those of
+// OpenSSH's checks of ~/.ssh (a folder or file owned by someone else, or
+// writable by group or others, is refused) plus O_NOFOLLOW | O_EXCL writes
+// to a temporary name renamed into place (the rules of mkstemp(3) +
+// rename(2) in the CERT C rule FIO21-C).
+class OwnerOnlyFolder {
+ public:
+  // Opens the folder `path`; with `create`, missing folders are created
+  // first (0700, as create_private_directories). Throws Error
+  // "<path>: <reason>" when the folder cannot be created or opened, when its
+  // last component is a symbolic link ("is a symbolic link: refused ..."),
+  // is not a folder, is owned by another uid than this process's effective
+  // uid ("owned by uid N, not by this user (uid M): refused ..."), or is
+  // writable by group or others ("writable by group or others (mode 0777):
+  // refused ..."). A folder higher up the path may be a link (/home -> /data).
+  OwnerOnlyFolder(const std::string& path, bool create);
+  ~OwnerOnlyFolder();
+  OwnerOnlyFolder(const OwnerOnlyFolder&) = delete;
+  OwnerOnlyFolder& operator=(const OwnerOnlyFolder&) = delete;
+
+  // The absolute path of the folder opened (links above it resolved, as
+  // the kernel resolved them when it was opened).
+  const std::string& path() const { return path_; }
+
+  // Replaces the file `name` (a plain name, no '/') with a new file of
+  // mode 0600 whose bytes `write` produces: `write` gets a sink that writes
+  // all its bytes or throws. The bytes go to `name` + ".tmp", created with
+  // O_CREAT | O_EXCL | O_NOFOLLOW (a stale one, or a link left there, is
+  // unlinked first: the link, never its target), then renamed over `name`
+  // (a link at `name` is replaced, not followed). On an error the
+  // temporary file is removed and Error "<folder>/<name>: <reason>" thrown.
+  void replace_file(
+      const std::string& name,
+      const std::function<void(const std::function<void(const void*, std::size_t)>&)>& write) const;
+
+  // Unlinks `name` if it exists (a link itself, never its target); returns
+  // true if something was removed.
+  bool remove(const std::string& name) const;
+
+  // Whether `name` is a regular file (a link is not followed: false).
+  bool is_regular_file(const std::string& name) const;
+
+  // The bytes of the file `name`, opened with O_NOFOLLOW | O_NONBLOCK (a
+  // FIFO does not block). Throws Error "<folder>/<name>: <reason>" when it
+  // is missing, a symbolic link, not a regular file, owned by another uid,
+  // writable by group or others, or larger than `max_bytes` (not read).
+  std::string read_file(const std::string& name, std::uint64_t max_bytes) const;
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+};
 
 }  // namespace hps

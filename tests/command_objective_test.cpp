@@ -413,6 +413,31 @@ TEST_F(CommandObjectiveTest, TrialLogIsCutAtLogMaxBytes) {
   EXPECT_THAT(read_file(log_of(all)), HasSubstr("line 1999 of"));
 }
 
+// The trial log holds the program's output (the env it prints): a log
+// folder made beforehand by someone else (mode 0777) gets no log, and a link
+// planted at trial-N.log in the user's own folder is not followed.
+TEST_F(CommandObjectiveTest, TrialLogIsNotWrittenThroughAPlantedLinkOrIntoAFolderOthersCanWrite) {
+  Json objective = command("echo 'token=s3cr3t'\necho 'hpsearch: {\"value\": 0.5}'");
+  const std::string victim = (dir_ / "victim").string();
+  { std::ofstream(victim) << "the victim's data"; }
+  std::filesystem::create_directory(dir_ / "logs");
+  std::filesystem::permissions(dir_ / "logs", std::filesystem::perms::owner_all);
+  for (int n = 0; n < 2; ++n)
+    std::filesystem::create_symlink(victim,
+                                    dir_ / "logs" / ("trial-" + std::to_string(n) + ".log"));
+  TrialPtr t = run_one(objective, kAdam);
+  ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
+  EXPECT_EQ(read_file(victim), "the victim's data");
+  EXPECT_TRUE(std::filesystem::is_symlink(log_of(t)));
+
+  std::filesystem::remove_all(dir_ / "logs");
+  std::filesystem::create_directory(dir_ / "logs");
+  std::filesystem::permissions(dir_ / "logs", std::filesystem::perms::all);
+  TrialPtr shared = run_one(objective, kAdam);
+  ASSERT_EQ(shared->state, TrialState::kComplete) << shared->fail_reason;
+  EXPECT_FALSE(std::filesystem::exists(log_of(shared)));
+}
+
 TEST_F(CommandObjectiveTest, UnreadableReportIsNamedWhenNoValueFollows) {
   Json objective = command("echo 'hpsearch: {\"value\": \"fast\"}'");
   TrialPtr t = run_one(objective, kAdam);

@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 
 #include "search/sqlite_storage.h"
 #include "search/study.h"
@@ -81,6 +83,160 @@ TEST(PrivateFilesTest, ExistingStoreKeepsItsMode) {
   SqliteStorage again(db);
   again.create_study("s", StudyDirection::kMinimize, Json());
   EXPECT_EQ(mode_of(db), 0640u);
+}
+
+// ------------------------------------------------------------------ OwnerOnlyFolder
+
+namespace fs = std::filesystem;
+using testsupport::read_file;
+
+// Writes `text` as the whole file `name` of `folder`.
+void replace_with(const OwnerOnlyFolder& folder, const std::string& name, const std::string& text) {
+  folder.replace_file(name, [&](const std::function<void(const void*, std::size_t)>& sink) {
+    sink(text.data(), text.size());
+  });
+}
+
+// The message of the Error that `f` throws ("no error" if none).
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(OwnerOnlyFolderTest, AWriteNeverFollowsALinkPlantedAtTheFileOrItsTemporaryName) {
+  Umask umask(022);
+  TempDir dir("owner_only");
+  const std::string victim = dir.write("victim", "the victim's data");
+  const OwnerOnlyFolder folder(dir.file("ckpt"), true);
+  EXPECT_EQ(mode_of(dir.file("ckpt")), 0700u);
+  EXPECT_EQ(folder.path(), fs::canonical(dir.file("ckpt")).string());
+  fs::create_symlink(victim, dir.file("ckpt/trial-0.pt.tmp"));
+  fs::create_symlink(victim, dir.file("ckpt/trial-0.pt"));
+
+  replace_with(folder, "trial-0.pt", "weights");
+  EXPECT_EQ(read_file(victim), "the victim's data");
+  EXPECT_EQ(fs::symlink_status(victim).type(), fs::file_type::regular);
+  const std::string file = dir.file("ckpt/trial-0.pt");
+  EXPECT_EQ(fs::symlink_status(file).type(), fs::file_type::regular);
+  EXPECT_EQ(read_file(file), "weights");
+  EXPECT_EQ(mode_of(file), 0600u);
+  EXPECT_FALSE(fs::exists(fs::symlink_status(file + ".tmp")));
+  EXPECT_EQ(folder.read_file("trial-0.pt", 100), "weights");
+
+  // remove() unlinks a link, not its target.
+  fs::create_symlink(victim, dir.file("ckpt/trial-1.pt"));
+  EXPECT_FALSE(folder.is_regular_file("trial-1.pt"));
+  EXPECT_TRUE(folder.remove("trial-1.pt"));
+  EXPECT_EQ(read_file(victim), "the victim's data");
+  EXPECT_FALSE(folder.remove("trial-1.pt"));
+  EXPECT_TRUE(contains(error_of([&] { replace_with(folder, "../escape", "x"); }),
+                       "is not a plain file name"));
+  EXPECT_FALSE(fs::exists(dir.file("escape")));
+
+  // A write error leaves no temporary file and keeps the old file.
+  EXPECT_TRUE(contains(error_of([&] {
+                         folder.replace_file(
+                             "trial-0.pt",
+                             [](const std::function<void(const void*, std::size_t)>& sink) {
+                               sink("par", 3);
+                               throw Error("disk full");
+                             });
+                       }),
+                       "disk full"));
+  EXPECT_EQ(read_file(file), "weights");
+  EXPECT_FALSE(fs::exists(fs::symlink_status(file + ".tmp")));
+}
+
+TEST(OwnerOnlyFolderTest, AFolderSwappedForALinkAfterItWasOpenedIsNotFollowed) {
+  TempDir dir("owner_only");
+  const OwnerOnlyFolder folder(dir.file("ckpt"), true);
+  fs::create_directory(dir.file("elsewhere"));
+  fs::rename(dir.file("ckpt"), dir.file("moved"));
+  fs::create_directory_symlink(dir.file("elsewhere"), dir.file("ckpt"));
+  replace_with(folder, "trial-0.pt", "weights");
+  EXPECT_TRUE(fs::is_empty(dir.file("elsewhere")));
+  EXPECT_EQ(read_file(dir.file("moved/trial-0.pt")), "weights");
+}
+
+TEST(OwnerOnlyFolderTest, FoldersOthersCanWriteOrOwnOrThatAreLinksAreRefused) {
+  Umask umask(0);
+  TempDir dir("owner_only");
+  fs::create_directory(dir.file("open"));
+  ::chmod(dir.file("open").c_str(), 0777);
+  std::string e = error_of([&] { OwnerOnlyFolder f(dir.file("open"), true); });
+  EXPECT_TRUE(contains(e, dir.file("open") + ": writable by group or others (mode 0777): refused"))
+      << e;
+  ::chmod(dir.file("open").c_str(), 0770);
+  e = error_of([&] { OwnerOnlyFolder f(dir.file("open"), false); });
+  EXPECT_TRUE(contains(e, "(mode 0770)")) << e;
+  ::chmod(dir.file("open").c_str(), 0755);  // readable by others, writable by the owner only
+  EXPECT_EQ(error_of([&] { OwnerOnlyFolder f(dir.file("open"), false); }), "no error");
+
+  // A link as the folder (to a good folder of the user's: still refused).
+  fs::create_directory_symlink(dir.file("open"), dir.file("link"));
+  e = error_of([&] { OwnerOnlyFolder f(dir.file("link"), true); });
+  EXPECT_TRUE(contains(e, dir.file("link") + ": is a symbolic link: refused")) << e;
+  e = error_of([&] { OwnerOnlyFolder f(dir.file("link") + "/", true); });
+  EXPECT_TRUE(contains(e, "is a symbolic link")) << e;
+  // A file, a missing folder without `create`.
+  (void)dir.write("file", "x");
+  EXPECT_TRUE(contains(error_of([&] { OwnerOnlyFolder f(dir.file("file"), false); }),
+                       "cannot open the folder"));
+  EXPECT_TRUE(contains(error_of([&] { OwnerOnlyFolder f(dir.file("missing"), false); }),
+                       "cannot open the folder"));
+  EXPECT_FALSE(fs::exists(dir.file("missing")));
+  EXPECT_NE(error_of([&] { OwnerOnlyFolder f(dir.file("file/sub"), true); }), "no error");
+
+  // Owned by another uid (only root can give a folder away).
+  if (::geteuid() != 0) GTEST_SKIP() << "not root: cannot make a folder of another uid";
+  fs::create_directory(dir.file("theirs"));
+  ::chmod(dir.file("theirs").c_str(), 0700);
+  ASSERT_EQ(::chown(dir.file("theirs").c_str(), 4242, 4242), 0);
+  e = error_of([&] { OwnerOnlyFolder f(dir.file("theirs"), true); });
+  EXPECT_TRUE(contains(e, dir.file("theirs") + ": owned by uid 4242, not by this user (uid 0)"))
+      << e;
+}
+
+TEST(OwnerOnlyFolderTest, ReadRefusesLinksFifosOpenFilesForeignFilesAndOversizedFiles) {
+  Umask umask(0);
+  TempDir dir("owner_only");
+  const OwnerOnlyFolder folder(dir.file("ckpt"), true);
+  const std::string victim = dir.write("secret", "not a checkpoint");
+  fs::create_symlink(victim, dir.file("ckpt/link.pt"));
+  std::string e = error_of([&] { (void)folder.read_file("link.pt", 100); });
+  EXPECT_TRUE(contains(e, folder.path() + "/link.pt: is a symbolic link: refused")) << e;
+
+  ASSERT_EQ(::mkfifo(dir.file("ckpt/fifo.pt").c_str(), 0600), 0);
+  e = error_of([&] { (void)folder.read_file("fifo.pt", 100); });  // does not block
+  EXPECT_TRUE(contains(e, "fifo.pt: not a regular file")) << e;
+
+  replace_with(folder, "big.pt", "");
+  fs::resize_file(dir.file("ckpt/big.pt"), std::uintmax_t{1} << 40);  // sparse, 1 TiB
+  e = error_of([&] { (void)folder.read_file("big.pt", 1000); });
+  EXPECT_TRUE(contains(e, "big.pt: 1099511627776 bytes, more than the 1000 expected: refused"))
+      << e;
+
+  replace_with(folder, "open.pt", "weights");
+  ::chmod(dir.file("ckpt/open.pt").c_str(), 0666);
+  e = error_of([&] { (void)folder.read_file("open.pt", 100); });
+  EXPECT_TRUE(contains(e, "open.pt: writable by group or others (mode 0666): refused")) << e;
+  ::chmod(dir.file("ckpt/open.pt").c_str(), 0644);
+  EXPECT_EQ(folder.read_file("open.pt", 100), "weights");
+  EXPECT_TRUE(contains(error_of([&] { (void)folder.read_file("missing.pt", 100); }),
+                       "missing.pt: no such file on this machine"));
+
+  if (::geteuid() != 0) GTEST_SKIP() << "not root: cannot make a file of another uid";
+  ASSERT_EQ(::chown(dir.file("ckpt/open.pt").c_str(), 4242, 4242), 0);
+  e = error_of([&] { (void)folder.read_file("open.pt", 100); });
+  EXPECT_TRUE(contains(e, "open.pt: owned by uid 4242, not by this user (uid 0)")) << e;
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -451,6 +453,146 @@ TEST(TorchCheckpoint, OptionsOffAndBadValues) {
     EXPECT_NE(std::string(e.what()).find("objective.checkpoint_dir"), std::string::npos)
         << e.what();
   }
+}
+
+// An attacker's files and links in the checkpoint folder, or a folder that
+// others can write: no write follows a link, a named folder others can write
+// or a link is refused naming objective.checkpoint_dir, the default folder
+// is a warning and no checkpoints.
+TEST(TorchCheckpoint, PlantedLinksAreNotFollowedAndFoldersOthersCanWriteAreRefused) {
+  REQUIRE_DATA();
+  HookGuard guard;
+  testsupport::TempDir dir("torch_ckpt_attack");
+  SearchSpace space;
+  Json config = {{"type", kFashionMnistType}, {"train_subset", 300}, {"max_epochs", 2}};
+  ObjectiveContext context;
+  context.log_dir = dir.file("logs");
+  Objective objective = make_fashion_mnist_objective(config, space, context);
+  const fs::path folder = dir.file("logs/checkpoints");
+  const std::string victim = dir.write("victim", "the victim's data");
+
+  // Links planted while the trial runs (after its start removed stale files):
+  // the epoch's write replaces them, the victim's file is unchanged.
+  torch_testing::set_batch_hook([&](std::int64_t epoch, std::int64_t batch) {
+    if (batch != 0) return;
+    for (const std::string name : {"trial-0.pt", "trial-0.pt.tmp"}) {
+      std::error_code ec;
+      fs::remove(folder / name, ec);
+      fs::create_symlink(victim, folder / name);
+    }
+    (void)epoch;
+  });
+  RecordingBackend backend;
+  Trial trial = make_trial(backend);
+  (void)objective(trial);
+  torch_testing::set_batch_hook({});
+  EXPECT_EQ(testsupport::read_file(victim), "the victim's data");
+  EXPECT_EQ(fs::symlink_status(victim).type(), fs::file_type::regular);
+  const fs::path file = folder / "trial-0.pt";
+  EXPECT_EQ(fs::symlink_status(file).type(), fs::file_type::regular);
+  EXPECT_EQ(backend.attrs.at("checkpoint"), file.string());
+  // The link planted at the temporary name in epoch 2's first batch is gone.
+  EXPECT_FALSE(fs::exists(fs::symlink_status(folder / "trial-0.pt.tmp")));
+
+  auto config_error = [&](const std::string& checkpoint_dir, const ObjectiveContext& ctx) {
+    Json c = config;
+    if (!checkpoint_dir.empty()) c["checkpoint_dir"] = checkpoint_dir;
+    try {
+      (void)make_fashion_mnist_objective(c, space, ctx);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // A named folder others can write, and a link as the named folder.
+  fs::create_directory(dir.file("shared"));
+  fs::permissions(dir.file("shared"), fs::perms::all);
+  std::string e = config_error(dir.file("shared"), {});
+  EXPECT_NE(e.find("objective.checkpoint_dir: " + dir.file("shared") +
+                   ": writable by group or others (mode 0777): refused"),
+            std::string::npos)
+      << e;
+  fs::create_directory_symlink(folder, dir.file("link"));
+  e = config_error(dir.file("link"), {});
+  EXPECT_NE(e.find("objective.checkpoint_dir: " + dir.file("link") + ": is a symbolic link"),
+            std::string::npos)
+      << e;
+
+  // The default folder, made by someone else with mode 0777: a warning, the
+  // trial runs without a checkpoint and writes nothing there.
+  ObjectiveContext shared_logs;
+  shared_logs.log_dir = dir.file("shared");
+  fs::create_directory(dir.file("shared/checkpoints"));
+  fs::permissions(dir.file("shared/checkpoints"), fs::perms::all);
+  EXPECT_EQ(config_error("", shared_logs), "no error");
+  RecordingBackend b2;
+  Trial trial2 = make_trial(b2);
+  (void)make_fashion_mnist_objective(config, space, shared_logs)(trial2);
+  EXPECT_FALSE(b2.attrs.contains("checkpoint"));
+  EXPECT_TRUE(fs::is_empty(dir.file("shared/checkpoints")));
+}
+
+// The file the scoring would load replaced by a link, a FIFO, a huge file, a
+// file others can write (or, as root, of another uid), or a path that is not
+// a checkpoint's: each is refused unread with the reason, and the post-study
+// scoring retrains.
+TEST(TorchCheckpoint, ScoringRefusesLinkedForeignOrHugeFilesAndRetrains) {
+  REQUIRE_DATA();
+  register_torch_objectives();
+  testsupport::TempDir dir("torch_ckpt_score_attack");
+  const std::string good = dir.file("good.pt");
+  for (const std::string attack :
+       {"link", "fifo", "huge", "open", "foreign", "not absolute", "device"}) {
+    SCOPED_TRACE(attack);
+    if (attack == "foreign" && ::geteuid() != 0) continue;  // only root can give a file away
+    CheckpointStudy s(dir.file(attack + ".logs"));
+    const FrozenTrial t = s.run();
+    std::string path = t.user_attrs.at("checkpoint").get<std::string>();
+    std::string expected;
+    if (attack == "link") {
+      // A link to a good checkpoint of the same model: still refused.
+      fs::copy_file(path, good, fs::copy_options::overwrite_existing);
+      fs::remove(path);
+      fs::create_symlink(good, path);
+      expected = "is a symbolic link: refused";
+    } else if (attack == "fifo") {
+      fs::remove(path);
+      ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+      expected = "not a regular file";
+    } else if (attack == "huge") {
+      fs::resize_file(path, std::uintmax_t{1} << 40);  // sparse: 1 TiB, never read
+      expected = "1099511627776 bytes, more than the";
+    } else if (attack == "open") {
+      fs::permissions(path, fs::perms::all);
+      expected = "writable by group or others (mode 0777): refused";
+    } else if (attack == "foreign") {
+      ASSERT_EQ(::chown(path.c_str(), 4242, 4242), 0);
+      expected = "owned by uid 4242, not by this user (uid 0): refused";
+    } else if (attack == "not absolute") {
+      path = "trial-0.pt";
+      expected = "not an absolute file path";
+    } else {
+      path = "/dev/zero";
+      expected = "not a regular file";
+    }
+    s.study->storage().set_trial_user_attr(t.trial_id, "checkpoint", path);
+    try {
+      (void)evaluate_checkpoint_on_test_set(s.config, s.space, t.params, path, s.context);
+      ADD_FAILURE() << "loaded " << path;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("checkpoint " + path + ": "), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+    std::int64_t batches = 0;
+    auto [out, attrs] = s.score(&batches);
+    EXPECT_GT(batches, 0);  // retrained
+    EXPECT_NE(out.find("Checkpoint not usable: checkpoint " + path + ": "), std::string::npos)
+        << out;
+    EXPECT_EQ(attrs.at("test_scored_from"), "retrain");
+  }
+  // The link's target was never written to.
+  EXPECT_TRUE(fs::is_regular_file(good));
 }
 
 // ------------------------------------------------------------------ end to end
