@@ -1,9 +1,11 @@
 // TpeSampler's cache (private; not installed): per finished trial, a slot
 // with its score, and per (param, distribution) a column of internal values
 // with the slots sorted by value. Finished trials never change, so a slot is
-// computed once per trial id; a sampler shared by studies of different
-// storages may see an id again for another trial, which same_trial() tells
-// apart. Also the joint draws of define-by-run trials being sampled.
+// computed once per trial: without a view, per trial id (a sampler shared
+// by studies of different storages may see an id again for another trial,
+// which same_trial() tells apart); with a view (SamplingContext::view), per
+// trial number of that view (ViewState). Also the joint draws of
+// define-by-run trials being sampled.
 #pragma once
 
 #include <cstddef>
@@ -88,6 +90,52 @@ class ViewIndex {
   std::size_t n_complete_ = 0;
 };
 
+// What TpeSampler keeps of a TrialView for prepare_history() between calls:
+// per trial of the view (by its position in view.trials(), which is number
+// order) whether it is finished or RUNNING and its cache slot, updated from
+// TrialView::changed_since (O(changes)). A call then builds its History
+// from these records in one pass that touches no trial (no slot lookup by
+// id, no hashing of params), and answers "was this point tried?" from the
+// ViewIndex kept beside them.
+class ViewHistory {
+ public:
+  enum class Kind : std::uint8_t {
+    kOther,     // WAITING or FAIL: never an observation
+    kFinished,  // COMPLETE or PRUNED: `slot` holds its score
+    kRunning,   // a liar when the constant liar is on
+  };
+  static constexpr std::size_t kNoSlot = std::numeric_limits<std::size_t>::max();
+  struct Record {
+    std::int64_t number = std::numeric_limits<std::int64_t>::min();  // none yet
+    Kind kind = Kind::kOther;
+    // The cache slot of this number's trial (kept while the trial is not
+    // finished, so that a trial finished again after a rollback reuses it).
+    std::size_t slot = kNoSlot;
+  };
+
+  // Brings the records up to `view`: the trials changed since the last
+  // call, or all of them (slots of unchanged finished trials kept) when the
+  // view cannot say or its trials moved (an insertion before the end).
+  void sync(const TrialView& view, TpeSampler::Cache& cache);
+  // One record per trial of the view, in view.trials() order.
+  const std::vector<Record>& records() const { return records_; }
+
+ private:
+  void put(std::size_t pos, const TrialPtr& t, TpeSampler::Cache& cache);
+  void rebuild(const TrialView& view, TpeSampler::Cache& cache);
+
+  std::uint64_t version_ = 0;
+  bool synced_ = false;
+  std::vector<Record> records_;
+};
+
+// What the cache keeps of one view: its ViewIndex and ViewHistory.
+struct ViewState {
+  std::uint64_t view_id = 0;
+  ViewIndex index;
+  ViewHistory history;
+};
+
 struct PendingJoint {
   std::vector<std::string> names;
   std::vector<Distribution> distributions;
@@ -109,8 +157,13 @@ struct TpeSampler::Cache {
   // time tells apart trials of different studies that share ids.
   using PendingKey = std::tuple<std::int64_t, std::int64_t, std::int64_t>;
   std::map<PendingKey, PendingJoint> pending;
-  // The view the last calls came with (SamplingContext::view).
-  tpe::ViewIndex view_index;
+  // The views the last calls came with (SamplingContext::view), most
+  // recent last; at most kMaxViews (a sampler shared by several studies).
+  std::vector<std::unique_ptr<tpe::ViewState>> views;
+  static constexpr std::size_t kMaxViews = 4;
+  // The state kept for `view`, its index synced (O(changes)); created, or
+  // the least recent one replaced, for a view not met before.
+  tpe::ViewState& view_state(const TrialView& view);
 
   // The internal value of param `name` in `t` under `d`: NaN if absent or
   // outside `d`.
@@ -129,8 +182,19 @@ struct TpeSampler::Cache {
   // no JSON is compared).
   static bool same_trial(const FrozenTrial& a, const FrozenTrial& b);
 
-  // The slot of a finished trial, created on first sight.
+  // The slot of a finished trial, created on first sight (by trial id:
+  // the path without a view).
   std::size_t slot(const TrialPtr& t);
+  // A new slot for finished trial `t` (not indexed by id: the view path
+  // keeps it by trial number).
+  std::size_t add_slot(const TrialPtr& t);
+  // Makes slot `at` hold finished trial `t` (another trial than it held),
+  // its column values and sorted places updated.
+  void refresh_slot(std::size_t at, const TrialPtr& t);
+  // Whether slot `at` holds exactly what a slot of finished trial `t`
+  // would (score, params, warm-start source): a new snapshot of the same
+  // trial.
+  bool slot_holds(std::size_t at, const TrialPtr& t) const;
 
   // The column of (name, distribution), filled for every slot.
   Column& column(const std::string& name, const Distribution& d);

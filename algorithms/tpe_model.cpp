@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "algorithms/buffer_pool.h"
 #include "algorithms/random_sampler.h"
 #include "search/util/random.h"
 
@@ -66,7 +67,7 @@ const std::vector<double>& TpeModel::values(const std::string& name, const Distr
   for (const auto& m : memo_)
     if (m->name == name && m->distribution == d) return m->values;
   TpeSampler::Cache::Column& col = cache_.column(name, d);
-  auto m = std::make_unique<Memo>(Memo{name, d, std::vector<double>(h_.obs.size())});
+  auto m = std::make_unique<Memo>(Memo{name, d, pooled<double>(h_.obs.size())});
   for (std::size_t i = 0; i < h_.obs.size(); ++i) {
     const Observation& o = h_.obs[i];
     m->values[i] = o.slot >= 0 ? col.values[static_cast<std::size_t>(o.slot)]
@@ -79,8 +80,8 @@ const std::vector<double>& TpeModel::values(const std::string& name, const Distr
 TpeModel::Selection TpeModel::select(const std::vector<const std::vector<double>*>& cols) const {
   const std::size_t n = h_.obs.size();
   Selection sel;
-  sel.present.reserve(n);
-  sel.finished.reserve(n);
+  sel.present = pool<std::size_t>().take(n);
+  sel.finished = pool<std::size_t>().take(n);
   for (std::size_t i = 0; i < n; ++i) {
     bool ok = std::none_of(cols.begin(), cols.end(),
                            [&](const std::vector<double>* c) { return std::isnan((*c)[i]); });
@@ -150,7 +151,8 @@ void TpeModel::neighbor_orders(const std::vector<std::string>& names,
                                std::vector<std::vector<std::size_t>>& below_orders,
                                std::vector<std::vector<std::size_t>>& above_orders) const {
   const std::size_t n_dims = names.size();
-  std::vector<std::ptrdiff_t> pos(h_.obs.size(), -1);  // index within its group
+  std::vector<std::ptrdiff_t> pos = pooled<std::ptrdiff_t>(h_.obs.size(), -1);  // in its group
+  const PooledScope<std::ptrdiff_t> keep_pos(pos);
   std::size_t ib = 0, ia = 0;
   for (std::size_t i : sel.present) pos[i] = static_cast<std::ptrdiff_t>(is_below[i] ? ib++ : ia++);
   for (std::size_t d = 0; d < n_dims; ++d) {
@@ -158,8 +160,8 @@ void TpeModel::neighbor_orders(const std::vector<std::string>& names,
     const TpeSampler::Cache::Column& col = cache_.column(names[d], dists[d]);
     auto& bo = below_orders[d];
     auto& ao = above_orders[d];
-    bo.reserve(ib);
-    ao.reserve(ia);
+    bo = pool<std::size_t>().take(ib);
+    ao = pool<std::size_t>().take(ia);
     for (std::size_t slot : col.sorted) {
       std::ptrdiff_t i = slot < h_.obs_of_slot.size() ? h_.obs_of_slot[slot] : -1;
       if (i < 0 || pos[static_cast<std::size_t>(i)] < 0) continue;
@@ -177,8 +179,8 @@ void TpeModel::estimate(const std::vector<std::string>& names,
                         std::unique_ptr<ParzenEstimator>& above, std::size_t& nb, std::size_t& na,
                         std::unique_ptr<ParzenEstimator>* promising) const {
   const std::size_t n_dims = names.size();
-  std::vector<double> below_x, above_x;
-  above_x.reserve(sel.present.size() * n_dims);
+  std::vector<double> below_x, above_x = pool<double>().take(sel.present.size() * n_dims);
+  const PooledScope<double> keep_above_x(above_x);
   nb = 0;
   na = 0;
   for (std::size_t i : sel.present) {
@@ -190,9 +192,18 @@ void TpeModel::estimate(const std::vector<std::string>& names,
   dims.reserve(dists.size());
   for (const auto& d : dists) dims.push_back(DimensionSpec::from(d));
   std::vector<double> wb = weights(nb), wa = weights(na);
+  const PooledScope<double> keep_wb(wb), keep_wa(wa);
   std::vector<std::vector<std::size_t>> below_orders(n_dims), above_orders(n_dims);
   if (eopt_.bandwidth == BandwidthRule::kNeighbor)
     neighbor_orders(names, dists, dims, sel, is_below, above_x, below_orders, above_orders);
+  struct GiveOrders {
+    std::vector<std::vector<std::size_t>>& b;
+    std::vector<std::vector<std::size_t>>& a;
+    ~GiveOrders() {
+      for (auto* list : {&b, &a})
+        for (auto& v : *list) pool<std::size_t>().give(v);
+    }
+  } give_orders{below_orders, above_orders};
   below = std::make_unique<ParzenEstimator>(dims, below_x, wb, eopt_, &below_orders);
   above = std::make_unique<ParzenEstimator>(dims, above_x, wa, eopt_, &above_orders);
   if (promising && nb > 0) {
@@ -212,6 +223,7 @@ TpeModel::Fitted TpeModel::fit(const std::vector<std::string>& names,
   cols.reserve(n_dims);
   for (std::size_t d = 0; d < n_dims; ++d) cols.push_back(&values(names[d], dists[d]));
   Selection sel = select(cols);
+  const PooledScope<std::size_t> keep_present(sel.present), keep_finished(sel.finished);
   Fitted f;
   if (sel.finished.empty()) {
     f.random = true;
@@ -317,7 +329,7 @@ double TpeModel::similarity(const ParzenEstimator& a, const ParzenEstimator& b,
 }
 
 std::vector<double> TpeModel::weights(std::size_t m) const {
-  std::vector<double> w(m, 1.0);
+  std::vector<double> w = pooled<double>(m, 1.0);
   if (options_.weights == TpeWeights::kOldDecay && m > options_.weights_window) {
     std::size_t r = m - options_.weights_window;
     for (std::size_t j = 0; j < r; ++j)
@@ -383,6 +395,10 @@ const TpeModel::Fitted& TpeModel::univariate(const std::string& name, const Dist
     if (key.first == name && key.second == d) return f;
   uni_.emplace_back(std::make_pair(name, d), fit({name}, {d}));
   return uni_.back().second;
+}
+
+TpeModel::~TpeModel() {
+  for (auto& m : memo_) pool<double>().give(m->values);
 }
 
 std::pair<std::size_t, std::uint64_t> TpeModel::presence(const std::string& name,

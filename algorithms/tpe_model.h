@@ -54,6 +54,10 @@ class TpeModel {
   // All references must outlive the model (one sample call).
   TpeModel(const TpeOptions& options, TpeSampler::Cache& cache, const History& history)
       : options_(options), cache_(cache), h_(history), eopt_(estimator_options(options)) {}
+  // Hands the per-call arrays back to this thread's pool (buffer_pool.h).
+  ~TpeModel();
+  TpeModel(const TpeModel&) = delete;
+  TpeModel& operator=(const TpeModel&) = delete;
 
   // Internal values of the param `name` for each observation (NaN: absent),
   // computed once per call.

@@ -184,8 +184,7 @@ const TpeSampler::Cache::PendingJoint& joint_draw(TpeSampler::Cache& cache, std:
 // without a view (then prepare_history() counts them).
 std::optional<std::size_t> complete_in_view(const SamplingContext& ctx, TpeSampler::Cache& cache) {
   if (!ctx.view || &ctx.view->trials() != &ctx.trials) return std::nullopt;
-  cache.view_index.sync(*ctx.view);
-  return cache.view_index.n_complete(ctx.trial.number);
+  return cache.view_state(*ctx.view).index.n_complete(ctx.trial.number);
 }
 
 // TpeSampler::sample's startup branch with the view index answering "was
@@ -195,7 +194,7 @@ std::optional<std::size_t> complete_in_view(const SamplingContext& ctx, TpeSampl
 bool sample_startup_from_view(const TpeOptions& options, std::uint64_t seed, QmcSampler* design,
                               TpeSampler::Cache& cache, const SamplingContext& ctx,
                               const SearchSpace& space, Params& params) {
-  const tpe::ViewIndex& index = cache.view_index;
+  const tpe::ViewIndex& index = cache.view_state(*ctx.view).index;
   const Params fixed = params;
   if (design) {
     Params q = fixed;
@@ -296,7 +295,8 @@ void TpeSampler::sample(const SamplingContext& ctx, const SearchSpace& space, Pa
   // Every try gave a duplicate: look for an untried point of a finite space.
   if (tried::space_size(space, fixed) <= tried::kMaxEnumerate) {
     std::mt19937_64 rng(stream_seed(seed_, ctx.trial.number, ~0ULL));
-    params = tried::untried_point(space, fixed, h.tried, rng);
+    params = tried::untried_point(
+        space, fixed, [&](const Params& q) { return h.is_taken(q); }, rng);
     return;
   }
   // A huge or continuous space where every try collided (practically

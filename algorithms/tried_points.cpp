@@ -98,12 +98,18 @@ double space_size(const SearchSpace& space, const Params& fixed) {
 
 Params untried_point(const SearchSpace& space, const Params& fixed, const TriedPoints& tried,
                      std::mt19937_64& rng) {
+  return untried_point(
+      space, fixed, [&](const Params& p) { return tried.contains(p); }, rng);
+}
+
+Params untried_point(const SearchSpace& space, const Params& fixed,
+                     const std::function<bool(const Params&)>& is_tried, std::mt19937_64& rng) {
   Params chosen;
   std::uint64_t untried = 0, total = 0;
   Params work = fixed;
   auto visit = [&](const Params& candidate) {
     ++total;
-    if (tried.contains(candidate)) return;
+    if (is_tried(candidate)) return;
     ++untried;
     // Reservoir sampling: each untried point is chosen with equal chance.
     if (util::uniform01(rng) * static_cast<double>(untried) < 1.0) chosen = candidate;

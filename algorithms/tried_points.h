@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <random>
 #include <unordered_map>
 
@@ -66,6 +67,10 @@ double space_size(const SearchSpace& space, const Params& fixed);
 // (COMPLETE, PRUNED, FAIL or RUNNING)") when every one is in `tried`.
 Params untried_point(const SearchSpace& space, const Params& fixed, const TriedPoints& tried,
                      std::mt19937_64& rng);
+// The same with "was this point tried?" answered by `is_tried` (a sampler's
+// own index of the tried points).
+Params untried_point(const SearchSpace& space, const Params& fixed,
+                     const std::function<bool(const Params&)>& is_tried, std::mt19937_64& rng);
 
 // Whether every value of `params` that `space` declares is from a finite
 // distribution (int, stepped float, categorical, ordinal): only then can a
