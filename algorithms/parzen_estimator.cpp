@@ -429,15 +429,15 @@ void ParzenEstimator::fit_weights(std::span<const double> weights,
   double prior_w = n == 0 ? 1.0 : options.prior_weight;
   double total = has_prior_ ? prior_w : 0.0;
   for (double w : weights) total += w;
-  log_w_ = pooled<double>(n_kernels);
-  cum_w_ = pooled<double>(n_kernels);
+  log_w_ = pool<double>().take(n_kernels);
+  cum_w_ = pool<double>().take(n_kernels);
   double acc = 0;
   const double log_total = std::log(total);
   for (std::size_t k = 0; k < n_kernels; ++k) {
     double w = k < n ? weights[k] : prior_w;
-    log_w_[k] = (w == 1.0 ? 0.0 : std::log(w)) - log_total;  // most weights are 1
+    log_w_.push_back((w == 1.0 ? 0.0 : std::log(w)) - log_total);  // most weights are 1
     acc += w / total;
-    cum_w_[k] = acc;
+    cum_w_.push_back(acc);
   }
   cum_w_.back() = 1.0;
   base_ = pool<double>().take(n_kernels);
@@ -463,11 +463,11 @@ void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, st
   const std::size_t n_dims = dims_.size();
   const std::size_t n_kernels = log_w_.size();
   NumericKernels& kern = num_[d];
-  kern.mu = pooled<double>(n_kernels);
+  kern.mu = pool<double>().take(n_kernels);
   kern.sigma = pooled<double>(n_kernels);
   for (std::size_t i = 0; i < n; ++i)
-    kern.mu[i] = std::clamp(dim.center(obs[i * n_dims + d]), kUnitLow, kUnitHigh);
-  if (has_prior_) kern.mu[n] = 0.5 * (kUnitLow + kUnitHigh);
+    kern.mu.push_back(std::clamp(dim.center(obs[i * n_dims + d]), kUnitLow, kUnitHigh));
+  if (has_prior_) kern.mu.push_back(0.5 * (kUnitLow + kUnitHigh));
 
   if (opt.bandwidth == BandwidthRule::kNeighbor) {
     std::vector<std::size_t> order = kernels_by_mean(kern.mu, n, has_prior_, hint);
@@ -485,15 +485,16 @@ void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, st
   for (std::size_t k = 0; k < n; ++k) kern.sigma[k] = std::clamp(kern.sigma[k], floor, kUnitRange);
   if (has_prior_) kern.sigma[n] = kUnitRange;
 
-  kern.inv_sigma = pooled<double>(n_kernels);
-  kern.log_sigma = pooled<double>(n_kernels);
-  kern.log_z = pooled<double>(n_kernels);
+  kern.inv_sigma = pool<double>().take(n_kernels);
+  kern.log_sigma = pool<double>().take(n_kernels);
+  kern.log_z = pool<double>().take(n_kernels);
   for (std::size_t k = 0; k < n_kernels; ++k) {
-    kern.inv_sigma[k] = 1.0 / kern.sigma[k];
+    const double inv = 1.0 / kern.sigma[k];
+    kern.inv_sigma.push_back(inv);
     // Many kernels share the clipped bandwidth: reuse the last log.
-    kern.log_sigma[k] = k > 0 && kern.sigma[k] == kern.sigma[k - 1] ? kern.log_sigma[k - 1]
-                                                                    : std::log(kern.sigma[k]);
-    kern.log_z[k] = log_mass_in_domain(kern.mu[k], kern.inv_sigma[k]);
+    kern.log_sigma.push_back(k > 0 && kern.sigma[k] == kern.sigma[k - 1] ? kern.log_sigma[k - 1]
+                                                                         : std::log(kern.sigma[k]));
+    kern.log_z.push_back(log_mass_in_domain(kern.mu[k], inv));
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "algorithms/buffer_pool.h"
 #include "algorithms/random_sampler.h"
@@ -28,14 +29,11 @@ std::size_t best_candidate(const std::vector<double>& ll, const std::vector<doub
   return best;
 }
 
-// Merges the liars of `present` (RUNNING trials: no slot, always in the
-// above group) into `ao`, the above group's order along dimension d.
-void merge_liars(const History& h, const std::vector<std::size_t>& present,
-                 const std::vector<std::ptrdiff_t>& pos, const std::vector<double>& above_x,
+// Merges the liars (RUNNING trials: no slot, always in the above group) at
+// positions `liars` of the above group into `ao`, the above group's order
+// along dimension d.
+void merge_liars(std::vector<std::size_t> liars, const std::vector<double>& above_x,
                  std::size_t n_dims, std::size_t d, std::vector<std::size_t>& ao) {
-  std::vector<std::size_t> liars;
-  for (std::size_t i : present)
-    if (h.obs[i].slot < 0) liars.push_back(static_cast<std::size_t>(pos[i]));
   if (liars.empty()) return;
   auto less = [&](std::size_t a, std::size_t b) {
     double va = above_x[a * n_dims + d], vb = above_x[b * n_dims + d];
@@ -151,10 +149,25 @@ void TpeModel::neighbor_orders(const std::vector<std::string>& names,
                                std::vector<std::vector<std::size_t>>& below_orders,
                                std::vector<std::vector<std::size_t>>& above_orders) const {
   const std::size_t n_dims = names.size();
-  std::vector<std::ptrdiff_t> pos = pooled<std::ptrdiff_t>(h_.obs.size(), -1);  // in its group
-  const PooledScope<std::ptrdiff_t> keep_pos(pos);
+  // Per cache slot, where its observation goes: 0 nowhere (absent, or not
+  // in this call), k > 0 position k - 1 of the above group, k < 0 position
+  // -k - 1 of the below group. One small array read per sorted slot (the
+  // walk below visits slots in value order, i.e. at random).
+  std::vector<std::int32_t> tag = pooled<std::int32_t>(h_.obs_of_slot.size(), 0);
+  const PooledScope<std::int32_t> keep_tag(tag);
+  std::vector<std::size_t> liars;  // positions in the above group
   std::size_t ib = 0, ia = 0;
-  for (std::size_t i : sel.present) pos[i] = static_cast<std::ptrdiff_t>(is_below[i] ? ib++ : ia++);
+  for (std::size_t i : sel.present) {
+    const bool below = is_below[i] != 0;
+    const std::size_t p = below ? ib++ : ia++;
+    const std::ptrdiff_t slot = h_.obs[i].slot;
+    if (slot < 0) {
+      liars.push_back(p);
+      continue;
+    }
+    const auto k = static_cast<std::int32_t>(p) + 1;
+    tag[static_cast<std::size_t>(slot)] = below ? -k : k;
+  }
   for (std::size_t d = 0; d < n_dims; ++d) {
     if (dims[d].kind == DimensionSpec::Kind::kCategorical) continue;
     const TpeSampler::Cache::Column& col = cache_.column(names[d], dists[d]);
@@ -163,12 +176,13 @@ void TpeModel::neighbor_orders(const std::vector<std::string>& names,
     bo = pool<std::size_t>().take(ib);
     ao = pool<std::size_t>().take(ia);
     for (std::size_t slot : col.sorted) {
-      std::ptrdiff_t i = slot < h_.obs_of_slot.size() ? h_.obs_of_slot[slot] : -1;
-      if (i < 0 || pos[static_cast<std::size_t>(i)] < 0) continue;
-      auto ui = static_cast<std::size_t>(i);
-      (is_below[ui] ? bo : ao).push_back(static_cast<std::size_t>(pos[ui]));
+      const std::int32_t k = slot < tag.size() ? tag[slot] : 0;
+      if (k > 0)
+        ao.push_back(static_cast<std::size_t>(k - 1));
+      else if (k < 0)
+        bo.push_back(static_cast<std::size_t>(-k - 1));
     }
-    merge_liars(h_, sel.present, pos, above_x, n_dims, d, ao);
+    merge_liars(liars, above_x, n_dims, d, ao);
   }
 }
 
@@ -402,13 +416,14 @@ TpeModel::~TpeModel() {
 }
 
 std::pair<std::size_t, std::uint64_t> TpeModel::presence(const std::string& name,
-                                                         const Distribution& d) {
+                                                         const Distribution& d, bool signature) {
   const std::vector<double>& v = values(name, d);
   std::size_t count = 0;
   std::uint64_t sig = 0;
   for (std::size_t i = 0; i < v.size(); ++i) {
     if (!h_.obs[i].finished || std::isnan(v[i])) continue;
     ++count;
+    if (!signature) continue;
     // Within one call an observation's index names its trial: hashing it
     // groups params exactly as hashing trial ids would, without touching
     // each trial (a cache miss per trial at large histories).

@@ -105,8 +105,10 @@ class TpeModel {
   const Fitted& univariate(const std::string& name, const Distribution& d);
 
   // For each param: the number of finished observations it is present in
-  // and a hash of that set (the "signature" used to group params).
-  std::pair<std::size_t, std::uint64_t> presence(const std::string& name, const Distribution& d);
+  // and a hash of that set (the "signature" used to group params; 0 unless
+  // `signature`: the count alone costs no hash per observation).
+  std::pair<std::size_t, std::uint64_t> presence(const std::string& name, const Distribution& d,
+                                                 bool signature = true);
 
  private:
   // The observations where every column has a value, and those of them

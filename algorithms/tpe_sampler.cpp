@@ -60,7 +60,7 @@ Groups make_groups(const TpeOptions& options, TpeModel& model, const History& h,
   for (std::size_t i = 0; i < space.size(); ++i) {
     const ParamSpec& spec = space.params()[i];
     if (params.count(spec.name) || spec.distribution.single_value()) continue;
-    auto sig = model.presence(spec.name, spec.distribution);
+    auto sig = model.presence(spec.name, spec.distribution, options.group);
     if (sig.first == 0) continue;
     if (!options.group) {
       if (sig.first != h.n_finished) continue;
@@ -162,7 +162,7 @@ const TpeSampler::Cache::PendingJoint& joint_draw(TpeSampler::Cache& cache, std:
     }
   for (const auto& [pname, pdist] : newest->distributions) {
     if (ctx.trial.params.count(pname) || pdist.single_value()) continue;
-    if (model.presence(pname, pdist).first != h.n_finished) continue;
+    if (model.presence(pname, pdist, false).first != h.n_finished) continue;
     joint.names.push_back(pname);
     joint.distributions.push_back(pdist);
   }
