@@ -191,7 +191,8 @@ void TpeModel::estimate(const std::vector<std::string>& names,
                         const std::vector<const std::vector<double>*>& cols, const Selection& sel,
                         const std::vector<char>& is_below, std::unique_ptr<ParzenEstimator>& below,
                         std::unique_ptr<ParzenEstimator>& above, std::size_t& nb, std::size_t& na,
-                        std::unique_ptr<ParzenEstimator>* promising) const {
+                        std::unique_ptr<ParzenEstimator>* promising,
+                        std::unique_ptr<AboveInputs>* defer) const {
   const std::size_t n_dims = names.size();
   std::vector<double> below_x, above_x = pool<double>().take(sel.present.size() * n_dims);
   const PooledScope<double> keep_above_x(above_x);
@@ -205,8 +206,8 @@ void TpeModel::estimate(const std::vector<std::string>& names,
   std::vector<DimensionSpec> dims;
   dims.reserve(dists.size());
   for (const auto& d : dists) dims.push_back(DimensionSpec::from(d));
-  std::vector<double> wb = weights(nb), wa = weights(na);
-  const PooledScope<double> keep_wb(wb), keep_wa(wa);
+  const std::vector<double>& wb = group_weights(nb);
+  const std::vector<double>& wa = group_weights(na);
   std::vector<std::vector<std::size_t>> below_orders(n_dims), above_orders(n_dims);
   if (eopt_.bandwidth == BandwidthRule::kNeighbor)
     neighbor_orders(names, dists, dims, sel, is_below, above_x, below_orders, above_orders);
@@ -219,7 +220,20 @@ void TpeModel::estimate(const std::vector<std::string>& names,
     }
   } give_orders{below_orders, above_orders};
   below = std::make_unique<ParzenEstimator>(dims, below_x, wb, eopt_, &below_orders);
-  above = std::make_unique<ParzenEstimator>(dims, above_x, wa, eopt_, &above_orders);
+  EstimatorOptions above_opt = eopt_;
+  above_opt.density_only = true;  // g(x) is only evaluated
+  if (defer && n_dims == 1 && dims[0].kind != DimensionSpec::Kind::kCategorical) {
+    auto in = std::make_unique<AboveInputs>();
+    in->dims = dims;
+    in->x = std::move(above_x);
+    in->weights = &wa;
+    in->orders = std::move(above_orders);
+    above_orders.assign(n_dims, {});
+    in->options = above_opt;
+    *defer = std::move(in);
+  } else {
+    above = std::make_unique<ParzenEstimator>(dims, above_x, wa, above_opt, &above_orders);
+  }
   if (promising && nb > 0) {
     // The paper's promising density: the below group alone, kernels at
     // least a tenth of the domain wide.
@@ -249,7 +263,7 @@ TpeModel::Fitted TpeModel::fit(const std::vector<std::string>& names,
   }
   const std::vector<char>& is_below = split(sel);
   std::size_t nb = 0, na = 0;
-  estimate(names, dists, cols, sel, is_below, f.below, f.above, nb, na, nullptr);
+  estimate(names, dists, cols, sel, is_below, f.below, f.above, nb, na, nullptr, &f.above_inputs);
   return f;
 }
 
@@ -365,7 +379,18 @@ std::vector<double> TpeModel::draw(const Fitted& f, const std::vector<Distributi
   f.below->sample(rng, nc, cand);
   std::vector<double> ll(nc), lg(nc);
   f.below->log_pdf(cand, ll);
-  f.above->log_pdf(cand, lg);
+  if (f.above_inputs && !f.drawn) {
+    const AboveInputs& in = *f.above_inputs;
+    ParzenEstimator::log_pdf_at(in.dims, in.x, *in.weights, in.options, &in.orders, cand, lg);
+  } else {
+    if (!f.above) {
+      const AboveInputs& in = *f.above_inputs;
+      f.above =
+          std::make_unique<ParzenEstimator>(in.dims, in.x, *in.weights, in.options, &in.orders);
+    }
+    f.above->log_pdf(cand, lg);
+  }
+  f.drawn = true;
   const std::size_t best = best_candidate(ll, lg);
   std::copy_n(cand.begin() + static_cast<std::ptrdiff_t>(best * dists.size()), dists.size(),
               out.begin());
@@ -411,8 +436,20 @@ const TpeModel::Fitted& TpeModel::univariate(const std::string& name, const Dist
   return uni_.back().second;
 }
 
+TpeModel::AboveInputs::~AboveInputs() {
+  pool<double>().give(x);
+  for (auto& v : orders) pool<std::size_t>().give(v);
+}
+
+const std::vector<double>& TpeModel::group_weights(std::size_t m) const {
+  auto it = weights_memo_.find(m);
+  if (it == weights_memo_.end()) it = weights_memo_.emplace(m, weights(m)).first;
+  return it->second;
+}
+
 TpeModel::~TpeModel() {
   for (auto& m : memo_) pool<double>().give(m->values);
+  for (auto& [m, w] : weights_memo_) pool<double>().give(w);
 }
 
 std::pair<std::size_t, std::uint64_t> TpeModel::presence(const std::string& name,
