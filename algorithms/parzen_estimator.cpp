@@ -492,11 +492,14 @@ void ParzenEstimator::fit_by_mean(std::span<const double> obs, std::span<const d
   // The kernels log_pdf() visits at `points` (all without points): those
   // within the window of a point (build_window(): kWindow times the 90th
   // percentile of the bandwidths) and the wider ones.
-  std::vector<char> need;
+  std::vector<char> need = pool<char>().take(points.empty() ? 0 : n_kernels);
+  const PooledScope<char> keep_need(need);
   if (!points.empty()) {
     const double cut = percentile90(kern.sigma);
     const double window = kWindow * cut;
-    std::vector<int> starts(n_kernels + 1, 0);  // +1 where a range starts, -1 after it ends
+    // +1 where a point's range starts, -1 after it ends.
+    std::vector<int> starts = pooled<int>(n_kernels + 1, 0);
+    const PooledScope<int> keep_starts(starts);
     bool any_wide = false;
     for (double v : points) {
       const NumericPoint pt = numeric_point(0, v);

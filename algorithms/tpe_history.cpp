@@ -112,6 +112,7 @@ History prepare_history(const SamplingContext& ctx, TpeSampler::Cache& cache, bo
   if (ctx.view && &ctx.view->trials() == &ctx.trials) return history_from_view(ctx, cache, liar);
   History h;
   h.obs = pool<Observation>().take(ctx.trials.size());
+  h.tried.reserve(ctx.trials.size());
   const double sign = ctx.direction == StudyDirection::kMaximize ? -1.0 : 1.0;
   std::vector<std::string> sources;  // earlier studies, in order met
   for (const TrialPtr& t : ctx.trials) {
