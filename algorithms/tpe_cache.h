@@ -162,7 +162,12 @@ struct TpeSampler::Cache {
   std::vector<std::unique_ptr<tpe::ViewState>> views;
   static constexpr std::size_t kMaxViews = 4;
   // The state kept for `view`, its index synced (O(changes)); created, or
-  // the least recent one replaced, for a view not met before.
+  // the least recent one replaced, for a view not met before. A new view
+  // gets slots of its own for its finished trials (slots are not shared
+  // between views, so refreshing one view's slot never changes another's);
+  // the slots of a dropped view stay unused until the sampler goes, so a
+  // sampler given a new view per call (a new Study over the same history
+  // each time) grows by a slot per finished trial per view.
   tpe::ViewState& view_state(const TrialView& view);
 
   // The internal value of param `name` in `t` under `d`: NaN if absent or
