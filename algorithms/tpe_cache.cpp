@@ -268,10 +268,16 @@ void ViewHistory::put(std::size_t pos, const TrialPtr& t, TpeSampler::Cache& cac
     return;
   }
   r.kind = Kind::kFinished;
-  if (r.slot == kNoSlot)
-    r.slot = cache.add_slot(t);
-  else if (!cache.slot_holds(r.slot, t))
-    cache.refresh_slot(r.slot, t);
+  if (r.slot != kNoSlot && cache.slot_holds(r.slot, t)) return;
+  // A slot of this very snapshot (met through another view), or a new one.
+  // The view path never changes a slot in place, so views may share them.
+  auto it = cache.slot_of_snapshot.find(t.get());
+  if (it != cache.slot_of_snapshot.end()) {
+    r.slot = it->second;
+    return;
+  }
+  r.slot = cache.add_slot(t);
+  cache.slot_of_snapshot.emplace(t.get(), r.slot);
 }
 
 void ViewHistory::rebuild(const TrialView& view, TpeSampler::Cache& cache) {

@@ -115,7 +115,10 @@ class ViewHistory {
 
   // Brings the records up to `view`: the trials changed since the last
   // call, or all of them (slots of unchanged finished trials kept) when the
-  // view cannot say or its trials moved (an insertion before the end).
+  // view cannot say or its trials moved (an insertion before the end). A
+  // finished trial whose slot does not hold it (another trial under its
+  // number after a rollback) gets another slot: slots of the view path are
+  // never changed in place (Cache::slot_of_snapshot shares them).
   void sync(const TrialView& view, TpeSampler::Cache& cache);
   // One record per trial of the view, in view.trials() order.
   const std::vector<Record>& records() const { return records_; }
@@ -151,6 +154,10 @@ struct TpeSampler::Cache {
 
   std::vector<Slot> slots;
   std::unordered_map<std::int64_t, std::size_t> slot_of;  // trial id -> slot
+  // The view path's slots by snapshot (each slot keeps its snapshot alive,
+  // so an address is never reused for another trial). These slots never
+  // change once made, so views share them.
+  std::unordered_map<const FrozenTrial*, std::size_t> slot_of_snapshot;
   std::vector<std::unique_ptr<Column>> columns;
   std::unordered_map<std::string, std::vector<Column*>> columns_of;  // by name
   // Define-by-run joint draws by (trial id, number, start time): the start
@@ -163,11 +170,11 @@ struct TpeSampler::Cache {
   static constexpr std::size_t kMaxViews = 4;
   // The state kept for `view`, its index synced (O(changes)); created, or
   // the least recent one replaced, for a view not met before. A new view
-  // gets slots of its own for its finished trials (slots are not shared
-  // between views, so refreshing one view's slot never changes another's);
-  // the slots of a dropped view stay unused until the sampler goes, so a
-  // sampler given a new view per call (a new Study over the same history
-  // each time) grows by a slot per finished trial per view.
+  // reuses the slots of the snapshots (the same FrozenTrial objects) that
+  // other views met (slot_of_snapshot: a new Study over the same storage
+  // each time adds no slots); a finished trial met as another snapshot (a
+  // storage that reads trials anew, a rollback) gets a new slot, and the old
+  // one stays unused until the sampler goes.
   tpe::ViewState& view_state(const TrialView& view);
 
   // The internal value of param `name` in `t` under `d`: NaN if absent or
@@ -194,7 +201,7 @@ struct TpeSampler::Cache {
   // keeps it by trial number).
   std::size_t add_slot(const TrialPtr& t);
   // Makes slot `at` hold finished trial `t` (another trial than it held),
-  // its column values and sorted places updated.
+  // its column values and sorted places updated (the path without a view).
   void refresh_slot(std::size_t at, const TrialPtr& t);
   // Whether slot `at` holds exactly what a slot of finished trial `t`
   // would (score, params, warm-start source): a new snapshot of the same

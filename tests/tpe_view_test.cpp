@@ -65,8 +65,15 @@ TpeOptions options(bool multivariate, bool group) {
 // given the view, one given the same trials without it.
 class Driver {
  public:
-  Driver(std::shared_ptr<Storage> storage, StudyDirection direction, std::uint64_t seed)
-      : storage_(std::move(storage)), direction_(direction), rng_(seed) {
+  // `fresh_views`: a new TrialView for every suggestion (as a new Study
+  // over the same storage each time would pass).
+  Driver(std::shared_ptr<Storage> storage, StudyDirection direction, std::uint64_t seed,
+         bool fresh_views = false)
+      : storage_(std::move(storage)),
+        direction_(direction),
+        rng_(seed),
+        fresh_views_(fresh_views),
+        view_(std::make_unique<TrialView>()) {
     study_ = storage_->create_study("s" + std::to_string(seed), direction, Json::object());
     for (const ParamSpec& spec : space_.params()) dists_.emplace(spec.name, spec.distribution);
   }
@@ -98,11 +105,12 @@ class Driver {
       return std::nullopt;
     }
     TrialPtr t = storage_->create_trial(study_, NewTrial{});
-    view_.sync(*storage_, study_);
+    if (fresh_views_) view_ = std::make_unique<TrialView>();
+    view_->sync(*storage_, study_);
     const int n_workers = rng_() % 3 == 0 ? 3 : 1;  // the constant liar on or off
-    SamplingContext a{direction_, view_.trials(), *t, n_workers};
-    a.view = &view_;
-    SamplingContext b{direction_, view_.trials(), *t, n_workers};
+    SamplingContext a{direction_, view_->trials(), *t, n_workers};
+    a.view = view_.get();
+    SamplingContext b{direction_, view_->trials(), *t, n_workers};
     Params pa, pb;
     with_view.sample(a, space_, pa);
     without.sample(b, space_, pb);
@@ -114,10 +122,6 @@ class Driver {
       finish(t->trial_id, pa);
     return std::make_pair(pa, pb);
   }
-
-  TrialView& view() { return view_; }
-  std::int64_t study() const { return study_; }
-  Storage& storage() { return *storage_; }
 
  private:
   void finish(std::int64_t id, const Params& p) {
@@ -153,7 +157,8 @@ class Driver {
   std::int64_t study_ = 0;
   SearchSpace space_ = mixed_space();
   std::map<std::string, Distribution> dists_;
-  TrialView view_;
+  bool fresh_views_;
+  std::unique_ptr<TrialView> view_;
   std::vector<std::pair<std::int64_t, Params>> open_;  // RUNNING trials
   std::vector<Params> done_;                           // COMPLETE points
 };
@@ -162,6 +167,7 @@ struct Case {
   bool multivariate, group;
   StudyDirection direction;
   bool feed;
+  bool fresh_views = false;
 };
 
 TEST(TpeViewTest, RandomHistoriesGiveTheSameSuggestionsWithAndWithoutAView) {
@@ -171,20 +177,23 @@ TEST(TpeViewTest, RandomHistoriesGiveTheSameSuggestionsWithAndWithoutAView) {
       {true, true, StudyDirection::kMaximize, true},
       {true, false, StudyDirection::kMinimize, false},
       {false, false, StudyDirection::kMaximize, false},
+      {true, false, StudyDirection::kMinimize, true, true},
+      {false, false, StudyDirection::kMinimize, true, true},
   };
   std::uint64_t seed = 1;
   for (const Case& c : cases) {
     std::shared_ptr<Storage> storage =
         c.feed ? std::make_shared<InMemoryStorage>() : std::make_shared<NoFeedStorage>();
-    Driver d(storage, c.direction, seed++);
+    Driver d(storage, c.direction, seed++, c.fresh_views);
     TpeSampler with_view(options(c.multivariate, c.group));
     TpeSampler without(options(c.multivariate, c.group));
     int compared = 0;
     for (int i = 0; i < 160; ++i) {
       auto s = d.step(with_view, without);
       if (!s) continue;
-      ASSERT_EQ(s->first, s->second) << "multivariate " << c.multivariate << " group " << c.group
-                                     << " feed " << c.feed << " step " << i;
+      ASSERT_EQ(s->first, s->second)
+          << "multivariate " << c.multivariate << " group " << c.group << " feed " << c.feed
+          << " fresh views " << c.fresh_views << " step " << i;
       ++compared;
     }
     EXPECT_GE(compared, 80);
