@@ -274,6 +274,16 @@ void check_inputs(std::size_t n_dims, std::span<const double> observations,
 std::vector<std::size_t> kernels_by_mean(const std::vector<double>& mu, std::size_t n,
                                          bool has_prior, const std::vector<std::size_t>* hint) {
   std::vector<std::size_t> order = pool<std::size_t>().take(mu.size());
+  if (hint && has_prior) {
+    // The hint with the prior inserted after the observations of its mean:
+    // one copy, no shift of the tail.
+    auto at = std::upper_bound(hint->begin(), hint->end(), mu[n],
+                               [&](double m, std::size_t k) { return m < mu[k]; });
+    order.insert(order.end(), hint->begin(), at);
+    order.push_back(n);
+    order.insert(order.end(), at, hint->end());
+    return order;
+  }
   if (hint) {
     order.assign(hint->begin(), hint->end());
   } else {
@@ -401,14 +411,40 @@ ParzenEstimator::ParzenEstimator(std::vector<DimensionSpec> dims,
                                  std::span<const double> observations,
                                  std::span<const double> weights, const EstimatorOptions& options,
                                  const std::vector<std::vector<std::size_t>>* orders)
+    : ParzenEstimator(std::move(dims), observations, weights, options, orders, {}) {}
+
+void ParzenEstimator::log_pdf_at(std::vector<DimensionSpec> dims,
+                                 std::span<const double> observations,
+                                 std::span<const double> weights, const EstimatorOptions& options,
+                                 const std::vector<std::vector<std::size_t>>* orders,
+                                 std::span<const double> points, std::span<double> out) {
+  const ParzenEstimator e(std::move(dims), observations, weights, options, orders, points);
+  e.log_pdf(points, out);
+}
+
+ParzenEstimator::ParzenEstimator(std::vector<DimensionSpec> dims,
+                                 std::span<const double> observations,
+                                 std::span<const double> weights, const EstimatorOptions& options,
+                                 const std::vector<std::vector<std::size_t>>* orders,
+                                 std::span<const double> points)
     : dims_(std::move(dims)) {
   const std::size_t n_dims = dims_.size();
   check_inputs(n_dims, observations, weights, options);
   const std::size_t n = weights.size();
   has_prior_ = options.consider_prior || n == 0;
-  fit_weights(weights, options);
+  density_only_ = options.density_only;
   num_.resize(n_dims);
   cat_.resize(n_dims);
+  const std::size_t n_kernels = n + (has_prior_ ? 1 : 0);
+  if (density_only_ && n_dims == 1 && dims_[0].kind != DimensionSpec::Kind::kCategorical &&
+      options.bandwidth == BandwidthRule::kNeighbor && n_kernels >= kMinWindowKernels) {
+    const std::vector<std::size_t>* order = nullptr;
+    if (orders && !orders->empty() && (*orders)[0].size() == n) order = &(*orders)[0];
+    fit_by_mean(observations, weights, options, order, points);
+    build_window();
+    return;
+  }
+  fit_weights(weights, options);
   for (std::size_t d = 0; d < n_dims; ++d) {
     if (dims_[d].kind == DimensionSpec::Kind::kCategorical) {
       fit_categorical(d, observations, n, options);
@@ -422,6 +458,111 @@ ParzenEstimator::ParzenEstimator(std::vector<DimensionSpec> dims,
   build_window();
 }
 
+void ParzenEstimator::fit_by_mean(std::span<const double> obs, std::span<const double> weights,
+                                  const EstimatorOptions& opt, const std::vector<std::size_t>* hint,
+                                  std::span<const double> points) {
+  const DimensionSpec& dim = dims_[0];
+  const bool continuous = dim.kind == DimensionSpec::Kind::kContinuous;
+  const std::size_t n = weights.size();
+  const std::size_t n_kernels = n + (has_prior_ ? 1 : 0);
+  // fit_weights(): the total in the observations' order.
+  const double prior_w = n == 0 ? 1.0 : opt.prior_weight;
+  double total = has_prior_ ? prior_w : 0.0;
+  for (double w : weights) total += w;
+  const double log_total = std::log(total);
+  // fit_numeric(): the means in observation order (the prior's place in the
+  // order is found from them), then every array in mean order.
+  std::vector<double> mu = pool<double>().take(n_kernels);
+  const PooledScope<double> keep_mu(mu);
+  for (std::size_t i = 0; i < n; ++i)
+    mu.push_back(std::clamp(dim.center(obs[i]), kUnitLow, kUnitHigh));
+  if (has_prior_) mu.push_back(0.5 * (kUnitLow + kUnitHigh));
+  by_mean_ = kernels_by_mean(mu, n, has_prior_, hint);
+  NumericKernels& kern = num_[0];
+  kern.mu = pool<double>().take(n_kernels);
+  for (std::size_t k : by_mean_) kern.mu.push_back(mu[k]);
+  // In mean order the neighbours of place p are places p - 1 and p + 1.
+  order0_ = pool<std::size_t>().take(n_kernels);
+  for (std::size_t p = 0; p < n_kernels; ++p) order0_.push_back(p);
+  kern.sigma = pooled<double>(n_kernels);
+  neighbor_bandwidths(kern.mu, order0_, opt, kern.sigma);
+  const double floor = smallest_bandwidth(opt, n_kernels);
+  for (std::size_t p = 0; p < n_kernels; ++p)
+    kern.sigma[p] = by_mean_[p] == n ? kUnitRange : std::clamp(kern.sigma[p], floor, kUnitRange);
+  // The kernels log_pdf() visits at `points` (all without points): those
+  // within the window of a point (build_window(): kWindow times the 90th
+  // percentile of the bandwidths) and the wider ones.
+  std::vector<char> need = pool<char>().take(points.empty() ? 0 : n_kernels);
+  const PooledScope<char> keep_need(need);
+  if (!points.empty()) {
+    const double cut = percentile90(kern.sigma);
+    const double window = kWindow * cut;
+    // +1 where a point's range starts, -1 after it ends.
+    std::vector<int> starts = pooled<int>(n_kernels + 1, 0);
+    const PooledScope<int> keep_starts(starts);
+    bool any_wide = false;
+    for (double v : points) {
+      const NumericPoint pt = numeric_point(0, v);
+      const double lo = (pt.continuous ? pt.x : pt.e0) - window;
+      const double hi = (pt.continuous ? pt.x : pt.e1) + window;
+      const auto first = std::lower_bound(kern.mu.begin(), kern.mu.end(), lo) - kern.mu.begin();
+      const auto last = std::upper_bound(kern.mu.begin(), kern.mu.end(), hi) - kern.mu.begin();
+      if (first >= last) continue;
+      ++starts[static_cast<std::size_t>(first)];
+      --starts[static_cast<std::size_t>(last)];
+    }
+    need.assign(n_kernels, 0);
+    int depth = 0;
+    for (std::size_t p = 0; p < n_kernels; ++p) {
+      depth += starts[p];
+      const bool wide = kern.sigma[p] > cut;
+      any_wide = any_wide || wide;
+      need[p] = depth > 0 || wide ? 1 : 0;
+    }
+    // No wide kernel: a point with an empty window sums every kernel.
+    if (!any_wide) need.clear();
+  }
+  kern.inv_sigma = pool<double>().take(n_kernels);
+  kern.log_sigma = pool<double>().take(n_kernels);
+  kern.log_z = pool<double>().take(n_kernels);
+  log_w_ = pool<double>().take(n_kernels);
+  base_ = pool<double>().take(n_kernels);
+  double last_sigma = -1, last_log_sigma = 0;
+  for (std::size_t p = 0; p < n_kernels; ++p) {
+    if (!need.empty() && !need[p]) {
+      for (std::vector<double>* v :
+           {&kern.inv_sigma, &kern.log_sigma, &kern.log_z, &log_w_, &base_})
+        v->push_back(0.0);
+      continue;
+    }
+    const double inv = 1.0 / kern.sigma[p];
+    kern.inv_sigma.push_back(inv);
+    // Many kernels share the clipped bandwidth: reuse the last log.
+    if (kern.sigma[p] != last_sigma) {
+      last_sigma = kern.sigma[p];
+      last_log_sigma = std::log(last_sigma);
+    }
+    kern.log_sigma.push_back(last_log_sigma);
+    kern.log_z.push_back(log_mass_in_domain(kern.mu[p], inv));
+    // fit_weights() and add_normalizers() for this kernel.
+    const std::size_t k = by_mean_[p];
+    const double w = k < n ? weights[k] : prior_w;
+    const double log_w = (w == 1.0 ? 0.0 : std::log(w)) - log_total;
+    log_w_.push_back(log_w);
+    double base = log_w;
+    const double ls = continuous != opt.equal_heights ? kern.log_sigma[p] : 0.0;
+    base += (continuous ? -ls : ls) - kern.log_z[p];
+    if (continuous) base -= kHalfLog2Pi;
+    base_.push_back(base);
+  }
+}
+
+std::size_t ParzenEstimator::stored(std::size_t k) const {
+  if (by_mean_.empty()) return k;
+  return static_cast<std::size_t>(std::find(by_mean_.begin(), by_mean_.end(), k) -
+                                  by_mean_.begin());
+}
+
 void ParzenEstimator::fit_weights(std::span<const double> weights,
                                   const EstimatorOptions& options) {
   const std::size_t n = weights.size();
@@ -429,15 +570,15 @@ void ParzenEstimator::fit_weights(std::span<const double> weights,
   double prior_w = n == 0 ? 1.0 : options.prior_weight;
   double total = has_prior_ ? prior_w : 0.0;
   for (double w : weights) total += w;
-  log_w_ = pooled<double>(n_kernels);
-  cum_w_ = pooled<double>(n_kernels);
+  log_w_ = pool<double>().take(n_kernels);
+  cum_w_ = pool<double>().take(n_kernels);
   double acc = 0;
   const double log_total = std::log(total);
   for (std::size_t k = 0; k < n_kernels; ++k) {
     double w = k < n ? weights[k] : prior_w;
-    log_w_[k] = (w == 1.0 ? 0.0 : std::log(w)) - log_total;  // most weights are 1
+    log_w_.push_back((w == 1.0 ? 0.0 : std::log(w)) - log_total);  // most weights are 1
     acc += w / total;
-    cum_w_[k] = acc;
+    cum_w_.push_back(acc);
   }
   cum_w_.back() = 1.0;
   base_ = pool<double>().take(n_kernels);
@@ -463,11 +604,11 @@ void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, st
   const std::size_t n_dims = dims_.size();
   const std::size_t n_kernels = log_w_.size();
   NumericKernels& kern = num_[d];
-  kern.mu = pooled<double>(n_kernels);
+  kern.mu = pool<double>().take(n_kernels);
   kern.sigma = pooled<double>(n_kernels);
   for (std::size_t i = 0; i < n; ++i)
-    kern.mu[i] = std::clamp(dim.center(obs[i * n_dims + d]), kUnitLow, kUnitHigh);
-  if (has_prior_) kern.mu[n] = 0.5 * (kUnitLow + kUnitHigh);
+    kern.mu.push_back(std::clamp(dim.center(obs[i * n_dims + d]), kUnitLow, kUnitHigh));
+  if (has_prior_) kern.mu.push_back(0.5 * (kUnitLow + kUnitHigh));
 
   if (opt.bandwidth == BandwidthRule::kNeighbor) {
     std::vector<std::size_t> order = kernels_by_mean(kern.mu, n, has_prior_, hint);
@@ -485,15 +626,16 @@ void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, st
   for (std::size_t k = 0; k < n; ++k) kern.sigma[k] = std::clamp(kern.sigma[k], floor, kUnitRange);
   if (has_prior_) kern.sigma[n] = kUnitRange;
 
-  kern.inv_sigma = pooled<double>(n_kernels);
-  kern.log_sigma = pooled<double>(n_kernels);
-  kern.log_z = pooled<double>(n_kernels);
+  kern.inv_sigma = pool<double>().take(n_kernels);
+  kern.log_sigma = pool<double>().take(n_kernels);
+  kern.log_z = pool<double>().take(n_kernels);
   for (std::size_t k = 0; k < n_kernels; ++k) {
-    kern.inv_sigma[k] = 1.0 / kern.sigma[k];
+    const double inv = 1.0 / kern.sigma[k];
+    kern.inv_sigma.push_back(inv);
     // Many kernels share the clipped bandwidth: reuse the last log.
-    kern.log_sigma[k] = k > 0 && kern.sigma[k] == kern.sigma[k - 1] ? kern.log_sigma[k - 1]
-                                                                    : std::log(kern.sigma[k]);
-    kern.log_z[k] = log_mass_in_domain(kern.mu[k], kern.inv_sigma[k]);
+    kern.log_sigma.push_back(k > 0 && kern.sigma[k] == kern.sigma[k - 1] ? kern.log_sigma[k - 1]
+                                                                         : std::log(kern.sigma[k]));
+    kern.log_z.push_back(log_mass_in_domain(kern.mu[k], inv));
   }
 }
 
@@ -534,6 +676,7 @@ void ParzenEstimator::fit_categorical(std::size_t d, std::span<const double> obs
 
 void ParzenEstimator::sample(std::mt19937_64& rng, std::size_t count,
                              std::vector<double>& out) const {
+  if (density_only_) throw Error("ParzenEstimator: a density-only estimator cannot be sampled");
   const std::size_t n_dims = dims_.size();
   out.resize(count * n_dims);
   for (std::size_t j = 0; j < count; ++j) {
@@ -646,6 +789,7 @@ ParzenEstimator::~ParzenEstimator() {
     doubles.give(*v);
   pool<std::size_t>().give(sorted_k_);
   pool<std::size_t>().give(order0_);
+  pool<std::size_t>().give(by_mean_);
 }
 
 void ParzenEstimator::log_pdf(std::span<const double> points, std::span<double> out) const {
@@ -744,6 +888,23 @@ double ParzenEstimator::log_pdf_one(const double* point, std::vector<double>& ac
   grow(acc_buf, scratch_buf, n_kernels);
   double* acc = acc_buf.data();
   double* scratch = scratch_buf.data();
+  if (!by_mean_.empty()) {
+    // Kernels laid out by mean: each term at its kernel's own place, so
+    // that the sum runs in the same order as for any other layout.
+    const NumericPoint p = numeric_point(0, point[0]);
+    const NumericKernels& kern = num_[0];
+    for (std::size_t q = 0; q < n_kernels; ++q) {
+      double a = base_[q];
+      if (p.continuous) {
+        const double z = (p.x - kern.mu[q]) * kern.inv_sigma[q];
+        a -= 0.5 * z * z;
+      } else {
+        a += numeric_term(0, q, p);
+      }
+      acc[by_mean_[q]] = a;
+    }
+    return log_sum_exp(acc, n_kernels, scratch);
+  }
   std::copy(base_.begin(), base_.end(), acc);
   for (std::size_t d = 0; d < n_dims; ++d) {
     const DimensionSpec& dim = dims_[d];

@@ -82,24 +82,42 @@ bool TpeSampler::Cache::same_trial(const FrozenTrial& a, const FrozenTrial& b) {
 std::size_t TpeSampler::Cache::slot(const TrialPtr& t) {
   auto it = slot_of.find(t->trial_id);
   if (it != slot_of.end() && same_trial(*slots[it->second].trial, *t)) return it->second;
-  Slot s = make_slot(t);
   if (it != slot_of.end()) {
     // Another trial under a known id (a caller may reuse ids): refresh the
     // slot in place.
-    const std::size_t at = it->second;
-    slots[at] = std::move(s);
-    for (auto& c : columns) {
-      if (c->values.size() <= at) continue;
-      auto pos = std::find(c->sorted.begin(), c->sorted.end(), at);
-      if (pos != c->sorted.end()) c->sorted.erase(pos);
-      c->values[at] = internal_value(*t, c->name, c->distribution);
-      insert_sorted(*c, at);
-    }
-    return at;
+    refresh_slot(it->second, t);
+    return it->second;
   }
-  slots.push_back(std::move(s));
-  slot_of.emplace(t->trial_id, slots.size() - 1);
+  const std::size_t at = add_slot(t);
+  slot_of.emplace(t->trial_id, at);
+  return at;
+}
+
+std::size_t TpeSampler::Cache::add_slot(const TrialPtr& t) {
+  slots.push_back(make_slot(t));
   return slots.size() - 1;
+}
+
+void TpeSampler::Cache::refresh_slot(std::size_t at, const TrialPtr& t) {
+  slots[at] = make_slot(t);
+  for (auto& c : columns) {
+    if (c->values.size() <= at) continue;
+    auto pos = std::find(c->sorted.begin(), c->sorted.end(), at);
+    if (pos != c->sorted.end()) c->sorted.erase(pos);
+    c->values[at] = internal_value(*t, c->name, c->distribution);
+    insert_sorted(*c, at);
+  }
+}
+
+bool TpeSampler::Cache::slot_holds(std::size_t at, const TrialPtr& t) const {
+  const Slot& a = slots[at];
+  if (a.trial == t) return true;
+  const Slot b = make_slot(t);
+  return a.state == b.state && a.usable == b.usable && a.has_value == b.has_value &&
+         std::bit_cast<std::uint64_t>(a.value) == std::bit_cast<std::uint64_t>(b.value) &&
+         std::bit_cast<std::uint64_t>(a.depth) == std::bit_cast<std::uint64_t>(b.depth) &&
+         a.params_hash == b.params_hash && a.warm_source == b.warm_source &&
+         a.trial->number == t->number && same_params(a.trial->params, t->params);
 }
 
 TpeSampler::Cache::Column& TpeSampler::Cache::column(const std::string& name,
@@ -234,6 +252,96 @@ bool ViewIndex::is_taken(const Params& p, std::int64_t exclude) const {
   return false;
 }
 
+// ------------------------------------------------------------------ ViewHistory
+
+namespace {
+
+bool finished_state(TrialState s) { return s == TrialState::kComplete || s == TrialState::kPruned; }
+
+}  // namespace
+
+void ViewHistory::put(std::size_t pos, const TrialPtr& t, TpeSampler::Cache& cache) {
+  Record& r = records_[pos];
+  r.number = t->number;
+  if (!finished_state(t->state)) {
+    r.kind = t->state == TrialState::kRunning ? Kind::kRunning : Kind::kOther;
+    return;
+  }
+  r.kind = Kind::kFinished;
+  if (r.slot != kNoSlot && cache.slot_holds(r.slot, t)) return;
+  // A slot of this very snapshot (met through another view), or a new one.
+  // The view path never changes a slot in place, so views may share them.
+  auto it = cache.slot_of_snapshot.find(t.get());
+  if (it != cache.slot_of_snapshot.end()) {
+    r.slot = it->second;
+    return;
+  }
+  r.slot = cache.add_slot(t);
+  cache.slot_of_snapshot.emplace(t.get(), r.slot);
+}
+
+void ViewHistory::rebuild(const TrialView& view, TpeSampler::Cache& cache) {
+  // Slots by number from the old records, so that the finished trials that
+  // did not change keep theirs.
+  std::unordered_map<std::int64_t, std::size_t> slot_of_number;
+  for (const Record& r : records_)
+    if (r.slot != kNoSlot) slot_of_number.emplace(r.number, r.slot);
+  const std::vector<TrialPtr>& trials = view.trials();
+  records_.assign(trials.size(), Record{});
+  for (std::size_t i = 0; i < trials.size(); ++i) {
+    if (!trials[i]) continue;
+    auto it = slot_of_number.find(trials[i]->number);
+    if (it != slot_of_number.end()) records_[i].slot = it->second;
+    put(i, trials[i], cache);
+  }
+}
+
+void ViewHistory::sync(const TrialView& view, TpeSampler::Cache& cache) {
+  std::optional<std::vector<std::int64_t>> changed;
+  if (synced_) changed = view.changed_since(version_);
+  const std::vector<TrialPtr>& trials = view.trials();
+  bool ok = changed.has_value() && trials.size() >= records_.size();
+  if (ok) {
+    const std::size_t old_size = records_.size();
+    records_.resize(trials.size());
+    for (std::int64_t number : *changed) {
+      auto found = find_trial_number(trials, number);
+      if (found == trials.end()) {
+        ok = false;  // a trial went away: positions moved
+        break;
+      }
+      const auto pos = static_cast<std::size_t>(found - trials.begin());
+      if (pos < old_size && records_[pos].number != number) {
+        ok = false;  // inserted before the end: positions moved
+        break;
+      }
+      put(pos, *found, cache);
+    }
+    // Every new position is a changed trial; check that none was missed.
+    for (std::size_t i = old_size; ok && i < trials.size(); ++i)
+      ok = trials[i] && records_[i].number == trials[i]->number;
+  }
+  if (!ok) rebuild(view, cache);
+  version_ = view.version();
+  synced_ = true;
+}
+
 }  // namespace tpe
+
+tpe::ViewState& TpeSampler::Cache::view_state(const TrialView& view) {
+  auto it = std::find_if(views.begin(), views.end(),
+                         [&](const auto& v) { return v->view_id == view.id(); });
+  if (it == views.end()) {
+    if (views.size() >= kMaxViews) views.erase(views.begin());
+    views.push_back(std::make_unique<tpe::ViewState>());
+    views.back()->view_id = view.id();
+    it = views.end() - 1;
+  }
+  // Most recent last.
+  std::rotate(it, it + 1, views.end());
+  tpe::ViewState& state = *views.back();
+  state.index.sync(view);
+  return state;
+}
 
 }  // namespace hps

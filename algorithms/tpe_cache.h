@@ -1,9 +1,11 @@
 // TpeSampler's cache (private; not installed): per finished trial, a slot
 // with its score, and per (param, distribution) a column of internal values
 // with the slots sorted by value. Finished trials never change, so a slot is
-// computed once per trial id; a sampler shared by studies of different
-// storages may see an id again for another trial, which same_trial() tells
-// apart. Also the joint draws of define-by-run trials being sampled.
+// computed once per trial: without a view, per trial id (a sampler shared
+// by studies of different storages may see an id again for another trial,
+// which same_trial() tells apart); with a view (SamplingContext::view), per
+// trial number of that view (ViewState). Also the joint draws of
+// define-by-run trials being sampled.
 #pragma once
 
 #include <cstddef>
@@ -88,6 +90,55 @@ class ViewIndex {
   std::size_t n_complete_ = 0;
 };
 
+// What TpeSampler keeps of a TrialView for prepare_history() between calls:
+// per trial of the view (by its position in view.trials(), which is number
+// order) whether it is finished or RUNNING and its cache slot, updated from
+// TrialView::changed_since (O(changes)). A call then builds its History
+// from these records in one pass that touches no trial (no slot lookup by
+// id, no hashing of params), and answers "was this point tried?" from the
+// ViewIndex kept beside them.
+class ViewHistory {
+ public:
+  enum class Kind : std::uint8_t {
+    kOther,     // WAITING or FAIL: never an observation
+    kFinished,  // COMPLETE or PRUNED: `slot` holds its score
+    kRunning,   // a liar when the constant liar is on
+  };
+  static constexpr std::size_t kNoSlot = std::numeric_limits<std::size_t>::max();
+  struct Record {
+    std::int64_t number = std::numeric_limits<std::int64_t>::min();  // none yet
+    Kind kind = Kind::kOther;
+    // The cache slot of this number's trial (kept while the trial is not
+    // finished, so that a trial finished again after a rollback reuses it).
+    std::size_t slot = kNoSlot;
+  };
+
+  // Brings the records up to `view`: the trials changed since the last
+  // call, or all of them (slots of unchanged finished trials kept) when the
+  // view cannot say or its trials moved (an insertion before the end). A
+  // finished trial whose slot does not hold it (another trial under its
+  // number after a rollback) gets another slot: slots of the view path are
+  // never changed in place (Cache::slot_of_snapshot shares them).
+  void sync(const TrialView& view, TpeSampler::Cache& cache);
+  // One record per trial of the view, in view.trials() order.
+  const std::vector<Record>& records() const { return records_; }
+
+ private:
+  void put(std::size_t pos, const TrialPtr& t, TpeSampler::Cache& cache);
+  void rebuild(const TrialView& view, TpeSampler::Cache& cache);
+
+  std::uint64_t version_ = 0;
+  bool synced_ = false;
+  std::vector<Record> records_;
+};
+
+// What the cache keeps of one view: its ViewIndex and ViewHistory.
+struct ViewState {
+  std::uint64_t view_id = 0;
+  ViewIndex index;
+  ViewHistory history;
+};
+
 struct PendingJoint {
   std::vector<std::string> names;
   std::vector<Distribution> distributions;
@@ -103,14 +154,28 @@ struct TpeSampler::Cache {
 
   std::vector<Slot> slots;
   std::unordered_map<std::int64_t, std::size_t> slot_of;  // trial id -> slot
+  // The view path's slots by snapshot (each slot keeps its snapshot alive,
+  // so an address is never reused for another trial). These slots never
+  // change once made, so views share them.
+  std::unordered_map<const FrozenTrial*, std::size_t> slot_of_snapshot;
   std::vector<std::unique_ptr<Column>> columns;
   std::unordered_map<std::string, std::vector<Column*>> columns_of;  // by name
   // Define-by-run joint draws by (trial id, number, start time): the start
   // time tells apart trials of different studies that share ids.
   using PendingKey = std::tuple<std::int64_t, std::int64_t, std::int64_t>;
   std::map<PendingKey, PendingJoint> pending;
-  // The view the last calls came with (SamplingContext::view).
-  tpe::ViewIndex view_index;
+  // The views the last calls came with (SamplingContext::view), most
+  // recent last; at most kMaxViews (a sampler shared by several studies).
+  std::vector<std::unique_ptr<tpe::ViewState>> views;
+  static constexpr std::size_t kMaxViews = 4;
+  // The state kept for `view`, its index synced (O(changes)); created, or
+  // the least recent one replaced, for a view not met before. A new view
+  // reuses the slots of the snapshots (the same FrozenTrial objects) that
+  // other views met (slot_of_snapshot: a new Study over the same storage
+  // each time adds no slots); a finished trial met as another snapshot (a
+  // storage that reads trials anew, a rollback) gets a new slot, and the old
+  // one stays unused until the sampler goes.
+  tpe::ViewState& view_state(const TrialView& view);
 
   // The internal value of param `name` in `t` under `d`: NaN if absent or
   // outside `d`.
@@ -129,8 +194,19 @@ struct TpeSampler::Cache {
   // no JSON is compared).
   static bool same_trial(const FrozenTrial& a, const FrozenTrial& b);
 
-  // The slot of a finished trial, created on first sight.
+  // The slot of a finished trial, created on first sight (by trial id:
+  // the path without a view).
   std::size_t slot(const TrialPtr& t);
+  // A new slot for finished trial `t` (not indexed by id: the view path
+  // keeps it by trial number).
+  std::size_t add_slot(const TrialPtr& t);
+  // Makes slot `at` hold finished trial `t` (another trial than it held),
+  // its column values and sorted places updated (the path without a view).
+  void refresh_slot(std::size_t at, const TrialPtr& t);
+  // Whether slot `at` holds exactly what a slot of finished trial `t`
+  // would (score, params, warm-start source): a new snapshot of the same
+  // trial.
+  bool slot_holds(std::size_t at, const TrialPtr& t) const;
 
   // The column of (name, distribution), filled for every slot.
   Column& column(const std::string& name, const Distribution& d);

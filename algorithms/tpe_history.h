@@ -46,6 +46,12 @@ struct Observation {
 
 // Everything a call needs from the history.
 struct History {
+  History() = default;
+  History(History&&) = default;
+  History& operator=(History&&) = default;
+  // Hands obs and obs_of_slot back to this thread's pool (buffer_pool.h).
+  ~History();
+
   std::vector<Observation> obs;
   // For each cache slot, the index of its observation in obs, or -1.
   std::vector<std::ptrdiff_t> obs_of_slot;
@@ -53,15 +59,26 @@ struct History {
   std::size_t n_finished = 0;
   // 1 + the number of earlier studies that warm-start trials come from.
   std::size_t n_tasks = 1;
-  // The points tried (tried::counts_as_tried), for the duplicate check.
+  // The points tried (tried::counts_as_tried), for the duplicate check:
+  // `tried` without a view; with one, the view's index (`index`, trial
+  // `exclude` left out), kept up to date across calls.
   tried::TriedPoints tried;
+  const ViewIndex* index = nullptr;
+  std::int64_t exclude = 0;
 
   // Whether the params `p` were tried.
-  bool is_taken(const Params& p) const { return tried.contains(p); }
+  bool is_taken(const Params& p) const {
+    return index ? index->is_taken(p, exclude) : tried.contains(p);
+  }
 };
 
 // The history of ctx's trials (the trial being sampled left out), scoring
 // finished trials through `cache`; `liar`: RUNNING trials are observations.
+// With ctx.view (and ctx.trials its trials) it is built from the cache's
+// records of that view (ViewHistory, O(changes) to update) in one pass over
+// compact records; otherwise from every trial (a slot lookup by trial id
+// and the params hashed into `tried`, per trial). Both give the same
+// History (observations, ranks, counts, tasks, tried points).
 History prepare_history(const SamplingContext& ctx, TpeSampler::Cache& cache, bool liar);
 
 }  // namespace hps::tpe

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
+#include "algorithms/buffer_pool.h"
 #include "algorithms/random_sampler.h"
 #include "search/util/random.h"
 
@@ -27,14 +29,11 @@ std::size_t best_candidate(const std::vector<double>& ll, const std::vector<doub
   return best;
 }
 
-// Merges the liars of `present` (RUNNING trials: no slot, always in the
-// above group) into `ao`, the above group's order along dimension d.
-void merge_liars(const History& h, const std::vector<std::size_t>& present,
-                 const std::vector<std::ptrdiff_t>& pos, const std::vector<double>& above_x,
+// Merges the liars (RUNNING trials: no slot, always in the above group) at
+// positions `liars` of the above group into `ao`, the above group's order
+// along dimension d.
+void merge_liars(std::vector<std::size_t> liars, const std::vector<double>& above_x,
                  std::size_t n_dims, std::size_t d, std::vector<std::size_t>& ao) {
-  std::vector<std::size_t> liars;
-  for (std::size_t i : present)
-    if (h.obs[i].slot < 0) liars.push_back(static_cast<std::size_t>(pos[i]));
   if (liars.empty()) return;
   auto less = [&](std::size_t a, std::size_t b) {
     double va = above_x[a * n_dims + d], vb = above_x[b * n_dims + d];
@@ -66,7 +65,7 @@ const std::vector<double>& TpeModel::values(const std::string& name, const Distr
   for (const auto& m : memo_)
     if (m->name == name && m->distribution == d) return m->values;
   TpeSampler::Cache::Column& col = cache_.column(name, d);
-  auto m = std::make_unique<Memo>(Memo{name, d, std::vector<double>(h_.obs.size())});
+  auto m = std::make_unique<Memo>(Memo{name, d, pooled<double>(h_.obs.size())});
   for (std::size_t i = 0; i < h_.obs.size(); ++i) {
     const Observation& o = h_.obs[i];
     m->values[i] = o.slot >= 0 ? col.values[static_cast<std::size_t>(o.slot)]
@@ -79,8 +78,8 @@ const std::vector<double>& TpeModel::values(const std::string& name, const Distr
 TpeModel::Selection TpeModel::select(const std::vector<const std::vector<double>*>& cols) const {
   const std::size_t n = h_.obs.size();
   Selection sel;
-  sel.present.reserve(n);
-  sel.finished.reserve(n);
+  sel.present = pool<std::size_t>().take(n);
+  sel.finished = pool<std::size_t>().take(n);
   for (std::size_t i = 0; i < n; ++i) {
     bool ok = std::none_of(cols.begin(), cols.end(),
                            [&](const std::vector<double>* c) { return std::isnan((*c)[i]); });
@@ -150,23 +149,40 @@ void TpeModel::neighbor_orders(const std::vector<std::string>& names,
                                std::vector<std::vector<std::size_t>>& below_orders,
                                std::vector<std::vector<std::size_t>>& above_orders) const {
   const std::size_t n_dims = names.size();
-  std::vector<std::ptrdiff_t> pos(h_.obs.size(), -1);  // index within its group
+  // Per cache slot, where its observation goes: 0 nowhere (absent, or not
+  // in this call), k > 0 position k - 1 of the above group, k < 0 position
+  // -k - 1 of the below group. One small array read per sorted slot (the
+  // walk below visits slots in value order, i.e. at random).
+  std::vector<std::int32_t> tag = pooled<std::int32_t>(h_.obs_of_slot.size(), 0);
+  const PooledScope<std::int32_t> keep_tag(tag);
+  std::vector<std::size_t> liars;  // positions in the above group
   std::size_t ib = 0, ia = 0;
-  for (std::size_t i : sel.present) pos[i] = static_cast<std::ptrdiff_t>(is_below[i] ? ib++ : ia++);
+  for (std::size_t i : sel.present) {
+    const bool below = is_below[i] != 0;
+    const std::size_t p = below ? ib++ : ia++;
+    const std::ptrdiff_t slot = h_.obs[i].slot;
+    if (slot < 0) {
+      liars.push_back(p);
+      continue;
+    }
+    const auto k = static_cast<std::int32_t>(p) + 1;
+    tag[static_cast<std::size_t>(slot)] = below ? -k : k;
+  }
   for (std::size_t d = 0; d < n_dims; ++d) {
     if (dims[d].kind == DimensionSpec::Kind::kCategorical) continue;
     const TpeSampler::Cache::Column& col = cache_.column(names[d], dists[d]);
     auto& bo = below_orders[d];
     auto& ao = above_orders[d];
-    bo.reserve(ib);
-    ao.reserve(ia);
+    bo = pool<std::size_t>().take(ib);
+    ao = pool<std::size_t>().take(ia);
     for (std::size_t slot : col.sorted) {
-      std::ptrdiff_t i = slot < h_.obs_of_slot.size() ? h_.obs_of_slot[slot] : -1;
-      if (i < 0 || pos[static_cast<std::size_t>(i)] < 0) continue;
-      auto ui = static_cast<std::size_t>(i);
-      (is_below[ui] ? bo : ao).push_back(static_cast<std::size_t>(pos[ui]));
+      const std::int32_t k = slot < tag.size() ? tag[slot] : 0;
+      if (k > 0)
+        ao.push_back(static_cast<std::size_t>(k - 1));
+      else if (k < 0)
+        bo.push_back(static_cast<std::size_t>(-k - 1));
     }
-    merge_liars(h_, sel.present, pos, above_x, n_dims, d, ao);
+    merge_liars(liars, above_x, n_dims, d, ao);
   }
 }
 
@@ -175,10 +191,11 @@ void TpeModel::estimate(const std::vector<std::string>& names,
                         const std::vector<const std::vector<double>*>& cols, const Selection& sel,
                         const std::vector<char>& is_below, std::unique_ptr<ParzenEstimator>& below,
                         std::unique_ptr<ParzenEstimator>& above, std::size_t& nb, std::size_t& na,
-                        std::unique_ptr<ParzenEstimator>* promising) const {
+                        std::unique_ptr<ParzenEstimator>* promising,
+                        std::unique_ptr<AboveInputs>* defer) const {
   const std::size_t n_dims = names.size();
-  std::vector<double> below_x, above_x;
-  above_x.reserve(sel.present.size() * n_dims);
+  std::vector<double> below_x, above_x = pool<double>().take(sel.present.size() * n_dims);
+  const PooledScope<double> keep_above_x(above_x);
   nb = 0;
   na = 0;
   for (std::size_t i : sel.present) {
@@ -189,12 +206,34 @@ void TpeModel::estimate(const std::vector<std::string>& names,
   std::vector<DimensionSpec> dims;
   dims.reserve(dists.size());
   for (const auto& d : dists) dims.push_back(DimensionSpec::from(d));
-  std::vector<double> wb = weights(nb), wa = weights(na);
+  const std::vector<double>& wb = group_weights(nb);
+  const std::vector<double>& wa = group_weights(na);
   std::vector<std::vector<std::size_t>> below_orders(n_dims), above_orders(n_dims);
   if (eopt_.bandwidth == BandwidthRule::kNeighbor)
     neighbor_orders(names, dists, dims, sel, is_below, above_x, below_orders, above_orders);
+  struct GiveOrders {
+    std::vector<std::vector<std::size_t>>& b;
+    std::vector<std::vector<std::size_t>>& a;
+    ~GiveOrders() {
+      for (auto* list : {&b, &a})
+        for (auto& v : *list) pool<std::size_t>().give(v);
+    }
+  } give_orders{below_orders, above_orders};
   below = std::make_unique<ParzenEstimator>(dims, below_x, wb, eopt_, &below_orders);
-  above = std::make_unique<ParzenEstimator>(dims, above_x, wa, eopt_, &above_orders);
+  EstimatorOptions above_opt = eopt_;
+  above_opt.density_only = true;  // g(x) is only evaluated
+  if (defer && n_dims == 1 && dims[0].kind != DimensionSpec::Kind::kCategorical) {
+    auto in = std::make_unique<AboveInputs>();
+    in->dims = dims;
+    in->x = std::move(above_x);
+    in->weights = &wa;
+    in->orders = std::move(above_orders);
+    above_orders.assign(n_dims, {});
+    in->options = above_opt;
+    *defer = std::move(in);
+  } else {
+    above = std::make_unique<ParzenEstimator>(dims, above_x, wa, above_opt, &above_orders);
+  }
   if (promising && nb > 0) {
     // The paper's promising density: the below group alone, kernels at
     // least a tenth of the domain wide.
@@ -212,6 +251,7 @@ TpeModel::Fitted TpeModel::fit(const std::vector<std::string>& names,
   cols.reserve(n_dims);
   for (std::size_t d = 0; d < n_dims; ++d) cols.push_back(&values(names[d], dists[d]));
   Selection sel = select(cols);
+  const PooledScope<std::size_t> keep_present(sel.present), keep_finished(sel.finished);
   Fitted f;
   if (sel.finished.empty()) {
     f.random = true;
@@ -223,7 +263,7 @@ TpeModel::Fitted TpeModel::fit(const std::vector<std::string>& names,
   }
   const std::vector<char>& is_below = split(sel);
   std::size_t nb = 0, na = 0;
-  estimate(names, dists, cols, sel, is_below, f.below, f.above, nb, na, nullptr);
+  estimate(names, dists, cols, sel, is_below, f.below, f.above, nb, na, nullptr, &f.above_inputs);
   return f;
 }
 
@@ -317,7 +357,7 @@ double TpeModel::similarity(const ParzenEstimator& a, const ParzenEstimator& b,
 }
 
 std::vector<double> TpeModel::weights(std::size_t m) const {
-  std::vector<double> w(m, 1.0);
+  std::vector<double> w = pooled<double>(m, 1.0);
   if (options_.weights == TpeWeights::kOldDecay && m > options_.weights_window) {
     std::size_t r = m - options_.weights_window;
     for (std::size_t j = 0; j < r; ++j)
@@ -339,7 +379,18 @@ std::vector<double> TpeModel::draw(const Fitted& f, const std::vector<Distributi
   f.below->sample(rng, nc, cand);
   std::vector<double> ll(nc), lg(nc);
   f.below->log_pdf(cand, ll);
-  f.above->log_pdf(cand, lg);
+  if (f.above_inputs && !f.drawn) {
+    const AboveInputs& in = *f.above_inputs;
+    ParzenEstimator::log_pdf_at(in.dims, in.x, *in.weights, in.options, &in.orders, cand, lg);
+  } else {
+    if (!f.above) {
+      const AboveInputs& in = *f.above_inputs;
+      f.above =
+          std::make_unique<ParzenEstimator>(in.dims, in.x, *in.weights, in.options, &in.orders);
+    }
+    f.above->log_pdf(cand, lg);
+  }
+  f.drawn = true;
   const std::size_t best = best_candidate(ll, lg);
   std::copy_n(cand.begin() + static_cast<std::ptrdiff_t>(best * dists.size()), dists.size(),
               out.begin());
@@ -385,14 +436,31 @@ const TpeModel::Fitted& TpeModel::univariate(const std::string& name, const Dist
   return uni_.back().second;
 }
 
+TpeModel::AboveInputs::~AboveInputs() {
+  pool<double>().give(x);
+  for (auto& v : orders) pool<std::size_t>().give(v);
+}
+
+const std::vector<double>& TpeModel::group_weights(std::size_t m) const {
+  auto it = weights_memo_.find(m);
+  if (it == weights_memo_.end()) it = weights_memo_.emplace(m, weights(m)).first;
+  return it->second;
+}
+
+TpeModel::~TpeModel() {
+  for (auto& m : memo_) pool<double>().give(m->values);
+  for (auto& [m, w] : weights_memo_) pool<double>().give(w);
+}
+
 std::pair<std::size_t, std::uint64_t> TpeModel::presence(const std::string& name,
-                                                         const Distribution& d) {
+                                                         const Distribution& d, bool signature) {
   const std::vector<double>& v = values(name, d);
   std::size_t count = 0;
   std::uint64_t sig = 0;
   for (std::size_t i = 0; i < v.size(); ++i) {
     if (!h_.obs[i].finished || std::isnan(v[i])) continue;
     ++count;
+    if (!signature) continue;
     // Within one call an observation's index names its trial: hashing it
     // groups params exactly as hashing trial ids would, without touching
     // each trial (a cache miss per trial at large histories).

@@ -35,6 +35,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -54,6 +55,10 @@ class TpeModel {
   // All references must outlive the model (one sample call).
   TpeModel(const TpeOptions& options, TpeSampler::Cache& cache, const History& history)
       : options_(options), cache_(cache), h_(history), eopt_(estimator_options(options)) {}
+  // Hands the per-call arrays back to this thread's pool (buffer_pool.h).
+  ~TpeModel();
+  TpeModel(const TpeModel&) = delete;
+  TpeModel& operator=(const TpeModel&) = delete;
 
   // Internal values of the param `name` for each observation (NaN: absent),
   // computed once per call.
@@ -69,8 +74,27 @@ class TpeModel {
 
   // A fitted pair of estimators over some params: `below` and `above`, or
   // (warm-start trials with kSimilarity) the mixture of `tasks`.
+  // The inputs of a one-dimensional above group's estimator, kept instead
+  // of fitting it: draw() evaluates g(x) at its candidates with
+  // ParzenEstimator::log_pdf_at (the same values), which fits only the
+  // kernels near them. A second draw from the same fit (another attempt)
+  // fits the estimator once and keeps it.
+  struct AboveInputs {
+    std::vector<DimensionSpec> dims;
+    std::vector<double> x;
+    const std::vector<double>* weights = nullptr;  // TpeModel's, lives as long
+    std::vector<std::vector<std::size_t>> orders;
+    EstimatorOptions options;
+    ~AboveInputs();
+  };
+
   struct Fitted {
-    std::unique_ptr<ParzenEstimator> below, above;
+    std::unique_ptr<ParzenEstimator> below;
+    // g(x): `above`, or (one dimension) `above_inputs` until a second draw
+    // fits `above` from them.
+    mutable std::unique_ptr<ParzenEstimator> above;
+    std::unique_ptr<AboveInputs> above_inputs;
+    mutable bool drawn = false;
     std::vector<TaskPart> tasks;  // empty unless a warm-start mixture
     bool random = false;          // no finished observation: draw at random
   };
@@ -101,8 +125,10 @@ class TpeModel {
   const Fitted& univariate(const std::string& name, const Distribution& d);
 
   // For each param: the number of finished observations it is present in
-  // and a hash of that set (the "signature" used to group params).
-  std::pair<std::size_t, std::uint64_t> presence(const std::string& name, const Distribution& d);
+  // and a hash of that set (the "signature" used to group params; 0 unless
+  // `signature`: the count alone costs no hash per observation).
+  std::pair<std::size_t, std::uint64_t> presence(const std::string& name, const Distribution& d,
+                                                 bool signature = true);
 
  private:
   // The observations where every column has a value, and those of them
@@ -123,11 +149,14 @@ class TpeModel {
   // The estimators of the observations of `sel` split by `is_below`; their
   // sizes in nb, na; `promising` (if not null): the below group's
   // estimator without prior, for the task similarity.
+  // `defer` (if not null): a one-dimensional above group's inputs go there
+  // instead of into `above` (AboveInputs).
   void estimate(const std::vector<std::string>& names, const std::vector<Distribution>& dists,
                 const std::vector<const std::vector<double>*>& cols, const Selection& sel,
                 const std::vector<char>& is_below, std::unique_ptr<ParzenEstimator>& below,
                 std::unique_ptr<ParzenEstimator>& above, std::size_t& nb, std::size_t& na,
-                std::unique_ptr<ParzenEstimator>* promising) const;
+                std::unique_ptr<ParzenEstimator>* promising,
+                std::unique_ptr<AboveInputs>* defer = nullptr) const;
   // The warm-start mixture (see the top of this file) of `sel`.
   void fit_tasks(const std::vector<std::string>& names, const std::vector<Distribution>& dists,
                  const std::vector<const std::vector<double>*>& cols, const Selection& sel,
@@ -157,6 +186,10 @@ class TpeModel {
   std::vector<char> all_below_;  // the split when every observation takes part
   int conditional_ = -1;         // conditional_history(): -1 not yet known
   std::vector<char> split_;      // the split of the latest fit() otherwise
+  // weights(m) by m, computed once per call (univariate params share their
+  // group sizes).
+  const std::vector<double>& group_weights(std::size_t m) const;
+  mutable std::map<std::size_t, std::vector<double>> weights_memo_;
 };
 
 }  // namespace hps::tpe

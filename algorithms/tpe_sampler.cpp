@@ -60,7 +60,7 @@ Groups make_groups(const TpeOptions& options, TpeModel& model, const History& h,
   for (std::size_t i = 0; i < space.size(); ++i) {
     const ParamSpec& spec = space.params()[i];
     if (params.count(spec.name) || spec.distribution.single_value()) continue;
-    auto sig = model.presence(spec.name, spec.distribution);
+    auto sig = model.presence(spec.name, spec.distribution, options.group);
     if (sig.first == 0) continue;
     if (!options.group) {
       if (sig.first != h.n_finished) continue;
@@ -162,7 +162,7 @@ const TpeSampler::Cache::PendingJoint& joint_draw(TpeSampler::Cache& cache, std:
     }
   for (const auto& [pname, pdist] : newest->distributions) {
     if (ctx.trial.params.count(pname) || pdist.single_value()) continue;
-    if (model.presence(pname, pdist).first != h.n_finished) continue;
+    if (model.presence(pname, pdist, false).first != h.n_finished) continue;
     joint.names.push_back(pname);
     joint.distributions.push_back(pdist);
   }
@@ -184,8 +184,7 @@ const TpeSampler::Cache::PendingJoint& joint_draw(TpeSampler::Cache& cache, std:
 // without a view (then prepare_history() counts them).
 std::optional<std::size_t> complete_in_view(const SamplingContext& ctx, TpeSampler::Cache& cache) {
   if (!ctx.view || &ctx.view->trials() != &ctx.trials) return std::nullopt;
-  cache.view_index.sync(*ctx.view);
-  return cache.view_index.n_complete(ctx.trial.number);
+  return cache.view_state(*ctx.view).index.n_complete(ctx.trial.number);
 }
 
 // TpeSampler::sample's startup branch with the view index answering "was
@@ -195,7 +194,7 @@ std::optional<std::size_t> complete_in_view(const SamplingContext& ctx, TpeSampl
 bool sample_startup_from_view(const TpeOptions& options, std::uint64_t seed, QmcSampler* design,
                               TpeSampler::Cache& cache, const SamplingContext& ctx,
                               const SearchSpace& space, Params& params) {
-  const tpe::ViewIndex& index = cache.view_index;
+  const tpe::ViewIndex& index = cache.view_state(*ctx.view).index;
   const Params fixed = params;
   if (design) {
     Params q = fixed;
@@ -296,7 +295,8 @@ void TpeSampler::sample(const SamplingContext& ctx, const SearchSpace& space, Pa
   // Every try gave a duplicate: look for an untried point of a finite space.
   if (tried::space_size(space, fixed) <= tried::kMaxEnumerate) {
     std::mt19937_64 rng(stream_seed(seed_, ctx.trial.number, ~0ULL));
-    params = tried::untried_point(space, fixed, h.tried, rng);
+    params = tried::untried_point(
+        space, fixed, [&](const Params& q) { return h.is_taken(q); }, rng);
     return;
   }
   // A huge or continuous space where every try collided (practically

@@ -1,7 +1,9 @@
 #include "algorithms/tried_points.h"
 
+#include <algorithm>
 #include <limits>
 
+#include "algorithms/buffer_pool.h"
 #include "search/trial_lifecycle.h"
 #include "search/util/random.h"
 
@@ -51,7 +53,20 @@ bool counts_as_tried(const FrozenTrial& t) {
   return false;
 }
 
-void TriedPoints::add(const Params& params, std::size_t hash) { by_hash_.emplace(hash, &params); }
+TriedPoints::~TriedPoints() { tpe::pool<Point>().give(points_); }
+
+void TriedPoints::reserve(std::size_t n) {
+  if (points_.capacity() >= n) return;
+  std::vector<Point> more = tpe::pool<Point>().take(n);
+  more.assign(points_.begin(), points_.end());
+  tpe::pool<Point>().give(points_);
+  points_ = std::move(more);
+}
+
+void TriedPoints::add(const Params& params, std::size_t hash) {
+  points_.push_back({hash, &params});
+  sorted_ = false;
+}
 
 void TriedPoints::add_trial(const FrozenTrial& t) {
   if (!counts_as_tried(t)) return;
@@ -66,14 +81,27 @@ void TriedPoints::add_trial(const FrozenTrial& t) {
 }
 
 bool TriedPoints::contains(const Params& p) const {
-  auto [lo, hi] = by_hash_.equal_range(hash_params(p));
-  for (auto it = lo; it != hi; ++it)
-    if (same_params(*it->second, p)) return true;
+  const std::size_t hash = hash_params(p);
+  if (!sorted_ && ++queries_ <= kLinearQueries) {
+    for (const Point& q : points_)
+      if (q.hash == hash && same_params(*q.params, p)) return true;
+    return false;
+  }
+  if (!sorted_) {
+    std::sort(points_.begin(), points_.end(),
+              [](const Point& a, const Point& b) { return a.hash < b.hash; });
+    sorted_ = true;
+  }
+  auto lo = std::lower_bound(points_.begin(), points_.end(), hash,
+                             [](const Point& q, std::size_t h) { return q.hash < h; });
+  for (auto it = lo; it != points_.end() && it->hash == hash; ++it)
+    if (same_params(*it->params, p)) return true;
   return false;
 }
 
 TriedPoints tried_points(const SamplingContext& ctx) {
   TriedPoints tried;
+  tried.reserve(ctx.trials.size());
   for (const TrialPtr& t : ctx.trials)
     if (t && t->number != ctx.trial.number) tried.add_trial(*t);
   return tried;
@@ -98,12 +126,18 @@ double space_size(const SearchSpace& space, const Params& fixed) {
 
 Params untried_point(const SearchSpace& space, const Params& fixed, const TriedPoints& tried,
                      std::mt19937_64& rng) {
+  return untried_point(
+      space, fixed, [&](const Params& p) { return tried.contains(p); }, rng);
+}
+
+Params untried_point(const SearchSpace& space, const Params& fixed,
+                     const std::function<bool(const Params&)>& is_tried, std::mt19937_64& rng) {
   Params chosen;
   std::uint64_t untried = 0, total = 0;
   Params work = fixed;
   auto visit = [&](const Params& candidate) {
     ++total;
-    if (tried.contains(candidate)) return;
+    if (is_tried(candidate)) return;
     ++untried;
     // Reservoir sampling: each untried point is chosen with equal chance.
     if (util::uniform01(rng) * static_cast<double>(untried) < 1.0) chosen = candidate;

@@ -22,8 +22,9 @@
 
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <random>
-#include <unordered_map>
+#include <vector>
 
 #include "search/sampler.h"
 
@@ -38,18 +39,38 @@ bool counts_as_tried(const FrozenTrial& t);
 // The tried points of a study.
 class TriedPoints {
  public:
+  TriedPoints() = default;
+  TriedPoints(TriedPoints&&) = default;
+  TriedPoints& operator=(TriedPoints&&) = default;
+  // Hands its array back to this thread's pool (algorithms/buffer_pool.h).
+  ~TriedPoints();
+  // Room for n points (from this thread's pool: a sampler builds a set of
+  // every trial's point per suggestion).
+  void reserve(std::size_t n);
   // Adds a point; `params` must outlive this set. `hash`: hash_params(params).
   void add(const Params& params, std::size_t hash);
   void add(const Params& params) { add(params, hash_params(params)); }
   // Adds trial `t`'s point if counts_as_tried(*t) (a WAITING trial's
   // enqueued params are copied). `t` must outlive this set.
   void add_trial(const FrozenTrial& t);
-  // Whether exactly the params `p` were tried (same_params).
+  // Whether exactly the params `p` were tried (same_params). The first
+  // kLinearQueries queries scan the points (a sampler asks once or a few
+  // times per suggestion); later ones sort the points by hash once and
+  // search them (an enumeration of a finite space asks up to
+  // kMaxEnumerate times). So a set of n points costs O(n) to build, with no
+  // allocation per point. Not for concurrent use (a query may sort).
   bool contains(const Params& p) const;
-  std::size_t size() const { return by_hash_.size(); }
+  std::size_t size() const { return points_.size(); }
+  static constexpr std::size_t kLinearQueries = 8;
 
  private:
-  std::unordered_multimap<std::size_t, const Params*> by_hash_;
+  struct Point {
+    std::size_t hash;
+    const Params* params;
+  };
+  mutable std::vector<Point> points_;
+  mutable std::size_t queries_ = 0;
+  mutable bool sorted_ = false;
   std::deque<Params> owned_;  // enqueued params of WAITING trials
 };
 
@@ -66,6 +87,10 @@ double space_size(const SearchSpace& space, const Params& fixed);
 // (COMPLETE, PRUNED, FAIL or RUNNING)") when every one is in `tried`.
 Params untried_point(const SearchSpace& space, const Params& fixed, const TriedPoints& tried,
                      std::mt19937_64& rng);
+// The same with "was this point tried?" answered by `is_tried` (a sampler's
+// own index of the tried points).
+Params untried_point(const SearchSpace& space, const Params& fixed,
+                     const std::function<bool(const Params&)>& is_tried, std::mt19937_64& rng);
 
 // Whether every value of `params` that `space` declares is from a finite
 // distribution (int, stepped float, categorical, ordinal): only then can a

@@ -8,17 +8,21 @@
 //   tpe_latency [--history 100,1000,10000,100000] [--repeats 50] [--params 10]
 //               [--optuna saved|live|none|FILE] [--optuna-max 1000]
 //               [--save-optuna FILE] [--markdown] [--mode univariate|multivariate|both]
+//               [--path plain|view|both]
 //
 // The history is N trials with uniform random params and the value
 // sum((x_i - 1)^2) (the trials share one params and distributions shape, so
 // 100,000 of them are built in about a second); then `repeats` suggestions
 // are timed (wall and thread CPU time), each one added to the history as
 // COMPLETE before the next (so the caches are updated incrementally, as in
-// a real study). "median" is the median of those; "first" is the first
-// suggestion of a new sampler (the caches filled from scratch: what a
-// restarted coordinator pays once). The goals are judged on the CPU median
-// (the wall median counts time spent waiting for a busy machine's cores).
-// Optuna's figure is its median wall time per trial (study.optimize of one
+// a real study). Two paths (--path): "plain" passes the history as a vector
+// of trials without a view (SamplingContext::view null: a storage without a
+// change feed, a pruner's narrowed history); "view" keeps the history in an
+// InMemoryStorage and passes a TrialView synced after each write, as Study
+// and the coordinator do (the sync is not timed). "median" is the median of those; "first" is the
+// first suggestion of a new sampler (the caches filled from scratch: what a restarted coordinator
+// pays once). The goals are judged on the CPU median (the wall median counts time spent waiting for
+// a busy machine's cores). Optuna's figure is its median wall time per trial (study.optimize of one
 // trial, define-by-run, in-memory storage) at that history, so it includes
 // Optuna's own bookkeeping; "live" runs it now up to --optuna-max trials
 // (Optuna needs minutes per 1,000 trials), "saved" reads
@@ -31,10 +35,13 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "algorithms/tpe_sampler.h"
 #include "bench/bench_util.h"
+#include "search/storage.h"
+#include "search/trial_view.h"
 
 namespace {
 
@@ -76,6 +83,9 @@ std::string fmt(double v, int prec = 3) {
 
 struct Timing {
   double median_ms = 0, first_ms = 0, cpu_median_ms = 0;
+  // FNV-1a of the suggestions' JSON: equal digests of two builds (or of
+  // the two paths) mean bit-identical suggestions.
+  std::uint64_t digest = 14695981039346656037ULL;
 };
 
 // CPU time of this thread in ms (immune to waiting for a busy machine's
@@ -86,7 +96,8 @@ double thread_cpu_ms() {
   return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
 }
 
-Timing measure(std::size_t n_params, std::size_t history, std::size_t repeats, bool multivariate) {
+Timing measure(std::size_t n_params, std::size_t history, std::size_t repeats, bool multivariate,
+               bool view_path) {
   hps::SearchSpace space;
   std::map<std::string, hps::Distribution> dists;
   for (std::size_t i = 0; i < n_params; ++i) {
@@ -103,13 +114,28 @@ Timing measure(std::size_t n_params, std::size_t history, std::size_t repeats, b
   hps::Params p;
   for (std::size_t i = 0; i < n_params; ++i) p[x_name(i)] = 0.0;
   const auto shape = make_trial(0, hps::TrialState::kComplete, p, dists, 0.0);
+  // The view path: the same trials written to an in-memory storage.
+  hps::InMemoryStorage storage;
+  const std::int64_t study =
+      view_path ? storage.create_study("latency", hps::StudyDirection::kMinimize, Json::object())
+                : 0;
+  hps::NewTrial init;
+  init.state = hps::TrialState::kComplete;
+  init.distributions = dists;
   for (std::size_t n = 0; n < history; ++n) {
     auto t = std::make_shared<hps::FrozenTrial>(*shape);
     for (auto& [name, v] : t->params) v = u(rng);
     t->trial_id = t->number = static_cast<std::int64_t>(n);
     t->value = objective(t->params);
-    trials.push_back(std::move(t));
+    if (view_path) {
+      init.params = t->params;
+      init.value = t->value;
+      storage.create_trial(study, init);
+    } else {
+      trials.push_back(std::move(t));
+    }
   }
+  hps::TrialView view;
   hps::TpeOptions opt;
   opt.seed = 1;
   opt.multivariate = multivariate;
@@ -117,10 +143,18 @@ Timing measure(std::size_t n_params, std::size_t history, std::size_t repeats, b
   std::vector<double> times, cpu_times;
   Timing out;
   for (std::size_t r = 0; r < repeats; ++r) {
-    auto number = static_cast<std::int64_t>(trials.size());
-    auto running = make_trial(number, hps::TrialState::kRunning, {}, {}, std::nullopt);
-    trials.push_back(running);
-    hps::SamplingContext ctx{hps::StudyDirection::kMinimize, trials, *running};
+    hps::TrialPtr running;
+    if (view_path) {
+      running = storage.create_trial(study, hps::NewTrial{});
+      view.sync(storage, study);
+    } else {
+      running = make_trial(static_cast<std::int64_t>(trials.size()), hps::TrialState::kRunning, {},
+                           {}, std::nullopt);
+      trials.push_back(running);
+    }
+    hps::SamplingContext ctx{hps::StudyDirection::kMinimize, view_path ? view.trials() : trials,
+                             *running};
+    if (view_path) ctx.view = &view;
     hps::Params params;
     double c0 = thread_cpu_ms();
     auto t0 = std::chrono::steady_clock::now();
@@ -134,8 +168,18 @@ Timing measure(std::size_t n_params, std::size_t history, std::size_t repeats, b
       times.push_back(ms);
       cpu_times.push_back(cpu);
     }
-    trials.back() =
-        make_trial(number, hps::TrialState::kComplete, params, dists, objective(params));
+    for (char c : Json(params).dump()) {
+      out.digest ^= static_cast<unsigned char>(c);
+      out.digest *= 1099511628211ULL;
+    }
+    const double value = objective(params);
+    if (view_path) {
+      for (const auto& [name, v] : params)
+        storage.set_trial_param(running->trial_id, name, v, dists.at(name));
+      storage.set_trial_state(running->trial_id, hps::TrialState::kComplete, value, "");
+    } else {
+      trials.back() = make_trial(running->number, hps::TrialState::kComplete, params, dists, value);
+    }
   }
   out.median_ms = hps::bench::median(times);
   out.cpu_median_ms = hps::bench::median(cpu_times);
@@ -147,7 +191,8 @@ int usage(const char* msg) {
   std::cerr << "usage: tpe_latency [--history N,N,...] [--repeats R] [--params P]\n"
                "                   [--optuna saved|live|none|FILE] [--optuna-max N]\n"
                "                   [--save-optuna FILE] [--markdown]\n"
-               "                   [--mode univariate|multivariate|both]\n";
+               "                   [--mode univariate|multivariate|both]\n"
+               "                   [--path plain|view|both]\n";
   return 2;
 }
 
@@ -160,17 +205,30 @@ struct Goal {
 };
 constexpr Goal kGoals[] = {{1000, 1.0}, {100000, 50.0}};
 
+// The first 8 hex digits of a row's digest.
+std::string digest(const Timing& t) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(t.digest));
+  return std::string(buf, 8);
+}
+
+// A measured row: (history, multivariate, view path).
+using RowKey = std::tuple<std::size_t, bool, bool>;
+
 // "goal ... met" / "NOT met" lines for the rows measured.
-void print_goals(const std::map<std::pair<std::size_t, bool>, Timing>& measured, bool markdown) {
+void print_goals(const std::map<RowKey, Timing>& measured, bool markdown) {
   std::cout << (markdown ? "\n" : "\n# ") << "goals (issue #16, CPU median):\n";
   for (const Goal& g : kGoals) {
-    for (bool multi : {false, true}) {
-      auto it = measured.find({g.history, multi});
-      if (it == measured.end()) continue;
-      const double ms = it->second.cpu_median_ms;
-      std::cout << (markdown ? "- " : "#   ") << (multi ? "multivariate" : "univariate") << " at "
-                << g.history << " trials: " << fmt(ms) << " ms <= " << fmt(g.max_ms, 0)
-                << " ms: " << (ms <= g.max_ms ? "met" : "NOT met") << "\n";
+    for (bool view : {false, true}) {
+      for (bool multi : {false, true}) {
+        auto it = measured.find({g.history, multi, view});
+        if (it == measured.end()) continue;
+        const double ms = it->second.cpu_median_ms;
+        std::cout << (markdown ? "- " : "#   ") << (multi ? "multivariate" : "univariate") << " ("
+                  << (view ? "view" : "plain") << ") at " << g.history << " trials: " << fmt(ms)
+                  << " ms <= " << fmt(g.max_ms, 0)
+                  << " ms: " << (ms <= g.max_ms ? "met" : "NOT met") << "\n";
+      }
     }
   }
 }
@@ -178,7 +236,7 @@ void print_goals(const std::map<std::pair<std::size_t, bool>, Timing>& measured,
 int main(int argc, char** argv) {
   std::vector<std::size_t> histories = {100, 1000, 10000, 100000};
   std::size_t repeats = 50, n_params = 10, optuna_max = 1000;
-  std::string optuna = "saved", save_optuna, mode_arg = "both";
+  std::string optuna = "saved", save_optuna, mode_arg = "both", path_arg = "both";
   bool markdown = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -205,6 +263,8 @@ int main(int argc, char** argv) {
         markdown = true;
       else if (a == "--mode")
         mode_arg = next();
+      else if (a == "--path")
+        path_arg = next();
       else
         return usage(("unknown argument " + a).c_str());
     } catch (const std::exception& e) {
@@ -267,34 +327,39 @@ int main(int argc, char** argv) {
             << "# date " << hps::bench::today() << ", machine " << hps::bench::machine_description()
             << "\n# Optuna figures (ms per trial): " << ref_note << "\n";
   if (markdown)
-    std::cout << "\n| history | mode | median ms (wall) | median ms (CPU) | first ms (wall) | "
-                 "Optuna ms/trial (wall) | ratio |\n"
-                 "|---:|---|---:|---:|---:|---:|---:|\n";
+    std::cout
+        << "\n| history | mode | path | median ms (wall) | median ms (CPU) | first ms (wall) | "
+           "Optuna ms/trial (wall) | ratio | digest |\n"
+           "|---:|---|---|---:|---:|---:|---:|---:|---|\n";
   else
-    std::printf("\n%8s %-13s %10s %10s %10s %12s %8s\n", "history", "mode", "median_ms", "cpu_ms",
-                "first_ms", "optuna_ms", "ratio");
-  std::map<std::pair<std::size_t, bool>, Timing> measured;
+    std::printf("\n%8s %-13s %-6s %10s %10s %10s %12s %8s %8s\n", "history", "mode", "path",
+                "median_ms", "cpu_ms", "first_ms", "optuna_ms", "ratio", "digest");
+  std::map<RowKey, Timing> measured;
   for (std::size_t h : histories) {
     for (bool multi : {false, true}) {
       if ((multi && mode_arg == "univariate") || (!multi && mode_arg == "multivariate")) continue;
-      Timing t = measure(n_params, h, repeats, multi);
-      measured[{h, multi}] = t;
-      std::string mode = multi ? "multivariate" : "univariate";
-      auto it = ref.find({multi ? "tpe_multivariate" : "tpe", h});
-      std::string om = "-", ratio = "-";
-      if (it != ref.end()) {
-        om = fmt(it->second, 1);
-        ratio = fmt(it->second / t.median_ms, 0) + "x";
+      for (bool view : {false, true}) {
+        if ((view && path_arg == "plain") || (!view && path_arg == "view")) continue;
+        Timing t = measure(n_params, h, repeats, multi, view);
+        measured[{h, multi, view}] = t;
+        std::string mode = multi ? "multivariate" : "univariate";
+        const char* path = view ? "view" : "plain";
+        auto it = ref.find({multi ? "tpe_multivariate" : "tpe", h});
+        std::string om = "-", ratio = "-";
+        if (it != ref.end()) {
+          om = fmt(it->second, 1);
+          ratio = fmt(it->second / t.median_ms, 0) + "x";
+        }
+        if (markdown)
+          std::cout << "| " << h << " | " << mode << " | " << path << " | " << fmt(t.median_ms)
+                    << " | " << fmt(t.cpu_median_ms) << " | " << fmt(t.first_ms) << " | " << om
+                    << " | " << ratio << " | " << digest(t) << " |\n";
+        else
+          std::printf("%8zu %-13s %-6s %10s %10s %10s %12s %8s %8s\n", h, mode.c_str(), path,
+                      fmt(t.median_ms).c_str(), fmt(t.cpu_median_ms).c_str(),
+                      fmt(t.first_ms).c_str(), om.c_str(), ratio.c_str(), digest(t).c_str());
+        std::fflush(stdout);
       }
-      if (markdown)
-        std::cout << "| " << h << " | " << mode << " | " << fmt(t.median_ms) << " | "
-                  << fmt(t.cpu_median_ms) << " | " << fmt(t.first_ms) << " | " << om << " | "
-                  << ratio << " |\n";
-      else
-        std::printf("%8zu %-13s %10s %10s %10s %12s %8s\n", h, mode.c_str(),
-                    fmt(t.median_ms).c_str(), fmt(t.cpu_median_ms).c_str(), fmt(t.first_ms).c_str(),
-                    om.c_str(), ratio.c_str());
-      std::fflush(stdout);
     }
   }
   print_goals(measured, markdown);

@@ -290,6 +290,19 @@ TEST(ParzenEstimatorTest, MismatchedSizesThrow) {
   EXPECT_THROW(ParzenEstimator({}, {}, {}, EstimatorOptions{}), Error);
 }
 
+// An internal value of `d` drawn uniformly (on the grid when stepped):
+// observations for one-dimensional estimators.
+double draw_internal(const Distribution& d, std::mt19937_64& rng) {
+  const double u = util::uniform01(rng);
+  if (d.step() > 0) {
+    const auto k = static_cast<double>(
+        static_cast<std::uint64_t>(u * static_cast<double>(d.cardinality() - 1) + 0.5));
+    return d.low() + k * d.step();
+  }
+  if (d.is_log()) return std::exp(std::log(d.low()) + u * (std::log(d.high()) - std::log(d.low())));
+  return d.low() + u * (d.high() - d.low());
+}
+
 // 1-D observations: n uniform points of [0, 1] from `seed`.
 std::vector<double> uniform_points(std::size_t n, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -327,6 +340,68 @@ TEST(ParzenEstimatorTest, ReusedBuffersGiveBitIdenticalResults) {
   ASSERT_EQ(lp1.size(), lp2.size());
   for (std::size_t i = 0; i < lp1.size(); ++i) EXPECT_EQ(lp1[i], lp2[i]) << i;
   EXPECT_EQ(d1, d2);
+}
+
+// A density-only estimator (TPE's g(x)) lays a large one-dimensional
+// estimator's kernels out by mean, and log_pdf_at fits only the kernels
+// near its points: both give exactly the densities of the default
+// estimator, over continuous and stepped (discrete, log) domains, with and
+// without the prior (then a point far from every kernel sums them all),
+// with endpoints, equal heights and decaying weights with ties of equal
+// values; kernel_mean and kernel_sigma still answer by observation.
+TEST(ParzenEstimatorTest, DensityOnlyEstimatorsGiveBitIdenticalDensities) {
+  struct Case {
+    Distribution d;
+    bool prior, endpoints, equal_heights, magic_clip;
+  };
+  const std::vector<Case> cases = {
+      {Distribution::make_float(0, 1), true, false, true, true},
+      {Distribution::make_float(0, 1), false, false, false, false},
+      {Distribution::make_float(-5, 5, false, 0.5), true, true, false, true},
+      {Distribution::make_int(1, 4096, true), true, false, true, true},
+      {Distribution::make_float(1e-4, 1.0, true), false, true, true, false},
+  };
+  std::mt19937_64 rng(21);
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    const Case& cs = cases[c];
+    auto dim = dim_of(cs.d);
+    for (std::size_t n : {std::size_t{40}, std::size_t{63}, std::size_t{64}, std::size_t{3000}}) {
+      // Internal values: draws of a spread-out estimator, with repeats.
+      std::vector<double> obs(n), w(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        obs[i] = i % 7 == 3 && i > 0 ? obs[i - 1] : draw_internal(cs.d, rng);
+        w[i] = i < n / 2 ? static_cast<double>(i + 1) / static_cast<double>(n / 2 + 1) : 1.0;
+      }
+      EstimatorOptions o;
+      o.consider_prior = cs.prior;
+      o.consider_endpoints = cs.endpoints;
+      o.equal_heights = cs.equal_heights;
+      o.consider_magic_clip = cs.magic_clip;
+      EstimatorOptions g = o;
+      g.density_only = true;
+      // Points: inside, at the ends, far from the observations (a gap).
+      std::vector<double> pts;
+      for (int i = 0; i < 24; ++i) pts.push_back(draw_internal(cs.d, rng));
+      pts.push_back(cs.d.low());
+      pts.push_back(cs.d.step() > 0 ? cs.d.grid_high() : cs.d.high());
+      const ParzenEstimator full({dim}, obs, w, o), dens({dim}, obs, w, g);
+      std::vector<double> a(pts.size()), b(pts.size()), at(pts.size());
+      full.log_pdf(pts, a);
+      dens.log_pdf(pts, b);
+      ParzenEstimator::log_pdf_at({dim}, obs, w, g, nullptr, pts, at);
+      for (std::size_t i = 0; i < pts.size(); ++i) {
+        EXPECT_EQ(a[i], b[i]) << "case " << c << " n " << n << " point " << pts[i];
+        EXPECT_EQ(a[i], at[i]) << "case " << c << " n " << n << " point " << pts[i];
+      }
+      for (std::size_t k = 0; k < full.n_kernels(); k += 7) {
+        EXPECT_EQ(full.kernel_mean(0, k), dens.kernel_mean(0, k));
+        EXPECT_EQ(full.kernel_sigma(0, k), dens.kernel_sigma(0, k));
+      }
+      std::mt19937_64 r(1);
+      std::vector<double> draws;
+      EXPECT_THROW(dens.sample(r, 1, draws), Error);
+    }
+  }
 }
 
 TEST(ParzenEstimatorTest, WindowedDensityMatchesTheFullMixture) {

@@ -81,6 +81,30 @@ TEST(TriedPointsTest, IntegersHashAndCompareByValueWhateverTheirJsonType) {
   EXPECT_FALSE(tried.contains(Params{{"p", 4}, {"c", "relu"}}));
 }
 
+// The first queries scan the points, later ones search them sorted by hash
+// (and a point added after a search is found by the next one): the answers
+// are the same either way, equal hashes of different points included.
+TEST(TriedPointsTest, AnswersTheSameBeforeAndAfterItsPointsAreSorted) {
+  std::vector<Params> points;
+  for (int i = 0; i < 200; ++i) points.push_back(Params{{"x", i}, {"c", i % 3 == 0 ? "a" : "b"}});
+  tried::TriedPoints tried;
+  tried.reserve(10);  // grows past it
+  for (int i = 0; i < 200; i += 2) tried.add(points[static_cast<std::size_t>(i)]);
+  // A point of another hash added under the hash of points[1]: found only
+  // by its own params.
+  const Params other = {{"x", -1}};
+  tried.add(other, hash_params(points[1]));
+  for (int round = 0; round < 2; ++round) {
+    for (std::size_t i = 0; i < points.size(); ++i)
+      EXPECT_EQ(tried.contains(points[i]), i % 2 == 0) << "round " << round << " point " << i;
+    EXPECT_FALSE(tried.contains(Params{{"x", 1000}}));
+  }
+  tried.add(points[1]);
+  EXPECT_TRUE(tried.contains(points[1]));
+  EXPECT_FALSE(tried.contains(points[3]));
+  EXPECT_EQ(tried.size(), 102u);
+}
+
 // The case: int 1..8 in a SQLite study repeated values and never
 // stopped, because the values read back unsigned hashed apart from the
 // signed ones sampled.
