@@ -80,6 +80,16 @@ struct Coordinator::Impl {
 
   // ---- coordinator.cpp: the loop
   void take_over();
+  // The group commit: runs fn in one storage transaction; after the commit,
+  // sends every reply queued meanwhile and runs the trial callbacks. If the
+  // transaction throws (rolled back), the queued replies and callbacks are
+  // dropped (never acknowledge before commit) and the exception propagates.
+  void commit_then_reply(const std::function<void()>& fn);
+  // Handles `batch`, then, while the socket has more and fewer than
+  // max_batch messages were handled, what arrived meanwhile (the group
+  // grows with the load). Inside the step's transaction. `drained` (whether
+  // the socket was found empty) is updated by each read.
+  void handle_group(std::vector<Transport::Incoming> batch, Steady::time_point now, bool& drained);
   RunProgress progress() const;
   bool writes_due(Steady::time_point now, bool may_expire);
   bool step(int timeout_ms);
