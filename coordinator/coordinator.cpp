@@ -119,7 +119,7 @@ bool Coordinator::Impl::writes_due(Steady::time_point now, bool may_expire) {
   if (may_expire && sessions.any_silent(now, timeout)) return true;
   if (!is_done) {
     const RunProgress p = progress();
-    if (sessions.has_waiters() && limits.can_dispatch(now, sessions.size(), p)) return true;
+    if (sessions.has_waiters() && limits.can_dispatch(now, sessions.waiter_count(), p)) return true;
     if (!limits.done_reason(now, p).empty()) return true;
   }
   return status_dirty &&

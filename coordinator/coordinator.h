@@ -102,10 +102,11 @@ struct CoordinatorOptions {
   // Most messages handled in one step (one storage transaction). Default
   // 1024. Larger batches amortise commits; smaller ones reply sooner.
   int max_batch = 1024;
-  // Dispatching waits until this many workers have said Hello, or until
-  // min_workers_wait_s seconds after the coordinator started, whichever
-  // comes first. Default 0: dispatch to each worker as soon as it asks. Set
-  // it to start the first trials of N workers together (benchmarks).
+  // Dispatching waits until this many workers have asked for a trial (said
+  // Hello, then RequestTrial), or until min_workers_wait_s seconds after the
+  // coordinator started, whichever comes first: the first trials of N
+  // workers then start together, not only once each worker said Hello. Default 0: dispatch to each
+  // worker as soon as it asks. Set it to start the first trials of N workers together (benchmarks).
   int min_workers = 0;
   double min_workers_wait_s = 10.0;
   // Seconds between updates of the study's "coordinator" system attr (the
