@@ -4,7 +4,7 @@
 //
 //   parallel_efficiency [--trials N] [--trials-per-worker K] [--seconds S]
 //                       [--workers 1,2,4,8,16,64,128,256] [--transport ipc|tcp]
-//                       [--exe HPSEARCH]
+//                       [--max-batch B] [--exe HPSEARCH]
 //
 // Each row runs max(N, K x workers) trials (defaults 128 and 32: at least
 // 32 trials per worker from 8 workers up, so that a row measures the steady
@@ -87,9 +87,10 @@ int main(int argc, char** argv) {
   std::vector<int> counts = {1, 2, 4, 8, 16, 64, 128, 256};
   std::string exe = HPSEARCH_CLI_PATH;
   std::string transport = "ipc";
+  int max_batch = CoordinatorOptions{}.max_batch;
   const char* usage =
       "usage: parallel_efficiency [--trials N] [--trials-per-worker K] [--seconds S] "
-      "[--workers 1,2,4,8,16,64,128,256] [--transport ipc|tcp] [--exe HPSEARCH]\n";
+      "[--workers 1,2,4,8,16,64,128,256] [--transport ipc|tcp] [--max-batch B] [--exe HPSEARCH]\n";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (i + 1 >= argc) {
@@ -107,6 +108,8 @@ int main(int argc, char** argv) {
       exe = v;
     else if (a == "--transport")
       transport = v;
+    else if (a == "--max-batch")
+      max_batch = std::stoi(v);
     else if (a == "--workers") {
       counts.clear();
       std::stringstream ss(v);
@@ -153,6 +156,7 @@ int main(int argc, char** argv) {
     co.n_trials = n_trials;
     co.min_workers = workers;
     co.min_workers_wait_s = 60;
+    co.max_batch = max_batch;
     std::vector<std::string> worker_args = {"--log-level", "warn"};
     if (transport == "tcp") {
       co.endpoint = "tcp://127.0.0.1:*";

@@ -146,7 +146,7 @@ bool Coordinator::Impl::step(int timeout_ms) {
     return !is_done;
   }
   commit_then_reply([&] {
-    handle_group(std::move(batch), now, drained);
+    handle_group(batch, now);
     heartbeats_and_expiry(now, drained);
     if (!is_done) {
       dispatch(now);
@@ -172,18 +172,10 @@ void Coordinator::Impl::commit_then_reply(const std::function<void()>& fn) {
   run_callbacks();
 }
 
-void Coordinator::Impl::handle_group(std::vector<Transport::Incoming> batch, Steady::time_point now,
-                                     bool& drained) {
-  std::size_t handled = 0;
-  const auto most = static_cast<std::size_t>(options.max_batch);
-  while (!batch.empty()) {
-    for (const auto& in : batch) handle(in, now);
-    handled += batch.size();
-    counters.messages += static_cast<std::int64_t>(batch.size());
-    if (handled >= most) break;
-    // What arrived while this group was handled joins it (one commit).
-    batch = transport.drain(static_cast<int>(most - handled), drained);
-  }
+void Coordinator::Impl::handle_group(const std::vector<Transport::Incoming>& batch,
+                                     Steady::time_point now) {
+  for (const auto& in : batch) handle(in, now);
+  counters.messages += static_cast<std::int64_t>(batch.size());
 }
 
 void Coordinator::Impl::handle(const Transport::Incoming& in, Steady::time_point now) {

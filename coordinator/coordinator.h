@@ -34,13 +34,13 @@
 //    back in a Decision.
 //  - Resume: trials left RUNNING by an earlier coordinator become
 //    FAIL("coordinator restarted") and are queued again with the same params.
-//  - Throughput (group commit): every step() handles the messages the
-//    socket holds, then those that arrived meanwhile, until the socket is
-//    empty or max_batch were handled, all in one storage transaction, and
-//    sends the replies only after the commit (so nothing a worker is told
-//    is lost if the process dies, and a transaction that fails is answered
-//    with nothing: its replies are dropped). The more load, the larger the
-//    group and the fewer commits per trial (CoordinatorStats::commits). The
+//  - Throughput (group commit): every step() handles the messages that
+//    arrived since the last step (while its commit ran), up to max_batch,
+//    in one storage transaction, and sends the replies only after the
+//    commit (so nothing a worker is told is lost if the process dies, and a
+//    transaction that fails is answered with nothing: its replies are
+//    dropped). The more load, the larger the group and the fewer commits
+//    per trial (CoordinatorStats::commits). The
 //    coordinator keeps its own copy of the study's trials (a vector by trial
 //    number, updated from the store after each write), so no step reads the
 //    whole history.

@@ -85,11 +85,11 @@ struct Coordinator::Impl {
   // transaction throws (rolled back), the queued replies and callbacks are
   // dropped (never acknowledge before commit) and the exception propagates.
   void commit_then_reply(const std::function<void()>& fn);
-  // Handles `batch`, then, while the socket has more and fewer than
-  // max_batch messages were handled, what arrived meanwhile (the group
-  // grows with the load). Inside the step's transaction. `drained` (whether
-  // the socket was found empty) is updated by each read.
-  void handle_group(std::vector<Transport::Incoming> batch, Steady::time_point now, bool& drained);
+  // Handles the messages of one group: those the socket held when the
+  // step began (what arrived while the last commit ran: the classic group
+  // commit loop; a group is not extended with what arrives while it is
+  // handled, which would make its first members wait for the last ones).
+  void handle_group(const std::vector<Transport::Incoming>& batch, Steady::time_point now);
   RunProgress progress() const;
   bool writes_due(Steady::time_point now, bool may_expire);
   bool step(int timeout_ms);
