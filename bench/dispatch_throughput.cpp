@@ -46,6 +46,7 @@ struct Row {
   double ready_s = 0, wall_s = 0, span = 0, coordinator_cpu_us = 0;
   std::string thread_split;  // "main 120, ZMQbg/IO/0 60, ..." us per trial
   std::int64_t durable = 0;
+  std::int64_t commits = 0;  // the coordinator's transactions (CoordinatorStats::commits)
   double rate() const;
   std::int64_t n_trials = 0;
 };
@@ -194,6 +195,7 @@ int main(int argc, char** argv) {
         }
       }
       wall_s = std::chrono::duration<double>(Steady::now() - t0).count();
+      row.commits = coordinator.stats().commits;
       coordinator_cpu_us = (cpu() - cpu0) * 1e6 / static_cast<double>(n_trials);
       for (const auto& [name, seconds] : thread_cpu()) {
         double us = (seconds - threads0[name]) * 1e6 / static_cast<double>(n_trials);
@@ -236,9 +238,12 @@ int main(int argc, char** argv) {
   for (const auto& r : rows)
     fmt::print(
         "  {:<34} {:>10} {:>14.0f}   {} workers ready in {:.2f} s; {:.2f} s wall incl. start-up; "
-        "{}/{} COMPLETE in the file; coordinator CPU {:.0f} us/trial ({})\n",
+        "{}/{} COMPLETE in the file; {:.1f} trials per commit; coordinator CPU {:.0f} us/trial "
+        "({})\n",
         fmt::format("hpsearch {} ({} workers)", r.transport, workers), n_trials, r.rate(), workers,
-        r.ready_s, r.wall_s, r.durable, n_trials, r.coordinator_cpu_us, r.thread_split);
+        r.ready_s, r.wall_s, r.durable, n_trials,
+        r.commits > 0 ? static_cast<double>(n_trials) / static_cast<double>(r.commits) : 0.0,
+        r.coordinator_cpu_us, r.thread_split);
   const Row* tcp_row = nullptr;
   const Row* curve_row = nullptr;
   for (const auto& r : rows) {

@@ -119,7 +119,7 @@ bool Coordinator::Impl::writes_due(Steady::time_point now, bool may_expire) {
   if (may_expire && sessions.any_silent(now, timeout)) return true;
   if (!is_done) {
     const RunProgress p = progress();
-    if (sessions.has_waiters() && limits.can_dispatch(now, sessions.size(), p)) return true;
+    if (sessions.has_waiters() && limits.can_dispatch(now, sessions.waiter_count(), p)) return true;
     if (!limits.done_reason(now, p).empty()) return true;
   }
   return status_dirty &&
@@ -142,21 +142,40 @@ bool Coordinator::Impl::step(int timeout_ms) {
   descriptors.poll(now);  // at most once a second: a warning when out of descriptors
   if (batch.empty() && !writes_due(now, drained)) {
     heartbeats_and_expiry(now, false);  // heartbeats only: nothing to store
-  } else {
-    storage.run_in_transaction([&] {
-      for (const auto& in : batch) handle(in, now);
-      heartbeats_and_expiry(now, drained);
-      if (!is_done) {
-        dispatch(now);
-        check_done(now);
-      }
-      // The status attr: periodically, and always a last time when done.
-      write_status(is_done && status_dirty);
-    });
+    transport.flush();
+    return !is_done;
   }
+  commit_then_reply([&] {
+    handle_group(batch, now);
+    heartbeats_and_expiry(now, drained);
+    if (!is_done) {
+      dispatch(now);
+      check_done(now);
+    }
+    // The status attr: periodically, and always a last time when done.
+    write_status(is_done && status_dirty);
+  });
+  return !is_done;
+}
+
+void Coordinator::Impl::commit_then_reply(const std::function<void()>& fn) {
+  try {
+    storage.run_in_transaction(fn);
+  } catch (...) {
+    // Rolled back: nothing of it may reach a worker or a callback.
+    transport.discard();
+    ended.clear();
+    throw;
+  }
+  ++counters.commits;
   transport.flush();
   run_callbacks();
-  return !is_done;
+}
+
+void Coordinator::Impl::handle_group(const std::vector<Transport::Incoming>& batch,
+                                     Steady::time_point now) {
+  for (const auto& in : batch) handle(in, now);
+  counters.messages += static_cast<std::int64_t>(batch.size());
 }
 
 void Coordinator::Impl::handle(const Transport::Incoming& in, Steady::time_point now) {
@@ -237,7 +256,7 @@ void Coordinator::Impl::run_callbacks() {
 void Coordinator::Impl::stop(const std::string& why) {
   if (is_done) return;
   stopping = true;
-  storage.run_in_transaction([&] {
+  commit_then_reply([&] {
     std::vector<std::int64_t> numbers;
     numbers.reserve(running.size());
     for (const auto& [number, rid] : running) numbers.push_back(number);
@@ -247,12 +266,10 @@ void Coordinator::Impl::stop(const std::string& why) {
     finish(why, true);
     write_status(true);
   });
-  transport.flush();
-  run_callbacks();
 }
 
 void Coordinator::Impl::worker_exited(std::int64_t pid) {
-  storage.run_in_transaction([&] {
+  commit_then_reply([&] {
     std::vector<std::string> gone;
     for (auto& [rid, s] : sessions)
       if (s.pid == pid && s.hostname == hostname) gone.push_back(rid);
@@ -263,8 +280,6 @@ void Coordinator::Impl::worker_exited(std::int64_t pid) {
       check_done(Steady::now());
     }
   });
-  transport.flush();
-  run_callbacks();
 }
 
 // ---------------------------------------------------------------- public API

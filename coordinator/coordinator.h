@@ -34,9 +34,13 @@
 //    back in a Decision.
 //  - Resume: trials left RUNNING by an earlier coordinator become
 //    FAIL("coordinator restarted") and are queued again with the same params.
-//  - Throughput: every step() drains up to max_batch messages from the socket
-//    and handles them in one storage transaction, then sends the replies
-//    (so nothing a worker is told is lost if the process dies). The
+//  - Throughput (group commit): every step() handles the messages that
+//    arrived since the last step (while its commit ran), up to max_batch,
+//    in one storage transaction, and sends the replies only after the
+//    commit (so nothing a worker is told is lost if the process dies, and a
+//    transaction that fails is answered with nothing: its replies are
+//    dropped). The more load, the larger the group and the fewer commits
+//    per trial (CoordinatorStats::commits). The
 //    coordinator keeps its own copy of the study's trials (a vector by trial
 //    number, updated from the store after each write), so no step reads the
 //    whole history.
@@ -98,10 +102,11 @@ struct CoordinatorOptions {
   // Most messages handled in one step (one storage transaction). Default
   // 1024. Larger batches amortise commits; smaller ones reply sooner.
   int max_batch = 1024;
-  // Dispatching waits until this many workers have said Hello, or until
-  // min_workers_wait_s seconds after the coordinator started, whichever
-  // comes first. Default 0: dispatch to each worker as soon as it asks. Set
-  // it to start the first trials of N workers together (benchmarks).
+  // Dispatching waits until this many workers have asked for a trial (said
+  // Hello, then RequestTrial), or until min_workers_wait_s seconds after the
+  // coordinator started, whichever comes first: the first trials of N
+  // workers then start together, not only once each worker said Hello. Default 0: dispatch to each
+  // worker as soon as it asks. Set it to start the first trials of N workers together (benchmarks).
   int min_workers = 0;
   double min_workers_wait_s = 10.0;
   // Seconds between updates of the study's "coordinator" system attr (the
@@ -157,6 +162,11 @@ struct CoordinatorStats {
   std::int64_t expired_workers = 0;   // sessions expired (silent or exited)
   std::int64_t refused_keys = 0;      // connections refused by CURVE/ZAP (unknown key)
   std::int64_t refused_workers = 0;   // Hellos refused: max_workers connected
+  // Group commit: storage transactions committed by this coordinator (one
+  // per step that had anything to store) and worker messages handled in
+  // them; messages / commits is the mean group size.
+  std::int64_t commits = 0;
+  std::int64_t messages = 0;
   // This run's trials (since this coordinator started), as the failure rules
   // count them: ended COMPLETE or PRUNED, and ended FAIL not queued again.
   std::int64_t run_succeeded = 0;

@@ -80,6 +80,16 @@ struct Coordinator::Impl {
 
   // ---- coordinator.cpp: the loop
   void take_over();
+  // The group commit: runs fn in one storage transaction; after the commit,
+  // sends every reply queued meanwhile and runs the trial callbacks. If the
+  // transaction throws (rolled back), the queued replies and callbacks are
+  // dropped (never acknowledge before commit) and the exception propagates.
+  void commit_then_reply(const std::function<void()>& fn);
+  // Handles the messages of one group: those the socket held when the
+  // step began (what arrived while the last commit ran: the classic group
+  // commit loop; a group is not extended with what arrives while it is
+  // handled, which would make its first members wait for the last ones).
+  void handle_group(const std::vector<Transport::Incoming>& batch, Steady::time_point now);
   RunProgress progress() const;
   bool writes_due(Steady::time_point now, bool may_expire);
   bool step(int timeout_ms);

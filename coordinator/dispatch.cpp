@@ -10,7 +10,7 @@ namespace hps {
 namespace proto = hps::protocol;
 
 void Coordinator::Impl::dispatch(Steady::time_point now) {
-  while (sessions.has_waiters() && limits.can_dispatch(now, sessions.size(), progress())) {
+  while (sessions.has_waiters() && limits.can_dispatch(now, sessions.waiter_count(), progress())) {
     Session* s = sessions.next_waiter();
     if (!s) break;
     const std::size_t n_ended = ended.size();
@@ -18,7 +18,7 @@ void Coordinator::Impl::dispatch(Steady::time_point now) {
     // A waiting trial that failed to sample ended FAIL.
     for (std::size_t i = n_ended; i < ended.size(); ++i) limits.trial_ended(*ended[i]);
     if (!d) {
-      if (!limits.can_dispatch(now, sessions.size(), progress())) break;
+      if (!limits.can_dispatch(now, sessions.waiter_count(), progress())) break;
       continue;  // a waiting trial failed to sample; try the next one
     }
     send_assignment(*s, *d);

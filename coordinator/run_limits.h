@@ -66,8 +66,9 @@ class RunLimits {
   // Whether another trial may be dispatched within n_trials.
   bool budget_left(const RunProgress& p) const;
   // Whether a trial may be dispatched now. The first time that `n_workers`
-  // reaches min_workers (or min_workers_wait_s has passed), the gate opens
-  // and stays open. Never once a failure rule stopped the run.
+  // (the workers asking for a trial) reaches min_workers (or
+  // min_workers_wait_s has passed), the gate opens and stays open. Never
+  // once a failure rule stopped the run.
   bool can_dispatch(Clock::time_point now, std::size_t n_workers, const RunProgress& p);
   // Why the study is done at `now` ("interrupted", failure_reason(),
   // "budget reached", "timeout", "search space exhausted"), or "" while it

@@ -62,6 +62,9 @@ class SessionTable {
   void pop_waiter() { idle_.pop_front(); }
   void clear_waiters() { idle_.clear(); }
   bool has_waiters() const { return !idle_.empty(); }
+  // Sessions queued for a trial (an expired one may still be counted until
+  // next_waiter() passes it).
+  std::size_t waiter_count() const { return idle_.size(); }
 
   // Routing ids of the sessions silent for longer than `timeout`.
   std::vector<std::string> silent(Clock::time_point now, Clock::duration timeout) const;

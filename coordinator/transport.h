@@ -74,6 +74,10 @@ class Transport {
     outbox_.emplace_back(rid, std::move(frame));
   }
   void flush();
+  // Drops everything queued since the last flush(): the replies of a batch
+  // whose transaction did not commit, so that no worker is told of a
+  // result, a report or a trial the store does not hold.
+  void discard() { outbox_.clear(); }
 
   // Connections refused by the ZAP handler (unknown CURVE key).
   std::int64_t refused_keys() const { return zap_ ? zap_->refused() : 0; }

@@ -377,6 +377,87 @@ std::optional<T> find_message(const std::vector<proto::Message>& messages) {
   return std::nullopt;
 }
 
+// Never acknowledge before commit: when the transaction that holds a
+// worker's report, result and next request fails to commit (here: the store
+// was moved away under the coordinator, so every commit fails), the worker
+// is told nothing of them, not by that step and not by any later one (a
+// reply of a rolled-back group left queued would go out with the next
+// flush); the file still holds the trial as it was before the group.
+TEST(Coordinator, AFailedCommitTellsTheWorkerNothingOfItsGroup) {
+  TempDir dir;
+  const fs::path db = dir.path() / "study.db";
+  StudyConfig config = StudyConfig::from_json(sleep_study(db.string(), 10, 0.0, 1));
+  auto storage = open_storage(db.string());
+  StudyOptions so;
+  so.sampler = make_sampler(config.sampler);
+  so.pruner = make_pruner(config.pruner);
+  so.space = config.space;
+  Study study = Study::create(storage, config.name, config.direction, so, config.source);
+  CoordinatorOptions co;
+  co.n_trials = 10;
+  Coordinator coordinator(study, config.objective, co);
+
+  zmq::context_t ctx;
+  zmq::socket_t worker(ctx, zmq::socket_type::dealer);
+  worker.set(zmq::sockopt::linger, 0);
+  worker.connect(coordinator.endpoint());
+  auto send = [&](const proto::Message& m) {
+    worker.send(zmq::buffer(proto::encode(m)), zmq::send_flags::dontwait);
+  };
+  std::vector<proto::Message> got;
+  // Steps until a message of type T arrives (at most 5 s).
+  auto await = [&](auto type_tag) {
+    using T = decltype(type_tag);
+    auto until = Steady::now() + std::chrono::seconds(5);
+    while (Steady::now() < until) {
+      coordinator.step(10);
+      collect(worker, got);
+      for (const auto& m : got)
+        if (auto* t = std::get_if<T>(&m)) {
+          T out = *t;
+          got.clear();
+          return out;
+        }
+    }
+    throw std::runtime_error("no reply from the coordinator");
+  };
+  send(proto::Hello{"w", "h", 1, "cpu", "", 1, proto::kProtocolVersion});
+  await(proto::Welcome{});
+  send(proto::RequestTrial{});
+  const proto::Assignment a = await(proto::Assignment{});
+  send(proto::Report{a.number, 1, 0.5});
+  ASSERT_TRUE(await(proto::Decision{}).stored);
+
+  fs::rename(db, dir.path() / "moved.db");  // every commit fails from here on
+  send(proto::Report{a.number, 2, 0.25});
+  send(proto::Complete{a.number, false, 0.25, ""});
+  send(proto::RequestTrial{});
+  int failed = 0;
+  auto until = Steady::now() + std::chrono::milliseconds(1500);
+  while (Steady::now() < until) {
+    try {
+      coordinator.step(10);
+    } catch (const StorageError&) {
+      ++failed;
+    }
+    collect(worker, got);
+  }
+  EXPECT_GE(failed, 1) << "no commit failed";
+  for (const auto& m : got) {
+    EXPECT_FALSE(std::holds_alternative<proto::Decision>(m)) << "a report was acknowledged";
+    EXPECT_FALSE(std::holds_alternative<proto::Assignment>(m))
+        << "a trial was handed out after a failed commit";
+  }
+  // What the file holds (moved back, read by a new connection, WAL
+  // included): the trial RUNNING with its first report only.
+  fs::rename(dir.path() / "moved.db", db);
+  auto fresh = open_storage(db.string());
+  auto t = fresh->get_trial_by_number(*fresh->find_study("sleepy"), a.number);
+  EXPECT_EQ(t->state, TrialState::kRunning);
+  EXPECT_EQ(t->intermediate_values.size(), 1u);
+  EXPECT_EQ(fresh->count_trials(*fresh->find_study("sleepy")), 1);
+}
+
 TEST(Coordinator, GarbageFromRawSocketsDoesNotStopOrCorruptTheStudy) {
   TempDir dir;
   Harness h(dir.path(), sleep_study("unused.db", 20, 0.05, 2), fast_heartbeats(), 2,

@@ -117,6 +117,22 @@ class EventQueue {
     ready_.notify_one();
   }
 
+  // Posts two events at once: the receiver wakes once for both (a trial's
+  // result and the next request).
+  void post_two(Ev kind, std::uint64_t epoch, std::string first, std::string second) {
+    {
+      std::lock_guard lock(mutex_);
+      const bool was_empty = queue_.empty();
+      queue_.push_back(Event{kind, epoch, std::move(first)});
+      queue_.push_back(Event{kind, epoch, std::move(second)});
+      if (was_empty && fd_ >= 0) {
+        std::uint64_t one = 1;
+        (void)!write(fd_, &one, sizeof one);
+      }
+    }
+    ready_.notify_one();
+  }
+
   // Waits for the next event.
   Event receive() {
     std::unique_lock lock(mutex_);
@@ -222,6 +238,9 @@ struct Worker::Impl : TrialBackend {
   // The running trial.
   std::int64_t number = -1;
   std::uint64_t trial_epoch = 0;
+  // The ended trial's Complete or Fail (encoded), not yet posted: it goes
+  // to the link thread together with the next RequestTrial (post_result).
+  std::optional<std::string> result;
   bool last_prune = false;
   Json user_attrs = Json::object();
 
@@ -721,7 +740,7 @@ struct Worker::Impl : TrialBackend {
       f.reason = reason;
       f.message = message;
       if (!user_attrs.empty()) f.user_attrs_json = dump_json_nonfinite(user_attrs);
-      send(f, trial_epoch);
+      result = proto::encode(f);
     };
 
     std::string error;
@@ -750,7 +769,7 @@ struct Worker::Impl : TrialBackend {
         c.pruned = outcome.kind == lifecycle::OutcomeKind::kPruned;
         c.value = c.pruned ? trial.last_value() : std::optional<double>(outcome.value);
         if (!user_attrs.empty()) c.user_attrs_json = dump_json_nonfinite(user_attrs);
-        send(c, trial_epoch);
+        result = proto::encode(c);
         break;
       }
       case lifecycle::OutcomeKind::kInterrupted:
@@ -766,6 +785,19 @@ struct Worker::Impl : TrialBackend {
     }
     ++ended;
     number = -1;
+  }
+
+  // Posts the ended trial's result and, if `ask`, a RequestTrial after it:
+  // both at once, so that the link thread wakes and sends once per trial.
+  void post_result(bool ask) {
+    std::optional<std::string> r;
+    r.swap(result);
+    if (r && ask) {
+      to_link.post_two(Ev::kSend, trial_epoch, std::move(*r), proto::encode(proto::RequestTrial{}));
+      return;
+    }
+    if (r) to_link.post(Ev::kSend, trial_epoch, *r);
+    if (ask) send(proto::RequestTrial{}, epoch);
   }
 
   // Tells the coordinator this worker is leaving (a Disconnect from the
@@ -806,8 +838,7 @@ struct Worker::Impl : TrialBackend {
         }
         if (auto* a = std::get_if<proto::Assignment>(&m)) {
           run_trial(*a);
-          if (epoch != 0 && epoch == trial_epoch && !shutdown && !stopped && fatal.empty())
-            send(proto::RequestTrial{}, epoch);
+          post_result(epoch != 0 && epoch == trial_epoch && !shutdown && !stopped && fatal.empty());
           continue;
         }
       }
