@@ -462,7 +462,6 @@ void ParzenEstimator::fit_by_mean(std::span<const double> obs, std::span<const d
                                   const EstimatorOptions& opt, const std::vector<std::size_t>* hint,
                                   std::span<const double> points) {
   const DimensionSpec& dim = dims_[0];
-  const bool continuous = dim.kind == DimensionSpec::Kind::kContinuous;
   const std::size_t n = weights.size();
   const std::size_t n_kernels = n + (has_prior_ ? 1 : 0);
   // fit_weights(): the total in the observations' order.
@@ -489,39 +488,52 @@ void ParzenEstimator::fit_by_mean(std::span<const double> obs, std::span<const d
   const double floor = smallest_bandwidth(opt, n_kernels);
   for (std::size_t p = 0; p < n_kernels; ++p)
     kern.sigma[p] = by_mean_[p] == n ? kUnitRange : std::clamp(kern.sigma[p], floor, kUnitRange);
-  // The kernels log_pdf() visits at `points` (all without points): those
-  // within the window of a point (build_window(): kWindow times the 90th
-  // percentile of the bandwidths) and the wider ones.
+  // The kernels log_pdf() visits at `points` (all without points).
   std::vector<char> need = pool<char>().take(points.empty() ? 0 : n_kernels);
   const PooledScope<char> keep_need(need);
-  if (!points.empty()) {
-    const double cut = percentile90(kern.sigma);
-    const double window = kWindow * cut;
-    // +1 where a point's range starts, -1 after it ends.
-    std::vector<int> starts = pooled<int>(n_kernels + 1, 0);
-    const PooledScope<int> keep_starts(starts);
-    bool any_wide = false;
-    for (double v : points) {
-      const NumericPoint pt = numeric_point(0, v);
-      const double lo = (pt.continuous ? pt.x : pt.e0) - window;
-      const double hi = (pt.continuous ? pt.x : pt.e1) + window;
-      const auto first = std::lower_bound(kern.mu.begin(), kern.mu.end(), lo) - kern.mu.begin();
-      const auto last = std::upper_bound(kern.mu.begin(), kern.mu.end(), hi) - kern.mu.begin();
-      if (first >= last) continue;
-      ++starts[static_cast<std::size_t>(first)];
-      --starts[static_cast<std::size_t>(last)];
-    }
-    need.assign(n_kernels, 0);
-    int depth = 0;
-    for (std::size_t p = 0; p < n_kernels; ++p) {
-      depth += starts[p];
-      const bool wide = kern.sigma[p] > cut;
-      any_wide = any_wide || wide;
-      need[p] = depth > 0 || wide ? 1 : 0;
-    }
-    // No wide kernel: a point with an empty window sums every kernel.
-    if (!any_wide) need.clear();
+  if (!points.empty()) mark_needed_kernels(points, need);
+  fill_by_mean_normalizers(weights, prior_w, log_total, opt, need);
+}
+
+void ParzenEstimator::mark_needed_kernels(std::span<const double> points,
+                                          std::vector<char>& need) const {
+  const NumericKernels& kern = num_[0];
+  const std::size_t n_kernels = kern.mu.size();
+  const double cut = percentile90(kern.sigma);
+  const double window = kWindow * cut;
+  // +1 where a point's range starts, -1 after it ends.
+  std::vector<int> starts = pooled<int>(n_kernels + 1, 0);
+  const PooledScope<int> keep_starts(starts);
+  bool any_wide = false;
+  for (double v : points) {
+    const NumericPoint pt = numeric_point(0, v);
+    const double lo = (pt.continuous ? pt.x : pt.e0) - window;
+    const double hi = (pt.continuous ? pt.x : pt.e1) + window;
+    const auto first = std::lower_bound(kern.mu.begin(), kern.mu.end(), lo) - kern.mu.begin();
+    const auto last = std::upper_bound(kern.mu.begin(), kern.mu.end(), hi) - kern.mu.begin();
+    if (first >= last) continue;
+    ++starts[static_cast<std::size_t>(first)];
+    --starts[static_cast<std::size_t>(last)];
   }
+  need.assign(n_kernels, 0);
+  int depth = 0;
+  for (std::size_t p = 0; p < n_kernels; ++p) {
+    depth += starts[p];
+    const bool wide = kern.sigma[p] > cut;
+    any_wide = any_wide || wide;
+    need[p] = depth > 0 || wide ? 1 : 0;
+  }
+  // No wide kernel: a point with an empty window sums every kernel.
+  if (!any_wide) need.clear();
+}
+
+void ParzenEstimator::fill_by_mean_normalizers(std::span<const double> weights, double prior_w,
+                                               double log_total, const EstimatorOptions& opt,
+                                               const std::vector<char>& need) {
+  const bool continuous = dims_[0].kind == DimensionSpec::Kind::kContinuous;
+  const std::size_t n = weights.size();
+  NumericKernels& kern = num_[0];
+  const std::size_t n_kernels = kern.mu.size();
   kern.inv_sigma = pool<double>().take(n_kernels);
   kern.log_sigma = pool<double>().take(n_kernels);
   kern.log_z = pool<double>().take(n_kernels);

@@ -225,6 +225,18 @@ class ParzenEstimator {
   void fit_by_mean(std::span<const double> observations, std::span<const double> weights,
                    const EstimatorOptions& options, const std::vector<std::size_t>* order,
                    std::span<const double> points);
+  // fit_by_mean's choice of kernels for `points` (not empty): need[p] is 1
+  // for the kernel at place p (mean order) when log_pdf() visits it at some
+  // point: within the window of a point (build_window(): kWindow times the
+  // 90th percentile of the bandwidths) or wider than that percentile; `need`
+  // is left empty when no kernel is that wide (a point with an empty window
+  // sums every kernel). Reads num_[0].mu and .sigma.
+  void mark_needed_kernels(std::span<const double> points, std::vector<char>& need) const;
+  // fit_by_mean's normalizers (fit_weights() and add_normalizers() per
+  // kernel, in mean order) of the kernels `need` marks (all if empty);
+  // zeros for the others.
+  void fill_by_mean_normalizers(std::span<const double> weights, double prior_w, double log_total,
+                                const EstimatorOptions& options, const std::vector<char>& need);
   // The constructor, fitting for `points` only (see fit_by_mean).
   ParzenEstimator(std::vector<DimensionSpec> dims, std::span<const double> observations,
                   std::span<const double> weights, const EstimatorOptions& options,
