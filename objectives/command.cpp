@@ -966,7 +966,11 @@ class TrialDir {
       return;
     }
     path_ = (std::filesystem::path(ctx.log_dir) / ("trial-" + std::to_string(number))).string();
-    create_private_directories(path_);  // Error naming the folder -> FAIL
+    // Made 0700 if missing; one made beforehand by someone else, writable by
+    // others, or a link planted in its place is refused (the program would
+    // write its files where another user reads or swaps them): Error naming
+    // the folder and the rule -> FAIL.
+    const OwnerOnlyFolder checked(path_, true);
   }
   ~TrialDir() {
     std::error_code ec;

@@ -438,6 +438,39 @@ TEST_F(CommandObjectiveTest, TrialLogIsNotWrittenThroughAPlantedLinkOrIntoAFolde
   EXPECT_FALSE(std::filesystem::exists(log_of(shared)));
 }
 
+// {trial_dir} under the study's log folder: a trial folder made beforehand
+// writable by others, or a link planted in its place, is not used: the
+// trial FAILs naming the folder and the rule, and the program writes nothing
+// through the link.
+TEST_F(CommandObjectiveTest, TrialDirPlantedAsALinkOrWritableByOthersIsRefused) {
+  namespace fs = std::filesystem;
+  Json objective = command("echo x > \"$D/out\"\necho 'hpsearch: {\"value\": 0.5}'");
+  objective["env"] = {{"D", "{trial_dir}"}};
+  const fs::path logs = dir_ / "logs";
+  fs::create_directory(logs);
+  fs::permissions(logs, fs::perms::owner_all);
+  TrialPtr fine = run_one(objective, kAdam);
+  ASSERT_EQ(fine->state, TrialState::kComplete) << fine->fail_reason;
+  EXPECT_TRUE(fs::exists(logs / "trial-0" / "out"));
+
+  fs::remove_all(logs / "trial-0");
+  const fs::path elsewhere = dir_ / "elsewhere";
+  fs::create_directory(elsewhere);
+  fs::create_directory_symlink(elsewhere, logs / "trial-0");
+  TrialPtr linked = run_one(objective, kAdam);
+  EXPECT_EQ(linked->state, TrialState::kFail);
+  EXPECT_THAT(linked->fail_reason, HasSubstr("symbolic link"));
+  EXPECT_FALSE(fs::exists(elsewhere / "out"));
+
+  fs::remove(logs / "trial-0");
+  fs::create_directory(logs / "trial-0");
+  fs::permissions(logs / "trial-0", fs::perms::all);
+  TrialPtr shared = run_one(objective, kAdam);
+  EXPECT_EQ(shared->state, TrialState::kFail);
+  EXPECT_THAT(shared->fail_reason, HasSubstr("writable by group or others"));
+  EXPECT_FALSE(fs::exists(logs / "trial-0" / "out"));
+}
+
 TEST_F(CommandObjectiveTest, UnreadableReportIsNamedWhenNoValueFollows) {
   Json objective = command("echo 'hpsearch: {\"value\": \"fast\"}'");
   TrialPtr t = run_one(objective, kAdam);
