@@ -91,6 +91,12 @@ std::optional<TrialSource::Dispatch> TrialSource::create_new(const std::string& 
     }
   }
   init.params = std::move(chosen);
+  // Trials nearly always have the distributions of the one before: share
+  // that map (one per study in memory, not one per trial).
+  if (init.distributions == last_distributions_)
+    init.distributions = last_distributions_;
+  else
+    last_distributions_ = init.distributions;
   Dispatch out;
   out.trial = storage_.create_trial(study_.study_id(), init);
   mirror_.append(out.trial);

@@ -60,6 +60,7 @@ class TrialSource {
   const SearchSpace& space_;
   bool pruner_filters_;  // the pruner may show samplers a subset of trials
   bool exhausted_ = false;
+  DistributionMap last_distributions_;  // of the last new trial (shared with it)
 };
 
 }  // namespace hps

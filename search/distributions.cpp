@@ -346,4 +346,29 @@ bool Distribution::operator==(const Distribution& o) const {
   return low_ == o.low_ && high_ == o.high_ && log_ == o.log_ && step_ == o.step_;
 }
 
+DistributionMap::DistributionMap(Map map)
+    : map_(map.empty() ? nullptr : std::make_shared<Map>(std::move(map))) {}
+
+DistributionMap::DistributionMap(std::initializer_list<value_type> init)
+    : DistributionMap(Map(init)) {}
+
+const DistributionMap::Map& DistributionMap::map() const {
+  static const Map kEmpty;
+  return map_ ? *map_ : kEmpty;
+}
+
+DistributionMap::Map& DistributionMap::writable() {
+  if (!map_)
+    map_ = std::make_shared<Map>();
+  else if (map_.use_count() > 1)
+    map_ = std::make_shared<Map>(*map_);
+  return *map_;
+}
+
+std::pair<DistributionMap::const_iterator, bool> DistributionMap::insert_or_assign(
+    const std::string& name, const Distribution& distribution) {
+  auto [it, inserted] = writable().insert_or_assign(name, distribution);
+  return {it, inserted};
+}
+
 }  // namespace hps

@@ -15,8 +15,12 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "search/json_util.h"
@@ -115,5 +119,71 @@ bool same_json_scalar(const Json& a, const Json& b);
 // goes through it (hash_params in search_space.h). Not for arrays or
 // objects (they hash by their dump).
 std::size_t hash_json_scalar(const Json& value);
+
+// Param name -> distribution, shared copy-on-write. Copies share one
+// immutable std::map (a study's trials nearly always have the same
+// distributions, so a store that loads 1,000,000 trials keeps one map, not
+// one per trial: about 140 bytes and one allocation per param per trial
+// saved). Reads have std::map's meaning and cost; a write (emplace,
+// insert_or_assign, clear) to a map that another DistributionMap shares
+// copies it first, so a copy never sees a later write to another copy.
+// Not safe for concurrent writes to one object (as std::map); copies may be
+// read and written from different threads.
+class DistributionMap {
+ public:
+  using Map = std::map<std::string, Distribution>;
+  using value_type = Map::value_type;
+  using const_iterator = Map::const_iterator;
+  using iterator = Map::const_iterator;
+
+  DistributionMap() = default;
+  DistributionMap(Map map);  // NOLINT(google-explicit-constructor): a map is one
+  DistributionMap(std::initializer_list<value_type> init);
+
+  // The map (an empty one when nothing was added).
+  const Map& map() const;
+  operator const Map&() const { return map(); }  // NOLINT(google-explicit-constructor)
+
+  const_iterator begin() const { return map().begin(); }
+  const_iterator end() const { return map().end(); }
+  const_iterator find(const std::string& name) const { return map().find(name); }
+  std::size_t count(const std::string& name) const { return map().count(name); }
+  std::size_t size() const { return map().size(); }
+  bool empty() const { return map().empty(); }
+  // Throws std::out_of_range when `name` is absent (as std::map::at).
+  const Distribution& at(const std::string& name) const { return map().at(name); }
+
+  // std::map's emplace; copies a shared map first.
+  template <typename... Args>
+  std::pair<const_iterator, bool> emplace(Args&&... args) {
+    auto [it, inserted] = writable().emplace(std::forward<Args>(args)...);
+    return {it, inserted};
+  }
+  // As emplace; the hint is only a hint, ignored when the map is made or
+  // copied first (the hint then points into another map).
+  template <typename... Args>
+  const_iterator emplace_hint(const_iterator hint, Args&&... args) {
+    if (!map_ || shared()) return emplace(std::forward<Args>(args)...).first;
+    return writable().emplace_hint(hint, std::forward<Args>(args)...);
+  }
+  std::pair<const_iterator, bool> insert_or_assign(const std::string& name,
+                                                   const Distribution& distribution);
+  void clear() { map_.reset(); }
+
+  // Whether both use the very same map (a copy of the other, not written
+  // since).
+  bool shares_map_with(const DistributionMap& other) const { return map_ == other.map_; }
+
+  friend bool operator==(const DistributionMap& a, const DistributionMap& b) {
+    return a.map_ == b.map_ || a.map() == b.map();
+  }
+  friend bool operator!=(const DistributionMap& a, const DistributionMap& b) { return !(a == b); }
+
+ private:
+  bool shared() const { return map_ && map_.use_count() > 1; }
+  Map& writable();  // the map, copied first if shared, made if absent
+
+  std::shared_ptr<Map> map_;
+};
 
 }  // namespace hps

@@ -114,11 +114,11 @@ struct SqliteStorage::Impl {
       rows.push_back({&name, &value, d == init.distributions.end() ? nullptr : &d->second});
     }
     std::vector<Json> stored = params.insert(conn, t.trial_id, rows);
-    for (std::size_t r = 0; r < rows.size(); ++r) {
+    for (std::size_t r = 0; r < rows.size(); ++r)
       t.params.emplace_hint(t.params.end(), *rows[r].name, std::move(stored[r]));
-      if (rows[r].distribution)
-        t.distributions.emplace_hint(t.distributions.end(), *rows[r].name, *rows[r].distribution);
-    }
+    // Every distribution names a param (check_new_trial): the same map,
+    // shared with the caller's (one map for a study's trials).
+    t.distributions = init.distributions;
     for (const auto& [key, value] : init.system_attrs.items()) {
       sqlite::check_utf8(key, "attr key");
       std::string text = sqlite::encode_json(value, "attr '" + key + "'");

@@ -38,7 +38,7 @@ struct StudyInfo {
 struct NewTrial {
   TrialState state = TrialState::kRunning;            // WAITING (enqueued) or RUNNING
   Params params;                                      // fixed params, may be empty
-  std::map<std::string, Distribution> distributions;  // for each fixed param (optional)
+  DistributionMap distributions;  // for each fixed param (optional)
   Json system_attrs = Json::object();
   std::string worker;
 

@@ -42,7 +42,7 @@ struct FrozenTrial {
   TrialState state = TrialState::kWaiting;
   std::optional<double> value;                         // COMPLETE: the objective value (never NaN)
   Params params;                                       // external values; inactive params absent
-  std::map<std::string, Distribution> distributions;   // one per param
+  DistributionMap distributions;                       // one per param (shared)
   std::map<std::int64_t, double> intermediate_values;  // step -> value
   Json user_attrs = Json::object();
   Json system_attrs = Json::object();

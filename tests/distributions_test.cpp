@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -591,6 +592,70 @@ TEST(DistributionsTest, FromJsonReadsEveryKind) {
   auto o = Distribution::from_json(Json::parse(R"({"type": "ordinal", "values": [16, 32]})"), "s");
   EXPECT_EQ(o.kind(), DistributionKind::kOrdinal);
   EXPECT_STREQ(to_string(o.kind()), "ordinal");
+}
+
+}  // namespace
+}  // namespace hps
+
+namespace hps {
+namespace {
+
+TEST(DistributionMapTest, CopiesShareOneMapUntilOneIsWritten) {
+  auto x = Distribution::make_float(0.0, 1.0);
+  auto k = Distribution::make_int(1, 8);
+  DistributionMap a{{"x", x}};
+  DistributionMap b = a;
+  EXPECT_TRUE(b.shares_map_with(a));
+  // A write to a shared map copies it: the other copy does not see it.
+  b.emplace("k", k);
+  EXPECT_FALSE(b.shares_map_with(a));
+  EXPECT_EQ(a.size(), 1u);
+  EXPECT_EQ(b.size(), 2u);
+  EXPECT_FALSE(a.count("k"));
+  EXPECT_TRUE(b.at("k") == k);
+  // insert_or_assign and emplace_hint copy too.
+  DistributionMap c = b;
+  c.insert_or_assign("x", k);
+  EXPECT_TRUE(b.at("x") == x);
+  EXPECT_TRUE(c.at("x") == k);
+  DistributionMap d = c;
+  d.emplace_hint(d.end(), "y", x);
+  EXPECT_FALSE(c.count("y"));
+  EXPECT_TRUE(d.at("y") == x);
+  // Equal content compares equal without sharing; clear empties one copy.
+  DistributionMap e{{"x", x}};
+  EXPECT_TRUE(e == a);
+  EXPECT_FALSE(e.shares_map_with(a));
+  EXPECT_TRUE(e != b);
+  e.clear();
+  EXPECT_TRUE(e.empty());
+  EXPECT_EQ(a.size(), 1u);
+  EXPECT_THROW((void)e.at("x"), std::out_of_range);
+  // A hint taken from an empty map (before it has one of its own) is
+  // ignored, as the coordinator builds a new trial's map.
+  DistributionMap g;
+  g.emplace_hint(g.end(), "x", x);
+  g.emplace_hint(g.end(), "y", k);
+  EXPECT_EQ(g.size(), 2u);
+  EXPECT_TRUE(g.at("y") == k);
+  // An unshared map is written in place (no copy).
+  DistributionMap f{{"x", x}};
+  const Distribution* before = &f.at("x");
+  f.emplace("k", k);
+  EXPECT_EQ(&f.at("x"), before);
+}
+
+TEST(DistributionMapTest, ReadsAsTheStdMap) {
+  DistributionMap::Map m{{"b", Distribution::make_float(0.0, 1.0)},
+                         {"a", Distribution::make_int(0, 3)}};
+  DistributionMap d(m);
+  const DistributionMap::Map& view = d;
+  EXPECT_TRUE(view == m);
+  std::vector<std::string> names;
+  for (const auto& [name, dist] : d) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(d.find("c") == d.end());
+  EXPECT_TRUE(DistributionMap().map().empty());
 }
 
 }  // namespace

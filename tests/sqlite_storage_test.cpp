@@ -685,6 +685,43 @@ TEST_P(SqliteReads, ReopeningGivesIdenticalTrials) {
   EXPECT_TRUE(same_json(after[11]->params.at("c"), true));
 }
 
+// Trials with the same distributions share one map when read back (memory
+// of large studies); a trial with other distributions, or whose param was
+// added later with set_trial_param, has its own, with the right content.
+TEST_P(SqliteReads, TrialsWithTheSameDistributionsShareOneMapWhenRead) {
+  auto x = Distribution::make_float(0.0, 1.0);
+  auto k = Distribution::make_int(1, 8);
+  std::int64_t study = 0;
+  {
+    auto storage = open(path());
+    study = storage->create_study("s", StudyDirection::kMinimize, Json());
+    for (int n = 0; n < 40; ++n) {
+      NewTrial init = running({{"x", Json(0.01 * n)}, {"k", Json(1 + n % 8)}},
+                              {{"x", x}, {"k", k}});
+      if (n == 17) init = running({{"x", Json(0.5)}}, {{"x", x}});
+      auto t = storage->create_trial(study, init);
+      if (n == 23) storage->set_trial_param(t->trial_id, "z", Json(0.25), x);
+      storage->set_trial_state(t->trial_id, TrialState::kComplete, 1.0 * n);
+    }
+  }
+  auto trials = open(path())->get_all_trials(study, {});
+  ASSERT_EQ(trials.size(), 40u);
+  const DistributionMap both{{"x", x}, {"k", k}};
+  for (std::size_t n = 0; n < trials.size(); ++n) {
+    const auto& d = trials[n]->distributions;
+    if (n == 17) {
+      EXPECT_TRUE(d == DistributionMap({{"x", x}}));
+      EXPECT_FALSE(d.shares_map_with(trials[0]->distributions));
+    } else if (n == 23) {
+      EXPECT_TRUE(d == DistributionMap({{"x", x}, {"k", k}, {"z", x}}));
+      EXPECT_FALSE(d.shares_map_with(trials[0]->distributions));
+    } else {
+      EXPECT_TRUE(d == both) << n;
+      EXPECT_TRUE(d.shares_map_with(trials[0]->distributions)) << n;
+    }
+  }
+}
+
 TEST_F(SqliteStorageTest, SchemaVersionIsRecorded) {
   { SqliteStorage storage(path()); }
   EXPECT_EQ(raw_query_text(path(), "PRAGMA user_version"),

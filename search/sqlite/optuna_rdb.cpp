@@ -668,8 +668,9 @@ void take_hpsearch_attrs(NewTrial& t, const std::string& where) {
     auto it = t.distributions.find(n.get<std::string>());
     if (it == t.distributions.end() || it->second.kind() != DistributionKind::kCategorical)
       continue;
-    it->second =
-        Distribution::make_ordinal(it->second.choices(), where + " param '" + it->first + "'");
+    std::string name = it->first;
+    t.distributions.insert_or_assign(
+        name, Distribution::make_ordinal(it->second.choices(), where + " param '" + name + "'"));
   }
   sys.erase(kOrdinalAttr);
 }

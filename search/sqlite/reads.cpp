@@ -44,7 +44,36 @@ constexpr TrialQueries kByTrial = {
     "SELECT trial_id, kind, key, value_json FROM trial_attrs WHERE trial_id = ?1",
 };
 
-using ById = std::unordered_map<std::int64_t, FrozenTrial*>;
+// The trials being read, by trial id: a sorted array (ids are unique; rows
+// of the other tables mostly come in id order, so a lookup first tries the
+// entry after the last one found). 16 bytes per trial and no allocation per
+// trial, where a hash map took a node each (1,000,000 trials on a resume).
+class ById {
+ public:
+  void add(std::int64_t id, FrozenTrial* trial) {
+    if (!entries_.empty() && id <= entries_.back().first) sorted_ = false;
+    entries_.emplace_back(id, trial);
+  }
+  // Call once after the last add.
+  void finish() {
+    if (!sorted_) std::sort(entries_.begin(), entries_.end());
+    sorted_ = true;
+  }
+  // The trial with this id, or nullptr (a row of a trial not read).
+  FrozenTrial* find(std::int64_t id) const {
+    if (next_ < entries_.size() && entries_[next_].first == id) return entries_[next_++].second;
+    auto it = std::lower_bound(entries_.begin(), entries_.end(), id,
+                               [](const auto& e, std::int64_t key) { return e.first < key; });
+    if (it == entries_.end() || it->first != id) return nullptr;
+    next_ = static_cast<std::size_t>(it - entries_.begin()) + 1;
+    return it->second;
+  }
+
+ private:
+  std::vector<std::pair<std::int64_t, FrozenTrial*>> entries_;
+  bool sorted_ = true;
+  mutable std::size_t next_ = 0;  // the entry after the last found
+};
 
 // Puts a value of an attrs row (kind 0 = user, 1 = system) into `user` or
 // `system`.
@@ -92,33 +121,81 @@ std::vector<std::shared_ptr<FrozenTrial>> read_trial_rows(Statement& s, ById& by
     t->datetime_complete = col_time(s, 5, where, "datetime_complete");
     t->worker = col_text(s, 6, where, "worker", true);
     t->fail_reason = col_text(s, 7, where, "fail_reason", true);
-    by_id[t->trial_id] = t.get();
+    by_id.add(t->trial_id, t.get());
     list.push_back(std::move(t));
   }
   return list;
 }
 
+// The distributions of the trials being read: each distinct
+// distribution_json text is decoded once, and each distinct set of (name,
+// distribution) becomes one DistributionMap that its trials share (a
+// study's trials nearly always have the same set: one map for all of them).
+class DistributionInterner {
+ public:
+  // Adds the row (name, text) of trial `trial`; rows of one trial usually
+  // come together, and a trial's set is shared when its last row is read.
+  void add(FrozenTrial* trial, const std::string& name, std::string_view text,
+           const Where& where) {
+    if (trial != current_) finish();
+    current_ = trial;
+    rows_.emplace_back(name, decode(text, where));
+  }
+  // Shares the set of the trial read last (call after the last row).
+  void finish() {
+    if (current_ == nullptr) return;
+    std::sort(rows_.begin(), rows_.end());
+    auto set = sets_.find(rows_);
+    if (set == sets_.end()) {
+      DistributionMap::Map map;
+      for (const auto& [name, d] : rows_) map.insert_or_assign(name, *d);
+      set = sets_.emplace(rows_, DistributionMap(std::move(map))).first;
+    }
+    if (current_->distributions.empty()) {
+      current_->distributions = set->second;
+    } else {  // rows of this trial seen before, apart: add them to its own map
+      for (const auto& [name, d] : set->second) current_->distributions.insert_or_assign(name, d);
+    }
+    rows_.clear();
+    current_ = nullptr;
+  }
+
+ private:
+  const Distribution* decode(std::string_view text, const Where& where) {
+    auto d = by_text_.find(text);
+    if (d == by_text_.end()) {
+      std::string owned(text);
+      d = by_text_.emplace(owned, decode_distribution(owned, where)).first;
+    }
+    return &d->second;
+  }
+
+  std::map<std::string, Distribution, std::less<>> by_text_;  // nodes stay put
+  using Rows = std::vector<std::pair<std::string, const Distribution*>>;
+  FrozenTrial* current_ = nullptr;
+  Rows rows_;
+  std::map<Rows, DistributionMap> sets_;
+};
+
 void read_param_rows(Statement& s, const ById& by_id) {
-  // Trials of a study mostly share their distributions: decode each
-  // distinct text once.
-  std::unordered_map<std::string, Distribution> distributions;
+  DistributionInterner distributions;
   while (s.step()) {
     std::int64_t id = col_int(s, 0, Where{"trial_params"}, "trial_id");
     Where where = trial_row_where("trial_params", id);
     std::string name = col_text(s, 1, where, "name");
     where.key_name = "name";
     where.key = &name;
-    auto it = by_id.find(id);
-    if (it == by_id.end()) continue;
-    if (s.type(2) != SQLITE_NULL) {
-      std::string text = col_text(s, 2, where, "distribution_json");
-      auto d = distributions.find(text);
-      if (d == distributions.end())
-        d = distributions.emplace(text, decode_distribution(text, where)).first;
-      it->second->distributions.insert_or_assign(name, d->second);
+    FrozenTrial* trial = by_id.find(id);
+    if (trial == nullptr) continue;
+    int type = s.type(2);
+    if (type != SQLITE_NULL) {
+      if (type != SQLITE_TEXT)
+        throw StorageError(where.str() + ": column distribution_json is not text");
+      distributions.add(trial, name, s.text_view(2), where);
     }
-    it->second->params[name] = decode_param_value(s, 3, 4, where);
+    trial->params[name] = decode_param_value(s, 3, 4, where);
   }
+  distributions.finish();
 }
 
 void read_intermediate_rows(Statement& s, const ById& by_id) {
@@ -127,17 +204,17 @@ void read_intermediate_rows(Statement& s, const ById& by_id) {
     Where where = trial_row_where("trial_intermediate_values", id);
     std::int64_t step = col_int(s, 1, where, "step");
     auto value = col_opt_real(s, 2, where, "value");
-    auto it = by_id.find(id);
-    if (it == by_id.end()) continue;
-    it->second->intermediate_values[step] = value ? *value : std::nan("");
+    FrozenTrial* trial = by_id.find(id);
+    if (trial == nullptr) continue;
+    trial->intermediate_values[step] = value ? *value : std::nan("");
   }
 }
 
 void read_trial_attr_rows(Statement& s, const ById& by_id) {
   read_attr_rows(s, "trial_attrs", "trial_id", [&](std::int64_t id) -> std::pair<Json*, Json*> {
-    auto it = by_id.find(id);
-    if (it == by_id.end()) return {nullptr, nullptr};
-    return {&it->second->user_attrs, &it->second->system_attrs};
+    FrozenTrial* trial = by_id.find(id);
+    if (trial == nullptr) return {nullptr, nullptr};
+    return {&trial->user_attrs, &trial->system_attrs};
   });
 }
 
@@ -151,6 +228,7 @@ void read_trial_tables(Connection& conn, const TrialQueries& q, const Key& key, 
     u->bind(1, key);
     list = read_trial_rows(u.get(), by_id);
   }
+  by_id.finish();
   if (list.empty()) return;
   {
     Use u(conn.stmt(q.params));

@@ -67,6 +67,9 @@ class Statement {
   std::int64_t int64(int col) const { return sqlite3_column_int64(stmt_, col); }
   double real(int col) const { return sqlite3_column_double(stmt_, col); }
   std::string text(int col) const;
+  // The text of column `col`, valid until the next step(), reset or
+  // another column read of `col` ("" for NULL).
+  std::string_view text_view(int col) const;
   const std::string& sql() const { return sql_; }
 
   bool in_use = false;  // a Use holds it
