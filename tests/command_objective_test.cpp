@@ -829,9 +829,9 @@ TEST(ChildProcessTest, GroupDiesWithAnOwnerKilledByKill9) {
                                     "",
                                     {"PATH=/usr/bin:/bin"}});
     (void)child;
-    // The constructor has started the guard: only now may the owner be
-    // killed (before that the child is unguarded; a slow fork under ASan
-    // let the test kill the owner first).
+    // The constructor has returned: the guard was started before the
+    // program (a guard forked after it once let this test, slowed by ASan,
+    // kill the owner first).
     std::ofstream(dir / "ready") << "1";
     while (true) ::pause();
   }
