@@ -25,9 +25,11 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 #include <zmq.hpp>
 
@@ -219,6 +221,59 @@ TEST_F(CliWriterTest, StatusAsksTheLockNotTheClock) {
   EXPECT_NE(status.out.find("hpsearch resume"), std::string::npos) << status.out;
   j = status_json("slow.db");
   EXPECT_EQ(j.value("coordinator_running", Json()), Json(false)) << j.dump();
+}
+
+// The worker names of `hpsearch status`'s Workers table (first column) and
+// of its RUNNING list (second column), from its text.
+std::pair<std::set<std::string>, std::set<std::string>> status_worker_names(
+    const std::string& out) {
+  std::set<std::string> table, list;
+  std::set<std::string>* into = nullptr;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) {
+      into = nullptr;
+      continue;
+    }
+    if (line.rfind("Workers (", 0) == 0) {
+      into = &table;
+      continue;
+    }
+    std::istringstream words(line);
+    std::string first, second;
+    words >> first >> second;
+    if (first == "RUNNING" && second == "trial") {
+      into = &list;
+      continue;
+    }
+    if (!into || first == "worker" || line.find_first_not_of("- ") == std::string::npos) continue;
+    if (into == &list)
+      into->insert(second);
+    else
+      into->insert(first);
+  }
+  return {table, list};
+}
+
+TEST_F(CliWriterTest, StatusWorkersTableAgreesWithItsRunningList) {
+  // Trials much shorter than the coordinator's record interval (1 s): the
+  // record's trial numbers are old by the time status reads the store.
+  dir_.write("space.json", sleep_space(0.02, 100000));
+  auto run = cli_background({"run", "space.json", "--workers", "2"}, "run");
+  ASSERT_TRUE(wait_until([&] {
+    return cli({"status", "slow.db"}).out.find("Workers (") != std::string::npos;
+  })) << "no workers table";
+  for (int i = 0; i < 20 && run->running(); ++i) {
+    ProcessResult status = cli({"status", "slow.db"});
+    ASSERT_EQ(status.exit_code, 0) << status.err;
+    auto [table, list] = status_worker_names(status.out);
+    for (const std::string& name : list)
+      EXPECT_EQ(table.count(name), 0u)
+          << name << " is in the Workers table and has a RUNNING trial below it:\n"
+          << status.out;
+  }
+  run->send_signal(SIGTERM);
+  run->wait();
 }
 
 // ------------------------------------------------------------ files
