@@ -27,7 +27,7 @@
 #include <map>
 #include <sstream>
 
-#include "algorithms/factory.h"
+#include "algorithms/study_setup.h"
 #include "bench/bench_util.h"
 #include "coordinator/coordinator.h"
 #include "protocol/curve_keys.h"
@@ -125,11 +125,7 @@ int main(int argc, char** argv) {
     std::string& thread_split = row.thread_split;
     {
       auto storage = open_storage(db);
-      StudyOptions so;
-      so.sampler = make_sampler(config.sampler);
-      so.pruner = make_pruner(config.pruner);
-      so.space = config.space;
-      Study study = Study::create(storage, config.name, config.direction, so, config.source);
+      Study study = create_study(config, storage);
       CoordinatorOptions co;
       co.n_trials = n_trials;
       co.min_workers = workers;  // start all workers' first trials together

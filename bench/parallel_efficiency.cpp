@@ -32,7 +32,7 @@
 #include <map>
 #include <sstream>
 
-#include "algorithms/factory.h"
+#include "algorithms/study_setup.h"
 #include "bench/bench_util.h"
 #include "coordinator/coordinator.h"
 #include "search/storage.h"
@@ -147,11 +147,7 @@ int main(int argc, char** argv) {
              {"space", {{"x", {{"type", "float"}, {"low", 0.0}, {"high", 1.0}}}}}};
     StudyConfig config = StudyConfig::from_json(doc);
     auto storage = open_storage(db);
-    StudyOptions so;
-    so.sampler = make_sampler(config.sampler);
-    so.pruner = make_pruner(config.pruner);
-    so.space = config.space;
-    Study study = Study::create(storage, config.name, config.direction, so, config.source);
+    Study study = create_study(config, storage);
     CoordinatorOptions co;
     co.n_trials = n_trials;
     co.min_workers = workers;

@@ -32,6 +32,7 @@ int import_command(const ImportOptions& o) {
   std::error_code ec;
   const util::StorageUrl url = util::parse_storage_url(o.into);
   const bool existed = url.in_memory || std::filesystem::exists(url.path, ec);
+  if (!url.in_memory) util::check_store_file_if_present(url.path, "--into");
   auto storage = open_storage(o.into);
   sqlite::OptunaImport result;
   try {

@@ -380,25 +380,38 @@ void print_status_json(const StudyStatus& s) {
   std::cout << out.dump(2) << "\n";
 }
 
-// One row of the workers table: the worker's trial, and from the store's
-// RUNNING trial of that number (taken out of `running`) how long it runs and
-// its last report.
+// One row of the workers table. Its trial comes from the store, like the
+// RUNNING list below it: the RUNNING trial recorded with this worker's name
+// (taken out of `running`), the one the coordinator's record names if the
+// store has several, with how long it runs and its last report; "idle" when
+// the store has none. The record itself is rewritten at most once per
+// status_interval_s (1 s), while every trial is committed as it starts and
+// ends: its trial numbers would lag the store's during a fast run (a worker
+// shown idle that the RUNNING list shows with a trial). Which workers are
+// connected still comes from the record: one that connected since its last
+// write is missing from the table, and its trial is in the RUNNING list.
 std::vector<std::string> worker_row(const Json& w, std::map<std::int64_t, TrialPtr>& running) {
-  std::string trial = "idle", since, last;
-  if (w.contains("trial") && w["trial"].is_number_integer()) {
-    std::int64_t n = w["trial"].get<std::int64_t>();
-    trial = std::to_string(n);
-    if (auto it = running.find(n); it != running.end()) {
-      const FrozenTrial& t = *it->second;
-      if (t.datetime_start)
-        since = format_duration(
-            std::chrono::duration<double>(Clock::now() - *t.datetime_start).count());
-      if (auto li = t.last_intermediate())
-        last = fmt::format("step {}: {}", li->first, format_value(li->second));
-      running.erase(it);
-    }
+  const std::string name = w.value("name", "?");
+  std::optional<std::int64_t> recorded;
+  if (w.contains("trial") && w["trial"].is_number_integer())
+    recorded = w["trial"].get<std::int64_t>();
+  auto mine = running.end();
+  for (auto it = running.begin(); it != running.end(); ++it) {
+    if (it->second->worker != name) continue;
+    if (mine == running.end() || it->first == recorded) mine = it;
   }
-  return {printable(w.value("name", "?")),
+  std::string trial = "idle", since, last;
+  if (mine != running.end()) {
+    const FrozenTrial& t = *mine->second;
+    trial = std::to_string(mine->first);
+    if (t.datetime_start)
+      since =
+          format_duration(std::chrono::duration<double>(Clock::now() - *t.datetime_start).count());
+    if (auto li = t.last_intermediate())
+      last = fmt::format("step {}: {}", li->first, format_value(li->second));
+    running.erase(mine);
+  }
+  return {printable(name),
           printable(w.value("host", "?")),
           std::to_string(w.value("pid", std::int64_t{0})),
           printable(w.value("device", "?")),
@@ -407,8 +420,9 @@ std::vector<std::string> worker_row(const Json& w, std::map<std::int64_t, TrialP
           last};
 }
 
-// What each worker runs now: the coordinator's workers table, with the
-// RUNNING trials of the store; then the RUNNING trials no worker claims.
+// What each worker runs now: the coordinator's workers table, their trials
+// from the store's RUNNING trials; then the RUNNING trials no listed worker
+// runs.
 void print_workers(const StudyStatus& s) {
   std::map<std::int64_t, TrialPtr> running;
   for (const auto& t : s.running) running[t->number] = t;

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <memory>
 #include <thread>
+#include <zmq.hpp>
 
 #include "algorithms/factory.h"
 #include "cli/commands.h"
@@ -203,6 +204,29 @@ void apply_command_line(StudyConfig& config, const RunOptions& o) {
   if (o.workers < 0) throw ConfigError("--workers", "must be >= 0 (0: remote workers only)");
   protocol::check_heartbeat_settings(o.heartbeat_ms, "--heartbeat-ms", o.liveness, "--liveness");
   if (o.max_retries < 0) throw ConfigError("--max-retries", "must be >= 0");
+  if (o.max_workers < 1)
+    throw ConfigError("--max-workers", "must be >= 1 (the most workers connected at once), got " +
+                                           std::to_string(o.max_workers));
+}
+
+// Binds `endpoint` (--bind) once on a socket of its own and closes it, so
+// that an address this machine cannot bind (a host that is none of its
+// interfaces, a port in use) is refused as bad input before the study is
+// created, not after, leaving an empty study in the store. Throws
+// ConfigError("--bind", ...) with ZeroMQ's reason.
+void probe_bind(const std::string& endpoint) {
+  try {
+    zmq::context_t context(1);
+    zmq::socket_t socket(context, zmq::socket_type::router);
+    socket.set(zmq::sockopt::linger, 0);
+    socket.bind(endpoint);
+    socket.close();
+    context.close();  // the listener is closed when this returns
+  } catch (const zmq::error_t& e) {
+    throw ConfigError("--bind", "cannot bind '" + endpoint + "': " + e.what() +
+                                    " (name an address or interface of this machine, e.g. "
+                                    "tcp://0.0.0.0:5555, and a free port)");
+  }
 }
 
 // The coordinator's options, checked (endpoint, keys) before the store is
@@ -255,6 +279,7 @@ CoordinatorOptions coordinator_options(const StudyConfig& config, const RunOptio
   if (!bind && o.keys_dir)
     spdlog::warn("--keys has no effect without --bind (local workers use a private ipc socket)");
   co.validate();  // a bad --bind is refused before the store is touched
+  if (bind) probe_bind(*bind);
   // Bad keys (missing folder, a secret readable by others, not Z85) too.
   if (bind && !co.keys_dir.empty()) (void)curve::load_coordinator_keys(co.keys_dir);
   return co;
@@ -594,6 +619,10 @@ int run_study(StudyConfig config, const RunOptions& o) {
     const std::string warning = sampler->budget_warning(*config.budget.n_trials);
     if (!warning.empty()) spdlog::warn("{}", warning);
   }
+  // A folder or a file that is not SQLite as the store is bad input (exit 2),
+  // as for the read commands, not a failure of the run.
+  if (const util::StorageUrl store = util::parse_storage_url(config.storage); !store.in_memory)
+    util::check_store_file_if_present(store.path, o.storage ? "--storage" : "study.storage");
   const CoordinatorOptions co = coordinator_options(config, o, plan);
 
   // 2. Open the study (continue it if it exists).
@@ -670,9 +699,10 @@ int run_command(const RunOptions& o) { return run_study(StudyConfig::from_file(o
 int resume_command(const RunOptions& o) {
   if (!o.storage) throw ConfigError("STORAGE", "is required");
   const std::string& path = *o.storage;
-  if (util::StorageUrl url = util::parse_storage_url(path);
-      !url.in_memory && !std::filesystem::exists(url.path))
-    throw ConfigError(path, "no such storage file");
+  if (util::StorageUrl url = util::parse_storage_url(path); !url.in_memory) {
+    if (!std::filesystem::exists(url.path)) throw ConfigError(path, "no such storage file");
+    util::check_store_file_if_present(url.path, "STORAGE");  // a folder, not SQLite: exit 2
+  }
   auto storage = open_storage(path);
   std::vector<StudyInfo> studies = storage->list_studies();
   const StudyInfo* chosen = nullptr;

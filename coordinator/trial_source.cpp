@@ -2,28 +2,17 @@
 
 #include <spdlog/spdlog.h>
 
+#include "search/sampling_context.h"
 #include "search/trial_lifecycle.h"
 
 namespace hps {
 
 TrialSource::TrialSource(Study& study, TrialMirror& mirror, const SearchSpace& space)
-    : study_(study),
-      storage_(study.storage()),
-      mirror_(mirror),
-      space_(space),
-      pruner_filters_(study.pruner().prunes()) {}
+    : study_(study), storage_(study.storage()), mirror_(mirror), space_(space) {}
 
-template <class F>
-void TrialSource::with_sampling_context(const FrozenTrial& t, int n_workers, F&& f) {
-  if (!pruner_filters_) {
-    SamplingContext ctx{study_.direction(), mirror_.trials(), t, n_workers};
-    ctx.view = &mirror_.view();
-    f(ctx);
-  } else {
-    auto subset = study_.pruner().trials_for_sampler(t, mirror_.trials());
-    SamplingContext ctx{study_.direction(), subset, t, n_workers};
-    f(ctx);
-  }
+void TrialSource::with_sampling_context(const FrozenTrial& t, int n_workers,
+                                        const std::function<void(const SamplingContext&)>& f) {
+  hps::with_sampling_context(study_.direction(), mirror_.view(), study_.pruner(), t, n_workers, f);
 }
 
 std::optional<TrialSource::Dispatch> TrialSource::next(const std::string& worker, int n_workers,

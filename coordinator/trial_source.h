@@ -8,6 +8,7 @@
 // coordinator (not installed).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,15 +51,14 @@ class TrialSource {
                                         std::vector<TrialPtr>& ended);
   std::optional<Dispatch> create_new(const std::string& worker, int n_workers);
   // Calls f(the SamplingContext for trial `t`): the mirror's view, or the
-  // trials the pruner lets the sampler see.
-  template <class F>
-  void with_sampling_context(const FrozenTrial& t, int n_workers, F&& f);
+  // trials the pruner lets the sampler see (search/sampling_context.h).
+  void with_sampling_context(const FrozenTrial& t, int n_workers,
+                             const std::function<void(const SamplingContext&)>& f);
 
   Study& study_;
   Storage& storage_;
   TrialMirror& mirror_;
   const SearchSpace& space_;
-  bool pruner_filters_;  // the pruner may show samplers a subset of trials
   bool exhausted_ = false;
   DistributionMap last_distributions_;  // of the last new trial (shared with it)
 };

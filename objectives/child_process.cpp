@@ -239,13 +239,18 @@ ChildProcess::ChildProcess(const SpawnOptions& options) {
 
   std::vector<char*> argv = c_strings(options.argv);
   std::vector<char*> envp = c_strings(options.env);
+  // The guard first, so that no moment exists in which the program runs
+  // unguarded (objectives/group_guard.h); posix_spawnp() writes the pid
+  // straight into the page the guard reads. Best effort: without a guard
+  // the child runs as before.
+  guard_.start();
   pid_t pid = -1;
-  int rc = posix_spawnp(&pid, program.c_str(), &fa.actions, &sa.attr, argv.data(), envp.data());
-  if (rc != 0) throw fail(errno_text(rc));
+  pid_t* pid_out = guard_.group_slot() ? guard_.group_slot() : &pid;
+  int rc = posix_spawnp(pid_out, program.c_str(), &fa.actions, &sa.attr, argv.data(), envp.data());
+  if (rc != 0) throw fail(errno_text(rc));  // ~GroupGuard ends the guard
 
-  pid_ = pid;
+  pid_ = *pid_out;
   slot_ = register_group(pid_);
-  guard_.start(pid_);  // best effort: without a guard the child runs as before
   out_fd_ = out_read.release();
   err_fd_ = err_read.release();
   in_fd_ = in_write.release();

@@ -103,7 +103,8 @@ Template parse_template(const std::string& text, const std::string& path) {
                                   " has no closing '}'; write '{{' for a literal brace");
     std::string name = text.substr(i + 1, close - i - 1);
     if (name.find('{') != std::string::npos)
-      throw ConfigError(path, "'{' inside the placeholder at offset " + std::to_string(i));
+      throw ConfigError(path, "'{' inside the placeholder at offset " + std::to_string(i) +
+                                  "; write '{{' and '}}' for literal braces");
     Piece p;
     p.is_param = true;
     if (!name.empty() && name.back() == '?') {
@@ -160,6 +161,7 @@ void check_placeholders(const Template& t, const SearchSpace& space, const std::
         rule += " (did you mean '" + best + "'?)";
       else if (space.empty())
         rule += " (the space declares no params)";
+      rule += "; for literal braces (JSON in an argument) write '{{' and '}}'";
       throw ConfigError(path, rule);
     }
     if (spec->condition && !p.optional)
@@ -610,7 +612,10 @@ class Tail {
 // `text` with every byte that is not part of a well-formed UTF-8 sequence
 // (RFC 3629: no overlong forms, surrogates or code points above U+10FFFF)
 // replaced by U+FFFD, so that a program's binary output cannot break the
-// JSON of the store, the protocol or `hpsearch trials`.
+// JSON of the store, the protocol or `hpsearch trials`; and each NUL byte
+// written as the two characters "\0": a FAIL reason travels as an
+// exception's what(), a C string, which would end at the NUL and lose the
+// rest of the reason.
 std::string valid_utf8(std::string_view text) {
   std::string out;
   out.reserve(text.size());
@@ -620,6 +625,11 @@ std::string valid_utf8(std::string_view text) {
     unsigned char c = byte(i);
     std::size_t len = 0;
     unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (c == 0) {
+      out += "\\0";
+      ++i;
+      continue;
+    }
     if (c < 0x80)
       len = 1;
     else if (c >= 0xC2 && c <= 0xDF)
@@ -966,11 +976,17 @@ class TrialDir {
       return;
     }
     path_ = (std::filesystem::path(ctx.log_dir) / ("trial-" + std::to_string(number))).string();
-    // Made 0700 if missing; one made beforehand by someone else, writable by
-    // others, or a link planted in its place is refused (the program would
-    // write its files where another user reads or swaps them): Error naming
-    // the folder and the rule -> FAIL.
-    const OwnerOnlyFolder checked(path_, true);
+    // <study>.logs, then its trial-<number>, each made 0700 if missing; one
+    // made beforehand by someone else, writable by others, or a link planted
+    // in its place is refused (the program would write its files where
+    // another user reads or swaps them): Error naming the folder and the
+    // rule -> FAIL. The parent is checked first, so nothing is made through
+    // a planted one.
+    const std::string hint =
+        "hpsearch makes this folder itself: remove the one found there (after checking who "
+        "made it) and run the trial again";
+    { const OwnerOnlyFolder parent(ctx.log_dir, true, hint); }
+    const OwnerOnlyFolder checked(path_, true, hint);
   }
   ~TrialDir() {
     std::error_code ec;

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -16,7 +17,7 @@ namespace hps {
 namespace {
 
 // The guard process: only async-signal-safe system calls from here on.
-[[noreturn]] void guard_main(int read_fd, pid_t pgid) {
+[[noreturn]] void guard_main(int read_fd, const pid_t* slot) {
   struct sigaction ignore {};
   ignore.sa_handler = SIG_IGN;
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2})
@@ -37,7 +38,10 @@ namespace {
   do {
     n = ::read(0, &byte, 1);
   } while (n < 0 && errno == EINTR);
-  if (n != 1) ::kill(-pgid, SIGKILL);  // end of file: the worker is gone
+  if (n != 1) {  // end of file: the worker is gone
+    pid_t pgid = __atomic_load_n(slot, __ATOMIC_SEQ_CST);
+    if (pgid > 0) ::kill(-pgid, SIGKILL);
+  }
   ::_exit(0);
 }
 
@@ -45,19 +49,29 @@ namespace {
 
 GroupGuard::~GroupGuard() { finish(); }
 
-bool GroupGuard::start(pid_t pgid) noexcept {
-  if (pid_ > 0 || pgid <= 0) return false;
+bool GroupGuard::start() noexcept {
+  if (pid_ > 0) return false;
+  void* page =
+      ::mmap(nullptr, sizeof(pid_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) return false;
+  auto* slot = static_cast<pid_t*>(page);
+  *slot = 0;
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return false;
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    ::munmap(page, sizeof(pid_t));
+    return false;
+  }
   pid_t pid = ::fork();
-  if (pid == 0) guard_main(fds[0], pgid);
+  if (pid == 0) guard_main(fds[0], slot);
   ::close(fds[0]);
   if (pid < 0) {
     ::close(fds[1]);
+    ::munmap(page, sizeof(pid_t));
     return false;
   }
   pid_ = pid;
   write_fd_ = fds[1];
+  slot_ = slot;
   return true;
 }
 
@@ -81,6 +95,8 @@ void GroupGuard::finish() noexcept {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   pid_ = -1;
+  ::munmap(slot_, sizeof(pid_t));
+  slot_ = nullptr;
 }
 
 }  // namespace hps

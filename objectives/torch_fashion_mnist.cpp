@@ -482,6 +482,28 @@ namespace fs = std::filesystem;
 // The archive key of the epoch whose weights a checkpoint holds.
 constexpr const char* kCheckpointEpochKey = "hpsearch_best_epoch";
 
+// Ends the refusal of a named checkpoint_dir that breaks the owner-only rule.
+constexpr const char* kCheckpointDirHint =
+    "set objective.checkpoint_dir to a folder only you can write (for a link: the folder it "
+    "points to), or objective.checkpoints to false";
+
+// The named checkpoint_dir of `c`, checked as it is now without creating or
+// writing anything, so that `hpsearch run` refuses it before any worker
+// starts or the study is stored: one that exists and breaks the owner-only
+// rule (owned by another user, writable by group or others, a symbolic link;
+// OwnerOnlyFolder) is a ConfigError naming objective.checkpoint_dir. A
+// missing one is fine (the trials make it, 0700).
+void check_named_checkpoint_dir(const FashionMnistConfig& c) {
+  if (!c.checkpoints || c.checkpoint_dir.empty()) return;
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(c.checkpoint_dir, ec))) return;
+  try {
+    const OwnerOnlyFolder folder(c.checkpoint_dir, false, kCheckpointDirHint);
+  } catch (const std::exception& e) {
+    throw ConfigError("objective.checkpoint_dir", e.what());
+  }
+}
+
 // The checkpoint folder of `c` under `context`, created (0700) if missing
 // and opened owner-only (OwnerOnlyFolder); nullptr when checkpoints are off
 // or have no folder. A folder that cannot be created or breaks the
@@ -500,7 +522,8 @@ std::shared_ptr<const OwnerOnlyFolder> checkpoint_folder(const FashionMnistConfi
   const fs::path dir =
       named ? fs::path(c.checkpoint_dir) : fs::path(context.log_dir) / "checkpoints";
   try {
-    return std::make_shared<const OwnerOnlyFolder>(dir.string(), true);
+    return std::make_shared<const OwnerOnlyFolder>(dir.string(), true,
+                                                   named ? kCheckpointDirHint : std::string());
   } catch (const std::exception& e) {
     if (named) throw ConfigError("objective.checkpoint_dir", e.what());
     spdlog::warn(
@@ -830,7 +853,7 @@ void register_torch_objectives() {
       "LibTorch MLP or CNN on Fashion-MNIST (or MNIST) with early stopping; value: the best "
       "val_loss or val_accuracy";
   t.validate = [](const Json& config, const SearchSpace& space) {
-    (void)FashionMnistConfig::from_json(config, space);
+    check_named_checkpoint_dir(FashionMnistConfig::from_json(config, space));
   };
   t.make = make_fashion_mnist_objective;
   t.after_study.name = "test set evaluation";

@@ -108,7 +108,9 @@ struct FdCloser {
 
 }  // namespace
 
-OwnerOnlyFolder::OwnerOnlyFolder(const std::string& path, bool create) {
+OwnerOnlyFolder::OwnerOnlyFolder(const std::string& path, bool create,
+                                 const std::string& refusal_hint) {
+  const std::string hint = refusal_hint.empty() ? "" : "; " + refusal_hint;
   if (path.empty()) throw Error("an empty folder name");
   if (create) create_private_directories(path);
   // The last component is not followed: a link there could point anywhere.
@@ -120,8 +122,7 @@ OwnerOnlyFolder::OwnerOnlyFolder(const std::string& path, bool create) {
     const int err = errno;
     struct stat st {};
     if ((err == ELOOP || err == ENOTDIR) && ::lstat(p.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
-      throw Error(path + ": is a symbolic link: " + kOwnerOnlyRule +
-                  "; name the folder it points to");
+      throw Error(path + ": is a symbolic link: " + kOwnerOnlyRule + hint);
     throw Error(path + ": cannot open the folder: " + reason(err));
   }
   struct stat st {};
@@ -131,7 +132,7 @@ OwnerOnlyFolder::OwnerOnlyFolder(const std::string& path, bool create) {
   }
   if (std::string why = owner_only_violation(st); !why.empty()) {
     ::close(fd_);
-    throw Error(path + ": " + why);
+    throw Error(path + ": " + why + hint);
   }
   // The folder the kernel opened (not a lexical guess: "a/../b" with a link
   // at "a" is not "b").

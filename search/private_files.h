@@ -60,7 +60,11 @@ class OwnerOnlyFolder {
   // uid ("owned by uid N, not by this user (uid M): refused ..."), or is
   // writable by group or others ("writable by group or others (mode 0777):
   // refused ..."). A folder higher up the path may be a link (/home -> /data).
-  OwnerOnlyFolder(const std::string& path, bool create);
+  // `refusal_hint`, when not empty, ends each of these three refusals
+  // ("...; <hint>"): what the caller's user should do, which depends on who
+  // names the folder (a checkpoint_dir the user chose: "name the folder it
+  // points to"; a trial folder hpsearch makes: remove the planted entry).
+  OwnerOnlyFolder(const std::string& path, bool create, const std::string& refusal_hint = "");
   ~OwnerOnlyFolder();
   OwnerOnlyFolder(const OwnerOnlyFolder&) = delete;
   OwnerOnlyFolder& operator=(const OwnerOnlyFolder&) = delete;

@@ -9,8 +9,12 @@
 #include <cmath>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <type_traits>
+#include <utility>
 
+#include "search/sampling_context.h"
 #include "search/trial_lifecycle.h"
 #include "search/trial_view.h"
 #include "search/util/host.h"
@@ -137,19 +141,22 @@ struct Study::Impl : TrialBackend {
   TrialView view;
   std::atomic<bool>* interrupt = nullptr;
 
-  // Calls fn(ctx) with a SamplingContext for `current` (under sampler_mu):
-  // the view itself, or what the pruner lets the sampler see.
+  // Returns fn(ctx) with a SamplingContext for `current` (under sampler_mu),
+  // one worker: the view synced, then the rule of
+  // search/sampling_context.h (the view, or what the pruner lets the sampler
+  // see).
   template <class F>
   auto with_sampling_context(const FrozenTrial& current, F&& fn) {
     view.sync(*storage, study_id);
-    if (!pruner->prunes()) {
-      SamplingContext ctx{direction, view.trials(), current};
-      ctx.view = &view;
-      return fn(ctx);
+    using Result = decltype(fn(std::declval<const SamplingContext&>()));
+    if constexpr (std::is_void_v<Result>) {
+      hps::with_sampling_context(direction, view, *pruner, current, 1, fn);
+    } else {
+      std::optional<Result> out;
+      hps::with_sampling_context(direction, view, *pruner, current, 1,
+                                 [&](const SamplingContext& ctx) { out.emplace(fn(ctx)); });
+      return std::move(*out);
     }
-    auto trials = pruner->trials_for_sampler(current, view.trials());
-    SamplingContext ctx{direction, trials, current};
-    return fn(ctx);
   }
 
   Json suggest(Trial& trial, const std::string& pname, const Distribution& d) override {

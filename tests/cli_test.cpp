@@ -2,8 +2,10 @@
 // temporary directory: run, best, trials, studies; bad space.json files;
 // resuming after a rerun, kill -9 and SIGINT; readers while a run writes.
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cctype>
@@ -31,6 +33,8 @@
 namespace hps {
 namespace {
 
+using ::testing::HasSubstr;
+using ::testing::Not;
 using testsupport::BackgroundProcess;
 using testsupport::ProcessResult;
 using testsupport::TempDir;
@@ -577,6 +581,91 @@ TEST_F(CliTest, BadArgumentsExitWithCode2) {
   EXPECT_EQ(cli({"trials", "x.db", "--format", "xml"}).exit_code, 2);
   EXPECT_EQ(cli({"--version"}).exit_code, 0);
   EXPECT_EQ(cli({"--help"}).exit_code, 0);
+}
+
+// Flags are named as the user typed them, with the rule; a store that is a
+// folder or not SQLite is bad input (exit 2) for every command, like a bad
+// flag; a --bind this machine cannot bind leaves no study behind.
+TEST_F(CliTest, BadFlagsAndStoresExitWith2NamingThemAndWriteNothing) {
+  dir_.write("space.json", kBraninSpace);
+  const std::set<std::string> inputs = {"space.json", "text.db", "folder.db"};
+  dir_.write("text.db", "this is a text file, not a SQLite database\n");
+  std::filesystem::create_directory(dir_.file("folder.db"));
+
+  ProcessResult max_workers = cli({"run", "space.json", "--max-workers", "0"});
+  EXPECT_EQ(max_workers.exit_code, 2);
+  EXPECT_THAT(max_workers.err, HasSubstr("--max-workers: must be >= 1"));
+  EXPECT_THAT(max_workers.err, Not(HasSubstr("coordinator.")));
+
+  ProcessResult gpus = cli({"run", "space.json", "--gpus", "abc"});
+  EXPECT_EQ(gpus.exit_code, 2);
+  EXPECT_THAT(gpus.err, HasSubstr("--gpus: entry 'abc' is not a GPU index (0, 1, ...) or UUID"));
+  EXPECT_EQ(cli({"run", "space.json", "--gpus", "0,x1"}).exit_code, 2);
+
+  for (const std::string store : {"text.db", "folder.db"}) {
+    SCOPED_TRACE(store);
+    const std::string rule =
+        store == "text.db" ? "is not a SQLite database" : "is not a regular file";
+    ProcessResult run = cli({"run", "space.json", "--storage", store});
+    EXPECT_EQ(run.exit_code, 2) << run.err;
+    EXPECT_THAT(run.err, HasSubstr("--storage: " + rule));
+    ProcessResult resume = cli({"resume", store});
+    EXPECT_EQ(resume.exit_code, 2) << resume.err;
+    EXPECT_THAT(resume.err, HasSubstr("STORAGE: " + rule));
+    for (const std::string command : {"trials", "best", "status", "studies"}) {
+      ProcessResult read = cli({command, store});
+      EXPECT_EQ(read.exit_code, 2) << command << ": " << read.err;
+      EXPECT_THAT(read.err, HasSubstr(rule)) << command;
+    }
+  }
+  EXPECT_EQ(testsupport::read_file(dir_.file("text.db")),
+            "this is a text file, not a SQLite database\n");
+
+  // An address of no interface here (TEST-NET-1, RFC 5737).
+  ProcessResult bind =
+      cli({"run", "space.json", "--workers", "0", "--bind", "tcp://192.0.2.1:5555", "--insecure"});
+  EXPECT_EQ(bind.exit_code, 2) << bind.err;
+  EXPECT_THAT(bind.err, HasSubstr("--bind: cannot bind 'tcp://192.0.2.1:5555'"));
+  EXPECT_EQ(other_files(inputs), std::set<std::string>{}) << "a refused run left files";
+}
+
+// A named objective.checkpoint_dir that breaks the owner-only rule (a
+// folder others can write, a link, another user's folder) is refused when
+// the run starts, exit 2 naming the field, before any worker starts or the
+// study is stored (it was a FAIL of the first trial, the study left in the
+// store).
+TEST_F(CliTest, ACheckpointDirBreakingTheOwnerRuleIsRefusedBeforeTheRun) {
+  namespace fs = std::filesystem;
+  if (!fs::exists(fs::path(HPSEARCH_CLI_PATH).parent_path() / "hpsearch-torch"))
+    GTEST_SKIP() << "built without LibTorch: no hpsearch-torch";
+  const std::set<std::string> inputs = {"space.json", "shared", "mine", "link", "theirs"};
+  const auto refused = [&](const std::string& folder, const std::string& rule) {
+    SCOPED_TRACE(folder);
+    const Json space = {
+        {"study", {{"name", "ckpt"}, {"direction", "minimize"}, {"storage", "ckpt.db"}}},
+        {"budget", {{"n_trials", 1}}},
+        {"objective",
+         {{"type", "torch.fashion_mnist"}, {"max_epochs", 1}, {"checkpoint_dir", folder}}},
+        {"space", {{"lr", {{"type", "float"}, {"low", 0.001}, {"high", 0.1}, {"log", true}}}}}};
+    dir_.write("space.json", space.dump());
+    ProcessResult r = cli({"run", "space.json", "--workers", "1"});
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_THAT(r.err, HasSubstr("objective.checkpoint_dir: " + folder + ": " + rule));
+    EXPECT_THAT(r.err, HasSubstr("set objective.checkpoint_dir to a folder only you can write"));
+    EXPECT_EQ(other_files(inputs), std::set<std::string>{}) << "a refused run left files";
+  };
+  fs::create_directory(dir_.file("shared"));
+  fs::permissions(dir_.file("shared"), fs::perms::all);
+  refused(dir_.file("shared"), "writable by group or others (mode 0777)");
+  fs::create_directory(dir_.file("mine"));
+  fs::permissions(dir_.file("mine"), fs::perms::owner_all);
+  fs::create_directory_symlink(dir_.file("mine"), dir_.file("link"));
+  refused(dir_.file("link"), "is a symbolic link");
+  if (::geteuid() != 0) GTEST_SKIP() << "not root: cannot make a folder of another uid";
+  fs::create_directory(dir_.file("theirs"));
+  fs::permissions(dir_.file("theirs"), fs::perms::owner_all);
+  ASSERT_EQ(::chown(dir_.file("theirs").c_str(), 4242, 4242), 0);
+  refused(dir_.file("theirs"), "owned by uid 4242, not by this user");
 }
 
 // ------------------------------------------------------------ resume

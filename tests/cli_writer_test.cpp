@@ -25,9 +25,11 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 #include <zmq.hpp>
 
@@ -221,6 +223,59 @@ TEST_F(CliWriterTest, StatusAsksTheLockNotTheClock) {
   EXPECT_EQ(j.value("coordinator_running", Json()), Json(false)) << j.dump();
 }
 
+// The worker names of `hpsearch status`'s Workers table (first column) and
+// of its RUNNING list (second column), from its text.
+std::pair<std::set<std::string>, std::set<std::string>> status_worker_names(
+    const std::string& out) {
+  std::set<std::string> table, list;
+  std::set<std::string>* into = nullptr;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) {
+      into = nullptr;
+      continue;
+    }
+    if (line.rfind("Workers (", 0) == 0) {
+      into = &table;
+      continue;
+    }
+    std::istringstream words(line);
+    std::string first, second;
+    words >> first >> second;
+    if (first == "RUNNING" && second == "trial") {
+      into = &list;
+      continue;
+    }
+    if (!into || first == "worker" || line.find_first_not_of("- ") == std::string::npos) continue;
+    if (into == &list)
+      into->insert(second);
+    else
+      into->insert(first);
+  }
+  return {table, list};
+}
+
+TEST_F(CliWriterTest, StatusWorkersTableAgreesWithItsRunningList) {
+  // Trials much shorter than the coordinator's record interval (1 s): the
+  // record's trial numbers are old by the time status reads the store.
+  dir_.write("space.json", sleep_space(0.02, 100000));
+  auto run = cli_background({"run", "space.json", "--workers", "2"}, "run");
+  ASSERT_TRUE(wait_until([&] {
+    return cli({"status", "slow.db"}).out.find("Workers (") != std::string::npos;
+  })) << "no workers table";
+  for (int i = 0; i < 20 && run->running(); ++i) {
+    ProcessResult status = cli({"status", "slow.db"});
+    ASSERT_EQ(status.exit_code, 0) << status.err;
+    auto [table, list] = status_worker_names(status.out);
+    for (const std::string& name : list)
+      EXPECT_EQ(table.count(name), 0u)
+          << name << " is in the Workers table and has a RUNNING trial below it:\n"
+          << status.out;
+  }
+  run->send_signal(SIGTERM);
+  run->wait();
+}
+
 // ------------------------------------------------------------ files
 
 TEST_F(CliWriterTest, StoreWalLockAndTrialLogsAreOwnerOnly) {
@@ -270,8 +325,10 @@ TEST_F(CliWriterTest, StoreDeletedDuringARunStopsItWithAnError) {
 
 TEST_F(CliWriterTest, NoTrialProcessSurvivesAWorkerKilledByKill9) {
   // The trial's program leaves a child of its group in the background.
-  dir_.write("space.json",
-             command_space("echo $$ > leader.$$; sleep 300 & echo $! > bg.$$; sleep 300", 1));
+  dir_.write(
+      "space.json",
+      command_space("echo $$ > leader.$$; sleep 300 & echo $! > bg.$$; echo running-$$; sleep 300",
+                    1));
   auto run = cli_background({"run", "space.json", "--workers", "1", "--max-retries", "0"}, "run");
   pid_t leader = -1, bg = -1;
   ASSERT_TRUE(wait_until([&] {
@@ -287,19 +344,36 @@ TEST_F(CliWriterTest, NoTrialProcessSurvivesAWorkerKilledByKill9) {
     }
     return false;
   })) << "the trial's program did not start";
+  // The worker reads the program's output (into the trial log) only once
+  // it has started the program and its guard (objectives/group_guard.h):
+  // killed before that, it may leave the program unguarded (the pid not yet
+  // stored for the guard), which is not what this test is about.
+  const std::string marker = "running-" + std::to_string(leader);
+  ASSERT_TRUE(wait_until([&] {
+    return testsupport::read_file(dir_.file("cmd.logs/trial-0.log")).find(marker) !=
+           std::string::npos;
+  })) << "the worker did not read the program's output";
   pid_t worker = parent_of(leader);
   ASSERT_GT(worker, 1);
   ASSERT_NE(worker, run->pid());
   ASSERT_GE(processes_in_group(leader).size(), 2u);
   ASSERT_EQ(::kill(worker, SIGKILL), 0);
+  // The guard (objectives/group_guard.h) reacts as soon as it is scheduled;
+  // the bound only ends a failing run (a loaded 2-core CI machine can take
+  // seconds to schedule it).
   std::vector<pid_t> left;
   wait_until(
       [&] {
         left = processes_in_group(leader);
         return left.empty();
       },
-      std::chrono::seconds(5));
-  EXPECT_TRUE(left.empty()) << left.size() << " processes of the trial's group survived";
+      std::chrono::seconds(60));
+  EXPECT_TRUE(left.empty()) << left.size() << " processes of the trial's group survived; "
+                            << "processes now:\n"
+                            << testsupport::run_process(
+                                   {"/bin/ps", "-eo", "pid,ppid,pgid,stat,etimes,comm"},
+                                   dir_.path().string())
+                                   .out;
   for (pid_t p : left) ::kill(p, SIGKILL);  // clean up after a failure
   (void)bg;
   run->send_signal(SIGTERM);

@@ -123,6 +123,30 @@ TEST_F(CommandObjectiveTest, FinalValueIsTheTrialValueAndParamsReadBackExactly) 
   EXPECT_EQ(*t->value, x);
 }
 
+TEST_F(CommandObjectiveTest, DoubledBracesAreLiteralBracesSoJsonFitsInAnArgument) {
+  // '{{' and '}}' are literal braces (as in Python's str.format and fmt),
+  // next to a placeholder: the program prints the protocol line itself.
+  Json objective = {{"type", "command"},
+                    {"argv", {"/bin/sh", "-c", R"(echo 'hpsearch: {{"value": {x}}}')"}}};
+  TrialPtr t = run_one(objective, kAdam);
+  ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
+  ASSERT_TRUE(t->value);
+  EXPECT_EQ(*t->value, 1.5);
+}
+
+TEST(CommandConfigBracesTest, SingleBracesOfJsonAreAnUnknownPlaceholderNamingTheArgument) {
+  Json objective = {{"type", "command"},
+                    {"argv", {"/bin/sh", "-c", R"(echo 'hpsearch: {"value": 1}')"}}};
+  try {
+    validate_objective(objective, test_space());
+    FAIL() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.path(), "objective.argv[2]");
+    EXPECT_THAT(e.what(), HasSubstr(R"(placeholder {"value": 1} names no param in space)"));
+    EXPECT_THAT(e.what(), HasSubstr("write '{{' and '}}'"));
+  }
+}
+
 TEST_F(CommandObjectiveTest, IntermediateValuesAndAttrsAreRecorded) {
   Json objective = command(
       "echo 'hpsearch: {\"step\": 1, \"value\": 3.5}'\n"
@@ -289,6 +313,16 @@ TEST_F(CommandObjectiveTest, CrashFailsWithTheEndOfStderr) {
   // Binary output is made valid UTF-8 (the reason goes into JSON), text kept.
   EXPECT_THAT(t->fail_reason, HasSubstr("bytes \xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD caf\xC3\xA9"));
   EXPECT_NO_THROW(Json(t->fail_reason).dump());
+}
+
+TEST_F(CommandObjectiveTest, ANulByteInStderrIsEscapedAndTheRestOfTheReasonKept) {
+  // The reason travels as an exception's what() (a C string): a raw NUL
+  // would cut it there.
+  Json objective = command("printf 'before\\000after\\n' >&2\nexit 3");
+  TrialPtr t = run_one(objective, kAdam);
+  EXPECT_EQ(t->state, TrialState::kFail);
+  EXPECT_THAT(t->fail_reason, HasSubstr("exit code 3"));
+  EXPECT_THAT(t->fail_reason, HasSubstr("before\\0after")) << t->fail_reason;
 }
 
 TEST_F(CommandObjectiveTest, DeathBySignalFails) {
@@ -469,6 +503,47 @@ TEST_F(CommandObjectiveTest, TrialDirPlantedAsALinkOrWritableByOthersIsRefused) 
   EXPECT_EQ(shared->state, TrialState::kFail);
   EXPECT_THAT(shared->fail_reason, HasSubstr("writable by group or others"));
   EXPECT_FALSE(fs::exists(logs / "trial-0" / "out"));
+}
+
+// The parent <study>.logs of {trial_dir} is checked as the trial folder is:
+// one planted as a link, writable by others or owned by another user FAILs
+// the trial naming it and the rule, and no trial folder is made through it.
+TEST_F(CommandObjectiveTest, TrialDirsParentPlantedAsALinkWritableByOthersOrTheirsIsRefused) {
+  namespace fs = std::filesystem;
+  Json objective = command("echo x > \"$D/out\"\necho 'hpsearch: {\"value\": 0.5}'");
+  objective["env"] = {{"D", "{trial_dir}"}};
+  const fs::path logs = dir_ / "logs";
+  const auto expect_refused = [&](const std::string& rule) {
+    TrialPtr t = run_one(objective, kAdam);
+    EXPECT_EQ(t->state, TrialState::kFail);
+    EXPECT_THAT(t->fail_reason, HasSubstr(logs.string() + ": " + rule)) << t->fail_reason;
+    // The hint fits a folder hpsearch makes, not a folder the user named.
+    EXPECT_THAT(t->fail_reason, HasSubstr("hpsearch makes this folder itself: remove the one"));
+    EXPECT_THAT(t->fail_reason, Not(HasSubstr("name the folder it points to")));
+  };
+
+  // A link to a folder of the attacker's choosing: nothing is made there.
+  const fs::path elsewhere = dir_ / "elsewhere";
+  fs::create_directory(elsewhere);
+  fs::permissions(elsewhere, fs::perms::owner_all);
+  fs::remove_all(logs);
+  fs::create_directory_symlink(elsewhere, logs);
+  expect_refused("is a symbolic link");
+  EXPECT_TRUE(fs::is_empty(elsewhere));
+
+  // Writable by others.
+  fs::remove(logs);
+  fs::create_directory(logs);
+  fs::permissions(logs, fs::perms::all);
+  expect_refused("writable by group or others (mode 0777)");
+  EXPECT_FALSE(fs::exists(logs / "trial-0"));
+
+  // Owned by another user (only root can give a folder away).
+  if (::geteuid() != 0) GTEST_SKIP() << "not root: cannot make a folder of another uid";
+  fs::permissions(logs, fs::perms::owner_all);
+  ASSERT_EQ(::chown(logs.c_str(), 4242, 4242), 0);
+  expect_refused("owned by uid 4242, not by this user");
+  EXPECT_FALSE(fs::exists(logs / "trial-0"));
 }
 
 TEST_F(CommandObjectiveTest, UnreadableReportIsNamedWhenNoValueFollows) {
@@ -754,9 +829,9 @@ TEST(ChildProcessTest, GroupDiesWithAnOwnerKilledByKill9) {
                                     "",
                                     {"PATH=/usr/bin:/bin"}});
     (void)child;
-    // The constructor has started the guard: only now may the owner be
-    // killed (before that the child is unguarded; a slow fork under ASan
-    // let the test kill the owner first).
+    // The constructor has returned: the guard was started before the
+    // program (a guard forked after it once let this test, slowed by ASan,
+    // kill the owner first).
     std::ofstream(dir / "ready") << "1";
     while (true) ::pause();
   }

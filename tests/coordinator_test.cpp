@@ -23,7 +23,7 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "algorithms/factory.h"
+#include "algorithms/study_setup.h"
 #include "protocol/protocol.h"
 #include "search/storage.h"
 #include "search/study.h"
@@ -97,11 +97,7 @@ class Harness {
           const std::string& endpoint = "")
       : config_(StudyConfig::from_json(doc)) {
     storage_ = open_storage((dir / "study.db").string());
-    StudyOptions so;
-    so.sampler = make_sampler(config_.sampler);
-    so.pruner = make_pruner(config_.pruner);
-    so.space = config_.space;
-    study_.emplace(Study::create(storage_, config_.name, config_.direction, so, config_.source));
+    study_.emplace(create_study(config_, storage_));
     co.endpoint = endpoint;
     const bool tcp = endpoint.rfind("tcp://", 0) == 0;
     if (tcp && co.keys_dir.empty()) co.insecure = true;  // curve_test covers the keys
@@ -388,11 +384,7 @@ TEST(Coordinator, AFailedCommitTellsTheWorkerNothingOfItsGroup) {
   const fs::path db = dir.path() / "study.db";
   StudyConfig config = StudyConfig::from_json(sleep_study(db.string(), 10, 0.0, 1));
   auto storage = open_storage(db.string());
-  StudyOptions so;
-  so.sampler = make_sampler(config.sampler);
-  so.pruner = make_pruner(config.pruner);
-  so.space = config.space;
-  Study study = Study::create(storage, config.name, config.direction, so, config.source);
+  Study study = create_study(config, storage);
   CoordinatorOptions co;
   co.n_trials = 10;
   Coordinator coordinator(study, config.objective, co);

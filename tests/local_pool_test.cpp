@@ -67,6 +67,12 @@ TEST(LocalPool, ParsesGpuLists) {
   EXPECT_THROW(parse_gpu_list("0,,1"), ConfigError);
   EXPECT_THROW(parse_gpu_list("0,"), ConfigError);
   EXPECT_THROW(parse_gpu_list("0;rm"), ConfigError);
+  // Neither an index nor a UUID as CUDA_VISIBLE_DEVICES takes it.
+  EXPECT_THROW(parse_gpu_list("abc"), ConfigError);
+  EXPECT_THROW(parse_gpu_list("0,gpu1"), ConfigError);
+  EXPECT_THROW(parse_gpu_list("GPU-"), ConfigError);
+  EXPECT_EQ(parse_gpu_list("MIG-GPU-8a3f/1/0,MIG-5c1d-22"),
+            (std::vector<std::string>{"MIG-GPU-8a3f/1/0", "MIG-5c1d-22"}));
 }
 
 TEST(LocalPool, DetectsGpusFromCudaVisibleDevices) {

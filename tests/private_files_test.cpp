@@ -205,6 +205,27 @@ TEST(OwnerOnlyFolderTest, FoldersOthersCanWriteOrOwnOrThatAreLinksAreRefused) {
       << e;
 }
 
+// The caller's hint ends each refusal (what its user should do depends on
+// who names the folder); without one the refusal names no remedy.
+TEST(OwnerOnlyFolderTest, TheCallersHintEndsEachRefusal) {
+  Umask umask(0);
+  TempDir dir("owner_only");
+  fs::create_directory(dir.file("open"));
+  ::chmod(dir.file("open").c_str(), 0777);
+  std::string e = error_of([&] { OwnerOnlyFolder f(dir.file("open"), false, "remove it"); });
+  EXPECT_TRUE(contains(e, "(mode 0777): refused (")) << e;
+  EXPECT_TRUE(e.size() > 11 && e.substr(e.size() - 11) == "; remove it") << e;
+  fs::create_directory(dir.file("mine"));
+  ::chmod(dir.file("mine").c_str(), 0700);
+  fs::create_directory_symlink(dir.file("mine"), dir.file("link"));
+  e = error_of([&] { OwnerOnlyFolder f(dir.file("link"), true, "name the folder it points to"); });
+  EXPECT_TRUE(contains(e, "is a symbolic link: refused (")) << e;
+  EXPECT_TRUE(contains(e, "; name the folder it points to")) << e;
+  e = error_of([&] { OwnerOnlyFolder f(dir.file("link"), true); });
+  EXPECT_FALSE(contains(e, "points to")) << e;
+  EXPECT_EQ(e.back(), ')') << e;
+}
+
 TEST(OwnerOnlyFolderTest, ReadRefusesLinksFifosOpenFilesForeignFilesAndOversizedFiles) {
   Umask umask(0);
   TempDir dir("owner_only");

@@ -8,15 +8,18 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "search/sqlite_storage.h"
 #include "search/util/hash.h"
 #include "search/util/host.h"
 #include "search/util/random.h"
 #include "search/util/storage_url.h"
+#include "tests/support/temp_dir.h"
 
 namespace hps::util {
 namespace {
@@ -232,6 +235,35 @@ TEST(UtilStorageUrlTest, Parses) {
   EXPECT_EQ(parse_storage_url("").path, "");
   // Only the exact prefix is stripped.
   EXPECT_EQ(parse_storage_url("sqlite://a.db").path, "sqlite://a.db");
+}
+
+// What may be opened as a store: nothing there or an empty file (a new
+// store), a SQLite file; a folder or a file without SQLite's header is
+// refused naming the field, and left as it was.
+TEST(UtilStorageUrlTest, StoreFileCheckRefusesFoldersAndFilesOtherThanSqlite) {
+  testsupport::TempDir dir("store_check");
+  const auto error_of = [](const std::string& path) -> std::string {
+    try {
+      check_store_file_if_present(path, "--storage");
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.path(), "--storage");
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(error_of(dir.file("missing.db")), "no error");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("missing.db")));
+  EXPECT_EQ(error_of(dir.write("empty.db", "")), "no error");
+  { SqliteStorage store(dir.file("real.db")); }
+  EXPECT_EQ(error_of(dir.file("real.db")), "no error");
+  EXPECT_EQ(error_of(dir.write("text.db", "hello, not a database\n")),
+            "--storage: is not a SQLite database (no SQLite header): " + dir.file("text.db"));
+  EXPECT_EQ(error_of(dir.write("short.db", "SQLite")),
+            "--storage: is not a SQLite database (no SQLite header): " + dir.file("short.db"));
+  EXPECT_EQ(testsupport::read_file(dir.file("text.db")), "hello, not a database\n");
+  std::filesystem::create_directory(dir.file("folder.db"));
+  EXPECT_EQ(error_of(dir.file("folder.db")),
+            "--storage: is not a regular file: " + dir.file("folder.db"));
 }
 
 }  // namespace

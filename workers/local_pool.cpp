@@ -11,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include <thread>
 
 #include "search/errors.h"
+#include "search/printable.h"
 #include "search/util/wait_status.h"
 
 extern char** environ;
@@ -227,6 +229,25 @@ bool LocalWorkerPool::all_given_up() const {
   return true;
 }
 
+namespace {
+
+// Whether `item` names a GPU as CUDA_VISIBLE_DEVICES does: an index (digits)
+// or a UUID as nvidia-smi -L prints it ("GPU-8a3f...", "MIG-...", the
+// legacy "MIG-GPU-<uuid>/<gi>/<ci>"; a prefix of one is enough for CUDA).
+bool is_gpu_id(const std::string& item) {
+  if (std::all_of(item.begin(), item.end(),
+                  [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }))
+    return item.size() <= 9;
+  if (item.rfind("GPU-", 0) != 0 && item.rfind("MIG-", 0) != 0) return false;
+  if (item.size() == 4) return false;
+  return std::all_of(item.begin() + 4, item.end(), [](char c) {
+    return std::isxdigit(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '/' || c == 'G' ||
+           c == 'P' || c == 'U';
+  });
+}
+
+}  // namespace
+
 std::vector<std::string> parse_gpu_list(const std::string& text) {
   std::vector<std::string> out;
   if (text.empty()) return out;
@@ -239,9 +260,10 @@ std::vector<std::string> parse_gpu_list(const std::string& text) {
     while (!item.empty() && item.back() == ' ') item.pop_back();
     if (item.empty())
       throw ConfigError("--gpus", "has an empty entry in '" + text + "' (expected e.g. 0,1,2)");
-    for (char c : item)
-      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == ':' || c == '_'))
-        throw ConfigError("--gpus", "entry '" + item + "' is not a GPU index or UUID");
+    if (!is_gpu_id(item))
+      throw ConfigError("--gpus", "entry '" + printable(item) +
+                                      "' is not a GPU index (0, 1, ...) or UUID (GPU-..., "
+                                      "MIG-...), as CUDA_VISIBLE_DEVICES takes them");
     out.push_back(item);
     if (comma == std::string::npos) break;
     start = comma + 1;

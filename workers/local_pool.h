@@ -111,7 +111,10 @@ class LocalWorkerPool {
 };
 
 // Parses a --gpus list ("0,1,3"; entries may be UUIDs). An empty string
-// gives an empty list. Throws ConfigError("--gpus", ...) for empty entries.
+// gives an empty list. Each entry is a GPU index (digits) or a UUID as
+// CUDA_VISIBLE_DEVICES takes it ("GPU-8a3f...", "MIG-..."). Throws
+// ConfigError("--gpus", ...) naming the entry for an empty one or one that
+// is neither ("abc").
 std::vector<std::string> parse_gpu_list(const std::string& text);
 
 // GPUs for automatic assignment: the entries of CUDA_VISIBLE_DEVICES when

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -29,12 +31,37 @@ inline StorageUrl parse_storage_url(std::string_view url) {
   return {false, std::string(url)};
 }
 
+// Checks that `path`, when something is there, can be a store before
+// open_storage() opens or creates it: a folder, FIFO or device is refused,
+// and so is a non-empty file that does not start with SQLite's header
+// ("SQLite format 3\0"): both are bad input (exit 2 in the CLI), not a
+// failure of the store. Nothing there, or an empty file (made a new store),
+// passes. Throws ConfigError(field, "is not a regular file: PATH" | "is not
+// a SQLite database (no SQLite header): PATH"); the file is never changed.
+inline void check_store_file_if_present(const std::string& path, const std::string& field) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return;
+  if (!fs::is_regular_file(path, ec)) throw ConfigError(field, "is not a regular file: " + path);
+  const std::uintmax_t size = fs::file_size(path, ec);
+  if (ec || size == 0) return;
+  constexpr char kHeader[] = "SQLite format 3";  // and its NUL: 16 bytes
+  char head[sizeof kHeader] = {};
+  std::ifstream in(path, std::ios::binary);
+  if (!in.is_open()) return;  // unreadable: open_storage() says why
+  in.read(head, sizeof head);
+  if (in.gcount() != static_cast<std::streamsize>(sizeof head) ||
+      std::memcmp(head, kHeader, sizeof kHeader) != 0)
+    throw ConfigError(field, "is not a SQLite database (no SQLite header): " + path);
+}
+
 // Checks that `path` is the file of an existing store before open_storage()
 // opens it (which would make an empty file, a FIFO or a folder's name a new
 // store, or fail with SQLite's words): it must exist, be a regular file (or
 // a link to one) and not be empty. Throws ConfigError(field, "no such
 // storage file: PATH" | "is not a regular file: PATH" | "is empty, not a
-// hpsearch store: PATH"); the file is never opened or changed.
+// hpsearch store: PATH" | "is not a SQLite database (no SQLite header):
+// PATH"); the file is never changed.
 inline void check_existing_store_file(const std::string& path, const std::string& field) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -42,6 +69,7 @@ inline void check_existing_store_file(const std::string& path, const std::string
   if (!fs::is_regular_file(path, ec)) throw ConfigError(field, "is not a regular file: " + path);
   const std::uintmax_t size = fs::file_size(path, ec);
   if (ec || size == 0) throw ConfigError(field, "is empty, not a hpsearch store: " + path);
+  check_store_file_if_present(path, field);
 }
 
 }  // namespace hps::util
