@@ -144,10 +144,25 @@ TpeSampler::Cache::Column& TpeSampler::Cache::column(const std::string& name,
     // Many new slots (a fresh sampler on a long history, a new param): one
     // sort, O(n log n), rather than n inserts into a vector, O(n^2). The
     // (value, trial number) order is total, so the result is the same.
+    // The keys are gathered first, so that a comparison reads no trial
+    // (sorted_before() reads each slot's trial number through its trial).
+    struct Key {
+      double value;
+      std::int64_t number;
+      std::size_t slot;
+    };
+    std::vector<Key> keys;
+    keys.reserve(col->sorted.size() + (slots.size() - first_new));
+    for (std::size_t i : col->sorted) keys.push_back({col->values[i], slots[i].trial->number, i});
     for (std::size_t i = first_new; i < slots.size(); ++i)
-      if (!std::isnan(col->values[i])) col->sorted.push_back(i);
-    std::sort(col->sorted.begin(), col->sorted.end(),
-              [&](std::size_t a, std::size_t b) { return sorted_before(*col, a, b); });
+      if (!std::isnan(col->values[i]))
+        keys.push_back({col->values[i], slots[i].trial->number, i});
+    std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+      if (a.value != b.value) return a.value < b.value;
+      return a.number < b.number || (a.number == b.number && a.slot < b.slot);
+    });
+    col->sorted.clear();
+    for (const Key& k : keys) col->sorted.push_back(k.slot);
   }
   return *col;
 }
