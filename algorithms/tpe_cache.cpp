@@ -253,6 +253,9 @@ void ViewIndex::rebuild(const TrialView& view) {
   entries_.clear();
   by_hash_.clear();
   n_complete_ = 0;
+  // One allocation of buckets, not a rehash every doubling.
+  entries_.reserve(view.trials().size());
+  by_hash_.reserve(view.trials().size());
   for (const TrialPtr& t : view.trials())
     if (t) put(t);
 }
@@ -326,6 +329,8 @@ void ViewHistory::rebuild(const TrialView& view, TpeSampler::Cache& cache) {
     if (r.slot != kNoSlot) slot_of_number.emplace(r.number, r.slot);
   const std::vector<TrialPtr>& trials = view.trials();
   records_.assign(trials.size(), Record{});
+  cache.slots.reserve(cache.slots.size() + trials.size());
+  cache.slot_of_snapshot.reserve(cache.slot_of_snapshot.size() + trials.size());
   for (std::size_t i = 0; i < trials.size(); ++i) {
     if (!trials[i]) continue;
     auto it = slot_of_number.find(trials[i]->number);
