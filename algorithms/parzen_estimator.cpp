@@ -38,6 +38,9 @@ constexpr int kMaxRejections = 64;
 // further away adds under e^-32 = 1e-14 of its peak).
 constexpr double kWindow = 8.0;
 constexpr std::size_t kMinWindowKernels = 64;
+// log_pdf() of a multi-dimensional estimator with many kernels computes
+// the points' terms this many kernels at a time (log_pdf_blocked).
+constexpr std::size_t kKernelBlock = 1024;
 
 // P(a < Z < b) for a standard normal Z, a <= b, without cancellation in the
 // tails.
@@ -162,10 +165,11 @@ void add_gaussian_exponents(double* acc, const double* mu, const double* inv, do
   }
 }
 
-double log_phi_nonnegative(double b) {
-  static const LogPhiTable table;
-  return table(b);
-}
+// Built at load time (a function-local static costs a guard per call; the
+// normalizers of a 10-D estimator at 100,000 trials call it ~10^5 times).
+const LogPhiTable kLogPhiTable;
+
+inline double log_phi_nonnegative(double b) { return kLogPhiTable(b); }
 
 }  // namespace
 
@@ -305,22 +309,41 @@ std::vector<std::size_t> kernels_by_mean(const std::vector<double>& mu, std::siz
 // (before clipping, times bandwidth_factor) is the larger gap to its
 // neighbours among the means sorted by `order` (prior included); the
 // domain's ends count as neighbours with consider_endpoints.
+void neighbor_bandwidths_in_order(const std::vector<double>& mu, const EstimatorOptions& opt,
+                                  std::vector<double>& sigma);
+
 void neighbor_bandwidths(const std::vector<double>& mu, const std::vector<std::size_t>& order,
                          const EstimatorOptions& opt, std::vector<double>& sigma) {
+  // The means gathered in order once (one random read per kernel instead
+  // of three), the gaps taken in order, the bandwidths put back.
   const std::size_t n_kernels = order.size();
+  std::vector<double> sorted = pool<double>().take(n_kernels);
+  const PooledScope<double> keep_sorted(sorted);
+  for (std::size_t k : order) sorted.push_back(mu[k]);
+  std::vector<double> by_place = pooled<double>(n_kernels);
+  const PooledScope<double> keep_by_place(by_place);
+  neighbor_bandwidths_in_order(sorted, opt, by_place);
+  for (std::size_t p = 0; p < n_kernels; ++p) sigma[order[p]] = by_place[p];
+}
+
+// neighbor_bandwidths() with the identity order: `mu` sorted (places in
+// mean order), the same arithmetic without an order array.
+void neighbor_bandwidths_in_order(const std::vector<double>& mu, const EstimatorOptions& opt,
+                                  std::vector<double>& sigma) {
+  const std::size_t n_kernels = mu.size();
   for (std::size_t p = 0; p < n_kernels; ++p) {
-    double x = mu[order[p]];
+    double x = mu[p];
     double s = -1;
     if (p > 0)
-      s = std::max(s, x - mu[order[p - 1]]);
+      s = std::max(s, x - mu[p - 1]);
     else if (opt.consider_endpoints)
       s = std::max(s, x - kUnitLow);
     if (p + 1 < n_kernels)
-      s = std::max(s, mu[order[p + 1]] - x);
+      s = std::max(s, mu[p + 1] - x);
     else if (opt.consider_endpoints)
       s = std::max(s, kUnitHigh - x);
     if (s < 0) s = kUnitRange;  // a single point and no endpoints
-    sigma[order[p]] = opt.bandwidth_factor * s;
+    sigma[p] = opt.bandwidth_factor * s;
   }
 }
 
@@ -411,14 +434,18 @@ ParzenEstimator::ParzenEstimator(std::vector<DimensionSpec> dims,
                                  std::span<const double> observations,
                                  std::span<const double> weights, const EstimatorOptions& options,
                                  const std::vector<std::vector<std::size_t>>* orders)
-    : ParzenEstimator(std::move(dims), observations, weights, options, orders, {}) {}
+    : ParzenEstimator(std::move(dims), observations, weights, options, orders, {}, {}) {}
 
 void ParzenEstimator::log_pdf_at(std::vector<DimensionSpec> dims,
                                  std::span<const double> observations,
                                  std::span<const double> weights, const EstimatorOptions& options,
                                  const std::vector<std::vector<std::size_t>>* orders,
-                                 std::span<const double> points, std::span<double> out) {
-  const ParzenEstimator e(std::move(dims), observations, weights, options, orders, points);
+                                 std::span<const double> points, std::span<double> out,
+                                 std::span<const double> log_weights) {
+  if (!log_weights.empty() && log_weights.size() != weights.size())
+    throw Error("ParzenEstimator: log_weights and weights disagree in size");
+  const ParzenEstimator e(std::move(dims), observations, weights, options, orders, points,
+                          log_weights);
   e.log_pdf(points, out);
 }
 
@@ -426,7 +453,8 @@ ParzenEstimator::ParzenEstimator(std::vector<DimensionSpec> dims,
                                  std::span<const double> observations,
                                  std::span<const double> weights, const EstimatorOptions& options,
                                  const std::vector<std::vector<std::size_t>>* orders,
-                                 std::span<const double> points)
+                                 std::span<const double> points,
+                                 std::span<const double> log_weights)
     : dims_(std::move(dims)) {
   const std::size_t n_dims = dims_.size();
   check_inputs(n_dims, observations, weights, options);
@@ -440,7 +468,7 @@ ParzenEstimator::ParzenEstimator(std::vector<DimensionSpec> dims,
       options.bandwidth == BandwidthRule::kNeighbor && n_kernels >= kMinWindowKernels) {
     const std::vector<std::size_t>* order = nullptr;
     if (orders && !orders->empty() && (*orders)[0].size() == n) order = &(*orders)[0];
-    fit_by_mean(observations, weights, options, order, points);
+    fit_by_mean(observations, weights, options, order, points, log_weights);
     build_window();
     return;
   }
@@ -460,7 +488,8 @@ ParzenEstimator::ParzenEstimator(std::vector<DimensionSpec> dims,
 
 void ParzenEstimator::fit_by_mean(std::span<const double> obs, std::span<const double> weights,
                                   const EstimatorOptions& opt, const std::vector<std::size_t>* hint,
-                                  std::span<const double> points) {
+                                  std::span<const double> points,
+                                  std::span<const double> log_weights) {
   const DimensionSpec& dim = dims_[0];
   const std::size_t n = weights.size();
   const std::size_t n_kernels = n + (has_prior_ ? 1 : 0);
@@ -473,33 +502,45 @@ void ParzenEstimator::fit_by_mean(std::span<const double> obs, std::span<const d
   // order is found from them), then every array in mean order.
   std::vector<double> mu = pool<double>().take(n_kernels);
   const PooledScope<double> keep_mu(mu);
-  for (std::size_t i = 0; i < n; ++i)
-    mu.push_back(std::clamp(dim.center(obs[i]), kUnitLow, kUnitHigh));
+  if (!dim.log) {
+    // DimensionSpec::to_unit() without the log: the same arithmetic in a
+    // loop that vectorizes.
+    const double h0 = 0.5 * dim.u0, den = 0.5 * dim.u1 - 0.5 * dim.u0;
+    mu.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double t = (0.5 * obs[i] - h0) / den;
+      mu[i] = t < kUnitLow ? kUnitLow : (kUnitHigh < t ? kUnitHigh : t);
+    }
+  } else {
+    for (std::size_t i = 0; i < n; ++i)
+      mu.push_back(std::clamp(dim.center(obs[i]), kUnitLow, kUnitHigh));
+  }
   if (has_prior_) mu.push_back(0.5 * (kUnitLow + kUnitHigh));
   by_mean_ = kernels_by_mean(mu, n, has_prior_, hint);
   NumericKernels& kern = num_[0];
   kern.mu = pool<double>().take(n_kernels);
   for (std::size_t k : by_mean_) kern.mu.push_back(mu[k]);
-  // In mean order the neighbours of place p are places p - 1 and p + 1.
-  order0_ = pool<std::size_t>().take(n_kernels);
-  for (std::size_t p = 0; p < n_kernels; ++p) order0_.push_back(p);
+  // In mean order the neighbours of place p are places p - 1 and p + 1:
+  // neighbor_bandwidths() over the identity order, then the clip.
   kern.sigma = pooled<double>(n_kernels);
-  neighbor_bandwidths(kern.mu, order0_, opt, kern.sigma);
+  neighbor_bandwidths_in_order(kern.mu, opt, kern.sigma);
   const double floor = smallest_bandwidth(opt, n_kernels);
   for (std::size_t p = 0; p < n_kernels; ++p)
     kern.sigma[p] = by_mean_[p] == n ? kUnitRange : std::clamp(kern.sigma[p], floor, kUnitRange);
+  // build_window()'s cut, found once for mark_needed_kernels() too.
+  cut_ = percentile90(kern.sigma);
   // The kernels log_pdf() visits at `points` (all without points).
   std::vector<char> need = pool<char>().take(points.empty() ? 0 : n_kernels);
   const PooledScope<char> keep_need(need);
   if (!points.empty()) mark_needed_kernels(points, need);
-  fill_by_mean_normalizers(weights, prior_w, log_total, opt, need);
+  fill_by_mean_normalizers(weights, prior_w, log_total, opt, need, log_weights);
 }
 
 void ParzenEstimator::mark_needed_kernels(std::span<const double> points,
                                           std::vector<char>& need) const {
   const NumericKernels& kern = num_[0];
   const std::size_t n_kernels = kern.mu.size();
-  const double cut = percentile90(kern.sigma);
+  const double cut = cut_;
   const double window = kWindow * cut;
   // +1 where a point's range starts, -1 after it ends.
   std::vector<int> starts = pooled<int>(n_kernels + 1, 0);
@@ -529,43 +570,49 @@ void ParzenEstimator::mark_needed_kernels(std::span<const double> points,
 
 void ParzenEstimator::fill_by_mean_normalizers(std::span<const double> weights, double prior_w,
                                                double log_total, const EstimatorOptions& opt,
-                                               const std::vector<char>& need) {
+                                               const std::vector<char>& need,
+                                               std::span<const double> log_weights) {
   const bool continuous = dims_[0].kind == DimensionSpec::Kind::kContinuous;
   const std::size_t n = weights.size();
   NumericKernels& kern = num_[0];
   const std::size_t n_kernels = kern.mu.size();
-  kern.inv_sigma = pool<double>().take(n_kernels);
-  kern.log_sigma = pool<double>().take(n_kernels);
-  kern.log_z = pool<double>().take(n_kernels);
-  log_w_ = pool<double>().take(n_kernels);
-  base_ = pool<double>().take(n_kernels);
-  double last_sigma = -1, last_log_sigma = 0;
+  // What log_pdf() reads: base_ and 1/sigma (and, discrete, log sigma for
+  // numeric_term()); zeros for the kernels not needed, the needed ones
+  // written in place. A density-only estimator keeps no log_w_ and log_z
+  // (folded into base_).
+  kern.inv_sigma = pooled<double>(n_kernels);
+  if (!continuous) kern.log_sigma = pooled<double>(n_kernels);
+  base_ = pooled<double>(n_kernels);
+  // Many kernels share the clipped bandwidth: reuse the last 1/sigma and
+  // log (the same values).
+  double last_sigma = -1, last_inv = 0, last_log_sigma = 0;
   for (std::size_t p = 0; p < n_kernels; ++p) {
-    if (!need.empty() && !need[p]) {
-      for (std::vector<double>* v :
-           {&kern.inv_sigma, &kern.log_sigma, &kern.log_z, &log_w_, &base_})
-        v->push_back(0.0);
-      continue;
-    }
-    const double inv = 1.0 / kern.sigma[p];
-    kern.inv_sigma.push_back(inv);
-    // Many kernels share the clipped bandwidth: reuse the last log.
+    if (!need.empty() && !need[p]) continue;
     if (kern.sigma[p] != last_sigma) {
       last_sigma = kern.sigma[p];
+      last_inv = 1.0 / last_sigma;
       last_log_sigma = std::log(last_sigma);
     }
-    kern.log_sigma.push_back(last_log_sigma);
-    kern.log_z.push_back(log_mass_in_domain(kern.mu[p], inv));
+    const double inv = last_inv;
+    kern.inv_sigma[p] = inv;
+    if (!continuous) kern.log_sigma[p] = last_log_sigma;
+    const double log_z = log_mass_in_domain(kern.mu[p], inv);
     // fit_weights() and add_normalizers() for this kernel.
     const std::size_t k = by_mean_[p];
-    const double w = k < n ? weights[k] : prior_w;
-    const double log_w = (w == 1.0 ? 0.0 : std::log(w)) - log_total;
-    log_w_.push_back(log_w);
-    double base = log_w;
-    const double ls = continuous != opt.equal_heights ? kern.log_sigma[p] : 0.0;
-    base += (continuous ? -ls : ls) - kern.log_z[p];
+    // log w (0 for the many weights of 1), from log_weights when given
+    // (one read of it instead of weights: k is at random).
+    double log_of_w = 0.0;
+    if (k < n && !log_weights.empty()) {
+      log_of_w = log_weights[k];
+    } else {
+      const double w = k < n ? weights[k] : prior_w;
+      if (w != 1.0) log_of_w = std::log(w);
+    }
+    double base = log_of_w - log_total;
+    const double ls = continuous != opt.equal_heights ? last_log_sigma : 0.0;
+    base += (continuous ? -ls : ls) - log_z;
     if (continuous) base -= kHalfLog2Pi;
-    base_.push_back(base);
+    base_[p] = base;
   }
 }
 
@@ -641,13 +688,18 @@ void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, st
   kern.inv_sigma = pool<double>().take(n_kernels);
   kern.log_sigma = pool<double>().take(n_kernels);
   kern.log_z = pool<double>().take(n_kernels);
+  // Many kernels share the clipped bandwidth: reuse the last 1/sigma and
+  // log (the same values).
+  double last_sigma = -1, last_inv = 0, last_log = 0;
   for (std::size_t k = 0; k < n_kernels; ++k) {
-    const double inv = 1.0 / kern.sigma[k];
-    kern.inv_sigma.push_back(inv);
-    // Many kernels share the clipped bandwidth: reuse the last log.
-    kern.log_sigma.push_back(k > 0 && kern.sigma[k] == kern.sigma[k - 1] ? kern.log_sigma[k - 1]
-                                                                         : std::log(kern.sigma[k]));
-    kern.log_z.push_back(log_mass_in_domain(kern.mu[k], inv));
+    if (kern.sigma[k] != last_sigma) {
+      last_sigma = kern.sigma[k];
+      last_inv = 1.0 / last_sigma;
+      last_log = std::log(last_sigma);
+    }
+    kern.inv_sigma.push_back(last_inv);
+    kern.log_sigma.push_back(last_log);
+    kern.log_z.push_back(log_mass_in_domain(kern.mu[k], last_inv));
   }
 }
 
@@ -756,11 +808,20 @@ void ParzenEstimator::build_window() {
   // One numeric dimension with many kernels: index the narrow kernels by
   // mean, so that log_pdf() visits only those within kWindow bandwidths of
   // a point.
-  const std::size_t n_kernels = log_w_.size();
+  const std::size_t n_kernels = base_.size();
   if (dims_.size() != 1 || dims_[0].kind == DimensionSpec::Kind::kCategorical ||
       n_kernels < kMinWindowKernels)
     return;
   const NumericKernels& kern = num_[0];
+  if (!by_mean_.empty()) {
+    // Kernels laid out by mean (fit_by_mean): the window reads the kernels'
+    // own arrays, skipping the wide ones; no copies.
+    window_ = kWindow * cut_;
+    for (std::size_t p = 0; p < n_kernels; ++p)
+      if (kern.sigma[p] > cut_) wide_.push_back(p);
+    windowed_ = true;
+    return;
+  }
   // Kernels up to the 90th percentile of bandwidths are "narrow".
   const double cut = percentile90(kern.sigma);
   window_ = kWindow * cut;
@@ -806,7 +867,7 @@ ParzenEstimator::~ParzenEstimator() {
 
 void ParzenEstimator::log_pdf(std::span<const double> points, std::span<double> out) const {
   const std::size_t n_dims = dims_.size();
-  const std::size_t n_kernels = log_w_.size();
+  const std::size_t n_kernels = base_.size();
   const std::size_t n_points = out.size();
   // A windowed estimator visits a few kernels per point: its buffers grow
   // to the largest window met (log_pdf_one) instead of n_kernels.
@@ -846,19 +907,75 @@ void ParzenEstimator::log_pdf(std::span<const double> points, std::span<double> 
       terms[d].push_back(std::move(t));
     }
   }
-  std::vector<const double*> discrete_terms(n_dims, nullptr);
+  // Per point, the precomputed terms of each discrete dimension (or null).
+  std::vector<std::vector<const double*>> point_terms(n_points,
+                                                      std::vector<const double*>(n_dims, nullptr));
   for (std::size_t j = 0; j < n_points; ++j) {
     for (std::size_t d = 0; d < n_dims; ++d) {
       if (values[d].empty()) continue;
       auto at = std::lower_bound(values[d].begin(), values[d].end(), points[j * n_dims + d]);
-      discrete_terms[d] = terms[d][static_cast<std::size_t>(at - values[d].begin())].data();
+      point_terms[j][d] = terms[d][static_cast<std::size_t>(at - values[d].begin())].data();
     }
-    out[j] = log_pdf_one(&points[j * n_dims], acc, scratch, discrete_terms);
   }
+  if (n_points > 1 && n_kernels >= 2 * kKernelBlock) {
+    log_pdf_blocked(points, out, point_terms);
+    return;
+  }
+  for (std::size_t j = 0; j < n_points; ++j)
+    out[j] = log_pdf_one(&points[j * n_dims], acc, scratch, point_terms[j]);
+}
+
+bool ParzenEstimator::log_pdf_windowed_by_mean(const double* point, std::vector<double>& acc_buf,
+                                               std::vector<double>& scratch_buf,
+                                               double& out) const {
+  const NumericPoint p = numeric_point(0, point[0]);
+  const NumericKernels& kern = num_[0];
+  const double lo = (p.continuous ? p.x : p.e0) - window_;
+  const double hi = (p.continuous ? p.x : p.e1) + window_;
+  const auto first = static_cast<std::size_t>(std::lower_bound(kern.mu.begin(), kern.mu.end(), lo) -
+                                              kern.mu.begin());
+  const auto last = static_cast<std::size_t>(
+      std::upper_bound(kern.mu.begin() + static_cast<std::ptrdiff_t>(first), kern.mu.end(), hi) -
+      kern.mu.begin());
+  // The wide kernels inside [first, last) are left out of the window's run
+  // (they come after it, as all wide ones do).
+  const auto wide_first = std::lower_bound(wide_.begin(), wide_.end(), first);
+  const auto wide_last = std::lower_bound(wide_first, wide_.end(), last);
+  const auto n_wide_in = static_cast<std::size_t>(wide_last - wide_first);
+  const std::size_t narrow = last - first - n_wide_in;
+  const std::size_t m = narrow + wide_.size();
+  if (m == 0) return false;
+  grow(acc_buf, scratch_buf, m);
+  double* acc = acc_buf.data();
+  std::size_t w = 0;
+  auto run = [&](std::size_t a, std::size_t b) {  // narrow places [a, b)
+    if (p.continuous) {
+      const double* mu = kern.mu.data();
+      const double* inv = kern.inv_sigma.data();
+      const double* base = base_.data();
+      for (std::size_t q = a; q < b; ++q) {
+        double z = (p.x - mu[q]) * inv[q];
+        acc[w + q - a] = base[q] - 0.5 * z * z;
+      }
+    } else {
+      for (std::size_t q = a; q < b; ++q) acc[w + q - a] = base_[q] + numeric_term(0, q, p);
+    }
+    w += b - a;
+  };
+  std::size_t from = first;
+  for (auto it = wide_first; it != wide_last; ++it) {
+    run(from, *it);
+    from = *it + 1;
+  }
+  run(from, last);
+  for (std::size_t k : wide_) acc[w++] = base_[k] + numeric_term(0, k, p);
+  out = log_sum_exp(acc, m, scratch_buf.data());
+  return true;
 }
 
 bool ParzenEstimator::log_pdf_windowed(const double* point, std::vector<double>& acc_buf,
                                        std::vector<double>& scratch_buf, double& out) const {
+  if (!by_mean_.empty()) return log_pdf_windowed_by_mean(point, acc_buf, scratch_buf, out);
   const NumericPoint p = numeric_point(0, point[0]);
   double lo = (p.continuous ? p.x : p.e0) - window_;
   double hi = (p.continuous ? p.x : p.e1) + window_;
@@ -890,11 +1007,61 @@ bool ParzenEstimator::log_pdf_windowed(const double* point, std::vector<double>&
   return true;
 }
 
+void ParzenEstimator::add_dimension_terms(std::size_t d, double v, const double* terms,
+                                          std::size_t k0, std::size_t k1, double* acc) const {
+  const DimensionSpec& dim = dims_[d];
+  if (dim.kind == DimensionSpec::Kind::kCategorical) {
+    std::size_t c = static_cast<std::size_t>(
+        std::clamp(std::round(v), 0.0, static_cast<double>(dim.count - 1)));
+    const double* lp = cat_[d].log_p.data();
+    for (std::size_t k = k0; k < k1; ++k) acc[k - k0] += lp[k * dim.count + c];
+    return;
+  }
+  if (terms) {
+    for (std::size_t k = k0; k < k1; ++k) acc[k - k0] += terms[k];
+    return;
+  }
+  const NumericPoint p = numeric_point(d, v);
+  if (p.continuous) {
+    add_gaussian_exponents(acc, num_[d].mu.data() + k0, num_[d].inv_sigma.data() + k0, p.x,
+                           k1 - k0);
+    return;
+  }
+  for (std::size_t k = k0; k < k1; ++k) acc[k - k0] += numeric_term(d, k, p);
+}
+
+void ParzenEstimator::log_pdf_blocked(std::span<const double> points, std::span<double> out,
+                                      const std::vector<std::vector<const double*>>& terms) const {
+  const std::size_t n_dims = dims_.size();
+  const std::size_t n_kernels = base_.size();
+  const std::size_t n_points = out.size();
+  // Every point's terms, kernel block by kernel block: a block's means and
+  // bandwidths are read from memory once for all points instead of once
+  // per point. Each term is the same as log_pdf_one's, summed per kernel
+  // in the same order (base, then dimension 0, 1, ...).
+  std::vector<double> all = pooled<double>(n_points * n_kernels);
+  const PooledScope<double> keep_all(all);
+  for (std::size_t k0 = 0; k0 < n_kernels; k0 += kKernelBlock) {
+    const std::size_t k1 = std::min(n_kernels, k0 + kKernelBlock);
+    for (std::size_t j = 0; j < n_points; ++j) {
+      double* acc = all.data() + j * n_kernels + k0;
+      std::copy(base_.begin() + static_cast<std::ptrdiff_t>(k0),
+                base_.begin() + static_cast<std::ptrdiff_t>(k1), acc);
+      for (std::size_t d = 0; d < n_dims; ++d)
+        add_dimension_terms(d, points[j * n_dims + d], terms[j][d], k0, k1, acc);
+    }
+  }
+  std::vector<double> scratch = pooled<double>(n_kernels);
+  const PooledScope<double> keep_scratch(scratch);
+  for (std::size_t j = 0; j < n_points; ++j)
+    out[j] = log_sum_exp(all.data() + j * n_kernels, n_kernels, scratch.data());
+}
+
 double ParzenEstimator::log_pdf_one(const double* point, std::vector<double>& acc_buf,
                                     std::vector<double>& scratch_buf,
                                     const std::vector<const double*>& discrete_terms) const {
   const std::size_t n_dims = dims_.size();
-  const std::size_t n_kernels = log_w_.size();
+  const std::size_t n_kernels = base_.size();
   double windowed = 0;
   if (windowed_ && log_pdf_windowed(point, acc_buf, scratch_buf, windowed)) return windowed;
   grow(acc_buf, scratch_buf, n_kernels);
@@ -919,26 +1086,8 @@ double ParzenEstimator::log_pdf_one(const double* point, std::vector<double>& ac
   }
   std::copy(base_.begin(), base_.end(), acc);
   for (std::size_t d = 0; d < n_dims; ++d) {
-    const DimensionSpec& dim = dims_[d];
-    const double v = point[d];
-    if (dim.kind == DimensionSpec::Kind::kCategorical) {
-      std::size_t c = static_cast<std::size_t>(
-          std::clamp(std::round(v), 0.0, static_cast<double>(dim.count - 1)));
-      const double* lp = cat_[d].log_p.data();
-      for (std::size_t k = 0; k < n_kernels; ++k) acc[k] += lp[k * dim.count + c];
-      continue;
-    }
-    if (d < discrete_terms.size() && discrete_terms[d]) {
-      const double* t = discrete_terms[d];
-      for (std::size_t k = 0; k < n_kernels; ++k) acc[k] += t[k];
-      continue;
-    }
-    const NumericPoint p = numeric_point(d, v);
-    if (p.continuous) {
-      add_gaussian_exponents(acc, num_[d].mu.data(), num_[d].inv_sigma.data(), p.x, n_kernels);
-      continue;
-    }
-    for (std::size_t k = 0; k < n_kernels; ++k) acc[k] += numeric_term(d, k, p);
+    const double* t = d < discrete_terms.size() ? discrete_terms[d] : nullptr;
+    add_dimension_terms(d, point[d], t, 0, n_kernels, acc);
   }
   return log_sum_exp(acc, n_kernels, scratch);
 }

@@ -164,11 +164,16 @@ class ParzenEstimator {
   // window of some point and of the wide ones, the kernels log_pdf visits at
   // these points; the others need their bandwidths alone (for the window).
   // TPE's g(x) at n_ei_candidates points from a large above group reaches
-  // a fraction of its kernels.
+  // a fraction of its kernels. log_weights (optional, empty or n values):
+  // std::log(weights[k]) for every k whose weight is not 1 and 0 where it
+  // is 1 (the value the constructor uses), so that a caller scoring
+  // several params under the same weights takes the logs once; empty:
+  // taken here. Throws Error if its size is neither 0 nor n.
   static void log_pdf_at(std::vector<DimensionSpec> dims, std::span<const double> observations,
                          std::span<const double> weights, const EstimatorOptions& options,
                          const std::vector<std::vector<std::size_t>>* orders,
-                         std::span<const double> points, std::span<double> out);
+                         std::span<const double> points, std::span<double> out,
+                         std::span<const double> log_weights = {});
   // Hands the kernels' arrays to a per-thread pool for the next estimator.
   ~ParzenEstimator();
   ParzenEstimator(const ParzenEstimator&) = default;
@@ -178,7 +183,7 @@ class ParzenEstimator {
 
   std::size_t n_dims() const { return dims_.size(); }
   // Number of mixture components (observations + prior).
-  std::size_t n_kernels() const { return log_w_.size(); }
+  std::size_t n_kernels() const { return base_.size(); }
   const std::vector<DimensionSpec>& dims() const { return dims_; }
   // Kernel parameters of numeric dimension `d` (transformed space), for
   // tests: mean and bandwidth of kernel k.
@@ -222,9 +227,10 @@ class ParzenEstimator {
   // add_normalizers compute, each kernel at its place in mean order.
   // `points` (if not empty): only the kernels log_pdf() visits at these
   // points get their normalizers (log_pdf_at); the others hold zeros.
+  // log_weights: as log_pdf_at's (empty: std::log here).
   void fit_by_mean(std::span<const double> observations, std::span<const double> weights,
                    const EstimatorOptions& options, const std::vector<std::size_t>* order,
-                   std::span<const double> points);
+                   std::span<const double> points, std::span<const double> log_weights);
   // fit_by_mean's choice of kernels for `points` (not empty): need[p] is 1
   // for the kernel at place p (mean order) when log_pdf() visits it at some
   // point: within the window of a point (build_window(): kWindow times the
@@ -236,12 +242,13 @@ class ParzenEstimator {
   // kernel, in mean order) of the kernels `need` marks (all if empty);
   // zeros for the others.
   void fill_by_mean_normalizers(std::span<const double> weights, double prior_w, double log_total,
-                                const EstimatorOptions& options, const std::vector<char>& need);
+                                const EstimatorOptions& options, const std::vector<char>& need,
+                                std::span<const double> log_weights);
   // The constructor, fitting for `points` only (see fit_by_mean).
   ParzenEstimator(std::vector<DimensionSpec> dims, std::span<const double> observations,
                   std::span<const double> weights, const EstimatorOptions& options,
                   const std::vector<std::vector<std::size_t>>* orders,
-                  std::span<const double> points);
+                  std::span<const double> points, std::span<const double> log_weights);
   // Where kernel k (the order of the observations, the prior last) is
   // stored: k itself, or its place in mean order (by_mean_).
   std::size_t stored(std::size_t k) const;
@@ -256,6 +263,22 @@ class ParzenEstimator {
   // every kernel is summed).
   bool log_pdf_windowed(const double* point, std::vector<double>& acc, std::vector<double>& scratch,
                         double& out) const;
+  // Adds the terms of dimension d at value v of kernels [k0, k1) to
+  // acc[0 .. k1 - k0): log_pdf_one()'s per-dimension step. terms: the
+  // precomputed terms of a discrete dimension at v (all kernels), or null.
+  void add_dimension_terms(std::size_t d, double v, const double* terms, std::size_t k0,
+                           std::size_t k1, double* acc) const;
+  // log_pdf() of several points of a multi-dimensional estimator, block of
+  // kernels by block (the same values as log_pdf_one() per point).
+  // terms[j][d]: point j's precomputed discrete terms of dimension d, or
+  // null.
+  void log_pdf_blocked(std::span<const double> points, std::span<double> out,
+                       const std::vector<std::vector<const double*>>& terms) const;
+  // log_pdf_windowed() of kernels laid out by mean (by_mean_): the window is
+  // a run of places of num_[0] less the wide kernels in it, read in place
+  // (no sorted copies); the same terms in the same order.
+  bool log_pdf_windowed_by_mean(const double* point, std::vector<double>& acc,
+                                std::vector<double>& scratch, double& out) const;
 
   // Sets log_w_ and cum_w_ from the observations' weights and the prior's,
   // and base_ to log_w_.
@@ -269,7 +292,8 @@ class ParzenEstimator {
 
   std::vector<DimensionSpec> dims_;
   bool has_prior_ = false;
-  std::vector<double> log_w_;            // normalized log weights, one per kernel
+  std::vector<double> log_w_;            // normalized log weights, one per kernel (not kept by
+                                         // fit_by_mean: in base_)
   std::vector<double> cum_w_;            // cumulative normalized weights
   std::vector<double> base_;             // per kernel: log w + numeric dims' log normalizers
   std::vector<NumericKernels> num_;      // per dim (empty for categorical)
@@ -284,6 +308,9 @@ class ParzenEstimator {
   bool density_only_ = false;
   bool windowed_ = false;
   double window_ = 0;
+  // fit_by_mean: the 90th percentile of the bandwidths (build_window()'s
+  // cut between narrow and wide kernels), found once.
+  double cut_ = 0;
   std::vector<double> sorted_mu_, sorted_inv_, sorted_base_;
   std::vector<std::size_t> sorted_k_;
   std::vector<std::size_t> wide_;

@@ -120,36 +120,74 @@ bool TpeSampler::Cache::slot_holds(std::size_t at, const TrialPtr& t) const {
          a.trial->number == t->number && same_params(a.trial->params, t->params);
 }
 
+TpeSampler::Cache::Column& TpeSampler::Cache::find_column(const std::string& name,
+                                                          const Distribution& d) {
+  auto& list = columns_of[name];
+  for (Column* c : list)
+    if (c->distribution == d) return *c;
+  columns.push_back(std::make_unique<Column>(Column{name, d, {}, {}}));
+  list.push_back(columns.back().get());
+  return *columns.back();
+}
+
+void TpeSampler::Cache::sort_new_slots(Column& col, std::size_t first_new) const {
+  if (slots.size() - first_new <= kBulkColumnFill) {
+    for (std::size_t i = first_new; i < slots.size(); ++i) insert_sorted(col, i);
+    return;
+  }
+  // Many new slots (a fresh sampler on a long history, a new param): one
+  // sort, O(n log n), rather than n inserts into a vector, O(n^2). The
+  // (value, trial number) order is total, so the result is the same. The
+  // keys are gathered first, so that a comparison reads no trial
+  // (sorted_before() reads each slot's trial number through its trial).
+  struct Key {
+    double value;
+    std::int64_t number;
+    std::size_t slot;
+  };
+  std::vector<Key> keys;
+  keys.reserve(col.sorted.size() + (slots.size() - first_new));
+  for (std::size_t i : col.sorted) keys.push_back({col.values[i], slots[i].trial->number, i});
+  for (std::size_t i = first_new; i < slots.size(); ++i)
+    if (!std::isnan(col.values[i])) keys.push_back({col.values[i], slots[i].trial->number, i});
+  std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+    if (a.value != b.value) return a.value < b.value;
+    return a.number < b.number || (a.number == b.number && a.slot < b.slot);
+  });
+  col.sorted.clear();
+  for (const Key& k : keys) col.sorted.push_back(k.slot);
+}
+
 TpeSampler::Cache::Column& TpeSampler::Cache::column(const std::string& name,
                                                      const Distribution& d) {
-  Column* col = nullptr;
-  auto& list = columns_of[name];
-  for (Column* c : list) {
-    if (c->distribution == d) {
-      col = c;
-      break;
-    }
-  }
-  if (!col) {
-    columns.push_back(std::make_unique<Column>(Column{name, d, {}, {}}));
-    col = columns.back().get();
-    list.push_back(col);
-  }
-  const std::size_t first_new = col->values.size();
+  Column& col = find_column(name, d);
+  const std::size_t first_new = col.values.size();
   for (std::size_t i = first_new; i < slots.size(); ++i)
-    col->values.push_back(internal_value(*slots[i].trial, name, d));
-  if (slots.size() - first_new <= kBulkColumnFill) {
-    for (std::size_t i = first_new; i < slots.size(); ++i) insert_sorted(*col, i);
-  } else {
-    // Many new slots (a fresh sampler on a long history, a new param): one
-    // sort, O(n log n), rather than n inserts into a vector, O(n^2). The
-    // (value, trial number) order is total, so the result is the same.
-    for (std::size_t i = first_new; i < slots.size(); ++i)
-      if (!std::isnan(col->values[i])) col->sorted.push_back(i);
-    std::sort(col->sorted.begin(), col->sorted.end(),
-              [&](std::size_t a, std::size_t b) { return sorted_before(*col, a, b); });
+    col.values.push_back(internal_value(*slots[i].trial, name, d));
+  sort_new_slots(col, first_new);
+  return col;
+}
+
+void TpeSampler::Cache::fill_columns(const std::vector<const ParamSpec*>& params) {
+  // Only the columns that lack many slots; the others are brought up to
+  // date by column() as usual.
+  std::vector<Column*> bulk;
+  std::vector<std::size_t> first;
+  for (const ParamSpec* p : params) {
+    Column& col = find_column(p->name, p->distribution);
+    if (slots.size() - col.values.size() <= kBulkColumnFill) continue;
+    bulk.push_back(&col);
+    first.push_back(col.values.size());
   }
-  return *col;
+  if (bulk.empty()) return;
+  const std::size_t from = *std::min_element(first.begin(), first.end());
+  for (std::size_t i = from; i < slots.size(); ++i) {
+    const FrozenTrial& t = *slots[i].trial;
+    for (std::size_t c = 0; c < bulk.size(); ++c)
+      if (i >= first[c])
+        bulk[c]->values.push_back(internal_value(t, bulk[c]->name, bulk[c]->distribution));
+  }
+  for (std::size_t c = 0; c < bulk.size(); ++c) sort_new_slots(*bulk[c], first[c]);
 }
 
 bool TpeSampler::Cache::sorted_before(const Column& col, std::size_t a, std::size_t b) const {
@@ -215,6 +253,9 @@ void ViewIndex::rebuild(const TrialView& view) {
   entries_.clear();
   by_hash_.clear();
   n_complete_ = 0;
+  // One allocation of buckets, not a rehash every doubling.
+  entries_.reserve(view.trials().size());
+  by_hash_.reserve(view.trials().size());
   for (const TrialPtr& t : view.trials())
     if (t) put(t);
 }
@@ -288,6 +329,8 @@ void ViewHistory::rebuild(const TrialView& view, TpeSampler::Cache& cache) {
     if (r.slot != kNoSlot) slot_of_number.emplace(r.number, r.slot);
   const std::vector<TrialPtr>& trials = view.trials();
   records_.assign(trials.size(), Record{});
+  cache.slots.reserve(cache.slots.size() + trials.size());
+  cache.slot_of_snapshot.reserve(cache.slot_of_snapshot.size() + trials.size());
   for (std::size_t i = 0; i < trials.size(); ++i) {
     if (!trials[i]) continue;
     auto it = slot_of_number.find(trials[i]->number);

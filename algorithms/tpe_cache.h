@@ -210,6 +210,16 @@ struct TpeSampler::Cache {
 
   // The column of (name, distribution), filled for every slot.
   Column& column(const std::string& name, const Distribution& d);
+  // The columns of `params` that lack more than kBulkColumnFill slots (a
+  // fresh sampler on a long history) filled in one pass over the slots, a
+  // trial's values one after the other (each trial is read once instead of
+  // once per param); column() then finds them filled. The same values and
+  // orders as column() alone.
+  void fill_columns(const std::vector<const ParamSpec*>& params);
+  // The column of (name, distribution) as it is (created empty if new).
+  Column& find_column(const std::string& name, const Distribution& d);
+  // Puts the slots from first_new on into col.sorted (their values filled).
+  void sort_new_slots(Column& col, std::size_t first_new) const;
 
   // Inserts `slot` into col.sorted at its (value, trial number) place.
   void insert_sorted(Column& col, std::size_t slot) const;

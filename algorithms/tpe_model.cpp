@@ -61,15 +61,30 @@ EstimatorOptions estimator_options(const TpeOptions& o) {
   return e;
 }
 
+void TpeModel::index_observations() const {
+  if (indexed_) return;
+  indexed_ = true;
+  obs_slot_ = pool<std::ptrdiff_t>().take(h_.obs.size());
+  obs_finished_ = pool<char>().take(h_.obs.size());
+  for (const Observation& o : h_.obs) {
+    obs_slot_.push_back(o.slot);
+    obs_finished_.push_back(o.finished ? 1 : 0);
+  }
+}
+
 const std::vector<double>& TpeModel::values(const std::string& name, const Distribution& d) {
   for (const auto& m : memo_)
     if (m->name == name && m->distribution == d) return m->values;
   TpeSampler::Cache::Column& col = cache_.column(name, d);
-  auto m = std::make_unique<Memo>(Memo{name, d, pooled<double>(h_.obs.size())});
+  index_observations();
+  auto m = std::make_unique<Memo>(Memo{name, d, pooled<double>(h_.obs.size()), 0});
+  const double* cv = col.values.data();
   for (std::size_t i = 0; i < h_.obs.size(); ++i) {
-    const Observation& o = h_.obs[i];
-    m->values[i] = o.slot >= 0 ? col.values[static_cast<std::size_t>(o.slot)]
-                               : TpeSampler::Cache::internal_value(*o.trial, name, d);
+    const std::ptrdiff_t slot = obs_slot_[i];
+    const double v = slot >= 0 ? cv[static_cast<std::size_t>(slot)]
+                               : TpeSampler::Cache::internal_value(*h_.obs[i].trial, name, d);
+    m->values[i] = v;
+    m->n_nan += std::isnan(v) ? std::size_t{1} : std::size_t{0};
   }
   memo_.push_back(std::move(m));
   return memo_.back()->values;
@@ -77,15 +92,33 @@ const std::vector<double>& TpeModel::values(const std::string& name, const Distr
 
 TpeModel::Selection TpeModel::select(const std::vector<const std::vector<double>*>& cols) const {
   const std::size_t n = h_.obs.size();
+  index_observations();
+  // Columns of values() without a NaN: every observation is present.
+  const bool all = std::all_of(cols.begin(), cols.end(), [&](const std::vector<double>* c) {
+    return std::any_of(memo_.begin(), memo_.end(),
+                       [&](const auto& m) { return &m->values == c && m->n_nan == 0; });
+  });
   Selection sel;
   sel.present = pool<std::size_t>().take(n);
   sel.finished = pool<std::size_t>().take(n);
+  if (all && all_selected_) {
+    sel.present.assign(all_present_.begin(), all_present_.end());
+    sel.finished.assign(all_finished_.begin(), all_finished_.end());
+    return sel;
+  }
   for (std::size_t i = 0; i < n; ++i) {
     bool ok = std::none_of(cols.begin(), cols.end(),
                            [&](const std::vector<double>* c) { return std::isnan((*c)[i]); });
     if (!ok) continue;
     sel.present.push_back(i);
-    if (h_.obs[i].finished) sel.finished.push_back(i);
+    if (obs_finished_[i]) sel.finished.push_back(i);
+  }
+  if (all) {
+    all_present_ = pool<std::size_t>().take(n);
+    all_finished_ = pool<std::size_t>().take(n);
+    all_present_.assign(sel.present.begin(), sel.present.end());
+    all_finished_.assign(sel.finished.begin(), sel.finished.end());
+    all_selected_ = true;
   }
   return sel;
 }
@@ -160,7 +193,7 @@ void TpeModel::neighbor_orders(const std::vector<std::string>& names,
   for (std::size_t i : sel.present) {
     const bool below = is_below[i] != 0;
     const std::size_t p = below ? ib++ : ia++;
-    const std::ptrdiff_t slot = h_.obs[i].slot;
+    const std::ptrdiff_t slot = obs_slot_[i];
     if (slot < 0) {
       liars.push_back(p);
       continue;
@@ -227,6 +260,7 @@ void TpeModel::estimate(const std::vector<std::string>& names,
     in->dims = dims;
     in->x = std::move(above_x);
     in->weights = &wa;
+    in->log_weights = group_log_weights(na);
     in->orders = std::move(above_orders);
     above_orders.assign(n_dims, {});
     in->options = above_opt;
@@ -381,7 +415,9 @@ std::vector<double> TpeModel::draw(const Fitted& f, const std::vector<Distributi
   f.below->log_pdf(cand, ll);
   if (f.above_inputs && !f.drawn) {
     const AboveInputs& in = *f.above_inputs;
-    ParzenEstimator::log_pdf_at(in.dims, in.x, *in.weights, in.options, &in.orders, cand, lg);
+    ParzenEstimator::log_pdf_at(
+        in.dims, in.x, *in.weights, in.options, &in.orders, cand, lg,
+        in.log_weights ? std::span<const double>(*in.log_weights) : std::span<const double>());
   } else {
     if (!f.above) {
       const AboveInputs& in = *f.above_inputs;
@@ -447,9 +483,25 @@ const std::vector<double>& TpeModel::group_weights(std::size_t m) const {
   return it->second;
 }
 
+const std::vector<double>* TpeModel::group_log_weights(std::size_t m) const {
+  auto& [requests, logs] = log_weights_memo_[m];
+  if (++requests == 1) {
+    const std::vector<double>& w = group_weights(m);
+    if (std::all_of(w.begin(), w.end(), [](double x) { return x == 1.0; })) return nullptr;
+    logs = pool<double>().take(w.size());
+    for (double x : w) logs.push_back(x == 1.0 ? 0.0 : std::log(x));
+  }
+  return logs.empty() ? nullptr : &logs;
+}
+
 TpeModel::~TpeModel() {
   for (auto& m : memo_) pool<double>().give(m->values);
   for (auto& [m, w] : weights_memo_) pool<double>().give(w);
+  for (auto& [m, l] : log_weights_memo_) pool<double>().give(l.second);
+  pool<std::ptrdiff_t>().give(obs_slot_);
+  pool<char>().give(obs_finished_);
+  pool<std::size_t>().give(all_present_);
+  pool<std::size_t>().give(all_finished_);
 }
 
 std::pair<std::size_t, std::uint64_t> TpeModel::presence(const std::string& name,
@@ -458,7 +510,7 @@ std::pair<std::size_t, std::uint64_t> TpeModel::presence(const std::string& name
   std::size_t count = 0;
   std::uint64_t sig = 0;
   for (std::size_t i = 0; i < v.size(); ++i) {
-    if (!h_.obs[i].finished || std::isnan(v[i])) continue;
+    if (!obs_finished_[i] || std::isnan(v[i])) continue;
     ++count;
     if (!signature) continue;
     // Within one call an observation's index names its trial: hashing it

@@ -83,6 +83,8 @@ class TpeModel {
     std::vector<DimensionSpec> dims;
     std::vector<double> x;
     const std::vector<double>* weights = nullptr;  // TpeModel's, lives as long
+    // TpeModel's std::log of `weights` (group_log_weights), or null.
+    const std::vector<double>* log_weights = nullptr;
     std::vector<std::vector<std::size_t>> orders;
     EstimatorOptions options;
     ~AboveInputs();
@@ -181,8 +183,20 @@ class TpeModel {
     std::string name;
     Distribution distribution;
     std::vector<double> values;
+    std::size_t n_nan = 0;  // observations without a value
   };
   std::vector<std::unique_ptr<Memo>> memo_;
+  // h_.obs[i].slot and .finished as compact arrays (one pass over the
+  // observations per call, instead of one per param: an Observation is
+  // 64 bytes), built on first use.
+  void index_observations() const;
+  mutable bool indexed_ = false;
+  mutable std::vector<std::ptrdiff_t> obs_slot_;
+  mutable std::vector<char> obs_finished_;
+  // select() when no column has a NaN (every observation present), kept
+  // for the call's later params.
+  mutable std::vector<std::size_t> all_present_, all_finished_;
+  mutable bool all_selected_ = false;
   std::vector<char> all_below_;  // the split when every observation takes part
   int conditional_ = -1;         // conditional_history(): -1 not yet known
   std::vector<char> split_;      // the split of the latest fit() otherwise
@@ -190,6 +204,12 @@ class TpeModel {
   // group sizes).
   const std::vector<double>& group_weights(std::size_t m) const;
   mutable std::map<std::size_t, std::vector<double>> weights_memo_;
+  // std::log(w) of each weight w of weights(m) that is not 1 (0 where it
+  // is), for ParzenEstimator::log_pdf_at, computed once per call (the
+  // univariate params share their group sizes); null when every weight
+  // is 1.
+  const std::vector<double>* group_log_weights(std::size_t m) const;
+  mutable std::map<std::size_t, std::pair<int, std::vector<double>>> log_weights_memo_;
 };
 
 }  // namespace hps::tpe

@@ -263,6 +263,13 @@ void TpeSampler::sample(const SamplingContext& ctx, const SearchSpace& space, Pa
     return;
   const History h = tpe::prepare_history(ctx, *cache_, constant_liar_active() || ctx.n_workers > 1);
   const bool startup = h.n_complete < options_.n_startup_trials;
+  if (!startup) {
+    // A fresh sampler on a long history: the params' columns in one pass.
+    std::vector<const ParamSpec*> specs;
+    for (const ParamSpec& spec : space.params())
+      if (!params.count(spec.name) && !spec.distribution.single_value()) specs.push_back(&spec);
+    cache_->fill_columns(specs);
+  }
   TpeModel model(options_, *cache_, h);
   Groups groups;
   if (!startup && options_.multivariate)
