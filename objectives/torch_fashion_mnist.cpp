@@ -506,7 +506,8 @@ void check_named_checkpoint_dir(const FashionMnistConfig& c) {
 
 // The checkpoint folder of `c` under `context`, created (0700) if missing
 // and opened owner-only (OwnerOnlyFolder); nullptr when checkpoints are off
-// or have no folder. A folder that cannot be created or breaks the
+// or have no folder. A folder (or, for the default one, the log folder it
+// is made in) that cannot be created or breaks the
 // owner-only rule (owned by another user, writable by group or others, a
 // symbolic link) is a ConfigError naming objective.checkpoint_dir when the
 // user named it, else a warning naming the option (the trials run without
@@ -522,6 +523,12 @@ std::shared_ptr<const OwnerOnlyFolder> checkpoint_folder(const FashionMnistConfi
   const fs::path dir =
       named ? fs::path(c.checkpoint_dir) : fs::path(context.log_dir) / "checkpoints";
   try {
+    // The default folder is made inside the study's log folder: that one is
+    // checked first, so nothing is made through a planted <study>.logs (a
+    // link, another user's, or writable by others).
+    if (!named) {
+      const OwnerOnlyFolder parent(context.log_dir, true);
+    }
     return std::make_shared<const OwnerOnlyFolder>(dir.string(), true,
                                                    named ? kCheckpointDirHint : std::string());
   } catch (const std::exception& e) {

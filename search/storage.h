@@ -36,9 +36,9 @@ struct StudyInfo {
 
 // What a trial is created with.
 struct NewTrial {
-  TrialState state = TrialState::kRunning;            // WAITING (enqueued) or RUNNING
-  Params params;                                      // fixed params, may be empty
-  DistributionMap distributions;  // for each fixed param (optional)
+  TrialState state = TrialState::kRunning;  // WAITING (enqueued) or RUNNING
+  Params params;                            // fixed params, may be empty
+  DistributionMap distributions;            // for each fixed param (optional)
   Json system_attrs = Json::object();
   std::string worker;
 

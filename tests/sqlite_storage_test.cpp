@@ -696,8 +696,8 @@ TEST_P(SqliteReads, TrialsWithTheSameDistributionsShareOneMapWhenRead) {
     auto storage = open(path());
     study = storage->create_study("s", StudyDirection::kMinimize, Json());
     for (int n = 0; n < 40; ++n) {
-      NewTrial init = running({{"x", Json(0.01 * n)}, {"k", Json(1 + n % 8)}},
-                              {{"x", x}, {"k", k}});
+      NewTrial init =
+          running({{"x", Json(0.01 * n)}, {"k", Json(1 + n % 8)}}, {{"x", x}, {"k", k}});
       if (n == 17) init = running({{"x", Json(0.5)}}, {{"x", x}});
       auto t = storage->create_trial(study, init);
       if (n == 23) storage->set_trial_param(t->trial_id, "z", Json(0.25), x);

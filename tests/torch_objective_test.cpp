@@ -530,6 +530,25 @@ TEST(TorchCheckpoint, PlantedLinksAreNotFollowedAndFoldersOthersCanWriteAreRefus
   (void)make_fashion_mnist_objective(config, space, shared_logs)(trial2);
   EXPECT_FALSE(b2.attrs.contains("checkpoint"));
   EXPECT_TRUE(fs::is_empty(dir.file("shared/checkpoints")));
+
+  // The log folder the default folder is made in, planted as a link or made
+  // writable by others: no checkpoint folder is made through it (a warning,
+  // the trial runs without a checkpoint).
+  fs::create_directory(dir.file("elsewhere"));
+  fs::create_directory_symlink(dir.file("elsewhere"), dir.file("planted"));
+  fs::create_directory(dir.file("open"));
+  fs::permissions(dir.file("open"), fs::perms::all);
+  for (const char* logs : {"planted", "open"}) {
+    ObjectiveContext planted;
+    planted.log_dir = dir.file(logs);
+    EXPECT_EQ(config_error("", planted), "no error");
+    RecordingBackend b3;
+    Trial trial3 = make_trial(b3);
+    (void)make_fashion_mnist_objective(config, space, planted)(trial3);
+    EXPECT_FALSE(b3.attrs.contains("checkpoint")) << logs;
+    EXPECT_FALSE(fs::exists(dir.file(std::string(logs) + "/checkpoints"))) << logs;
+  }
+  EXPECT_TRUE(fs::is_empty(dir.file("elsewhere")));
 }
 
 // The file the scoring would load replaced by a link, a FIFO, a huge file, a

@@ -668,9 +668,10 @@ void take_hpsearch_attrs(NewTrial& t, const std::string& where) {
     auto it = t.distributions.find(n.get<std::string>());
     if (it == t.distributions.end() || it->second.kind() != DistributionKind::kCategorical)
       continue;
-    std::string name = it->first;
-    t.distributions.insert_or_assign(
-        name, Distribution::make_ordinal(it->second.choices(), where + " param '" + name + "'"));
+    const std::string name = it->first;
+    std::string what = where;
+    what += " param '" + name + "'";
+    t.distributions.insert_or_assign(name, Distribution::make_ordinal(it->second.choices(), what));
   }
   sys.erase(kOrdinalAttr);
 }

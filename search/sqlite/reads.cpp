@@ -135,8 +135,7 @@ class DistributionInterner {
  public:
   // Adds the row (name, text) of trial `trial`; rows of one trial usually
   // come together, and a trial's set is shared when its last row is read.
-  void add(FrozenTrial* trial, const std::string& name, std::string_view text,
-           const Where& where) {
+  void add(FrozenTrial* trial, const std::string& name, std::string_view text, const Where& where) {
     if (trial != current_) finish();
     current_ = trial;
     rows_.emplace_back(name, decode(text, where));
