@@ -958,7 +958,8 @@ void supervise(const CommandConfig& c, Trial& trial, ChildProcess& child, TrialL
   }
 }
 
-// The per-trial folder of {trial_dir}: <log_dir>/trial-<number>, or without
+// The per-trial folder of {trial_dir}: <log_dir>/trial-<number> as an
+// absolute path, or without
 // a log folder a fresh one in the temporary folder, removed with this object.
 class TrialDir {
  public:
@@ -975,7 +976,12 @@ class TrialDir {
       remove_ = true;
       return;
     }
-    path_ = (std::filesystem::path(ctx.log_dir) / ("trial-" + std::to_string(number))).string();
+    // Absolute: the program may run in another folder (objective.cwd) than
+    // the worker, whose folder a relative log folder is relative to.
+    path_ = std::filesystem::absolute(std::filesystem::path(ctx.log_dir) /
+                                      ("trial-" + std::to_string(number)))
+                .lexically_normal()
+                .string();
     // <study>.logs, then its trial-<number>, each made 0700 if missing; one
     // made beforehand by someone else, writable by others, or a link planted
     // in its place is refused (the program would write its files where

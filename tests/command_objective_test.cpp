@@ -546,6 +546,26 @@ TEST_F(CommandObjectiveTest, TrialDirsParentPlantedAsALinkWritableByOthersOrThei
   EXPECT_FALSE(fs::exists(logs / "trial-0"));
 }
 
+// {trial_dir} is an absolute path: with a relative log folder (the CLI's
+// "./<study>.logs") and the program run in another folder (objective.cwd),
+// the program still finds its trial folder (it got "./x.logs/trial-0",
+// relative to the worker's folder, and failed).
+TEST_F(CommandObjectiveTest, TrialDirIsAbsoluteSoAProgramInAnotherFolderFindsIt) {
+  namespace fs = std::filesystem;
+  const fs::path before = fs::current_path();
+  fs::current_path(dir_);
+  fs::create_directory(dir_ / "work");
+  context_.log_dir = "./logs";
+  Json objective = command("echo x > \"$D/out\"\necho 'hpsearch: {\"value\": 0.5}'");
+  objective["env"] = {{"D", "{trial_dir}"}};
+  objective["cwd"] = "work";
+  TrialPtr t = run_one(objective, kAdam);
+  fs::current_path(before);
+  ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
+  EXPECT_TRUE(fs::exists(dir_ / "logs" / "trial-0" / "out"));
+  EXPECT_FALSE(fs::exists(dir_ / "work" / "logs"));
+}
+
 TEST_F(CommandObjectiveTest, UnreadableReportIsNamedWhenNoValueFollows) {
   Json objective = command("echo 'hpsearch: {\"value\": \"fast\"}'");
   TrialPtr t = run_one(objective, kAdam);
