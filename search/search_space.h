@@ -11,11 +11,12 @@
 
 #include "search/distributions.h"
 #include "search/json_util.h"
+#include "search/params.h"
 
 namespace hps {
 
-// External param values of one trial, by name. Inactive params are absent.
-using Params = std::map<std::string, Json>;
+// Params (search/params.h): external param values of one trial, by name.
+// Inactive params are absent.
 
 // Whether two trials' params are the same point: the same names, each value
 // same_json_scalar-equal (so an int stored as signed equals the same int

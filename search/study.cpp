@@ -89,7 +89,7 @@ Json Trial::suggest_categorical(const std::string& name, std::vector<Json> choic
   return suggest(name, Distribution::make_categorical(std::move(choices), name));
 }
 
-const Json& Trial::param(const std::string& name) const {
+Json Trial::param(const std::string& name) const {
   auto it = params_.find(name);
   if (it == params_.end())
     throw Error("trial " + std::to_string(number_) + " has no param '" + name +

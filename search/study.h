@@ -77,8 +77,11 @@ class Trial {
 
   // The value of a param already set (declared space or earlier suggest);
   // throws Error if the param is absent (inactive or never suggested).
-  const Json& param(const std::string& name) const;
+  // Returned by value: a later suggest may move the params (search/params.h).
+  Json param(const std::string& name) const;
   bool has_param(const std::string& name) const { return params_.count(name) != 0; }
+  // The params set so far; the reference and its iterators are valid until
+  // the next suggest call (which may insert a param).
   const Params& params() const { return params_; }
   const std::map<std::string, Distribution>& distributions() const { return distributions_; }
   // Enqueued values not yet asked for by a suggest call.

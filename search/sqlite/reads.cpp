@@ -178,6 +178,16 @@ class DistributionInterner {
 
 void read_param_rows(Statement& s, const ById& by_id) {
   DistributionInterner distributions;
+  // A trial's params are one array (search/params.h): reserved at the size
+  // of the trial read before (a study's trials nearly always have the same
+  // params), trimmed when the next trial's rows begin.
+  FrozenTrial* last = nullptr;
+  std::size_t last_size = 0;
+  auto trim = [&] {
+    if (last == nullptr) return;
+    last->params.shrink_to_fit();
+    last_size = last->params.size();
+  };
   while (s.step()) {
     std::int64_t id = col_int(s, 0, Where{"trial_params"}, "trial_id");
     Where where = trial_row_where("trial_params", id);
@@ -186,6 +196,11 @@ void read_param_rows(Statement& s, const ById& by_id) {
     where.key = &name;
     FrozenTrial* trial = by_id.find(id);
     if (trial == nullptr) continue;
+    if (trial != last) {
+      trim();
+      last = trial;
+      if (trial->params.empty()) trial->params.reserve(last_size);
+    }
     int type = s.type(2);
     if (type != SQLITE_NULL) {
       if (type != SQLITE_TEXT)
@@ -194,6 +209,7 @@ void read_param_rows(Statement& s, const ById& by_id) {
     }
     trial->params[name] = decode_param_value(s, 3, 4, where);
   }
+  trim();
   distributions.finish();
 }
 
