@@ -61,8 +61,8 @@ void to_json(Json& j, const Params& params) {
 
 void from_json(const Json& j, Params& params) {
   if (!j.is_object())
-    throw Json::type_error::create(302, "params must be an object, not " + std::string(j.type_name()),
-                                   &j);
+    throw Json::type_error::create(
+        302, "params must be an object, not " + std::string(j.type_name()), &j);
   params.clear();
   params.reserve(j.size());
   // A JSON object's members come in name order (nlohmann::json keeps them

@@ -73,7 +73,8 @@ class Params {
   // end() in name order is appended without a search).
   template <typename V>
   iterator emplace_hint(const_iterator hint, std::string_view name, V&& value) {
-    if (hint == entries_.cend() && (entries_.empty() || std::string_view(entries_.back().first) < name)) {
+    if (hint == entries_.cend() &&
+        (entries_.empty() || std::string_view(entries_.back().first) < name)) {
       entries_.emplace_back(std::string(name), Json(std::forward<V>(value)));
       return entries_.end() - 1;
     }
