@@ -53,6 +53,7 @@ struct RunOptions {
   std::optional<double> timeout_s;                // --timeout (seconds)
   std::optional<std::int64_t> max_failed_trials;  // --max-failed-trials (>= 1)
   bool no_fail_fast = false;                      // --no-fail-fast
+  bool allow_objective_change = false;            // run --allow-objective-change
   std::optional<std::uint64_t> seed;              // --seed
   int workers = 1;                        // --workers: local worker processes (0: remote only)
   bool workers_given = false;             // --workers was on the command line

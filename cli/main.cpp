@@ -75,6 +75,11 @@ int main(int argc, char** argv) {
 #endif
 
   CLI::App app{"hpsearch: parallel hyperparameter search (TPE, random) with SQLite storage"};
+  // CLI11's own parse errors (an unknown flag, a missing argument, a
+  // validator's rule) start as ours do: "hpsearch: error: <CLI11's message>".
+  app.failure_message([](const CLI::App* a, const CLI::Error& e) {
+    return "hpsearch: error: " + CLI::FailureMessage::simple(a, e);
+  });
   app.require_subcommand(1);
   app.set_version_flag("--version", "hpsearch 0.1.0");
   std::string log_level = "info";
@@ -92,6 +97,9 @@ int main(int argc, char** argv) {
                       "(overrides warm_start of the file; split at the last ':' unless a '/' "
                       "follows it, so a path may hold ':'; STUDY may be omitted when STORAGE "
                       "holds one study)");
+  run_cmd->add_flag("--allow-objective-change", run.allow_objective_change,
+                    "continue an existing study whose stored objective differs from the file's "
+                    "(its values then mix two objectives; default: refused)");
   auto* resume_cmd =
       app.add_subcommand("resume", "Continue a study from the settings stored with it");
   resume_cmd->add_option("storage", run.storage, "SQLite file")->required();

@@ -29,6 +29,7 @@
 #include "search/util/host.h"
 #include "search/util/storage_url.h"
 #include "search/warm_start.h"
+#include "search/writer_lock.h"
 #include "workers/local_pool.h"
 #include "workers/slurm_launcher.h"
 #include "workers/worker.h"
@@ -207,6 +208,12 @@ void apply_command_line(StudyConfig& config, const RunOptions& o) {
   if (o.max_workers < 1)
     throw ConfigError("--max-workers", "must be >= 1 (the most workers connected at once), got " +
                                            std::to_string(o.max_workers));
+  if (o.workers > o.max_workers)
+    throw ConfigError("--workers", "must be <= --max-workers (" + std::to_string(o.max_workers) +
+                                       ", the most workers connected at once), got " +
+                                       std::to_string(o.workers) +
+                                       ": the workers over it would be refused; raise "
+                                       "--max-workers or start fewer workers");
 }
 
 // Binds `endpoint` (--bind) once on a socket of its own and closes it, so
@@ -301,6 +308,79 @@ Study open_study(const StudyConfig& config, const std::shared_ptr<Storage>& stor
         "continuing with the new one",
         config.name);
   return study;
+}
+
+// At most `max` characters of `value`'s JSON text ("..." after a cut).
+std::string short_json(const Json& value, std::size_t max = 60) {
+  std::string text = value.is_null() ? std::string("(none)") : value.dump();
+  if (text.size() > max) text = text.substr(0, max) + "...";
+  return printable(text);
+}
+
+// The fields of objective section `now` that differ from `stored` (added,
+// removed or changed), "objective.KEY: stored X, now Y" each, "; "-joined;
+// values cut short. Both are JSON objects.
+std::string objective_changes(const Json& stored, const Json& now) {
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : stored.items()) keys.push_back(key);
+  for (const auto& [key, value] : now.items())
+    if (!stored.contains(key)) keys.push_back(key);
+  const auto field = [](const Json& object, const std::string& key) {
+    const auto it = object.find(key);
+    return it == object.end() ? Json() : *it;
+  };
+  std::string out;
+  for (const auto& key : keys) {
+    const Json before = field(stored, key);
+    const Json after = field(now, key);
+    if (before == after) continue;
+    out += (out.empty() ? "" : "; ") + ("objective." + printable(key)) + ": stored " +
+           short_json(before) + ", now " + short_json(after);
+  }
+  return out;
+}
+
+// An existing study of the run's name must be the same problem, checked
+// before anything is written to the store. Its direction must be the one
+// stored with it (ConfigError naming study.direction). Its objective (the
+// "objective" section stored with the study by its last run) must be the
+// file's: otherwise the study's values would mix two objectives (the best
+// trial, the sampler's history and the pruner's comparisons would set them
+// against each other). A changed objective is refused (ConfigError naming
+// objective and each changed field) unless --allow-objective-change, which
+// continues with the new one after a warning naming the changes. A study
+// stored without settings (made by hps::Study, or imported) has no
+// objective to compare.
+void check_existing_study(Storage& storage, const StudyConfig& config, const RunOptions& o) {
+  const std::optional<std::int64_t> id = storage.find_study(config.name);
+  if (!id) return;
+  const StudyInfo info = storage.get_study(*id);
+  const std::string study = "study '" + printable(config.name) + "' in " + config.storage;
+  if (info.direction != config.direction)
+    throw ConfigError("study.direction",
+                      study + " was created to " + to_string(info.direction) + ", the file says " +
+                          to_string(config.direction) +
+                          ": a study keeps its direction; run the other direction as a new "
+                          "study (--study NAME, or another study.name)");
+  if (!info.config.is_object() || !config.source.is_object()) return;
+  const auto stored = info.config.find("objective");
+  const auto now = config.source.find("objective");
+  if (stored == info.config.end() || now == config.source.end() || *stored == *now) return;
+  const std::string changes = stored->is_object() && now->is_object()
+                                  ? objective_changes(*stored, *now)
+                                  : "stored " + short_json(*stored) + ", now " + short_json(*now);
+  if (o.allow_objective_change) {
+    spdlog::warn(
+        "{}: the objective differs from the one stored with the study ({}); continuing with the "
+        "new one (--allow-objective-change): the study's values now mix two objectives",
+        study, changes);
+    return;
+  }
+  throw ConfigError("objective",
+                    "differs from the objective stored with " + study + " (" + changes +
+                        "): the study's values would mix two objectives; run it as a new study "
+                        "(--study NAME, or another study.name), or pass "
+                        "--allow-objective-change to continue this study with the new objective");
 }
 
 // The study system attrs where a run records how its workers were started
@@ -621,8 +701,13 @@ int run_study(StudyConfig config, const RunOptions& o) {
   }
   // A folder or a file that is not SQLite as the store is bad input (exit 2),
   // as for the read commands, not a failure of the run.
-  if (const util::StorageUrl store = util::parse_storage_url(config.storage); !store.in_memory)
+  // So is a writer lock file planted as a link (or a folder): refused here,
+  // before the study is made, not by the coordinator after.
+  if (const util::StorageUrl store = util::parse_storage_url(config.storage); !store.in_memory) {
     util::check_store_file_if_present(store.path, o.storage ? "--storage" : "study.storage");
+    if (std::string why = WriterLock::lock_file_refusal(store.path); !why.empty())
+      throw ConfigError(WriterLock::lock_path(store.path), why);
+  }
   const CoordinatorOptions co = coordinator_options(config, o, plan);
 
   // 2. Open the study (continue it if it exists).
@@ -637,6 +722,7 @@ int run_study(StudyConfig config, const RunOptions& o) {
   };
   if (config.warm_start && (url.in_memory || !fs::exists(url.path))) check_warm_start();
   auto storage = open_storage(config.storage);
+  check_existing_study(*storage, config, o);
   if (config.warm_start && !warm_source && !warm_started(*storage, config.name)) check_warm_start();
   Study study = open_study(config, storage, sampler, pruner);
   if (config.warm_start) apply_warm_start(config, warm_source, study, *sampler);
@@ -659,7 +745,8 @@ int run_study(StudyConfig config, const RunOptions& o) {
   // 3. Local workers, or Slurm tasks.
   LocalWorkerPool pool(pool_options(config, o, coordinator, gpus, plan));
   if (o.workers > 0 && !plan.slurm)
-    spdlog::info("starting {} workers ({}, {} CPU threads each)", o.workers,
+    spdlog::info("starting {} worker{} ({}, {} CPU threads each)", o.workers,
+                 o.workers == 1 ? "" : "s",
                  gpus.empty() ? std::string("cpu") : fmt::format("GPUs {}", fmt::join(gpus, ",")),
                  pool.threads_per_worker());
   pool.start();

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -532,11 +533,20 @@ class TrialLog {
       return;
     }
     int fd = open_private_append(path_);  // O_NOFOLLOW: a link there is not followed
+    const int err = errno;
     file_ = fd >= 0 ? ::fdopen(fd, "a") : nullptr;
     if (fd >= 0 && !file_) ::close(fd);
-    if (!file_)
-      spdlog::warn("trial {}: cannot write the program's output to {}: {}", number, path_,
-                   strerrordesc_np(errno) ? strerrordesc_np(errno) : "error");
+    if (file_) return;
+    if (fd < 0 && err == ELOOP)
+      spdlog::warn(
+          "trial {}: the program's output is not logged: {}: is a symbolic link: refused (a trial "
+          "log is never written through a link, which could point to any file of yours); remove "
+          "it",
+          number, path_);
+    else
+      spdlog::warn(
+          "trial {}: cannot write the program's output to {}: {}", number, path_,
+          strerrordesc_np(fd < 0 ? err : errno) ? strerrordesc_np(fd < 0 ? err : errno) : "error");
   }
   ~TrialLog() {
     if (file_) ::fclose(file_);

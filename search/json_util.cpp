@@ -46,18 +46,30 @@ void check_keys_impl(const Json& object, std::string_view path, const Range& all
       }
     }
     if (ok) continue;
+    // The hint: the only allowed key that starts with `key` (a name cut
+    // short: "n_startup" is "n_startup_trials", not the nearer "startup"),
+    // else the nearest allowed key within the edit-distance limit.
     std::string best;
     std::size_t best_d = std::numeric_limits<std::size_t>::max();
+    std::string extends;
+    std::size_t n_extends = 0;
     for (const auto& a : allowed) {
       std::size_t d = edit_distance(key, a);
       if (d < best_d) {
         best_d = d;
         best = std::string(a);
       }
+      if (key.size() >= 3 && std::string_view(a).starts_with(key)) {
+        extends = std::string(a);
+        ++n_extends;
+      }
     }
     std::string rule = "unknown key";
     std::size_t limit = std::max<std::size_t>(2, key.size() / 3);
-    if (!best.empty() && best_d <= limit) rule += " (did you mean '" + best + "'?)";
+    if (n_extends == 1)
+      rule += " (did you mean '" + extends + "'?)";
+    else if (!best.empty() && best_d <= limit)
+      rule += " (did you mean '" + best + "'?)";
     std::string allowed_list;
     for (const auto& a : allowed) {
       if (!allowed_list.empty()) allowed_list += ", ";

@@ -23,6 +23,17 @@ std::string reason(int err) {
 
 }  // namespace
 
+std::string dangling_link_refusal(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return "";
+  if (::stat(path.c_str(), &st) == 0) return "";  // a link to an existing file
+  std::error_code ec;
+  const std::string target = std::filesystem::read_symlink(path, ec).string();
+  return "is a symbolic link to a missing file (" + (ec ? std::string("?") : target) +
+         "): refused, a file made through it would be made where it points with the umask's "
+         "mode, not owner-only (0600); remove the link, or name its target once that exists";
+}
+
 bool create_private_file(const std::string& path) {
   // O_EXCL tells a new file from an existing one, so the mode of an
   // existing file is never changed (not even by fchmod below).
@@ -39,6 +50,7 @@ bool create_private_file(const std::string& path) {
   struct stat st {};
   if (err == EEXIST || err == ELOOP) {
     if (::stat(path.c_str(), &st) == 0) return false;  // exists (a link to a file included)
+    if (std::string why = dangling_link_refusal(path); !why.empty()) throw Error(path + ": " + why);
     if (err == ELOOP) throw Error(path + ": cannot create the file: " + reason(errno));
     return false;  // removed meanwhile: SQLite creates it (with the umask's mode)
   }

@@ -22,11 +22,23 @@ namespace hps {
 constexpr unsigned kPrivateFileMode = 0600;
 constexpr unsigned kPrivateDirMode = 0700;
 
+// Why a new private file must not be made at `path`, or "" when it may:
+// "is a symbolic link to a missing file (...): refused ..." when `path` is a
+// symbolic link whose target does not exist. Creating the file through such
+// a link would make the target, wherever the link points, with the umask's
+// mode (0644) instead of 0600: a link planted by another user where a
+// store is to be made would yield a store others can read. A link to an
+// existing file is no such case (the file exists and keeps its mode).
+// Looks only (lstat, stat); never creates anything.
+std::string dangling_link_refusal(const std::string& path);
+
 // Creates `path` as an empty file with mode 0600 if nothing exists there;
 // an existing file (or a symbolic link to one) is left untouched. Returns
-// true if the file was created now. Throws Error naming the path and the
-// system's reason (no such folder, permission denied, too many open files)
-// if it can neither be created nor found.
+// true if the file was created now. Throws Error "<path>: <reason>" naming
+// the system's reason (no such folder, permission denied, too many open
+// files) if it can neither be created nor found, and
+// "<path>: <dangling_link_refusal>" for a symbolic link to a missing file
+// (never followed: nothing is created).
 bool create_private_file(const std::string& path);
 
 // Creates the folder `path` and any missing parents with mode 0700 (as

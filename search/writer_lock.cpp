@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -103,14 +104,46 @@ std::string WriterLockHolder::describe() const {
 
 std::string WriterLock::lock_path(const std::string& store_path) { return store_path + ".lock"; }
 
+namespace {
+
+// Why a lock file with status `st` (from lstat, or fstat of what open(2)
+// opened) may not be used, or "": lock_file_refusal's rule.
+std::string lock_file_refusal_of(const struct stat& st) {
+  const std::string fix = "; remove it (the coordinator makes the lock file itself, owner-only)";
+  if (S_ISLNK(st.st_mode))
+    return "the writer lock file is a symbolic link: refused (never followed: the coordinator "
+           "would lock, and write its holder line into, whatever it points to)" +
+           fix;
+  if (!S_ISREG(st.st_mode))
+    return "the writer lock file is not a regular file (a folder, FIFO or device): refused" + fix;
+  return "";
+}
+
+}  // namespace
+
+std::string WriterLock::lock_file_refusal(const std::string& store_path) {
+  struct stat st {};
+  if (::lstat(lock_path(store_path).c_str(), &st) != 0) return "";  // none yet: acquire() makes it
+  return lock_file_refusal_of(st);
+}
+
 WriterLock WriterLock::acquire(const std::string& store_path, std::int64_t study_id,
                                WriterLockHolder holder) {
   const std::string path = lock_path(store_path);
   const std::int64_t offset = region_offset(study_id);
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, kPrivateFileMode);
-  if (fd < 0)
-    throw Error(path + ": cannot open the writer lock file: " + reason(errno) +
-                (errno == EMFILE || errno == ENFILE ? " (descriptor limit reached)" : ""));
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+                  kPrivateFileMode);
+  if (fd < 0) {
+    const int err = errno;
+    if (std::string why = lock_file_refusal(store_path); !why.empty())
+      throw Error(path + ": " + why);
+    throw Error(path + ": cannot open the writer lock file: " + reason(err) +
+                (err == EMFILE || err == ENFILE ? " (descriptor limit reached)" : ""));
+  }
+  if (struct stat st{}; ::fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error(path + ": " + lock_file_refusal_of(st));
+  }
   struct flock fl = region(offset, F_WRLCK);
   int rc;
   do {

@@ -84,12 +84,23 @@ class WriterLock {
   // The lock file of the store at `store_path`: "<store_path>.lock".
   static std::string lock_path(const std::string& store_path);
 
+  // Why the lock file of the store at `store_path` cannot be used, or "" if
+  // it can (a regular file, or nothing yet: acquire() makes it): "is a
+  // symbolic link: refused ..." (a link is never followed: the coordinator
+  // would lock, and write its holder line into, whatever it points to) or
+  // "is not a regular file (a folder, FIFO or device): refused ...", each
+  // ending with what to do. Looks only (lstat): nothing is created, so a
+  // caller can refuse a run before it writes anything (hpsearch run: exit 2).
+  static std::string lock_file_refusal(const std::string& store_path);
+
   // Takes the writer lock of study `study_id` (>= 0) in the store at
   // `store_path` without waiting, and writes `holder` into it (its
   // `since` is set to now if 0). Throws WriterLockBusy naming the holder if
   // the lock is held; WriterLockUnsupported if the filesystem has no such
-  // locks; Error naming the lock file if it cannot be created, opened or
-  // locked (permissions, no descriptor left: "too many open files").
+  // locks; Error "<lock file>: <lock_file_refusal>" for a lock file that is
+  // a symbolic link (not followed) or not a regular file; Error naming the
+  // lock file if it cannot be created, opened or locked (permissions, no
+  // descriptor left: "too many open files").
   static WriterLock acquire(const std::string& store_path, std::int64_t study_id,
                             WriterLockHolder holder);
 

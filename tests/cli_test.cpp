@@ -629,6 +629,83 @@ TEST_F(CliTest, BadFlagsAndStoresExitWith2NamingThemAndWriteNothing) {
   EXPECT_EQ(other_files(inputs), std::set<std::string>{}) << "a refused run left files";
 }
 
+// Mistakes of a new user, each refused with exit 2 naming the flag and the
+// rule, before anything is made: an empty --storage, one in a missing
+// folder, more --workers than --max-workers admits; CLI11's own parse
+// errors start as ours do ("hpsearch: error: ").
+TEST_F(CliTest, StoragePathsWorkerCountsAndParseErrorsAreNamedWithExit2) {
+  dir_.write("space.json", kBraninSpace);
+  ProcessResult empty = cli({"run", "space.json", "--storage", ""});
+  EXPECT_EQ(empty.exit_code, 2) << empty.err;
+  EXPECT_THAT(empty.err, HasSubstr("hpsearch: error: --storage: must not be empty"));
+  ProcessResult nodir = cli({"run", "space.json", "--storage", "nodir/x.db"});
+  EXPECT_EQ(nodir.exit_code, 2) << nodir.err;
+  EXPECT_THAT(nodir.err,
+              HasSubstr("--storage: the folder 'nodir' does not exist (hpsearch makes the store, "
+                        "not its folder: create the folder first): nodir/x.db"));
+  ProcessResult too_many = cli({"run", "space.json", "--workers", "3000"});
+  EXPECT_EQ(too_many.exit_code, 2) << too_many.err;
+  EXPECT_THAT(too_many.err,
+              HasSubstr("--workers: must be <= --max-workers (1024, the most workers connected "
+                        "at once), got 3000"));
+  EXPECT_EQ(cli({"run", "space.json", "--workers", "3", "--max-workers", "2"}).exit_code, 2);
+  ProcessResult unknown = cli({"run", "space.json", "--no-such-flag"});
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.err;
+  EXPECT_EQ(unknown.err.rfind("hpsearch: error: ", 0), 0u) << unknown.err;
+  EXPECT_THAT(unknown.err, HasSubstr("--no-such-flag"));
+  ProcessResult bad_number = cli({"run", "space.json", "--workers", "two"});
+  EXPECT_EQ(bad_number.exit_code, 2) << bad_number.err;
+  EXPECT_EQ(bad_number.err.rfind("hpsearch: error: ", 0), 0u) << bad_number.err;
+  EXPECT_THAT(bad_number.err, HasSubstr("must be a whole number (digits only), got 'two'"));
+  EXPECT_EQ(other_files({"space.json"}), std::set<std::string>{}) << "a refused run left files";
+}
+
+// A study keeps its direction and its objective: running the file again
+// with another direction, or another objective section, is refused (exit
+// 2, naming study.direction, or objective and the changed field) and the
+// study is left as it was; --allow-objective-change continues it with the
+// new objective after a warning, and stores it.
+TEST_F(CliTest, AnotherDirectionOrObjectiveForAnExistingStudyIsRefused) {
+  dir_.write("space.json", branin_space(3));
+  ProcessResult first = cli({"run", "space.json"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  Json doc = Json::parse(branin_space(6));
+  doc["study"]["direction"] = "maximize";
+  dir_.write("space.json", doc.dump());
+  ProcessResult direction = cli({"run", "space.json"});
+  EXPECT_EQ(direction.exit_code, 2) << direction.err;
+  EXPECT_THAT(direction.err,
+              HasSubstr("study.direction: study 'branin' in branin.db was created to minimize, "
+                        "the file says maximize"));
+  EXPECT_EQ(trials_or_fail("branin.db").size(), 3u);
+
+  doc["study"]["direction"] = "minimize";
+  doc["objective"] = {{"type", "hartmann6"}};
+  doc["space"] = Json::object();
+  for (int i = 0; i < 6; ++i)
+    doc["space"]["x" + std::to_string(i)] = {{"type", "float"}, {"low", 0}, {"high", 1}};
+  dir_.write("space.json", doc.dump());
+  ProcessResult objective = cli({"run", "space.json"});
+  EXPECT_EQ(objective.exit_code, 2) << objective.err;
+  EXPECT_THAT(objective.err, HasSubstr("objective: differs from the objective stored with study "
+                                       "'branin' in branin.db (objective.type: stored \"branin\", "
+                                       "now \"hartmann6\")"));
+  EXPECT_THAT(objective.err, HasSubstr("--allow-objective-change"));
+  EXPECT_EQ(trials_or_fail("branin.db").size(), 3u);
+  ProcessResult status = cli({"status", "branin.db"});
+  EXPECT_THAT(status.out, HasSubstr("of 3")) << status.out;  // the stored settings are kept
+
+  ProcessResult allowed = cli({"run", "space.json", "--allow-objective-change"});
+  ASSERT_EQ(allowed.exit_code, 0) << allowed.err;
+  EXPECT_THAT(allowed.err, HasSubstr("the objective differs from the one stored with the study "
+                                     "(objective.type: stored \"branin\", now \"hartmann6\")"));
+  EXPECT_EQ(trials_or_fail("branin.db").size(), 6u);
+  // The new objective is the study's now.
+  ProcessResult again = cli({"run", "space.json", "--n-trials", "7"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_THAT(again.err, Not(HasSubstr("objective differs")));
+}
+
 // A named objective.checkpoint_dir that breaks the owner-only rule (a
 // folder others can write, a link, another user's folder) is refused when
 // the run starts, exit 2 naming the field, before any worker starts or the
@@ -735,7 +812,8 @@ TEST_F(CliTest, ResumeStartsAsManyWorkersAsTheLastRun) {
   ProcessResult one = cli({"resume", "branin.db", "--n-trials", "7", "--workers", "1"});
   ASSERT_EQ(one.exit_code, 0) << one.err;
   EXPECT_EQ((one.out + one.err).find("as the last run"), std::string::npos) << one.out << one.err;
-  EXPECT_NE((one.out + one.err).find("starting 1 worker"), std::string::npos) << one.out << one.err;
+  EXPECT_NE((one.out + one.err).find("starting 1 worker ("), std::string::npos)
+      << one.out << one.err;
   ProcessResult again = cli({"resume", "branin.db", "--n-trials", "8"});
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_NE((again.out + again.err).find("resume: 1 worker (local), as the last run"),

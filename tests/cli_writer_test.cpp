@@ -302,6 +302,61 @@ TEST_F(CliWriterTest, StoreWalLockAndTrialLogsAreOwnerOnly) {
   EXPECT_EQ(logs, 3);
 }
 
+// An attacker who can write the folder of a store not made yet plants a
+// symbolic link to a missing file there (in a folder the user's umask
+// would then make readable): the run is refused, exit 2 naming --storage
+// (or study.storage) and the rule, and nothing is made at the link's
+// target, which would have been created with mode 0644.
+TEST_F(CliWriterTest, ADanglingLinkPlantedAsTheStoreIsRefusedNotFollowed) {
+  const mode_t old_mask = ::umask(022);
+  dir_.write("space.json", sleep_space(0, 2));
+  const std::string target = dir_.file("made-through-the-link.db");
+  fs::create_symlink(target, dir_.file("planted.db"));
+  ProcessResult flag = cli({"run", "space.json", "--storage", "planted.db"});
+  EXPECT_EQ(flag.exit_code, 2) << flag.err;
+  EXPECT_NE(flag.err.find("--storage: is a symbolic link to a missing file (" + target + ")"),
+            std::string::npos)
+      << flag.err;
+  fs::create_symlink(target, dir_.file("slow.db"));
+  ProcessResult file = cli({"run", "space.json"});
+  ::umask(old_mask);
+  EXPECT_EQ(file.exit_code, 2) << file.err;
+  EXPECT_NE(file.err.find("study.storage: is a symbolic link to a missing file"), std::string::npos)
+      << file.err;
+  EXPECT_FALSE(fs::exists(target)) << "made with mode " << std::oct << mode_of(target);
+  EXPECT_FALSE(fs::exists(dir_.file("slow.db.lock")));
+}
+
+// A <store>.lock planted as a symbolic link (or a folder) is refused before
+// anything is written, exit 2 naming the lock file and the rule: no new
+// store with an empty study is left behind, an existing study keeps its
+// trials, and the link's target is not touched.
+TEST_F(CliWriterTest, ALockFilePlantedAsALinkIsRefusedBeforeAnythingIsWritten) {
+  dir_.write("space.json", sleep_space(0, 2));
+  const std::string victim = dir_.write("victim", "the victim's data");
+  fs::create_symlink(victim, dir_.file("slow.db.lock"));
+  ProcessResult planted = cli({"run", "space.json"});
+  EXPECT_EQ(planted.exit_code, 2) << planted.err;
+  EXPECT_NE(planted.err.find("slow.db.lock: the writer lock file is a symbolic link: refused"),
+            std::string::npos)
+      << planted.err;
+  EXPECT_FALSE(fs::exists(dir_.file("slow.db"))) << "a refused run made the store";
+  EXPECT_EQ(testsupport::read_file(victim), "the victim's data");
+
+  fs::remove(dir_.file("slow.db.lock"));
+  ProcessResult first = cli({"run", "space.json"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  fs::remove(dir_.file("slow.db.lock"));
+  fs::create_directory(dir_.file("slow.db.lock"));
+  ProcessResult folder = cli({"resume", "slow.db", "--n-trials", "4"});
+  EXPECT_EQ(folder.exit_code, 2) << folder.err;
+  EXPECT_NE(folder.err.find("slow.db.lock: the writer lock file is not a regular file"),
+            std::string::npos)
+      << folder.err;
+  Json trials = trials_json("slow.db");
+  EXPECT_EQ(trials.size(), 2u) << trials.dump();
+}
+
 TEST_F(CliWriterTest, StoreDeletedDuringARunStopsItWithAnError) {
   dir_.write("space.json", sleep_space(0.05, 400));
   auto run = cli_background({"run", "space.json", "--workers", "2"}, "run");

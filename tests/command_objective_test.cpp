@@ -28,6 +28,7 @@
 #include "search/errors.h"
 #include "search/study.h"
 #include "tests/support/command_fixture.h"
+#include "tests/support/log_capture.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -459,7 +460,14 @@ TEST_F(CommandObjectiveTest, TrialLogIsNotWrittenThroughAPlantedLinkOrIntoAFolde
   for (int n = 0; n < 2; ++n)
     std::filesystem::create_symlink(victim,
                                     dir_ / "logs" / ("trial-" + std::to_string(n) + ".log"));
-  TrialPtr t = run_one(objective, kAdam);
+  TrialPtr t;
+  {
+    testsupport::CapturedLog log(spdlog::level::warn);
+    t = run_one(objective, kAdam);
+    // The warning names the file and the rule, not only the errno.
+    EXPECT_THAT(log.text(), HasSubstr(log_of(t).string() + ": is a symbolic link: refused"))
+        << log.text();
+  }
   ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
   EXPECT_EQ(read_file(victim), "the victim's data");
   EXPECT_TRUE(std::filesystem::is_symlink(log_of(t)));

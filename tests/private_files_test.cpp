@@ -62,6 +62,44 @@ TEST(PrivateFilesTest, NewFilesAndFoldersAreOwnerOnlyExistingOnesKeepTheirMode) 
   EXPECT_THROW(create_private_file(dir.file("missing/f")), Error);
 }
 
+// A symbolic link to a missing file, planted where a store is to be made
+// (a shared folder, another user's link), is not followed: nothing is made
+// at its target, which would get the umask's mode (0644, readable by
+// others) instead of 0600. The store (SqliteStorage) is refused naming the
+// path and the rule.
+TEST(PrivateFilesTest, ADanglingLinkIsRefusedNotFollowed) {
+  Umask umask(022);
+  TempDir dir("private");
+  const std::string link = dir.file("s.db");
+  const std::string target = dir.file("elsewhere.db");
+  std::filesystem::create_symlink(target, link);
+  EXPECT_EQ(dangling_link_refusal(dir.file("nothing")), "");
+  EXPECT_NE(
+      dangling_link_refusal(link).find("is a symbolic link to a missing file (" + target + ")"),
+      std::string::npos);
+  try {
+    create_private_file(link);
+    FAIL() << "a dangling link was followed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(link + ": is a symbolic link to a missing file"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    SqliteStorage store(link);
+    FAIL() << "a store was made through a dangling link";
+  } catch (const StorageError& e) {
+    EXPECT_NE(std::string(e.what()).find("is a symbolic link to a missing file"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(target)) << "made with mode " << mode_of(target);
+  // A link to an existing file is that file: used, its mode kept.
+  ASSERT_TRUE(create_private_file(target));
+  EXPECT_EQ(dangling_link_refusal(link), "");
+  EXPECT_FALSE(create_private_file(link));
+  EXPECT_EQ(mode_of(target), 0600u);
+}
+
 TEST(PrivateFilesTest, NewStoreAndItsWalAndShmAreOwnerOnly) {
   Umask umask(022);
   TempDir dir("private");

@@ -299,6 +299,10 @@ TEST(TpeOptionsTest, BadOptionsNameTheField) {
                       "sampler.min_bandwidth_factor", "[0, 1]");
   expect_config_error({{"type", "tpe"}, {"seed", -3}}, "sampler.seed", ">= 0");
   expect_config_error({{"type", "tpee"}}, "sampler.type", "did you mean 'tpe'");
+  // A name cut short is the key it begins, not a nearer other key
+  // ("startup" is 2 edits from "n_startup", n_startup_trials 7).
+  expect_config_error({{"type", "tpe"}, {"n_startup", 5}}, "sampler.n_startup",
+                      "did you mean 'n_startup_trials'?");
 }
 
 TEST(TpeOptionsTest, FactoryBuildsTpeWithSeedOverride) {

@@ -3,6 +3,7 @@
 // known-answer values are published ones (FNV, splitmix64.c) or, for the
 // draws, pinned here so that a change of platform, standard library or
 // algorithm that alters a seeded result fails.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <array>
@@ -264,6 +265,45 @@ TEST(UtilStorageUrlTest, StoreFileCheckRefusesFoldersAndFilesOtherThanSqlite) {
   std::filesystem::create_directory(dir.file("folder.db"));
   EXPECT_EQ(error_of(dir.file("folder.db")),
             "--storage: is not a regular file: " + dir.file("folder.db"));
+}
+
+// Paths where no store can be made, or must not be: an empty one, one in a
+// missing folder (or under a file), a symbolic link to a missing file (a
+// store made through it would be readable by others). Each is refused
+// naming the field and the rule, and nothing is created; a link to an
+// existing store passes.
+TEST(UtilStorageUrlTest, StoreFileCheckRefusesEmptyPathsMissingFoldersAndDanglingLinks) {
+  namespace fs = std::filesystem;
+  testsupport::TempDir dir("store_check");
+  const auto error_of = [](const std::string& path) -> std::string {
+    try {
+      check_store_file_if_present(path, "--storage");
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.path(), "--storage");
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(error_of(""), "--storage: must not be empty (name a SQLite file, e.g. study.db)");
+  const std::string nodir = dir.file("nodir/x.db");
+  EXPECT_EQ(error_of(nodir), "--storage: the folder '" + dir.file("nodir") +
+                                 "' does not exist (hpsearch makes the store, not its folder: "
+                                 "create the folder first): " +
+                                 nodir);
+  EXPECT_FALSE(fs::exists(dir.file("nodir")));
+  dir.write("plain", "x");
+  EXPECT_EQ(error_of(dir.file("plain/x.db")),
+            "--storage: '" + dir.file("plain") + "' is not a folder: " + dir.file("plain/x.db"));
+  const std::string link = dir.file("link.db");
+  fs::create_symlink(dir.file("target.db"), link);
+  const std::string refused = error_of(link);
+  EXPECT_THAT(refused, ::testing::StartsWith("--storage: is a symbolic link to a missing file (" +
+                                             dir.file("target.db") + ")"));
+  EXPECT_THAT(refused, ::testing::EndsWith(": " + link));
+  EXPECT_FALSE(fs::exists(dir.file("target.db")));
+  { SqliteStorage store(dir.file("real.db")); }
+  fs::create_symlink(dir.file("real.db"), dir.file("to-real.db"));
+  EXPECT_EQ(error_of(dir.file("to-real.db")), "no error");
 }
 
 }  // namespace

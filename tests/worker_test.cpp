@@ -246,6 +246,33 @@ TEST_F(WorkerTest, PruneDecisionsComeOverTheWire) {
   }
 }
 
+// A worker that joins once the budget is reached is answered Shutdown
+// instead of Welcome; it exits at once (exit 0, no trial), not when the
+// coordinator is gone (a local pool waited for it until its grace period
+// ran out: about 2 s at the end of every run whose last worker started
+// late).
+TEST_F(WorkerTest, AWorkerJoiningAfterTheBudgetIsReachedExitsAtOnce) {
+  const Json space = Json::parse(R"({"x": {"type": "float", "low": -5, "high": 5}})");
+  fs::path db = dir_ / "late.db";
+  pid_t coordinator = fork_coordinator(db.string(), space, Json{{"type", "external"}}, 1);
+  ASSERT_GT(coordinator, 0);
+  const auto objective = [](Trial& t) { return t.param("x").get<double>(); };
+  Worker first(worker_options());
+  EXPECT_EQ(first.run(objective), 0);
+  EXPECT_EQ(first.trials_run(), 1);
+  // The coordinator is done and answers for one more second.
+  Worker late(worker_options());
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(late.run(objective), 0);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(late.trials_run(), 0);
+  EXPECT_LT(took, 0.5) << "the late worker stayed until the coordinator went silent";
+  int status = 0;
+  ASSERT_EQ(::waitpid(coordinator, &status, 0), coordinator);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 TEST_F(WorkerTest, StopInterruptsACommandTrialAndKillsItsProgram) {
   // A worker without its own objective builds the study's "command"
   // objective; stopping the worker must stop the program.

@@ -125,6 +125,44 @@ TEST(WriterLockTest, ManyThreadsRacingGetExactlyOneHolder) {
   EXPECT_EQ(busy.load(), kThreads - 1);
 }
 
+// A lock file planted as a symbolic link (dangling, or to a file of the
+// user's) or as something other than a file is refused naming the lock file
+// and the rule, by lock_file_refusal() (which looks only) and by acquire();
+// the link's target is neither made nor written.
+TEST(WriterLockTest, APlantedLinkOrFolderAsTheLockFileIsRefusedNamingTheRule) {
+  TempDir dir("writer_lock");
+  const std::string store = dir.file("a.db");
+  const std::string lock = WriterLock::lock_path(store);
+  EXPECT_EQ(WriterLock::lock_file_refusal(store), "");  // none yet
+  std::filesystem::create_symlink(dir.file("target"), lock);
+  EXPECT_THAT(WriterLock::lock_file_refusal(store),
+              HasSubstr("the writer lock file is a symbolic link: refused"));
+  try {
+    WriterLock::acquire(store, 1, me("s"));
+    FAIL() << "a link was followed";
+  } catch (const WriterLockBusy&) {
+    FAIL() << "busy";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr(lock + ": the writer lock file is a symbolic link: refused"));
+    EXPECT_THAT(e.what(), HasSubstr("remove it"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("target")));
+  const std::string mine = dir.write("mine", "keep");
+  std::filesystem::remove(lock);
+  std::filesystem::create_symlink(mine, lock);
+  EXPECT_THROW(WriterLock::acquire(store, 1, me("s")), Error);
+  EXPECT_EQ(testsupport::read_file(mine), "keep");
+  std::filesystem::remove(lock);
+  std::filesystem::create_directory(lock);
+  EXPECT_THAT(WriterLock::lock_file_refusal(store), HasSubstr("is not a regular file"));
+  try {
+    WriterLock::acquire(store, 1, me("s"));
+    FAIL() << "a folder was taken as the lock file";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr(lock + ": the writer lock file is not a regular file"));
+  }
+}
+
 TEST(WriterLockTest, OnlyFileBackedStudiesAreLocked) {
   TempDir dir("writer_lock");
   auto file_storage = std::make_shared<SqliteStorage>(dir.file("s.db"));

@@ -618,7 +618,11 @@ struct Worker::Impl : TrialBackend {
         stopped = true;
         return true;
       case Ev::kMessage: {
-        if (e.epoch != epoch) return false;
+        // A Shutdown may also answer this worker's Hello, before any
+        // Welcome opened a session (epoch 0): the study was done when the
+        // worker joined. It ends the worker then too (ignored, the worker
+        // stayed until its pool's grace period ran out).
+        if (e.epoch != epoch && epoch != 0) return false;
         try {
           auto m = proto::decode(e.payload);
           if (auto* s = std::get_if<proto::Shutdown>(&m)) {

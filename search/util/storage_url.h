@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "search/errors.h"
+#include "search/private_files.h"
 
 namespace hps::util {
 
@@ -31,17 +32,37 @@ inline StorageUrl parse_storage_url(std::string_view url) {
   return {false, std::string(url)};
 }
 
-// Checks that `path`, when something is there, can be a store before
-// open_storage() opens or creates it: a folder, FIFO or device is refused,
-// and so is a non-empty file that does not start with SQLite's header
-// ("SQLite format 3\0"): both are bad input (exit 2 in the CLI), not a
-// failure of the store. Nothing there, or an empty file (made a new store),
-// passes. Throws ConfigError(field, "is not a regular file: PATH" | "is not
-// a SQLite database (no SQLite header): PATH"); the file is never changed.
+// Checks that `path` can be a store before open_storage() opens or creates
+// it; what breaks a rule is bad input (exit 2 in the CLI), not a failure of
+// the store. Refused: an empty path; a folder, FIFO or device; a non-empty
+// file that does not start with SQLite's header ("SQLite format 3\0"); a
+// symbolic link to a missing file (private_files.h, dangling_link_refusal:
+// the store would be made through it, readable by others); and, when
+// nothing is there, a path whose folder does not exist or is not a folder
+// (nothing could be made there). A missing file in an existing folder, an
+// existing store, or an empty file (made a new store) passes. Throws
+// ConfigError(field, "must not be empty" | "is not a regular file: PATH" |
+// "is not a SQLite database (no SQLite header): PATH" | "is a symbolic link
+// to a missing file (...): PATH" | "the folder 'DIR' does not exist (...):
+// PATH" | "'DIR' is not a folder: PATH"); nothing is created or changed.
 inline void check_store_file_if_present(const std::string& path, const std::string& field) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::exists(path, ec)) return;
+  if (path.empty())
+    throw ConfigError(field, "must not be empty (name a SQLite file, e.g. study.db)");
+  if (std::string why = dangling_link_refusal(path); !why.empty())
+    throw ConfigError(field, why + ": " + path);
+  if (!fs::exists(path, ec)) {
+    const fs::path parent = fs::path(path).parent_path();
+    // (A "file:" URI is SQLite's to read: no folder of its own to check.)
+    if (parent.empty() || path.starts_with("file:") || fs::is_directory(parent, ec)) return;
+    if (fs::exists(parent, ec))
+      throw ConfigError(field, "'" + parent.string() + "' is not a folder: " + path);
+    throw ConfigError(field, "the folder '" + parent.string() +
+                                 "' does not exist (hpsearch makes the store, not its folder: "
+                                 "create the folder first): " +
+                                 path);
+  }
   if (!fs::is_regular_file(path, ec)) throw ConfigError(field, "is not a regular file: " + path);
   const std::uintmax_t size = fs::file_size(path, ec);
   if (ec || size == 0) return;
