@@ -180,10 +180,22 @@ std::optional<WriterLockHolder> WriterLock::query(const std::string& store_path,
                                                   std::int64_t study_id) {
   const std::string path = lock_path(store_path);
   const std::int64_t offset = region_offset(study_id);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // As acquire(): a link planted as the lock file is not followed (it could
+  // point at a file whose lock and holder line show a coordinator that is
+  // not this study's), nor is a FIFO waited on.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
-    if (errno == ENOENT) return std::nullopt;
-    throw Error(path + ": cannot open the writer lock file: " + reason(errno));
+    const int err = errno;
+    if (err == ENOENT) return std::nullopt;
+    if (std::string why = lock_file_refusal(store_path); !why.empty())
+      throw Error(path + ": " + why);
+    throw Error(path + ": cannot open the writer lock file: " + reason(err));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !lock_file_refusal_of(st).empty()) {
+    const std::string why = lock_file_refusal_of(st);
+    ::close(fd);
+    throw Error(path + ": " + (why.empty() ? "cannot stat the writer lock file" : why));
   }
   struct flock fl = region(offset, F_WRLCK);
   int rc;

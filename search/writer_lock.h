@@ -109,7 +109,8 @@ class WriterLock {
   // no coordinator of this version ever ran it). A held lock whose holder
   // wrote nothing readable yet gives a holder with pid 0. Never waits, never
   // creates the lock file. Throws Error if the lock file exists but cannot
-  // be opened or asked.
+  // be opened or asked, or breaks lock_file_refusal's rule (a symbolic link,
+  // never followed; a folder, FIFO or device): "<lock file>: <rule>".
   static std::optional<WriterLockHolder> query(const std::string& store_path,
                                                std::int64_t study_id);
 

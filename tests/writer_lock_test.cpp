@@ -147,6 +147,19 @@ TEST(WriterLockTest, APlantedLinkOrFolderAsTheLockFileIsRefusedNamingTheRule) {
     EXPECT_THAT(e.what(), HasSubstr("remove it"));
   }
   EXPECT_FALSE(std::filesystem::exists(dir.file("target")));
+  // hpsearch status asks the lock too: a link is not followed there either
+  // (a planted link to another study's lock file would show its coordinator).
+  const std::string other = dir.file("other.db");
+  WriterLock held = WriterLock::acquire(other, 1, me("other"));
+  std::filesystem::remove(lock);
+  std::filesystem::create_symlink(WriterLock::lock_path(other), lock);
+  ASSERT_TRUE(WriterLock::query(other, 1).has_value());
+  try {
+    (void)WriterLock::query(store, 1);
+    FAIL() << "status followed a planted link to another lock file";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr(lock + ": the writer lock file is a symbolic link: refused"));
+  }
   const std::string mine = dir.write("mine", "keep");
   std::filesystem::remove(lock);
   std::filesystem::create_symlink(mine, lock);
@@ -155,6 +168,7 @@ TEST(WriterLockTest, APlantedLinkOrFolderAsTheLockFileIsRefusedNamingTheRule) {
   std::filesystem::remove(lock);
   std::filesystem::create_directory(lock);
   EXPECT_THAT(WriterLock::lock_file_refusal(store), HasSubstr("is not a regular file"));
+  EXPECT_THROW((void)WriterLock::query(store, 1), Error);
   try {
     WriterLock::acquire(store, 1, me("s"));
     FAIL() << "a folder was taken as the lock file";
