@@ -704,7 +704,10 @@ int run_study(StudyConfig config, const RunOptions& o) {
   // So is a writer lock file planted as a link (or a folder): refused here,
   // before the study is made, not by the coordinator after.
   if (const util::StorageUrl store = util::parse_storage_url(config.storage); !store.in_memory) {
-    util::check_store_file_if_present(store.path, o.storage ? "--storage" : "study.storage");
+    const std::string field = o.storage ? "--storage" : "study.storage";
+    util::check_store_file_if_present(store.path, field);
+    if (std::string why = WriterLock::store_refusal(store.path); !why.empty())
+      throw ConfigError(field, why + ": " + store.path);
     if (std::string why = WriterLock::lock_file_refusal(store.path); !why.empty())
       throw ConfigError(WriterLock::lock_path(store.path), why);
   }

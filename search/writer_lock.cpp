@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <filesystem>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -102,7 +103,27 @@ std::string WriterLockHolder::describe() const {
   return out;
 }
 
-std::string WriterLock::lock_path(const std::string& store_path) { return store_path + ".lock"; }
+std::string WriterLock::lock_path(const std::string& store_path) {
+  // A store named through a symbolic link has its lock beside the file the
+  // link names (as SQLite's journal does): one lock file however the store
+  // is named, so a link cannot open a second coordinator on the study.
+  struct stat st {};
+  if (::lstat(store_path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    std::error_code ec;
+    const std::filesystem::path real = std::filesystem::canonical(store_path, ec);
+    if (!ec) return real.string() + ".lock";
+  }
+  return store_path + ".lock";
+}
+
+std::string WriterLock::store_refusal(const std::string& store_path) {
+  struct stat st {};
+  if (::stat(store_path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink <= 1) return "";
+  return "the store has " + std::to_string(st.st_nlink) +
+         " hard links (other names for the same file): refused (SQLite's journal and the writer "
+         "lock go by the name, so two coordinators could run the study at once under two names "
+         "and corrupt it); keep one name, or copy the file";
+}
 
 namespace {
 
@@ -110,6 +131,11 @@ namespace {
 // opened) may not be used, or "": lock_file_refusal's rule.
 std::string lock_file_refusal_of(const struct stat& st) {
   const std::string fix = "; remove it (the coordinator makes the lock file itself, owner-only)";
+  if (S_ISREG(st.st_mode) && st.st_nlink > 1)
+    return "the writer lock file has " + std::to_string(st.st_nlink) +
+           " hard links: refused (another name for the same file, which the coordinator would "
+           "lock and write its holder line into)" +
+           fix;
   if (S_ISLNK(st.st_mode))
     return "the writer lock file is a symbolic link: refused (never followed: the coordinator "
            "would lock, and write its holder line into, whatever it points to)" +
@@ -140,9 +166,13 @@ WriterLock WriterLock::acquire(const std::string& store_path, std::int64_t study
     throw Error(path + ": cannot open the writer lock file: " + reason(err) +
                 (err == EMFILE || err == ENFILE ? " (descriptor limit reached)" : ""));
   }
-  if (struct stat st{}; ::fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+  if (struct stat st{}; ::fstat(fd, &st) == 0 && !lock_file_refusal_of(st).empty()) {
     ::close(fd);
     throw Error(path + ": " + lock_file_refusal_of(st));
+  }
+  if (std::string why = store_refusal(store_path); !why.empty()) {
+    ::close(fd);
+    throw Error(store_path + ": " + why);
   }
   struct flock fl = region(offset, F_WRLCK);
   int rc;

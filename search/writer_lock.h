@@ -81,14 +81,25 @@ class WriterLock {
   // Bytes of the lock file per study.
   static constexpr std::int64_t kRegionBytes = 4096;
 
-  // The lock file of the store at `store_path`: "<store_path>.lock".
+  // The lock file of the store at `store_path`: "<store_path>.lock", where
+  // a store named through a symbolic link (its last component) is the file
+  // the link resolves to: "<resolved path>.lock", one lock however the
+  // store is named.
   static std::string lock_path(const std::string& store_path);
+
+  // Why the store at `store_path` may not be run by a coordinator, or "":
+  // "the store has N hard links ...: refused ..." for a regular file with
+  // more than one name (each name would get its own lock file and SQLite
+  // journal: two coordinators at once). Looks only (stat); "" when there is
+  // no file yet. acquire() applies it (Error "<store>: <rule>").
+  static std::string store_refusal(const std::string& store_path);
 
   // Why the lock file of the store at `store_path` cannot be used, or "" if
   // it can (a regular file, or nothing yet: acquire() makes it): "is a
   // symbolic link: refused ..." (a link is never followed: the coordinator
   // would lock, and write its holder line into, whatever it points to) or
-  // "is not a regular file (a folder, FIFO or device): refused ...", each
+  // "is not a regular file (a folder, FIFO or device): refused ..." or "has
+  // N hard links: refused ..." (another name for a file), each
   // ending with what to do. Looks only (lstat): nothing is created, so a
   // caller can refuse a run before it writes anything (hpsearch run: exit 2).
   static std::string lock_file_refusal(const std::string& store_path);

@@ -177,6 +177,45 @@ TEST(WriterLockTest, APlantedLinkOrFolderAsTheLockFileIsRefusedNamingTheRule) {
   }
 }
 
+TEST(WriterLockTest, AStoreNamedThroughALinkOrAHardLinkCannotHaveASecondCoordinator) {
+  TempDir dir("writer_lock");
+  const std::string store = dir.write("real.db", "");
+  const std::string link = dir.file("link.db");
+  std::filesystem::create_symlink(store, link);
+  // One lock file however the store is named: the link's is the file's.
+  EXPECT_EQ(WriterLock::lock_path(link), std::filesystem::canonical(store).string() + ".lock");
+  {
+    WriterLock held = WriterLock::acquire(store, 1, me("s"));
+    EXPECT_THROW(WriterLock::acquire(link, 1, me("s")), WriterLockBusy);
+    EXPECT_TRUE(WriterLock::query(link, 1).has_value());
+  }
+  EXPECT_FALSE(std::filesystem::exists(link + ".lock"));
+  // A hard link is another name with no link to resolve: refused.
+  EXPECT_EQ(WriterLock::store_refusal(store), "");
+  const std::string other = dir.file("other.db");
+  std::filesystem::create_hard_link(store, other);
+  EXPECT_THAT(WriterLock::store_refusal(other), HasSubstr("the store has 2 hard links"));
+  try {
+    WriterLock::acquire(other, 1, me("s"));
+    FAIL() << "a hard-linked store was locked";
+  } catch (const WriterLockBusy&) {
+    FAIL() << "busy";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr(other + ": the store has 2 hard links"));
+  }
+}
+
+TEST(WriterLockTest, AHardLinkPlantedAsTheLockFileIsRefusedAndNotWritten) {
+  TempDir dir("writer_lock");
+  const std::string store = dir.file("h.db");
+  const std::string victim = dir.write("victim.txt", "precious");
+  std::filesystem::create_hard_link(victim, WriterLock::lock_path(store));
+  EXPECT_THAT(WriterLock::lock_file_refusal(store), HasSubstr("has 2 hard links: refused"));
+  EXPECT_THROW(WriterLock::acquire(store, 1, me("s")), Error);
+  EXPECT_THROW((void)WriterLock::query(store, 1), Error);
+  EXPECT_EQ(testsupport::read_file(victim), "precious");
+}
+
 TEST(WriterLockTest, OnlyFileBackedStudiesAreLocked) {
   TempDir dir("writer_lock");
   auto file_storage = std::make_shared<SqliteStorage>(dir.file("s.db"));
