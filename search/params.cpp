@@ -67,7 +67,7 @@ void from_json(const Json& j, Params& params) {
   params.reserve(j.size());
   // A JSON object's members come in name order (nlohmann::json keeps them
   // in a std::map), so each one goes at the end.
-  for (const auto& [name, value] : j.items()) params.emplace(name, value);
+  for (const auto& [name, value] : j.items()) params.emplace_hint(params.end(), name, value);
 }
 
 }  // namespace hps

@@ -145,6 +145,32 @@ std::string lock_file_refusal_of(const struct stat& st) {
   return "";
 }
 
+// Opens the lock file `path` of the store `store_path` with `flags` (plus
+// O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK: a link is not followed, a FIFO not
+// waited on), refusing what lock_file_refusal's rule refuses, as found by
+// open(2) or by fstat of what it opened. Returns -1 when the file is missing
+// and `missing_ok`; throws Error "<path>: <rule or reason>" otherwise.
+int open_lock_file(const std::string& path, const std::string& store_path, int flags,
+                   bool missing_ok) {
+  int fd = ::open(path.c_str(), flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, kPrivateFileMode);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT && missing_ok) return -1;
+    if (std::string why = WriterLock::lock_file_refusal(store_path); !why.empty())
+      throw Error(path + ": " + why);
+    throw Error(path + ": cannot open the writer lock file: " + reason(err) +
+                (err == EMFILE || err == ENFILE ? " (descriptor limit reached)" : ""));
+  }
+  struct stat st {};
+  const std::string why =
+      ::fstat(fd, &st) != 0 ? "cannot stat the writer lock file" : lock_file_refusal_of(st);
+  if (!why.empty()) {
+    ::close(fd);
+    throw Error(path + ": " + why);
+  }
+  return fd;
+}
+
 }  // namespace
 
 std::string WriterLock::lock_file_refusal(const std::string& store_path) {
@@ -157,19 +183,7 @@ WriterLock WriterLock::acquire(const std::string& store_path, std::int64_t study
                                WriterLockHolder holder) {
   const std::string path = lock_path(store_path);
   const std::int64_t offset = region_offset(study_id);
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
-                  kPrivateFileMode);
-  if (fd < 0) {
-    const int err = errno;
-    if (std::string why = lock_file_refusal(store_path); !why.empty())
-      throw Error(path + ": " + why);
-    throw Error(path + ": cannot open the writer lock file: " + reason(err) +
-                (err == EMFILE || err == ENFILE ? " (descriptor limit reached)" : ""));
-  }
-  if (struct stat st{}; ::fstat(fd, &st) == 0 && !lock_file_refusal_of(st).empty()) {
-    ::close(fd);
-    throw Error(path + ": " + lock_file_refusal_of(st));
-  }
+  int fd = open_lock_file(path, store_path, O_RDWR | O_CREAT, false);
   if (std::string why = store_refusal(store_path); !why.empty()) {
     ::close(fd);
     throw Error(store_path + ": " + why);
@@ -213,20 +227,8 @@ std::optional<WriterLockHolder> WriterLock::query(const std::string& store_path,
   // As acquire(): a link planted as the lock file is not followed (it could
   // point at a file whose lock and holder line show a coordinator that is
   // not this study's), nor is a FIFO waited on.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) return std::nullopt;
-    if (std::string why = lock_file_refusal(store_path); !why.empty())
-      throw Error(path + ": " + why);
-    throw Error(path + ": cannot open the writer lock file: " + reason(err));
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !lock_file_refusal_of(st).empty()) {
-    const std::string why = lock_file_refusal_of(st);
-    ::close(fd);
-    throw Error(path + ": " + (why.empty() ? "cannot stat the writer lock file" : why));
-  }
+  int fd = open_lock_file(path, store_path, O_RDONLY, true);
+  if (fd < 0) return std::nullopt;
   struct flock fl = region(offset, F_WRLCK);
   int rc;
   do {
