@@ -125,7 +125,7 @@ TpeSampler::Cache::Column& TpeSampler::Cache::find_column(const std::string& nam
   auto& list = columns_of[name];
   for (Column* c : list)
     if (c->distribution == d) return *c;
-  columns.push_back(std::make_unique<Column>(Column{name, d, {}, {}}));
+  columns.push_back(std::make_unique<Column>(Column{name, d, {}, {}, {}}));
   list.push_back(columns.back().get());
   return *columns.back();
 }

@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "algorithms/parzen_estimator.h"
 #include "algorithms/tpe_sampler.h"
 #include "search/trial_view.h"
 
@@ -51,6 +52,9 @@ struct Column {
   // Slots with a value, sorted by (value, trial number): kept up to date
   // as slots are added, so that a call needs no O(n log n) sort.
   std::vector<std::size_t> sorted;
+  // The normalizers of the kernels of this column's slots, kept between
+  // calls (TpeModel::estimate passes them to the estimators it fits).
+  NormalizerMemo normalizers;
 };
 
 // What TpeSampler keeps of a TrialView (SamplingContext::view) between

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -450,6 +451,89 @@ TEST(ParzenEstimatorTest, BlockedMultivariateDensitiesEqualOnePointAtATime) {
       }
     }
   }
+}
+
+// Normalizers kept between fits (NormalizerMemos) give the fits without
+// them, bit for bit, through what a TPE study does to them: the same
+// observations again, some dropped, a slot holding another value, another
+// bandwidth floor; and they are used (entries filled).
+TEST(ParzenEstimatorTest, NormalizerMemosGiveTheSameFitsBitForBit) {
+  const std::vector<Distribution> ds = {
+      Distribution::make_float(-3, 3), Distribution::make_float(1e-4, 1.0, true),
+      Distribution::make_categorical({Json("a"), Json("b"), Json("c")}),
+      Distribution::make_float(0, 1, false, 0.1)};
+  std::vector<DimensionSpec> dims;
+  for (const auto& d : ds) dims.push_back(dim_of(d));
+  const std::size_t n_dims = ds.size();
+  std::mt19937_64 rng(91);
+  const std::size_t n_slots = 4000;
+  // Each slot's point; slots 0..n_slots-1.
+  std::vector<double> point(n_slots * n_dims);
+  for (std::size_t s = 0; s < n_slots; ++s)
+    for (std::size_t d = 0; d < n_dims; ++d) point[s * n_dims + d] = draw_internal(ds[d], rng);
+  std::vector<NormalizerMemo> memo(n_dims);
+  std::vector<NormalizerMemo*> by_dim = {&memo[0], &memo[1], nullptr, &memo[3]};
+  std::vector<double> pts;
+  for (int j = 0; j < 24; ++j)
+    for (const auto& d : ds) pts.push_back(draw_internal(d, rng));
+  // Fits the observations of `slots` with and without the memos and
+  // compares densities and kernels.
+  auto compare = [&](const std::vector<std::ptrdiff_t>& slots, const EstimatorOptions& o,
+                     const char* stage) {
+    std::vector<double> obs, w;
+    for (std::ptrdiff_t s : slots) {
+      const auto at = static_cast<std::size_t>(s >= 0 ? s : 0);
+      for (std::size_t d = 0; d < n_dims; ++d) obs.push_back(point[at * n_dims + d]);
+      w.push_back(s % 5 == 0 ? 0.5 : 1.0);
+    }
+    NormalizerMemos memos{slots, by_dim};
+    const ParzenEstimator plain(dims, obs, w, o), kept(dims, obs, w, o, nullptr, &memos);
+    std::vector<double> a(24), b(24);
+    plain.log_pdf(pts, a);
+    kept.log_pdf(pts, b);
+    for (std::size_t j = 0; j < a.size(); ++j) EXPECT_EQ(a[j], b[j]) << stage << " point " << j;
+    for (std::size_t k = 0; k < plain.n_kernels(); ++k)
+      ASSERT_EQ(plain.kernel_sigma(0, k), kept.kernel_sigma(0, k)) << stage;
+  };
+  auto filled = [&](std::size_t d) {
+    std::size_t n = 0;
+    for (const auto& e : memo[d].by_slot) n += std::isnan(e.mu) ? std::size_t{0} : std::size_t{1};
+    return n;
+  };
+  EstimatorOptions o;
+  o.min_bandwidth_factor = 0.04;
+  o.bandwidth_factor = 0.7;
+  o.density_only = true;
+  std::vector<std::ptrdiff_t> slots(3000);
+  std::iota(slots.begin(), slots.end(), std::ptrdiff_t{0});
+  compare(slots, o, "first fit");
+  EXPECT_GT(filled(0), 2000u);  // most kernels at the clipped bandwidth
+  EXPECT_GT(filled(3), 2000u);
+  EXPECT_EQ(memo[0].inv_sigma, 1.0 / 0.04);
+  compare(slots, o, "same observations");
+  // Every third dropped, others added, one liar (-1).
+  std::vector<std::ptrdiff_t> next;
+  for (std::ptrdiff_t s = 0; s < 3900; ++s)
+    if (s % 3 != 1) next.push_back(s);
+  next.push_back(-1);
+  compare(next, o, "moved");
+  // Slots that hold other values now (a slot given to another trial).
+  for (std::size_t s = 0; s < n_slots; s += 2)
+    for (std::size_t d = 0; d < n_dims; ++d) point[s * n_dims + d] = draw_internal(ds[d], rng);
+  compare(next, o, "other values");
+  // Another floor empties the memos; then back.
+  o.min_bandwidth_factor = 0.05;
+  compare(next, o, "other floor");
+  EXPECT_EQ(memo[0].inv_sigma, 1.0 / 0.05);
+  o.min_bandwidth_factor = 0.04;
+  compare(next, o, "first floor again");
+  // Too few observations: the memos are left alone.
+  const std::size_t before = filled(0);
+  std::vector<std::ptrdiff_t> few(next.begin(), next.begin() + 100);
+  o.min_bandwidth_factor = 0.3;
+  compare(few, o, "few");
+  EXPECT_EQ(memo[0].inv_sigma, 1.0 / 0.04);
+  EXPECT_EQ(filled(0), before);
 }
 
 TEST(ParzenEstimatorTest, WindowedDensityMatchesTheFullMixture) {
