@@ -68,29 +68,13 @@ class LogPhiTable {
       slope_[i] = pdf / phi_cdf;
     }
   }
-  double operator()(double b) const {
-    if (b >= kTableEnd) return 0.0;
-    double t = b / kStep;
-    int i = static_cast<int>(t);
-    double u = t - i;
-    double h00 = (1 + 2 * u) * (1 - u) * (1 - u), h10 = u * (1 - u) * (1 - u);
-    double h01 = u * u * (3 - 2 * u), h11 = u * u * (u - 1);
-    return h00 * value_[i] + h10 * kStep * slope_[i] + h01 * value_[i + 1] +
-           h11 * kStep * slope_[i + 1];
-  }
+  double operator()(double b) const { return b >= kTableEnd ? 0.0 : interpolate(b); }
   // The same value as operator() for b >= 0, computed without a branch on
-  // b (a select at the end), so that a loop over many kernels neither
-  // mispredicts nor stops vectorizing: beyond the table the interpolation
-  // runs on its last interval and its result is dropped.
+  // b (a select at the end), so that a loop over many kernels does not
+  // mispredict: beyond the table the interpolation runs on its last
+  // interval and its result is dropped.
   double select(double b) const {
-    const double inside = std::min(b, kTableEnd - kStep);
-    double t = inside / kStep;
-    int i = static_cast<int>(t);
-    double u = t - i;
-    double h00 = (1 + 2 * u) * (1 - u) * (1 - u), h10 = u * (1 - u) * (1 - u);
-    double h01 = u * u * (3 - 2 * u), h11 = u * u * (u - 1);
-    const double v = h00 * value_[i] + h10 * kStep * slope_[i] + h01 * value_[i + 1] +
-                     h11 * kStep * slope_[i + 1];
+    const double v = interpolate(std::min(b, kTableEnd - kStep));
     // +0.0 beyond the table: the bits of v masked off.
     const std::uint64_t keep = std::uint64_t{0} - static_cast<std::uint64_t>(b < kTableEnd);
     return std::bit_cast<double>(std::bit_cast<std::uint64_t>(v) & keep);
@@ -100,6 +84,16 @@ class LogPhiTable {
   static constexpr double kTableEnd = 9.0;
   static constexpr double kStep = 1.0 / 128;
   static constexpr int kNodes = static_cast<int>(kTableEnd / kStep);
+  // The cubic Hermite interpolation at 0 <= b < kTableEnd.
+  double interpolate(double b) const {
+    double t = b / kStep;
+    int i = static_cast<int>(t);
+    double u = t - i;
+    double h00 = (1 + 2 * u) * (1 - u) * (1 - u), h10 = u * (1 - u) * (1 - u);
+    double h01 = u * u * (3 - 2 * u), h11 = u * u * (u - 1);
+    return h00 * value_[i] + h10 * kStep * slope_[i] + h01 * value_[i + 1] +
+           h11 * kStep * slope_[i + 1];
+  }
   double value_[kNodes + 1];
   double slope_[kNodes + 1];
 };
