@@ -267,11 +267,20 @@ log "(b) ok: the sbatch example finished 12 trials on 4 tasks"
 mkdir "$T/b2" && cd "$T/b2"
 write_space b2 4 0.1 > space.json
 busy_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+# The listener says when it listens: on a loaded machine Python can take
+# more than a second to start, and a coordinator that binds first runs
+# the study (seen: "the job succeeded although its coordinator could not
+# bind").
 python3 -c "import socket, time
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(('0.0.0.0', $busy_port)); s.listen(); time.sleep(300)" &
+s.bind(('0.0.0.0', $busy_port)); s.listen(); open('listening', 'w').close(); time.sleep(300)" &
 listener=$!
-sleep 0.5
+for _ in $(seq 100); do
+  [[ -e listening ]] && break
+  kill -0 "$listener" 2> /dev/null || fail "(b2) the listener on port $busy_port did not start"
+  sleep 0.1
+done
+[[ -e listening ]] || fail "(b2) the listener on port $busy_port did not listen within 10 s"
 log "(b2) sbatch with the coordinator's port $busy_port busy"
 b2_start=$SECONDS
 if HPSEARCH_PORT=$busy_port sbatch --wait --overcommit --ntasks=2 \
@@ -284,7 +293,8 @@ kill "$listener" 2> /dev/null || true
 wait "$listener" 2> /dev/null || true
 grep -q "ending the worker step" hpsearch-*.out ||
   fail "(b2) the script did not end the worker step: $(cat hpsearch-*.out)"
-[[ $b2_s -lt 60 ]] || fail "(b2) the job held its allocation ${b2_s} s after its coordinator failed"
+[[ $b2_s -lt 60 ]] ||
+  fail "(b2) the job held its allocation ${b2_s} s after its coordinator failed: $(cat hpsearch-*.out)"
 no_jobs_left
 log "(b2) ok: the job ended ${b2_s} s after submission, its worker step ended with the coordinator"
 
