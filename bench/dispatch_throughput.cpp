@@ -29,6 +29,7 @@
 
 #include "algorithms/study_setup.h"
 #include "bench/bench_util.h"
+#include "bench/local_run.h"
 #include "coordinator/coordinator.h"
 #include "protocol/curve_keys.h"
 #include "search/storage.h"
@@ -129,26 +130,8 @@ int main(int argc, char** argv) {
       CoordinatorOptions co;
       co.n_trials = n_trials;
       co.min_workers = workers;  // start all workers' first trials together
-      std::vector<std::string> worker_args = {"--log-level", "warn"};
-      if (kind == "tcp") {
-        co.endpoint = "tcp://127.0.0.1:*";
-        co.insecure = true;
-        worker_args = {"--log-level", "error", "--insecure"};  // no warning per worker
-      } else if (kind == "curve") {
-        // One authorized key pair, shared by the pool's workers.
-        const std::string keys = (dir.path() / "keys").string();
-        if (!std::filesystem::exists(keys)) curve::make_keys(keys, 1, false);
-        co.endpoint = "tcp://127.0.0.1:*";
-        co.keys_dir = keys;
-        worker_args.insert(worker_args.end(), {"--keys", keys + "/worker-1"});
-      }  // ipc: the default, the coordinator's private socket
-      Coordinator coordinator(study, config.objective, co);
-      LocalPoolOptions po;
-      po.workers = workers;
-      po.executable = exe;
-      po.endpoint = coordinator.endpoint();
-      po.extra_args = worker_args;
-      LocalWorkerPool pool(po);
+      const auto worker_args = bench::use_transport(kind, co, dir.path() / "keys");
+      bench::LocalRun run(study, config.objective, co, workers, exe, worker_args);
       // CPU seconds of each thread of this process, by thread name
       // (/proc/self/task/*/stat: utime and stime in clock ticks).
       auto thread_cpu = [] {
@@ -180,31 +163,16 @@ int main(int argc, char** argv) {
                static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
       };
       double cpu0 = cpu();
-      auto t0 = Steady::now();
-      pool.start();
-      bool ready = false;
-      while (coordinator.step(5)) {
-        for (const auto& w : pool.poll()) coordinator.worker_exited(w.pid);
-        if (!ready && static_cast<int>(coordinator.workers().size()) >= workers) {
-          ready = true;
-          ready_s = std::chrono::duration<double>(Steady::now() - t0).count();
-        }
-      }
-      wall_s = std::chrono::duration<double>(Steady::now() - t0).count();
-      row.commits = coordinator.stats().commits;
+      wall_s = run.run();
+      ready_s = run.ready_s();
+      row.commits = run.coordinator().stats().commits;
       coordinator_cpu_us = (cpu() - cpu0) * 1e6 / static_cast<double>(n_trials);
       for (const auto& [name, seconds] : thread_cpu()) {
         double us = (seconds - threads0[name]) * 1e6 / static_cast<double>(n_trials);
         if (us >= 1)
           thread_split += fmt::format("{}{} {:.0f}", thread_split.empty() ? "" : ", ", name, us);
       }
-      pool.stop_restarting();
-      while (pool.running() > 0 &&
-             std::chrono::duration<double>(Steady::now() - t0).count() < wall_s + 5) {
-        coordinator.step(10);
-        pool.poll();
-      }
-      pool.shutdown(0.0);
+      run.finish(5);
     }
     {
       // A new connection to the file: what is durable.
@@ -268,7 +236,9 @@ int main(int argc, char** argv) {
   } else {
     fmt::print("  Optuna: not measured ({} not found or python3-optuna missing)\n", optuna_script);
   }
-  bool ok = rate >= 5000 && durable == n_trials;
-  fmt::print("  target >= 5000 trials/s, every trial durable: {}\n", ok ? "met" : "NOT met");
+  // The first goal (5,000) and issue #16's (10,000 durable trials/s with 8 local workers).
+  for (double goal : {5000.0, 10000.0})
+    fmt::print("  target >= {:.0f} trials/s, every trial durable: {}\n", goal,
+               rate >= goal && durable == n_trials ? "met" : "NOT met");
   return durable == n_trials ? 0 : 1;
 }

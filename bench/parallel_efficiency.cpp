@@ -34,6 +34,7 @@
 
 #include "algorithms/study_setup.h"
 #include "bench/bench_util.h"
+#include "bench/local_run.h"
 #include "coordinator/coordinator.h"
 #include "search/storage.h"
 #include "search/study.h"
@@ -153,36 +154,14 @@ int main(int argc, char** argv) {
     co.min_workers = workers;
     co.min_workers_wait_s = 60;
     co.max_batch = max_batch;
-    std::vector<std::string> worker_args = {"--log-level", "warn"};
-    if (transport == "tcp") {
-      co.endpoint = "tcp://127.0.0.1:*";
-      co.insecure = true;
-      worker_args = {"--log-level", "error", "--insecure"};  // no warning per worker
-    }
+    const auto worker_args = bench::use_transport(transport, co, dir.path() / "keys");
     double ready_s = -1;
     std::vector<TrialPtr> trials;
     {
-      Coordinator coordinator(study, config.objective, co);
-      LocalPoolOptions po;
-      po.workers = workers;
-      po.executable = exe;
-      po.endpoint = coordinator.endpoint();
-      po.extra_args = worker_args;
-      LocalWorkerPool pool(po);
-      auto t0 = Steady::now();
-      pool.start();
-      while (coordinator.step(5)) {
-        for (const auto& w : pool.poll()) coordinator.worker_exited(w.pid);
-        if (ready_s < 0 && static_cast<int>(coordinator.workers().size()) >= workers)
-          ready_s = std::chrono::duration<double>(Steady::now() - t0).count();
-      }
-      pool.stop_restarting();
-      auto until = Steady::now() + std::chrono::seconds(10);
-      while (pool.running() > 0 && Steady::now() < until) {
-        coordinator.step(10);
-        pool.poll();
-      }
-      pool.shutdown(0.0);
+      bench::LocalRun run(study, config.objective, co, workers, exe, worker_args);
+      run.run();
+      ready_s = run.ready_s();
+      run.finish(10);
       trials = study.trials();
     }
     double ideal = static_cast<double>(n_trials) * seconds / workers;
