@@ -37,7 +37,10 @@ inline StorageUrl parse_storage_url(std::string_view url) {
 // the store. Refused: an empty path; a folder, FIFO or device; a non-empty
 // file that does not start with SQLite's header ("SQLite format 3\0"); a
 // symbolic link to a missing file (private_files.h, dangling_link_refusal:
-// the store would be made through it, readable by others); and, when
+// the store would be made through it, readable by others); a store or a
+// -journal/-wal/-shm file beside it that store_files_refusal refuses (a
+// planted link, another user's file: ConfigError(file, rule), "<file>:
+// <rule>", the text SqliteStorage would throw); and, when
 // nothing is there, a path whose folder does not exist or is not a folder
 // (nothing could be made there). A missing file in an existing folder, an
 // existing store, or an empty file (made a new store) passes. Throws
@@ -52,6 +55,9 @@ inline void check_store_file_if_present(const std::string& path, const std::stri
     throw ConfigError(field, "must not be empty (name a SQLite file, e.g. study.db)");
   if (std::string why = dangling_link_refusal(path); !why.empty())
     throw ConfigError(field, why + ": " + path);
+  if (!path.starts_with("file:")) {
+    if (auto refused = store_files_refusal(path)) throw ConfigError(refused->file, refused->rule);
+  }
   if (!fs::exists(path, ec)) {
     const fs::path parent = fs::path(path).parent_path();
     // (A "file:" URI is SQLite's to read: no folder of its own to check.)
