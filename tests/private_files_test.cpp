@@ -215,8 +215,8 @@ TEST(PrivateFilesTest, StoreFilesOfAnotherUserOrWritableByOthersAreRefused) {
   const std::string db = dir.file("s.db");
   EXPECT_EQ(study_file_owner_refusal(::geteuid(), 0100600), "");
   EXPECT_EQ(study_file_owner_refusal(::geteuid(), 0100664), "");
-  EXPECT_NE(study_file_owner_refusal(::geteuid(), 0100666).find(
-                "writable by others (mode 0666): refused"),
+  EXPECT_NE(study_file_owner_refusal(::geteuid(), 0100666)
+                .find("writable by others (mode 0666): refused"),
             std::string::npos);
   EXPECT_NE(study_file_owner_refusal(::geteuid() + 1, 0100600).find("owned by uid "),
             std::string::npos);

@@ -92,9 +92,9 @@ inline void check_store_file_if_present(const std::string& path, const std::stri
 // opens it (which would make an empty file, a FIFO or a folder's name a new
 // store, or fail with SQLite's words): it must exist, be a regular file (or
 // a link to one) and not be empty. Throws ConfigError(field, "must not be
-// empty (...)" for "" | "no such storage file: PATH" | "is not a regular file: PATH" | "is empty, not a
-// hpsearch store: PATH" | "is not a SQLite database (no SQLite header):
-// PATH"); the file is never changed.
+// empty (...)" for "" | "no such storage file: PATH" | "is not a regular file: PATH" | "is empty,
+// not a hpsearch store: PATH" | "is not a SQLite database (no SQLite header): PATH"); the file is
+// never changed.
 inline void check_existing_store_file(const std::string& path, const std::string& field) {
   namespace fs = std::filesystem;
   std::error_code ec;
