@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "search/errors.h"
+#include "search/json_util.h"
 #include "search/printable.h"
 
 #ifdef HPSEARCH_HAVE_TORCH
@@ -61,6 +62,31 @@ const CLI::Validator kFiniteSeconds(
       return std::string();
     },
     "NUMBER");
+
+// For a command line whose first word is no subcommand ("hpsearch bogus"),
+// which CLI11 reports as "A subcommand is required": "unknown command
+// 'bogus' (did you mean 'best'?); commands: run, resume, ...". "" when a
+// subcommand was given or no word at all (CLI11's message then stands).
+std::string unknown_command_rule(const CLI::App& app) {
+  if (!app.get_subcommands().empty()) return "";
+  std::string word;
+  for (const std::string& arg : app.remaining()) {
+    if (!arg.empty() && arg[0] != '-') {
+      word = arg;
+      break;
+    }
+  }
+  if (word.empty()) return "";
+  std::vector<std::string_view> names;
+  std::string list;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    names.emplace_back(sub->get_name());
+    list += (list.empty() ? "" : ", ") + sub->get_name();
+  }
+  const std::string best = hps::nearest_name(word, names);
+  return "unknown command '" + hps::printable(word) + "'" +
+         (best.empty() ? "" : " (did you mean '" + best + "'?)") + "; commands: " + list;
+}
 
 }  // namespace
 
@@ -288,6 +314,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (std::string rule = unknown_command_rule(app); !rule.empty()) {
+      std::cerr << "hpsearch: error: " << rule << "\nRun with --help for more information.\n";
+      return kExitUsage;
+    }
     int rc = app.exit(e);
     return rc == 0 ? 0 : kExitUsage;
   }

@@ -318,13 +318,14 @@ std::string short_json(const Json& value, std::size_t max = 60) {
 }
 
 // The fields of objective section `now` that differ from `stored` (added,
-// removed or changed), "objective.KEY: stored X, now Y" each, "; "-joined;
-// values cut short. Both are JSON objects.
+// removed or changed), "objective.KEY: stored X, now Y" each, in key order,
+// "; "-joined; values cut short. Both are JSON objects.
 std::string objective_changes(const Json& stored, const Json& now) {
   std::vector<std::string> keys;
   for (const auto& [key, value] : stored.items()) keys.push_back(key);
   for (const auto& [key, value] : now.items())
     if (!stored.contains(key)) keys.push_back(key);
+  std::sort(keys.begin(), keys.end());
   const auto field = [](const Json& object, const std::string& key) {
     const auto it = object.find(key);
     return it == object.end() ? Json() : *it;
@@ -790,6 +791,7 @@ int resume_command(const RunOptions& o) {
   if (!o.storage) throw ConfigError("STORAGE", "is required");
   const std::string& path = *o.storage;
   if (util::StorageUrl url = util::parse_storage_url(path); !url.in_memory) {
+    util::check_store_path_not_empty(url.path, "STORAGE");
     if (!std::filesystem::exists(url.path)) throw ConfigError(path, "no such storage file");
     util::check_store_file_if_present(url.path, "STORAGE");  // a folder, not SQLite: exit 2
   }

@@ -239,15 +239,8 @@ ObjectiveType find_type(const Json& config) {
     rule += known[i];
   }
   rule += ")";
-  // The same closeness rule as check_keys(): within edit distance 2 or a
-  // third of the name's length.
-  const std::size_t limit = std::max<std::size_t>(2, name.size() / 3);
-  std::optional<std::pair<std::size_t, std::string>> best;
-  for (const std::string& candidate : known) {
-    const std::size_t d = edit_distance(name, candidate);
-    if (d <= limit && (!best || d < best->first)) best.emplace(d, candidate);
-  }
-  if (best) rule += "; did you mean '" + best->second + "'?";
+  const std::string best = nearest_name(name, {known.begin(), known.end()});
+  if (!best.empty()) rule += "; did you mean '" + best + "'?";
   throw ConfigError("objective.type", rule);
 }
 

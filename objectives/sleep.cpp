@@ -34,8 +34,20 @@ ObjectiveType sleep_objective_type() {
   t.description = "sleeps, reports a decreasing curve, returns the sum of numeric params";
   t.validate = [](const Json& config, const SearchSpace& space) {
     SleepConfig c = parse(config);
-    if (!c.fail_param.empty() && !space.find(c.fail_param))
+    if (c.fail_param.empty()) return;
+    const ParamSpec* param = space.find(c.fail_param);
+    if (!param)
       throw ConfigError("objective.fail_param", "no param named '" + c.fail_param + "' in space");
+    // A trial fails when the param is true: a param that cannot be true (a
+    // float, an int, categorical choices without true) would never fail.
+    const Distribution& d = param->distribution;
+    if (!d.is_indexed() || d.index_of(Json(true)) < 0)
+      throw ConfigError("objective.fail_param",
+                        "must name a bool param (a categorical with true among its choices: a "
+                        "trial fails when it is true); '" +
+                            c.fail_param + "' is " + to_string(d.kind()) +
+                            (d.is_indexed() ? " without true among its values" : "") +
+                            ", so no trial would ever fail");
   };
   t.make = [](const Json& config, const SearchSpace&, const ObjectiveContext&) -> Objective {
     SleepConfig c = parse(config);

@@ -6,7 +6,10 @@
 //    value + (K - step) / K: a decreasing curve ending at the final value);
 //  - returns the sum of all numeric params (bools and strings count 0);
 //  - with "fail_param": throws hps::Error("fail_param set") when that param
-//    is true, for tests of failure handling.
+//    is true, for tests of failure handling. The param must be able to be
+//    true (a categorical or ordinal with true among its choices); any other
+//    is refused when the config is validated (ConfigError
+//    "objective.fail_param: must name a bool param ...").
 // Checks should_prune() after every report and throws TrialPruned if asked.
 #pragma once
 

@@ -32,6 +32,20 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   return prev[b.size()];
 }
 
+std::string nearest_name(std::string_view got, const std::vector<std::string_view>& names) {
+  const std::size_t limit = std::max<std::size_t>(2, got.size() / 3);
+  std::string_view best;
+  std::size_t best_d = limit + 1;
+  for (std::string_view name : names) {
+    const std::size_t d = edit_distance(got, name);
+    if (d < best_d) {
+      best_d = d;
+      best = name;
+    }
+  }
+  return std::string(best);
+}
+
 namespace {
 
 template <typename Range>
@@ -49,26 +63,20 @@ void check_keys_impl(const Json& object, std::string_view path, const Range& all
     // The hint: the only allowed key that starts with `key` (a name cut
     // short: "n_startup" is "n_startup_trials", not the nearer "startup"),
     // else the nearest allowed key within the edit-distance limit.
-    std::string best;
-    std::size_t best_d = std::numeric_limits<std::size_t>::max();
+    std::vector<std::string_view> names;
     std::string extends;
     std::size_t n_extends = 0;
     for (const auto& a : allowed) {
-      std::size_t d = edit_distance(key, a);
-      if (d < best_d) {
-        best_d = d;
-        best = std::string(a);
-      }
+      names.emplace_back(a);
       if (key.size() >= 3 && std::string_view(a).starts_with(key)) {
         extends = std::string(a);
         ++n_extends;
       }
     }
     std::string rule = "unknown key";
-    std::size_t limit = std::max<std::size_t>(2, key.size() / 3);
     if (n_extends == 1)
       rule += " (did you mean '" + extends + "'?)";
-    else if (!best.empty() && best_d <= limit)
+    else if (std::string best = nearest_name(key, names); !best.empty())
       rule += " (did you mean '" + best + "'?)";
     std::string allowed_list;
     for (const auto& a : allowed) {
@@ -164,6 +172,8 @@ void bad_choice(std::string_view field, const std::vector<std::string_view>& nam
   rule += ", got '";
   rule += got;
   rule += '\'';
+  if (std::string best = nearest_name(got, names); !best.empty())
+    rule += " (did you mean '" + best + "'?)";
   throw ConfigError(std::string(field), rule);
 }
 

@@ -21,6 +21,12 @@ std::string join_path(std::string_view parent, std::string_view key);
 // Levenshtein edit distance between two ASCII strings (bytes).
 std::size_t edit_distance(std::string_view a, std::string_view b);
 
+// The "did you mean" hint for an unknown name: the name of `names` nearest
+// to `got` by edit_distance (the first of equals) when it is within
+// max(2, got.size() / 3) edits, else "". The one closeness rule of every
+// hint (unknown keys, objective types, choices, subcommands).
+std::string nearest_name(std::string_view got, const std::vector<std::string_view>& names);
+
 // Throws ConfigError(path + "." + key, "unknown key ...") for the first key of
 // `object` not in `allowed`, with "did you mean 'x'?" when an allowed key is
 // within edit distance 2 (or a third of the key's length). Throws
@@ -55,7 +61,8 @@ struct Choice {
   T value;
 };
 
-// Throws ConfigError(field, "must be one of 'a', 'b', got 'x'").
+// Throws ConfigError(field, "must be one of 'a', 'b', got 'x'"), followed by
+// " (did you mean 'a'?)" when nearest_name() finds one.
 [[noreturn]] void bad_choice(std::string_view field, const std::vector<std::string_view>& names,
                              std::string_view got);
 

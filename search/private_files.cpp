@@ -21,7 +21,83 @@ std::string reason(int err) {
   return text ? text : "error " + std::to_string(err);
 }
 
+// "owned by uid N, not by this user (uid M)" when `uid` is not the
+// effective uid, else "".
+std::string other_owner(std::uint32_t uid) {
+  const uid_t me = ::geteuid();
+  if (uid == me) return "";
+  return "owned by uid " + std::to_string(uid) + ", not by this user (uid " + std::to_string(me) +
+         ")";
+}
+
+// "0666" for the permission bits of `mode`.
+std::string octal_mode(std::uint32_t mode) {
+  char text[8];
+  ::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
+  return text;
+}
+
+// Why the file "<store><suffix>" with status `st` (from lstat) may not be
+// used, or "": store_files_refusal's rule for the SQLite files beside a store.
+std::string sqlite_file_refusal(const std::string& suffix, const struct stat& st) {
+  const std::string what = "the store's " + suffix + " file ";
+  const std::string fix = "; remove it (SQLite makes it itself, with the store's mode)";
+  if (S_ISLNK(st.st_mode))
+    return what +
+           "is a symbolic link: refused (never followed: SQLite would write the study's journal "
+           "into whatever it points to)" +
+           fix;
+  if (!S_ISREG(st.st_mode))
+    return what + "is not a regular file (a folder, FIFO or device): refused" + fix;
+  if (st.st_nlink > 1)
+    return what + "has " + std::to_string(st.st_nlink) +
+           " hard links: refused (another name for a file SQLite would write the study's journal "
+           "into)" +
+           fix;
+  if (std::string why = study_file_owner_refusal(st.st_uid, st.st_mode); !why.empty())
+    return what + "is " + why;
+  return "";
+}
+
 }  // namespace
+
+std::string study_file_owner_refusal(std::uint32_t uid, std::uint32_t mode) {
+  if (std::string who = other_owner(uid); !who.empty())
+    return who +
+           ": refused (a file of a study planted by another user would be written, read back and "
+           "run as this user's own); remove it, or run hpsearch as its owner";
+  if ((mode & S_IWOTH) != 0)
+    return "writable by others (mode " + octal_mode(mode) +
+           "): refused (anyone could change the study, and the commands its objective runs); "
+           "chmod o-w it";
+  return "";
+}
+
+std::string store_base_path(const std::string& store_path) {
+  struct stat st {};
+  if (::lstat(store_path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    std::error_code ec;
+    const std::filesystem::path real = std::filesystem::canonical(store_path, ec);
+    if (!ec) return real.string();
+  }
+  return store_path;
+}
+
+std::optional<StoreFileRefusal> store_files_refusal(const std::string& store_path) {
+  struct stat st {};
+  if (::stat(store_path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    if (std::string why = study_file_owner_refusal(st.st_uid, st.st_mode); !why.empty())
+      return StoreFileRefusal{store_path, "the store is " + why};
+  }
+  const std::string base = store_base_path(store_path);
+  for (const char* suffix : {"-journal", "-wal", "-shm"}) {
+    const std::string file = base + suffix;
+    if (::lstat(file.c_str(), &st) != 0) continue;  // none: SQLite makes it
+    if (std::string why = sqlite_file_refusal(suffix, st); !why.empty())
+      return StoreFileRefusal{file, why};
+  }
+  return std::nullopt;
+}
 
 std::string dangling_link_refusal(const std::string& path) {
   struct stat st {};
@@ -90,17 +166,11 @@ constexpr const char* kOwnerOnlyRule =
     "refused (the folder and its files must be owned by this user and writable by no one else: "
     "a file or link planted there by another user would be written through or loaded)";
 
-// Why `st` (of `what`: "folder" or "file") breaks the owner-only rule, or "".
+// Why `st` (of a folder or file) breaks the owner-only rule, or "".
 std::string owner_only_violation(const struct stat& st) {
-  const uid_t me = ::geteuid();
-  if (st.st_uid != me)
-    return "owned by uid " + std::to_string(st.st_uid) + ", not by this user (uid " +
-           std::to_string(me) + "): " + kOwnerOnlyRule;
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    char mode[8];
-    ::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    return std::string("writable by group or others (mode ") + mode + "): " + kOwnerOnlyRule;
-  }
+  if (std::string who = other_owner(st.st_uid); !who.empty()) return who + ": " + kOwnerOnlyRule;
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    return "writable by group or others (mode " + octal_mode(st.st_mode) + "): " + kOwnerOnlyRule;
   return "";
 }
 

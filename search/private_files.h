@@ -10,10 +10,21 @@
 // SQLite creates a database's -wal and -shm files with the mode of the
 // database file itself, so a store created here owner-only has private
 // -wal and -shm files too.
+//
+// The files of a store (the store itself, its SQLite -journal, -wal and
+// -shm files, its writer lock file "<store>.lock") that already exist must
+// be this user's (store_files_refusal, study_file_owner_refusal): owned by
+// the effective uid (root included) and not writable by others. A file
+// planted by another user who can write the folder (an empty store, a lock
+// file, a -wal of mode 0666) would otherwise be written, read back and run
+// (the study's settings hold the objective's command line) as the user's
+// own. Group write is allowed: a store in a shared group folder, with a
+// mode of 0664 the user gave it, keeps working.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace hps {
@@ -31,6 +42,46 @@ constexpr unsigned kPrivateDirMode = 0700;
 // existing file is no such case (the file exists and keeps its mode).
 // Looks only (lstat, stat); never creates anything.
 std::string dangling_link_refusal(const std::string& path);
+
+// Why an existing file of a store (the store, its -journal/-wal/-shm, its
+// lock file) with owner `uid` and mode `mode` (st_uid, st_mode) may not be
+// used, or "": "owned by uid N, not by this user (uid M): refused ..." when
+// `uid` is not the effective uid of this process (root is no exception: a
+// file planted by another user is not root's either), or "writable by
+// others (mode 0666): refused ..." when others (not the group) may write it.
+// Each ends with what to do.
+std::string study_file_owner_refusal(std::uint32_t uid, std::uint32_t mode);
+
+// The name the files beside a store are named after: `store_path`, or, when
+// its last component is a symbolic link, the path it resolves to (SQLite
+// names the -wal and -shm files after the resolved name, and the writer
+// lock file follows it). Looks only.
+std::string store_base_path(const std::string& store_path);
+
+// A file of a store that may not be used, and the rule it breaks.
+struct StoreFileRefusal {
+  std::string file;  // the path of the file refused ("a.db-wal")
+  std::string rule;  // what is wrong and what to do
+  // "<file>: <rule>", the text of the error raised for it (ConfigError in
+  // the CLI, StorageError when a SqliteStorage opens the store).
+  std::string message() const { return file + ": " + rule; }
+};
+
+// Why the store at `store_path` (a plain file path, not ":memory:" or a
+// "file:" URI) and the files SQLite keeps beside it may not be opened, or
+// nullopt. Refused: an existing store (a symbolic link is followed: its
+// target is checked) that breaks study_file_owner_refusal's rule; an
+// existing "<base>-journal", "<base>-wal" or "<base>-shm" (base:
+// store_base_path) that is a symbolic link (never followed: SQLite would
+// write the study's journal into whatever it points to), not a regular
+// file (a folder, FIFO or device), a file with more than one hard link, or
+// that breaks the owner rule. Missing files pass (SQLite makes them with the
+// store's mode); a regular -wal/-shm of this user (an interrupted study's)
+// passes. Looks only (stat, lstat): nothing is created or written, so a
+// caller can refuse before it touches anything. The one home of these
+// rules: `hpsearch run`/`resume` and the read commands apply it (exit 2),
+// and so does SqliteStorage when it opens a file (StorageError).
+std::optional<StoreFileRefusal> store_files_refusal(const std::string& store_path);
 
 // Creates `path` as an empty file with mode 0600 if nothing exists there;
 // an existing file (or a symbolic link to one) is left untouched. Returns

@@ -230,7 +230,9 @@ const char* to_string(StudyDirection direction) {
 StudyDirection parse_direction(const std::string& text, const std::string& path) {
   if (text == "minimize") return StudyDirection::kMinimize;
   if (text == "maximize") return StudyDirection::kMaximize;
-  throw ConfigError(path, "must be \"minimize\" or \"maximize\", got \"" + text + "\"");
+  const std::string best = nearest_name(text, {"minimize", "maximize"});
+  throw ConfigError(path, "must be \"minimize\" or \"maximize\", got \"" + text + "\"" +
+                              (best.empty() ? "" : " (did you mean \"" + best + "\"?)"));
 }
 
 namespace {

@@ -91,7 +91,9 @@ class SearchSpace {
 
 enum class StudyDirection { kMinimize, kMaximize };
 const char* to_string(StudyDirection direction);
-// "minimize" / "maximize"; throws ConfigError(path, ...) otherwise.
+// "minimize" / "maximize"; throws ConfigError(path, "must be \"minimize\" or
+// \"maximize\", got \"x\"") otherwise, with " (did you mean \"minimize\"?)" for a
+// near miss such as "minimise" (nearest_name, json_util.h).
 StudyDirection parse_direction(const std::string& text, const std::string& path);
 
 // The budget of a study. Counts finished trials (COMPLETE, PRUNED, and FAIL

@@ -112,7 +112,11 @@ class SqliteStorage : public Storage {
   // older schemas are migrated). ":memory:" gives a private in-memory
   // database. Throws ConfigError for bad options, StorageError if the file
   // cannot be opened, is not a SQLite database, is a SQLite database of
-  // another program, or has a schema version newer than kSchemaVersion.
+  // another program, or has a schema version newer than kSchemaVersion,
+  // and StorageError "<file>: <rule>" (store_files_refusal, private_files.h)
+  // before anything is made or written when the store or a -journal, -wal
+  // or -shm file beside it is a symbolic link (the SQLite files), not a
+  // regular file, owned by another user or writable by others.
   explicit SqliteStorage(const std::string& path, SqliteOptions options = {});
   ~SqliteStorage() override;
   SqliteStorage(const SqliteStorage&) = delete;

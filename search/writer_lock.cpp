@@ -9,7 +9,6 @@
 
 #include <chrono>
 #include <ctime>
-#include <filesystem>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -107,13 +106,7 @@ std::string WriterLock::lock_path(const std::string& store_path) {
   // A store named through a symbolic link has its lock beside the file the
   // link names (as SQLite's journal does): one lock file however the store
   // is named, so a link cannot open a second coordinator on the study.
-  struct stat st {};
-  if (::lstat(store_path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
-    std::error_code ec;
-    const std::filesystem::path real = std::filesystem::canonical(store_path, ec);
-    if (!ec) return real.string() + ".lock";
-  }
-  return store_path + ".lock";
+  return store_base_path(store_path) + ".lock";
 }
 
 std::string WriterLock::store_refusal(const std::string& store_path) {
@@ -142,6 +135,8 @@ std::string lock_file_refusal_of(const struct stat& st) {
            fix;
   if (!S_ISREG(st.st_mode))
     return "the writer lock file is not a regular file (a folder, FIFO or device): refused" + fix;
+  if (std::string why = study_file_owner_refusal(st.st_uid, st.st_mode); !why.empty())
+    return "the writer lock file is " + why;
   return "";
 }
 

@@ -95,12 +95,14 @@ class WriterLock {
   static std::string store_refusal(const std::string& store_path);
 
   // Why the lock file of the store at `store_path` cannot be used, or "" if
-  // it can (a regular file, or nothing yet: acquire() makes it): "is a
-  // symbolic link: refused ..." (a link is never followed: the coordinator
-  // would lock, and write its holder line into, whatever it points to) or
-  // "is not a regular file (a folder, FIFO or device): refused ..." or "has
-  // N hard links: refused ..." (another name for a file), each
-  // ending with what to do. Looks only (lstat): nothing is created, so a
+  // it can (a regular file of this user, or nothing yet: acquire() makes
+  // it): "is a symbolic link: refused ..." (a link is never followed: the
+  // coordinator would lock, and write its holder line into, whatever it
+  // points to) or "is not a regular file (a folder, FIFO or device): refused
+  // ..." or "has N hard links: refused ..." (another name for a file) or
+  // "is owned by uid N, not by this user ..." / "is writable by others
+  // ..." (study_file_owner_refusal, private_files.h: a lock file planted by
+  // another user), each ending with what to do. Looks only (lstat): nothing is created, so a
   // caller can refuse a run before it writes anything (hpsearch run: exit 2).
   static std::string lock_file_refusal(const std::string& store_path);
 
@@ -109,7 +111,8 @@ class WriterLock {
   // `since` is set to now if 0). Throws WriterLockBusy naming the holder if
   // the lock is held; WriterLockUnsupported if the filesystem has no such
   // locks; Error "<lock file>: <lock_file_refusal>" for a lock file that is
-  // a symbolic link (not followed) or not a regular file; Error naming the
+  // a symbolic link (not followed), not a regular file or not this user's
+  // (nothing is written into it); Error naming the
   // lock file if it cannot be created, opened or locked (permissions, no
   // descriptor left: "too many open files").
   static WriterLock acquire(const std::string& store_path, std::int64_t study_id,

@@ -657,7 +657,33 @@ TEST_F(CliTest, StoragePathsWorkerCountsAndParseErrorsAreNamedWithExit2) {
   EXPECT_EQ(bad_number.exit_code, 2) << bad_number.err;
   EXPECT_EQ(bad_number.err.rfind("hpsearch: error: ", 0), 0u) << bad_number.err;
   EXPECT_THAT(bad_number.err, HasSubstr("must be a whole number (digits only), got 'two'"));
-  EXPECT_EQ(other_files({"space.json"}), std::set<std::string>{}) << "a refused run left files";
+  // An unknown command is named (not "A subcommand is required"), with the
+  // nearest one and the list.
+  ProcessResult bogus = cli({"bogus"});
+  EXPECT_EQ(bogus.exit_code, 2) << bogus.err;
+  EXPECT_THAT(bogus.err, HasSubstr("hpsearch: error: unknown command 'bogus'; commands: run, "
+                                   "resume, worker, keys, best,"));
+  ProcessResult typo = cli({"--log-level", "warn", "rsume", "x.db"});
+  EXPECT_EQ(typo.exit_code, 2) << typo.err;
+  EXPECT_THAT(typo.err, HasSubstr("unknown command 'rsume' (did you mean 'resume'?)"));
+  EXPECT_THAT(cli({}).err, HasSubstr("A subcommand is required"));
+  // An empty store path is said to be empty, not missing.
+  for (const std::string command : {"resume", "best"}) {
+    ProcessResult empty_store = cli({command, ""});
+    EXPECT_EQ(empty_store.exit_code, 2) << command << ": " << empty_store.err;
+    EXPECT_THAT(empty_store.err, HasSubstr("STORAGE: must not be empty (name a SQLite file"))
+        << command;
+  }
+  // A near miss of a direction gets a hint.
+  Json british = Json::parse(kBraninSpace);
+  british["study"]["direction"] = "minimise";
+  dir_.write("british.json", british.dump());
+  ProcessResult minimise = cli({"run", "british.json"});
+  EXPECT_EQ(minimise.exit_code, 2) << minimise.err;
+  EXPECT_THAT(minimise.err, HasSubstr("study.direction: must be \"minimize\" or \"maximize\", got "
+                                      "\"minimise\" (did you mean \"minimize\"?)"));
+  EXPECT_EQ(other_files({"space.json", "british.json"}), std::set<std::string>{})
+      << "a refused run left files";
 }
 
 // A study keeps its direction and its objective: running the file again
@@ -704,6 +730,21 @@ TEST_F(CliTest, AnotherDirectionOrObjectiveForAnExistingStudyIsRefused) {
   ProcessResult again = cli({"run", "space.json", "--n-trials", "7"});
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_THAT(again.err, Not(HasSubstr("objective differs")));
+}
+
+// The fields of a changed objective are listed in key order (a field the
+// file adds among those it changes), whatever order the store kept them in.
+TEST_F(CliTest, ChangedObjectiveFieldsAreListedInKeyOrder) {
+  Json doc = Json::parse(sleep_space(0, 1));
+  doc["objective"] = {{"type", "sleep"}, {"steps", 1}};
+  dir_.write("space.json", doc.dump());
+  ASSERT_EQ(cli({"run", "space.json"}).exit_code, 0);
+  doc["objective"] = {{"type", "sleep"}, {"steps", 2}, {"seconds", 0}};
+  dir_.write("space.json", doc.dump());
+  ProcessResult changed = cli({"run", "space.json"});
+  EXPECT_EQ(changed.exit_code, 2) << changed.err;
+  EXPECT_THAT(changed.err, HasSubstr("(objective.seconds: stored (none), now 0; objective.steps: "
+                                     "stored 1, now 2)"));
 }
 
 // A named objective.checkpoint_dir that breaks the owner-only rule (a

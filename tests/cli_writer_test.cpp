@@ -357,6 +357,74 @@ TEST_F(CliWriterTest, ALockFilePlantedAsALinkIsRefusedBeforeAnythingIsWritten) {
   EXPECT_EQ(trials.size(), 2u) << trials.dump();
 }
 
+// Files planted beside a store by someone who can write its folder:
+// <store>-wal / -shm as a symbolic link are refused before anything is
+// made or written (exit 2, naming the file and the rule; no broken empty
+// store left behind, the link's target byte-identical), by run, resume and
+// the read commands; an empty store or a lock file of another user (uid
+// 65534, mode 0666) is refused and keeps its owner and mode; a store of
+// this user that its group may write (0664) runs.
+TEST_F(CliWriterTest, PlantedWalShmLinksAndFilesOfAnotherUserAreRefusedBeforeAnythingIsWritten) {
+  dir_.write("space.json", sleep_space(0, 2));
+  const std::string victim = dir_.write("victim", "the victim's data");
+  fs::create_symlink(victim, dir_.file("slow.db-shm"));
+  ProcessResult shm = cli({"run", "space.json"});
+  EXPECT_EQ(shm.exit_code, 2) << shm.err;
+  EXPECT_NE(shm.err.find("slow.db-shm: the store's -shm file is a symbolic link: refused"),
+            std::string::npos)
+      << shm.err;
+  EXPECT_FALSE(fs::exists(dir_.file("slow.db"))) << "a refused run made the store";
+  EXPECT_FALSE(fs::exists(dir_.file("slow.db.lock")));
+  fs::remove(dir_.file("slow.db-shm"));
+
+  ProcessResult first = cli({"run", "space.json"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  fs::create_symlink(victim, dir_.file("slow.db-wal"));
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"resume", "slow.db", "--n-trials", "4"},
+        std::vector<std::string>{"trials", "slow.db"}}) {
+    ProcessResult wal = cli(args);
+    EXPECT_EQ(wal.exit_code, 2) << args[0] << ": " << wal.err;
+    EXPECT_NE(wal.err.find("slow.db-wal: the store's -wal file is a symbolic link: refused"),
+              std::string::npos)
+        << wal.err;
+  }
+  EXPECT_EQ(testsupport::read_file(victim), "the victim's data");
+  fs::remove(dir_.file("slow.db-wal"));
+  ASSERT_EQ(::chmod(dir_.file("slow.db").c_str(), 0664), 0);  // a shared group folder
+  ProcessResult group = cli({"resume", "slow.db", "--n-trials", "3"});
+  EXPECT_EQ(group.exit_code, 0) << group.err;
+  EXPECT_EQ(trials_json("slow.db").size(), 3u);
+  EXPECT_EQ(mode_of(dir_.file("slow.db")), 0664u);
+
+  if (::geteuid() != 0) GTEST_SKIP() << "not root: cannot make a file of another uid";
+  const std::string planted = dir_.write("planted.db", "");
+  ASSERT_EQ(::chmod(planted.c_str(), 0666), 0);
+  ASSERT_EQ(::chown(planted.c_str(), 65534, 65534), 0);
+  ProcessResult store = cli({"run", "space.json", "--storage", "planted.db"});
+  EXPECT_EQ(store.exit_code, 2) << store.err;
+  EXPECT_NE(store.err.find("planted.db: the store is owned by uid 65534, not by this user (uid 0): "
+                           "refused"),
+            std::string::npos)
+      << store.err;
+  struct stat st {};
+  ASSERT_EQ(::stat(planted.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 65534u);
+  EXPECT_EQ(st.st_size, 0);
+  EXPECT_EQ(mode_of(planted), 0666u);
+  EXPECT_FALSE(fs::exists(planted + ".lock"));
+
+  const std::string lock = dir_.file("slow.db.lock");
+  ASSERT_EQ(::chown(lock.c_str(), 65534, 65534), 0);
+  ASSERT_EQ(::chmod(lock.c_str(), 0666), 0);
+  ProcessResult locked = cli({"resume", "slow.db", "--n-trials", "5"});
+  EXPECT_EQ(locked.exit_code, 2) << locked.err;
+  EXPECT_NE(locked.err.find("slow.db.lock: the writer lock file is owned by uid 65534"),
+            std::string::npos)
+      << locked.err;
+  EXPECT_EQ(trials_json("slow.db").size(), 3u);
+}
+
 TEST_F(CliWriterTest, StoreDeletedDuringARunStopsItWithAnError) {
   dir_.write("space.json", sleep_space(0.05, 400));
   auto run = cli_background({"run", "space.json", "--workers", "2"}, "run");

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <numbers>
 #include <sstream>
@@ -267,6 +268,63 @@ TEST(ObjectiveRegistryTest, MakeValidatesFirst) {
   EXPECT_EQ(e.path(), "space");
   e = config_error([] { make_objective(type_config("branni"), float_space(2)); });
   EXPECT_EQ(e.path(), "objective.type");
+}
+
+// ---------------------------------------------------------------- sleep
+
+// "fail_param" must name a param that can be true (a bool categorical): a
+// float, an int or categorical choices without true would never fail a
+// trial, so the config is refused naming objective.fail_param and the rule.
+TEST(ObjectiveRegistryTest, SleepFailParamMustNameABoolParam) {
+  SearchSpace space;
+  space.add("x", Distribution::make_float(0.0, 1.0));
+  space.add("n", Distribution::make_int(0, 3));
+  space.add("word", Distribution::make_categorical({"a", "b"}));
+  space.add("crash", Distribution::make_categorical({false, true}));
+  const auto sleep_failing_on = [](const std::string& name) {
+    return Json{{"type", "sleep"}, {"fail_param", name}};
+  };
+  for (const char* name : {"x", "n", "word"}) {
+    ConfigError e = config_error([&] { validate_objective(sleep_failing_on(name), space); });
+    EXPECT_EQ(e.path(), "objective.fail_param") << name;
+    EXPECT_THAT(e.what(), HasSubstr("must name a bool param")) << name;
+    EXPECT_THAT(e.what(), HasSubstr(std::string("'") + name + "' is ")) << name;
+    EXPECT_THAT(e.what(), HasSubstr("so no trial would ever fail")) << name;
+  }
+  EXPECT_THAT(config_error([&] { validate_objective(sleep_failing_on("x"), space); }).what(),
+              HasSubstr("'x' is float, so no trial would ever fail"));
+  EXPECT_THAT(config_error([&] { validate_objective(sleep_failing_on("nope"), space); }).what(),
+              HasSubstr("no param named 'nope'"));
+  EXPECT_NO_THROW(validate_objective(sleep_failing_on("crash"), space));
+  Objective f = make_objective(sleep_failing_on("crash"), space);
+  HandTrial fails(space);
+  fails.set("crash", true, space.find("crash")->distribution);
+  EXPECT_THROW(f(fails.trial()), Error);
+  HandTrial runs(space);
+  runs.set("crash", false, space.find("crash")->distribution);
+  runs.set("x", 0.25, space.find("x")->distribution);
+  EXPECT_EQ(f(runs.trial()), 0.25);
+}
+
+// "seconds" is the whole trial's sleep, split over its steps (as the README
+// and objectives/sleep.h say): 0.3 s in 3 steps takes 0.3 s, not 0.9 s.
+TEST(ObjectiveRegistryTest, SleepSecondsAreInAllSplitOverTheSteps) {
+  SearchSpace space;
+  space.add("x", Distribution::make_float(0.0, 1.0));
+  Objective f = make_objective(Json{{"type", "sleep"}, {"seconds", 0.3}, {"steps", 3}}, space);
+  StudyOptions options;
+  options.space = space;
+  Study study = Study::create(open_storage("memory"), "sleep", StudyDirection::kMinimize, options);
+  OptimizeOptions run;
+  run.n_trials = 1;
+  const auto start = std::chrono::steady_clock::now();
+  study.optimize(f, run);
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(elapsed, 0.29);
+  EXPECT_LT(elapsed, 0.75) << "slept per step, not in all";
+  ASSERT_EQ(study.trials({TrialState::kComplete}).size(), 1u);
+  EXPECT_EQ(study.trials()[0]->intermediate_values.size(), 3u);
 }
 
 // ---------------------------------------------------------------- registration

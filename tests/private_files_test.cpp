@@ -16,6 +16,8 @@
 namespace hps {
 namespace {
 
+namespace fs = std::filesystem;
+using testsupport::read_file;
 using testsupport::TempDir;
 
 unsigned mode_of(const std::string& path) {
@@ -123,10 +125,142 @@ TEST(PrivateFilesTest, ExistingStoreKeepsItsMode) {
   EXPECT_EQ(mode_of(db), 0640u);
 }
 
-// ------------------------------------------------------------------ OwnerOnlyFolder
+// The text of the StorageError that opening a SqliteStorage at `db` throws
+// ("no error" if it opens).
+std::string storage_error_of(const std::string& db) {
+  try {
+    SqliteStorage store(db);
+  } catch (const StorageError& e) {
+    return e.what();
+  }
+  return "no error";
+}
 
-namespace fs = std::filesystem;
-using testsupport::read_file;
+// An attacker who can write the folder plants <store>-wal / -shm /
+// -journal as a symbolic link (to a victim file), a hard link, a FIFO or a
+// folder: store_files_refusal names the file and the rule, SqliteStorage
+// throws that text before it makes or writes anything (no store is made,
+// the victim is byte-identical), and the same holds beside an existing
+// store. A regular -wal of this user (an interrupted study's) is SQLite's
+// own and opens.
+TEST(PrivateFilesTest, PlantedWalShmOrJournalLinksFifosAndFoldersAreRefusedBeforeAnythingIsMade) {
+  TempDir dir("private");
+  const std::string db = dir.file("s.db");
+  const std::string victim = dir.write("victim", "the victim's bytes");
+  EXPECT_FALSE(store_files_refusal(db).has_value());
+  const auto expect_refused = [&](const std::string& file, const std::string& rule) {
+    auto refused = store_files_refusal(db);
+    ASSERT_TRUE(refused.has_value()) << file;
+    EXPECT_EQ(refused->file, file);
+    EXPECT_NE(refused->rule.find(rule), std::string::npos) << refused->rule;
+    EXPECT_EQ(storage_error_of(db), refused->message());
+    EXPECT_EQ(read_file(victim), "the victim's bytes");
+  };
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+    const std::string file = db + suffix;
+    fs::create_symlink(victim, file);
+    expect_refused(file, std::string("the store's ") + suffix +
+                             " file is a symbolic link: refused (never followed");
+    EXPECT_FALSE(fs::exists(db)) << "a refused open made the store";
+    fs::remove(file);
+    fs::create_hard_link(victim, file);
+    expect_refused(file, "file has 2 hard links: refused");
+    fs::remove(file);
+    ASSERT_EQ(::mkfifo(file.c_str(), 0600), 0);
+    expect_refused(file, "file is not a regular file (a folder, FIFO or device): refused");
+    fs::remove(file);
+    fs::create_directory(file);
+    expect_refused(file, "file is not a regular file");
+    fs::remove(file);
+  }
+  EXPECT_FALSE(fs::exists(db));
+
+  // Beside an existing store: refused too, the store's trials kept.
+  {
+    auto storage = std::make_shared<SqliteStorage>(db);
+    Study study = Study::create(storage, "s", StudyDirection::kMinimize);
+    study.enqueue_trial({{"x", 1.0}});
+  }
+  fs::create_symlink(victim, db + "-shm");
+  expect_refused(db + "-shm", "-shm file is a symbolic link: refused");
+  fs::remove(db + "-shm");
+  // A store named through a link: the files beside the file it names.
+  fs::create_symlink(db, dir.file("link.db"));
+  fs::create_symlink(victim, db + "-wal");
+  auto through_link = store_files_refusal(dir.file("link.db"));
+  ASSERT_TRUE(through_link.has_value());
+  EXPECT_EQ(through_link->file, fs::canonical(db).string() + "-wal");
+  fs::remove(db + "-wal");
+
+  // A regular -wal of this user (a copy of a live one) is SQLite's own.
+  {
+    auto storage = std::make_shared<SqliteStorage>(db);
+    Study study = Study::load(storage, "s");
+    study.enqueue_trial({{"x", 2.0}});
+    fs::copy_file(db + "-wal", dir.file("kept-wal"));
+  }
+  fs::copy_file(dir.file("kept-wal"), db + "-wal", fs::copy_options::overwrite_existing);
+  EXPECT_FALSE(store_files_refusal(db).has_value());
+  EXPECT_EQ(storage_error_of(db), "no error");
+  EXPECT_EQ(read_file(victim), "the victim's bytes");
+}
+
+// Files of a store planted by another user (who can write the folder): an
+// empty store, a -wal, chowned to uid 65534 (nobody), and a store others
+// may write (0666) are refused, even as root (st_uid against the effective
+// uid), before anything is written: owner and mode kept. A store of this
+// user that its group may write (0664, a shared group folder) is kept.
+TEST(PrivateFilesTest, StoreFilesOfAnotherUserOrWritableByOthersAreRefused) {
+  TempDir dir("private");
+  const std::string db = dir.file("s.db");
+  EXPECT_EQ(study_file_owner_refusal(::geteuid(), 0100600), "");
+  EXPECT_EQ(study_file_owner_refusal(::geteuid(), 0100664), "");
+  EXPECT_NE(study_file_owner_refusal(::geteuid(), 0100666)
+                .find("writable by others (mode 0666): refused"),
+            std::string::npos);
+  EXPECT_NE(study_file_owner_refusal(::geteuid() + 1, 0100600).find("owned by uid "),
+            std::string::npos);
+  { SqliteStorage made(db); }
+  ASSERT_EQ(::chmod(db.c_str(), 0664), 0);
+  EXPECT_FALSE(store_files_refusal(db).has_value());
+  EXPECT_EQ(storage_error_of(db), "no error");
+  EXPECT_EQ(mode_of(db), 0664u);
+  ASSERT_EQ(::chmod(db.c_str(), 0666), 0);
+  auto open_to_all = store_files_refusal(db);
+  ASSERT_TRUE(open_to_all.has_value());
+  EXPECT_EQ(open_to_all->message(),
+            db + ": the store is writable by others (mode 0666): refused (anyone could change the "
+                 "study, and the commands its objective runs); chmod o-w it");
+  EXPECT_EQ(storage_error_of(db), open_to_all->message());
+  fs::remove(db);
+
+  if (::geteuid() != 0) GTEST_SKIP() << "not root: cannot make a file of another uid";
+  const uid_t nobody = 65534;
+  // An empty store planted 0666 by another user.
+  const std::string planted = dir.write("planted.db", "");
+  ASSERT_EQ(::chmod(planted.c_str(), 0666), 0);
+  ASSERT_EQ(::chown(planted.c_str(), nobody, nobody), 0);
+  const std::string error = storage_error_of(planted);
+  EXPECT_NE(error.find(planted + ": the store is owned by uid 65534, not by this user (uid 0): "
+                                 "refused"),
+            std::string::npos)
+      << error;
+  struct stat st {};
+  ASSERT_EQ(::stat(planted.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, nobody);
+  EXPECT_EQ(st.st_size, 0);
+  EXPECT_EQ(mode_of(planted), 0666u);
+  // A regular -wal of another user beside this user's store.
+  { SqliteStorage made(db); }
+  const std::string wal = dir.write("s.db-wal", "");
+  ASSERT_EQ(::chown(wal.c_str(), nobody, nobody), 0);
+  EXPECT_NE(storage_error_of(db).find(wal + ": the store's -wal file is owned by uid 65534"),
+            std::string::npos)
+      << storage_error_of(db);
+  EXPECT_EQ(fs::file_size(wal), 0u);
+}
+
+// ------------------------------------------------------------------ OwnerOnlyFolder
 
 // Writes `text` as the whole file `name` of `folder`.
 void replace_with(const OwnerOnlyFolder& folder, const std::string& name, const std::string& text) {

@@ -216,6 +216,44 @@ TEST(WriterLockTest, AHardLinkPlantedAsTheLockFileIsRefusedAndNotWritten) {
   EXPECT_EQ(testsupport::read_file(victim), "precious");
 }
 
+// A regular <store>.lock planted by another user (uid 65534, mode 0666) is
+// refused by lock_file_refusal(), acquire() and query(), even as root, and
+// nothing is written into it (no holder line); so is one of this user that
+// others may write (they could take the lock before the coordinator does).
+TEST(WriterLockTest, ALockFileOfAnotherUserOrWritableByOthersIsRefusedAndNotWritten) {
+  TempDir dir("writer_lock");
+  const std::string store = dir.file("o.db");
+  const std::string lock = dir.write("o.db.lock", "");
+  ASSERT_EQ(::chmod(lock.c_str(), 0666), 0);
+  EXPECT_THAT(WriterLock::lock_file_refusal(store),
+              HasSubstr("the writer lock file is writable by others (mode 0666): refused"));
+  EXPECT_THROW(WriterLock::acquire(store, 1, me("s")), Error);
+  EXPECT_EQ(std::filesystem::file_size(lock), 0u);
+  ASSERT_EQ(::chmod(lock.c_str(), 0644), 0);
+  EXPECT_EQ(WriterLock::lock_file_refusal(store), "");
+
+  if (::geteuid() != 0) GTEST_SKIP() << "not root: cannot make a file of another uid";
+  ASSERT_EQ(::chmod(lock.c_str(), 0666), 0);
+  ASSERT_EQ(::chown(lock.c_str(), 65534, 65534), 0);
+  EXPECT_THAT(WriterLock::lock_file_refusal(store),
+              HasSubstr("the writer lock file is owned by uid 65534, not by this user (uid 0): "
+                        "refused"));
+  try {
+    WriterLock::acquire(store, 1, me("s"));
+    FAIL() << "another user's lock file was taken";
+  } catch (const WriterLockBusy&) {
+    FAIL() << "busy";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr(lock + ": the writer lock file is owned by uid 65534"));
+  }
+  EXPECT_THROW((void)WriterLock::query(store, 1), Error);
+  EXPECT_EQ(std::filesystem::file_size(lock), 0u);
+  struct stat st {};
+  ASSERT_EQ(::stat(lock.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 65534u);
+  EXPECT_EQ(st.st_mode & 0777, 0666u);
+}
+
 TEST(WriterLockTest, OnlyFileBackedStudiesAreLocked) {
   TempDir dir("writer_lock");
   auto file_storage = std::make_shared<SqliteStorage>(dir.file("s.db"));

@@ -38,8 +38,11 @@ bool Connection::is_plain_file() const {
 
 void Connection::open() {
   // A new store is created owner-only (its -wal and -shm files get its mode
-  // from SQLite); an existing one keeps its mode.
+  // from SQLite); an existing one keeps its mode. Files planted beside it
+  // (a -wal that is a link, a store of another user) are refused before
+  // anything is made or written.
   if (is_plain_file()) {
+    if (auto refused = store_files_refusal(path_)) throw StorageError(refused->message());
     try {
       create_private_file(path_);
     } catch (const Error& e) {

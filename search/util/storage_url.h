@@ -32,12 +32,22 @@ inline StorageUrl parse_storage_url(std::string_view url) {
   return {false, std::string(url)};
 }
 
+// Throws ConfigError(field, "must not be empty (name a SQLite file, e.g.
+// study.db)") when `path` is "" (hpsearch resume "").
+inline void check_store_path_not_empty(const std::string& path, const std::string& field) {
+  if (path.empty())
+    throw ConfigError(field, "must not be empty (name a SQLite file, e.g. study.db)");
+}
+
 // Checks that `path` can be a store before open_storage() opens or creates
 // it; what breaks a rule is bad input (exit 2 in the CLI), not a failure of
 // the store. Refused: an empty path; a folder, FIFO or device; a non-empty
 // file that does not start with SQLite's header ("SQLite format 3\0"); a
 // symbolic link to a missing file (private_files.h, dangling_link_refusal:
-// the store would be made through it, readable by others); and, when
+// the store would be made through it, readable by others); a store or a
+// -journal/-wal/-shm file beside it that store_files_refusal refuses (a
+// planted link, another user's file: ConfigError(file, rule), "<file>:
+// <rule>", the text SqliteStorage would throw); and, when
 // nothing is there, a path whose folder does not exist or is not a folder
 // (nothing could be made there). A missing file in an existing folder, an
 // existing store, or an empty file (made a new store) passes. Throws
@@ -48,10 +58,12 @@ inline StorageUrl parse_storage_url(std::string_view url) {
 inline void check_store_file_if_present(const std::string& path, const std::string& field) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (path.empty())
-    throw ConfigError(field, "must not be empty (name a SQLite file, e.g. study.db)");
+  check_store_path_not_empty(path, field);
   if (std::string why = dangling_link_refusal(path); !why.empty())
     throw ConfigError(field, why + ": " + path);
+  if (!path.starts_with("file:")) {
+    if (auto refused = store_files_refusal(path)) throw ConfigError(refused->file, refused->rule);
+  }
   if (!fs::exists(path, ec)) {
     const fs::path parent = fs::path(path).parent_path();
     // (A "file:" URI is SQLite's to read: no folder of its own to check.)
@@ -79,13 +91,14 @@ inline void check_store_file_if_present(const std::string& path, const std::stri
 // Checks that `path` is the file of an existing store before open_storage()
 // opens it (which would make an empty file, a FIFO or a folder's name a new
 // store, or fail with SQLite's words): it must exist, be a regular file (or
-// a link to one) and not be empty. Throws ConfigError(field, "no such
-// storage file: PATH" | "is not a regular file: PATH" | "is empty, not a
-// hpsearch store: PATH" | "is not a SQLite database (no SQLite header):
-// PATH"); the file is never changed.
+// a link to one) and not be empty. Throws ConfigError(field, "must not be
+// empty (...)" for "" | "no such storage file: PATH" | "is not a regular file: PATH" | "is empty,
+// not a hpsearch store: PATH" | "is not a SQLite database (no SQLite header): PATH"); the file is
+// never changed.
 inline void check_existing_store_file(const std::string& path, const std::string& field) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  check_store_path_not_empty(path, field);
   if (!fs::exists(path, ec)) throw ConfigError(field, "no such storage file: " + path);
   if (!fs::is_regular_file(path, ec)) throw ConfigError(field, "is not a regular file: " + path);
   const std::uintmax_t size = fs::file_size(path, ec);
