@@ -972,7 +972,7 @@ TEST_P(SqliteReads, FailedCallLeavesNothingHalfWritten) {
   EXPECT_EQ(storage->count_trials(study, {}), 0);
   SqliteStorage other(path());
   EXPECT_EQ(other.count_trials(study, {}), 0);
-  EXPECT_EQ(raw_query_text(path(), "SELECT count(*) FROM trial_params"), "0");
+  EXPECT_EQ(raw_query_text(path(), "SELECT count(*) FROM trial_param_sets"), "0");
 }
 
 TEST_P(SqliteReads, SecondConnectionSeesWritesOnNextRead) {
@@ -1089,11 +1089,37 @@ TEST_P(SqliteReads, DamagedRowsGiveClearErrors) {
     const char* sql;
     const char* expect;
   };
+  // Param sets (search/sqlite/param_set.h): X'01' format, count, then per
+  // param name length, name, distribution id, value tag and payload.
   const std::vector<Case> cases = {
-      {"UPDATE trial_params SET value_json = '{bad', value_real = NULL", "trial_params"},
-      {"UPDATE trial_params SET distribution_json = '{\"type\": \"bogus\"}'", "distribution"},
-      {"UPDATE trial_params SET distribution_json = '[1,'", "trial_params"},
-      {"UPDATE trial_params SET value_real = 'text'", "value_real"},
+      // One param 'x' without a distribution whose JSON text is "{bad".
+      {"UPDATE trial_param_sets SET data = X'010101780007047b626164'",
+       "name='x': column data: invalid JSON"},
+      {"UPDATE distributions SET distribution_json = '{\"type\": \"bogus' || distribution_id || "
+       "'\"}'",
+       "column distribution_json: bad distribution"},
+      {"UPDATE distributions SET distribution_json = '[1,' || distribution_id",
+       "distributions row distribution_id="},
+      {"UPDATE distributions SET distribution_json = '[1,' || distribution_id",
+       "column distribution_json: invalid JSON"},
+      {"UPDATE trial_param_sets SET data = 'text'", "column data is not a blob"},
+      {"UPDATE trial_param_sets SET data = 'text'", "trial_param_sets row trial_id="},
+      {"UPDATE trial_param_sets SET data = substr(data, 1, length(data) - 3)",
+       "column data: truncated"},
+      {"UPDATE trial_param_sets SET data = X''", "column data: empty"},
+      {"UPDATE trial_param_sets SET data = X'0201'", "column data: unknown format 2"},
+      {"UPDATE trial_param_sets SET data = X'010101780009'",
+       "name='x': column data: unknown value tag 9"},
+      {"UPDATE trial_param_sets SET data = CAST(data || X'00' AS BLOB)",
+       "column data: 1 bytes after the last param"},
+      // A count far beyond what the blob holds (no huge allocation).
+      {"UPDATE trial_param_sets SET data = X'01ffffffff0f'", "column data: truncated"},
+      // A float value 'x' that is NaN (never stored).
+      {"UPDATE trial_param_sets SET data = X'010101780003000000000000f87f'",
+       "name='x': column data: a float value is NaN"},
+      // A distribution id that names no row.
+      {"UPDATE distributions SET distribution_id = distribution_id + 1000",
+       "is not in table distributions"},
       {"UPDATE trials SET state = 9", "unknown trial state 9"},
       {"UPDATE trials SET value = 'oops'", "trials row"},
       {"UPDATE trials SET datetime_start = 1e300", "time out of range"},
