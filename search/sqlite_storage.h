@@ -15,8 +15,8 @@
 //   study_attrs(study_id, kind 0=user 1=system, key, value_json)
 //   trials(trial_id, study_id, number, state 0..4 = TrialState, value,
 //          datetime_start REAL, datetime_complete REAL, worker, fail_reason)
-//   distributions(distribution_id, json UNIQUE): each distinct distribution
-//           JSON text once per store (never deleted)
+//   distributions(distribution_id, distribution_json UNIQUE): each distinct
+//           distribution JSON text once per store (never deleted)
 //   trial_param_sets(trial_id, data BLOB): all params of a trial in one row,
 //           in name order (byte layout in search/sqlite/param_set.h: per
 //           param its name, distribution_id or none, and its value)
@@ -48,8 +48,9 @@
 //
 // Code layout (private, not installed): search/sqlite/ holds one concept
 // per file: connection (open, pragmas), schema (migrations), statement,
-// codec (rows <-> values), transaction, checkpointer (WAL checkpoint
-// thread), reads (queries), writes (row writes); sqlite_storage.cpp
+// codec (rows <-> values), param_set (the trial_param_sets blob),
+// transaction, checkpointer (WAL checkpoint thread), reads (queries),
+// writes (row writes); sqlite_storage.cpp
 // coordinates them.
 //
 // Thread safety: one connection guarded by a (recursive) mutex; every

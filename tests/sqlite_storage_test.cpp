@@ -26,6 +26,7 @@
 #include <mutex>
 #include <ostream>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -720,6 +721,69 @@ TEST_P(SqliteReads, TrialsWithTheSameDistributionsShareOneMapWhenRead) {
       EXPECT_TRUE(d.shares_map_with(trials[0]->distributions)) << n;
     }
   }
+}
+
+// A distribution first written in a transaction that is rolled back (the
+// whole transaction, or a savepoint inside one) is written again by the
+// next trial that has it: its id from the undone write is not reused (the
+// trial would name a distribution the file does not have).
+TEST_F(SqliteStorageTest, ADistributionWrittenInARolledBackTransactionIsWrittenAgain) {
+  const auto x = Distribution::make_float(0.0, 1.0, false);
+  const auto k = Distribution::make_int(1, 8, false);
+  std::int64_t study = 0;
+  {
+    SqliteStorage storage(path());
+    study = storage.create_study("s", StudyDirection::kMinimize, Json());
+    NewTrial init = running({{"x", Json(0.5)}}, {{"x", x}});
+    EXPECT_THROW(storage.run_in_transaction([&] {
+      storage.create_trial(study, init);
+      throw std::runtime_error("undo");
+    }),
+                 std::runtime_error);
+    storage.create_trial(study, init);
+    storage.run_in_transaction([&] {
+      auto t = storage.create_trial(study, running({{"y", Json(0.5)}}, {}));
+      EXPECT_THROW(storage.run_in_transaction([&] {
+        storage.set_trial_param(t->trial_id, "k", Json(3), k);
+        throw std::runtime_error("undo");
+      }),
+                   std::runtime_error);
+      storage.set_trial_param(t->trial_id, "k", Json(3), k);
+    });
+  }
+  SqliteStorage fresh(path());
+  auto trials = fresh.get_all_trials(study);
+  ASSERT_EQ(trials.size(), 2u);
+  EXPECT_TRUE(trials[0]->distributions == DistributionMap({{"x", x}}));
+  EXPECT_TRUE(trials[1]->distributions == DistributionMap({{"k", k}}));
+  EXPECT_EQ(raw_query_text(path(), "SELECT count(*) FROM distributions"), "2");
+}
+
+// set_trial_param keeps a trial's params in name order in its one row,
+// whatever order they are set in; setting one again with the same value
+// replaces only its distribution, with another value is refused with the
+// message of before and changes nothing.
+TEST_F(SqliteStorageTest, SetTrialParamKeepsNameOrderAndRefusesAChange) {
+  const auto f = Distribution::make_float(0.0, 1.0, false);
+  const auto g = Distribution::make_float(0.0, 2.0, false);
+  SqliteStorage storage(path());
+  auto study = storage.create_study("s", StudyDirection::kMinimize, Json());
+  auto t = storage.create_trial(study, running({{"m", Json(0.5)}}, {{"m", f}}));
+  for (const char* name : {"z", "a", "q", "b"}) storage.set_trial_param(t->trial_id, name, 0.25, f);
+  storage.set_trial_param(t->trial_id, "q", 0.25, g);
+  std::string msg = error_of([&] { storage.set_trial_param(t->trial_id, "a", 0.75, f); });
+  EXPECT_NE(msg.find("param 'a' of trial 0 is already set to 0.25; cannot change it to 0.75"),
+            std::string::npos)
+      << msg;
+  SqliteStorage fresh(path());
+  auto read = fresh.get_trial(t->trial_id);
+  std::vector<std::string> names;
+  for (const auto& [name, v] : read->params) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "b", "m", "q", "z"}));
+  EXPECT_EQ(read->params.at("a"), Json(0.25));
+  EXPECT_TRUE(read->distributions.at("q") == g);
+  EXPECT_TRUE(read->distributions.at("z") == f);
+  EXPECT_EQ(raw_query_text(path(), "SELECT count(*) FROM trial_param_sets"), "1");
 }
 
 TEST_F(SqliteStorageTest, SchemaVersionIsRecorded) {

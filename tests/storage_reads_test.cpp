@@ -20,6 +20,7 @@
 #include "search/distributions.h"
 #include "search/errors.h"
 #include "search/json_util.h"
+#include "search/sqlite/schema.h"
 #include "search/sqlite_storage.h"
 #include "search/storage.h"
 #include "search/trial_lifecycle.h"
@@ -275,17 +276,16 @@ std::int64_t raw_count(const std::string& path, const std::string& sql) {
   return n;
 }
 
-// trial_params as schemas v1 to v3 declared it (schema v1's SQL).
-constexpr const char* kV3TrialParams = R"sql(
-CREATE TABLE trial_params(
-  trial_id INTEGER NOT NULL REFERENCES trials(trial_id) ON DELETE CASCADE,
-  name TEXT NOT NULL,
-  distribution_json TEXT,
-  value_json TEXT NOT NULL,
-  value_real,  -- REAL or NULL; no declared type (see below)
-  PRIMARY KEY(trial_id, name)
-) WITHOUT ROWID;
-)sql";
+// trial_params as schemas v1 to v3 declared it: from schema v1's SQL, as
+// released.
+std::string v3_trial_params_sql() {
+  const std::string v1 = sqlite::migration_sql(0);
+  const auto begin = v1.find("CREATE TABLE trial_params(");
+  const std::string end = "WITHOUT ROWID;";
+  const auto last = v1.find(end, begin);
+  EXPECT_NE(last, std::string::npos);
+  return v1.substr(begin, last + end.size() - begin);
+}
 
 // Rewrites the store at `path` as schema v3 wrote it: every param one
 // trial_params row (distribution_json and value_json as v3 encoded them,
@@ -302,7 +302,7 @@ void write_as_v3(const std::string& path) {
   }
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, kV3TrialParams, nullptr, nullptr, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, v3_trial_params_sql().c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
   sqlite3_stmt* insert = nullptr;
   ASSERT_EQ(sqlite3_prepare_v2(db,
                                "INSERT INTO trial_params(trial_id, name, distribution_json, "

@@ -2,6 +2,7 @@
 #include "search/sqlite/schema.h"
 
 #include <iterator>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 
@@ -192,7 +193,9 @@ void convert_trial_params(Connection& conn) {
     }
     append_param_key(params, name, distribution);
     if (auto real = col_opt_real(rows, 4, where, "value_real")) {
-      append_param_value(params, Json(*real), where.str());
+      // A REAL is never NaN (SQLite stores NaN as NULL): it always encodes,
+      // so no row name is built for an error.
+      append_param_value(params, Json(*real), "value_real");
     } else {
       std::string text = col_text(rows, 3, where, "value_json");
       try {
@@ -260,6 +263,11 @@ std::int64_t inspect_schema(Connection& conn) {
   check_version(conn, version);
   check_ours(conn, version, tables, v1_tables);
   return version;
+}
+
+const char* migration_sql(std::size_t i) {
+  if (i >= std::size(kMigrations)) throw std::out_of_range("no migration " + std::to_string(i));
+  return kMigrations[i];
 }
 
 void migrate(Connection& conn) {
