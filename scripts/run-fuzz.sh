@@ -18,7 +18,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 seconds="${1:-60}"
 [[ $# -gt 0 ]] && shift
 targets=("$@")
-[[ ${#targets[@]} -eq 0 ]] && targets=(protocol space_json report_line metrics_line)
+[[ ${#targets[@]} -eq 0 ]] && targets=(protocol space_json report_line metrics_line param_set)
 build="${FUZZ_BUILD_DIR:-build/fuzz}"
 jobs="${FUZZ_JOBS:-1}"
 seed="${FUZZ_SEED:-1}"
@@ -27,7 +27,7 @@ run_dir="$build/run"
 # Per target: the largest single allocation allowed (MB; a frame is at most
 # 4 KiB here, so protocol decoding has no reason to allocate 2 MB at once)
 # and the dictionary.
-declare -A malloc_mb=([protocol]=2 [space_json]=64 [report_line]=64 [metrics_line]=64)
+declare -A malloc_mb=([protocol]=2 [space_json]=64 [report_line]=64 [metrics_line]=64 [param_set]=64)
 declare -A dict=([space_json]=tests/fuzz/json.dict [report_line]=tests/fuzz/json.dict [metrics_line]=tests/fuzz/metrics.dict)
 
 run_one() {

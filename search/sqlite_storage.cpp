@@ -284,23 +284,20 @@ void SqliteStorage::set_trial_param(std::int64_t trial_id, const std::string& na
     sqlite::Connection& conn = impl_->conn;
     auto row = sqlite::trial_row(conn, trial_id);
     Impl::require_unfinished(trial_id, row, "set param '" + name + "'");
-    if (auto old = sqlite::stored_param(conn, trial_id, name)) {
-      if (!sqlite::same_value(*old, value))
-        throw StorageError("param '" + name + "' of trial " + std::to_string(row.number) +
-                           " is already set to " + sqlite::encode_json(*old, name) +
-                           "; cannot change it to " + sqlite::encode_json(value, name));
+    auto set = impl_->params.set(conn, trial_id, name, value, distribution);
+    using Outcome = sqlite::ParamWriter::SetOutcome;
+    if (set.outcome == Outcome::kConflict)
+      throw StorageError("param '" + name + "' of trial " + std::to_string(row.number) +
+                         " is already set to " + sqlite::encode_json(set.value, name) +
+                         "; cannot change it to " + sqlite::encode_json(value, name));
+    if (set.outcome == Outcome::kReplaced) {
       // Same value: the distribution given now replaces the stored one.
-      sqlite::update_param_distribution(
-          conn, trial_id, name,
-          impl_->params.distribution_text(name, distribution, "param '" + name + "'"));
       impl_->notify(trial_id,
                     [&](FrozenTrial& t) { t.distributions.insert_or_assign(name, distribution); });
       return;
     }
-    Json stored =
-        std::move(impl_->params.insert(conn, trial_id, {{&name, &value, &distribution}}).front());
     impl_->notify(trial_id, [&](FrozenTrial& t) {
-      t.params[name] = stored;
+      t.params[name] = set.value;
       t.distributions.insert_or_assign(name, distribution);
     });
   });

@@ -4,15 +4,22 @@
 //   auto storage = std::make_shared<hps::SqliteStorage>("fmnist-mlp.db");
 //
 // File format. The schema version is PRAGMA user_version; migrations are
-// applied in order when a file is opened (v1 = the initial schema; v2 adds
-// the indexes trials_by_study_state_value and trial_attrs_by_key, for the
-// reads that do not load the history). Tables:
+// applied in order when a file is opened, by every command, read-only ones
+// included (v1 = the initial schema; v2 adds the indexes
+// trials_by_study_state_value and trial_attrs_by_key, for the reads that do
+// not load the history; v3 the per-state counts trial_state_counts; v4
+// replaces trial_params by distributions and trial_param_sets, converting
+// every row in the one migration transaction). Tables:
 //   studies(study_id, name UNIQUE, direction 0=minimize 1=maximize,
 //           config_json, created)
 //   study_attrs(study_id, kind 0=user 1=system, key, value_json)
 //   trials(trial_id, study_id, number, state 0..4 = TrialState, value,
 //          datetime_start REAL, datetime_complete REAL, worker, fail_reason)
-//   trial_params(trial_id, name, distribution_json, value_json, value_real)
+//   distributions(distribution_id, distribution_json UNIQUE): each distinct
+//           distribution JSON text once per store (never deleted)
+//   trial_param_sets(trial_id, data BLOB): all params of a trial in one row,
+//           in name order (byte layout in search/sqlite/param_set.h: per
+//           param its name, distribution_id or none, and its value)
 //   trial_intermediate_values(trial_id, step, value)
 //   trial_attrs(trial_id, kind 0=user 1=system, key, value_json)
 // Times are unix seconds as REAL (microsecond precision: times are truncated
@@ -20,9 +27,10 @@
 // values are stored as REAL, bit-exact including +-inf and -0.0 (their
 // columns have no declared type, so SQLite keeps them as given); NaN is
 // stored as NULL (an intermediate NULL reads back as NaN; a NaN objective
-// value is refused for COMPLETE). A param whose value is a JSON float also keeps the double in
-// value_real (read from there, bit-exact and +-inf safe); other values keep
-// their JSON type in value_json (null, bool, integer, string).
+// value is refused for COMPLETE). A param whose value is a JSON float keeps
+// the double's 8 bytes (bit-exact, +-inf and -0.0 included); other values
+// keep their JSON type (null, bool, integer, string; arrays and objects as
+// JSON text).
 //
 // Transactions. Every state-changing call is one BEGIN IMMEDIATE ...
 // COMMIT transaction (rolled back on any error, so the file is never
@@ -40,8 +48,9 @@
 //
 // Code layout (private, not installed): search/sqlite/ holds one concept
 // per file: connection (open, pragmas), schema (migrations), statement,
-// codec (rows <-> values), transaction, checkpointer (WAL checkpoint
-// thread), reads (queries), writes (row writes); sqlite_storage.cpp
+// codec (rows <-> values), param_set (the trial_param_sets blob),
+// transaction, checkpointer (WAL checkpoint thread), reads (queries),
+// writes (row writes); sqlite_storage.cpp
 // coordinates them.
 //
 // Thread safety: one connection guarded by a (recursive) mutex; every
@@ -106,7 +115,7 @@ struct SqliteOptions {
 class SqliteStorage : public Storage {
  public:
   // The schema version this build writes (PRAGMA user_version).
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
   // Opens `path` (created with the current schema if missing or empty;
   // older schemas are migrated). ":memory:" gives a private in-memory

@@ -26,6 +26,7 @@
 #include <mutex>
 #include <ostream>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -722,6 +723,69 @@ TEST_P(SqliteReads, TrialsWithTheSameDistributionsShareOneMapWhenRead) {
   }
 }
 
+// A distribution first written in a transaction that is rolled back (the
+// whole transaction, or a savepoint inside one) is written again by the
+// next trial that has it: its id from the undone write is not reused (the
+// trial would name a distribution the file does not have).
+TEST_F(SqliteStorageTest, ADistributionWrittenInARolledBackTransactionIsWrittenAgain) {
+  const auto x = Distribution::make_float(0.0, 1.0, false);
+  const auto k = Distribution::make_int(1, 8, false);
+  std::int64_t study = 0;
+  {
+    SqliteStorage storage(path());
+    study = storage.create_study("s", StudyDirection::kMinimize, Json());
+    NewTrial init = running({{"x", Json(0.5)}}, {{"x", x}});
+    EXPECT_THROW(storage.run_in_transaction([&] {
+      storage.create_trial(study, init);
+      throw std::runtime_error("undo");
+    }),
+                 std::runtime_error);
+    storage.create_trial(study, init);
+    storage.run_in_transaction([&] {
+      auto t = storage.create_trial(study, running({{"y", Json(0.5)}}, {}));
+      EXPECT_THROW(storage.run_in_transaction([&] {
+        storage.set_trial_param(t->trial_id, "k", Json(3), k);
+        throw std::runtime_error("undo");
+      }),
+                   std::runtime_error);
+      storage.set_trial_param(t->trial_id, "k", Json(3), k);
+    });
+  }
+  SqliteStorage fresh(path());
+  auto trials = fresh.get_all_trials(study);
+  ASSERT_EQ(trials.size(), 2u);
+  EXPECT_TRUE(trials[0]->distributions == DistributionMap({{"x", x}}));
+  EXPECT_TRUE(trials[1]->distributions == DistributionMap({{"k", k}}));
+  EXPECT_EQ(raw_query_text(path(), "SELECT count(*) FROM distributions"), "2");
+}
+
+// set_trial_param keeps a trial's params in name order in its one row,
+// whatever order they are set in; setting one again with the same value
+// replaces only its distribution, with another value is refused with the
+// message of before and changes nothing.
+TEST_F(SqliteStorageTest, SetTrialParamKeepsNameOrderAndRefusesAChange) {
+  const auto f = Distribution::make_float(0.0, 1.0, false);
+  const auto g = Distribution::make_float(0.0, 2.0, false);
+  SqliteStorage storage(path());
+  auto study = storage.create_study("s", StudyDirection::kMinimize, Json());
+  auto t = storage.create_trial(study, running({{"m", Json(0.5)}}, {{"m", f}}));
+  for (const char* name : {"z", "a", "q", "b"}) storage.set_trial_param(t->trial_id, name, 0.25, f);
+  storage.set_trial_param(t->trial_id, "q", 0.25, g);
+  std::string msg = error_of([&] { storage.set_trial_param(t->trial_id, "a", 0.75, f); });
+  EXPECT_NE(msg.find("param 'a' of trial 0 is already set to 0.25; cannot change it to 0.75"),
+            std::string::npos)
+      << msg;
+  SqliteStorage fresh(path());
+  auto read = fresh.get_trial(t->trial_id);
+  std::vector<std::string> names;
+  for (const auto& [name, v] : read->params) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "b", "m", "q", "z"}));
+  EXPECT_EQ(read->params.at("a"), Json(0.25));
+  EXPECT_TRUE(read->distributions.at("q") == g);
+  EXPECT_TRUE(read->distributions.at("z") == f);
+  EXPECT_EQ(raw_query_text(path(), "SELECT count(*) FROM trial_param_sets"), "1");
+}
+
 TEST_F(SqliteStorageTest, SchemaVersionIsRecorded) {
   { SqliteStorage storage(path()); }
   EXPECT_EQ(raw_query_text(path(), "PRAGMA user_version"),
@@ -972,7 +1036,7 @@ TEST_P(SqliteReads, FailedCallLeavesNothingHalfWritten) {
   EXPECT_EQ(storage->count_trials(study, {}), 0);
   SqliteStorage other(path());
   EXPECT_EQ(other.count_trials(study, {}), 0);
-  EXPECT_EQ(raw_query_text(path(), "SELECT count(*) FROM trial_params"), "0");
+  EXPECT_EQ(raw_query_text(path(), "SELECT count(*) FROM trial_param_sets"), "0");
 }
 
 TEST_P(SqliteReads, SecondConnectionSeesWritesOnNextRead) {
@@ -1089,11 +1153,37 @@ TEST_P(SqliteReads, DamagedRowsGiveClearErrors) {
     const char* sql;
     const char* expect;
   };
+  // Param sets (search/sqlite/param_set.h): X'01' format, count, then per
+  // param name length, name, distribution id, value tag and payload.
   const std::vector<Case> cases = {
-      {"UPDATE trial_params SET value_json = '{bad', value_real = NULL", "trial_params"},
-      {"UPDATE trial_params SET distribution_json = '{\"type\": \"bogus\"}'", "distribution"},
-      {"UPDATE trial_params SET distribution_json = '[1,'", "trial_params"},
-      {"UPDATE trial_params SET value_real = 'text'", "value_real"},
+      // One param 'x' without a distribution whose JSON text is "{bad".
+      {"UPDATE trial_param_sets SET data = X'010101780007047b626164'",
+       "name='x': column data: invalid JSON"},
+      {"UPDATE distributions SET distribution_json = '{\"type\": \"bogus' || distribution_id || "
+       "'\"}'",
+       "column distribution_json: bad distribution"},
+      {"UPDATE distributions SET distribution_json = '[1,' || distribution_id",
+       "distributions row distribution_id="},
+      {"UPDATE distributions SET distribution_json = '[1,' || distribution_id",
+       "column distribution_json: invalid JSON"},
+      {"UPDATE trial_param_sets SET data = 'text'", "column data is not a blob"},
+      {"UPDATE trial_param_sets SET data = 'text'", "trial_param_sets row trial_id="},
+      {"UPDATE trial_param_sets SET data = substr(data, 1, length(data) - 3)",
+       "column data: truncated"},
+      {"UPDATE trial_param_sets SET data = X''", "column data: empty"},
+      {"UPDATE trial_param_sets SET data = X'0201'", "column data: unknown format 2"},
+      {"UPDATE trial_param_sets SET data = X'010101780009'",
+       "name='x': column data: unknown value tag 9"},
+      {"UPDATE trial_param_sets SET data = CAST(data || X'00' AS BLOB)",
+       "column data: 1 bytes after the last param"},
+      // A count far beyond what the blob holds (no huge allocation).
+      {"UPDATE trial_param_sets SET data = X'01ffffffff0f'", "column data: truncated"},
+      // A float value 'x' that is NaN (never stored).
+      {"UPDATE trial_param_sets SET data = X'010101780003000000000000f87f'",
+       "name='x': column data: a float value is NaN"},
+      // A distribution id that names no row.
+      {"UPDATE distributions SET distribution_id = distribution_id + 1000",
+       "is not in table distributions"},
       {"UPDATE trials SET state = 9", "unknown trial state 9"},
       {"UPDATE trials SET value = 'oops'", "trials row"},
       {"UPDATE trials SET datetime_start = 1e300", "time out of range"},

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -16,7 +17,10 @@
 #include <vector>
 
 #include "search/caching_storage.h"
+#include "search/distributions.h"
 #include "search/errors.h"
+#include "search/json_util.h"
+#include "search/sqlite/schema.h"
 #include "search/sqlite_storage.h"
 #include "search/storage.h"
 #include "search/trial_lifecycle.h"
@@ -272,6 +276,69 @@ std::int64_t raw_count(const std::string& path, const std::string& sql) {
   return n;
 }
 
+// trial_params as schemas v1 to v3 declared it: from schema v1's SQL, as
+// released.
+std::string v3_trial_params_sql() {
+  const std::string v1 = sqlite::migration_sql(0);
+  const auto begin = v1.find("CREATE TABLE trial_params(");
+  const std::string end = "WITHOUT ROWID;";
+  const auto last = v1.find(end, begin);
+  EXPECT_NE(last, std::string::npos);
+  return v1.substr(begin, last + end.size() - begin);
+}
+
+// Rewrites the store at `path` as schema v3 wrote it: every param one
+// trial_params row (distribution_json and value_json as v3 encoded them,
+// value_real for a float), no distributions and trial_param_sets, and
+// user_version 3. The other tables are the same in v3 and v4.
+void write_as_v3(const std::string& path) {
+  std::vector<TrialPtr> trials;
+  {
+    SqliteStorage s(path);
+    for (const auto& study : s.list_studies()) {
+      auto some = s.get_all_trials(study.study_id);
+      trials.insert(trials.end(), some.begin(), some.end());
+    }
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, v3_trial_params_sql().c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_stmt* insert = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db,
+                               "INSERT INTO trial_params(trial_id, name, distribution_json, "
+                               "value_json, value_real) VALUES (?1, ?2, ?3, ?4, ?5)",
+                               -1, &insert, nullptr),
+            SQLITE_OK);
+  for (const auto& t : trials) {
+    for (const auto& [name, value] : t->params) {
+      sqlite3_bind_int64(insert, 1, t->trial_id);
+      sqlite3_bind_text(insert, 2, name.c_str(), -1, SQLITE_TRANSIENT);
+      auto d = t->distributions.find(name);
+      if (d != t->distributions.end()) {
+        sqlite3_bind_text(insert, 3, dump_json_nonfinite(d->second.to_json()).c_str(), -1,
+                          SQLITE_TRANSIENT);
+      } else {
+        sqlite3_bind_null(insert, 3);
+      }
+      sqlite3_bind_text(insert, 4, dump_json_nonfinite(value).c_str(), -1, SQLITE_TRANSIENT);
+      if (value.is_number_float()) {
+        sqlite3_bind_double(insert, 5, value.get<double>());
+      } else {
+        sqlite3_bind_null(insert, 5);
+      }
+      EXPECT_EQ(sqlite3_step(insert), SQLITE_DONE);
+      sqlite3_reset(insert);
+    }
+  }
+  sqlite3_finalize(insert);
+  EXPECT_EQ(sqlite3_exec(db,
+                         "DROP TABLE trial_param_sets; DROP TABLE distributions; "
+                         "PRAGMA user_version = 3;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+}
+
 // What schema v3 added: the per-state counts and their triggers.
 constexpr const char* kDropV3 =
     "DROP TRIGGER trial_state_counts_insert; DROP TRIGGER trial_state_counts_update; "
@@ -290,6 +357,7 @@ TEST(StorageReadsMigration, AVersion2StoreGetsCountsThatFollowEveryWrite) {
     add_random_trials(s, a, 80, 11);
     add_random_trials(s, b, 30, 12);
   }
+  write_as_v3(path);
   raw_exec(path, std::string(kDropV3) + "PRAGMA user_version = 2;");
   SqliteStorage s(path);
   EXPECT_EQ(raw_count(path, "PRAGMA user_version"), SqliteStorage::kSchemaVersion);
@@ -332,6 +400,7 @@ TEST(StorageReadsMigration, AVersion1StoreIsUpgradedInPlaceAndLosesNothing) {
   }
   // What version 1 wrote: the same tables without the v2 indexes and the
   // v3 counts.
+  write_as_v3(path);
   raw_exec(path, "DROP INDEX trials_by_study_state_value; DROP INDEX trial_attrs_by_key; " +
                      std::string(kDropV3) + "PRAGMA user_version = 1;");
   const std::string count_indexes =
@@ -350,6 +419,120 @@ TEST(StorageReadsMigration, AVersion1StoreIsUpgradedInPlaceAndLosesNothing) {
   }
   EXPECT_EQ(raw_count(path, "PRAGMA user_version"), SqliteStorage::kSchemaVersion);
   EXPECT_EQ(raw_count(path, count_indexes), 2);
+}
+
+std::uint64_t float_bits(const Json& v) { return std::bit_cast<std::uint64_t>(v.get<double>()); }
+
+// Every trial as a text that tells apart what Json's == does not: the JSON
+// type of each param value (1 vs 1u vs 1.0) and a float's bits (-0.0).
+std::vector<std::string> exact_trials(Storage& s, std::int64_t study) {
+  std::vector<std::string> out;
+  for (const auto& t : s.get_all_trials(study)) {
+    std::string text = trial_to_json(*t).dump();
+    for (const auto& [name, v] : t->params) {
+      text += " " + name + ":" + std::to_string(static_cast<int>(v.type()));
+      if (v.is_number_float()) text += ":" + std::to_string(float_bits(v));
+    }
+    for (const auto& [name, d] : t->distributions) text += " " + name + "=" + d.to_json().dump();
+    out.push_back(std::move(text));
+  }
+  return out;
+}
+
+// A store written by schema v3 (one trial_params row per param) is
+// converted when opened: every value of every JSON type reads back exactly
+// (float bits: -0.0, denormals, +-inf; unsigned, negative and large
+// integers; strings, null, bools, arrays), params with and without a
+// distribution, trials without params; trial_params is gone, and the
+// converted store takes new params as before.
+TEST(StorageReadsMigration, AVersion3StoreIsConvertedAndReadsTheSameTrials) {
+  TempDir dir;
+  std::string path = dir.file("v3.db");
+  const auto f = Distribution::make_float(-1e308, 1e308, false);
+  const auto i = Distribution::make_int(-10, 10, false);
+  const auto c =
+      Distribution::make_categorical({Json(), Json(true), Json(-3), Json(std::uint64_t{1} << 63),
+                                      Json("relu"), Json("\u00e9t\u00e9"), Json(2.5)});
+  const std::vector<Json> floats = {Json(-0.0),  Json(4.9e-324), Json(kInf),
+                                    Json(-kInf), Json(0.1),      Json(-1e308)};
+  std::vector<std::string> before;
+  std::int64_t study = 0;
+  {
+    SqliteStorage s(path);
+    study = s.create_study("s", StudyDirection::kMinimize, Json());
+    add_random_trials(s, study, 40, 9);
+    for (std::size_t k = 0; k < 14; ++k) {
+      NewTrial t;
+      t.state = TrialState::kRunning;
+      t.params = {{"f", floats[k % floats.size()]},
+                  {"i", Json(static_cast<int>(k) - 7)},
+                  {"c", c.choices()[k % c.choices().size()]},
+                  {"free", k % 2 ? Json("no distribution") : Json::array({k})}};
+      t.distributions = {{"f", f}, {"i", i}, {"c", c}};
+      auto made = s.create_trial(study, t);
+      if (k % 3 == 0) s.set_trial_param(made->trial_id, "late", Json(0.5), f);
+    }
+    s.create_trial(study, NewTrial{});  // no params
+    before = exact_trials(s, study);
+  }
+  write_as_v3(path);
+  ASSERT_GT(raw_count(path, "SELECT count(*) FROM trial_params"), 100);
+  {
+    SqliteStorage s(path);
+    EXPECT_EQ(exact_trials(s, study), before);
+    expect_reads_match_full_load(s, study);
+    EXPECT_EQ(raw_count(path, "SELECT count(*) FROM sqlite_master WHERE name = 'trial_params'"), 0);
+    EXPECT_EQ(raw_count(path, "PRAGMA user_version"), SqliteStorage::kSchemaVersion);
+    // Each distinct distribution text once.
+    EXPECT_EQ(raw_count(path, "SELECT count(*) FROM distributions"), 3);
+    auto t = s.create_trial(study, NewTrial{});
+    s.set_trial_param(t->trial_id, "f", Json(-0.0), f);
+    EXPECT_EQ(float_bits(s.get_trial(t->trial_id)->params.at("f")), float_bits(Json(-0.0)));
+  }
+  SqliteStorage again(path);  // and a fresh connection reads the same
+  auto after = exact_trials(again, study);
+  after.pop_back();
+  EXPECT_EQ(after, before);
+}
+
+// What v3 read as an error stays an error after the conversion, with the
+// new row named: a value_json that does not parse, a bad distribution.
+// Rows of a trial that does not exist (foreign keys off) are left out.
+TEST(StorageReadsMigration, AVersion3StoresBadRowsStillFailWhenRead) {
+  TempDir dir;
+  std::string path = dir.file("v3.db");
+  std::int64_t study = 0;
+  {
+    SqliteStorage s(path);
+    study = s.create_study("s", StudyDirection::kMinimize, Json());
+    add_random_trials(s, study, 10, 3);
+  }
+  write_as_v3(path);
+  raw_exec(path,
+           "INSERT INTO trial_params(trial_id, name, distribution_json, value_json) "
+           "VALUES (999, 'orphan', NULL, '1')");
+  {
+    SqliteStorage s(path);  // converted: the orphan row is left out
+    EXPECT_EQ(s.get_all_trials(study).size(), 10u);
+  }
+  const std::string bad = dir.file("bad.db");
+  {
+    SqliteStorage s(bad);
+    study = s.create_study("s", StudyDirection::kMinimize, Json());
+    add_random_trials(s, study, 10, 3);
+  }
+  write_as_v3(bad);
+  raw_exec(bad, "UPDATE trial_params SET value_json = '{bad', value_real = NULL WHERE name = 'k'");
+  SqliteStorage s(bad);
+  try {
+    s.get_all_trials(study);
+    ADD_FAILURE() << "no error";
+  } catch (const StorageError& e) {
+    EXPECT_NE(std::string(e.what()).find("trial_param_sets row trial_id="), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("name='k': column data: invalid JSON"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

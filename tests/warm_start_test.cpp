@@ -325,8 +325,9 @@ TEST_F(WarmStartTest, BrokenOrForeignSourceFilesAreRefusedUnwritten) {
   // is copied (the trials are read while checking the source).
   make_old_study(old_db(), 3);
   ASSERT_EQ(run_process({"/usr/bin/sqlite3", old_db(),
-                         "UPDATE trial_params SET distribution_json = '{bad' "
-                         "WHERE trial_id = (SELECT MIN(trial_id) FROM trial_params);"},
+                         "UPDATE distributions SET distribution_json = '{bad' "
+                         "WHERE distribution_id = (SELECT MIN(distribution_id) FROM "
+                         "distributions);"},
                         dir_.path().string())
                 .exit_code,
             0);

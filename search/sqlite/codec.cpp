@@ -129,12 +129,6 @@ Distribution decode_distribution(const std::string& text, const Where& where) {
   }
 }
 
-Json decode_param_value(Statement& s, int json_col, int real_col, const Where& where) {
-  auto real = col_opt_real(s, real_col, where, "value_real");
-  if (real) return Json(*real);
-  return decode_json(col_text(s, json_col, where, "value_json"), where, "value_json");
-}
-
 bool same_value(const Json& a, const Json& b) {
   if (a.is_primitive() && b.is_primitive()) return same_json_scalar(a, b);
   return a == b;

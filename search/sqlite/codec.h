@@ -34,7 +34,7 @@ void check_utf8(const std::string& text, const std::string& what);
 // naming `what` if the value cannot be stored.
 std::string encode_json(const Json& value, const std::string& what);
 
-// Names a row in error messages: "trial_params row trial_id=7 name='lr'".
+// Names a row in error messages: "trial_attrs row trial_id=7 key='lr'".
 // Built only when an error is raised (reads stay cheap).
 struct Where {
   const char* table;
@@ -58,8 +58,8 @@ inline Where study_row_where(const char* table, std::int64_t study_id) {
 // naming the row and column.
 Json decode_json(const std::string& text, const Where& where, const char* column);
 
-// A value_json column of a trial's keyed row (trial_params by name,
-// trial_attrs by key), decoded as a read of that row decodes it.
+// A value_json column of a trial's keyed row (trial_attrs by key), decoded
+// as a read of that row decodes it.
 Json decode_keyed(const std::string& text, const char* table, std::int64_t trial_id,
                   const char* key_name, const std::string& key);
 
@@ -84,10 +84,6 @@ TrialState decode_state(std::int64_t v, const Where& where);
 StudyDirection decode_direction(std::int64_t v, const Where& where);
 int encode_direction(StudyDirection d);
 Distribution decode_distribution(const std::string& text, const Where& where);
-
-// A param value: value_real when set (floats, bit-exact and +-inf safe),
-// else value_json (keeps the JSON type).
-Json decode_param_value(Statement& s, int json_col, int real_col, const Where& where);
 
 // Param values compared as set_trial_param compares them (scalars by type
 // and value, see same_json_scalar).

@@ -140,6 +140,7 @@ std::int64_t Connection::pragma_int(const char* sql) {
 }
 
 void Connection::rollback_quietly() noexcept {
+  ++rollbacks;
   if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
 }
 

@@ -59,6 +59,10 @@ class Connection {
   std::int64_t background_checkpoints() const;
 
   int depth = 0;  // open transaction levels (0: none; 1: BEGIN; >1: savepoints)
+  // Rollbacks so far (of a transaction or a savepoint): a cache of rows
+  // written in a transaction (ParamWriter's distribution ids) is dropped
+  // when this changes, as the rows may be gone.
+  std::uint64_t rollbacks = 0;
 
  private:
   void open();

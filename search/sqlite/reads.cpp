@@ -7,10 +7,13 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "search/sqlite/codec.h"
+#include "search/sqlite/param_set.h"
 
 namespace hps::sqlite {
 namespace {
@@ -27,8 +30,8 @@ struct TrialQueries {
 constexpr TrialQueries kByStudy = {
     "SELECT trial_id, number, state, value, datetime_start, datetime_complete, worker, "
     "fail_reason FROM trials WHERE study_id = ?1 ORDER BY number",
-    "SELECT p.trial_id, p.name, p.distribution_json, p.value_json, p.value_real "
-    "FROM trial_params p JOIN trials t ON t.trial_id = p.trial_id WHERE t.study_id = ?1",
+    "SELECT p.trial_id, p.data FROM trial_param_sets p "
+    "JOIN trials t ON t.trial_id = p.trial_id WHERE t.study_id = ?1",
     "SELECT v.trial_id, v.step, v.value FROM trial_intermediate_values v "
     "JOIN trials t ON t.trial_id = v.trial_id WHERE t.study_id = ?1",
     "SELECT a.trial_id, a.kind, a.key, a.value_json FROM trial_attrs a "
@@ -38,8 +41,7 @@ constexpr TrialQueries kByStudy = {
 constexpr TrialQueries kByTrial = {
     "SELECT trial_id, number, state, value, datetime_start, datetime_complete, worker, "
     "fail_reason FROM trials WHERE trial_id = ?1",
-    "SELECT trial_id, name, distribution_json, value_json, value_real "
-    "FROM trial_params WHERE trial_id = ?1",
+    "SELECT trial_id, data FROM trial_param_sets WHERE trial_id = ?1",
     "SELECT trial_id, step, value FROM trial_intermediate_values WHERE trial_id = ?1",
     "SELECT trial_id, kind, key, value_json FROM trial_attrs WHERE trial_id = ?1",
 };
@@ -127,90 +129,89 @@ std::vector<std::shared_ptr<FrozenTrial>> read_trial_rows(Statement& s, ById& by
   return list;
 }
 
-// The distributions of the trials being read: each distinct
-// distribution_json text is decoded once, and each distinct set of (name,
-// distribution) becomes one DistributionMap that its trials share (a
-// study's trials nearly always have the same set: one map for all of them).
+// The distributions of the trials being read: each distribution_id is
+// looked up and decoded once, and each distinct sequence of (name,
+// distribution_id) becomes one DistributionMap that its trials share (a
+// study's trials nearly always have the same: one map for all of them).
 class DistributionInterner {
  public:
-  // Adds the row (name, text) of trial `trial`; rows of one trial usually
-  // come together, and a trial's set is shared when its last row is read.
-  void add(FrozenTrial* trial, const std::string& name, std::string_view text, const Where& where) {
-    if (trial != current_) finish();
-    current_ = trial;
-    rows_.emplace_back(name, decode(text, where));
-  }
-  // Shares the set of the trial read last (call after the last row).
-  void finish() {
-    if (current_ == nullptr) return;
-    std::sort(rows_.begin(), rows_.end());
-    auto set = sets_.find(rows_);
-    if (set == sets_.end()) {
-      DistributionMap::Map map;
-      for (const auto& [name, d] : rows_) map.insert_or_assign(name, *d);
-      set = sets_.emplace(rows_, DistributionMap(std::move(map))).first;
-    }
-    if (current_->distributions.empty()) {
-      current_->distributions = set->second;
-    } else {  // rows of this trial seen before, apart: add them to its own map
-      for (const auto& [name, d] : set->second) current_->distributions.insert_or_assign(name, d);
-    }
+  explicit DistributionInterner(Connection& conn) : conn_(conn) {}
+
+  // Starts the params of a trial.
+  void begin() {
+    key_.clear();
     rows_.clear();
-    current_ = nullptr;
+  }
+  // Adds param `name` with distribution `id` (not kNoDistribution) of the
+  // current trial (`name` stays valid until finish()).
+  void add(std::string_view name, std::int64_t id) {
+    key_.append(name);
+    key_.push_back('\0');
+    key_.append(reinterpret_cast<const char*>(&id), sizeof id);
+    rows_.emplace_back(name, id);
+  }
+  // The map of the current trial's distributions (shared with every trial
+  // of the same names and ids). `where` names the trial's row in errors (a
+  // distribution id not in table distributions).
+  const DistributionMap& finish(const Where& where) {
+    if (last_ != nullptr && key_ == last_->first) return last_->second;
+    auto it = sets_.find(key_);
+    if (it == sets_.end()) {
+      DistributionMap::Map map;
+      for (const auto& [name, id] : rows_)
+        map.insert_or_assign(std::string(name), get(id, where, name));
+      it = sets_.emplace(key_, DistributionMap(std::move(map))).first;
+    }
+    last_ = &*it;
+    return last_->second;
   }
 
  private:
-  const Distribution* decode(std::string_view text, const Where& where) {
-    auto d = by_text_.find(text);
-    if (d == by_text_.end()) {
-      std::string owned(text);
-      d = by_text_.emplace(owned, decode_distribution(owned, where)).first;
-    }
-    return &d->second;
+  const Distribution& get(std::int64_t id, const Where& where, std::string_view name) {
+    auto found = by_id_.find(id);
+    if (found != by_id_.end()) return found->second;
+    Use u(conn_.stmt("SELECT distribution_json FROM distributions WHERE distribution_id = ?1"));
+    u->bind(1, id);
+    if (!u->step())
+      throw StorageError(where.str() + " name='" + std::string(name) +
+                         "': column data: distribution id " + std::to_string(id) +
+                         " is not in table distributions");
+    const Where row{"distributions", "distribution_id", id};
+    return by_id_
+        .emplace(id, decode_distribution(col_text(u.get(), 0, row, "distribution_json"), row))
+        .first->second;
   }
 
-  std::map<std::string, Distribution, std::less<>> by_text_;  // nodes stay put
-  using Rows = std::vector<std::pair<std::string, const Distribution*>>;
-  FrozenTrial* current_ = nullptr;
-  Rows rows_;
-  std::map<Rows, DistributionMap> sets_;
+  Connection& conn_;
+  std::unordered_map<std::int64_t, Distribution> by_id_;  // nodes stay put
+  std::string key_;                                       // the current trial's (name, id) sequence
+  std::vector<std::pair<std::string_view, std::int64_t>> rows_;
+  std::unordered_map<std::string, DistributionMap> sets_;
+  const std::pair<const std::string, DistributionMap>* last_ = nullptr;
 };
 
-void read_param_rows(Statement& s, const ById& by_id) {
-  DistributionInterner distributions;
-  // A trial's params are one array (search/params.h): reserved at the size
-  // of the trial read before (a study's trials nearly always have the same
-  // params), trimmed when the next trial's rows begin.
-  FrozenTrial* last = nullptr;
-  std::size_t last_size = 0;
-  auto trim = [&] {
-    if (last == nullptr) return;
-    last->params.shrink_to_fit();
-    last_size = last->params.size();
-  };
+void read_param_sets(Connection& conn, Statement& s, const ById& by_id) {
+  DistributionInterner distributions(conn);
   while (s.step()) {
-    std::int64_t id = col_int(s, 0, Where{"trial_params"}, "trial_id");
-    Where where = trial_row_where("trial_params", id);
-    std::string name = col_text(s, 1, where, "name");
-    where.key_name = "name";
-    where.key = &name;
+    std::int64_t id = col_int(s, 0, Where{"trial_param_sets"}, "trial_id");
+    const Where where = trial_row_where("trial_param_sets", id);
+    if (s.type(1) != SQLITE_BLOB) throw StorageError(where.str() + ": column data is not a blob");
     FrozenTrial* trial = by_id.find(id);
     if (trial == nullptr) continue;
-    if (trial != last) {
-      trim();
-      last = trial;
-      if (trial->params.empty()) trial->params.reserve(last_size);
+    ParamSetReader reader(s.blob_view(1), where);
+    trial->params.reserve(reader.size());
+    distributions.begin();
+    bool any = false;
+    while (reader.next()) {
+      const auto name = reader.name();
+      if (reader.distribution_id() != kNoDistribution) {
+        distributions.add(name, reader.distribution_id());
+        any = true;
+      }
+      trial->params.emplace_hint(trial->params.end(), name, reader.value());
     }
-    int type = s.type(2);
-    if (type != SQLITE_NULL) {
-      if (type != SQLITE_TEXT)
-        throw StorageError(where.str() + ": column distribution_json is not text");
-      distributions.add(trial, name, s.text_view(2), where);
-    }
-    trial->params[name] = decode_param_value(s, 3, 4, where);
+    if (any) trial->distributions = distributions.finish(where);
   }
-  trim();
-  distributions.finish();
 }
 
 void read_intermediate_rows(Statement& s, const ById& by_id) {
@@ -248,7 +249,7 @@ void read_trial_tables(Connection& conn, const TrialQueries& q, const Key& key, 
   {
     Use u(conn.stmt(q.params));
     u->bind(1, key);
-    read_param_rows(u.get(), by_id);
+    read_param_sets(conn, u.get(), by_id);
   }
   {
     Use u(conn.stmt(q.intermediates));
@@ -454,8 +455,8 @@ std::string walk_sql(const TrialQuery& query, StudyDirection direction) {
 constexpr TrialQueries kByIds = {
     "SELECT trial_id, number, state, value, datetime_start, datetime_complete, worker, "
     "fail_reason FROM trials WHERE trial_id IN (SELECT value FROM json_each(?1))",
-    "SELECT trial_id, name, distribution_json, value_json, value_real "
-    "FROM trial_params WHERE trial_id IN (SELECT value FROM json_each(?1))",
+    "SELECT trial_id, data FROM trial_param_sets "
+    "WHERE trial_id IN (SELECT value FROM json_each(?1))",
     "SELECT trial_id, step, value FROM trial_intermediate_values "
     "WHERE trial_id IN (SELECT value FROM json_each(?1))",
     "SELECT trial_id, kind, key, value_json FROM trial_attrs "

@@ -2,10 +2,14 @@
 #include "search/sqlite/schema.h"
 
 #include <iterator>
+#include <stdexcept>
 #include <string>
+#include <unordered_map>
 
 #include "search/errors.h"
+#include "search/sqlite/codec.h"
 #include "search/sqlite/connection.h"
+#include "search/sqlite/param_set.h"
 #include "search/sqlite_storage.h"
 
 namespace hps::sqlite {
@@ -105,17 +109,106 @@ CREATE TRIGGER trial_state_counts_delete AFTER DELETE ON trials BEGIN
   UPDATE trial_state_counts SET n = n - 1 WHERE study_id = OLD.study_id AND state = OLD.state;
 END;
 )sql",
+    // v4: a trial's params in one row (trial_param_sets.data, encoded as in
+    // search/sqlite/param_set.h), their distributions once per store
+    // (distributions); a resume decodes one row per trial, not one per
+    // param. convert_trial_params() then moves the trial_params rows over and
+    // drops that table.
+    R"sql(
+CREATE TABLE distributions(
+  distribution_id INTEGER PRIMARY KEY,
+  distribution_json TEXT NOT NULL UNIQUE
+);
+CREATE TABLE trial_param_sets(
+  trial_id INTEGER PRIMARY KEY REFERENCES trials(trial_id) ON DELETE CASCADE,
+  data BLOB NOT NULL
+);
+)sql",
 };
 static_assert(std::size(kMigrations) == SqliteStorage::kSchemaVersion,
               "one migration per schema version");
 
-// The tables of schema v1, which every later version keeps: a file with a
-// user_version of ours but without them is another program's (user_version
-// is free for any program to set).
+// The tables of schema v1 that every later version keeps (v4 dropped
+// trial_params): a file with a user_version of ours but without them is
+// another program's (user_version is free for any program to set).
 constexpr const char* kCountV1Tables =
     "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('studies', "
-    "'study_attrs', 'trials', 'trial_params', 'trial_intermediate_values', 'trial_attrs')";
-constexpr std::int64_t kV1Tables = 6;
+    "'study_attrs', 'trials', 'trial_intermediate_values', 'trial_attrs')";
+constexpr std::int64_t kV1Tables = 5;
+
+// The version whose migration is followed by convert_trial_params().
+constexpr std::int64_t kParamSetsVersion = 4;
+
+// Moves every trial_params row (schema v1 to v3) into trial_param_sets and
+// distributions, then drops trial_params. Rows of one trial become one
+// blob in name order (the table's key order); a distribution_json text is
+// kept as it is (a bad one fails when read, as before), and so is a
+// value_json that does not parse. Rows of a trial that does not exist
+// (written with foreign keys off) are left out. Throws StorageError for a
+// row whose columns have the wrong type, naming it.
+void convert_trial_params(Connection& conn) {
+  Statement rows(conn.db(),
+                 "SELECT p.trial_id, p.name, p.distribution_json, p.value_json, p.value_real "
+                 "FROM trial_params p JOIN trials t ON t.trial_id = p.trial_id "
+                 "ORDER BY p.trial_id, p.name");
+  Statement add_set(conn.db(), "INSERT INTO trial_param_sets(trial_id, data) VALUES (?1, ?2)");
+  Statement add_distribution(conn.db(), "INSERT INTO distributions(distribution_json) VALUES (?1)");
+  std::unordered_map<std::string, std::int64_t> ids;
+  std::int64_t trial = 0;
+  std::size_t count = 0;
+  std::string params, blob;
+  auto flush = [&] {
+    if (count == 0) return;
+    blob.clear();
+    append_param_set_header(blob, count);
+    blob += params;
+    add_set.bind(1, trial);
+    add_set.bind_blob(2, blob);
+    add_set.step();
+    add_set.reset();
+    params.clear();
+    count = 0;
+  };
+  while (rows.step()) {
+    const std::int64_t id = col_int(rows, 0, Where{"trial_params"}, "trial_id");
+    Where where = trial_row_where("trial_params", id);
+    const std::string name = col_text(rows, 1, where, "name");
+    where.key_name = "name";
+    where.key = &name;
+    if (id != trial) {
+      flush();
+      trial = id;
+    }
+    std::int64_t distribution = kNoDistribution;
+    if (rows.type(2) != SQLITE_NULL) {
+      std::string text = col_text(rows, 2, where, "distribution_json");
+      auto it = ids.find(text);
+      if (it == ids.end()) {
+        add_distribution.bind(1, text);
+        add_distribution.step();
+        add_distribution.reset();
+        it = ids.emplace(std::move(text), sqlite3_last_insert_rowid(conn.db())).first;
+      }
+      distribution = it->second;
+    }
+    append_param_key(params, name, distribution);
+    if (auto real = col_opt_real(rows, 4, where, "value_real")) {
+      // A REAL is never NaN (SQLite stores NaN as NULL): it always encodes,
+      // so no row name is built for an error.
+      append_param_value(params, Json(*real), "value_real");
+    } else {
+      std::string text = col_text(rows, 3, where, "value_json");
+      try {
+        append_param_value(params, decode_json(text, where, "value_json"), where.str());
+      } catch (const StorageError&) {
+        append_param_json_text(params, text);  // fails when read, as before
+      }
+    }
+    ++count;
+  }
+  flush();
+  conn.exec("DROP TABLE trial_params");
+}
 
 // Refuses a file that is not an hpsearch store: tables but no version, or a
 // version without hpsearch's tables. Changes nothing.
@@ -172,6 +265,11 @@ std::int64_t inspect_schema(Connection& conn) {
   return version;
 }
 
+const char* migration_sql(std::size_t i) {
+  if (i >= std::size(kMigrations)) throw std::out_of_range("no migration " + std::to_string(i));
+  return kMigrations[i];
+}
+
 void migrate(Connection& conn) {
   conn.exec("BEGIN IMMEDIATE");
   try {
@@ -179,8 +277,10 @@ void migrate(Connection& conn) {
     check_version(conn, version);
     check_ours(conn, version, conn.pragma_int("SELECT count(*) FROM sqlite_master"),
                conn.pragma_int(kCountV1Tables));
-    for (auto v = version; v < SqliteStorage::kSchemaVersion; ++v)
+    for (auto v = version; v < SqliteStorage::kSchemaVersion; ++v) {
       conn.exec(kMigrations[static_cast<std::size_t>(v)]);
+      if (v + 1 == kParamSetsVersion) convert_trial_params(conn);
+    }
     conn.exec(("PRAGMA user_version=" + std::to_string(SqliteStorage::kSchemaVersion)).c_str());
     conn.exec("COMMIT");
   } catch (...) {

@@ -3,6 +3,7 @@
 // their columns are described in search/sqlite_storage.h.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace hps::sqlite {
@@ -15,6 +16,11 @@ class Connection;
 // program (tables but no version) or one newer than this build.
 // Returns the version (0 for a new file).
 std::int64_t inspect_schema(Connection& conn);
+
+// The SQL of migration `i` (0-based: it brings user_version i to i + 1)
+// as released, for tests that build a file of an older version. Throws
+// std::out_of_range for i >= SqliteStorage::kSchemaVersion.
+const char* migration_sql(std::size_t i);
 
 // Applies the migrations the file lacks, in one transaction (another
 // process may have migrated it meanwhile: checked again inside).

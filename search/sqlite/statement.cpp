@@ -25,6 +25,12 @@ std::string_view Statement::text_view(int col) const {
   return p ? std::string_view(p, static_cast<std::size_t>(n)) : std::string_view();
 }
 
+std::string_view Statement::blob_view(int col) const {
+  const auto* p = static_cast<const char*>(sqlite3_column_blob(stmt_, col));
+  int n = sqlite3_column_bytes(stmt_, col);
+  return p ? std::string_view(p, static_cast<std::size_t>(n)) : std::string_view();
+}
+
 void Statement::fail(int rc, const char* what) {
   const char* file = db_ ? sqlite3_db_filename(db_, "main") : nullptr;
   std::string msg = (file && *file ? std::string(file) + ": " : std::string()) + "SQLite " + what +

@@ -46,6 +46,10 @@ class Statement {
   void bind(int i, const std::string& v) { bind(i, std::string_view(v)); }
   void bind(int i, const char* v) { bind(i, std::string_view(v)); }
   void bind_null(int i) { check(sqlite3_bind_null(stmt_, i)); }
+  // Binds `bytes` as a BLOB (copied: the caller's buffer may change after).
+  void bind_blob(int i, std::string_view bytes) {
+    check(sqlite3_bind_blob64(stmt_, i, bytes.data(), bytes.size(), SQLITE_TRANSIENT));
+  }
 
   // Runs one step: true when a row is available, false when done. Throws
   // StorageError.
@@ -70,6 +74,9 @@ class Statement {
   // The text of column `col`, valid until the next step(), reset or
   // another column read of `col` ("" for NULL).
   std::string_view text_view(int col) const;
+  // The bytes of BLOB column `col` (empty for a zero-length BLOB or NULL),
+  // valid as long as text_view's.
+  std::string_view blob_view(int col) const;
   const std::string& sql() const { return sql_; }
 
   bool in_use = false;  // a Use holds it

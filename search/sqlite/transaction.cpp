@@ -40,6 +40,7 @@ void Transaction::rollback() noexcept {
   if (name_.empty()) {
     conn_.rollback_quietly();
   } else {
+    ++conn_.rollbacks;
     std::string sql = "ROLLBACK TO " + name_ + "; RELEASE " + name_;
     sqlite3_exec(conn_.db(), sql.c_str(), nullptr, nullptr, nullptr);
   }

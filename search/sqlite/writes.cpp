@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "search/sqlite/codec.h"
+#include "search/sqlite/param_set.h"
 
 namespace hps::sqlite {
 
@@ -140,26 +141,23 @@ bool insert_intermediate_value(Connection& conn, std::int64_t trial_id, std::int
   return sqlite3_changes(conn.db()) != 0;
 }
 
-std::optional<Json> stored_param(Connection& conn, std::int64_t trial_id, const std::string& name) {
-  Use u(conn.stmt(
-      "SELECT value_json, value_real FROM trial_params WHERE trial_id = ?1 AND name = ?2"));
+std::string read_param_set(Connection& conn, std::int64_t trial_id) {
+  Use u(conn.stmt("SELECT data FROM trial_param_sets WHERE trial_id = ?1"));
   Statement& s = u.get();
   s.bind(1, trial_id);
-  s.bind(2, name);
-  if (!s.step()) return std::nullopt;
-  Where where = trial_row_where("trial_params", trial_id);
-  where.key_name = "name";
-  where.key = &name;
-  return decode_param_value(s, 0, 1, where);
+  if (!s.step()) return std::string();
+  if (s.type(0) != SQLITE_BLOB)
+    throw StorageError(trial_row_where("trial_param_sets", trial_id).str() +
+                       ": column data is not a blob");
+  return std::string(s.blob_view(0));
 }
 
-void update_param_distribution(Connection& conn, std::int64_t trial_id, const std::string& name,
-                               const std::string& distribution_json) {
-  Use u(conn.stmt(
-      "UPDATE trial_params SET distribution_json = ?3 WHERE trial_id = ?1 AND name = ?2"));
+void write_param_set(Connection& conn, std::int64_t trial_id, std::string_view blob) {
+  Use u(
+      conn.stmt("INSERT INTO trial_param_sets(trial_id, data) VALUES (?1, ?2) "
+                "ON CONFLICT(trial_id) DO UPDATE SET data = excluded.data"));
   u->bind(1, trial_id);
-  u->bind(2, name);
-  u->bind(3, distribution_json);
+  u->bind_blob(2, blob);
   u->step();
 }
 
@@ -180,70 +178,101 @@ const std::string& ParamWriter::distribution_text(const std::string& name, const
       .first->second.second;
 }
 
-namespace {
-
-// "INSERT ... VALUES (?, ?, ?, ?, ?), ..." for 1..kRowsPerInsert rows.
-const std::string& insert_params_sql(std::size_t n) {
-  static const std::vector<std::string> sql = [] {
-    std::vector<std::string> out(ParamWriter::kRowsPerInsert + 1);
-    for (std::size_t k = 1; k <= ParamWriter::kRowsPerInsert; ++k) {
-      out[k] =
-          "INSERT INTO trial_params(trial_id, name, distribution_json, value_json, value_real) "
-          "VALUES ";
-      for (std::size_t r = 0; r < k; ++r) out[k] += r ? ", (?, ?, ?, ?, ?)" : "(?, ?, ?, ?, ?)";
-    }
-    return out;
-  }();
-  return sql[n];
+std::int64_t ParamWriter::distribution_id(Connection& conn, const std::string& name,
+                                          const Distribution& d, const std::string& what) {
+  if (conn.rollbacks != rollbacks_ || ids_.size() >= 4096) {
+    ids_.clear();
+    rollbacks_ = conn.rollbacks;
+  }
+  const std::string& text = distribution_text(name, d, what);
+  auto it = ids_.find(text);
+  if (it != ids_.end()) return it->second;
+  std::int64_t id = 0;
+  {
+    Use u(conn.stmt("SELECT distribution_id FROM distributions WHERE distribution_json = ?1"));
+    u->bind(1, text);
+    if (u->step()) id = col_int(u.get(), 0, Where{"distributions"}, "distribution_id");
+  }
+  if (id == 0) {
+    Use u(conn.stmt("INSERT INTO distributions(distribution_json) VALUES (?1)"));
+    u->bind(1, text);
+    u->step();
+    id = sqlite3_last_insert_rowid(conn.db());
+  }
+  ids_.emplace(text, id);
+  return id;
 }
 
-}  // namespace
+Json ParamWriter::append_new(Connection& conn, std::string& out, const Row& row) {
+  const std::string& name = *row.name;
+  const std::string what = "param '" + name + "'";
+  check_utf8(name, "param name");
+  const Json& value = *row.value;
+  if (value.is_number_float() && std::isnan(value.get<double>()))
+    throw StorageError(what + ": value must not be NaN");
+  const std::int64_t id =
+      row.distribution ? distribution_id(conn, name, *row.distribution, what) : kNoDistribution;
+  append_param_key(out, name, id);
+  append_param_value(out, value, what);
+  return value.is_number_float() ? Json(value.get<double>()) : stored_param_value(value, what);
+}
 
 std::vector<Json> ParamWriter::insert(Connection& conn, std::int64_t trial_id,
                                       const std::vector<Row>& rows) {
-  std::vector<std::string> texts(rows.size());
-  for (std::size_t first = 0; first < rows.size(); first += kRowsPerInsert) {
-    const std::size_t n = std::min(kRowsPerInsert, rows.size() - first);
-    Use u(conn.stmt(insert_params_sql(n)));
-    Statement& s = u.get();
-    for (std::size_t r = 0; r < n; ++r) {
-      const Row& row = rows[first + r];
-      const std::string& name = *row.name;
-      const Json& value = *row.value;
-      std::string what = "param '" + name + "'";
-      check_utf8(name, "param name");
-      if (value.is_number_float() && std::isnan(value.get<double>()))
-        throw StorageError(what + ": value must not be NaN");
-      const int c = static_cast<int>(5 * r);
-      s.bind(c + 1, trial_id);
-      s.bind(c + 2, name);
-      if (row.distribution) {
-        s.bind(c + 3, distribution_text(name, *row.distribution, what));
-      } else {
-        s.bind_null(c + 3);
-      }
-      std::string& text = texts[first + r];
-      text = encode_json(value, what);
-      s.bind(c + 4, text);
-      if (value.is_number_float()) {
-        s.bind(c + 5, value.get<double>());
-      } else {
-        s.bind_null(c + 5);
-      }
-    }
-    s.step();
-  }
   std::vector<Json> stored;
+  if (rows.empty()) return stored;  // no row for a trial without params
   stored.reserve(rows.size());
-  for (std::size_t r = 0; r < rows.size(); ++r) {
-    const Json& value = *rows[r].value;
-    if (value.is_number_float()) {
-      stored.emplace_back(value.get<double>());
-      continue;
-    }
-    stored.push_back(decode_keyed(texts[r], "trial_params", trial_id, "name", *rows[r].name));
-  }
+  blob_.clear();
+  append_param_set_header(blob_, rows.size());
+  for (const Row& row : rows) stored.push_back(append_new(conn, blob_, row));
+  Use u(conn.stmt("INSERT INTO trial_param_sets(trial_id, data) VALUES (?1, ?2)"));
+  u->bind(1, trial_id);
+  u->bind_blob(2, blob_);
+  u->step();
   return stored;
+}
+
+ParamWriter::SetResult ParamWriter::set(Connection& conn, std::int64_t trial_id,
+                                        const std::string& name, const Json& value,
+                                        const Distribution& d) {
+  const std::string old = read_param_set(conn, trial_id);
+  const Where where = trial_row_where("trial_param_sets", trial_id);
+  // The old entries; `at`: where `name` goes (or is).
+  std::vector<std::string_view> entries;
+  std::size_t at = std::string::npos;
+  bool found = false;
+  std::string_view old_value;  // the bytes of `name`'s value, when found
+  if (!old.empty()) {
+    ParamSetReader reader(old, where);
+    entries.reserve(reader.size() + 1);
+    while (reader.next()) {
+      if (at == std::string::npos && reader.name() >= name) {
+        at = entries.size();
+        if (reader.name() == name) {
+          Json stored = reader.value();
+          if (!same_value(stored, value)) return {SetOutcome::kConflict, std::move(stored)};
+          found = true;
+          old_value = reader.value_bytes();
+        }
+      }
+      entries.push_back(reader.entry_bytes());
+    }
+  }
+  if (at == std::string::npos) at = entries.size();
+  std::string blob;
+  append_param_set_header(blob, entries.size() + (found ? 0 : 1));
+  for (std::size_t i = 0; i < at; ++i) blob.append(entries[i]);
+  Json stored;
+  if (found) {
+    append_param_key(blob, name, distribution_id(conn, name, d, "param '" + name + "'"));
+    blob.append(old_value);
+  } else {
+    stored = append_new(conn, blob, {&name, &value, &d});
+  }
+  for (std::size_t i = at + (found ? 1 : 0); i < entries.size(); ++i) blob.append(entries[i]);
+  write_param_set(conn, trial_id, blob);
+  if (found) return {SetOutcome::kReplaced, Json()};
+  return {SetOutcome::kAdded, std::move(stored)};
 }
 
 }  // namespace hps::sqlite

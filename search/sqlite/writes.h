@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -55,14 +56,18 @@ bool write_trial_attr(Connection& conn, std::int64_t trial_id, int kind, const s
 // absent.
 bool insert_intermediate_value(Connection& conn, std::int64_t trial_id, std::int64_t step,
                                double value);
-// The stored value of a param (as a read decodes it), or nullopt.
-std::optional<Json> stored_param(Connection& conn, std::int64_t trial_id, const std::string& name);
-void update_param_distribution(Connection& conn, std::int64_t trial_id, const std::string& name,
-                               const std::string& distribution_json);
+// trial_param_sets / distributions (byte layout in sqlite/param_set.h)
 
-// Writes trial_params rows, up to kRowsPerInsert per statement, and keeps
-// the distribution_json text last stored per param name (a study's trials
-// mostly repeat their distributions), so it is not encoded again.
+// The trial's trial_param_sets blob ("" when it has no row).
+std::string read_param_set(Connection& conn, std::int64_t trial_id);
+// Inserts or replaces the trial's trial_param_sets row.
+void write_param_set(Connection& conn, std::int64_t trial_id, std::string_view blob);
+
+// Writes trial_param_sets rows and interns distributions: keeps the
+// distribution_json text last stored per param name (a study's trials
+// mostly repeat their distributions), so it is not encoded again, and the
+// distribution_id of each text, so it is not looked up again (dropped when
+// the connection rolls back: the row may be gone).
 class ParamWriter {
  public:
   struct Row {
@@ -70,23 +75,53 @@ class ParamWriter {
     const Json* value;
     const Distribution* distribution;  // may be null
   };
-  static constexpr std::size_t kRowsPerInsert = 16;
 
-  // Inserts the rows of one trial (refusing invalid UTF-8 names and NaN
-  // values). Returns each value as reading its row back gives it
-  // (value_real for floats, else the parsed value_json), in row order.
+  // Inserts the row of a new trial, its params `rows` in name order, each
+  // name once (as Params keeps them), refusing invalid UTF-8 names and NaN
+  // values. Returns each value as reading it back gives it, in row order.
   std::vector<Json> insert(Connection& conn, std::int64_t trial_id, const std::vector<Row>& rows);
 
+  // What set() did.
+  enum class SetOutcome {
+    kAdded,     // the param was new: `value` is the value as stored
+    kReplaced,  // it had the same value: only its distribution was replaced
+    kConflict,  // it has another value (`value`): nothing was written
+  };
+  struct SetResult {
+    SetOutcome outcome;
+    Json value;
+  };
+  // set_trial_param's write, in the trial's trial_param_sets row: adds
+  // param `name` with `value` and distribution `d`, in name order; when the
+  // trial has `name` with the same value (same_value), only replaces its
+  // distribution; with another value, writes nothing. Throws StorageError
+  // for an invalid UTF-8 name, a NaN value, a value that cannot be stored,
+  // or a damaged row.
+  SetResult set(Connection& conn, std::int64_t trial_id, const std::string& name, const Json& value,
+                const Distribution& d);
+
+ private:
+  // The distribution_id of `d` (param `name`; `what` names it in errors),
+  // inserting its text into distributions when it is new.
+  std::int64_t distribution_id(Connection& conn, const std::string& name, const Distribution& d,
+                               const std::string& what);
   // The distribution_json text of `d` (param `name`; `what` names it in
   // errors). The reference stays valid until the next call.
   const std::string& distribution_text(const std::string& name, const Distribution& d,
                                        const std::string& what);
+  // Checks and appends one new param (key and value) to `out`; returns the
+  // value as stored.
+  Json append_new(Connection& conn, std::string& out, const Row& row);
 
- private:
   // Numeric distributions only, compared bit for bit (-0.0 and 0.0 are
   // stored differently).
   std::unordered_map<std::string, std::pair<Distribution, std::string>> texts_;
   std::string scratch_;
+  // distribution_json text -> distribution_id, valid while
+  // conn.rollbacks == rollbacks_.
+  std::unordered_map<std::string, std::int64_t> ids_;
+  std::uint64_t rollbacks_ = 0;
+  std::string blob_;
 };
 
 }  // namespace hps::sqlite
