@@ -215,16 +215,16 @@ WriterLock WriterLock::acquire(const std::string& store_path, std::int64_t study
   return lock;
 }
 
-std::optional<WriterLockHolder> WriterLock::query(const std::string& store_path,
-                                                  std::int64_t study_id) {
-  const std::string path = lock_path(store_path);
-  const std::int64_t offset = region_offset(study_id);
-  // As acquire(): a link planted as the lock file is not followed (it could
-  // point at a file whose lock and holder line show a coordinator that is
-  // not this study's), nor is a FIFO waited on.
+namespace {
+
+// The holder of a lock on the region `fl` asks about (F_OFD_GETLK), or
+// nullopt. As acquire(): a link planted as the lock file is not followed
+// (it could point at a file whose lock and holder line show a coordinator
+// that is not this study's), nor is a FIFO waited on.
+std::optional<WriterLockHolder> ask_lock(const std::string& store_path, struct flock fl) {
+  const std::string path = WriterLock::lock_path(store_path);
   int fd = open_lock_file(path, store_path, O_RDONLY, true);
   if (fd < 0) return std::nullopt;
-  struct flock fl = region(offset, F_WRLCK);
   int rc;
   do {
     rc = ::fcntl(fd, F_OFD_GETLK, &fl);
@@ -238,9 +238,24 @@ std::optional<WriterLockHolder> WriterLock::query(const std::string& store_path,
     ::close(fd);
     return std::nullopt;
   }
-  auto who = read_holder_patiently(fd, offset);
+  // The region of the lock found (the whole-file question of query_any
+  // gets the first one held).
+  auto who = read_holder_patiently(fd, static_cast<std::int64_t>(fl.l_start));
   ::close(fd);
   return who ? *who : WriterLockHolder{};
+}
+
+}  // namespace
+
+std::optional<WriterLockHolder> WriterLock::query(const std::string& store_path,
+                                                  std::int64_t study_id) {
+  return ask_lock(store_path, region(region_offset(study_id), F_WRLCK));
+}
+
+std::optional<WriterLockHolder> WriterLock::query_any(const std::string& store_path) {
+  struct flock fl = region(0, F_WRLCK);
+  fl.l_len = 0;  // to the end of the file and beyond: every study's region
+  return ask_lock(store_path, fl);
 }
 
 WriterLock::~WriterLock() { release(); }

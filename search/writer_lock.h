@@ -127,6 +127,13 @@ class WriterLock {
   // never followed; a folder, FIFO or device): "<lock file>: <rule>".
   static std::optional<WriterLockHolder> query(const std::string& store_path,
                                                std::int64_t study_id);
+  // As query(), for any study of the store: a holder of some study's lock
+  // (the first region held), or nullopt if none is held. The same errors.
+  // A lock of this process counts too (each lock has its own open file
+  // description). SQLite storage asks it before it upgrades an existing
+  // store's schema (sqlite/schema.h: a coordinator of an older version
+  // running a study of the file would fail under it).
+  static std::optional<WriterLockHolder> query_any(const std::string& store_path);
 
   WriterLock() = default;  // holds nothing
   ~WriterLock();

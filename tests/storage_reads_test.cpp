@@ -24,6 +24,7 @@
 #include "search/sqlite_storage.h"
 #include "search/storage.h"
 #include "search/trial_lifecycle.h"
+#include "search/writer_lock.h"
 #include "tests/support/temp_dir.h"
 
 namespace hps {
@@ -493,6 +494,47 @@ TEST(StorageReadsMigration, AVersion3StoreIsConvertedAndReadsTheSameTrials) {
   auto after = exact_trials(again, study);
   after.pop_back();
   EXPECT_EQ(after, before);
+}
+
+// A store of an older schema whose study a coordinator (of the older
+// hpsearch) is running is not upgraded under it: opening it is refused,
+// naming the holder, and the file is left as it was; once the lock is
+// released the store is upgraded.
+TEST(StorageReadsMigration, AStoreRunByAnOlderCoordinatorIsNotUpgradedUnderIt) {
+  TempDir dir;
+  std::string path = dir.file("v3.db");
+  std::int64_t second = 0;
+  std::vector<std::string> before;
+  {
+    SqliteStorage s(path);
+    s.create_study("a", StudyDirection::kMinimize, Json());
+    second = s.create_study("b", StudyDirection::kMinimize, Json());
+    add_random_trials(s, second, 20, 4);
+    before = exact_trials(s, second);
+  }
+  write_as_v3(path);
+  WriterLockHolder holder;
+  holder.host = "old-host";
+  holder.pid = 4242;
+  holder.study = "b";
+  {
+    // The lock of the second study (its region is not the first one).
+    WriterLock lock = WriterLock::acquire(path, second, holder);
+    try {
+      SqliteStorage s(path);
+      ADD_FAILURE() << "a store run by another coordinator was upgraded";
+    } catch (const StorageError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("schema version 3"), std::string::npos) << what;
+      EXPECT_NE(what.find("old-host:4242"), std::string::npos) << what;
+      EXPECT_NE(what.find("nothing was changed"), std::string::npos) << what;
+    }
+    EXPECT_EQ(raw_count(path, "PRAGMA user_version"), 3);
+    EXPECT_GT(raw_count(path, "SELECT count(*) FROM trial_params"), 0);
+  }
+  SqliteStorage s(path);  // the lock released: upgraded
+  EXPECT_EQ(raw_count(path, "PRAGMA user_version"), SqliteStorage::kSchemaVersion);
+  EXPECT_EQ(exact_trials(s, second), before);
 }
 
 // What v3 read as an error stays an error after the conversion, with the

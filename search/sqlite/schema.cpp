@@ -11,6 +11,7 @@
 #include "search/sqlite/connection.h"
 #include "search/sqlite/param_set.h"
 #include "search/sqlite_storage.h"
+#include "search/writer_lock.h"
 
 namespace hps::sqlite {
 namespace {
@@ -265,6 +266,25 @@ std::int64_t inspect_schema(Connection& conn) {
   return version;
 }
 
+namespace {
+
+// Refuses to upgrade a store of schema `version` while a coordinator runs
+// a study of it: that coordinator is of an older hpsearch (this one
+// upgrades a file when it opens it), and its next write would fail on the
+// new tables (v4 dropped trial_params).
+void check_no_coordinator(const Connection& conn, std::int64_t version) {
+  const auto holder = WriterLock::query_any(conn.path());
+  if (!holder) return;
+  throw StorageError(conn.path() + ": has schema version " + std::to_string(version) +
+                     " and a coordinator runs one of its studies (" + holder->describe() +
+                     "): an older hpsearch, which this one's upgrade of the file to version " +
+                     std::to_string(SqliteStorage::kSchemaVersion) +
+                     " would stop; nothing was changed. Read the study with the hpsearch that "
+                     "runs it, or open it with this one once that coordinator has ended");
+}
+
+}  // namespace
+
 const char* migration_sql(std::size_t i) {
   if (i >= std::size(kMigrations)) throw std::out_of_range("no migration " + std::to_string(i));
   return kMigrations[i];
@@ -277,6 +297,7 @@ void migrate(Connection& conn) {
     check_version(conn, version);
     check_ours(conn, version, conn.pragma_int("SELECT count(*) FROM sqlite_master"),
                conn.pragma_int(kCountV1Tables));
+    if (version > 0 && version < SqliteStorage::kSchemaVersion) check_no_coordinator(conn, version);
     for (auto v = version; v < SqliteStorage::kSchemaVersion; ++v) {
       conn.exec(kMigrations[static_cast<std::size_t>(v)]);
       if (v + 1 == kParamSetsVersion) convert_trial_params(conn);
