@@ -5,10 +5,13 @@
 // trial by trial; and the schema migration that adds their indexes.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -25,11 +28,13 @@
 #include "search/storage.h"
 #include "search/trial_lifecycle.h"
 #include "search/writer_lock.h"
+#include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
 namespace hps {
 namespace {
 
+using testsupport::run_process;
 using testsupport::TempDir;
 
 struct Factory {
@@ -535,6 +540,46 @@ TEST(StorageReadsMigration, AStoreRunByAnOlderCoordinatorIsNotUpgradedUnderIt) {
   SqliteStorage s(path);  // the lock released: upgraded
   EXPECT_EQ(raw_count(path, "PRAGMA user_version"), SqliteStorage::kSchemaVersion);
   EXPECT_EQ(exact_trials(s, second), before);
+}
+
+// A store of an older schema that this user may only read (an archived
+// study, a read-only mount) is read through a copy in memory upgraded to
+// this version; the file is unchanged. The reader runs as another user
+// (setpriv), since root may write any file.
+TEST(StorageReadsMigration, AReadOnlyOlderStoreIsReadThroughAnUpgradedCopyInMemory) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to read the store as another user";
+  TempDir dir;
+  const std::string path = dir.file("v3.db");
+  {
+    SqliteStorage s(path);
+    const std::int64_t study = s.create_study("archived", StudyDirection::kMinimize, Json());
+    add_random_trials(s, study, 20, 5);
+  }
+  write_as_v3(path);
+  const std::string csv_v3 = [&] {
+    // What this version prints for the same trials from a writable copy.
+    const std::string copy = dir.file("copy.db");
+    std::filesystem::copy_file(path, copy);
+    auto r = run_process({HPSEARCH_CLI_PATH, "trials", "--format", "csv", copy}, dir.path());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  }();
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    if (e.path().filename().string().rfind("v3.db", 0) == 0) {
+      ASSERT_EQ(::chown(e.path().c_str(), 65534, 65534), 0);
+    }
+  }
+  ASSERT_EQ(::chmod(path.c_str(), 0400), 0);
+  ASSERT_EQ(::chown(dir.path().c_str(), 65534, 65534), 0);
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
+  auto r = run_process({"/usr/bin/setpriv", "--reuid", "65534", "--regid", "65534",
+                        "--clear-groups", HPSEARCH_CLI_PATH, "trials", "--format", "csv", path},
+                       dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, csv_v3);
+  EXPECT_NE(r.err.find("copy in memory"), std::string::npos) << r.err;
+  EXPECT_EQ(raw_count(path, "PRAGMA user_version"), 3);
+  EXPECT_GT(raw_count(path, "SELECT count(*) FROM trial_params"), 0);
 }
 
 // What v3 read as an error stays an error after the conversion, with the

@@ -1,6 +1,8 @@
 // One set-up connection to a SqliteStorage file (see connection.h).
 #include "search/sqlite/connection.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -65,8 +67,48 @@ void Connection::open() {
   // during a run, so a process out of descriptors (many connected peers)
   // still commits.
   exec("PRAGMA temp_store=MEMORY");
-  if (version < SqliteStorage::kSchemaVersion) migrate(*this);
+  if (version < SqliteStorage::kSchemaVersion) upgrade(version);
   if (is_plain_file()) watch_.emplace(path_);
+}
+
+void Connection::upgrade(std::int64_t version) {
+  const std::string to = std::to_string(SqliteStorage::kSchemaVersion);
+  if (version == 0 || sqlite3_db_readonly(db_, "main") != 1) {
+    migrate(*this);
+    if (version > 0)
+      spdlog::info(
+          "{}: upgraded from schema version {} to {}; an hpsearch older than this one "
+          "cannot open it any more",
+          path_, version, to);
+    return;
+  }
+  // Read-only: the whole store copied into memory (its size in RAM) and
+  // upgraded there.
+  sqlite3* mem = nullptr;
+  int rc = sqlite3_open_v2(":memory:", &mem, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc == SQLITE_OK) {
+    sqlite3_backup* copy = sqlite3_backup_init(mem, "main", db_, "main");
+    rc = copy ? sqlite3_backup_step(copy, -1) : sqlite3_errcode(mem);
+    if (copy && sqlite3_backup_finish(copy) != SQLITE_OK && rc == SQLITE_DONE)
+      rc = sqlite3_errcode(mem);
+  }
+  if (rc != SQLITE_DONE) {
+    if (mem) sqlite3_close_v2(mem);
+    fail("cannot copy the read-only store of schema version " + std::to_string(version) +
+             " into memory to read it",
+         rc);
+  }
+  checkpoints_.reset();
+  statements_.clear();
+  sqlite3_close_v2(db_);
+  db_ = mem;
+  exec("PRAGMA foreign_keys=ON");
+  exec("PRAGMA temp_store=MEMORY");
+  migrate(*this);
+  spdlog::info(
+      "{}: read-only, schema version {}: read through a copy in memory upgraded to {} "
+      "(the file is unchanged)",
+      path_, version, to);
 }
 
 void Connection::set_wal_mode() {

@@ -67,6 +67,11 @@ class Connection {
  private:
   void open();
   void set_wal_mode();
+  // Brings a store of schema `version` (older) to this version: in the
+  // file (migrate), or, for a file this process may only read (an archived
+  // store, a read-only mount), in a copy in memory that this connection
+  // then uses, the file unchanged. Says so in the log (info).
+  void upgrade(std::int64_t version);
   [[noreturn]] void fail(const std::string& what, int rc);
   bool is_plain_file() const;
 
