@@ -88,6 +88,16 @@ std::optional<StoreFileRefusal> store_files_refusal(const std::string& store_pat
   if (::stat(store_path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
     if (std::string why = study_file_owner_refusal(st.st_uid, st.st_mode); !why.empty())
       return StoreFileRefusal{store_path, "the store is " + why};
+    struct stat link {};
+    if (st.st_size == 0 && ::lstat(store_path.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
+      std::error_code ec;
+      const std::string target = std::filesystem::read_symlink(store_path, ec).string();
+      return StoreFileRefusal{
+          store_path, "is a symbolic link to an empty file (" + (ec ? std::string("?") : target) +
+                          "): refused, a new store is never made through a link (it would be "
+                          "made in the file it points to, with that file's mode, not "
+                          "owner-only); name the file itself, or remove the link"};
+    }
   }
   const std::string base = store_base_path(store_path);
   for (const char* suffix : {"-journal", "-wal", "-shm"}) {

@@ -70,7 +70,9 @@ struct StoreFileRefusal {
 // Why the store at `store_path` (a plain file path, not ":memory:" or a
 // "file:" URI) and the files SQLite keeps beside it may not be opened, or
 // nullopt. Refused: an existing store (a symbolic link is followed: its
-// target is checked) that breaks study_file_owner_refusal's rule; an
+// target is checked) that breaks study_file_owner_refusal's rule; a
+// symbolic link to an empty file (a new store would be made through the
+// link, in a file with another mode than 0600); an
 // existing "<base>-journal", "<base>-wal" or "<base>-shm" (base:
 // store_base_path) that is a symbolic link (never followed: SQLite would
 // write the study's journal into whatever it points to), not a regular

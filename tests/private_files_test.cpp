@@ -102,6 +102,47 @@ TEST(PrivateFilesTest, ADanglingLinkIsRefusedNotFollowed) {
   EXPECT_EQ(mode_of(target), 0600u);
 }
 
+// A store path that is a symbolic link to an existing empty file (say a
+// link planted in a shared folder to an empty file of the user's that
+// others can read) is not made a store there: the store would keep that
+// file's mode (0644) instead of 0600. A link to an existing store works.
+TEST(PrivateFilesTest, ALinkToAnEmptyFileIsNotMadeAStore) {
+  Umask umask(022);
+  TempDir dir("private");
+  const std::string victim = dir.write("notes", "");
+  ASSERT_EQ(::chmod(victim.c_str(), 0644), 0);
+  const std::string link = dir.file("s.db");
+  std::filesystem::create_symlink(victim, link);
+  auto refused = store_files_refusal(link);
+  ASSERT_TRUE(refused);
+  EXPECT_NE(
+      refused->message().find(link + ": is a symbolic link to an empty file (" + victim + ")"),
+      std::string::npos)
+      << refused->message();
+  try {
+    SqliteStorage store(link);
+    FAIL() << "a store was made through a link to an empty file";
+  } catch (const StorageError& e) {
+    EXPECT_NE(std::string(e.what()).find("symbolic link to an empty file"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(std::filesystem::file_size(victim), 0u);
+  EXPECT_EQ(mode_of(victim), 0644u);
+  EXPECT_FALSE(std::filesystem::exists(victim + "-wal"));
+  EXPECT_FALSE(std::filesystem::exists(victim + "-shm"));
+  // A link to an existing store is that store.
+  const std::string real = dir.file("real.db");
+  {
+    SqliteStorage store(real);
+    store.create_study("s", StudyDirection::kMinimize, Json());
+  }
+  const std::string to_real = dir.file("to-real.db");
+  std::filesystem::create_symlink(real, to_real);
+  EXPECT_FALSE(store_files_refusal(to_real));
+  SqliteStorage again(to_real);
+  EXPECT_TRUE(again.find_study("s"));
+}
+
 TEST(PrivateFilesTest, NewStoreAndItsWalAndShmAreOwnerOnly) {
   Umask umask(022);
   TempDir dir("private");
