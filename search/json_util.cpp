@@ -316,6 +316,11 @@ class DuplicateKeyCheck {
 }  // namespace
 
 Json parse_json_text(const std::string& text, const std::string& origin) {
+  // nlohmann's lexer takes a NUL byte for the end of the input (for C
+  // strings), so text after one would be ignored, not refused.
+  if (std::size_t at = text.find('\0'); at != std::string::npos)
+    throw ConfigError(
+        origin, "invalid JSON at " + line_column(text, at) + ": a NUL byte (JSON text holds none)");
   if (std::size_t at = json_too_deep_at(text); at != std::string_view::npos)
     throw ConfigError(origin, "invalid JSON at " + line_column(text, at) + ": nested deeper than " +
                                   std::to_string(kMaxJsonDepth) + " levels");
@@ -407,6 +412,9 @@ std::string dump_json_nonfinite(const Json& value) {
 }
 
 Json parse_json_nonfinite(std::string_view text) {
+  // As in parse_json_text: a NUL byte would end the input silently.
+  if (std::size_t at = text.find('\0'); at != std::string_view::npos)
+    throw Json::parse_error::create(101, at + 1, "a NUL byte (JSON text holds none)", nullptr);
   // Each literal outside strings is replaced by a number literal that
   // cannot occur in `text` (it holds a longer run of zeros than any in
   // `text`), then told apart by its spelling while parsing.

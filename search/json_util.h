@@ -96,7 +96,9 @@ Json read_json_file(const std::string& file);
 
 // Parses JSON text; `origin` names the source in errors. Invalid JSON throws
 // ConfigError(origin, "invalid JSON at line L, column C: ..."), as does text
-// nested deeper than kMaxJsonDepth and a number out of the double range; an
+// nested deeper than kMaxJsonDepth, a NUL byte anywhere (nlohmann would end
+// the input there and ignore what follows) and a number out of the double
+// range; an
 // object with a key twice throws ConfigError(origin, "invalid JSON: key 'k'
 // appears twice in 'path.to.object' ...").
 Json parse_json_text(const std::string& text, const std::string& origin);
@@ -124,7 +126,9 @@ std::string dump_json_nonfinite(const Json& value);
 
 // Json::parse(text), also accepting Python's literals NaN, Infinity and
 // -Infinity outside strings (read as the float they name). Throws
-// Json::exception as Json::parse does. Callers limit the depth first
+// Json::exception as Json::parse does, and Json::parse_error for a NUL byte
+// anywhere in `text` (Json::parse would end the input there and ignore the
+// rest). Callers limit the depth first
 // (json_too_deep_at).
 Json parse_json_nonfinite(std::string_view text);
 

@@ -117,6 +117,31 @@ TEST(ParamSet, NaNAndInvalidUtf8AreRefusedOnWrite) {
 // Every prefix, and every byte set to every value: a StorageError or a
 // decoded set, never another exception or a crash (run under ASan by the
 // asan preset).
+// Found by fuzz_param_set: JSON text (tag 7) of "-0" parsed as a signed
+// integer 0, written back as tag 4 and read as unsigned; and a NUL byte
+// ended the text, so what followed it was ignored.
+TEST(ParamSet, JsonTextReadsAsItsValueWrittenBackReads) {
+  for (const std::string text : {"-0", "0", "7"}) {
+    std::string blob;
+    append_param_set_header(blob, 1);
+    append_param_key(blob, "x", 1);
+    append_param_json_text(blob, text);
+    const Json read = decode(blob).at(0).second;
+    EXPECT_EQ(describe(read), describe(stored_param_value(read, "x"))) << text;
+    EXPECT_TRUE(read.is_number_unsigned()) << text;
+  }
+  std::string blob;
+  append_param_set_header(blob, 1);
+  append_param_key(blob, "x", 1);
+  append_param_json_text(blob, std::string("-0\0junk", 7));
+  try {
+    decode(blob);
+    ADD_FAILURE() << "a NUL byte in JSON text was accepted";
+  } catch (const StorageError& e) {
+    EXPECT_NE(std::string(e.what()).find("NUL byte"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ParamSet, DamagedBlobsGiveStorageErrorsOnly) {
   const std::string blob = encode(samples());
   for (std::size_t n = 0; n < blob.size(); ++n) {

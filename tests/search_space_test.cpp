@@ -554,6 +554,19 @@ TEST_F(StudyConfigFileTest, AKeyTwiceInAnObjectIsRefusedWithItsPlace) {
   EXPECT_NO_THROW(parse_json_text(R"({"a": {"a": {"a": 1}}, "b": [{"a": 1}, {"a": 2}]})", "in"));
 }
 
+// nlohmann's lexer ends the input at a NUL byte: a file with one would be
+// read up to it and the rest ignored.
+TEST_F(StudyConfigFileTest, ANulByteIsRefusedNotTakenForTheEnd) {
+  const std::string text = std::string(R"({"objective": {"type": "branin"},
+    "space": {"x0": {"type": "float", "low": -5, "high": 10}}})") +
+                           std::string(1, '\0') + "junk";
+  std::string path = write("nul.json", text);
+  auto e = config_error([&] { StudyConfig::from_file(path); });
+  EXPECT_TRUE(contains_text(e.what(), "line 2, column 63: a NUL byte")) << e.what();
+  EXPECT_THROW(parse_json_nonfinite(std::string("[1]\0junk", 8)), Json::parse_error);
+  EXPECT_THROW(parse_json_nonfinite(std::string("[NaN]\0", 6)), Json::parse_error);
+}
+
 TEST_F(StudyConfigFileTest, ADirectoryIsNotAFile) {
   auto e = config_error([&] { StudyConfig::from_file(dir_.path().string()); });
   EXPECT_EQ(e.path(), dir_.path().string());

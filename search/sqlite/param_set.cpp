@@ -257,7 +257,14 @@ Json ParamSetReader::value() const {
       std::string name(name_);
       where.key_name = "name";
       where.key = &name;
-      return decode_json(text, where, "data");
+      Json parsed = decode_json(text, where, "data");
+      // A top-level integer >= 0 reads as unsigned, as tag 4 does: text
+      // such as "-0" parses as a signed 0, which would be written back as
+      // tag 4 and read as another JSON type.
+      if (parsed.is_number_integer() && !parsed.is_number_unsigned() &&
+          parsed.get<std::int64_t>() >= 0)
+        parsed = Json(parsed.get<std::uint64_t>());
+      return parsed;
     }
   }
 }

@@ -21,7 +21,8 @@
 // Params come in name order (bytewise, as Params keeps them), each name
 // once. Values read back as the v3 columns gave them: a float as a JSON
 // float, an integer >= 0 as a JSON unsigned, < 0 as a JSON integer (what
-// parsing its text gives).
+// parsing its text gives); a tag 7 text that is one integer >= 0 ("-0")
+// reads as a JSON unsigned too, so that writing it back reads the same.
 #pragma once
 
 #include <cstddef>
