@@ -8,7 +8,10 @@
 //
 //   dispatch_throughput [--trials N] [--workers W] [--optuna-trials M]
 //                       [--optuna-script PATH] [--no-optuna] [--exe HPSEARCH]
-//                       [--transport all|ipc|tcp|curve]
+//                       [--transport all|ipc|tcp|curve] [--prefetch P]
+//
+// --prefetch P: each worker holds P trials besides the one it runs
+// (WorkerOptions::prefetch; default 0).
 //
 // hpsearch's figure is trials / (last trial's end - first trial's start); the
 // workers' start-up is reported beside it. At the end the SQLite file is
@@ -64,6 +67,7 @@ int main(int argc, char** argv) {
   bool optuna = true;
   std::string exe = HPSEARCH_CLI_PATH;
   std::string transport = "all";
+  int prefetch = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -87,10 +91,12 @@ int main(int argc, char** argv) {
       exe = next();
     else if (a == "--transport")
       transport = next();
+    else if (a == "--prefetch")
+      prefetch = std::stoi(next());
     else {
       std::cerr << "usage: dispatch_throughput [--trials N] [--workers W] [--optuna-trials M] "
                    "[--optuna-script PATH] [--no-optuna] [--exe HPSEARCH] "
-                   "[--transport all|ipc|tcp|curve]\n";
+                   "[--transport all|ipc|tcp|curve] [--prefetch P]\n";
       return 2;
     }
   }
@@ -130,7 +136,9 @@ int main(int argc, char** argv) {
       CoordinatorOptions co;
       co.n_trials = n_trials;
       co.min_workers = workers;  // start all workers' first trials together
-      const auto worker_args = bench::use_transport(kind, co, dir.path() / "keys");
+      auto worker_args = bench::use_transport(kind, co, dir.path() / "keys");
+      if (prefetch > 0)
+        worker_args.insert(worker_args.end(), {"--prefetch", std::to_string(prefetch)});
       bench::LocalRun run(study, config.objective, co, workers, exe, worker_args);
       // CPU seconds of each thread of this process, by thread name
       // (/proc/self/task/*/stat: utime and stime in clock ticks).
@@ -197,7 +205,9 @@ int main(int argc, char** argv) {
   }
 
   fmt::print(
-      "dispatch_throughput: no-op objective, random sampler, 10 float params, SQLite (WAL)\n");
+      "dispatch_throughput: no-op objective, random sampler, 10 float params, SQLite (WAL), "
+      "prefetch {}\n",
+      prefetch);
   fmt::print("  {:<34} {:>10} {:>14}   {}\n", "", "trials", "trials/s", "notes");
   for (const auto& r : rows)
     fmt::print(

@@ -62,6 +62,7 @@ struct RunOptions {
   int heartbeat_ms = 1000;                // --heartbeat-ms
   int liveness = 5;                       // --liveness
   int max_retries = 1;                    // --max-retries
+  int prefetch = 0;                       // --prefetch: passed on to the workers it starts
   std::string log_level = "info";         // passed on to local workers
   std::optional<std::string> keys_dir;    // --keys (default: $HPSEARCH_KEYS_DIR)
   bool insecure = false;                  // --insecure: a tcp --bind without keys
@@ -99,6 +100,7 @@ struct WorkerCommandOptions {
   int liveness = 5;                     // --liveness
   int reconnect_attempts = 6;           // --reconnect-attempts
   int reconnect_initial_ms = 1000;      // --reconnect-initial-ms
+  int prefetch = 0;                     // --prefetch
   std::optional<std::string> log_dir;   // --log-dir (default: ./<study>.logs)
   std::optional<std::string> keys_dir;  // --keys (default: $HPSEARCH_KEYS_DIR)
   bool insecure = false;                // --insecure: tcp without keys

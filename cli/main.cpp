@@ -162,6 +162,11 @@ int main(int argc, char** argv) {
                     "times a trial of a lost worker is queued again")
         ->capture_default_str()
         ->check(whole_number<int>());
+    cmd->add_option("--prefetch", run.prefetch,
+                    "trials each worker it starts holds besides the one it runs (0-16; 1 for "
+                    "objectives of about a second or less: no wait between trials)")
+        ->capture_default_str()
+        ->check(whole_number<int>());
     cmd->add_option("--keys", run.keys_dir,
                     "CURVE keys folder (hpsearch keys init) for a tcp --bind: admits only its "
                     "authorized workers (default: $HPSEARCH_KEYS_DIR)");
@@ -204,6 +209,12 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(whole_number<int>());
   worker_cmd->add_option("--liveness", worker.liveness, "missed heartbeats before reconnecting")
+      ->capture_default_str()
+      ->check(whole_number<int>());
+  worker_cmd
+      ->add_option("--prefetch", worker.prefetch,
+                   "trials held besides the one running (0-16; 1 for objectives of about a "
+                   "second or less: no wait between trials)")
       ->capture_default_str()
       ->check(whole_number<int>());
   worker_cmd

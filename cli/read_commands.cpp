@@ -411,6 +411,17 @@ std::vector<std::string> worker_row(const Json& w, std::map<std::int64_t, TrialP
       last = fmt::format("step {}: {}", li->first, format_value(li->second));
     running.erase(mine);
   }
+  // Trials waiting on the worker for this one to end (prefetch).
+  std::string next;
+  if (w.contains("prefetched") && w["prefetched"].is_array())
+    for (const auto& n : w["prefetched"]) {
+      if (!n.is_number_integer()) continue;
+      auto it = running.find(n.get<std::int64_t>());
+      if (it == running.end() || it->second->worker != name) continue;
+      next += (next.empty() ? "" : ", ") + std::to_string(it->first);
+      running.erase(it);
+    }
+  if (!next.empty()) trial += " (next: " + next + ")";
   return {printable(name),
           printable(w.value("host", "?")),
           std::to_string(w.value("pid", std::int64_t{0})),

@@ -204,6 +204,7 @@ void apply_command_line(StudyConfig& config, const RunOptions& o) {
   if (o.no_fail_fast) config.budget.fail_fast = false;
   if (o.workers < 0) throw ConfigError("--workers", "must be >= 0 (0: remote workers only)");
   protocol::check_heartbeat_settings(o.heartbeat_ms, "--heartbeat-ms", o.liveness, "--liveness");
+  protocol::check_prefetch(o.prefetch, "--prefetch");
   if (o.max_retries < 0) throw ConfigError("--max-retries", "must be >= 0");
   if (o.max_workers < 1)
     throw ConfigError("--max-workers", "must be >= 1 (the most workers connected at once), got " +
@@ -455,6 +456,8 @@ LocalPoolOptions pool_options(const StudyConfig& config, const RunOptions& o,
   po.extra_args = {"--log-level", o.log_level, "--log-dir",
                    study_log_dir(config.name, storage_parent(config)),
                    "--allow-command"};  // the study's own objective, on this machine
+  if (o.prefetch > 0)
+    po.extra_args.insert(po.extra_args.end(), {"--prefetch", std::to_string(o.prefetch)});
   return po;
 }
 
@@ -472,6 +475,8 @@ std::unique_ptr<SlurmLauncher> start_slurm_tasks(const StudyConfig& config, cons
   lo.worker_args = {"--log-level", o.log_level, "--log-dir",
                     fs::absolute(study_log_dir(config.name, storage_parent(config))).string(),
                     "--allow-command"};  // the study's own objective
+  if (o.prefetch > 0)
+    lo.worker_args.insert(lo.worker_args.end(), {"--prefetch", std::to_string(o.prefetch)});
   const std::string& keys = plan.slurm_worker_keys;
   std::cout << "Coordinator listening on " << coordinator.endpoint() << "; " << o.workers
             << " Slurm task" << (o.workers == 1 ? "" : "s") << " connect to " << lo.endpoint

@@ -60,6 +60,7 @@ int worker_command(const WorkerCommandOptions& o) {
   wo.reconnect_attempts = o.reconnect_attempts;
   wo.reconnect_initial_ms = o.reconnect_initial_ms;
   wo.reconnect_max_ms = std::max(wo.reconnect_max_ms, o.reconnect_initial_ms);
+  wo.prefetch = o.prefetch;
   // Keys: --keys, else $HPSEARCH_KEYS_DIR for a tcp endpoint (an ipc
   // endpoint, as local pools use, is guarded by its folder's permissions).
   if (o.keys_dir) {

@@ -262,7 +262,7 @@ void Coordinator::Impl::stop(const std::string& why) {
     for (const auto& [number, rid] : running) numbers.push_back(number);
     for (auto number : numbers)
       end_lost_trial(number, why, lifecycle::RetryCause::kInterrupted, /*always_retry=*/true);
-    for (auto& [rid, s] : sessions) s.trial.reset();
+    for (auto& [rid, s] : sessions) s.trials.clear();
     finish(why, true);
     write_status(true);
   });
@@ -317,7 +317,7 @@ CoordinatorStats Coordinator::stats() const {
   out.finished = s.mirror.finished();
   out.running = static_cast<std::int64_t>(s.running.size());
   out.waiting = static_cast<std::int64_t>(s.mirror.waiting().size());
-  for (const auto& [rid, w] : s.sessions) (w.trial ? out.workers_busy : out.workers_idle) += 1;
+  for (const auto& [rid, w] : s.sessions) (w.busy() ? out.workers_busy : out.workers_idle) += 1;
   if (const TrialPtr& best = s.mirror.best()) {
     out.best_value = best->value;
     out.best_number = best->number;

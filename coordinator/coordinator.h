@@ -146,7 +146,9 @@ struct WorkerStatus {
   std::string device;  // "cpu", "cuda:0", ... plus " (CUDA_VISIBLE_DEVICES=X)" if set
   int threads = 1;
   std::optional<std::int64_t> trial;  // the number of the trial it runs, if any
-  double connected_s = 0;             // seconds since its Hello
+  // Trials assigned to it that wait there for `trial` to end (prefetch).
+  std::vector<std::int64_t> prefetched;
+  double connected_s = 0;  // seconds since its Hello
 };
 
 struct CoordinatorStats {

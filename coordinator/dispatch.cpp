@@ -13,6 +13,14 @@ void Coordinator::Impl::dispatch(Steady::time_point now) {
   while (sessions.has_waiters() && limits.can_dispatch(now, sessions.waiter_count(), progress())) {
     Session* s = sessions.next_waiter();
     if (!s) break;
+    if (s->busy() && !limits.may_prefetch(progress(), sessions.size())) {
+      // Near the end of the budget a trial waiting on a busy worker could
+      // finish after idle workers ran out of trials: the request waits for
+      // the worker's running trial to end (SessionTable::resume_request).
+      s->request_deferred = true;
+      sessions.pop_waiter();
+      continue;
+    }
     const std::size_t n_ended = ended.size();
     std::optional<TrialSource::Dispatch> d = source.next(s->name, n_workers, ended);
     // A waiting trial that failed to sample ended FAIL.
@@ -39,7 +47,7 @@ void Coordinator::Impl::send_assignment(Session& s, const TrialSource::Dispatch&
     s.config_sent = true;
   }
   s.wants_trial = false;
-  s.trial = t->number;
+  s.trials.push_back(t->number);
   running[t->number] = s.routing_id;
   status_dirty = true;
   send(s, a);

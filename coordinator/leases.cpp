@@ -12,7 +12,8 @@ namespace hps {
 
 // After the store marked the trial finished: bookkeeping.
 void Coordinator::Impl::end_trial(Session& s, std::int64_t number) {
-  s.trial.reset();
+  s.release(number);
+  sessions.resume_request(s);
   running.erase(number);
   ended.push_back(mirror.refresh(number));
   limits.trial_ended(*ended.back());
@@ -51,12 +52,14 @@ void Coordinator::Impl::note_worker_count() {
 }
 
 void Coordinator::Impl::expire(Session& s, const std::string& why) {
-  if (!is_done || s.trial) ++counters.expired_workers;
-  if (is_done && !s.trial)
+  if (!is_done || s.busy()) ++counters.expired_workers;
+  if (is_done && !s.busy())
     spdlog::debug("coordinator: worker {} left: {}", s.name, why);
   else
     spdlog::warn("coordinator: worker {} ({}) lost: {}", s.name, s.device, why);
-  if (s.trial) end_lost_trial(*s.trial, "worker lost");
+  const std::vector<std::int64_t> held = std::move(s.trials);
+  s.trials.clear();
+  for (const std::int64_t number : held) end_lost_trial(number, "worker lost");
   std::string rid = s.routing_id;
   sessions.expire(rid);  // `s` is gone from here on
   status_dirty = true;

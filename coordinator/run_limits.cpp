@@ -78,6 +78,11 @@ bool RunLimits::budget_left(const RunProgress& p) const {
   return !options_.n_trials || p.finished + p.running < *options_.n_trials;
 }
 
+bool RunLimits::may_prefetch(const RunProgress& p, std::size_t n_workers) const {
+  return !options_.n_trials ||
+         *options_.n_trials - p.finished - p.running > static_cast<std::int64_t>(n_workers);
+}
+
 bool RunLimits::can_dispatch(Clock::time_point now, std::size_t n_workers, const RunProgress& p) {
   if (!gate_open_) {
     gate_open_ = static_cast<int>(n_workers) >= options_.min_workers ||

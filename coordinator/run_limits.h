@@ -70,6 +70,12 @@ class RunLimits {
   // min_workers_wait_s has passed), the gate opens and stays open. Never
   // once a failure rule stopped the run.
   bool can_dispatch(Clock::time_point now, std::size_t n_workers, const RunProgress& p);
+  // Whether a trial may go to a worker that is busy (prefetch) when
+  // `n_workers` are connected: while the budget (n_trials) leaves more
+  // trials to start than there are workers, or without a budget. Near the
+  // end, a prefetched trial would wait on a busy worker while another
+  // worker idles, and the study would take up to a trial's length longer.
+  bool may_prefetch(const RunProgress& p, std::size_t n_workers) const;
   // Why the study is done at `now` ("interrupted", failure_reason(),
   // "budget reached", "timeout", "search space exhausted"), or "" while it
   // is not: it is done when nothing runs and nothing more will be

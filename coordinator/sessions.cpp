@@ -37,10 +37,16 @@ void SessionTable::want_trial(Session& s) {
   idle_.push_back(s.routing_id);
 }
 
+void SessionTable::resume_request(Session& s) {
+  if (!s.request_deferred) return;
+  s.request_deferred = false;
+  if (s.wants_trial) idle_.push_back(s.routing_id);
+}
+
 Session* SessionTable::next_waiter() {
   while (!idle_.empty()) {
     Session* s = find(idle_.front());
-    if (s && s->wants_trial && !s->trial) return s;
+    if (s && s->wants_trial && !s->request_deferred && s->has_room()) return s;
     idle_.pop_front();
   }
   return nullptr;
@@ -68,7 +74,9 @@ Json SessionTable::to_json(Clock::time_point now) const {
            {"device", s.device},
            {"threads", s.threads},
            {"connected_s", std::chrono::duration<double>(now - s.connected).count()}};
-    w["trial"] = s.trial ? Json(*s.trial) : Json();
+    w["trial"] = s.busy() ? Json(s.trials.front()) : Json();
+    if (s.trials.size() > 1)
+      w["prefetched"] = Json(std::vector<std::int64_t>(s.trials.begin() + 1, s.trials.end()));
     arr.push_back(std::move(w));
   }
   return arr;
@@ -83,7 +91,8 @@ std::vector<WorkerStatus> SessionTable::statuses(Clock::time_point now) const {
     w.pid = s.pid;
     w.device = s.device;
     w.threads = s.threads;
-    w.trial = s.trial;
+    if (s.busy()) w.trial = s.trials.front();
+    w.prefetched.assign(s.trials.begin() + (s.busy() ? 1 : 0), s.trials.end());
     w.connected_s = std::chrono::duration<double>(now - s.connected).count();
     out.push_back(std::move(w));
   }

@@ -2,10 +2,12 @@
 // routing id, from Hello until it expires or leaves), the queue of those
 // waiting for a trial, and a bounded memory of expired sessions (so that a
 // late message can be logged as a rejected late result). A session is the
-// lease on the one trial its worker runs (Session::trial). Private to the
-// coordinator (not installed).
+// lease on the trials its worker holds (Session::trials: the one it runs
+// and, with prefetch, those waiting there). Private to the coordinator (not
+// installed).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -32,10 +34,26 @@ struct Session {
   Clock::time_point last_seen;
   Clock::time_point last_sent;
   Clock::time_point connected;
-  bool wants_trial = false;           // sent RequestTrial, not yet answered
-  std::optional<std::int64_t> trial;  // number of the RUNNING trial it owns (its lease)
+  bool wants_trial = false;  // sent RequestTrial, not yet answered
+  // The request waits for the worker's running trial to end: near the end
+  // of the budget a trial is not prefetched (RunLimits::may_prefetch).
+  bool request_deferred = false;
+  // Numbers of the RUNNING trials it holds (its leases), in the order they
+  // were assigned: the first runs, the others wait on the worker
+  // (prefetch). At most 1 + prefetch.
+  std::vector<std::int64_t> trials;
+  int prefetch = 0;  // Hello.prefetch
   bool config_sent = false;
   std::string key_name;  // the CURVE key's name (ZAP User-Id); "" over plain ZMTP
+
+  bool busy() const { return !trials.empty(); }
+  bool holds(std::int64_t number) const {
+    return std::find(trials.begin(), trials.end(), number) != trials.end();
+  }
+  // Whether it may be given another trial (it holds fewer than 1 + prefetch).
+  bool has_room() const { return trials.size() <= static_cast<std::size_t>(prefetch); }
+  // The trial `number` no longer held (ended, or lost).
+  void release(std::int64_t number) { std::erase(trials, number); }
 };
 
 class SessionTable {
@@ -56,8 +74,11 @@ class SessionTable {
 
   // Queues `s` for a trial (once).
   void want_trial(Session& s);
-  // The next session waiting for a trial that still wants one, or nullptr;
-  // pop_waiter() removes it from the queue.
+  // Queues again the deferred request of `s` (Session::request_deferred),
+  // if any, once its running trial ended.
+  void resume_request(Session& s);
+  // The next session waiting for a trial that still wants one and has
+  // room for it, or nullptr; pop_waiter() removes it from the queue.
   Session* next_waiter();
   void pop_waiter() { idle_.pop_front(); }
   void clear_waiters() { idle_.clear(); }

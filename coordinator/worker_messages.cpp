@@ -79,6 +79,11 @@ std::string hello_refusal(const proto::Hello& h) {
     return "Hello.worker_id must have 1 to 256 bytes";
   if (h.hostname.size() > 256 || h.device.size() > 64 || h.visible_devices.size() > 256)
     return "Hello: hostname, device or visible_devices too long";
+  try {
+    proto::check_prefetch(h.prefetch, "Hello.prefetch");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
   return "";
 }
 
@@ -95,6 +100,7 @@ Session session_of(const std::string& rid, const proto::Hello& h, const std::str
   if (!h.visible_devices.empty())
     s.device += " (CUDA_VISIBLE_DEVICES=" + printable(h.visible_devices) + ")";
   s.threads = std::max(1, h.threads);
+  s.prefetch = h.prefetch;
   s.last_seen = now;
   s.connected = now;
   s.key_name = key_name;
@@ -155,10 +161,13 @@ void Coordinator::Impl::on_hello(const std::string& rid, const proto::Hello& h,
 }
 
 void Coordinator::Impl::on_request(Session& s) {
-  if (s.trial) {
-    // The worker moved on without ending its trial: treat it as lost.
-    end_lost_trial(*s.trial, "worker lost (asked for a new trial without ending this one)");
-    s.trial.reset();
+  if (!s.has_room()) {
+    // The worker moved on without ending its (oldest) trial: treat it as
+    // lost.
+    const std::int64_t number = s.trials.front();
+    s.release(number);
+    end_lost_trial(number, "worker lost (asked for a new trial without ending this one)");
+    sessions.resume_request(s);
   }
   if (is_done) {
     send(s, proto::Shutdown{reason_done, stopping});
@@ -170,12 +179,12 @@ void Coordinator::Impl::on_request(Session& s) {
 
 // Checks that `s` owns trial `number`; logs a rejected result otherwise.
 bool Coordinator::Impl::owns(Session& s, std::int64_t number, const char* what) {
-  if (s.trial && *s.trial == number) return true;
+  if (s.holds(number)) return true;
   ++counters.rejected_results;
   if (late_log.allow(Steady::now()))
     spdlog::warn(
-        "coordinator: rejected late result ({}) for trial {} from worker {}: not its "
-        "running trial",
+        "coordinator: rejected late result ({}) for trial {} from worker {}: not a trial "
+        "it holds",
         what, number, s.name);
   return false;
 }
@@ -185,7 +194,7 @@ void Coordinator::Impl::on_suggest(Session& s, const proto::Suggest& m) {
   reply.number = m.number;
   reply.name = m.name;
   if (!owns(s, m.number, "Suggest")) {
-    reply.error = "trial " + std::to_string(m.number) + " is not running on this worker";
+    reply.error = "trial " + std::to_string(m.number) + " is not held by this worker";
     send(s, reply);
     return;
   }
@@ -265,11 +274,10 @@ void Coordinator::Impl::on_complete(Session& s, const proto::Complete& m) {
 void Coordinator::Impl::on_leaving(Session& s, const proto::Disconnect& m) {
   const std::string why = m.reason.empty() ? std::string("stopping") : printable(m.reason);
   spdlog::info("coordinator: worker {} left: {}", s.name, why);
-  if (s.trial) {
-    const std::int64_t number = *s.trial;
-    s.trial.reset();
+  const std::vector<std::int64_t> held = std::move(s.trials);
+  s.trials.clear();
+  for (const std::int64_t number : held)
     end_lost_trial(number, "worker stopped: " + why, lifecycle::RetryCause::kWorkerStopped);
-  }
   std::string rid = s.routing_id;
   sessions.expire(rid);  // `s` is gone from here on
   status_dirty = true;
@@ -283,8 +291,9 @@ void Coordinator::Impl::on_fail(Session& s, const proto::Fail& m) {
   if (m.reason == proto::Fail::Reason::kInterrupted) {
     std::string reason = "worker stopped";
     if (!m.message.empty()) reason += ": " + m.message;
-    s.trial.reset();
+    s.release(m.number);
     end_lost_trial(m.number, reason, lifecycle::RetryCause::kWorkerStopped);
+    sessions.resume_request(s);
     return;
   }
   std::string message = m.message.empty() ? "objective raised an exception" : m.message;

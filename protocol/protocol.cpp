@@ -141,6 +141,13 @@ void check_heartbeat_settings(std::int64_t interval_ms, const std::string& inter
     throw ConfigError(liveness_field, "must be in [1, " + std::to_string(kMaxLiveness) + "]");
 }
 
+void check_prefetch(std::int64_t prefetch, const std::string& field) {
+  if (prefetch < 0 || prefetch > kMaxPrefetch)
+    throw ConfigError(field, "must be in [0, " + std::to_string(kMaxPrefetch) + "] (trials a " +
+                                 "worker holds besides the one it runs), got " +
+                                 std::to_string(prefetch));
+}
+
 // --- cereal serialize functions (found by ADL) --------------------------------
 
 template <class A>
@@ -187,6 +194,7 @@ void serialize(A& ar, Hello& m, std::uint32_t const version) {
   field_string(ar, m.visible_devices);
   ar(m.threads);
   ar(m.protocol_version);
+  ar(m.prefetch);
 }
 
 template <class A>

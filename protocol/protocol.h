@@ -18,6 +18,10 @@
 //   RequestTrial           ->
 //                          <-      Assignment       (when a trial is ready;
 //                                                    Shutdown at the end)
+//   (a worker whose Hello set prefetch = P may ask again while it holds up
+//    to P trials besides the one it runs: it takes the next one as soon as
+//    the last ends, without waiting for the coordinator; it runs the
+//    trials it holds in the order they were assigned)
 //   Suggest                ->                       (define-by-run params)
 //                          <-      SuggestReply
 //   Report                 ->
@@ -59,7 +63,7 @@
 namespace hps::protocol {
 
 inline constexpr char kMagic[4] = {'H', 'P', 'S', 'W'};
-inline constexpr std::uint16_t kProtocolVersion = 1;
+inline constexpr std::uint16_t kProtocolVersion = 2;
 inline constexpr std::size_t kEnvelopeBytes = 8;
 // Largest frame either side accepts (envelope included): 4 MiB. Larger
 // frames are dropped unread (the coordinator also sets ZMQ_MAXMSGSIZE).
@@ -147,7 +151,16 @@ struct Hello {
   std::string visible_devices{};  // CUDA_VISIBLE_DEVICES of the worker ("" if unset)
   std::int32_t threads = 1;       // CPU threads the objective may use
   std::uint32_t protocol_version = kProtocolVersion;
+  // Trials the worker may hold besides the one it runs, in [0,
+  // kMaxPrefetch] (version 2). 0: it asks for a trial only when idle.
+  std::int32_t prefetch = 0;
 };
+
+// The most trials a worker may hold besides the one it runs (Hello.prefetch).
+inline constexpr std::int32_t kMaxPrefetch = 16;
+// Throws ConfigError naming `field` ("worker.prefetch", "--prefetch") unless
+// 0 <= prefetch <= kMaxPrefetch.
+void check_prefetch(std::int64_t prefetch, const std::string& field);
 
 // The heartbeat settings both sides accept: an interval in [1,
 // kMaxHeartbeatIntervalMs] milliseconds and a liveness (intervals of silence

@@ -18,6 +18,7 @@
 #include "search/storage.h"
 #include "search/study.h"
 #include "search/trial_lifecycle.h"
+#include "tests/support/raw_worker.h"
 #include "tests/support/temp_dir.h"
 
 namespace hps {
@@ -38,36 +39,7 @@ Study open_study(const std::string& path) {
                                std::move(o));
 }
 
-// A worker that speaks the protocol by hand.
-class RawWorker {
- public:
-  RawWorker(zmq::context_t& ctx, const std::string& endpoint, const std::string& name)
-      : socket_(ctx, zmq::socket_type::dealer) {
-    socket_.set(zmq::sockopt::linger, 0);
-    socket_.connect(endpoint);
-    send(proto::Hello{name, "host", 1, "cpu", "", 1, proto::kProtocolVersion});
-  }
-  void send(const proto::Message& m) {
-    socket_.send(zmq::buffer(proto::encode(m)), zmq::send_flags::none);
-  }
-  // Asks for a trial and steps the coordinator until one is assigned (or 10 s).
-  std::optional<proto::Assignment> request(Coordinator& c) {
-    send(proto::RequestTrial{});
-    auto until = Steady::now() + std::chrono::seconds(10);
-    while (Steady::now() < until) {
-      c.step(10);
-      zmq::message_t m;
-      while (socket_.recv(m, zmq::recv_flags::dontwait)) {
-        auto msg = proto::decode(std::string_view(static_cast<const char*>(m.data()), m.size()));
-        if (auto* a = std::get_if<proto::Assignment>(&msg)) return *a;
-      }
-    }
-    return std::nullopt;
-  }
-
- private:
-  zmq::socket_t socket_;
-};
+using testsupport::RawWorker;
 
 // Steps the coordinator until trial `number` is FAIL (or 10 s), so that what
 // a worker sent is taken before the test goes on.

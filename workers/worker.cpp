@@ -46,6 +46,7 @@ void WorkerOptions::validate() const {
   if (reconnect_initial_ms < 0) throw ConfigError("worker.reconnect_initial_ms", "must be >= 0");
   if (reconnect_max_ms < reconnect_initial_ms)
     throw ConfigError("worker.reconnect_max_ms", "must be >= reconnect_initial_ms");
+  proto::check_prefetch(prefetch, "worker.prefetch");
   if (!curve_secret_key.empty() && curve_server_key.empty() && keys_dir.empty())
     throw ConfigError("worker.curve_server_key",
                       "is required with curve_secret_key (the coordinator's public key)");
@@ -241,6 +242,10 @@ struct Worker::Impl : TrialBackend {
   // The ended trial's Complete or Fail (encoded), not yet posted: it goes
   // to the link thread together with the next RequestTrial (post_result).
   std::optional<std::string> result;
+  // Trials assigned and not yet started (prefetch), with their session's
+  // epoch; and whether a RequestTrial is unanswered.
+  std::deque<std::pair<std::uint64_t, proto::Assignment>> held;
+  bool asked = false;
   bool last_prune = false;
   Json user_attrs = Json::object();
 
@@ -404,6 +409,7 @@ struct Worker::Impl : TrialBackend {
     hello.device = options.device;
     if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES")) hello.visible_devices = cvd;
     hello.threads = options.threads;
+    hello.prefetch = options.prefetch;
     std::string hello_frame = proto::encode(hello);
     zmq_util::no_eintr(
         [&] { return dealer.send(zmq::buffer(hello_frame), zmq::send_flags::none); });
@@ -610,6 +616,8 @@ struct Worker::Impl : TrialBackend {
         return false;
       case Ev::kLost:
         if (e.epoch == epoch) epoch = 0;
+        held.clear();  // the coordinator counts them lost
+        asked = false;
         return true;
       case Ev::kFatal:
         fatal = e.payload;
@@ -627,8 +635,16 @@ struct Worker::Impl : TrialBackend {
           auto m = proto::decode(e.payload);
           if (auto* s = std::get_if<proto::Shutdown>(&m)) {
             shutdown = true;
+            held.clear();  // the coordinator ends a study when no trial runs
+            asked = false;
             spdlog::debug("worker: shutdown: {}", s->reason);
             return s->stop_trial;
+          }
+          if (auto* a = std::get_if<proto::Assignment>(&m); a && e.epoch == epoch) {
+            // The answer to a RequestTrial sent while a trial runs
+            // (prefetch): it waits here for that trial to end.
+            held.emplace_back(epoch, std::move(*a));
+            asked = false;
           }
         } catch (const std::exception&) {
         }
@@ -791,6 +807,35 @@ struct Worker::Impl : TrialBackend {
     number = -1;
   }
 
+  // Whether the worker should ask for another trial now: it may (its
+  // session is open, nothing ends it) and it holds fewer than 1 + prefetch
+  // trials (`running`: whether one runs) with no request unanswered.
+  bool should_ask(bool running) const {
+    if (asked || epoch == 0 || shutdown || stopped || !fatal.empty()) return false;
+    return held.size() + (running ? 1u : 0u) < 1u + static_cast<std::size_t>(options.prefetch);
+  }
+
+  void ask() {
+    send(proto::RequestTrial{}, epoch);
+    asked = true;
+  }
+
+  // Runs the held trials in order; after each, posts its result with a
+  // RequestTrial when should_ask (one wake-up of the link thread).
+  void run_held() {
+    while (!held.empty()) {
+      if (!fatal.empty() || stopped || shutdown) return;
+      auto [trial_session, a] = std::move(held.front());
+      held.pop_front();
+      if (trial_session != epoch) continue;  // its session is gone: the coordinator ended it
+      if (should_ask(true)) ask();           // prefetch: the next is asked for as this starts
+      run_trial(a);
+      const bool again = epoch == trial_epoch && should_ask(false);
+      post_result(again);
+      if (again) asked = true;
+    }
+  }
+
   // Posts the ended trial's result and, if `ask`, a RequestTrial after it:
   // both at once, so that the link thread wakes and sends once per trial.
   void post_result(bool ask) {
@@ -830,23 +875,13 @@ struct Worker::Impl : TrialBackend {
       Event e = to_main.receive();
       if (e.kind == Ev::kReady) {
         epoch = e.epoch;
-        send(proto::RequestTrial{}, epoch);
+        held.clear();
+        asked = false;
+        ask();
         continue;
       }
-      if (e.kind == Ev::kMessage && e.epoch == epoch && epoch != 0) {
-        proto::Message m;
-        try {
-          m = proto::decode(e.payload);
-        } catch (const std::exception&) {
-          continue;
-        }
-        if (auto* a = std::get_if<proto::Assignment>(&m)) {
-          run_trial(*a);
-          post_result(epoch != 0 && epoch == trial_epoch && !shutdown && !stopped && fatal.empty());
-          continue;
-        }
-      }
-      note(e);
+      note(e);  // an Assignment joins `held`
+      run_held();
     }
   }
 

@@ -77,6 +77,17 @@ struct WorkerOptions {
   // 1000) and doubles up to reconnect_max_ms (default 32000).
   int reconnect_initial_ms = 1000;
   int reconnect_max_ms = 32000;
+  // Trials the worker holds besides the one it runs, in [0, 16]
+  // (protocol::kMaxPrefetch). Default 0: it asks for a trial when the last
+  // one ended and waits for the coordinator's answer. With 1 it asks as
+  // soon as a trial starts, so the next one is there when it ends: for
+  // objectives of a second or less, where that round trip (and the
+  // coordinator's commit) is a noticeable part of each trial. A trial
+  // waiting on the worker is RUNNING in the store from its dispatch (its
+  // datetime_start), counts as pending for the sampler, and is queued
+  // again like the running one if the worker is lost. Near the end of an
+  // n_trials budget the coordinator hands no trial to a busy worker.
+  int prefetch = 0;
   // The objective to run. Default (empty): built from the "objective"
   // section the coordinator sends, through the objective registry
   // (objectives/objective.h).

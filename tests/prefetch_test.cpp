@@ -1,0 +1,239 @@
+// Prefetch (WorkerOptions::prefetch, Hello.prefetch): a worker holds the
+// next trial while it runs one. Seen from the coordinator with hand-driven
+// workers (what it hands out, what a loss or a third request does, no
+// prefetch near the end of the budget, a bad Hello), and end to end with
+// `hpsearch run --prefetch 1` and real worker processes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "algorithms/random_sampler.h"
+#include "coordinator/coordinator.h"
+#include "protocol/protocol.h"
+#include "search/sqlite_storage.h"
+#include "search/storage.h"
+#include "search/study.h"
+#include "search/trial_lifecycle.h"
+#include "tests/support/raw_worker.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+#include "workers/worker.h"
+
+namespace hps {
+namespace {
+
+namespace proto = hps::protocol;
+using testsupport::RawWorker;
+
+Study open_study(const std::string& path) {
+  StudyOptions o;
+  o.sampler = std::make_shared<RandomSampler>(5);
+  o.space = SearchSpace::from_json(Json::parse(R"({"x": {"type": "float", "low": 0, "high": 1}})"));
+  return Study::load_if_exists(open_storage(path), "prefetch", StudyDirection::kMinimize,
+                               std::move(o));
+}
+
+CoordinatorOptions budget(std::int64_t n_trials) {
+  CoordinatorOptions co;
+  co.n_trials = n_trials;
+  return co;
+}
+
+TrialState state_of(Study& study, std::int64_t number) {
+  return study.storage().get_trial_by_number(study.study_id(), number)->state;
+}
+
+// Steps `c` until trial `number` is in `state` (or 10 s).
+bool step_until(Coordinator& c, Study& study, std::int64_t number, TrialState state) {
+  return testsupport::wait_until(
+      [&] {
+        c.step(10);
+        return state_of(study, number) == state;
+      },
+      std::chrono::seconds(10));
+}
+
+TEST(Prefetch, AWorkerHoldsTheNextTrialWhileItRunsOne) {
+  testsupport::TempDir dir("prefetch_holds");
+  zmq::context_t ctx;
+  Study study = open_study(dir.file("study.db"));
+  Coordinator c(study, Json{{"type", "external"}}, budget(20));
+  RawWorker w(ctx, c.endpoint(), "w", /*prefetch=*/1);
+  auto first = w.request(c);
+  ASSERT_TRUE(first);
+  auto next = w.request(c);  // asked while `first` runs: not a lost trial
+  ASSERT_TRUE(next);
+  EXPECT_NE(next->number, first->number);
+  EXPECT_EQ(state_of(study, first->number), TrialState::kRunning);
+  EXPECT_EQ(state_of(study, next->number), TrialState::kRunning);
+  EXPECT_EQ(c.stats().running, 2);
+  EXPECT_EQ(c.stats().workers_busy, 1);
+  ASSERT_EQ(c.workers().size(), 1u);
+  EXPECT_EQ(c.workers()[0].trial, first->number);
+  EXPECT_EQ(c.workers()[0].prefetched, std::vector<std::int64_t>{next->number});
+
+  // Both end with their own results, in order.
+  w.send(proto::Complete{first->number, false, 0.5, ""});
+  ASSERT_TRUE(step_until(c, study, first->number, TrialState::kComplete));
+  EXPECT_EQ(c.workers()[0].trial, next->number);
+  EXPECT_TRUE(c.workers()[0].prefetched.empty());
+  w.send(proto::Complete{next->number, false, 0.25, ""});
+  ASSERT_TRUE(step_until(c, study, next->number, TrialState::kComplete));
+  EXPECT_EQ(c.stats().running, 0);
+  EXPECT_EQ(c.stats().rejected_results, 0);
+}
+
+TEST(Prefetch, AThirdRequestLosesTheOldestTrialAsWithoutPrefetch) {
+  testsupport::TempDir dir("prefetch_third");
+  zmq::context_t ctx;
+  Study study = open_study(dir.file("study.db"));
+  Coordinator c(study, Json{{"type", "external"}}, budget(20));
+  RawWorker w(ctx, c.endpoint(), "w", 1);
+  auto a = w.request(c);
+  auto b = w.request(c);
+  ASSERT_TRUE(a && b);
+  auto third = w.request(c);  // holds two (1 + prefetch) already: it moved on without `a`
+  ASSERT_TRUE(third);
+  auto lost = study.storage().get_trial_by_number(study.study_id(), a->number);
+  EXPECT_EQ(lost->state, TrialState::kFail);
+  EXPECT_EQ(lost->fail_reason, "worker lost (asked for a new trial without ending this one)");
+  EXPECT_EQ(state_of(study, b->number), TrialState::kRunning);
+  // A result for the lost trial is rejected; the held ones are accepted.
+  w.send(proto::Complete{a->number, false, 0.1, ""});
+  w.send(proto::Complete{b->number, false, 0.2, ""});
+  ASSERT_TRUE(step_until(c, study, b->number, TrialState::kComplete));
+  EXPECT_EQ(c.stats().rejected_results, 1);
+  EXPECT_EQ(state_of(study, a->number), TrialState::kFail);
+}
+
+TEST(Prefetch, AWorkerLeavingHasEveryTrialItHeldQueuedAgain) {
+  testsupport::TempDir dir("prefetch_leaving");
+  zmq::context_t ctx;
+  Study study = open_study(dir.file("study.db"));
+  CoordinatorOptions co = budget(20);
+  co.max_retries = 0;  // a worker stopped by a signal does not use up retries
+  Coordinator c(study, Json{{"type", "external"}}, co);
+  RawWorker w(ctx, c.endpoint(), "w", 1);
+  auto a = w.request(c);
+  auto b = w.request(c);
+  ASSERT_TRUE(a && b);
+  proto::Disconnect leaving;
+  leaving.reason = "stopped by a signal";
+  w.send(leaving);
+  ASSERT_TRUE(step_until(c, study, b->number, TrialState::kFail));
+  ASSERT_TRUE(step_until(c, study, a->number, TrialState::kFail));
+  // Each is queued again with its params, and a new worker gets both.
+  RawWorker w2(ctx, c.endpoint(), "w2");
+  std::map<std::int64_t, Params> retried;
+  for (int i = 0; i < 2; ++i) {
+    auto r = w2.request(c);
+    ASSERT_TRUE(r);
+    auto t = study.storage().get_trial_by_number(study.study_id(), r->number);
+    retried[t->system_attrs.at(kAttrRetryOf).get<std::int64_t>()] = t->params;
+    w2.send(proto::Complete{r->number, false, 0.3, ""});
+  }
+  ASSERT_EQ(retried.size(), 2u);
+  for (const auto& held : {a, b}) {
+    auto t = study.storage().get_trial_by_number(study.study_id(), held->number);
+    EXPECT_EQ(t->fail_reason, "worker stopped: stopped by a signal");
+    EXPECT_EQ(retried.at(held->number), t->params);
+  }
+}
+
+TEST(Prefetch, NoTrialWaitsOnABusyWorkerNearTheEndOfTheBudget) {
+  testsupport::TempDir dir("prefetch_end");
+  zmq::context_t ctx;
+  Study study = open_study(dir.file("study.db"));
+  Coordinator c(study, Json{{"type", "external"}}, budget(3));
+  RawWorker w1(ctx, c.endpoint(), "w1", 1);
+  RawWorker w2(ctx, c.endpoint(), "w2", 1);
+  auto a = w1.request(c);
+  auto b = w2.request(c);
+  ASSERT_TRUE(a && b);
+  // One trial left and two workers: w1's prefetch request waits until its
+  // running trial ends, so an idle worker would get the last trial first.
+  EXPECT_FALSE(w1.request(c, 1.0)) << "the last trial went to a busy worker";
+  EXPECT_EQ(c.stats().running, 2);
+  w1.send(proto::Complete{a->number, false, 0.5, ""});
+  auto last = w1.await<proto::Assignment>(c);  // the deferred request is answered now
+  ASSERT_TRUE(last);
+  w1.send(proto::Complete{last->number, false, 0.5, ""});
+  w2.send(proto::Complete{b->number, false, 0.5, ""});
+  ASSERT_TRUE(testsupport::wait_until([&] { return !c.step(10); }, std::chrono::seconds(10)));
+  EXPECT_EQ(c.done_reason(), "budget reached");
+  EXPECT_EQ(study.storage().count_trials(study.study_id()), 3);
+}
+
+TEST(Prefetch, AHelloAskingForMoreThanTheMostIsRefused) {
+  testsupport::TempDir dir("prefetch_hello");
+  zmq::context_t ctx;
+  Study study = open_study(dir.file("study.db"));
+  Coordinator c(study, Json{{"type", "external"}}, budget(3));
+  RawWorker w(ctx, c.endpoint(), "greedy", proto::kMaxPrefetch + 1);
+  auto d = w.await<proto::Disconnect>(c, 5);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->code, proto::Disconnect::Code::kRefused);
+  EXPECT_NE(d->reason.find("Hello.prefetch: must be in [0, 16]"), std::string::npos) << d->reason;
+  EXPECT_EQ(c.stats().workers_busy + c.stats().workers_idle, 0);
+
+  WorkerOptions o;
+  o.connect = "ipc:///tmp/x.sock";
+  for (int bad : {-1, proto::kMaxPrefetch + 1}) {
+    o.prefetch = bad;
+    try {
+      o.validate();
+      ADD_FAILURE() << "prefetch " << bad << " accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.path(), "worker.prefetch");
+    }
+  }
+}
+
+// Real worker processes: every trial ends COMPLETE once, and trials were
+// handed to a worker while its previous one still ran (the trial's stored
+// start, its dispatch, comes before the previous one's end).
+TEST(Prefetch, HpsearchRunWithPrefetchRunsEveryTrialOnce) {
+  testsupport::TempDir dir("prefetch_run");
+  const std::string db = dir.file("study.db");
+  {
+    std::ofstream f(dir.file("space.json"));
+    f << Json{{"study", {{"name", "pf"}, {"direction", "minimize"}, {"storage", db}}},
+              {"sampler", {{"type", "random"}, {"seed", 3}}},
+              {"budget", {{"n_trials", 40}}},
+              {"objective", {{"type", "sleep"}, {"seconds", 0.03}, {"steps", 1}}},
+              {"space", {{"x", {{"type", "float"}, {"low", 0.0}, {"high", 1.0}}}}}}
+             .dump();
+  }
+  auto r = testsupport::run_process({HPSEARCH_CLI_PATH, "run", dir.file("space.json"), "--workers",
+                                     "2", "--prefetch", "1", "--log-level", "warn"},
+                                    dir.path().string());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto storage = open_storage(db);
+  auto trials = storage->get_all_trials(*storage->find_study("pf"), {});
+  ASSERT_EQ(trials.size(), 40u);
+  std::map<std::string, std::vector<TrialPtr>> by_worker;
+  for (const auto& t : trials) {
+    EXPECT_EQ(t->state, TrialState::kComplete) << t->number << ": " << t->fail_reason;
+    by_worker[t->worker].push_back(t);
+  }
+  int held = 0;
+  for (auto& [worker, list] : by_worker)
+    for (std::size_t i = 1; i < list.size(); ++i)
+      if (list[i]->datetime_start && list[i - 1]->datetime_complete &&
+          *list[i]->datetime_start < *list[i - 1]->datetime_complete)
+        ++held;
+  EXPECT_GT(held, 0) << "no trial was dispatched while its worker's previous one ran";
+
+  auto bad = testsupport::run_process(
+      {HPSEARCH_CLI_PATH, "run", dir.file("space.json"), "--prefetch", "17"}, dir.path().string());
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--prefetch: must be in [0, 16]"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace hps
