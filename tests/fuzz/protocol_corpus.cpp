@@ -37,8 +37,12 @@ int main(int argc, char** argv) {
   }
   const std::string dir = argv[1];
   std::vector<std::pair<std::string, protocol::Message>> messages;
-  messages.push_back({"hello", protocol::Hello{"host:42", "host", 42, "cpu", "", 4, 1}});
-  messages.push_back({"hello_cuda", protocol::Hello{"w1", "gpu-node", 7, "cuda:0", "0,1", 1, 1}});
+  constexpr auto kVersion = protocol::kProtocolVersion;
+  messages.push_back({"hello", protocol::Hello{"host:42", "host", 42, "cpu", "", 4, kVersion}});
+  messages.push_back(
+      {"hello_cuda", protocol::Hello{"w1", "gpu-node", 7, "cuda:0", "0,1", 1, kVersion}});
+  messages.push_back(
+      {"hello_prefetch", protocol::Hello{"w2", "host", 8, "cpu", "", 1, kVersion, 1}});
   messages.push_back({"welcome", protocol::Welcome{"fmnist-mlp", 1000, 5}});
   messages.push_back(
       {"disconnect_refused", protocol::Disconnect{protocol::Disconnect::Code::kRefused, 1,
