@@ -666,7 +666,7 @@ TEST_F(CliTest, StoragePathsWorkerCountsAndParseErrorsAreNamedWithExit2) {
   ProcessResult typo = cli({"--log-level", "warn", "rsume", "x.db"});
   EXPECT_EQ(typo.exit_code, 2) << typo.err;
   EXPECT_THAT(typo.err, HasSubstr("unknown command 'rsume' (did you mean 'resume'?)"));
-  EXPECT_THAT(cli({}).err, HasSubstr("A subcommand is required"));
+  EXPECT_THAT(cli({}).err, HasSubstr("hpsearch: error: a command is required"));
   // An empty store path is said to be empty, not missing.
   for (const std::string command : {"resume", "best"}) {
     ProcessResult empty_store = cli({command, ""});
@@ -684,6 +684,60 @@ TEST_F(CliTest, StoragePathsWorkerCountsAndParseErrorsAreNamedWithExit2) {
                                       "\"minimise\" (did you mean \"minimize\"?)"));
   EXPECT_EQ(other_files({"space.json", "british.json"}), std::set<std::string>{})
       << "a refused run left files";
+}
+
+// A command line that lacks something says what (a command, a command's
+// argument, option or subcommand) and shows the usage, as git does: the
+// commands with what each does, or the command's arguments and options;
+// exit 2.
+TEST_F(CliTest, AMissingCommandOrArgumentIsNamedWithTheUsage) {
+  ProcessResult none = cli({});
+  EXPECT_EQ(none.exit_code, 2) << none.err;
+  EXPECT_EQ(none.err.rfind("hpsearch: error: a command is required\n", 0), 0u) << none.err;
+  EXPECT_THAT(none.err, HasSubstr("Usage: hpsearch [OPTIONS] SUBCOMMAND"));
+  EXPECT_THAT(none.err, HasSubstr("Continue a study from the settings stored with it"));  // resume
+  ProcessResult run = cli({"run"});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_EQ(run.err.rfind("hpsearch: error: run: the argument 'space' is missing (space.json "
+                          "file)\n",
+                          0),
+            0u)
+      << run.err;
+  EXPECT_THAT(run.err, HasSubstr("Usage: hpsearch run [OPTIONS] space"));
+  EXPECT_THAT(run.err, HasSubstr("--workers"));
+  ProcessResult worker = cli({"worker"});
+  EXPECT_EQ(worker.exit_code, 2) << worker.err;
+  EXPECT_THAT(worker.err, HasSubstr("hpsearch: error: worker: the option '--connect' is missing"));
+  ProcessResult keys = cli({"keys"});
+  EXPECT_EQ(keys.exit_code, 2) << keys.err;
+  EXPECT_THAT(keys.err, HasSubstr("hpsearch: error: keys: a command is required"));
+  EXPECT_THAT(keys.err, HasSubstr("Usage: hpsearch keys [OPTIONS] SUBCOMMAND"));
+  EXPECT_EQ(other_files({}), std::set<std::string>{});
+}
+
+// An option a command does not know gets the nearest option of that
+// command (nearest_name's rule, as for commands and keys), exit 2, nothing
+// made; an extra argument that is no option keeps CLI11's message.
+TEST_F(CliTest, AMisspeltOptionIsNamedWithTheNearestOptionOfItsCommand) {
+  dir_.write("space.json", kBraninSpace);
+  ProcessResult wrkers = cli({"run", "space.json", "--wrkers", "2"});
+  EXPECT_EQ(wrkers.exit_code, 2) << wrkers.err;
+  EXPECT_THAT(wrkers.err, HasSubstr("hpsearch: error: run: unknown option '--wrkers' (did you "
+                                    "mean '--workers'?); see 'hpsearch run --help'"));
+  ProcessResult joined = cli({"resume", "x.db", "--n-trial=3"});
+  EXPECT_EQ(joined.exit_code, 2) << joined.err;
+  EXPECT_THAT(joined.err, HasSubstr("resume: unknown option '--n-trial' (did you mean "
+                                    "'--n-trials'?)"));
+  ProcessResult format = cli({"best", "x.db", "--formt", "json"});
+  EXPECT_EQ(format.exit_code, 2) << format.err;
+  EXPECT_THAT(format.err, HasSubstr("best: unknown option '--formt' (did you mean '--format'?)"));
+  ProcessResult far = cli({"run", "space.json", "--frobnicate"});
+  EXPECT_EQ(far.exit_code, 2) << far.err;
+  EXPECT_THAT(far.err, HasSubstr("run: unknown option '--frobnicate'; see"));
+  ProcessResult extra = cli({"run", "space.json", "other.json"});
+  EXPECT_EQ(extra.exit_code, 2) << extra.err;
+  EXPECT_THAT(extra.err, HasSubstr("The following argument was not expected: other.json"));
+  EXPECT_EQ(other_files({"space.json"}), std::set<std::string>{});
 }
 
 // A study keeps its direction and its objective: running the file again
