@@ -241,7 +241,7 @@ void require_type(const Json& doc, const char* section) {
   auto it = doc.find(section);
   if (it == doc.end()) return;
   if (!it->is_object()) throw ConfigError(section, "must be an object with a \"type\"");
-  require_string(*it, section, "type");
+  require_type_field(*it, section);
 }
 
 }  // namespace

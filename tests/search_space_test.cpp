@@ -88,6 +88,27 @@ TEST(SearchSpaceTest, DistributionErrorsNameTheParam) {
   EXPECT_EQ(not_obj.path(), "space.lr");
 }
 
+// A "type" key written as a near miss ("typ") gets check_keys' hint, in a
+// param spec as in the sampler, pruner and objective sections, not "type:
+// is required"; a far key still finds "type" missing.
+TEST(SearchSpaceTest, AMisspeltTypeKeyGetsADidYouMean) {
+  auto typ = config_error([] { parse_space(R"({"lr": {"typ": "float", "low": 0, "high": 1}})"); });
+  EXPECT_EQ(typ.path(), "space.lr.typ");
+  EXPECT_STREQ(typ.what(), "space.lr.typ: unknown key (did you mean 'type'?)");
+  auto tpye = config_error([] { parse_space(R"({"n": {"tpye": "int", "low": 0, "high": 1}})"); });
+  EXPECT_EQ(tpye.path(), "space.n.tpye");
+  auto missing = config_error([] { parse_space(R"({"lr": {"low": 0, "high": 1}})"); });
+  EXPECT_STREQ(missing.what(), "space.lr.type: is required (a string)");
+  for (const char* section : {"sampler", "pruner", "objective"}) {
+    Json doc = Json::parse(R"({"study": {"name": "s"}, "objective": {"type": "branin"},
+                               "space": {}})");
+    doc[section] = Json{{"typ", "none"}};
+    auto e = config_error([&] { StudyConfig::from_json(doc); });
+    EXPECT_EQ(e.path(), std::string(section) + ".typ") << e.what();
+    EXPECT_TRUE(contains_text(e.what(), "unknown key (did you mean 'type'?)")) << e.what();
+  }
+}
+
 // ------------------------------------------------------------ conditions
 
 TEST(SearchSpaceTest, ConditionWithOneValue) {
