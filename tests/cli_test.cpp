@@ -861,6 +861,11 @@ TEST_F(CliTest, RunningTwiceCompletesOnlyTheRemainingBudget) {
   ASSERT_EQ(third.exit_code, 0) << third.err;
   EXPECT_EQ(trials_or_fail("branin.db").size(), 10u);
   EXPECT_NE(third.out.find("already"), std::string::npos) << third.out;
+  // The run that had nothing to do is recorded as ended by its budget.
+  ProcessResult status = cli({"status", "branin.db"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_THAT(status.out, HasSubstr(", budget reached; ")) << status.out;
+  EXPECT_THAT(status.out, Not(HasSubstr("coordinator exited"))) << status.out;
   // Several workers share the budget the same way.
   ProcessResult more = cli({"run", "space.json", "--n-trials", "30", "--workers", "4"});
   ASSERT_EQ(more.exit_code, 0) << more.err;
