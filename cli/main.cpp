@@ -438,6 +438,15 @@ int main(int argc, char** argv) {
   } catch (const hps::ConfigError& e) {
     std::cerr << "hpsearch: error: " << e.what() << "\n";
     return kExitUsage;
+  } catch (const hps::StoreRefused& e) {
+    // Bad input or state, as a ConfigError: a newer schema, a store an
+    // older coordinator runs, a file of another program.
+    std::cerr << "hpsearch: error: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const hps::WriterLockBusy& e) {
+    // The study is run by another coordinator: refused, nothing done.
+    std::cerr << "hpsearch: error: " << e.what() << "\n";
+    return kExitUsage;
   } catch (const std::exception& e) {
     std::cerr << "hpsearch: error: " << e.what() << "\n";
     return kExitFailure;

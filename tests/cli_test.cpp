@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -627,6 +628,41 @@ TEST_F(CliTest, BadFlagsAndStoresExitWith2NamingThemAndWriteNothing) {
   EXPECT_EQ(bind.exit_code, 2) << bind.err;
   EXPECT_THAT(bind.err, HasSubstr("--bind: cannot bind 'tcp://192.0.2.1:5555'"));
   EXPECT_EQ(other_files(inputs), std::set<std::string>{}) << "a refused run left files";
+}
+
+// A store this hpsearch may not open as it is, a schema newer than this
+// build's or a SQLite database of another program, is refused as bad input
+// (exit 2, as a folder or a text file is), by run, resume and the read
+// commands, naming the file and the rule; the file is left as it was.
+TEST_F(CliTest, AStoreOfANewerSchemaOrOfAnotherProgramIsRefusedWithExit2) {
+  dir_.write("space.json", branin_space(2));
+  ASSERT_EQ(cli({"run", "space.json"}).exit_code, 0);
+  const auto exec = [&](const std::string& file, const char* sql) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(dir_.file(file).c_str(), &db), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  };
+  exec("branin.db", "PRAGMA user_version = 99");
+  exec("other.db", "CREATE TABLE t(x); INSERT INTO t VALUES (1)");
+  const std::string newer_before = testsupport::read_file(dir_.file("branin.db"));
+  for (const auto& [store, rule] :
+       {std::pair<std::string, std::string>{"branin.db",
+                                            "branin.db: schema version 99 is newer than this "
+                                            "hpsearch supports"},
+        {"other.db", "other.db: is a SQLite database of another program"}}) {
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"run", "space.json", "--storage", store},
+          {"resume", store},
+          {"trials", store},
+          {"best", store},
+          {"status", store}}) {
+      ProcessResult r = cli(args);
+      EXPECT_EQ(r.exit_code, 2) << args[0] << " " << store << ": " << r.err;
+      EXPECT_THAT(r.err, HasSubstr(rule)) << args[0];
+    }
+  }
+  EXPECT_EQ(testsupport::read_file(dir_.file("branin.db")), newer_before);
 }
 
 // Mistakes of a new user, each refused with exit 2 naming the flag and the
