@@ -406,6 +406,20 @@ TEST_F(CliTest, ReadCommandsOnMissingOrEmptyStores) {
   EXPECT_EQ(cli({"best", "nope.db"}).exit_code, 2);
   EXPECT_EQ(cli({"trials", "nope.db"}).exit_code, 2);
   EXPECT_EQ(cli({"studies", "nope.db"}).exit_code, 2);
+  // resume takes its STORAGE as the read commands do: one rule, one message.
+  for (const std::string command : {"resume", "status", "best"}) {
+    ProcessResult missing = cli({command, "nope.db"});
+    EXPECT_EQ(missing.exit_code, 2) << command << ": " << missing.err;
+    EXPECT_EQ(missing.err, "hpsearch: error: STORAGE: no such storage file: nope.db\n") << command;
+  }
+  dir_.write("empty.db", "");
+  for (const std::string command : {"resume", "trials"}) {
+    ProcessResult empty = cli({command, "empty.db"});
+    EXPECT_EQ(empty.exit_code, 2) << command << ": " << empty.err;
+    EXPECT_THAT(empty.err, HasSubstr("STORAGE: is empty, not a hpsearch store: empty.db"))
+        << command;
+  }
+  EXPECT_EQ(testsupport::read_file(dir_.file("empty.db")), "");
   EXPECT_FALSE(std::filesystem::exists(dir_.file("nope.db")));  // reading creates nothing
   // Two studies in one store: --study picks one.
   dir_.write("a.json", kBraninSpace);
@@ -422,6 +436,14 @@ TEST_F(CliTest, ReadCommandsOnMissingOrEmptyStores) {
   ASSERT_EQ(two.exit_code, 0) << two.err;
   EXPECT_EQ(Json::parse(two.out).size(), 3u);
   EXPECT_EQ(cli({"best", "two.db", "--study", "three"}).exit_code, 2);
+  ProcessResult no_study = cli({"resume", "two.db", "--study", "three"});
+  EXPECT_EQ(no_study.exit_code, 2) << no_study.err;
+  EXPECT_THAT(no_study.err, HasSubstr("--study: no study named 'three' in two.db"));
+  // resume names its argument, not run's flag, in a refusal of the store.
+  std::filesystem::create_hard_link(dir_.file("two.db"), dir_.file("link.db"));
+  ProcessResult linked = cli({"resume", "link.db", "--study", "two"});
+  EXPECT_EQ(linked.exit_code, 2) << linked.err;
+  EXPECT_THAT(linked.err, HasSubstr("hpsearch: error: STORAGE: the store has 2 hard links"));
 }
 
 TEST_F(CliTest, TrialsFiltersSortsLimitsAndStreams) {
