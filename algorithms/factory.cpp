@@ -40,7 +40,7 @@ namespace {
 std::shared_ptr<Sampler> make_sampler(const Json& config,
                                       std::optional<std::uint64_t> seed_override) {
   const std::string path = "sampler";
-  std::string type = require_string(config, path, "type");
+  std::string type = require_type_field(config, path);
   if (type == "random") {
     check_keys(config, path, {"type", "seed"});
     auto seed = optional_seed(config, path);
@@ -80,7 +80,7 @@ std::shared_ptr<Pruner> make_pruner_at(const Json& config, const std::string& pa
     throw ConfigError(path,
                       "pruners nested more than " + std::to_string(kMaxPrunerNesting) + " deep");
   if (!config.is_object()) throw ConfigError(path, "must be an object");
-  std::string type = require_string(config, path, "type");
+  std::string type = require_type_field(config, path);
   if (type == "none") {
     check_keys(config, path, {"type"});
     return std::make_shared<NopPruner>();

@@ -69,6 +69,8 @@ struct RunOptions {
   int max_workers = 1024;                 // --max-workers
   std::string launcher = "local";         // --launcher: local | slurm (workers as a Slurm job step)
   std::optional<std::string> slurm_args;  // --slurm-args: extra srun options (shell words)
+  // How errors name `storage`: the flag of run, or the argument of resume.
+  std::string storage_field = "--storage";
 };
 
 // hpsearch run space.json: runs (or continues) the study with a coordinator

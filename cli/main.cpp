@@ -3,16 +3,20 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <iostream>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "search/errors.h"
 #include "search/json_util.h"
 #include "search/printable.h"
+#include "search/writer_lock.h"
 
 #ifdef HPSEARCH_HAVE_TORCH
 #include "objectives/torch_objectives.h"
@@ -88,6 +92,86 @@ std::string unknown_command_rule(const CLI::App& app) {
          (best.empty() ? "" : " (did you mean '" + best + "'?)") + "; commands: " + list;
 }
 
+// The subcommands the command line named, outermost first ("keys", "init").
+std::vector<const CLI::App*> named_commands(const CLI::App& app) {
+  std::vector<const CLI::App*> chain;
+  for (const CLI::App* at = &app;;) {
+    const std::vector<CLI::App*> subs = at->get_subcommands();
+    if (subs.empty()) return chain;
+    at = subs.front();
+    chain.push_back(at);
+  }
+}
+
+// "keys init": the words of the command named (`chain` not empty).
+std::string command_words(const std::vector<const CLI::App*>& chain) {
+  std::string words;
+  for (const CLI::App* sub : chain) words += (words.empty() ? "" : " ") + sub->get_name();
+  return words;
+}
+
+// What a command line that names no command, or a command without its
+// required argument, option or subcommand, lacks ("a command is required",
+// "run: the argument 'space' is missing (space.json file)"), as git says it
+// before its usage; "" for any other parse error. `help` gets the usage to
+// show after it: the commands (with what each does), or the named command's
+// arguments and options.
+std::string missing_rule(const CLI::App& app, const CLI::ParseError& e, std::string& help) {
+  if (dynamic_cast<const CLI::RequiredError*>(&e) == nullptr) return "";
+  const std::vector<const CLI::App*> chain = named_commands(app);
+  const CLI::App& at = chain.empty() ? app : *chain.back();
+  std::string rule;
+  if (at.get_require_subcommand_min() > 0 && at.get_subcommands().empty()) {
+    rule = "a command is required";
+  } else {
+    for (const CLI::Option* opt : at.get_options()) {
+      if (!opt->get_required() || opt->count() > 0) continue;
+      rule = std::string(opt->get_positional() ? "the argument '" : "the option '") +
+             opt->get_name() + "' is missing (" + opt->get_description() + ")";
+      break;
+    }
+  }
+  if (rule.empty()) return "";
+  help = app.help();  // the named command's (CLI11 follows the parsed subcommands)
+  return chain.empty() ? rule : command_words(chain) + ": " + rule;
+}
+
+// For CLI11's "The following argument was not expected: --wrkers" (an
+// option the command does not know): "run: unknown option '--wrkers' (did
+// you mean '--workers'?)", the nearest option of that command (its own or
+// one that falls through to hpsearch's), by nearest_name's rule; "" when no
+// unexpected argument is an option (an extra file name keeps CLI11's
+// message).
+std::string unknown_option_rule(const CLI::App& app, const CLI::ParseError& e) {
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) == nullptr) return "";
+  const std::vector<const CLI::App*> chain = named_commands(app);
+  std::string word;
+  for (const CLI::App* at : {&app, chain.empty() ? &app : chain.back()}) {
+    for (const std::string& arg : at->remaining()) {
+      // An option, not a negative number.
+      if (arg.size() > 1 && arg[0] == '-' && !std::isdigit(static_cast<unsigned char>(arg[1]))) {
+        word = arg.substr(0, arg.find('='));  // "--wrkers=2": the name
+        break;
+      }
+    }
+    if (!word.empty()) break;
+  }
+  if (word.empty()) return "";
+  std::vector<std::string> names;
+  for (const CLI::App* at = chain.empty() ? &app : chain.back(); at != nullptr;
+       at = at->get_parent()) {
+    for (const CLI::Option* opt : at->get_options()) {
+      for (const std::string& name : opt->get_lnames()) names.push_back("--" + name);
+      for (const std::string& name : opt->get_snames()) names.push_back("-" + name);
+    }
+  }
+  const std::string best = hps::nearest_name(word, {names.begin(), names.end()});
+  const std::string command = chain.empty() ? "hpsearch" : "hpsearch " + command_words(chain);
+  return (chain.empty() ? "" : command_words(chain) + ": ") + "unknown option '" +
+         hps::printable(word) + "'" + (best.empty() ? "" : " (did you mean '" + best + "'?)") +
+         "; see '" + command + " --help' for its options";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -100,7 +184,9 @@ int main(int argc, char** argv) {
   hps::register_torch_objectives();
 #endif
 
-  CLI::App app{"hpsearch: parallel hyperparameter search (TPE, random) with SQLite storage"};
+  // Named "hpsearch" (not argv[0]'s path) in its usage lines.
+  CLI::App app{"hpsearch: parallel hyperparameter search (TPE, random) with SQLite storage",
+               "hpsearch"};
   // CLI11's own parse errors (an unknown flag, a missing argument, a
   // validator's rule) start as ours do: "hpsearch: error: <CLI11's message>".
   app.failure_message([](const CLI::App* a, const CLI::Error& e) {
@@ -329,6 +415,14 @@ int main(int argc, char** argv) {
       std::cerr << "hpsearch: error: " << rule << "\nRun with --help for more information.\n";
       return kExitUsage;
     }
+    if (std::string rule = unknown_option_rule(app, e); !rule.empty()) {
+      std::cerr << "hpsearch: error: " << rule << "\n";
+      return kExitUsage;
+    }
+    if (std::string help, rule = missing_rule(app, e, help); !rule.empty()) {
+      std::cerr << "hpsearch: error: " << rule << "\n\n" << help;
+      return kExitUsage;
+    }
     int rc = app.exit(e);
     return rc == 0 ? 0 : kExitUsage;
   }
@@ -353,6 +447,15 @@ int main(int argc, char** argv) {
     if (*import_cmd) return import_command(imp);
     if (*dash_cmd) return dashboard_command(dash);
   } catch (const hps::ConfigError& e) {
+    std::cerr << "hpsearch: error: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const hps::StoreRefused& e) {
+    // Bad input or state, as a ConfigError: a newer schema, a store an
+    // older coordinator runs, a file of another program.
+    std::cerr << "hpsearch: error: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const hps::WriterLockBusy& e) {
+    // The study is run by another coordinator: refused, nothing done.
     std::cerr << "hpsearch: error: " << e.what() << "\n";
     return kExitUsage;
   } catch (const std::exception& e) {

@@ -710,7 +710,7 @@ int run_study(StudyConfig config, const RunOptions& o) {
   // So is a writer lock file planted as a link (or a folder): refused here,
   // before the study is made, not by the coordinator after.
   if (const util::StorageUrl store = util::parse_storage_url(config.storage); !store.in_memory) {
-    const std::string field = o.storage ? "--storage" : "study.storage";
+    const std::string field = o.storage ? o.storage_field : "study.storage";
     util::check_store_file_if_present(store.path, field);
     if (std::string why = WriterLock::store_refusal(store.path); !why.empty())
       throw ConfigError(field, why + ": " + store.path);
@@ -795,38 +795,20 @@ int run_command(const RunOptions& o) { return run_study(StudyConfig::from_file(o
 int resume_command(const RunOptions& o) {
   if (!o.storage) throw ConfigError("STORAGE", "is required");
   const std::string& path = *o.storage;
-  if (util::StorageUrl url = util::parse_storage_url(path); !url.in_memory) {
-    util::check_store_path_not_empty(url.path, "STORAGE");
-    if (!std::filesystem::exists(url.path)) throw ConfigError(path, "no such storage file");
-    util::check_store_file_if_present(url.path, "STORAGE");  // a folder, not SQLite: exit 2
-  }
-  auto storage = open_storage(path);
-  std::vector<StudyInfo> studies = storage->list_studies();
-  const StudyInfo* chosen = nullptr;
-  if (o.study) {
-    for (const auto& s : studies)
-      if (s.name == *o.study) chosen = &s;
-    if (!chosen)
-      throw ConfigError("--study",
-                        "no study named '" + printable(*o.study) + "' in " + printable(path));
-  } else {
-    if (studies.empty()) throw ConfigError(path, "the storage holds no study");
-    if (studies.size() > 1) {
-      std::string names;
-      for (const auto& s : studies) names += (names.empty() ? "" : ", ") + ("'" + s.name + "'");
-      throw ConfigError("--study", "the storage holds several studies (" + names + "); name one");
-    }
-    chosen = &studies[0];
-  }
-  if (chosen->config.is_null() || !chosen->config.is_object())
-    throw ConfigError(path, "study '" + chosen->name +
+  // An existing store and one of its studies, as the read commands take
+  // them (the same rules and messages: "STORAGE: no such storage file").
+  auto storage = open_existing(path);
+  const StudyInfo chosen = storage->get_study(pick_study(*storage, o.study, path));
+  if (chosen.config.is_null() || !chosen.config.is_object())
+    throw ConfigError(path, "study '" + chosen.name +
                                 "' has no stored settings (it was not created by hpsearch run); "
                                 "use hpsearch run space.json");
-  StudyConfig config = StudyConfig::from_json(chosen->config);
+  StudyConfig config = StudyConfig::from_json(chosen.config);
   RunOptions ro = o;
-  keep_stored_workers(*chosen, ro);
-  ro.study = chosen->name;
+  keep_stored_workers(chosen, ro);
+  ro.study = chosen.name;
   ro.storage = path;
+  ro.storage_field = "STORAGE";
   storage.reset();
   return run_study(std::move(config), ro);
 }

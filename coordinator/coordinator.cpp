@@ -292,8 +292,11 @@ Coordinator::~Coordinator() {
   if (!impl_) return;
   try {
     if (!impl_->is_done) {
+      // A run with nothing left to do (a re-run of a study whose budget was
+      // reached) ends for the reason a run that got there would give.
       impl_->is_done = true;
-      impl_->reason_done = "coordinator exited";
+      const std::string why = impl_->limits.done_reason(Impl::Steady::now(), impl_->progress());
+      impl_->reason_done = why.empty() ? "coordinator exited" : why;
     }
     impl_->status_dirty = true;
     impl_->write_status(true);

@@ -189,6 +189,9 @@ class Coordinator {
   // Throws ConfigError for bad options, Error if the endpoint cannot be bound,
   // StorageError from the store.
   Coordinator(Study study, Json objective_config, CoordinatorOptions options);
+  // Records the end of the run in the study's status attr: the reason it
+  // ended, or, if it had not, the reason its limits give now (a run whose
+  // budget was already reached: "budget reached") or "coordinator exited".
   ~Coordinator();
   Coordinator(const Coordinator&) = delete;
   Coordinator& operator=(const Coordinator&) = delete;

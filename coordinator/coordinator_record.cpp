@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstdint>
 
+#include "search/writer_lock.h"
+
 namespace hps {
 
 namespace {
@@ -30,9 +32,11 @@ void refuse_if_run_elsewhere(const StudyInfo& info, const std::string& study_nam
   bool alive = host == this_host ? (pid != static_cast<long>(getpid()) && process_alive(pid))
                                  : unix_now() - updated < stale_after_s;
   if (alive)
-    throw Error("study '" + study_name + "' is being run by another coordinator (" + host + ":" +
-                std::to_string(pid) + ", " + it->value("endpoint", std::string("?")) +
-                "); stop it first, or connect workers to it");
+    throw WriterLockBusy("study '" + study_name + "' is being run by another coordinator (" + host +
+                             ":" + std::to_string(pid) + ", " +
+                             it->value("endpoint", std::string("?")) +
+                             "); stop it first, or connect workers to it",
+                         std::nullopt);
 }
 
 Json to_json(const CoordinatorRecord& record) {

@@ -19,7 +19,7 @@ inline constexpr const char* kAttrCoordinator = "coordinator";
 // Seconds since the Unix epoch (the record's "updated").
 double unix_now();
 
-// Throws Error naming the other coordinator if `info`'s record says that a
+// Throws WriterLockBusy naming the other coordinator if `info`'s record says that a
 // live coordinator runs the study: a live process on this host (not this
 // one), or on another host a record updated less than stale_after_s
 // seconds ago.

@@ -532,21 +532,23 @@ class TrialLog {
       path_.clear();
       return;
     }
-    int fd = open_private_append(path_);  // O_NOFOLLOW: a link there is not followed
-    const int err = errno;
-    file_ = fd >= 0 ? ::fdopen(fd, "a") : nullptr;
-    if (fd >= 0 && !file_) ::close(fd);
+    // A link (symbolic or hard: another name for a file elsewhere, which
+    // could be any file of the user's), a FIFO or another user's file at
+    // the log's name is not written (written_file_refusal).
+    int fd = -1;
+    try {
+      fd = open_private_append(path_, "the trial log", "the program's output would be appended to");
+    } catch (const Error& e) {
+      spdlog::warn("trial {}: the program's output is not logged: {}", number, e.what());
+      path_.clear();
+      return;
+    }
+    file_ = ::fdopen(fd, "a");
     if (file_) return;
-    if (fd < 0 && err == ELOOP)
-      spdlog::warn(
-          "trial {}: the program's output is not logged: {}: is a symbolic link: refused (a trial "
-          "log is never written through a link, which could point to any file of yours); remove "
-          "it",
-          number, path_);
-    else
-      spdlog::warn(
-          "trial {}: cannot write the program's output to {}: {}", number, path_,
-          strerrordesc_np(fd < 0 ? err : errno) ? strerrordesc_np(fd < 0 ? err : errno) : "error");
+    const int err = errno;
+    ::close(fd);
+    spdlog::warn("trial {}: cannot write the program's output to {}: {}", number, path_,
+                 strerrordesc_np(err) ? strerrordesc_np(err) : "error");
   }
   ~TrialLog() {
     if (file_) ::fclose(file_);

@@ -229,7 +229,7 @@ ObjectiveType find_type(const Json& config) {
     throw ConfigError("objective",
                       "must be an object with a \"type\", got " + std::string(config.type_name()));
   }
-  const std::string name = require_string(config, "objective", "type");
+  const std::string name = require_type_field(config, "objective");
   if (auto type = registry().find(name)) return std::move(*type);
 
   const std::vector<std::string> known = registry().names();

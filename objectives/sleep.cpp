@@ -17,11 +17,14 @@ struct SleepConfig {
 SleepConfig parse(const Json& config) {
   check_keys(config, "objective", {"type", "seconds", "steps", "fail_param"});
   SleepConfig c;
+  // Each rule shows the value as the file gives it.
   c.seconds = optional_number(config, "objective", "seconds").value_or(0.0);
   if (c.seconds < 0 || c.seconds > 86400)
-    throw ConfigError("objective.seconds", "must be in [0, 86400]");
+    throw ConfigError("objective.seconds",
+                      "must be in [0, 86400] (seconds), got " + config["seconds"].dump());
   c.steps = optional_int(config, "objective", "steps").value_or(1);
-  if (c.steps < 1 || c.steps > 1000000) throw ConfigError("objective.steps", "must be in [1, 1e6]");
+  if (c.steps < 1 || c.steps > 1000000)
+    throw ConfigError("objective.steps", "must be in [1, 1000000], got " + config["steps"].dump());
   c.fail_param = optional_string(config, "objective", "fail_param").value_or("");
   return c;
 }

@@ -204,7 +204,7 @@ Distribution Distribution::from_json(const Json& spec, const std::string& path) 
   if (!spec.is_object())
     throw ConfigError(path,
                       "must be an object like {\"type\": \"float\", \"low\": 0, \"high\": 1}");
-  std::string type = require_string(spec, path, "type");
+  std::string type = require_type_field(spec, path);
   if (type == "float") {
     check_keys(spec, path, {"type", "low", "high", "log", "step", "when", "scale_with"});
     double low = require_number(spec, path, "low");

@@ -34,6 +34,17 @@ class StorageError : public Error {
   using Error::Error;
 };
 
+// The store may not be opened as it is, and nothing in it was changed: a
+// file of another program, a schema newer than this build's, an older
+// schema this build would upgrade while a coordinator may run one of its
+// studies (one runs, or its writer lock cannot be asked), files planted
+// beside it (private_files.h). Bad input or state, as a ConfigError is, not
+// a failure of the store: the CLI exits 2 on it, as on a ConfigError.
+class StoreRefused : public StorageError {
+ public:
+  using StorageError::StorageError;
+};
+
 // Thrown from an objective (or by Trial::report()/should_prune() users) to end
 // the trial as PRUNED. Not derived from Error: it is control flow.
 class TrialPruned : public std::exception {

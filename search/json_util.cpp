@@ -183,6 +183,15 @@ std::string require_string(const Json& object, std::string_view path, std::strin
   return *v;
 }
 
+std::string require_type_field(const Json& object, std::string_view path) {
+  if (object.is_object() && !object.contains("type")) {
+    for (const auto& [key, value] : object.items())
+      if (!nearest_name(key, {"type"}).empty())
+        throw ConfigError(join_path(path, key), "unknown key (did you mean 'type'?)");
+  }
+  return require_string(object, path, "type");
+}
+
 std::optional<bool> optional_bool(const Json& object, std::string_view path, std::string_view key) {
   const Json* v = field(object, path, key);
   if (!v) return std::nullopt;

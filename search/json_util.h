@@ -47,6 +47,13 @@ std::optional<std::int64_t> optional_int(const Json& object, std::string_view pa
 std::string require_string(const Json& object, std::string_view path, std::string_view key);
 std::optional<std::string> optional_string(const Json& object, std::string_view path,
                                            std::string_view key);
+// The "type" of a section or param spec (whose other keys depend on it, so
+// check_keys() can only run after). Throws, as require_string(), ConfigError
+// "path.type: is required (a string)" when it is absent, or, when a key of
+// `object` is a near miss of "type" ("typ", "tpye": nearest_name),
+// ConfigError "path.typ: unknown key (did you mean 'type'?)", the hint
+// check_keys() gives.
+std::string require_type_field(const Json& object, std::string_view path);
 std::optional<bool> optional_bool(const Json& object, std::string_view path, std::string_view key);
 // A sampler's or pruner's seed: an integer >= 0 (ConfigError "path.seed:
 // must be >= 0" otherwise), or nullopt when absent.

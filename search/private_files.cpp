@@ -40,26 +40,28 @@ std::string octal_mode(std::uint32_t mode) {
 // Why the file "<store><suffix>" with status `st` (from lstat) may not be
 // used, or "": store_files_refusal's rule for the SQLite files beside a store.
 std::string sqlite_file_refusal(const std::string& suffix, const struct stat& st) {
-  const std::string what = "the store's " + suffix + " file ";
-  const std::string fix = "; remove it (SQLite makes it itself, with the store's mode)";
-  if (S_ISLNK(st.st_mode))
-    return what +
-           "is a symbolic link: refused (never followed: SQLite would write the study's journal "
-           "into whatever it points to)" +
-           fix;
-  if (!S_ISREG(st.st_mode))
-    return what + "is not a regular file (a folder, FIFO or device): refused" + fix;
-  if (st.st_nlink > 1)
-    return what + "has " + std::to_string(st.st_nlink) +
-           " hard links: refused (another name for a file SQLite would write the study's journal "
-           "into)" +
-           fix;
-  if (std::string why = study_file_owner_refusal(st.st_uid, st.st_mode); !why.empty())
-    return what + "is " + why;
-  return "";
+  return written_file_refusal(st.st_mode, st.st_nlink, st.st_uid, "the store's " + suffix + " file",
+                              "SQLite would write the study's journal into",
+                              "; remove it (SQLite makes it itself, with the store's mode)");
 }
 
 }  // namespace
+
+std::string written_file_refusal(std::uint32_t mode, std::uint64_t nlink, std::uint32_t uid,
+                                 const std::string& what, const std::string& writes,
+                                 const std::string& fix) {
+  if (S_ISLNK(mode))
+    return what + " is a symbolic link: refused (never followed: " + writes +
+           " whatever it points to)" + fix;
+  if (!S_ISREG(mode))
+    return what + " is not a regular file (a folder, FIFO or device): refused" + fix;
+  if (nlink > 1)
+    return what + " has " + std::to_string(nlink) +
+           " hard links: refused (another name for a file " + writes + ")" + fix;
+  if (std::string why = study_file_owner_refusal(uid, mode); !why.empty())
+    return what + " is " + why;
+  return "";
+}
 
 std::string study_file_owner_refusal(std::uint32_t uid, std::uint32_t mode) {
   if (std::string who = other_owner(uid); !who.empty())
@@ -165,9 +167,31 @@ void create_private_directories(const std::string& path) {
   }
 }
 
-int open_private_append(const std::string& path) {
-  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
-                kPrivateFileMode);
+int open_private_append(const std::string& path, const std::string& what,
+                        const std::string& writes) {
+  const std::string fix = "; remove it (hpsearch makes " + what + " itself, owner-only)";
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+                  kPrivateFileMode);
+  struct stat st {};
+  if (fd < 0) {
+    const int err = errno;
+    if (::lstat(path.c_str(), &st) == 0) {
+      if (std::string why =
+              written_file_refusal(st.st_mode, st.st_nlink, st.st_uid, what, writes, fix);
+          !why.empty())
+        throw Error(path + ": " + why);
+    }
+    throw Error(path + ": cannot open " + what + ": " + reason(err));
+  }
+  const std::string why =
+      ::fstat(fd, &st) != 0
+          ? "cannot stat " + what + ": " + reason(errno)
+          : written_file_refusal(st.st_mode, st.st_nlink, st.st_uid, what, writes, fix);
+  if (!why.empty()) {
+    ::close(fd);
+    throw Error(path + ": " + why);
+  }
+  return fd;
 }
 
 namespace {

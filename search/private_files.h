@@ -52,6 +52,23 @@ std::string dangling_link_refusal(const std::string& path);
 // Each ends with what to do.
 std::string study_file_owner_refusal(std::uint32_t uid, std::uint32_t mode);
 
+// Why an existing file that hpsearch writes into (a SQLite file beside a
+// store, the writer lock file, a trial log), with lstat's `mode`, `nlink`
+// and `uid` (st_mode, st_nlink, st_uid: a link is not followed), may not
+// be written, or "": "<what> is a symbolic link: refused (never followed:
+// <writes> whatever it points to)<fix>", "<what> is not a regular file (a
+// folder, FIFO or device): refused<fix>", "<what> has N hard links: refused
+// (another name for a file <writes>)<fix>" (a name planted for a file
+// elsewhere: the writes would land there), or "<what> is <owner rule>"
+// (study_file_owner_refusal). `what` names the file ("the writer lock
+// file"), `writes` says what would be written through it ("SQLite would
+// write the study's journal into"), `fix` ends the first three ("; remove
+// it (...)"). The one home of these checks: store_files_refusal,
+// WriterLock::lock_file_refusal and open_private_append apply it.
+std::string written_file_refusal(std::uint32_t mode, std::uint64_t nlink, std::uint32_t uid,
+                                 const std::string& what, const std::string& writes,
+                                 const std::string& fix);
+
 // The name the files beside a store are named after: `store_path`, or, when
 // its last component is a symbolic link, the path it resolves to (SQLite
 // names the -wal and -shm files after the resolved name, and the writer
@@ -100,10 +117,17 @@ bool create_private_file(const std::string& path);
 // a folder cannot be created or a path component is not a folder.
 void create_private_directories(const std::string& path);
 
-// Opens `path` for appending (O_APPEND | O_CLOEXEC | O_NOFOLLOW: a symbolic
-// link at `path` is not followed, ELOOP), creating it with mode 0600 if it
-// is missing. Returns the descriptor, or -1 with errno set (as open(2)).
-int open_private_append(const std::string& path);
+// Opens `path` for appending (O_APPEND | O_CLOEXEC | O_NOFOLLOW |
+// O_NONBLOCK: a symbolic link at `path` is not followed, a FIFO not waited
+// on), creating it with mode 0600 if it is missing. Returns the descriptor.
+// Throws Error "<path>: <rule>" when what is there breaks
+// written_file_refusal's rule (`what` and `writes` as there: a symbolic
+// link, not a regular file, more than one hard link, another user's; as
+// found by fstat of what was opened, so a file swapped in meanwhile is
+// refused too; nothing is written), or "<path>: cannot open <what>:
+// <reason>".
+int open_private_append(const std::string& path, const std::string& what,
+                        const std::string& writes);
 
 // A folder that only its owner can write, opened once: every file operation
 // goes through its descriptor (openat/renameat/unlinkat), so a folder

@@ -19,6 +19,18 @@ SearchSpace& SearchSpace::add(ParamSpec spec) {
       throw ConfigError(wpath, "a param cannot depend on itself");
     if (!parent) throw ConfigError(wpath, "unknown parent param '" + spec.condition->parent + "'");
     if (spec.condition->values.empty()) throw ConfigError(wpath, "needs at least one value");
+    // A float without a step takes any real in [low, high]: a trial would
+    // (almost) never draw the value named, and the param would never be
+    // active. Its values can be named on a grid (a step), or when it has
+    // one value (low = high).
+    const Distribution& pd = parent->distribution;
+    if (pd.kind() == DistributionKind::kFloat && pd.step() == 0 && !pd.single_value())
+      throw ConfigError(wpath, "'" + parent->name +
+                                   "' is a float without a step, so a trial almost never draws " +
+                                   spec.condition->values.front().dump() + " and '" + spec.name +
+                                   "' would never be active; condition on a categorical, ordinal "
+                                   "or int param, or give '" +
+                                   parent->name + "' a step");
     for (Json& v : spec.condition->values) {
       if (!parent->distribution.contains(v))
         throw ConfigError(
@@ -241,7 +253,7 @@ void require_type(const Json& doc, const char* section) {
   auto it = doc.find(section);
   if (it == doc.end()) return;
   if (!it->is_object()) throw ConfigError(section, "must be an object with a \"type\"");
-  require_string(*it, section, "type");
+  require_type_field(*it, section);
 }
 
 }  // namespace

@@ -30,6 +30,9 @@ std::size_t hash_params(const Params& params);
 // value, so null, false, 0 and "0" are distinct). For a numeric parent,
 // SearchSpace::add() rewrites each value as the parent's distribution gives
 // it (to_external), so 2.0 matches an int parent's 2 and 1 a float's 1.0.
+// A float parent needs a step (values on its grid can be drawn; any real in
+// [low, high] almost never is) or low = high: SearchSpace::add() refuses a
+// continuous one.
 struct Condition {
   std::string parent;
   std::vector<Json> values;
@@ -58,7 +61,8 @@ class SearchSpace {
 
   // Adds a param. Parents named by a condition must be added first (so the
   // order is always a valid sampling order). Throws ConfigError on a duplicate
-  // name, an unknown parent, or a condition value the parent cannot take.
+  // name, an unknown parent, or a condition value the parent cannot take
+  // (or almost never draws: a float parent without a step, Condition).
   SearchSpace& add(ParamSpec spec);
   SearchSpace& add(const std::string& name, Distribution distribution) {
     return add(ParamSpec{name, std::move(distribution), std::nullopt, std::nullopt});

@@ -120,9 +120,12 @@ class SqliteStorage : public Storage {
   // Opens `path` (created with the current schema if missing or empty;
   // older schemas are migrated). ":memory:" gives a private in-memory
   // database. Throws ConfigError for bad options, StorageError if the file
-  // cannot be opened, is not a SQLite database, is a SQLite database of
-  // another program, or has a schema version newer than kSchemaVersion,
-  // and StorageError "<file>: <rule>" (store_files_refusal, private_files.h)
+  // cannot be opened or is not a SQLite database; StoreRefused (a
+  // StorageError; nothing changed) if it is a SQLite database of another
+  // program, has a schema version newer than kSchemaVersion, or has an
+  // older one while a coordinator runs one of its studies or its writer
+  // lock cannot be asked (so it is not upgraded), and StoreRefused "<file>:
+  // <rule>" (store_files_refusal, private_files.h)
   // before anything is made or written when the store or a -journal, -wal
   // or -shm file beside it is a symbolic link (the SQLite files), not a
   // regular file, owned by another user or writable by others.

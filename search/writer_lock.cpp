@@ -123,21 +123,10 @@ namespace {
 // Why a lock file with status `st` (from lstat, or fstat of what open(2)
 // opened) may not be used, or "": lock_file_refusal's rule.
 std::string lock_file_refusal_of(const struct stat& st) {
-  const std::string fix = "; remove it (the coordinator makes the lock file itself, owner-only)";
-  if (S_ISREG(st.st_mode) && st.st_nlink > 1)
-    return "the writer lock file has " + std::to_string(st.st_nlink) +
-           " hard links: refused (another name for the same file, which the coordinator would "
-           "lock and write its holder line into)" +
-           fix;
-  if (S_ISLNK(st.st_mode))
-    return "the writer lock file is a symbolic link: refused (never followed: the coordinator "
-           "would lock, and write its holder line into, whatever it points to)" +
-           fix;
-  if (!S_ISREG(st.st_mode))
-    return "the writer lock file is not a regular file (a folder, FIFO or device): refused" + fix;
-  if (std::string why = study_file_owner_refusal(st.st_uid, st.st_mode); !why.empty())
-    return "the writer lock file is " + why;
-  return "";
+  return written_file_refusal(
+      st.st_mode, st.st_nlink, st.st_uid, "the writer lock file",
+      "the coordinator would lock and write its holder line into",
+      "; remove it (the coordinator makes the lock file itself, owner-only)");
 }
 
 // Opens the lock file `path` of the store `store_path` with `flags` (plus

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -405,6 +406,20 @@ TEST_F(CliTest, ReadCommandsOnMissingOrEmptyStores) {
   EXPECT_EQ(cli({"best", "nope.db"}).exit_code, 2);
   EXPECT_EQ(cli({"trials", "nope.db"}).exit_code, 2);
   EXPECT_EQ(cli({"studies", "nope.db"}).exit_code, 2);
+  // resume takes its STORAGE as the read commands do: one rule, one message.
+  for (const std::string command : {"resume", "status", "best"}) {
+    ProcessResult missing = cli({command, "nope.db"});
+    EXPECT_EQ(missing.exit_code, 2) << command << ": " << missing.err;
+    EXPECT_EQ(missing.err, "hpsearch: error: STORAGE: no such storage file: nope.db\n") << command;
+  }
+  dir_.write("empty.db", "");
+  for (const std::string command : {"resume", "trials"}) {
+    ProcessResult empty = cli({command, "empty.db"});
+    EXPECT_EQ(empty.exit_code, 2) << command << ": " << empty.err;
+    EXPECT_THAT(empty.err, HasSubstr("STORAGE: is empty, not a hpsearch store: empty.db"))
+        << command;
+  }
+  EXPECT_EQ(testsupport::read_file(dir_.file("empty.db")), "");
   EXPECT_FALSE(std::filesystem::exists(dir_.file("nope.db")));  // reading creates nothing
   // Two studies in one store: --study picks one.
   dir_.write("a.json", kBraninSpace);
@@ -421,6 +436,14 @@ TEST_F(CliTest, ReadCommandsOnMissingOrEmptyStores) {
   ASSERT_EQ(two.exit_code, 0) << two.err;
   EXPECT_EQ(Json::parse(two.out).size(), 3u);
   EXPECT_EQ(cli({"best", "two.db", "--study", "three"}).exit_code, 2);
+  ProcessResult no_study = cli({"resume", "two.db", "--study", "three"});
+  EXPECT_EQ(no_study.exit_code, 2) << no_study.err;
+  EXPECT_THAT(no_study.err, HasSubstr("--study: no study named 'three' in two.db"));
+  // resume names its argument, not run's flag, in a refusal of the store.
+  std::filesystem::create_hard_link(dir_.file("two.db"), dir_.file("link.db"));
+  ProcessResult linked = cli({"resume", "link.db", "--study", "two"});
+  EXPECT_EQ(linked.exit_code, 2) << linked.err;
+  EXPECT_THAT(linked.err, HasSubstr("hpsearch: error: STORAGE: the store has 2 hard links"));
 }
 
 TEST_F(CliTest, TrialsFiltersSortsLimitsAndStreams) {
@@ -629,6 +652,41 @@ TEST_F(CliTest, BadFlagsAndStoresExitWith2NamingThemAndWriteNothing) {
   EXPECT_EQ(other_files(inputs), std::set<std::string>{}) << "a refused run left files";
 }
 
+// A store this hpsearch may not open as it is, a schema newer than this
+// build's or a SQLite database of another program, is refused as bad input
+// (exit 2, as a folder or a text file is), by run, resume and the read
+// commands, naming the file and the rule; the file is left as it was.
+TEST_F(CliTest, AStoreOfANewerSchemaOrOfAnotherProgramIsRefusedWithExit2) {
+  dir_.write("space.json", branin_space(2));
+  ASSERT_EQ(cli({"run", "space.json"}).exit_code, 0);
+  const auto exec = [&](const std::string& file, const char* sql) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(dir_.file(file).c_str(), &db), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  };
+  exec("branin.db", "PRAGMA user_version = 99");
+  exec("other.db", "CREATE TABLE t(x); INSERT INTO t VALUES (1)");
+  const std::string newer_before = testsupport::read_file(dir_.file("branin.db"));
+  for (const auto& [store, rule] :
+       {std::pair<std::string, std::string>{"branin.db",
+                                            "branin.db: schema version 99 is newer than this "
+                                            "hpsearch supports"},
+        {"other.db", "other.db: is a SQLite database of another program"}}) {
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"run", "space.json", "--storage", store},
+          {"resume", store},
+          {"trials", store},
+          {"best", store},
+          {"status", store}}) {
+      ProcessResult r = cli(args);
+      EXPECT_EQ(r.exit_code, 2) << args[0] << " " << store << ": " << r.err;
+      EXPECT_THAT(r.err, HasSubstr(rule)) << args[0];
+    }
+  }
+  EXPECT_EQ(testsupport::read_file(dir_.file("branin.db")), newer_before);
+}
+
 // Mistakes of a new user, each refused with exit 2 naming the flag and the
 // rule, before anything is made: an empty --storage, one in a missing
 // folder, more --workers than --max-workers admits; CLI11's own parse
@@ -666,7 +724,7 @@ TEST_F(CliTest, StoragePathsWorkerCountsAndParseErrorsAreNamedWithExit2) {
   ProcessResult typo = cli({"--log-level", "warn", "rsume", "x.db"});
   EXPECT_EQ(typo.exit_code, 2) << typo.err;
   EXPECT_THAT(typo.err, HasSubstr("unknown command 'rsume' (did you mean 'resume'?)"));
-  EXPECT_THAT(cli({}).err, HasSubstr("A subcommand is required"));
+  EXPECT_THAT(cli({}).err, HasSubstr("hpsearch: error: a command is required"));
   // An empty store path is said to be empty, not missing.
   for (const std::string command : {"resume", "best"}) {
     ProcessResult empty_store = cli({command, ""});
@@ -684,6 +742,60 @@ TEST_F(CliTest, StoragePathsWorkerCountsAndParseErrorsAreNamedWithExit2) {
                                       "\"minimise\" (did you mean \"minimize\"?)"));
   EXPECT_EQ(other_files({"space.json", "british.json"}), std::set<std::string>{})
       << "a refused run left files";
+}
+
+// A command line that lacks something says what (a command, a command's
+// argument, option or subcommand) and shows the usage, as git does: the
+// commands with what each does, or the command's arguments and options;
+// exit 2.
+TEST_F(CliTest, AMissingCommandOrArgumentIsNamedWithTheUsage) {
+  ProcessResult none = cli({});
+  EXPECT_EQ(none.exit_code, 2) << none.err;
+  EXPECT_EQ(none.err.rfind("hpsearch: error: a command is required\n", 0), 0u) << none.err;
+  EXPECT_THAT(none.err, HasSubstr("Usage: hpsearch [OPTIONS] SUBCOMMAND"));
+  EXPECT_THAT(none.err, HasSubstr("Continue a study from the settings stored with it"));  // resume
+  ProcessResult run = cli({"run"});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_EQ(run.err.rfind("hpsearch: error: run: the argument 'space' is missing (space.json "
+                          "file)\n",
+                          0),
+            0u)
+      << run.err;
+  EXPECT_THAT(run.err, HasSubstr("Usage: hpsearch run [OPTIONS] space"));
+  EXPECT_THAT(run.err, HasSubstr("--workers"));
+  ProcessResult worker = cli({"worker"});
+  EXPECT_EQ(worker.exit_code, 2) << worker.err;
+  EXPECT_THAT(worker.err, HasSubstr("hpsearch: error: worker: the option '--connect' is missing"));
+  ProcessResult keys = cli({"keys"});
+  EXPECT_EQ(keys.exit_code, 2) << keys.err;
+  EXPECT_THAT(keys.err, HasSubstr("hpsearch: error: keys: a command is required"));
+  EXPECT_THAT(keys.err, HasSubstr("Usage: hpsearch keys [OPTIONS] SUBCOMMAND"));
+  EXPECT_EQ(other_files({}), std::set<std::string>{});
+}
+
+// An option a command does not know gets the nearest option of that
+// command (nearest_name's rule, as for commands and keys), exit 2, nothing
+// made; an extra argument that is no option keeps CLI11's message.
+TEST_F(CliTest, AMisspeltOptionIsNamedWithTheNearestOptionOfItsCommand) {
+  dir_.write("space.json", kBraninSpace);
+  ProcessResult wrkers = cli({"run", "space.json", "--wrkers", "2"});
+  EXPECT_EQ(wrkers.exit_code, 2) << wrkers.err;
+  EXPECT_THAT(wrkers.err, HasSubstr("hpsearch: error: run: unknown option '--wrkers' (did you "
+                                    "mean '--workers'?); see 'hpsearch run --help'"));
+  ProcessResult joined = cli({"resume", "x.db", "--n-trial=3"});
+  EXPECT_EQ(joined.exit_code, 2) << joined.err;
+  EXPECT_THAT(joined.err, HasSubstr("resume: unknown option '--n-trial' (did you mean "
+                                    "'--n-trials'?)"));
+  ProcessResult format = cli({"best", "x.db", "--formt", "json"});
+  EXPECT_EQ(format.exit_code, 2) << format.err;
+  EXPECT_THAT(format.err, HasSubstr("best: unknown option '--formt' (did you mean '--format'?)"));
+  ProcessResult far = cli({"run", "space.json", "--frobnicate"});
+  EXPECT_EQ(far.exit_code, 2) << far.err;
+  EXPECT_THAT(far.err, HasSubstr("run: unknown option '--frobnicate'; see"));
+  ProcessResult extra = cli({"run", "space.json", "other.json"});
+  EXPECT_EQ(extra.exit_code, 2) << extra.err;
+  EXPECT_THAT(extra.err, HasSubstr("The following argument was not expected: other.json"));
+  EXPECT_EQ(other_files({"space.json"}), std::set<std::string>{});
 }
 
 // A study keeps its direction and its objective: running the file again
@@ -807,6 +919,11 @@ TEST_F(CliTest, RunningTwiceCompletesOnlyTheRemainingBudget) {
   ASSERT_EQ(third.exit_code, 0) << third.err;
   EXPECT_EQ(trials_or_fail("branin.db").size(), 10u);
   EXPECT_NE(third.out.find("already"), std::string::npos) << third.out;
+  // The run that had nothing to do is recorded as ended by its budget.
+  ProcessResult status = cli({"status", "branin.db"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_THAT(status.out, HasSubstr(", budget reached; ")) << status.out;
+  EXPECT_THAT(status.out, Not(HasSubstr("coordinator exited"))) << status.out;
   // Several workers share the budget the same way.
   ProcessResult more = cli({"run", "space.json", "--n-trials", "30", "--workers", "4"});
   ASSERT_EQ(more.exit_code, 0) << more.err;

@@ -181,6 +181,7 @@ TEST_F(CliWriterTest, SimultaneousResumesGiveOneRunnerAndExactlyTheBudget) {
   for (int i = 0; i < kRunners; ++i) {
     const ProcessResult& r = results[static_cast<std::size_t>(i)];
     if (r.exit_code == 0) continue;
+    EXPECT_EQ(r.exit_code, 2) << r.err;  // refused, as bad input is: nothing was run
     EXPECT_NE(r.err.find("being run by another coordinator"), std::string::npos) << r.err;
     // The holder: host, pid, since when.
     EXPECT_NE(r.err.find(std::string(host) + ":" + std::to_string(winner)), std::string::npos)

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -465,7 +466,8 @@ TEST_F(CommandObjectiveTest, TrialLogIsNotWrittenThroughAPlantedLinkOrIntoAFolde
     testsupport::CapturedLog log(spdlog::level::warn);
     t = run_one(objective, kAdam);
     // The warning names the file and the rule, not only the errno.
-    EXPECT_THAT(log.text(), HasSubstr(log_of(t).string() + ": is a symbolic link: refused"))
+    EXPECT_THAT(log.text(),
+                HasSubstr(log_of(t).string() + ": the trial log is a symbolic link: refused"))
         << log.text();
   }
   ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
@@ -478,6 +480,49 @@ TEST_F(CommandObjectiveTest, TrialLogIsNotWrittenThroughAPlantedLinkOrIntoAFolde
   TrialPtr shared = run_one(objective, kAdam);
   ASSERT_EQ(shared->state, TrialState::kComplete) << shared->fail_reason;
   EXPECT_FALSE(std::filesystem::exists(log_of(shared)));
+}
+
+// A trial log planted in the user's own 0700 log folder as a hard link
+// (another name for a file elsewhere, which could be any file of the
+// user's) or as a FIFO is not written, nor waited on: a warning names the
+// file and the rule (written_file_refusal, the rule of the store's files),
+// the file keeps its bytes, and the trial runs.
+TEST_F(CommandObjectiveTest, TrialLogPlantedAsAHardLinkOrAFifoIsNotWritten) {
+  Json objective = command("echo 'token=s3cr3t'\necho 'hpsearch: {\"value\": 0.5}'");
+  const std::string victim = (dir_ / "victim").string();
+  { std::ofstream(victim) << "the victim's data"; }
+  const auto fresh_logs = [&] {
+    std::filesystem::remove_all(dir_ / "logs");
+    std::filesystem::create_directory(dir_ / "logs");
+    std::filesystem::permissions(dir_ / "logs", std::filesystem::perms::owner_all);
+  };
+  const auto log_name = [&](int n) {
+    return dir_ / "logs" / ("trial-" + std::to_string(n) + ".log");
+  };
+  fresh_logs();
+  for (int n = 0; n < 2; ++n) std::filesystem::create_hard_link(victim, log_name(n));
+  TrialPtr t;
+  {
+    testsupport::CapturedLog log(spdlog::level::warn);
+    t = run_one(objective, kAdam);
+    EXPECT_THAT(log.text(), HasSubstr(log_of(t).string() +
+                                      ": the trial log has 3 hard links: refused (another name "
+                                      "for a file the program's output would be appended to); "
+                                      "remove it"))
+        << log.text();
+  }
+  ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
+  EXPECT_EQ(read_file(victim), "the victim's data");
+
+  fresh_logs();
+  for (int n = 0; n < 2; ++n) ASSERT_EQ(::mkfifo(log_name(n).c_str(), 0600), 0);
+  {
+    testsupport::CapturedLog log(spdlog::level::warn);
+    t = run_one(objective, kAdam);  // returns: the FIFO has no reader, and is not waited on
+    EXPECT_THAT(log.text(), HasSubstr(log_of(t).string() + ": the trial log is not a regular file"))
+        << log.text();
+  }
+  ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
 }
 
 // {trial_dir} under the study's log folder: a trial folder made beforehand

@@ -306,6 +306,23 @@ TEST(ObjectiveRegistryTest, SleepFailParamMustNameABoolParam) {
   EXPECT_EQ(f(runs.trial()), 0.25);
 }
 
+// A "seconds" or "steps" out of its range is refused naming the field, the
+// range and the value given.
+TEST(ObjectiveRegistryTest, SleepRangeErrorsShowTheValueGiven) {
+  SearchSpace space;
+  space.add("x", Distribution::make_float(0.0, 1.0));
+  const auto sleep = [](const char* key, const Json& value) {
+    return Json{{"type", "sleep"}, {key, value}};
+  };
+  EXPECT_STREQ(config_error([&] { validate_objective(sleep("seconds", -3), space); }).what(),
+               "objective.seconds: must be in [0, 86400] (seconds), got -3");
+  EXPECT_STREQ(config_error([&] { validate_objective(sleep("seconds", 1e5), space); }).what(),
+               "objective.seconds: must be in [0, 86400] (seconds), got 100000.0");
+  EXPECT_STREQ(config_error([&] { validate_objective(sleep("steps", 0), space); }).what(),
+               "objective.steps: must be in [1, 1000000], got 0");
+  EXPECT_NO_THROW(validate_objective(sleep("seconds", 86400), space));
+}
+
 // "seconds" is the whole trial's sleep, split over its steps (as the README
 // and objectives/sleep.h say): 0.3 s in 3 steps takes 0.3 s, not 0.9 s.
 TEST(ObjectiveRegistryTest, SleepSecondsAreInAllSplitOverTheSteps) {

@@ -55,13 +55,52 @@ TEST(PrivateFilesTest, NewFilesAndFoldersAreOwnerOnlyExistingOnesKeepTheirMode) 
   create_private_directories(nested);
   EXPECT_EQ(mode_of(nested), 0750u);
 
-  int fd = open_private_append(nested + "/log");
+  int fd = open_private_append(nested + "/log", "the log", "the test's lines would be appended to");
   ASSERT_GE(fd, 0);
   ::close(fd);
   EXPECT_EQ(mode_of(nested + "/log"), 0600u);
 
   EXPECT_THROW(create_private_directories(file + "/x"), Error);
   EXPECT_THROW(create_private_file(dir.file("missing/f")), Error);
+}
+
+// open_private_append refuses, before writing anything, what
+// written_file_refusal refuses (the rule of a store's files): a symbolic
+// link, a hard link (a file with another name), a FIFO (not waited on), a
+// folder; the error names the file and the rule. A file of its own opens.
+TEST(PrivateFilesTest, AppendRefusesLinksHardLinksFifosAndFolders) {
+  TempDir dir("private");
+  const std::string victim = dir.write("victim", "the victim's bytes");
+  const auto error_of = [&](const std::string& path) -> std::string {
+    try {
+      ::close(open_private_append(path, "the log", "the test's lines would be appended to"));
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  fs::create_symlink(victim, dir.file("sym.log"));
+  EXPECT_EQ(error_of(dir.file("sym.log")),
+            dir.file("sym.log") +
+                ": the log is a symbolic link: refused (never followed: the test's lines would be "
+                "appended to whatever it points to); remove it (hpsearch makes the log itself, "
+                "owner-only)");
+  fs::create_hard_link(victim, dir.file("hard.log"));
+  EXPECT_EQ(error_of(dir.file("hard.log")),
+            dir.file("hard.log") +
+                ": the log has 2 hard links: refused (another name for a file the test's lines "
+                "would be appended to); remove it (hpsearch makes the log itself, owner-only)");
+  ASSERT_EQ(::mkfifo(dir.file("fifo.log").c_str(), 0600), 0);
+  EXPECT_NE(error_of(dir.file("fifo.log"))
+                .find(": the log is not a regular file (a folder, FIFO or "
+                      "device): refused"),
+            std::string::npos);
+  fs::create_directory(dir.file("dir.log"));
+  EXPECT_NE(error_of(dir.file("dir.log")).find("dir.log: the log is not a regular file"),
+            std::string::npos);
+  EXPECT_EQ(read_file(victim), "the victim's bytes");
+  EXPECT_EQ(error_of(dir.file("own.log")), "");
+  EXPECT_EQ(error_of(dir.file("own.log")), "");  // again: its one name, appended to
 }
 
 // A symbolic link to a missing file, planted where a store is to be made

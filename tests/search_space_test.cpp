@@ -88,6 +88,27 @@ TEST(SearchSpaceTest, DistributionErrorsNameTheParam) {
   EXPECT_EQ(not_obj.path(), "space.lr");
 }
 
+// A "type" key written as a near miss ("typ") gets check_keys' hint, in a
+// param spec as in the sampler, pruner and objective sections, not "type:
+// is required"; a far key still finds "type" missing.
+TEST(SearchSpaceTest, AMisspeltTypeKeyGetsADidYouMean) {
+  auto typ = config_error([] { parse_space(R"({"lr": {"typ": "float", "low": 0, "high": 1}})"); });
+  EXPECT_EQ(typ.path(), "space.lr.typ");
+  EXPECT_STREQ(typ.what(), "space.lr.typ: unknown key (did you mean 'type'?)");
+  auto tpye = config_error([] { parse_space(R"({"n": {"tpye": "int", "low": 0, "high": 1}})"); });
+  EXPECT_EQ(tpye.path(), "space.n.tpye");
+  auto missing = config_error([] { parse_space(R"({"lr": {"low": 0, "high": 1}})"); });
+  EXPECT_STREQ(missing.what(), "space.lr.type: is required (a string)");
+  for (const char* section : {"sampler", "pruner", "objective"}) {
+    Json doc = Json::parse(R"({"study": {"name": "s"}, "objective": {"type": "branin"},
+                               "space": {}})");
+    doc[section] = Json{{"typ", "none"}};
+    auto e = config_error([&] { StudyConfig::from_json(doc); });
+    EXPECT_EQ(e.path(), std::string(section) + ".typ") << e.what();
+    EXPECT_TRUE(contains_text(e.what(), "unknown key (did you mean 'type'?)")) << e.what();
+  }
+}
+
 // ------------------------------------------------------------ conditions
 
 TEST(SearchSpaceTest, ConditionWithOneValue) {
@@ -184,8 +205,12 @@ TEST(SearchSpaceTest, ConditionOnNumericParents) {
     "tens":   {"type": "float", "low": 0, "high": 2, "step": 1},
     "w":      {"type": "float", "low": 0, "high": 1, "when": {"tens": 1}},
     "n":      {"type": "int", "low": 0, "high": 4},
-    "v":      {"type": "float", "low": 0, "high": 1, "when": {"n": 2.0}}
+    "v":      {"type": "float", "low": 0, "high": 1, "when": {"n": 2.0}},
+    "one":    {"type": "float", "low": 0.5, "high": 0.5},
+    "u":      {"type": "float", "low": 0, "high": 1, "when": {"one": 0.5}}
   })");
+  // A float of one value (low = high) is drawn as that value.
+  EXPECT_TRUE(SearchSpace::is_active(*space.find("u"), {{"one", 0.5}}));
   // A sampled int is a JSON integer (signed); a value in a file is unsigned.
   const auto& layers = space.find("layers")->distribution;
   EXPECT_TRUE(SearchSpace::is_active(*space.find("width2"), {{"layers", layers.to_external(2)}}));
@@ -200,6 +225,8 @@ TEST(SearchSpaceTest, ConditionOnNumericParents) {
   const auto& n = space.find("n")->distribution;
   EXPECT_TRUE(SearchSpace::is_active(*space.find("v"), {{"n", n.to_external(2.0)}}));
   EXPECT_EQ(space.check({{"layers", 1},
+                         {"one", 0.5},
+                         {"u", 0.25},
                          {"scale", 0.5},
                          {"tens", tens.to_external(1.0)},
                          {"w", 0.5},
@@ -242,6 +269,15 @@ TEST(SearchSpaceTest, ConditionErrors) {
            "m": {"type": "float", "low": 0, "high": 1, "when": "o"}})",
        "space.m.when", "object"},
       {R"({"m": {"type": "float", "low": 0, "high": 1, "when": {"m": 0.5}}})", "space.m.when", "m"},
+      // A continuous float parent: 0.5 is in [0, 1] but almost never drawn.
+      {R"({"x": {"type": "float", "low": 0, "high": 1},
+           "m": {"type": "float", "low": 0, "high": 1, "when": {"x": 0.5}}})",
+       "space.m.when.x",
+       "'x' is a float without a step, so a trial almost never draws 0.5 and 'm' would never "
+       "be active; condition on a categorical, ordinal or int param, or give 'x' a step"},
+      {R"({"x": {"type": "float", "low": 0.1, "high": 1, "log": true},
+           "m": {"type": "float", "low": 0, "high": 1, "when": {"x": [0.5, 1]}}})",
+       "space.m.when.x", "'x' is a float without a step"},
       {R"({"a": {"type": "categorical", "choices": ["x"], "when": {"b": "x"}},
            "b": {"type": "categorical", "choices": ["x"], "when": {"a": "x"}}})",
        "space.a.when", "cycle"},

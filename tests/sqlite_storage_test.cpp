@@ -797,6 +797,7 @@ TEST_F(SqliteStorageTest, SchemaVersionIsRecorded) {
 TEST_F(SqliteStorageTest, NewerSchemaIsRefused) {
   { SqliteStorage storage(path()); }
   raw_exec(path(), "PRAGMA user_version = 99");
+  EXPECT_THROW(SqliteStorage storage(path()), StoreRefused);  // the CLI's exit 2
   std::string msg = error_of([&] { SqliteStorage storage(path()); });
   EXPECT_NE(msg.find("schema version 99 is newer than this hpsearch supports (" +
                      std::to_string(SqliteStorage::kSchemaVersion) + "); upgrade hpsearch"),

@@ -3,6 +3,7 @@
 // on randomized studies, every storage's answer equals the answer computed
 // from a full load (tally_trials, lifecycle::best_trial, select_trials),
 // trial by trial; and the schema migration that adds their indexes.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -34,6 +35,7 @@
 namespace hps {
 namespace {
 
+using ::testing::HasSubstr;
 using testsupport::run_process;
 using testsupport::TempDir;
 
@@ -528,18 +530,73 @@ TEST(StorageReadsMigration, AStoreRunByAnOlderCoordinatorIsNotUpgradedUnderIt) {
     try {
       SqliteStorage s(path);
       ADD_FAILURE() << "a store run by another coordinator was upgraded";
-    } catch (const StorageError& e) {
+    } catch (const StoreRefused& e) {
       const std::string what = e.what();
       EXPECT_NE(what.find("schema version 3"), std::string::npos) << what;
       EXPECT_NE(what.find("old-host:4242"), std::string::npos) << what;
       EXPECT_NE(what.find("nothing was changed"), std::string::npos) << what;
     }
+    // A refusal of the store's state, as a bad store is: the read commands
+    // exit 2 (not 1, a failure), naming the coordinator.
+    auto r = run_process({HPSEARCH_CLI_PATH, "trials", path}, dir.path());
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("a coordinator runs one of its studies (old-host:4242"));
     EXPECT_EQ(raw_count(path, "PRAGMA user_version"), 3);
     EXPECT_GT(raw_count(path, "SELECT count(*) FROM trial_params"), 0);
   }
   SqliteStorage s(path);  // the lock released: upgraded
   EXPECT_EQ(raw_count(path, "PRAGMA user_version"), SqliteStorage::kSchemaVersion);
   EXPECT_EQ(exact_trials(s, second), before);
+}
+
+// A store of an older schema whose writer lock file was planted (a
+// symbolic link, a hard link, a folder) cannot say whether a coordinator
+// runs one of its studies, so it is not upgraded: SqliteStorage throws
+// StoreRefused naming the store, the lock file and its rule (the text
+// `hpsearch run` refuses it with); the read commands exit 2 with it, as
+// run does, and the file is unchanged.
+TEST(StorageReadsMigration, AnOlderStoreWithAPlantedLockFileIsRefusedUnchanged) {
+  TempDir dir;
+  const std::string path = dir.file("v3.db");
+  {
+    SqliteStorage s(path);
+    const std::int64_t study = s.create_study("s", StudyDirection::kMinimize, Json());
+    add_random_trials(s, study, 10, 3);
+  }
+  write_as_v3(path);
+  const std::string victim = dir.write("victim", "the victim's data");
+  const std::string lock = path + ".lock";
+  std::filesystem::create_symlink(victim, lock);
+  try {
+    SqliteStorage s(path);
+    ADD_FAILURE() << "upgraded without asking the writer lock";
+  } catch (const StoreRefused& e) {
+    EXPECT_THAT(e.what(), HasSubstr(path +
+                                    ": has schema version 3, and whether a coordinator "
+                                    "runs one of its studies cannot be asked (" +
+                                    lock + ": the writer lock file is a symbolic link: refused"));
+    EXPECT_THAT(e.what(), HasSubstr("nothing was changed"));
+  }
+  for (const std::string command : {"status", "best", "trials"}) {
+    auto r = run_process({HPSEARCH_CLI_PATH, command, path}, dir.path());
+    EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(lock + ": the writer lock file is a symbolic link: refused"))
+        << command;
+  }
+  auto run = run_process({HPSEARCH_CLI_PATH, "resume", path}, dir.path());
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_THAT(run.err, HasSubstr(lock + ": the writer lock file is a symbolic link: refused"));
+  std::filesystem::remove(lock);
+  std::filesystem::create_hard_link(victim, lock);
+  auto hard = run_process({HPSEARCH_CLI_PATH, "trials", path}, dir.path());
+  EXPECT_EQ(hard.exit_code, 2) << hard.err;
+  EXPECT_THAT(hard.err, HasSubstr(lock + ": the writer lock file has 2 hard links: refused"));
+  EXPECT_EQ(raw_count(path, "PRAGMA user_version"), 3);
+  EXPECT_GT(raw_count(path, "SELECT count(*) FROM trial_params"), 0);
+  EXPECT_EQ(testsupport::read_file(victim), "the victim's data");
+  std::filesystem::remove(lock);
+  auto fine = run_process({HPSEARCH_CLI_PATH, "trials", path}, dir.path());
+  EXPECT_EQ(fine.exit_code, 0) << fine.err;  // upgraded once nothing is planted
 }
 
 // A store of an older schema that this user may only read (an archived

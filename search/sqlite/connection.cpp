@@ -44,7 +44,7 @@ void Connection::open() {
   // (a -wal that is a link, a store of another user) are refused before
   // anything is made or written.
   if (is_plain_file()) {
-    if (auto refused = store_files_refusal(path_)) throw StorageError(refused->message());
+    if (auto refused = store_files_refusal(path_)) throw StoreRefused(refused->message());
     try {
       create_private_file(path_);
     } catch (const Error& e) {

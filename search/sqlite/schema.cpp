@@ -2,6 +2,7 @@
 #include "search/sqlite/schema.h"
 
 #include <iterator>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -216,11 +217,11 @@ void convert_trial_params(Connection& conn) {
 void check_ours(const Connection& conn, std::int64_t version, std::int64_t tables,
                 std::int64_t v1_tables) {
   if (version == 0 && tables > 0)
-    throw StorageError(conn.path() +
+    throw StoreRefused(conn.path() +
                        ": is a SQLite database of another program (it has tables but no "
                        "hpsearch schema version)");
   if (version > 0 && v1_tables != kV1Tables)
-    throw StorageError(conn.path() +
+    throw StoreRefused(conn.path() +
                        ": is a SQLite database of another program (its "
                        "user_version is " +
                        std::to_string(version) + " but it lacks hpsearch's tables)");
@@ -228,11 +229,11 @@ void check_ours(const Connection& conn, std::int64_t version, std::int64_t table
 
 void check_version(const Connection& conn, std::int64_t version) {
   if (version > SqliteStorage::kSchemaVersion)
-    throw StorageError(conn.path() + ": schema version " + std::to_string(version) +
+    throw StoreRefused(conn.path() + ": schema version " + std::to_string(version) +
                        " is newer than this hpsearch supports (" +
                        std::to_string(SqliteStorage::kSchemaVersion) + "); upgrade hpsearch");
   if (version < 0)
-    throw StorageError(conn.path() + ": bad schema version " + std::to_string(version));
+    throw StoreRefused(conn.path() + ": bad schema version " + std::to_string(version));
 }
 
 }  // namespace
@@ -271,11 +272,23 @@ namespace {
 // Refuses to upgrade a store of schema `version` while a coordinator runs
 // a study of it: that coordinator is of an older hpsearch (this one
 // upgrades a file when it opens it), and its next write would fail on the
-// new tables (v4 dropped trial_params).
+// new tables (v4 dropped trial_params). A writer lock that cannot be asked
+// (a lock file planted as a link, a folder, another user's: the text of
+// WriterLock::lock_file_refusal, which `hpsearch run` refuses too) cannot
+// say that none runs: refused as well.
 void check_no_coordinator(const Connection& conn, std::int64_t version) {
-  const auto holder = WriterLock::query_any(conn.path());
+  std::optional<WriterLockHolder> holder;
+  try {
+    holder = WriterLock::query_any(conn.path());
+  } catch (const Error& e) {
+    throw StoreRefused(conn.path() + ": has schema version " + std::to_string(version) +
+                       ", and whether a coordinator runs one of its studies cannot be asked (" +
+                       e.what() + "): not upgraded to version " +
+                       std::to_string(SqliteStorage::kSchemaVersion) +
+                       " under one that may run; nothing was changed");
+  }
   if (!holder) return;
-  throw StorageError(conn.path() + ": has schema version " + std::to_string(version) +
+  throw StoreRefused(conn.path() + ": has schema version " + std::to_string(version) +
                      " and a coordinator runs one of its studies (" + holder->describe() +
                      "): an older hpsearch, which this one's upgrade of the file to version " +
                      std::to_string(SqliteStorage::kSchemaVersion) +

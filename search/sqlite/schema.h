@@ -11,9 +11,10 @@ namespace hps::sqlite {
 class Connection;
 
 // Reads the file's schema version and table count in one read transaction
-// and refuses (StorageError) a file that is not a SQLite database, a damaged
-// one (cut short or overwritten: "the file is damaged ..."), one of another
-// program (tables but no version) or one newer than this build.
+// and refuses (StorageError) a file that is not a SQLite database or a
+// damaged one (cut short or overwritten: "the file is damaged ..."), and
+// (StoreRefused) one of another program (tables but no version) or one
+// newer than this build.
 // Returns the version (0 for a new file).
 std::int64_t inspect_schema(Connection& conn);
 
@@ -23,7 +24,9 @@ std::int64_t inspect_schema(Connection& conn);
 const char* migration_sql(std::size_t i);
 
 // Applies the migrations the file lacks, in one transaction (another
-// process may have migrated it meanwhile: checked again inside).
+// process may have migrated it meanwhile: checked again inside). Throws
+// StoreRefused, changing nothing, for an older file while a coordinator
+// runs one of its studies or its writer lock cannot be asked.
 void migrate(Connection& conn);
 
 }  // namespace hps::sqlite
