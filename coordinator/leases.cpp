@@ -57,9 +57,7 @@ void Coordinator::Impl::expire(Session& s, const std::string& why) {
     spdlog::debug("coordinator: worker {} left: {}", s.name, why);
   else
     spdlog::warn("coordinator: worker {} ({}) lost: {}", s.name, s.device, why);
-  const std::vector<std::int64_t> held = std::move(s.trials);
-  s.trials.clear();
-  for (const std::int64_t number : held) end_lost_trial(number, "worker lost");
+  for (const std::int64_t number : s.take_trials()) end_lost_trial(number, "worker lost");
   std::string rid = s.routing_id;
   sessions.expire(rid);  // `s` is gone from here on
   status_dirty = true;

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "coordinator/coordinator.h"
@@ -54,6 +55,8 @@ struct Session {
   bool has_room() const { return trials.size() <= static_cast<std::size_t>(prefetch); }
   // The trial `number` no longer held (ended, or lost).
   void release(std::int64_t number) { std::erase(trials, number); }
+  // Every trial it holds, no longer held (its worker is gone).
+  std::vector<std::int64_t> take_trials() { return std::exchange(trials, {}); }
 };
 
 class SessionTable {

@@ -274,9 +274,7 @@ void Coordinator::Impl::on_complete(Session& s, const proto::Complete& m) {
 void Coordinator::Impl::on_leaving(Session& s, const proto::Disconnect& m) {
   const std::string why = m.reason.empty() ? std::string("stopping") : printable(m.reason);
   spdlog::info("coordinator: worker {} left: {}", s.name, why);
-  const std::vector<std::int64_t> held = std::move(s.trials);
-  s.trials.clear();
-  for (const std::int64_t number : held)
+  for (const std::int64_t number : s.take_trials())
     end_lost_trial(number, "worker stopped: " + why, lifecycle::RetryCause::kWorkerStopped);
   std::string rid = s.routing_id;
   sessions.expire(rid);  // `s` is gone from here on

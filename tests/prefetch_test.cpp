@@ -44,6 +44,19 @@ CoordinatorOptions budget(std::int64_t n_trials) {
   return co;
 }
 
+// A study in a store of its own and its coordinator, for workers driven by
+// hand (the "external" objective: the coordinator runs nothing itself).
+struct CoordinatorBench {
+  CoordinatorBench(const std::string& name, CoordinatorOptions co)
+      : dir(name),
+        study(open_study(dir.file("study.db"))),
+        c(study, Json{{"type", "external"}}, std::move(co)) {}
+  testsupport::TempDir dir;
+  zmq::context_t ctx;
+  Study study;
+  Coordinator c;
+};
+
 TrialState state_of(Study& study, std::int64_t number) {
   return study.storage().get_trial_by_number(study.study_id(), number)->state;
 }
@@ -59,10 +72,8 @@ bool step_until(Coordinator& c, Study& study, std::int64_t number, TrialState st
 }
 
 TEST(Prefetch, AWorkerHoldsTheNextTrialWhileItRunsOne) {
-  testsupport::TempDir dir("prefetch_holds");
-  zmq::context_t ctx;
-  Study study = open_study(dir.file("study.db"));
-  Coordinator c(study, Json{{"type", "external"}}, budget(20));
+  CoordinatorBench run("prefetch_holds", budget(20));
+  auto& [dir, ctx, study, c] = run;
   RawWorker w(ctx, c.endpoint(), "w", /*prefetch=*/1);
   auto first = w.request(c);
   ASSERT_TRUE(first);
@@ -89,10 +100,8 @@ TEST(Prefetch, AWorkerHoldsTheNextTrialWhileItRunsOne) {
 }
 
 TEST(Prefetch, AThirdRequestLosesTheOldestTrialAsWithoutPrefetch) {
-  testsupport::TempDir dir("prefetch_third");
-  zmq::context_t ctx;
-  Study study = open_study(dir.file("study.db"));
-  Coordinator c(study, Json{{"type", "external"}}, budget(20));
+  CoordinatorBench run("prefetch_third", budget(20));
+  auto& [dir, ctx, study, c] = run;
   RawWorker w(ctx, c.endpoint(), "w", 1);
   auto a = w.request(c);
   auto b = w.request(c);
@@ -112,12 +121,10 @@ TEST(Prefetch, AThirdRequestLosesTheOldestTrialAsWithoutPrefetch) {
 }
 
 TEST(Prefetch, AWorkerLeavingHasEveryTrialItHeldQueuedAgain) {
-  testsupport::TempDir dir("prefetch_leaving");
-  zmq::context_t ctx;
-  Study study = open_study(dir.file("study.db"));
   CoordinatorOptions co = budget(20);
   co.max_retries = 0;  // a worker stopped by a signal does not use up retries
-  Coordinator c(study, Json{{"type", "external"}}, co);
+  CoordinatorBench run("prefetch_leaving", co);
+  auto& [dir, ctx, study, c] = run;
   RawWorker w(ctx, c.endpoint(), "w", 1);
   auto a = w.request(c);
   auto b = w.request(c);
@@ -146,10 +153,8 @@ TEST(Prefetch, AWorkerLeavingHasEveryTrialItHeldQueuedAgain) {
 }
 
 TEST(Prefetch, NoTrialWaitsOnABusyWorkerNearTheEndOfTheBudget) {
-  testsupport::TempDir dir("prefetch_end");
-  zmq::context_t ctx;
-  Study study = open_study(dir.file("study.db"));
-  Coordinator c(study, Json{{"type", "external"}}, budget(3));
+  CoordinatorBench run("prefetch_end", budget(3));
+  auto& [dir, ctx, study, c] = run;
   RawWorker w1(ctx, c.endpoint(), "w1", 1);
   RawWorker w2(ctx, c.endpoint(), "w2", 1);
   auto a = w1.request(c);
@@ -164,16 +169,14 @@ TEST(Prefetch, NoTrialWaitsOnABusyWorkerNearTheEndOfTheBudget) {
   ASSERT_TRUE(last);
   w1.send(proto::Complete{last->number, false, 0.5, ""});
   w2.send(proto::Complete{b->number, false, 0.5, ""});
-  ASSERT_TRUE(testsupport::wait_until([&] { return !c.step(10); }, std::chrono::seconds(10)));
+  ASSERT_TRUE(testsupport::wait_until([&] { return !run.c.step(10); }, std::chrono::seconds(10)));
   EXPECT_EQ(c.done_reason(), "budget reached");
   EXPECT_EQ(study.storage().count_trials(study.study_id()), 3);
 }
 
 TEST(Prefetch, AHelloAskingForMoreThanTheMostIsRefused) {
-  testsupport::TempDir dir("prefetch_hello");
-  zmq::context_t ctx;
-  Study study = open_study(dir.file("study.db"));
-  Coordinator c(study, Json{{"type", "external"}}, budget(3));
+  CoordinatorBench run("prefetch_hello", budget(3));
+  auto& [dir, ctx, study, c] = run;
   RawWorker w(ctx, c.endpoint(), "greedy", proto::kMaxPrefetch + 1);
   auto d = w.await<proto::Disconnect>(c, 5);
   ASSERT_TRUE(d);

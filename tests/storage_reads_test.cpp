@@ -347,6 +347,18 @@ void write_as_v3(const std::string& path) {
   sqlite3_close(db);
 }
 
+// "v3.db" in `dir`: a store of schema v3 holding the study `name` with
+// `n_trials` random trials (seed `seed`). Returns its path.
+std::string v3_store(TempDir& dir, const std::string& name, int n_trials, std::uint32_t seed) {
+  std::string path = dir.file("v3.db");
+  {
+    SqliteStorage s(path);
+    add_random_trials(s, s.create_study(name, StudyDirection::kMinimize, Json()), n_trials, seed);
+  }
+  write_as_v3(path);
+  return path;
+}
+
 // What schema v3 added: the per-state counts and their triggers.
 constexpr const char* kDropV3 =
     "DROP TRIGGER trial_state_counts_insert; DROP TRIGGER trial_state_counts_update; "
@@ -557,13 +569,7 @@ TEST(StorageReadsMigration, AStoreRunByAnOlderCoordinatorIsNotUpgradedUnderIt) {
 // run does, and the file is unchanged.
 TEST(StorageReadsMigration, AnOlderStoreWithAPlantedLockFileIsRefusedUnchanged) {
   TempDir dir;
-  const std::string path = dir.file("v3.db");
-  {
-    SqliteStorage s(path);
-    const std::int64_t study = s.create_study("s", StudyDirection::kMinimize, Json());
-    add_random_trials(s, study, 10, 3);
-  }
-  write_as_v3(path);
+  const std::string path = v3_store(dir, "s", 10, 3);
   const std::string victim = dir.write("victim", "the victim's data");
   const std::string lock = path + ".lock";
   std::filesystem::create_symlink(victim, lock);
@@ -606,13 +612,7 @@ TEST(StorageReadsMigration, AnOlderStoreWithAPlantedLockFileIsRefusedUnchanged) 
 TEST(StorageReadsMigration, AReadOnlyOlderStoreIsReadThroughAnUpgradedCopyInMemory) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root, to read the store as another user";
   TempDir dir;
-  const std::string path = dir.file("v3.db");
-  {
-    SqliteStorage s(path);
-    const std::int64_t study = s.create_study("archived", StudyDirection::kMinimize, Json());
-    add_random_trials(s, study, 20, 5);
-  }
-  write_as_v3(path);
+  const std::string path = v3_store(dir, "archived", 20, 5);
   const std::string csv_v3 = [&] {
     // What this version prints for the same trials from a writable copy.
     const std::string copy = dir.file("copy.db");

@@ -616,8 +616,7 @@ struct Worker::Impl : TrialBackend {
         return false;
       case Ev::kLost:
         if (e.epoch == epoch) epoch = 0;
-        held.clear();  // the coordinator counts them lost
-        asked = false;
+        drop_held();  // the coordinator counts them lost
         return true;
       case Ev::kFatal:
         fatal = e.payload;
@@ -635,8 +634,7 @@ struct Worker::Impl : TrialBackend {
           auto m = proto::decode(e.payload);
           if (auto* s = std::get_if<proto::Shutdown>(&m)) {
             shutdown = true;
-            held.clear();  // the coordinator ends a study when no trial runs
-            asked = false;
+            drop_held();  // the coordinator ends a study when no trial runs
             spdlog::debug("worker: shutdown: {}", s->reason);
             return s->stop_trial;
           }
@@ -820,6 +818,13 @@ struct Worker::Impl : TrialBackend {
     asked = true;
   }
 
+  // Forgets the held trials and the unanswered request (the session that
+  // gave them is over).
+  void drop_held() {
+    held.clear();
+    asked = false;
+  }
+
   // Runs the held trials in order; after each, posts its result with a
   // RequestTrial when should_ask (one wake-up of the link thread).
   void run_held() {
@@ -830,9 +835,7 @@ struct Worker::Impl : TrialBackend {
       if (trial_session != epoch) continue;  // its session is gone: the coordinator ended it
       if (should_ask(true)) ask();           // prefetch: the next is asked for as this starts
       run_trial(a);
-      const bool again = epoch == trial_epoch && should_ask(false);
-      post_result(again);
-      if (again) asked = true;
+      post_result(epoch == trial_epoch && should_ask(false));
     }
   }
 
@@ -841,6 +844,7 @@ struct Worker::Impl : TrialBackend {
   void post_result(bool ask) {
     std::optional<std::string> r;
     r.swap(result);
+    if (ask) asked = true;
     if (r && ask) {
       to_link.post_two(Ev::kSend, trial_epoch, std::move(*r), proto::encode(proto::RequestTrial{}));
       return;
@@ -875,8 +879,7 @@ struct Worker::Impl : TrialBackend {
       Event e = to_main.receive();
       if (e.kind == Ev::kReady) {
         epoch = e.epoch;
-        held.clear();
-        asked = false;
+        drop_held();
         ask();
         continue;
       }
