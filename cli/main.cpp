@@ -249,7 +249,7 @@ int main(int argc, char** argv) {
         ->capture_default_str()
         ->check(whole_number<int>());
     cmd->add_option("--prefetch", run.prefetch,
-                    "trials each worker it starts holds besides the one it runs (0-16; 1 for "
+                    "trials each worker it starts holds besides the one it runs (0 or 1; 1 for "
                     "objectives of about a second or less: no wait between trials)")
         ->capture_default_str()
         ->check(whole_number<int>());
@@ -299,7 +299,7 @@ int main(int argc, char** argv) {
       ->check(whole_number<int>());
   worker_cmd
       ->add_option("--prefetch", worker.prefetch,
-                   "trials held besides the one running (0-16; 1 for objectives of about a "
+                   "trials held besides the one running (0 or 1; 1 for objectives of about a "
                    "second or less: no wait between trials)")
       ->capture_default_str()
       ->check(whole_number<int>());

@@ -286,15 +286,18 @@ void Coordinator::Impl::on_fail(Session& s, const proto::Fail& m) {
   if (!owns(s, m.number, "Fail")) return;
   const FrozenTrial& t = mirror.at(m.number);
   set_user_attrs(t, m.user_attrs_json);
+  // The worker's text: bytes that are not UTF-8 could not be stored (the
+  // store refuses them, and that would stop the run).
+  const std::string text = valid_utf8(m.message);
   if (m.reason == proto::Fail::Reason::kInterrupted) {
     std::string reason = "worker stopped";
-    if (!m.message.empty()) reason += ": " + m.message;
+    if (!text.empty()) reason += ": " + text;
     s.release(m.number);
     end_lost_trial(m.number, reason, lifecycle::RetryCause::kWorkerStopped);
     sessions.resume_request(s);
     return;
   }
-  std::string message = m.message.empty() ? "objective raised an exception" : m.message;
+  std::string message = text.empty() ? "objective raised an exception" : text;
   storage.set_trial_state(t.trial_id, TrialState::kFail, std::nullopt, message);
   end_trial(s, m.number);
 }

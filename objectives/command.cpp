@@ -27,6 +27,7 @@
 #include "objectives/command_report.h"
 #include "objectives/persistent_program.h"
 #include "search/errors.h"
+#include "search/printable.h"
 #include "search/private_files.h"
 
 extern char** environ;
@@ -620,64 +621,6 @@ class Tail {
   std::deque<std::string> lines_;
   std::size_t bytes_ = 0;
 };
-
-// `text` with every byte that is not part of a well-formed UTF-8 sequence
-// (RFC 3629: no overlong forms, surrogates or code points above U+10FFFF)
-// replaced by U+FFFD, so that a program's binary output cannot break the
-// JSON of the store, the protocol or `hpsearch trials`; and each NUL byte
-// written as the two characters "\0": a FAIL reason travels as an
-// exception's what(), a C string, which would end at the NUL and lose the
-// rest of the reason.
-std::string valid_utf8(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  std::size_t i = 0;
-  while (i < text.size()) {
-    auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
-    unsigned char c = byte(i);
-    std::size_t len = 0;
-    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-    if (c == 0) {
-      out += "\\0";
-      ++i;
-      continue;
-    }
-    if (c < 0x80)
-      len = 1;
-    else if (c >= 0xC2 && c <= 0xDF)
-      len = 2;
-    else if (c == 0xE0) {
-      len = 3;
-      lo = 0xA0;
-    } else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF)
-      len = 3;
-    else if (c == 0xED) {
-      len = 3;
-      hi = 0x9F;
-    } else if (c == 0xF0) {
-      len = 4;
-      lo = 0x90;
-    } else if (c >= 0xF1 && c <= 0xF3)
-      len = 4;
-    else if (c == 0xF4) {
-      len = 4;
-      hi = 0x8F;
-    }
-    bool ok = len > 0 && i + len <= text.size();
-    for (std::size_t k = 1; ok && k < len; ++k) {
-      unsigned char b = byte(i + k);
-      ok = k == 1 ? (b >= lo && b <= hi) : (b >= 0x80 && b <= 0xBF);
-    }
-    if (ok) {
-      out.append(text.substr(i, len));
-      i += len;
-    } else {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    }
-  }
-  return out;
-}
 
 std::string with_tail(const std::string& reason, const Tail& tail,
                       const std::string& what = "stderr") {

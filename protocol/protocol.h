@@ -157,7 +157,10 @@ struct Hello {
 };
 
 // The most trials a worker may hold besides the one it runs (Hello.prefetch).
-inline constexpr std::int32_t kMaxPrefetch = 16;
+// One: a worker keeps at most one RequestTrial unanswered and asks again
+// only as a trial starts or ends, so it could not reach a deeper queue (a
+// new-user pass found 16 held 1 + 1).
+inline constexpr std::int32_t kMaxPrefetch = 1;
 // Throws ConfigError naming `field` ("worker.prefetch", "--prefetch") unless
 // 0 <= prefetch <= kMaxPrefetch.
 void check_prefetch(std::int64_t prefetch, const std::string& field);

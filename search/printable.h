@@ -1,8 +1,11 @@
-// Text from peers (worker ids, host names, devices) made safe to print on a
-// terminal or in a log: control characters cannot start a new log line or
-// send escape sequences to the terminal.
+// Text from peers (worker ids, host names, devices, fail reasons) and from
+// programs made safe to print on a terminal or in a log, and to store:
+// control characters cannot start a new log line or send escape sequences
+// to the terminal, and bytes that are not UTF-8 cannot break the JSON of
+// the store or the protocol.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -10,10 +13,29 @@ namespace hps {
 
 // `text` with every control character escaped: "\n", "\r" and "\t" as
 // those two characters, other C0 bytes and DEL as "\xHH", and C1 controls
-// in UTF-8 (U+0080..U+009F, e.g. the one-byte CSI U+009B) as "\u00HH".
-// Everything else (printable ASCII, other UTF-8) is kept. Backslashes are
-// not escaped, so printable(printable(s)) == printable(s): text stored
-// already escaped prints the same. Never throws (but std::bad_alloc).
+// in UTF-8 (U+0080..U+009F, e.g. the one-byte CSI U+009B) as "\u00HH";
+// each byte that is not part of a well-formed UTF-8 sequence replaced by
+// U+FFFD. Everything else (printable ASCII, other UTF-8) is kept.
+// Backslashes are not escaped, so printable(printable(s)) == printable(s):
+// text stored already escaped prints the same. The result is valid UTF-8.
+// Never throws (but std::bad_alloc).
 std::string printable(std::string_view text);
+
+// `text` with every byte that is not part of a well-formed UTF-8 sequence
+// (RFC 3629: no overlong forms, surrogates or code points above U+10FFFF)
+// replaced by U+FFFD, so that a program's binary output or a peer's bytes
+// cannot break the JSON of the store, the protocol or `hpsearch trials`;
+// and each NUL byte written as the two characters "\0": a FAIL reason
+// travels as an exception's what(), a C string, which would end at the NUL
+// and lose the rest of the reason. Line breaks and other controls are kept
+// (for multi-line reasons; printable() escapes them). Never throws (but
+// std::bad_alloc).
+std::string valid_utf8(std::string_view text);
+
+// The length in bytes (1 to 4) of the well-formed UTF-8 sequence that
+// starts at text[at] (RFC 3629, as valid_utf8 reads it; a NUL is 1), or 0
+// when none starts there (a stray continuation byte, an overlong form, a
+// surrogate, a truncated sequence). `at` < text.size().
+std::size_t utf8_sequence_length(std::string_view text, std::size_t at);
 
 }  // namespace hps

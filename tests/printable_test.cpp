@@ -19,8 +19,23 @@ TEST(Printable, EscapesControlCharactersAndKeepsTheRest) {
   EXPECT_EQ(printable("gr\xc3\xbc\xc3\x9f"), "gr\xc3\xbc\xc3\x9f");  // UTF-8 text is kept
 }
 
+// Bytes that are not UTF-8 (a Latin-1 worker name) become U+FFFD: the
+// result can be stored as JSON and printed.
+TEST(Printable, ReplacesBytesThatAreNotUtf8) {
+  EXPECT_EQ(printable("caf\xe9"), "caf\xEF\xBF\xBD");
+  EXPECT_EQ(printable("\xff\xfe"), "\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(printable("\xc3"), "\xEF\xBF\xBD");                  // truncated
+  EXPECT_EQ(printable("\xc0\xaf"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong '/'
+  EXPECT_EQ(printable("\xc2"), "\xEF\xBF\xBD");                  // a C1 lead byte alone
+  EXPECT_EQ(valid_utf8(std::string("a\xff"
+                                   "b\0c\n",
+                                   6)),
+            "a\xEF\xBF\xBD"
+            "b\\0c\n");  // NUL as "\0"; lines kept
+}
+
 TEST(Printable, IsIdempotent) {
-  for (std::string s : {"a\nb", "\x1b[31mred", "x\\ny", "plain"})
+  for (std::string s : {"a\nb", "\x1b[31mred", "x\\ny", "plain", "caf\xe9"})
     EXPECT_EQ(printable(printable(s)), printable(s)) << s;
 }
 

@@ -77,7 +77,7 @@ struct WorkerOptions {
   // 1000) and doubles up to reconnect_max_ms (default 32000).
   int reconnect_initial_ms = 1000;
   int reconnect_max_ms = 32000;
-  // Trials the worker holds besides the one it runs, in [0, 16]
+  // Trials the worker holds besides the one it runs, 0 or 1
   // (protocol::kMaxPrefetch). Default 0: it asks for a trial when the last
   // one ended and waits for the coordinator's answer. With 1 it asks as
   // soon as a trial starts, so the next one is there when it ends: for
