@@ -9,7 +9,10 @@
 // trials_by_study_state_value and trial_attrs_by_key, for the reads that do
 // not load the history; v3 the per-state counts trial_state_counts; v4
 // replaces trial_params by distributions and trial_param_sets, converting
-// every row in the one migration transaction). Tables:
+// every row in the one migration transaction; v5 replaces the two indexes
+// on (study_id, state, ...) by trials_active, WAITING and RUNNING trials
+// only, and study_best, each study's best trial kept by triggers: fewer
+// pages written per trial). Tables:
 //   studies(study_id, name UNIQUE, direction 0=minimize 1=maximize,
 //           config_json, created)
 //   study_attrs(study_id, kind 0=user 1=system, key, value_json)
@@ -22,6 +25,10 @@
 //           param its name, distribution_id or none, and its value)
 //   trial_intermediate_values(trial_id, step, value)
 //   trial_attrs(trial_id, kind 0=user 1=system, key, value_json)
+//   trial_state_counts(study_id, state, n): trials per study and state,
+//           kept by triggers
+//   study_best(study_id, value, number): the study's best trial, kept by
+//           triggers (schema.cpp, v5)
 // Times are unix seconds as REAL (microsecond precision: times are truncated
 // to whole microseconds before they are stored). Objective and intermediate
 // values are stored as REAL, bit-exact including +-inf and -0.0 (their
@@ -115,7 +122,7 @@ struct SqliteOptions {
 class SqliteStorage : public Storage {
  public:
   // The schema version this build writes (PRAGMA user_version).
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
 
   // Opens `path` (created with the current schema if missing or empty;
   // older schemas are migrated). ":memory:" gives a private in-memory
@@ -182,11 +189,11 @@ class SqliteStorage : public Storage {
   std::int64_t count_trials(std::int64_t study_id,
                             const std::vector<TrialState>& states = {}) override;
   // Indexed queries, in constant memory (Storage's rules; see there).
-  // count_trials_by_state: one GROUP BY state over the index
-  // trials_by_study_state, less the warm-start and retried trials found by
-  // trial_attrs_by_key. best_trial: the best value by an index range scan,
-  // then the lowest number with it. list_study_summaries: one GROUP BY
-  // study_id, state. read_trials: one statement walks the selected ids in
+  // count_trials_by_state: the rows of trial_state_counts, less the
+  // warm-start and retried trials found by trial_attrs_by_key. best_trial:
+  // the row of study_best, checked against its trial (a scan of the study
+  // if it does not hold). list_study_summaries: the rows of
+  // trial_state_counts. read_trials: one statement walks the selected ids in
   // order; each batch is loaded with one query per table, all inside one
   // read transaction (inside run_in_transaction: that one).
   TrialCounts count_trials_by_state(std::int64_t study_id) override;

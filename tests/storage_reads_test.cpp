@@ -295,6 +295,28 @@ std::string v3_trial_params_sql() {
   return v1.substr(begin, last + end.size() - begin);
 }
 
+// What schema v5 changed, undone: its index and table out, the two
+// indexes of v1 and v2 back (from their migrations' SQL, as released).
+std::string v4_indexes_sql() {
+  const std::string v1 = sqlite::migration_sql(0), v2 = sqlite::migration_sql(1);
+  const std::string state = "CREATE INDEX trials_by_study_state ON";
+  const std::string value = "CREATE INDEX trials_by_study_state_value ON";
+  const auto a = v1.find(state), b = v2.find(value);
+  EXPECT_NE(a, std::string::npos);
+  EXPECT_NE(b, std::string::npos);
+  return v1.substr(a, v1.find(';', a) + 1 - a) + v2.substr(b, v2.find(';', b) + 1 - b);
+}
+
+// Rewrites the store at `path` as schema v4 wrote it (no trials_active, no
+// study_best and its triggers; the indexes on (study_id, state, ...)).
+void write_as_v4(const std::string& path) {
+  { SqliteStorage s(path); }  // made, or upgraded to this version
+  raw_exec(path,
+           "DROP TRIGGER study_best_finish; DROP TRIGGER study_best_insert; DROP TABLE study_best; "
+           "DROP INDEX trials_active; " +
+               v4_indexes_sql() + " PRAGMA user_version = 4;");
+}
+
 // Rewrites the store at `path` as schema v3 wrote it: every param one
 // trial_params row (distribution_json and value_json as v3 encoded them,
 // value_real for a float), no distributions and trial_param_sets, and
@@ -308,6 +330,7 @@ void write_as_v3(const std::string& path) {
       trials.insert(trials.end(), some.begin(), some.end());
     }
   }
+  write_as_v4(path);
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(db, v3_trial_params_sql().c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
@@ -408,6 +431,84 @@ TEST(StorageReadsMigration, AVersion2StoreGetsCountsThatFollowEveryWrite) {
                        sum.info.name);
 }
 
+// A version 4 store gets each study's best trial (filled from its trials:
+// warm-start copies, ties, -0.0, infinities, NaN as add_random_trials makes
+// them) and the triggers that keep it; the two indexes on (study_id, state,
+// ...) are gone. Best and reads equal a full load's after the upgrade, and
+// after trials finish, a WAITING trial claimed among them (trials_active).
+TEST(StorageReadsMigration, AVersion4StoreGetsBestTrialsThatFollowEveryWrite) {
+  TempDir dir;
+  std::string path = dir.file("v4.db");
+  {
+    SqliteStorage s(path);
+    auto a = s.create_study("a", StudyDirection::kMinimize, Json());
+    auto b = s.create_study("b", StudyDirection::kMaximize, Json());
+    s.create_study("empty", StudyDirection::kMinimize, Json());
+    add_random_trials(s, a, 120, 21);
+    add_random_trials(s, b, 60, 22);
+  }
+  write_as_v4(path);
+  ASSERT_EQ(raw_count(path, "SELECT count(*) FROM sqlite_master WHERE name = 'study_best'"), 0);
+  SqliteStorage s(path);
+  EXPECT_EQ(raw_count(path, "PRAGMA user_version"), SqliteStorage::kSchemaVersion);
+  EXPECT_EQ(raw_count(path,
+                      "SELECT count(*) FROM sqlite_master WHERE name IN "
+                      "('trials_by_study_state', 'trials_by_study_state_value')"),
+            0);
+  EXPECT_EQ(raw_count(path, "SELECT count(*) FROM study_best"), 2);  // not the empty study
+  const std::int64_t a = *s.find_study("a"), b = *s.find_study("b"), empty = *s.find_study("empty");
+  expect_reads_match_full_load(s, a);
+  expect_reads_match_full_load(s, b);
+  expect_reads_match_full_load(s, empty);
+  std::mt19937 rng(4);
+  for (int i = 0; i < 60; ++i) {
+    const std::int64_t study = i % 3 == 0 ? empty : (i % 2 ? a : b);
+    NewTrial t = make_trial(i % 4 ? TrialState::kRunning : TrialState::kWaiting, std::nullopt);
+    TrialPtr created = s.create_trial(study, t);
+    if (created->state == TrialState::kWaiting) {
+      std::int64_t first = -1;  // the WAITING trial with the lowest number
+      for (const auto& w : s.get_all_trials(study, {TrialState::kWaiting}))
+        if (first < 0 || w->number < first) first = w->number;
+      TrialPtr claimed = s.claim_waiting_trial(study, "w");
+      ASSERT_NE(claimed, nullptr);
+      EXPECT_EQ(claimed->number, first);
+      created = claimed;
+    }
+    // Values from -3 to 3 in steps of 0.5: ties with earlier and later trials.
+    const double value = static_cast<double>(static_cast<int>(rng() % 13) - 6) / 2.0;
+    const auto end = static_cast<TrialState>(2 + rng() % 3);  // COMPLETE, PRUNED or FAIL
+    s.set_trial_state(created->trial_id, end,
+                      end == TrialState::kComplete ? std::optional<double>(value) : std::nullopt);
+    expect_reads_match_full_load(s, study);
+  }
+}
+
+// A best row that a write the triggers do not see made stale (a
+// warm_start attr added to the best trial later, the trial deleted by
+// hand) is not believed: the study is scanned and the answer is a full
+// load's.
+TEST(StorageReadsMigration, AStaleBestRowIsCheckedAndNotBelieved) {
+  TempDir dir;
+  std::string path = dir.file("s.db");
+  SqliteStorage s(path);
+  for (StudyDirection direction : {StudyDirection::kMinimize, StudyDirection::kMaximize}) {
+    auto id = s.create_study(to_string(direction), direction, Json());
+    const double sign = direction == StudyDirection::kMinimize ? 1.0 : -1.0;
+    for (double v : {5.0, 1.0, 3.0, 1.0, 2.0})
+      s.create_trial(id, make_trial(TrialState::kComplete, sign * v));
+    ASSERT_EQ(s.best_trial(id)->number, 1);
+    s.set_trial_system_attr(s.best_trial(id)->trial_id, "warm_start",
+                            Json{{"storage", "old.db"}, {"study", "s"}, {"trial", 0}});
+    EXPECT_EQ(s.best_trial(id)->number, 3);  // the tie left
+    expect_reads_match_full_load(s, id);
+    raw_exec(path, "DELETE FROM trials WHERE study_id = " + std::to_string(id) + " AND number = 3");
+    SqliteStorage fresh(path);  // no cached snapshot
+    EXPECT_EQ(fresh.best_trial(id)->number, 4);
+    EXPECT_EQ(fresh.best_trial(id)->value, sign * 2.0);
+    expect_reads_match_full_load(fresh, id);
+  }
+}
+
 TEST(StorageReadsMigration, AVersion1StoreIsUpgradedInPlaceAndLosesNothing) {
   TempDir dir;
   std::string path = dir.file("old.db");
@@ -438,7 +539,12 @@ TEST(StorageReadsMigration, AVersion1StoreIsUpgradedInPlaceAndLosesNothing) {
     expect_reads_match_full_load(s, *id);
   }
   EXPECT_EQ(raw_count(path, "PRAGMA user_version"), SqliteStorage::kSchemaVersion);
-  EXPECT_EQ(raw_count(path, count_indexes), 2);
+  // v2's value index was replaced by v5's study_best.
+  EXPECT_EQ(raw_count(path, count_indexes), 1);
+  EXPECT_EQ(raw_count(path,
+                      "SELECT count(*) FROM sqlite_master WHERE name IN ('trial_attrs_by_key', "
+                      "'trials_active', 'study_best')"),
+            3);
 }
 
 std::uint64_t float_bits(const Json& v) { return std::bit_cast<std::uint64_t>(v.get<double>()); }

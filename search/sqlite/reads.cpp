@@ -365,7 +365,7 @@ TrialPtr load_trial_by_number(Connection& conn, std::int64_t study_id, std::int6
 
 std::int64_t count_study_trials(Connection& conn, std::int64_t study_id,
                                 const std::vector<TrialState>& states) {
-  Use u(conn.stmt("SELECT state, count(*) FROM trials WHERE study_id = ?1 GROUP BY state"));
+  Use u(conn.stmt("SELECT state, n FROM trial_state_counts WHERE study_id = ?1"));
   Statement& s = u.get();
   s.bind(1, study_id);
   std::int64_t n = 0;
@@ -373,7 +373,7 @@ std::int64_t count_study_trials(Connection& conn, std::int64_t study_id,
   while (s.step()) {
     TrialState state = decode_state(col_int(s, 0, where, "state"), where);
     if (states.empty() || std::find(states.begin(), states.end(), state) != states.end())
-      n += col_int(s, 1, where, "count(*)");
+      n += col_int(s, 1, where, "n");
   }
   return n;
 }
@@ -393,6 +393,9 @@ constexpr const char* kBestCandidate =
     "t.state = 2 AND t.value IS NOT NULL AND NOT EXISTS (SELECT 1 FROM trial_attrs a "
     "WHERE a.trial_id = t.trial_id AND a.kind = 1 AND a.key = ?9)";
 static_assert(kComplete == 2 && kKindSystem == 1, "kBestCandidate's constants");
+static_assert(static_cast<int>(TrialState::kWaiting) == 0 &&
+                  static_cast<int>(TrialState::kRunning) == 1,
+              "trials_active's WHERE (schema v5)");
 
 // FrozenTrial::counts_as_finished in SQL, counted the other way round: the
 // finished trials of study ?1 that do not count, i.e. warm-start copies
@@ -434,7 +437,14 @@ std::string states_sql(const std::vector<TrialState>& states) {
   std::string sql = " AND state IN (";
   for (std::size_t i = 0; i < states.size(); ++i)
     sql += (i ? ", " : "") + std::to_string(static_cast<int>(states[i]));
-  return sql + ")";
+  sql += ")";
+  // Only WAITING and RUNNING: the partial index trials_active, which SQLite
+  // uses when the query has its WHERE term word for word.
+  if (std::all_of(states.begin(), states.end(), [](TrialState st) {
+        return st == TrialState::kWaiting || st == TrialState::kRunning;
+      }))
+    sql += " AND state IN (0, 1)";
+  return sql;
 }
 
 // The statement that walks the selected trial ids in the query's order.
@@ -537,32 +547,34 @@ std::vector<std::pair<std::int64_t, TrialCounts>> count_all_studies(Connection& 
 }
 
 TrialPtr load_best_trial(Connection& conn, std::int64_t study_id, StudyDirection direction) {
-  // The best value (an index range scan: trials_by_study_state_value), then
-  // the lowest number with it (ranks_before: ties go to the lower number).
-  const bool maximize = direction == StudyDirection::kMaximize;
-  double best = 0.0;
+  // The row the study_best triggers keep, if its trial still is a best
+  // candidate with that value: a later write the triggers do not see (the
+  // trial deleted, a warm_start attr added) makes it stale, and the study is
+  // then scanned instead. A candidate with the kept value is the best: every
+  // better one would have replaced the row when it finished.
   {
-    Use u(conn.stmt(maximize ? std::string("SELECT t.value FROM trials t WHERE t.study_id = ?1 "
-                                           "AND ") +
-                                   kBestCandidate + " ORDER BY t.value DESC LIMIT 1"
-                             : std::string("SELECT t.value FROM trials t WHERE t.study_id = ?1 "
-                                           "AND ") +
-                                   kBestCandidate + " ORDER BY t.value LIMIT 1"));
+    Use u(conn.stmt(std::string("SELECT t.trial_id FROM study_best b JOIN trials t ON "
+                                "t.study_id = b.study_id AND t.number = b.number WHERE "
+                                "b.study_id = ?1 AND t.value = b.value AND ") +
+                    kBestCandidate));
     Statement& s = u.get();
     s.bind(1, study_id);
     s.bind(9, kAttrWarmStart);
-    if (!s.step()) return nullptr;
-    auto v = col_opt_real(s, 0, study_row_where("trials", study_id), "value");
-    if (!v) return nullptr;
-    best = *v;
+    if (s.step()) {
+      const std::int64_t trial_id = col_int(s, 0, Where{"trials"}, "trial_id");
+      return load_trial(conn, trial_id);
+    }
   }
+  // The scan: the best value, ties to the lower number (ranks_before).
+  const bool maximize = direction == StudyDirection::kMaximize;
   std::int64_t trial_id = 0;
   {
     Use u(conn.stmt(std::string("SELECT t.trial_id FROM trials t WHERE t.study_id = ?1 AND ") +
-                    kBestCandidate + " AND t.value = ?2 ORDER BY t.number LIMIT 1"));
+                    kBestCandidate +
+                    (maximize ? " ORDER BY t.value DESC, t.number LIMIT 1"
+                              : " ORDER BY t.value, t.number LIMIT 1")));
     Statement& s = u.get();
     s.bind(1, study_id);
-    s.bind(2, best);
     s.bind(9, kAttrWarmStart);
     if (!s.step()) return nullptr;
     trial_id = col_int(s, 0, Where{"trials"}, "trial_id");

@@ -69,7 +69,7 @@ std::int64_t insert_trial(Connection& conn, std::int64_t study_id, std::int64_t 
 std::optional<std::int64_t> first_waiting_trial(Connection& conn, std::int64_t study_id) {
   Use u(
       conn.stmt("SELECT trial_id FROM trials WHERE study_id = ?1 AND state = ?2 "
-                "ORDER BY number LIMIT 1"));
+                "AND state IN (0, 1) ORDER BY number LIMIT 1"));  // trials_active's WHERE
   u->bind(1, study_id);
   u->bind(2, static_cast<int>(TrialState::kWaiting));
   if (!u->step()) return std::nullopt;
