@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "cli/commands.h"
+#include "protocol/protocol.h"
 #include "workers/slurm_launcher.h"
 #include "workers/worker.h"
 
@@ -38,6 +39,10 @@ std::string allowed_program_path(const std::string& program) {
 }  // namespace
 
 int worker_command(const WorkerCommandOptions& o) {
+  // The options by their names on the command line (WorkerOptions::validate
+  // names its own fields, for the embedding API).
+  protocol::check_heartbeat_settings(o.heartbeat_ms, "--heartbeat-ms", o.liveness, "--liveness");
+  protocol::check_prefetch(o.prefetch, "--prefetch");
   // A worker does not know its objective before the first trial: one started
   // by hand becomes `hpsearch-torch` when that exists, so it can serve any
   // study. Local pools set HPSEARCH_NO_HANDOVER: their executable already is

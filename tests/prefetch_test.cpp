@@ -236,6 +236,13 @@ TEST(Prefetch, HpsearchRunWithPrefetchRunsEveryTrialOnce) {
       {HPSEARCH_CLI_PATH, "run", dir.file("space.json"), "--prefetch", "2"}, dir.path().string());
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--prefetch: must be in [0, 1]"), std::string::npos) << bad.err;
+  // The worker names its option as given on its command line too.
+  auto bad_worker = testsupport::run_process({HPSEARCH_CLI_PATH, "worker", "--connect",
+                                              "ipc://" + dir.file("none.sock"), "--prefetch", "2"},
+                                             dir.path().string());
+  EXPECT_EQ(bad_worker.exit_code, 2);
+  EXPECT_NE(bad_worker.err.find("--prefetch: must be in [0, 1]"), std::string::npos)
+      << bad_worker.err;
 }
 
 }  // namespace

@@ -509,6 +509,72 @@ TEST(StorageReadsMigration, AStaleBestRowIsCheckedAndNotBelieved) {
   }
 }
 
+// A store of this version that lacks a trigger, an index or a table of its
+// schema (dropped by hand) is refused when opened, naming what is missing,
+// and left as it is: without the triggers the best and the counts would go
+// silently wrong (found by a new-user pass).
+TEST(StorageReadsMigration, AStoreMissingPartOfItsSchemaIsRefusedUnchanged) {
+  for (const char* drop : {"DROP TRIGGER study_best_finish", "DROP TABLE study_best",
+                           "DROP INDEX trials_active", "DROP TRIGGER trial_state_counts_update"}) {
+    TempDir dir;
+    std::string path = dir.file("s.db");
+    {
+      SqliteStorage s(path);
+      add_random_trials(s, s.create_study("s", StudyDirection::kMinimize, Json()), 20, 7);
+    }
+    raw_exec(path, std::string(drop) + "; PRAGMA wal_checkpoint(TRUNCATE);");
+    const std::string before = testsupport::read_file(path);
+    try {
+      SqliteStorage s(path);
+      ADD_FAILURE() << drop << ": opened";
+    } catch (const StoreRefused& e) {
+      const std::string name = std::string(drop).substr(std::string(drop).rfind(' ') + 1);
+      EXPECT_NE(std::string(e.what()).find("is damaged: its schema (version " +
+                                           std::to_string(SqliteStorage::kSchemaVersion) +
+                                           ") lacks " + name),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_EQ(testsupport::read_file(path), before) << drop;
+  }
+}
+
+// A best row broken by hand (gone, a value that is not a number, pointing
+// at a FAIL trial with a worse value) is made again from the study's
+// trials by the next finished trial's trigger: a trial better than the
+// broken row but worse than the best does not take its place (found by a
+// new-user pass: before, it did, and every reader then believed it).
+TEST(StorageReadsMigration, ABrokenBestRowIsMadeAgainByTheNextFinishedTrial) {
+  for (const char* breakage :
+       {"DELETE FROM study_best", "UPDATE study_best SET value = 'abc'",
+        "UPDATE study_best SET value = x'00'", "UPDATE study_best SET number = 1, value = 1.0e6"}) {
+    TempDir dir;
+    std::string path = dir.file("s.db");
+    SqliteStorage s(path);
+    for (StudyDirection direction : {StudyDirection::kMinimize, StudyDirection::kMaximize}) {
+      auto id = s.create_study(to_string(direction), direction, Json());
+      const double sign = direction == StudyDirection::kMinimize ? 1.0 : -1.0;
+      s.create_trial(id, make_trial(TrialState::kComplete, sign * 5.0));  // 0
+      s.create_trial(id, make_trial(TrialState::kFail, std::nullopt));    // 1
+      s.create_trial(id, make_trial(TrialState::kComplete, sign * 1.0));  // 2: the best
+      s.create_trial(id, make_trial(TrialState::kComplete, sign * 3.0));  // 3
+      std::string sql = breakage;
+      if (sql.find("1.0e6") != std::string::npos)
+        sql = "UPDATE study_best SET number = 1, value = " + std::to_string(sign * 1.0e6);
+      raw_exec(path, sql + " WHERE study_id = " + std::to_string(id));
+      SqliteStorage fresh(path);
+      EXPECT_EQ(fresh.best_trial(id)->number, 2) << breakage;                 // the scan
+      fresh.create_trial(id, make_trial(TrialState::kComplete, sign * 2.0));  // 4: not the best
+      EXPECT_EQ(fresh.best_trial(id)->number, 2) << breakage;
+      EXPECT_EQ(
+          raw_count(path, "SELECT number FROM study_best WHERE study_id = " + std::to_string(id)),
+          2)
+          << breakage << ": the row is made again";
+      expect_reads_match_full_load(fresh, id);
+    }
+  }
+}
+
 TEST(StorageReadsMigration, AVersion1StoreIsUpgradedInPlaceAndLosesNothing) {
   TempDir dir;
   std::string path = dir.file("old.db");

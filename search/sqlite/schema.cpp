@@ -3,6 +3,7 @@
 
 #include <iterator>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -140,9 +141,13 @@ CREATE TABLE trial_param_sets(
     //   warm-start copy) and ranks_before (the better value, then the lower
     //   number), in the study's direction (studies.direction 1 = maximize).
     //   A reader checks the row against its trial and scans the study when
-    //   it does not hold (reads.cpp: load_best_trial), so a row made stale
-    //   by a write the triggers do not see (a deleted trial, a warm_start
-    //   attr added later) costs time, never a wrong answer.
+    //   it does not hold (reads.cpp: load_best_trial); the next finished
+    //   trial's trigger makes such a row again from a scan. So a row made
+    //   stale by a write the triggers do not see (a deleted trial, a
+    //   warm_start attr added later, a hand edit that breaks it) costs
+    //   time, not a wrong answer. Not seen: a hand edit that points the row
+    //   at a worse trial that is a candidate, or changes a study's
+    //   direction.
     // Filled here from the trials there (warm-start copies have their attr
     // by then: a finished copy is written RUNNING, then finished).
     R"sql(
@@ -159,23 +164,74 @@ INSERT INTO study_best(study_id, value, number)
   JOIN (SELECT u.study_id AS id,
                CASE s.direction WHEN 1 THEN max(u.value) ELSE min(u.value) END AS best
           FROM trials u JOIN studies s ON s.study_id = u.study_id
-         WHERE u.state = 2 AND u.value IS NOT NULL AND NOT EXISTS (SELECT 1 FROM trial_attrs a
+         WHERE u.state = 2 AND typeof(u.value) = 'real' AND NOT EXISTS (SELECT 1 FROM trial_attrs a
                WHERE a.trial_id = u.trial_id AND a.kind = 1 AND a.key = 'warm_start')
          GROUP BY u.study_id) b ON b.id = t.study_id AND b.best = t.value
   WHERE t.state = 2 AND NOT EXISTS (SELECT 1 FROM trial_attrs a
         WHERE a.trial_id = t.trial_id AND a.kind = 1 AND a.key = 'warm_start')
   GROUP BY t.study_id;
 CREATE TRIGGER study_best_finish AFTER UPDATE OF state, value ON trials
-  WHEN NEW.state = 2 AND NEW.value IS NOT NULL AND NOT EXISTS (SELECT 1 FROM trial_attrs a
+  WHEN NEW.state = 2 AND typeof(NEW.value) = 'real' AND NOT EXISTS (SELECT 1 FROM trial_attrs a
        WHERE a.trial_id = NEW.trial_id AND a.kind = 1 AND a.key = 'warm_start') BEGIN
+  -- A row that NEW would replace (or whose value is not a number) and that
+  -- does not hold (its trial gone or no longer a candidate with that
+  -- value: a hand edit, a warm_start attr added later) is dropped, then
+  -- made again from one scan of the study (NEW among its trials). Most
+  -- trials do not beat the best: for them the row is only compared.
+  DELETE FROM study_best WHERE study_id = NEW.study_id
+    AND (typeof(value) != 'real'
+         OR CASE (SELECT direction FROM studies WHERE study_id = NEW.study_id)
+            WHEN 1 THEN NEW.value >= value ELSE NEW.value <= value END)
+    AND NOT EXISTS (SELECT 1 FROM trials t
+    WHERE t.study_id = study_best.study_id AND t.number = study_best.number
+      AND typeof(study_best.value) = 'real' AND t.value = study_best.value AND t.state = 2
+      AND NOT EXISTS (SELECT 1 FROM trial_attrs a
+          WHERE a.trial_id = t.trial_id AND a.kind = 1 AND a.key = 'warm_start'));
+  INSERT INTO study_best(study_id, value, number)
+    SELECT t.study_id, t.value, t.number
+      FROM (SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM study_best WHERE study_id = NEW.study_id))
+           CROSS JOIN trials t  -- no row there: no scan (CROSS JOIN keeps this loop order)
+     WHERE t.study_id = NEW.study_id AND t.state = 2 AND typeof(t.value) = 'real'
+       AND NOT EXISTS (SELECT 1 FROM trial_attrs a
+           WHERE a.trial_id = t.trial_id AND a.kind = 1 AND a.key = 'warm_start')
+     ORDER BY CASE (SELECT direction FROM studies WHERE study_id = NEW.study_id)
+              WHEN 1 THEN -t.value ELSE t.value END, t.number
+     LIMIT 1;
   INSERT INTO study_best(study_id, value, number) VALUES (NEW.study_id, NEW.value, NEW.number)
     ON CONFLICT(study_id) DO UPDATE SET value = excluded.value, number = excluded.number
     WHERE CASE (SELECT direction FROM studies WHERE study_id = excluded.study_id)
           WHEN 1 THEN excluded.value > value ELSE excluded.value < value END
        OR (excluded.value = value AND excluded.number < number);
 END;
+-- Our writes insert a trial RUNNING and finish it (the trigger above); a
+-- row inserted already COMPLETE (another program's) is handled the same way.
 CREATE TRIGGER study_best_insert AFTER INSERT ON trials
-  WHEN NEW.state = 2 AND NEW.value IS NOT NULL BEGIN
+  WHEN NEW.state = 2 AND typeof(NEW.value) = 'real' AND NOT EXISTS (SELECT 1 FROM trial_attrs a
+       WHERE a.trial_id = NEW.trial_id AND a.kind = 1 AND a.key = 'warm_start') BEGIN
+  -- A row that NEW would replace (or whose value is not a number) and that
+  -- does not hold (its trial gone or no longer a candidate with that
+  -- value: a hand edit, a warm_start attr added later) is dropped, then
+  -- made again from one scan of the study (NEW among its trials). Most
+  -- trials do not beat the best: for them the row is only compared.
+  DELETE FROM study_best WHERE study_id = NEW.study_id
+    AND (typeof(value) != 'real'
+         OR CASE (SELECT direction FROM studies WHERE study_id = NEW.study_id)
+            WHEN 1 THEN NEW.value >= value ELSE NEW.value <= value END)
+    AND NOT EXISTS (SELECT 1 FROM trials t
+    WHERE t.study_id = study_best.study_id AND t.number = study_best.number
+      AND typeof(study_best.value) = 'real' AND t.value = study_best.value AND t.state = 2
+      AND NOT EXISTS (SELECT 1 FROM trial_attrs a
+          WHERE a.trial_id = t.trial_id AND a.kind = 1 AND a.key = 'warm_start'));
+  INSERT INTO study_best(study_id, value, number)
+    SELECT t.study_id, t.value, t.number
+      FROM (SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM study_best WHERE study_id = NEW.study_id))
+           CROSS JOIN trials t  -- no row there: no scan (CROSS JOIN keeps this loop order)
+     WHERE t.study_id = NEW.study_id AND t.state = 2 AND typeof(t.value) = 'real'
+       AND NOT EXISTS (SELECT 1 FROM trial_attrs a
+           WHERE a.trial_id = t.trial_id AND a.kind = 1 AND a.key = 'warm_start')
+     ORDER BY CASE (SELECT direction FROM studies WHERE study_id = NEW.study_id)
+              WHEN 1 THEN -t.value ELSE t.value END, t.number
+     LIMIT 1;
   INSERT INTO study_best(study_id, value, number) VALUES (NEW.study_id, NEW.value, NEW.number)
     ON CONFLICT(study_id) DO UPDATE SET value = excluded.value, number = excluded.number
     WHERE CASE (SELECT direction FROM studies WHERE study_id = excluded.study_id)
@@ -284,6 +340,36 @@ void check_ours(const Connection& conn, std::int64_t version, std::int64_t table
                        std::to_string(version) + " but it lacks hpsearch's tables)");
 }
 
+// The objects this schema version has besides schema v1's tables: a store
+// of this version without one of them was changed by hand or by another
+// program (without a trigger, counts or the best would go silently wrong).
+constexpr const char* kCurrentObjects[] = {"trials_active",
+                                           "trial_attrs_by_key",
+                                           "trial_state_counts",
+                                           "trial_state_counts_insert",
+                                           "trial_state_counts_update",
+                                           "trial_state_counts_delete",
+                                           "distributions",
+                                           "trial_param_sets",
+                                           "study_best",
+                                           "study_best_finish",
+                                           "study_best_insert"};
+
+// The names of kCurrentObjects that `conn`'s schema lacks, comma-separated
+// ("" if none). Called inside a read transaction.
+std::string missing_objects(Connection& conn) {
+  std::string sql = "SELECT name FROM sqlite_master WHERE name IN (";
+  for (std::size_t i = 0; i < std::size(kCurrentObjects); ++i)
+    sql += std::string(i ? ", '" : "'") + kCurrentObjects[i] + "'";
+  Statement s(conn.db(), sql + ")");
+  std::set<std::string> present;
+  while (s.step()) present.insert(col_text(s, 0, Where{"sqlite_master"}, "name"));
+  std::string missing;
+  for (const char* name : kCurrentObjects)
+    if (!present.count(name)) missing += (missing.empty() ? "" : ", ") + std::string(name);
+  return missing;
+}
+
 void check_version(const Connection& conn, std::int64_t version) {
   if (version > SqliteStorage::kSchemaVersion)
     throw StoreRefused(conn.path() + ": schema version " + std::to_string(version) +
@@ -301,11 +387,13 @@ std::int64_t inspect_schema(Connection& conn) {
   // transaction: another process creating the schema of a new file between
   // the two reads must not make it look like a file of another program.
   std::int64_t version = 0, tables = 0, v1_tables = 0;
+  std::string missing;
   try {
     conn.exec("BEGIN");
     version = conn.pragma_int("PRAGMA user_version");
     tables = conn.pragma_int("SELECT count(*) FROM sqlite_master");
     v1_tables = conn.pragma_int(kCountV1Tables);
+    if (version == SqliteStorage::kSchemaVersion) missing = missing_objects(conn);
     conn.exec("COMMIT");
   } catch (const StorageError&) {
     const int code = sqlite3_errcode(conn.db());
@@ -321,6 +409,11 @@ std::int64_t inspect_schema(Connection& conn) {
   }
   check_version(conn, version);
   check_ours(conn, version, tables, v1_tables);
+  if (!missing.empty())
+    throw StoreRefused(conn.path() + ": is damaged: its schema (version " +
+                       std::to_string(version) + ") lacks " + missing +
+                       ", dropped by hand or by another program; without them the counts and "
+                       "the best trial would be wrong. Restore the file from a copy");
   return version;
 }
 
