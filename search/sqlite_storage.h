@@ -114,6 +114,13 @@ struct SqliteOptions {
   // WAL size in pages (of 4096 bytes by default) that starts a checkpoint.
   // Default 1000 (SQLite's default). Must be >= 1.
   int checkpoint_pages = 1000;
+  // Whether a store of an older schema version is upgraded in its file when
+  // opened (default true: every command does it). false: it is read through
+  // a copy in memory upgraded there (its size in RAM), the file unchanged,
+  // as a store the user may only read is; for a store that is only read,
+  // such as a warm start's earlier study, which an older hpsearch may still
+  // use. A new (empty) file gets the schema either way.
+  bool upgrade_file = true;
 
   // Throws ConfigError naming the bad field ("sqlite.busy_timeout_ms", ...).
   void validate() const;

@@ -9,7 +9,9 @@
 #include <system_error>
 #include <vector>
 
+#include "search/caching_storage.h"
 #include "search/errors.h"
+#include "search/sqlite_storage.h"
 #include "search/util/storage_url.h"
 
 namespace hps {
@@ -172,7 +174,13 @@ namespace {
 WarmStartSource open_checked_source(const WarmStartConfig& config, const std::string& path,
                                     const std::string& study_name, StudyDirection direction,
                                     const std::string& study_storage) {
-  WarmStartSource source{open_storage(config.storage), config.storage, config.study};
+  // Only read: a store of an older schema is read through an upgraded copy
+  // in memory, so the hpsearch that made it can still open it.
+  SqliteOptions options;
+  options.upgrade_file = false;
+  WarmStartSource source{
+      std::make_shared<CachingStorage>(std::make_shared<SqliteStorage>(path, options)),
+      config.storage, config.study};
   if (source.study.empty()) {
     const std::vector<StudyInfo> studies = source.storage->list_studies();
     if (studies.size() != 1)

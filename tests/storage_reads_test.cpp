@@ -29,6 +29,7 @@
 #include "search/storage.h"
 #include "search/trial_lifecycle.h"
 #include "search/writer_lock.h"
+#include "tests/support/older_stores.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -36,8 +37,10 @@ namespace hps {
 namespace {
 
 using ::testing::HasSubstr;
+using testsupport::raw_exec;
 using testsupport::run_process;
 using testsupport::TempDir;
+using testsupport::write_as_v4;
 
 struct Factory {
   std::string name;
@@ -259,18 +262,6 @@ INSTANTIATE_TEST_SUITE_P(
                 }}),
     [](const auto& param_info) { return param_info.param.name; });
 
-// Runs SQL on a file through a raw SQLite connection.
-void raw_exec(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  char* err = nullptr;
-  int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
-  std::string msg = err ? err : "";
-  sqlite3_free(err);
-  sqlite3_close(db);
-  ASSERT_EQ(rc, SQLITE_OK) << msg;
-}
-
 std::int64_t raw_count(const std::string& path, const std::string& sql) {
   sqlite3* db = nullptr;
   EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
@@ -293,28 +284,6 @@ std::string v3_trial_params_sql() {
   const auto last = v1.find(end, begin);
   EXPECT_NE(last, std::string::npos);
   return v1.substr(begin, last + end.size() - begin);
-}
-
-// What schema v5 changed, undone: its index and table out, the two
-// indexes of v1 and v2 back (from their migrations' SQL, as released).
-std::string v4_indexes_sql() {
-  const std::string v1 = sqlite::migration_sql(0), v2 = sqlite::migration_sql(1);
-  const std::string state = "CREATE INDEX trials_by_study_state ON";
-  const std::string value = "CREATE INDEX trials_by_study_state_value ON";
-  const auto a = v1.find(state), b = v2.find(value);
-  EXPECT_NE(a, std::string::npos);
-  EXPECT_NE(b, std::string::npos);
-  return v1.substr(a, v1.find(';', a) + 1 - a) + v2.substr(b, v2.find(';', b) + 1 - b);
-}
-
-// Rewrites the store at `path` as schema v4 wrote it (no trials_active, no
-// study_best and its triggers; the indexes on (study_id, state, ...)).
-void write_as_v4(const std::string& path) {
-  { SqliteStorage s(path); }  // made, or upgraded to this version
-  raw_exec(path,
-           "DROP TRIGGER study_best_finish; DROP TRIGGER study_best_insert; DROP TABLE study_best; "
-           "DROP INDEX trials_active; " +
-               v4_indexes_sql() + " PRAGMA user_version = 4;");
 }
 
 // Rewrites the store at `path` as schema v3 wrote it: every param one

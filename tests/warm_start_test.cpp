@@ -17,6 +17,7 @@
 #include "search/storage.h"
 #include "search/study.h"
 #include "search/trial_lifecycle.h"
+#include "tests/support/older_stores.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -123,6 +124,24 @@ TEST_F(WarmStartTest, CopiesCompleteTrialsMarkedAndOutsideTheBudget) {
             5);
   const Json page = report::build_page_data(storage->get_study(study.study_id()), all, {});
   EXPECT_EQ(page["timeline"]["total"], 5) << page["timeline"].dump();
+}
+
+// The earlier study's store, of an older schema, is read through an
+// upgraded copy in memory: the file is left as it was, so the hpsearch
+// that made it can still open it (found by a new-user pass: it was
+// upgraded, and the older hpsearch then refused it).
+TEST_F(WarmStartTest, AnOlderSourceStoreIsReadAndLeftAsItWas) {
+  make_old_study(old_db(), 8);
+  testsupport::write_as_v4(old_db());
+  testsupport::raw_exec(old_db(), "PRAGMA wal_checkpoint(TRUNCATE)");
+  const std::string before = testsupport::read_file(old_db());
+  auto storage = open_storage(new_db());
+  Study study =
+      Study::create(storage, "new", StudyDirection::kMinimize, options_for(space_2d(), 3));
+  WarmStartSummary s = warm_start(study, {.storage = old_db(), .study = "old"}, new_db());
+  EXPECT_EQ(s.copied, 8);
+  EXPECT_EQ(warm_trials(study).size(), 8u);
+  EXPECT_EQ(testsupport::read_file(old_db()), before);
 }
 
 TEST_F(WarmStartTest, ResumeDoesNotCopyAgain) {

@@ -73,7 +73,7 @@ void Connection::open() {
 
 void Connection::upgrade(std::int64_t version) {
   const std::string to = std::to_string(SqliteStorage::kSchemaVersion);
-  if (version == 0 || sqlite3_db_readonly(db_, "main") != 1) {
+  if (version == 0 || (options_.upgrade_file && sqlite3_db_readonly(db_, "main") != 1)) {
     migrate(*this);
     if (version > 0)
       spdlog::info(
@@ -82,8 +82,8 @@ void Connection::upgrade(std::int64_t version) {
           path_, version, to);
     return;
   }
-  // Read-only: the whole store copied into memory (its size in RAM) and
-  // upgraded there.
+  // Read-only, or not to be upgraded (upgrade_file false): the whole store
+  // copied into memory (its size in RAM) and upgraded there.
   sqlite3* mem = nullptr;
   int rc = sqlite3_open_v2(":memory:", &mem, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc == SQLITE_OK) {
@@ -106,9 +106,9 @@ void Connection::upgrade(std::int64_t version) {
   exec("PRAGMA temp_store=MEMORY");
   migrate(*this);
   spdlog::info(
-      "{}: read-only, schema version {}: read through a copy in memory upgraded to {} "
-      "(the file is unchanged)",
-      path_, version, to);
+      "{}: {}schema version {}: read through a copy in memory upgraded to {} (the file is "
+      "unchanged)",
+      path_, options_.upgrade_file ? "read-only, " : "", version, to);
 }
 
 void Connection::set_wal_mode() {
