@@ -125,9 +125,10 @@ struct EstimatorOptions {
   // log_pdf() weighs kernel k by w_k times the product of its numeric
   // bandwidths (kernels of equal weight have equal peak heights) instead of
   // w_k (equal mass). Draws still use w_k. Isolated observations, which get
-  // wide kernels, then count for more. This is what Optuna 3.1's univariate
-  // estimator computes in effect; bench/tpe_quality measures it better for
-  // univariate TPE and worse for multivariate TPE.
+  // wide kernels, then count for more. This is what Optuna 3.1's estimator
+  // computes in effect, in both modes (its truncated normal leaves out the
+  // 1/sigma factor; bench/parzen_diff.py); bench/tpe_quality measures it
+  // better for univariate TPE and worse for multivariate TPE.
   bool equal_heights = false;
   // The categorical dimensions' kernel.
   CategoricalKernel categorical_kernel = CategoricalKernel::kAitchisonAitken;
