@@ -170,73 +170,85 @@ INSERT INTO study_best(study_id, value, number)
   WHERE t.state = 2 AND NOT EXISTS (SELECT 1 FROM trial_attrs a
         WHERE a.trial_id = t.trial_id AND a.kind = 1 AND a.key = 'warm_start')
   GROUP BY t.study_id;
+-- Two triggers per write, whichever fires first: one moves the row to a
+-- better NEW when the row holds (its trial a candidate with its value);
+-- the other, only when the row is missing, not a number, or would be
+-- replaced but does not hold (a hand edit, a warm_start attr added later),
+-- makes it again from one scan of the study (NEW among its trials). Most
+-- trials neither beat the best nor find it broken: two lookups by key.
 CREATE TRIGGER study_best_finish AFTER UPDATE OF state, value ON trials
   WHEN NEW.state = 2 AND typeof(NEW.value) = 'real' AND NOT EXISTS (SELECT 1 FROM trial_attrs a
        WHERE a.trial_id = NEW.trial_id AND a.kind = 1 AND a.key = 'warm_start') BEGIN
-  -- A row that NEW would replace (or whose value is not a number) and that
-  -- does not hold (its trial gone or no longer a candidate with that
-  -- value: a hand edit, a warm_start attr added later) is dropped, then
-  -- made again from one scan of the study (NEW among its trials). Most
-  -- trials do not beat the best: for them the row is only compared.
-  DELETE FROM study_best WHERE study_id = NEW.study_id
-    AND (typeof(value) != 'real'
-         OR CASE (SELECT direction FROM studies WHERE study_id = NEW.study_id)
-            WHEN 1 THEN NEW.value >= value ELSE NEW.value <= value END)
-    AND NOT EXISTS (SELECT 1 FROM trials t
-    WHERE t.study_id = study_best.study_id AND t.number = study_best.number
-      AND typeof(study_best.value) = 'real' AND t.value = study_best.value AND t.state = 2
-      AND NOT EXISTS (SELECT 1 FROM trial_attrs a
-          WHERE a.trial_id = t.trial_id AND a.kind = 1 AND a.key = 'warm_start'));
+  UPDATE study_best SET value = NEW.value, number = NEW.number
+   WHERE study_id = NEW.study_id AND typeof(value) = 'real'
+     AND (CASE (SELECT direction FROM studies WHERE study_id = NEW.study_id)
+          WHEN 1 THEN NEW.value > value ELSE NEW.value < value END
+          OR (NEW.value = value AND NEW.number < number))
+     AND EXISTS (SELECT 1 FROM trials t
+         WHERE t.study_id = study_best.study_id AND t.number = study_best.number
+           AND t.value = study_best.value AND t.state = 2 AND NOT EXISTS (SELECT 1
+               FROM trial_attrs a WHERE a.trial_id = t.trial_id AND a.kind = 1
+                 AND a.key = 'warm_start'));
+END;
+CREATE TRIGGER study_best_finish_repair AFTER UPDATE OF state, value ON trials
+  WHEN NEW.state = 2 AND typeof(NEW.value) = 'real' AND NOT EXISTS (SELECT 1 FROM trial_attrs a
+       WHERE a.trial_id = NEW.trial_id AND a.kind = 1 AND a.key = 'warm_start')
+   AND NOT EXISTS (SELECT 1 FROM study_best WHERE study_id = NEW.study_id
+       AND typeof(value) = 'real'
+       AND (NOT CASE (SELECT direction FROM studies WHERE study_id = NEW.study_id)
+                WHEN 1 THEN NEW.value >= value ELSE NEW.value <= value END
+            OR EXISTS (SELECT 1 FROM trials t
+         WHERE t.study_id = study_best.study_id AND t.number = study_best.number
+           AND t.value = study_best.value AND t.state = 2 AND NOT EXISTS (SELECT 1
+               FROM trial_attrs a WHERE a.trial_id = t.trial_id AND a.kind = 1
+                 AND a.key = 'warm_start')))) BEGIN
+  DELETE FROM study_best WHERE study_id = NEW.study_id;
   INSERT INTO study_best(study_id, value, number)
-    SELECT t.study_id, t.value, t.number
-      FROM (SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM study_best WHERE study_id = NEW.study_id))
-           CROSS JOIN trials t  -- no row there: no scan (CROSS JOIN keeps this loop order)
+    SELECT t.study_id, t.value, t.number FROM trials t
      WHERE t.study_id = NEW.study_id AND t.state = 2 AND typeof(t.value) = 'real'
        AND NOT EXISTS (SELECT 1 FROM trial_attrs a
            WHERE a.trial_id = t.trial_id AND a.kind = 1 AND a.key = 'warm_start')
      ORDER BY CASE (SELECT direction FROM studies WHERE study_id = NEW.study_id)
               WHEN 1 THEN -t.value ELSE t.value END, t.number
      LIMIT 1;
-  INSERT INTO study_best(study_id, value, number) VALUES (NEW.study_id, NEW.value, NEW.number)
-    ON CONFLICT(study_id) DO UPDATE SET value = excluded.value, number = excluded.number
-    WHERE CASE (SELECT direction FROM studies WHERE study_id = excluded.study_id)
-          WHEN 1 THEN excluded.value > value ELSE excluded.value < value END
-       OR (excluded.value = value AND excluded.number < number);
 END;
--- Our writes insert a trial RUNNING and finish it (the trigger above); a
+-- Our writes insert a trial RUNNING and finish it (the triggers above); a
 -- row inserted already COMPLETE (another program's) is handled the same way.
 CREATE TRIGGER study_best_insert AFTER INSERT ON trials
   WHEN NEW.state = 2 AND typeof(NEW.value) = 'real' AND NOT EXISTS (SELECT 1 FROM trial_attrs a
        WHERE a.trial_id = NEW.trial_id AND a.kind = 1 AND a.key = 'warm_start') BEGIN
-  -- A row that NEW would replace (or whose value is not a number) and that
-  -- does not hold (its trial gone or no longer a candidate with that
-  -- value: a hand edit, a warm_start attr added later) is dropped, then
-  -- made again from one scan of the study (NEW among its trials). Most
-  -- trials do not beat the best: for them the row is only compared.
-  DELETE FROM study_best WHERE study_id = NEW.study_id
-    AND (typeof(value) != 'real'
-         OR CASE (SELECT direction FROM studies WHERE study_id = NEW.study_id)
-            WHEN 1 THEN NEW.value >= value ELSE NEW.value <= value END)
-    AND NOT EXISTS (SELECT 1 FROM trials t
-    WHERE t.study_id = study_best.study_id AND t.number = study_best.number
-      AND typeof(study_best.value) = 'real' AND t.value = study_best.value AND t.state = 2
-      AND NOT EXISTS (SELECT 1 FROM trial_attrs a
-          WHERE a.trial_id = t.trial_id AND a.kind = 1 AND a.key = 'warm_start'));
+  UPDATE study_best SET value = NEW.value, number = NEW.number
+   WHERE study_id = NEW.study_id AND typeof(value) = 'real'
+     AND (CASE (SELECT direction FROM studies WHERE study_id = NEW.study_id)
+          WHEN 1 THEN NEW.value > value ELSE NEW.value < value END
+          OR (NEW.value = value AND NEW.number < number))
+     AND EXISTS (SELECT 1 FROM trials t
+         WHERE t.study_id = study_best.study_id AND t.number = study_best.number
+           AND t.value = study_best.value AND t.state = 2 AND NOT EXISTS (SELECT 1
+               FROM trial_attrs a WHERE a.trial_id = t.trial_id AND a.kind = 1
+                 AND a.key = 'warm_start'));
+END;
+CREATE TRIGGER study_best_insert_repair AFTER INSERT ON trials
+  WHEN NEW.state = 2 AND typeof(NEW.value) = 'real' AND NOT EXISTS (SELECT 1 FROM trial_attrs a
+       WHERE a.trial_id = NEW.trial_id AND a.kind = 1 AND a.key = 'warm_start')
+   AND NOT EXISTS (SELECT 1 FROM study_best WHERE study_id = NEW.study_id
+       AND typeof(value) = 'real'
+       AND (NOT CASE (SELECT direction FROM studies WHERE study_id = NEW.study_id)
+                WHEN 1 THEN NEW.value >= value ELSE NEW.value <= value END
+            OR EXISTS (SELECT 1 FROM trials t
+         WHERE t.study_id = study_best.study_id AND t.number = study_best.number
+           AND t.value = study_best.value AND t.state = 2 AND NOT EXISTS (SELECT 1
+               FROM trial_attrs a WHERE a.trial_id = t.trial_id AND a.kind = 1
+                 AND a.key = 'warm_start')))) BEGIN
+  DELETE FROM study_best WHERE study_id = NEW.study_id;
   INSERT INTO study_best(study_id, value, number)
-    SELECT t.study_id, t.value, t.number
-      FROM (SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM study_best WHERE study_id = NEW.study_id))
-           CROSS JOIN trials t  -- no row there: no scan (CROSS JOIN keeps this loop order)
+    SELECT t.study_id, t.value, t.number FROM trials t
      WHERE t.study_id = NEW.study_id AND t.state = 2 AND typeof(t.value) = 'real'
        AND NOT EXISTS (SELECT 1 FROM trial_attrs a
            WHERE a.trial_id = t.trial_id AND a.kind = 1 AND a.key = 'warm_start')
      ORDER BY CASE (SELECT direction FROM studies WHERE study_id = NEW.study_id)
               WHEN 1 THEN -t.value ELSE t.value END, t.number
      LIMIT 1;
-  INSERT INTO study_best(study_id, value, number) VALUES (NEW.study_id, NEW.value, NEW.number)
-    ON CONFLICT(study_id) DO UPDATE SET value = excluded.value, number = excluded.number
-    WHERE CASE (SELECT direction FROM studies WHERE study_id = excluded.study_id)
-          WHEN 1 THEN excluded.value > value ELSE excluded.value < value END
-       OR (excluded.value = value AND excluded.number < number);
 END;
 )sql",
 };

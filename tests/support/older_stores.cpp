@@ -37,7 +37,9 @@ std::string v4_indexes_sql() {
 void write_as_v4(const std::string& path) {
   { SqliteStorage s(path); }  // made, or upgraded to this version
   raw_exec(path,
-           "DROP TRIGGER study_best_finish; DROP TRIGGER study_best_insert; DROP TABLE study_best; "
+           "DROP TRIGGER study_best_finish; DROP TRIGGER study_best_finish_repair; "
+           "DROP TRIGGER study_best_insert; DROP TRIGGER study_best_insert_repair; "
+           "DROP TABLE study_best; "
            "DROP INDEX trials_active; " +
                v4_indexes_sql() + " PRAGMA user_version = 4;");
 }
