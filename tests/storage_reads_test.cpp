@@ -478,6 +478,24 @@ TEST(StorageReadsMigration, AStaleBestRowIsCheckedAndNotBelieved) {
   }
 }
 
+// The upgrade of a store in its file locks older hpsearch versions out: it
+// is said as a warning, so --log-level warn still shows it (found by a
+// new-user pass: it was an info line).
+TEST(StorageReadsMigration, AnUpgradeInPlaceIsSaidAsAWarning) {
+  TempDir dir;
+  std::string path = dir.file("v4.db");
+  {
+    SqliteStorage s(path);
+    add_random_trials(s, s.create_study("s", StudyDirection::kMinimize, Json()), 10, 3);
+  }
+  write_as_v4(path);
+  auto r = run_process({HPSEARCH_CLI_PATH, "--log-level", "warn", "studies", path}, dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("upgraded from schema version 4 to " +
+                               std::to_string(SqliteStorage::kSchemaVersion)));
+  EXPECT_EQ(raw_count(path, "PRAGMA user_version"), SqliteStorage::kSchemaVersion);
+}
+
 // A store of this version that lacks a trigger, an index or a table of its
 // schema (dropped by hand) is refused when opened, naming what is missing,
 // and left as it is: without the triggers the best and the counts would go

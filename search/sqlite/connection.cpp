@@ -75,8 +75,8 @@ void Connection::upgrade(std::int64_t version) {
   const std::string to = std::to_string(SqliteStorage::kSchemaVersion);
   if (version == 0 || (options_.upgrade_file && sqlite3_db_readonly(db_, "main") != 1)) {
     migrate(*this);
-    if (version > 0)
-      spdlog::info(
+    if (version > 0)  // a warning: an older hpsearch is locked out from now on
+      spdlog::warn(
           "{}: upgraded from schema version {} to {}; an hpsearch older than this one "
           "cannot open it any more",
           path_, version, to);
