@@ -170,86 +170,6 @@ INSERT INTO study_best(study_id, value, number)
   WHERE t.state = 2 AND NOT EXISTS (SELECT 1 FROM trial_attrs a
         WHERE a.trial_id = t.trial_id AND a.kind = 1 AND a.key = 'warm_start')
   GROUP BY t.study_id;
--- Two triggers per write, whichever fires first: one moves the row to a
--- better NEW when the row holds (its trial a candidate with its value);
--- the other, only when the row is missing, not a number, or would be
--- replaced but does not hold (a hand edit, a warm_start attr added later),
--- makes it again from one scan of the study (NEW among its trials). Most
--- trials neither beat the best nor find it broken: two lookups by key.
-CREATE TRIGGER study_best_finish AFTER UPDATE OF state, value ON trials
-  WHEN NEW.state = 2 AND typeof(NEW.value) = 'real' AND NOT EXISTS (SELECT 1 FROM trial_attrs a
-       WHERE a.trial_id = NEW.trial_id AND a.kind = 1 AND a.key = 'warm_start') BEGIN
-  UPDATE study_best SET value = NEW.value, number = NEW.number
-   WHERE study_id = NEW.study_id AND typeof(value) = 'real'
-     AND (CASE (SELECT direction FROM studies WHERE study_id = NEW.study_id)
-          WHEN 1 THEN NEW.value > value ELSE NEW.value < value END
-          OR (NEW.value = value AND NEW.number < number))
-     AND EXISTS (SELECT 1 FROM trials t
-         WHERE t.study_id = study_best.study_id AND t.number = study_best.number
-           AND t.value = study_best.value AND t.state = 2 AND NOT EXISTS (SELECT 1
-               FROM trial_attrs a WHERE a.trial_id = t.trial_id AND a.kind = 1
-                 AND a.key = 'warm_start'));
-END;
-CREATE TRIGGER study_best_finish_repair AFTER UPDATE OF state, value ON trials
-  WHEN NEW.state = 2 AND typeof(NEW.value) = 'real' AND NOT EXISTS (SELECT 1 FROM trial_attrs a
-       WHERE a.trial_id = NEW.trial_id AND a.kind = 1 AND a.key = 'warm_start')
-   AND NOT EXISTS (SELECT 1 FROM study_best WHERE study_id = NEW.study_id
-       AND typeof(value) = 'real'
-       AND (NOT CASE (SELECT direction FROM studies WHERE study_id = NEW.study_id)
-                WHEN 1 THEN NEW.value >= value ELSE NEW.value <= value END
-            OR EXISTS (SELECT 1 FROM trials t
-         WHERE t.study_id = study_best.study_id AND t.number = study_best.number
-           AND t.value = study_best.value AND t.state = 2 AND NOT EXISTS (SELECT 1
-               FROM trial_attrs a WHERE a.trial_id = t.trial_id AND a.kind = 1
-                 AND a.key = 'warm_start')))) BEGIN
-  DELETE FROM study_best WHERE study_id = NEW.study_id;
-  INSERT INTO study_best(study_id, value, number)
-    SELECT t.study_id, t.value, t.number FROM trials t
-     WHERE t.study_id = NEW.study_id AND t.state = 2 AND typeof(t.value) = 'real'
-       AND NOT EXISTS (SELECT 1 FROM trial_attrs a
-           WHERE a.trial_id = t.trial_id AND a.kind = 1 AND a.key = 'warm_start')
-     ORDER BY CASE (SELECT direction FROM studies WHERE study_id = NEW.study_id)
-              WHEN 1 THEN -t.value ELSE t.value END, t.number
-     LIMIT 1;
-END;
--- Our writes insert a trial RUNNING and finish it (the triggers above); a
--- row inserted already COMPLETE (another program's) is handled the same way.
-CREATE TRIGGER study_best_insert AFTER INSERT ON trials
-  WHEN NEW.state = 2 AND typeof(NEW.value) = 'real' AND NOT EXISTS (SELECT 1 FROM trial_attrs a
-       WHERE a.trial_id = NEW.trial_id AND a.kind = 1 AND a.key = 'warm_start') BEGIN
-  UPDATE study_best SET value = NEW.value, number = NEW.number
-   WHERE study_id = NEW.study_id AND typeof(value) = 'real'
-     AND (CASE (SELECT direction FROM studies WHERE study_id = NEW.study_id)
-          WHEN 1 THEN NEW.value > value ELSE NEW.value < value END
-          OR (NEW.value = value AND NEW.number < number))
-     AND EXISTS (SELECT 1 FROM trials t
-         WHERE t.study_id = study_best.study_id AND t.number = study_best.number
-           AND t.value = study_best.value AND t.state = 2 AND NOT EXISTS (SELECT 1
-               FROM trial_attrs a WHERE a.trial_id = t.trial_id AND a.kind = 1
-                 AND a.key = 'warm_start'));
-END;
-CREATE TRIGGER study_best_insert_repair AFTER INSERT ON trials
-  WHEN NEW.state = 2 AND typeof(NEW.value) = 'real' AND NOT EXISTS (SELECT 1 FROM trial_attrs a
-       WHERE a.trial_id = NEW.trial_id AND a.kind = 1 AND a.key = 'warm_start')
-   AND NOT EXISTS (SELECT 1 FROM study_best WHERE study_id = NEW.study_id
-       AND typeof(value) = 'real'
-       AND (NOT CASE (SELECT direction FROM studies WHERE study_id = NEW.study_id)
-                WHEN 1 THEN NEW.value >= value ELSE NEW.value <= value END
-            OR EXISTS (SELECT 1 FROM trials t
-         WHERE t.study_id = study_best.study_id AND t.number = study_best.number
-           AND t.value = study_best.value AND t.state = 2 AND NOT EXISTS (SELECT 1
-               FROM trial_attrs a WHERE a.trial_id = t.trial_id AND a.kind = 1
-                 AND a.key = 'warm_start')))) BEGIN
-  DELETE FROM study_best WHERE study_id = NEW.study_id;
-  INSERT INTO study_best(study_id, value, number)
-    SELECT t.study_id, t.value, t.number FROM trials t
-     WHERE t.study_id = NEW.study_id AND t.state = 2 AND typeof(t.value) = 'real'
-       AND NOT EXISTS (SELECT 1 FROM trial_attrs a
-           WHERE a.trial_id = t.trial_id AND a.kind = 1 AND a.key = 'warm_start')
-     ORDER BY CASE (SELECT direction FROM studies WHERE study_id = NEW.study_id)
-              WHEN 1 THEN -t.value ELSE t.value END, t.number
-     LIMIT 1;
-END;
 )sql",
 };
 static_assert(std::size(kMigrations) == SqliteStorage::kSchemaVersion,
@@ -265,6 +185,71 @@ constexpr std::int64_t kV1Tables = 5;
 
 // The version whose migration is followed by convert_trial_params().
 constexpr std::int64_t kParamSetsVersion = 4;
+
+// The version whose migration is followed by create_study_best_triggers().
+constexpr std::int64_t kStudyBestVersion = 5;
+
+// The study_best triggers of one write event (@EVENT@), named
+// study_best_@NAME@ and study_best_@NAME@_repair.
+// Two triggers per write, whichever fires first: one moves the row to a
+// better NEW when the row holds (its trial a candidate with its value);
+// the other, only when the row is missing, not a number, or would be
+// replaced but does not hold (a hand edit, a warm_start attr added later),
+// makes it again from one scan of the study (NEW among its trials). Most
+// trials neither beat the best nor find it broken: two lookups by key.
+constexpr const char* kStudyBestTriggers = R"sql(
+CREATE TRIGGER study_best_@NAME@ AFTER @EVENT@ ON trials
+  WHEN NEW.state = 2 AND typeof(NEW.value) = 'real' AND NOT EXISTS (SELECT 1 FROM trial_attrs a
+       WHERE a.trial_id = NEW.trial_id AND a.kind = 1 AND a.key = 'warm_start') BEGIN
+  UPDATE study_best SET value = NEW.value, number = NEW.number
+   WHERE study_id = NEW.study_id AND typeof(value) = 'real'
+     AND (CASE (SELECT direction FROM studies WHERE study_id = NEW.study_id)
+          WHEN 1 THEN NEW.value > value ELSE NEW.value < value END
+          OR (NEW.value = value AND NEW.number < number))
+     AND EXISTS (SELECT 1 FROM trials t
+         WHERE t.study_id = study_best.study_id AND t.number = study_best.number
+           AND t.value = study_best.value AND t.state = 2 AND NOT EXISTS (SELECT 1
+               FROM trial_attrs a WHERE a.trial_id = t.trial_id AND a.kind = 1
+                 AND a.key = 'warm_start'));
+END;
+CREATE TRIGGER study_best_@NAME@_repair AFTER @EVENT@ ON trials
+  WHEN NEW.state = 2 AND typeof(NEW.value) = 'real' AND NOT EXISTS (SELECT 1 FROM trial_attrs a
+       WHERE a.trial_id = NEW.trial_id AND a.kind = 1 AND a.key = 'warm_start')
+   AND NOT EXISTS (SELECT 1 FROM study_best WHERE study_id = NEW.study_id
+       AND typeof(value) = 'real'
+       AND (NOT CASE (SELECT direction FROM studies WHERE study_id = NEW.study_id)
+                WHEN 1 THEN NEW.value >= value ELSE NEW.value <= value END
+            OR EXISTS (SELECT 1 FROM trials t
+         WHERE t.study_id = study_best.study_id AND t.number = study_best.number
+           AND t.value = study_best.value AND t.state = 2 AND NOT EXISTS (SELECT 1
+               FROM trial_attrs a WHERE a.trial_id = t.trial_id AND a.kind = 1
+                 AND a.key = 'warm_start')))) BEGIN
+  DELETE FROM study_best WHERE study_id = NEW.study_id;
+  INSERT INTO study_best(study_id, value, number)
+    SELECT t.study_id, t.value, t.number FROM trials t
+     WHERE t.study_id = NEW.study_id AND t.state = 2 AND typeof(t.value) = 'real'
+       AND NOT EXISTS (SELECT 1 FROM trial_attrs a
+           WHERE a.trial_id = t.trial_id AND a.kind = 1 AND a.key = 'warm_start')
+     ORDER BY CASE (SELECT direction FROM studies WHERE study_id = NEW.study_id)
+              WHEN 1 THEN -t.value ELSE t.value END, t.number
+     LIMIT 1;
+END;
+)sql";
+
+// Creates the study_best triggers (schema v5) for finishing a trial
+// (UPDATE OF state, value) and for a row inserted already COMPLETE
+// (another program's: our writes insert RUNNING, then finish).
+void create_study_best_triggers(Connection& conn) {
+  for (const auto& [event, name] :
+       {std::pair{"UPDATE OF state, value", "finish"}, std::pair{"INSERT", "insert"}}) {
+    std::string sql = kStudyBestTriggers;
+    for (const auto& [from, to] : {std::pair{std::string("@EVENT@"), std::string(event)},
+                                   std::pair{std::string("@NAME@"), std::string(name)}})
+      for (auto at = sql.find(from); at != std::string::npos; at = sql.find(from, at + to.size()))
+        sql.replace(at, from.size(), to);
+    conn.exec(sql.c_str());
+  }
+}
 
 // Moves every trial_params row (schema v1 to v3) into trial_param_sets and
 // distributions, then drops trial_params. Rows of one trial become one
@@ -476,6 +461,7 @@ void migrate(Connection& conn) {
     for (auto v = version; v < SqliteStorage::kSchemaVersion; ++v) {
       conn.exec(kMigrations[static_cast<std::size_t>(v)]);
       if (v + 1 == kParamSetsVersion) convert_trial_params(conn);
+      if (v + 1 == kStudyBestVersion) create_study_best_triggers(conn);
     }
     conn.exec(("PRAGMA user_version=" + std::to_string(SqliteStorage::kSchemaVersion)).c_str());
     conn.exec("COMMIT");
