@@ -501,8 +501,9 @@ TEST(StorageReadsMigration, AnUpgradeInPlaceIsSaidAsAWarning) {
 // and left as it is: without the triggers the best and the counts would go
 // silently wrong (found by a new-user pass).
 TEST(StorageReadsMigration, AStoreMissingPartOfItsSchemaIsRefusedUnchanged) {
-  for (const char* drop : {"DROP TRIGGER study_best_finish", "DROP TABLE study_best",
-                           "DROP INDEX trials_active", "DROP TRIGGER trial_state_counts_update"}) {
+  for (const char* drop :
+       {"DROP TRIGGER study_best_finish", "DROP TABLE study_best", "DROP INDEX trials_active",
+        "DROP TRIGGER trial_state_counts_update", "DROP TRIGGER study_best_insert_repair"}) {
     TempDir dir;
     std::string path = dir.file("s.db");
     {

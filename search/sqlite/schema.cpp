@@ -350,7 +350,9 @@ constexpr const char* kCurrentObjects[] = {"trials_active",
                                            "trial_param_sets",
                                            "study_best",
                                            "study_best_finish",
-                                           "study_best_insert"};
+                                           "study_best_finish_repair",
+                                           "study_best_insert",
+                                           "study_best_insert_repair"};
 
 // The names of kCurrentObjects that `conn`'s schema lacks, comma-separated
 // ("" if none). Called inside a read transaction.
