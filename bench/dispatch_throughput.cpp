@@ -48,7 +48,8 @@ namespace {
 struct Row {
   std::string transport;  // "ipc", "tcp", "tcp+CURVE"
   double ready_s = 0, wall_s = 0, span = 0, coordinator_cpu_us = 0;
-  std::string thread_split;  // "main 120, ZMQbg/IO/0 60, ..." us per trial
+  double workers_cpu_us = 0;  // all worker processes' CPU per trial, after they joined
+  std::string thread_split;   // "main 120, ZMQbg/IO/0 60, ..." us per trial
   std::int64_t durable = 0;
   std::int64_t commits = 0;  // the coordinator's transactions (CoordinatorStats::commits)
   double rate() const;
@@ -174,6 +175,7 @@ int main(int argc, char** argv) {
       wall_s = run.run();
       ready_s = run.ready_s();
       row.commits = run.coordinator().stats().commits;
+      row.workers_cpu_us = run.workers_cpu_s() * 1e6 / static_cast<double>(n_trials);
       coordinator_cpu_us = (cpu() - cpu0) * 1e6 / static_cast<double>(n_trials);
       for (const auto& [name, seconds] : thread_cpu()) {
         double us = (seconds - threads0[name]) * 1e6 / static_cast<double>(n_trials);
@@ -213,11 +215,11 @@ int main(int argc, char** argv) {
     fmt::print(
         "  {:<34} {:>10} {:>14.0f}   {} workers ready in {:.2f} s; {:.2f} s wall incl. start-up; "
         "{}/{} COMPLETE in the file; {:.1f} trials per commit; coordinator CPU {:.0f} us/trial "
-        "({})\n",
+        "({}); workers CPU {:.0f} us/trial\n",
         fmt::format("hpsearch {} ({} workers)", r.transport, workers), n_trials, r.rate(), workers,
         r.ready_s, r.wall_s, r.durable, n_trials,
         r.commits > 0 ? static_cast<double>(n_trials) / static_cast<double>(r.commits) : 0.0,
-        r.coordinator_cpu_us, r.thread_split);
+        r.coordinator_cpu_us, r.thread_split, r.workers_cpu_us);
   const Row* tcp_row = nullptr;
   const Row* curve_row = nullptr;
   for (const auto& r : rows) {

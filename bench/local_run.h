@@ -4,9 +4,14 @@
 // only; benchmark programs, not installed).
 #pragma once
 
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -66,11 +71,18 @@ class LocalRun {
     pool_->start();
     while (coordinator_.step(5)) {
       for (const auto& w : pool_->poll()) coordinator_.worker_exited(w.pid);
-      if (ready_s_ < 0 && static_cast<int>(coordinator_.workers().size()) >= workers_)
+      if (ready_s_ < 0 && static_cast<int>(coordinator_.workers().size()) >= workers_) {
         ready_s_ = since();
+        workers_cpu_s_ = -children_cpu_s();
+      }
     }
+    if (ready_s_ >= 0) workers_cpu_s_ += children_cpu_s();
     return since();
   }
+
+  // CPU seconds (user + system, all threads) the worker processes used
+  // from when all had joined to the end of run(): their start-up left out.
+  double workers_cpu_s() const { return workers_cpu_s_; }
 
   // After run(): lets the workers leave (at most grace_s seconds) and ends
   // the pool.
@@ -92,6 +104,35 @@ class LocalRun {
   Coordinator coordinator_;
   std::unique_ptr<LocalWorkerPool> pool_;
   double ready_s_ = -1;
+  double workers_cpu_s_ = 0;
+
+  // CPU seconds so far of this process's running child processes (the
+  // workers): utime + stime of /proc/PID/stat for each process whose
+  // parent is this one.
+  static double children_cpu_s() {
+    const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+    const std::string self = std::to_string(getpid());
+    double total = 0;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream f(e.path() / "stat");
+      std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      const auto close = text.rfind(')');
+      if (close == std::string::npos) continue;
+      std::istringstream rest(text.substr(close + 2));
+      std::string field, ppid;
+      double utime = 0, stime = 0;
+      for (int i = 3; i <= 15 && rest >> field; ++i) {
+        if (i == 4) ppid = field;
+        if (i == 14) utime = std::stod(field);
+        if (i == 15) stime = std::stod(field);
+      }
+      if (ppid == self) total += (utime + stime) / tick;
+    }
+    return total;
+  }
 };
 
 }  // namespace hps::bench

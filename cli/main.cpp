@@ -50,7 +50,7 @@ CLI::Validator whole_number() {
         hps::cli::parse_whole_number<T>(text, error);
         return error;
       },
-      "INT");
+      "");  // no description: the option's type (INT) alone names what it takes
 }
 
 // The text of a number option (seconds): a whole decimal number, finite
@@ -65,7 +65,7 @@ const CLI::Validator kFiniteSeconds(
         return "must be a finite number of seconds, got '" + text + "'";
       return std::string();
     },
-    "NUMBER");
+    "");  // no description: the option's type (FLOAT) alone names what it takes
 
 // For a command line whose first word is no subcommand ("hpsearch bogus"),
 // which CLI11 reports as "A subcommand is required": "unknown command

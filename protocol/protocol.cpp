@@ -136,9 +136,10 @@ void check_heartbeat_settings(std::int64_t interval_ms, const std::string& inter
                               std::int64_t liveness, const std::string& liveness_field) {
   if (interval_ms < 1 || interval_ms > kMaxHeartbeatIntervalMs)
     throw ConfigError(interval_field, "must be in [1, " + std::to_string(kMaxHeartbeatIntervalMs) +
-                                          "] (milliseconds)");
+                                          "] (milliseconds), got " + std::to_string(interval_ms));
   if (liveness < 1 || liveness > kMaxLiveness)
-    throw ConfigError(liveness_field, "must be in [1, " + std::to_string(kMaxLiveness) + "]");
+    throw ConfigError(liveness_field, "must be in [1, " + std::to_string(kMaxLiveness) +
+                                          "] (missed heartbeats), got " + std::to_string(liveness));
 }
 
 void check_prefetch(std::int64_t prefetch, const std::string& field) {

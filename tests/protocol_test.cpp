@@ -311,6 +311,17 @@ TEST(Protocol, HeartbeatSettingsHaveOneSetOfBounds) {
   EXPECT_EQ(path_of(std::int64_t{kMaxHeartbeatIntervalMs} + 1, 5), "--heartbeat-ms");
   EXPECT_EQ(path_of(1000, 0), "--liveness");
   EXPECT_EQ(path_of(1000, std::int64_t{kMaxLiveness} + 1), "--liveness");
+  // The message says what was given.
+  auto message_of = [](std::int64_t interval_ms, std::int64_t liveness) -> std::string {
+    try {
+      check_heartbeat_settings(interval_ms, "--heartbeat-ms", liveness, "--liveness");
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(message_of(0, 5).find("got 0"), std::string::npos) << message_of(0, 5);
+  EXPECT_NE(message_of(1000, -3).find("got -3"), std::string::npos) << message_of(1000, -3);
   // A Welcome outside the bounds is refused by the worker's decoder.
   Welcome w{"s", kMaxHeartbeatIntervalMs + 1, 3};
   EXPECT_THROW(decode(encode(w)), ProtocolError);

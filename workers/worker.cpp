@@ -73,8 +73,8 @@ namespace {
 // Events between the objective thread ("main") and the socket thread
 // ("link"), through an EventQueue (below): kind, epoch and payload.
 enum class Ev : std::uint8_t {
-  kSend = 1,      // main -> link: send payload to the coordinator (if epoch is current)
   kQuit = 2,      // main -> link: close and end
+  kLook = 3,      // main -> link: the socket has messages to read (seen by a send of main's)
   kReady = 10,    // link -> main: session `epoch` is open
   kMessage = 11,  // link -> main: a message of session `epoch`
   kLost = 12,     // link -> main: session `epoch` is gone (payload: why)
@@ -111,22 +111,6 @@ class EventQueue {
       std::lock_guard lock(mutex_);
       queue_.push_back(Event{kind, epoch, std::string(payload)});
       if (queue_.size() == 1 && fd_ >= 0) {
-        std::uint64_t one = 1;
-        (void)!write(fd_, &one, sizeof one);
-      }
-    }
-    ready_.notify_one();
-  }
-
-  // Posts two events at once: the receiver wakes once for both (a trial's
-  // result and the next request).
-  void post_two(Ev kind, std::uint64_t epoch, std::string first, std::string second) {
-    {
-      std::lock_guard lock(mutex_);
-      const bool was_empty = queue_.empty();
-      queue_.push_back(Event{kind, epoch, std::move(first)});
-      queue_.push_back(Event{kind, epoch, std::move(second)});
-      if (was_empty && fd_ >= 0) {
         std::uint64_t one = 1;
         (void)!write(fd_, &one, sizeof one);
       }
@@ -221,6 +205,15 @@ struct Worker::Impl : TrialBackend {
   EventQueue to_link{true};   // main thread -> link thread (which polls it with its socket)
   EventQueue to_main{false};  // link thread -> main thread
   std::thread link;
+  // A session's DEALER socket is used by both threads: the link thread
+  // opens it, reads it and sends heartbeats; the main thread sends its own
+  // messages on it directly once the session is open (a trial's result
+  // then costs no wake-up of the link thread). Every call on an open
+  // session's socket holds socket_mutex: a ZeroMQ socket may be used by
+  // one thread after another with a full memory barrier between.
+  struct Link;
+  std::mutex socket_mutex;
+  Link* open_session = nullptr;        // the open session (socket_mutex); null between sessions
   std::atomic<bool> interrupt{false};  // the running trial must stop
   std::atomic<std::int64_t> ended{0};
 
@@ -239,8 +232,8 @@ struct Worker::Impl : TrialBackend {
   // The running trial.
   std::int64_t number = -1;
   std::uint64_t trial_epoch = 0;
-  // The ended trial's Complete or Fail (encoded), not yet posted: it goes
-  // to the link thread together with the next RequestTrial (post_result).
+  // The ended trial's Complete or Fail (encoded), not yet sent: it goes
+  // out together with the next RequestTrial (post_result).
   std::optional<std::string> result;
   // Trials assigned and not yet started (prefetch), with their session's
   // epoch; and whether a RequestTrial is unanswered.
@@ -422,16 +415,15 @@ struct Worker::Impl : TrialBackend {
     to_main.post(Ev::kLost, ln.session, why);
   }
 
-  // Sends what the main thread posted for this session. False on kQuit.
-  bool forward_posted(Link& ln) {
+  // Takes what the main thread posted: false on kQuit (a kLook only wakes
+  // this thread to read the socket, which the caller does next).
+  bool take_posted(Link& ln) {
     while (auto e = to_link.try_receive()) {
       if (e->kind == Ev::kQuit) {
+        std::lock_guard lock(socket_mutex);
         ln.dealer.set(zmq::sockopt::linger, 1000);  // let a last Fail get out
         return false;
       }
-      if (e->kind == Ev::kSend && e->epoch == ln.session && ln.ready)
-        zmq_util::no_eintr(
-            [&] { return ln.dealer.send(zmq::buffer(e->payload), zmq::send_flags::dontwait); });
     }
     return true;
   }
@@ -441,9 +433,13 @@ struct Worker::Impl : TrialBackend {
     if (ln.ready) return;
     ln.ready = true;
     ln.was_ready = true;
-    // The handshake is done: no more monitoring (a monitored socket was
-    // seen to stall its session under load).
-    (void)zmq_socket_monitor(ln.dealer.handle(), nullptr, 0);
+    {
+      std::lock_guard lock(socket_mutex);
+      // The handshake is done: no more monitoring (a monitored socket was
+      // seen to stall its session under load).
+      (void)zmq_socket_monitor(ln.dealer.handle(), nullptr, 0);
+      open_session = &ln;  // the main thread may send from now on (after kReady)
+    }
     ln.monitor.close();
     ln.interval = w.heartbeat_interval_ms;
     ln.liveness = w.liveness;
@@ -493,16 +489,20 @@ struct Worker::Impl : TrialBackend {
   std::optional<End> read_socket(Link& ln) {
     while (true) {
       zmq::message_t msg;
-      if (!zmq_util::no_eintr([&] { return ln.dealer.recv(msg, zmq::recv_flags::dontwait); }))
-        return std::nullopt;
-      if (msg.more()) {  // never sent by a coordinator: drain and drop
-        while (msg.more()) {
-          zmq::message_t rest;
-          if (!zmq_util::no_eintr([&] { return ln.dealer.recv(rest, zmq::recv_flags::dontwait); }))
-            break;
-          msg = std::move(rest);
+      {
+        std::lock_guard lock(socket_mutex);
+        if (!zmq_util::no_eintr([&] { return ln.dealer.recv(msg, zmq::recv_flags::dontwait); }))
+          return std::nullopt;
+        if (msg.more()) {  // never sent by a coordinator: drain and drop
+          while (msg.more()) {
+            zmq::message_t rest;
+            if (!zmq_util::no_eintr(
+                    [&] { return ln.dealer.recv(rest, zmq::recv_flags::dontwait); }))
+              break;
+            msg = std::move(rest);
+          }
+          continue;
         }
-        continue;
       }
       ln.last_recv = Steady::now();
       std::string_view frame(static_cast<const char*>(msg.data()), msg.size());
@@ -518,6 +518,7 @@ struct Worker::Impl : TrialBackend {
     bool sent = false;
     if (ln.ready && now >= ln.next_beat) {
       std::string frame = proto::encode(proto::Heartbeat{});
+      std::lock_guard lock(socket_mutex);
       zmq_util::no_eintr(
           [&] { return ln.dealer.send(zmq::buffer(frame), zmq::send_flags::dontwait); });
       ln.next_beat = now + std::chrono::milliseconds(ln.interval);
@@ -534,12 +535,21 @@ struct Worker::Impl : TrialBackend {
             zmq::socket_t(), interval,
             liveness,        was_ready};
     open_link(ln);
+    // The session ends with this call: the main thread's sends stop first.
+    struct Close {
+      Impl& impl;
+      ~Close() {
+        std::lock_guard lock(impl.socket_mutex);
+        impl.open_session = nullptr;
+      }
+    } close_session{*this};
     // Waiting: poll(2) on the main thread's eventfd and the socket's ZMQ_FD
     // (zmq::poll costs several system calls per call, this one). ZMQ_FD
     // wakes on an edge ("the socket's state may have changed"): each round
-    // sends what the main thread posted, then reads the socket until it has
-    // nothing, which leaves no edge unseen; a send after that (a heartbeat)
-    // can take an edge, so such a round is followed by another look.
+    // reads the socket until it has nothing, which leaves no edge unseen; a
+    // send after that can take an edge: a heartbeat's round is followed by
+    // another look, and the main thread, after each of its sends, posts a
+    // kLook when the socket has messages (send_now).
     const int socket_fd = ln.dealer.get(zmq::sockopt::fd);
     bool busy = true;
     while (true) {
@@ -552,7 +562,7 @@ struct Worker::Impl : TrialBackend {
         (void)::poll(fds, 2, static_cast<int>(wait.count()));  // EINTR: look and wait again
       }
       // Every event the main thread posted, then every message the socket has.
-      if (!forward_posted(ln)) return End::kQuit;
+      if (!take_posted(ln)) return End::kQuit;
       if (auto end = read_socket(ln)) return *end;
       if (!ln.ready) note_handshake_failures(ln.monitor);
       bool silent = false;
@@ -602,8 +612,25 @@ struct Worker::Impl : TrialBackend {
 
   // ================================================================ main thread
 
-  void send(const proto::Message& m, std::uint64_t e) {
-    to_link.post(Ev::kSend, e, proto::encode(m));
+  void send(const proto::Message& m, std::uint64_t e) { send_now({proto::encode(m)}, e); }
+
+  // Sends `frames` (encoded messages, in order) on session `session`'s
+  // socket from this thread; dropped if that session is not open (it is
+  // gone: the coordinator has already ended what they were about). A send
+  // may take the socket's ZMQ_FD edge, which the link thread waits for:
+  // when messages are waiting, it is told to read them (kLook).
+  void send_now(std::initializer_list<std::string_view> frames, std::uint64_t session) {
+    bool look = false;
+    {
+      std::lock_guard lock(socket_mutex);
+      if (!open_session || open_session->session != session) return;
+      zmq::socket_t& dealer = open_session->dealer;
+      for (std::string_view frame : frames)
+        zmq_util::no_eintr(
+            [&] { return dealer.send(zmq::buffer(frame), zmq::send_flags::dontwait); });
+      look = (dealer.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0;
+    }
+    if (look) to_link.post(Ev::kLook, session, "");
   }
 
   // Handles an event that is not the awaited reply. Returns true if the
@@ -839,17 +866,16 @@ struct Worker::Impl : TrialBackend {
     }
   }
 
-  // Posts the ended trial's result and, if `ask`, a RequestTrial after it:
-  // both at once, so that the link thread wakes and sends once per trial.
+  // Sends the ended trial's result and, if `ask`, a RequestTrial after it.
   void post_result(bool ask) {
     std::optional<std::string> r;
     r.swap(result);
     if (ask) asked = true;
     if (r && ask) {
-      to_link.post_two(Ev::kSend, trial_epoch, std::move(*r), proto::encode(proto::RequestTrial{}));
+      send_now({*r, proto::encode(proto::RequestTrial{})}, trial_epoch);
       return;
     }
-    if (r) to_link.post(Ev::kSend, trial_epoch, *r);
+    if (r) send_now({*r}, trial_epoch);
     if (ask) send(proto::RequestTrial{}, epoch);
   }
 
