@@ -18,6 +18,11 @@
 
 namespace hps::cli {
 
+// What the read commands say when a study has no best trial: "no COMPLETE
+// trial yet", or, when it has `complete` COMPLETE trials (> 0) that are all
+// warm-start copies of an earlier study (never the best), that they are.
+std::string no_best_trial_yet(std::int64_t complete);
+
 // Parses a command-line integer of type T: decimal digits only (no sign,
 // blank, '+' or exponent), in T's range. Returns the value, or nullopt with
 // `error` set to the rule it broke: "must be a whole number (digits only),

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/commands.h"
 #include "cli/table.h"
 #include "search/printable.h"
 #include "search/warm_start.h"
@@ -110,7 +111,7 @@ std::string summary(const Study& study, double elapsed_s, const std::string& end
   try {
     best = study.best_trial();
   } catch (const Error&) {
-    out += "  no COMPLETE trial yet\n";
+    out += "  " + no_best_trial_yet(counts.count(TrialState::kComplete)) + "\n";
     return out;
   }
   out += fmt::format("\nBest trial: #{}  value {}\n", best->number, format_value(*best->value));

@@ -48,13 +48,21 @@ std::int64_t pick_study(Storage& storage, const std::optional<std::string>& name
   return studies[0].study_id;
 }
 
+std::string no_best_trial_yet(std::int64_t complete) {
+  if (complete <= 0) return "no COMPLETE trial yet";
+  return "no COMPLETE trial of its own yet (its " + std::to_string(complete) + " COMPLETE trial" +
+         (complete == 1 ? " is a warm-start copy" : "s are warm-start copies") +
+         " of an earlier study, never the best)";
+}
+
 int best_command(const ReadOptions& o) {
   auto storage = open_existing(o.storage);
   auto id = pick_study(*storage, o.study, o.storage);
   TrialPtr best = storage->best_trial(id);  // an indexed query, not a full load
   if (!best) {
-    std::cerr << "hpsearch: study '" << storage->get_study(id).name
-              << "' has no COMPLETE trial yet\n";
+    std::cerr << "hpsearch: study '" << storage->get_study(id).name << "' has "
+              << no_best_trial_yet(storage->count_trials_by_state(id).count(TrialState::kComplete))
+              << "\n";
     return kExitFailure;
   }
   if (o.format == "json") {
@@ -467,7 +475,7 @@ void print_status_text(const StudyStatus& s, const std::string& storage_name) {
     std::cout << fmt::format("Best: trial {}, value {}\n", best->number,
                              format_value(*best->value));
   else
-    std::cout << "Best: no COMPLETE trial yet\n";
+    std::cout << "Best: " << no_best_trial_yet(s.counts.count(TrialState::kComplete)) << "\n";
   std::cout << "Coordinator: " << s.coordinator.line << "\n";
   print_workers(s);
 }

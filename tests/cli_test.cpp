@@ -446,6 +446,43 @@ TEST_F(CliTest, ReadCommandsOnMissingOrEmptyStores) {
   EXPECT_THAT(linked.err, HasSubstr("hpsearch: error: STORAGE: the store has 2 hard links"));
 }
 
+TEST_F(CliTest, AStudyWhoseOnlyCompleteTrialsAreWarmCopiesSaysSo) {
+  // Two COMPLETE trials, both warm-start copies (never the best), and a
+  // RUNNING one: `best` and `status` say why there is no best trial,
+  // without contradicting the count of COMPLETE trials beside it.
+  {
+    auto storage = open_storage(dir_.file("w.db"));
+    auto id = storage->create_study("w", StudyDirection::kMinimize, Json());
+    for (int i = 0; i < 3; ++i) {
+      NewTrial t;
+      t.state = i < 2 ? TrialState::kComplete : TrialState::kRunning;
+      t.params = {{"x", Json(1.0 * i)}};
+      if (i < 2) {
+        t.value = 1.0 + i;
+        t.system_attrs["warm_start"] = Json{{"storage", "o.db"}, {"study", "o"}};
+      }
+      storage->create_trial(id, t);
+    }
+  }
+  ProcessResult best = cli({"best", "w.db"});
+  EXPECT_EQ(best.exit_code, 1) << best.err;
+  EXPECT_THAT(best.err, HasSubstr("study 'w' has no COMPLETE trial of its own yet (its 2 COMPLETE "
+                                  "trials are warm-start copies of an earlier study"));
+  ProcessResult status = cli({"status", "w.db"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_THAT(status.out, HasSubstr("2 COMPLETE"));
+  EXPECT_THAT(status.out, HasSubstr("Best: no COMPLETE trial of its own yet (its 2 COMPLETE"));
+  EXPECT_THAT(status.out, Not(HasSubstr("Best: no COMPLETE trial yet")));
+  // A study with no COMPLETE trial at all keeps the short message.
+  {
+    auto storage = open_storage(dir_.file("w.db"));
+    storage->create_study("empty", StudyDirection::kMinimize, Json());
+  }
+  ProcessResult empty = cli({"best", "w.db", "--study", "empty"});
+  EXPECT_EQ(empty.exit_code, 1);
+  EXPECT_THAT(empty.err, HasSubstr("study 'empty' has no COMPLETE trial yet"));
+}
+
 TEST_F(CliTest, TrialsFiltersSortsLimitsAndStreams) {
   // A store made through the storage API: 40 trials of every state, values
   // with ties, a warm-start copy with the best value.
