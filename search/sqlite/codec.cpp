@@ -37,6 +37,7 @@ std::string encode_json(const Json& value, const std::string& what) {
 std::string Where::str() const {
   std::string out = std::string(table) + " row";
   if (id_name) out += std::string(" ") + id_name + "=" + std::to_string(id);
+  if (number) out += " (trial number " + std::to_string(*number) + ")";
   if (key_name && key) out += std::string(" ") + key_name + "='" + *key + "'";
   return out;
 }

@@ -34,7 +34,8 @@ void check_utf8(const std::string& text, const std::string& what);
 // naming `what` if the value cannot be stored.
 std::string encode_json(const Json& value, const std::string& what);
 
-// Names a row in error messages: "trial_attrs row trial_id=7 key='lr'".
+// Names a row in error messages: "trial_attrs row trial_id=7 key='lr'",
+// "trials row trial_id=8 (trial number 7)".
 // Built only when an error is raised (reads stay cheap).
 struct Where {
   const char* table;
@@ -42,6 +43,7 @@ struct Where {
   std::int64_t id = 0;
   const char* key_name = nullptr;
   const std::string* key = nullptr;
+  const std::int64_t* number = nullptr;  // the trial's number, once read: what users know it by
 
   std::string str() const;
 };

@@ -117,6 +117,7 @@ std::vector<std::shared_ptr<FrozenTrial>> read_trial_rows(Statement& s, ById& by
     t->trial_id = col_int(s, 0, Where{"trials"}, "trial_id");
     Where where = trial_row_where("trials", t->trial_id);
     t->number = col_int(s, 1, where, "number");
+    where.number = &t->number;
     t->state = decode_state(col_int(s, 2, where, "state"), where);
     t->value = col_opt_real(s, 3, where, "value");
     t->datetime_start = col_time(s, 4, where, "datetime_start");
