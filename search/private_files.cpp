@@ -111,6 +111,22 @@ std::optional<StoreFileRefusal> store_files_refusal(const std::string& store_pat
   return std::nullopt;
 }
 
+void mend_read_only_sidecars(const std::string& store_path) {
+  struct stat store {};
+  if (::stat(store_path.c_str(), &store) != 0 || store.st_uid != ::geteuid() ||
+      (store.st_mode & S_IWUSR) == 0)
+    return;  // a store its owner made read-only (or not this user's): left as it is
+  const std::string base = store_base_path(store_path);
+  for (const char* suffix : {"-wal", "-shm"}) {
+    const std::string file = base + suffix;
+    struct stat st {};
+    if (::lstat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+        st.st_uid != ::geteuid() || (st.st_mode & S_IWUSR) != 0)
+      continue;
+    (void)::chmod(file.c_str(), (st.st_mode & 07777) | S_IWUSR);
+  }
+}
+
 std::string dangling_link_refusal(const std::string& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return "";

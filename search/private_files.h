@@ -102,6 +102,17 @@ struct StoreFileRefusal {
 // and so does SqliteStorage when it opens a file (StorageError).
 std::optional<StoreFileRefusal> store_files_refusal(const std::string& store_path);
 
+// Gives the owner back write permission on the store's -wal and -shm files
+// when the store itself is writable by this user and they are not: SQLite
+// makes them with the store's mode, so reading a store its owner had made
+// read-only (0400) leaves a 0400 -shm behind, and once the store is
+// writable again SQLite would refuse every write ("attempt to write a
+// readonly database"). Only regular files of this user with one link are
+// changed (owner write added, nothing else); what store_files_refusal
+// refuses is left to it. Call after store_files_refusal passed. Errors are
+// ignored: SQLite then says what it cannot write.
+void mend_read_only_sidecars(const std::string& store_path);
+
 // Creates `path` as an empty file with mode 0600 if nothing exists there;
 // an existing file (or a symbolic link to one) is left untouched. Returns
 // true if the file was created now. Throws Error "<path>: <reason>" naming

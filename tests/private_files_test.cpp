@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -338,6 +339,69 @@ TEST(PrivateFilesTest, StoreFilesOfAnotherUserOrWritableByOthersAreRefused) {
             std::string::npos)
       << storage_error_of(db);
   EXPECT_EQ(fs::file_size(wal), 0u);
+}
+
+// A store its owner made read-only (0400) and read: SQLite leaves a -shm
+// (and -wal) with the store's mode, 0400. Once the owner makes the store
+// writable again, opening it gives them owner write back, so the next write
+// works (it failed with "attempt to write a readonly database"); while the
+// store is read-only they are left as they are. Run as uid 65534 in a
+// child process: root writes any file whatever its mode.
+TEST(PrivateFilesTest, AStoreMadeWritableAgainMendsTheSidecarsItsReadLeftReadOnly) {
+  if (::geteuid() != 0) GTEST_SKIP() << "not root: cannot run a child as another uid";
+  char pattern[] = "/tmp/hps-mend-XXXXXX";
+  ASSERT_NE(::mkdtemp(pattern), nullptr);
+  const std::string dir = pattern;
+  const uid_t nobody = 65534;
+  ASSERT_EQ(::chown(dir.c_str(), nobody, nobody), 0);
+  const std::string db = dir + "/s.db";
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int code = 0;
+    try {
+      if (::setgid(nobody) != 0 || ::setuid(nobody) != 0) ::_exit(3);
+      std::int64_t study = 0;
+      {
+        SqliteStorage made(db);
+        study = made.create_study("s", StudyDirection::kMinimize, Json());
+        NewTrial t;
+        t.state = TrialState::kComplete;
+        t.value = 1.0;
+        made.create_trial(study, t);
+      }
+      if (::chmod(db.c_str(), 0400) != 0) ::_exit(4);
+      for (int read = 0; read < 2; ++read) {
+        SqliteStorage reader(db);
+        if (reader.get_all_trials(study, {}).size() != 1) ::_exit(5);
+      }
+      // What the reads left: read-only, as the store (not mended while it is).
+      if (mode_of(db + "-shm") != 0400) ::_exit(10);
+      if (::chmod(db.c_str(), 0600) != 0) ::_exit(6);
+      {
+        SqliteStorage writer(db);
+        NewTrial t;
+        t.state = TrialState::kComplete;
+        t.value = 2.0;
+        writer.create_trial(study, t);
+        if (writer.get_all_trials(study, {}).size() != 2) code = 20;
+      }
+      if (mode_of(db + "-shm") != 0600 && fs::exists(db + "-shm")) code = 21;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child: %s\n", e.what());
+      code = 30;
+    }
+    std::fflush(nullptr);
+    ::_exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "10: the reads left no read-only -shm; 20/21: the write after chmod 0600 did not work or "
+         "left the -shm read-only; 30: an exception (printed above)";
+  fs::remove_all(dir);
 }
 
 // ------------------------------------------------------------------ OwnerOnlyFolder

@@ -45,6 +45,7 @@ void Connection::open() {
   // anything is made or written.
   if (is_plain_file()) {
     if (auto refused = store_files_refusal(path_)) throw StoreRefused(refused->message());
+    mend_read_only_sidecars(path_);
     try {
       create_private_file(path_);
     } catch (const Error& e) {
