@@ -32,7 +32,7 @@ const std::string* SessionTable::expired_name(const std::string& rid) const {
 }
 
 void SessionTable::want_trial(Session& s) {
-  if (s.wants_trial) return;
+  if (s.wants_trial || s.stopping) return;
   s.wants_trial = true;
   idle_.push_back(s.routing_id);
 }
@@ -46,7 +46,7 @@ void SessionTable::resume_request(Session& s) {
 Session* SessionTable::next_waiter() {
   while (!idle_.empty()) {
     Session* s = find(idle_.front());
-    if (s && s->wants_trial && !s->request_deferred && s->has_room()) return s;
+    if (s && s->wants_trial && !s->request_deferred && !s->stopping && s->has_room()) return s;
     idle_.pop_front();
   }
   return nullptr;

@@ -36,6 +36,9 @@ struct Session {
   Clock::time_point last_sent;
   Clock::time_point connected;
   bool wants_trial = false;  // sent RequestTrial, not yet answered
+  // Its worker was stopped (a Fail "interrupted": a signal): it is leaving,
+  // so it gets no more trials, whatever it asked for before.
+  bool stopping = false;
   // The request waits for the worker's running trial to end: near the end
   // of the budget a trial is not prefetched (RunLimits::may_prefetch).
   bool request_deferred = false;

@@ -292,9 +292,13 @@ void Coordinator::Impl::on_fail(Session& s, const proto::Fail& m) {
   if (m.reason == proto::Fail::Reason::kInterrupted) {
     std::string reason = "worker stopped";
     if (!text.empty()) reason += ": " + text;
+    // The worker is leaving (its Disconnect follows): the trial queued
+    // again here, and any other, goes to another worker.
+    s.stopping = true;
+    s.wants_trial = false;
+    s.request_deferred = false;
     s.release(m.number);
     end_lost_trial(m.number, reason, lifecycle::RetryCause::kWorkerStopped);
-    sessions.resume_request(s);
     return;
   }
   std::string message = text.empty() ? "objective raised an exception" : text;

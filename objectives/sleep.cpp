@@ -1,8 +1,11 @@
 #include "objectives/sleep.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <thread>
+
+#include "search/errors.h"
 
 namespace hps {
 
@@ -13,6 +16,20 @@ struct SleepConfig {
   std::int64_t steps = 1;
   std::string fail_param;
 };
+
+// Sleeps `d` in slices of at most 250 ms and throws Interrupted once the
+// run is interrupted (a signal to the worker, a lost lease), so that a
+// trial that reports nothing while it sleeps still ends within 250 ms.
+void sleep_unless_interrupted(const Trial& trial, std::chrono::duration<double> d) {
+  using Steady = std::chrono::steady_clock;
+  const auto until = Steady::now() + std::chrono::duration_cast<Steady::duration>(d);
+  while (true) {
+    if (trial.interrupted()) throw Interrupted();
+    const auto left = until - Steady::now();
+    if (left <= Steady::duration::zero()) return;
+    std::this_thread::sleep_for(std::min<Steady::duration>(left, std::chrono::milliseconds(250)));
+  }
+}
 
 SleepConfig parse(const Json& config) {
   check_keys(config, "objective", {"type", "seconds", "steps", "fail_param"});
@@ -63,7 +80,7 @@ ObjectiveType sleep_objective_type() {
         if (v.is_number()) value += v.get<double>();
       auto per_step = std::chrono::duration<double>(c.seconds / static_cast<double>(c.steps));
       for (std::int64_t step = 1; step <= c.steps; ++step) {
-        if (per_step.count() > 0) std::this_thread::sleep_for(per_step);
+        if (per_step.count() > 0) sleep_unless_interrupted(trial, per_step);
         double offset = static_cast<double>(c.steps - step) / static_cast<double>(c.steps);
         if (c.steps > 1) {
           trial.report(step, value + offset);

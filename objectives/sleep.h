@@ -11,6 +11,10 @@
 //    is refused when the config is validated (ConfigError
 //    "objective.fail_param: must name a bool param ...").
 // Checks should_prune() after every report and throws TrialPruned if asked.
+// Sleeps in slices of at most 250 ms and throws Interrupted once the trial
+// is interrupted (Trial::interrupted: a signal to its worker, a lost
+// lease), so a trial ends within 250 ms of a stop even when it reports
+// nothing (one step).
 #pragma once
 
 #include "objectives/objective.h"

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 #include <zmq.hpp>
 
 #include "algorithms/random_sampler.h"
@@ -161,7 +162,9 @@ TEST(CoordinatorRetry, AWorkerStoppedBySignalDoesNotUseUpTheRetries) {
   EXPECT_EQ(t4->system_attrs.at(kAttrRetryOf), 3);
   stopped.number = 4;
   w2.send(stopped);
-  a = w2.request(c);
+  // A worker stopped by a signal is leaving: another one gets the retry.
+  RawWorker w3(ctx, c.endpoint(), "task2");
+  a = w3.request(c);
   ASSERT_TRUE(a);
   EXPECT_EQ(a->number, 5);
   auto t5 = study.storage().get_trial_by_number(study.study_id(), 5);
@@ -188,14 +191,21 @@ TEST(CoordinatorRetry, RetriedFailsDoNotCountTowardsTheFailureRules) {
     a = w.request(c);
     ASSERT_TRUE(a) << i;
   }
-  for (int i = 0; i < 3; ++i) {  // stopped by a signal
+  // Stopped by a signal, three times: each worker stopped is leaving, so
+  // the next trial goes to a new one.
+  std::vector<std::unique_ptr<RawWorker>> replacements;
+  RawWorker* current = &w;
+  for (int i = 0; i < 3; ++i) {
     proto::Fail stopped;
     stopped.number = a->number;
     stopped.reason = proto::Fail::Reason::kInterrupted;
     stopped.message = "stopped by a signal";
-    w.send(stopped);
+    current->send(stopped);
     step_until_failed(c, study, a->number);
-    a = w.request(c);
+    replacements.push_back(
+        std::make_unique<RawWorker>(ctx, c.endpoint(), "w" + std::to_string(i + 2)));
+    current = replacements.back().get();
+    a = current->request(c);
     ASSERT_TRUE(a) << i;
   }
   EXPECT_EQ(c.stats().run_failed, 0);
@@ -204,11 +214,11 @@ TEST(CoordinatorRetry, RetriedFailsDoNotCountTowardsTheFailureRules) {
     proto::Fail boom;
     boom.number = a->number;
     boom.message = "ImportError: no module named torch";
-    w.send(boom);
+    current->send(boom);
     step_until_failed(c, study, a->number);
     if (i == 4) break;
     EXPECT_FALSE(c.stopped_for_failures()) << i;
-    a = w.request(c);
+    a = current->request(c);
     ASSERT_TRUE(a) << i;
   }
   EXPECT_EQ(c.stats().run_failed, 5);

@@ -306,6 +306,27 @@ TEST(ObjectiveRegistryTest, SleepFailParamMustNameABoolParam) {
   EXPECT_EQ(f(runs.trial()), 0.25);
 }
 
+// A trial of one step reports nothing while it sleeps: an interrupt (a
+// signal to its worker) still ends it, with Interrupted, within a slice of
+// the sleep (250 ms), not after the whole 60 s.
+TEST(ObjectiveRegistryTest, SleepEndsWhenItsTrialIsInterrupted) {
+  SearchSpace space;
+  space.add("x", Distribution::make_float(0.0, 1.0));
+  Objective f = make_objective(Json{{"type", "sleep"}, {"seconds", 60}, {"steps", 1}}, space);
+  std::atomic<bool> interrupt{false};
+  Trial trial(nullptr, 1, 0, Params{}, {}, Params{}, &space, &interrupt);
+  trial.record_param("x", 0.5, space.find("x")->distribution);
+  std::thread stop([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    interrupt = true;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(f(trial), Interrupted);
+  stop.join();
+  // Far less than the 60 s asked (no timing claim: 30 s is the bound).
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+}
+
 // A "seconds" or "steps" out of its range is refused naming the field, the
 // range and the value given.
 TEST(ObjectiveRegistryTest, SleepRangeErrorsShowTheValueGiven) {

@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 #include <zmq.hpp>
 
@@ -150,6 +152,110 @@ TEST(Prefetch, AWorkerLeavingHasEveryTrialItHeldQueuedAgain) {
     EXPECT_EQ(t->fail_reason, "worker stopped: stopped by a signal");
     EXPECT_EQ(retried.at(held->number), t->params);
   }
+}
+
+// A worker stopped by a signal says so with its running trial's Fail
+// ("interrupted"); until its Disconnect arrives, a request it had sent (or
+// sends) gets nothing: the trial queued again goes to another worker, not
+// back to the one leaving.
+TEST(Prefetch, AWorkerStoppedByASignalIsGivenNoMoreTrials) {
+  CoordinatorOptions co = budget(20);
+  co.max_retries = 0;  // a worker stopped by a signal does not use up retries
+  CoordinatorBench run("prefetch_stopped", co);
+  auto& [dir, ctx, study, c] = run;
+  RawWorker w(ctx, c.endpoint(), "w", 1);
+  auto a = w.request(c);
+  auto b = w.request(c);
+  ASSERT_TRUE(a && b);
+  proto::Fail stopped;
+  stopped.number = a->number;
+  stopped.reason = proto::Fail::Reason::kInterrupted;
+  stopped.message = "stopped by a signal";
+  w.send(stopped);
+  auto more = w.request(c, 1.0);
+  EXPECT_FALSE(more) << "the stopped worker was handed trial " << more->number;
+  EXPECT_EQ(state_of(study, a->number), TrialState::kFail);
+  proto::Disconnect leaving;
+  leaving.reason = "stopped by a signal";
+  w.send(leaving);
+  ASSERT_TRUE(step_until(c, study, b->number, TrialState::kFail));
+  // Both are queued again, for another worker.
+  RawWorker w2(ctx, c.endpoint(), "w2");
+  std::vector<std::int64_t> retry_of;
+  for (int i = 0; i < 2; ++i) {
+    auto r = w2.request(c);
+    ASSERT_TRUE(r);
+    auto t = study.storage().get_trial_by_number(study.study_id(), r->number);
+    retry_of.push_back(t->system_attrs.at(kAttrRetryOf).get<std::int64_t>());
+    w2.send(proto::Complete{r->number, false, 0.3, ""});
+  }
+  std::sort(retry_of.begin(), retry_of.end());
+  EXPECT_EQ(retry_of, (std::vector<std::int64_t>{a->number, b->number}));
+}
+
+// A worker (hps::Worker, prefetch 1) whose stop flag is set (a signal)
+// while its objective runs one trial and it holds the next: it starts no
+// held trial and asks for no other, even when the running objective
+// ignores the stop and returns normally; the held trial is queued again as
+// "worker stopped".
+TEST(Prefetch, AStoppedWorkerStartsNoHeldTrialAndAsksForNone) {
+  CoordinatorOptions co = budget(20);
+  co.max_retries = 0;
+  CoordinatorBench run("prefetch_worker_stop", co);
+  auto& [dir, ctx, study, c] = run;
+  std::atomic<bool> stop{false};
+  std::atomic<int> calls{0};
+  WorkerOptions wo;
+  wo.connect = c.endpoint();
+  wo.prefetch = 1;
+  wo.heartbeat_interval_ms = 100;
+  wo.stop = &stop;
+  Worker worker(wo);
+  std::atomic<int> rc{-1};
+  std::thread serving([&] {
+    rc = worker.run([&](Trial&) {
+      ++calls;
+      // An objective that never looks at the interrupt: it returns once
+      // the stop flag is set.
+      while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      return 1.0;
+    });
+  });
+  struct Join {  // also when an assertion below returns early
+    std::atomic<bool>& stop;
+    std::thread& thread;
+    ~Join() {
+      stop = true;
+      thread.join();
+    }
+  } join{stop, serving};
+  const bool holds_two = testsupport::wait_until(
+      [&] {
+        c.step(10);
+        auto workers = c.workers();
+        return workers.size() == 1 && workers[0].trial && !workers[0].prefetched.empty();
+      },
+      std::chrono::seconds(20));
+  if (holds_two) {
+    const std::int64_t first = *c.workers()[0].trial;
+    const std::int64_t held = c.workers()[0].prefetched.front();
+    stop = true;
+    testsupport::wait_until(
+        [&] {
+          c.step(10);
+          return rc != -1;
+        },
+        std::chrono::seconds(20));
+    EXPECT_EQ(rc, Worker::kStopped);
+    EXPECT_EQ(calls, 1) << "the held trial was started after the stop";
+    EXPECT_EQ(state_of(study, first), TrialState::kComplete);  // it did end with a value
+    ASSERT_TRUE(step_until(c, study, held, TrialState::kFail));
+    EXPECT_EQ(study.storage().get_trial_by_number(study.study_id(), held)->fail_reason,
+              "worker stopped: stopped by a signal");
+    // Nothing else was handed to it: the first, the held one and its retry.
+    EXPECT_EQ(study.storage().get_all_trials(study.study_id(), {}).size(), 3u);
+  }
+  ASSERT_TRUE(holds_two) << "the worker never held a second trial";
 }
 
 TEST(Prefetch, NoTrialWaitsOnABusyWorkerNearTheEndOfTheBudget) {

@@ -832,11 +832,19 @@ struct Worker::Impl : TrialBackend {
     number = -1;
   }
 
+  // Whether the stop flag (a signal) is set: read here, between trials,
+  // and not only when the link thread's kStop is handled, so that a
+  // stopped worker starts no held trial and asks for none.
+  bool stop_seen() {
+    if (!stopped && options.stop && options.stop->load()) stopped = true;
+    return stopped;
+  }
+
   // Whether the worker should ask for another trial now: it may (its
   // session is open, nothing ends it) and it holds fewer than 1 + prefetch
   // trials (`running`: whether one runs) with no request unanswered.
-  bool should_ask(bool running) const {
-    if (asked || epoch == 0 || shutdown || stopped || !fatal.empty()) return false;
+  bool should_ask(bool running) {
+    if (asked || epoch == 0 || shutdown || stop_seen() || !fatal.empty()) return false;
     return held.size() + (running ? 1u : 0u) < 1u + static_cast<std::size_t>(options.prefetch);
   }
 
@@ -856,7 +864,7 @@ struct Worker::Impl : TrialBackend {
   // RequestTrial when should_ask (one wake-up of the link thread).
   void run_held() {
     while (!held.empty()) {
-      if (!fatal.empty() || stopped || shutdown) return;
+      if (!fatal.empty() || stop_seen() || shutdown) return;
       auto [trial_session, a] = std::move(held.front());
       held.pop_front();
       if (trial_session != epoch) continue;  // its session is gone: the coordinator ended it
