@@ -23,6 +23,7 @@
 #include "protocol/curve_keys.h"
 #include "protocol/protocol.h"
 #include "search/printable.h"
+#include "search/private_files.h"
 #include "search/storage.h"
 #include "search/study.h"
 #include "search/study_name.h"
@@ -683,6 +684,21 @@ int failure_exit(const Coordinator& coordinator, const StudyConfig& config) {
   return kExitOk;
 }
 
+// The store file `path` (named by `field`) before a run writes to it: a
+// folder or a file that is not SQLite, a store with several names, a store
+// this user may not write, and a writer lock file planted as a link (or a
+// folder) are bad input (ConfigError, exit 2), refused before the study is
+// made, not by the coordinator after.
+void check_store_to_write(const std::string& path, const std::string& field) {
+  util::check_store_file_if_present(path, field);
+  if (std::string why = WriterLock::store_refusal(path); !why.empty())
+    throw ConfigError(field, why + ": " + path);
+  if (std::string why = read_only_store_refusal(path); !why.empty())
+    throw ConfigError(field, why + ": " + path);
+  if (std::string why = WriterLock::lock_file_refusal(path); !why.empty())
+    throw ConfigError(WriterLock::lock_path(path), why);
+}
+
 int run_study(StudyConfig config, const RunOptions& o) {
   if (needs_torch(config.objective)) exec_torch_sibling("LibTorch objective");
   // 1. Check everything before touching the store.
@@ -705,18 +721,10 @@ int run_study(StudyConfig config, const RunOptions& o) {
     const std::string warning = sampler->budget_warning(*config.budget.n_trials);
     if (!warning.empty()) spdlog::warn("{}", warning);
   }
-  // A folder or a file that is not SQLite as the store is bad input (exit 2),
-  // as for the read commands, not a failure of the run.
-  // So is a writer lock file planted as a link (or a folder): refused here,
-  // before the study is made, not by the coordinator after.
-  if (const util::StorageUrl store = util::parse_storage_url(config.storage); !store.in_memory) {
-    const std::string field = o.storage ? o.storage_field : "study.storage";
-    util::check_store_file_if_present(store.path, field);
-    if (std::string why = WriterLock::store_refusal(store.path); !why.empty())
-      throw ConfigError(field, why + ": " + store.path);
-    if (std::string why = WriterLock::lock_file_refusal(store.path); !why.empty())
-      throw ConfigError(WriterLock::lock_path(store.path), why);
-  }
+  // What the store file cannot be is bad input (exit 2), as for the read
+  // commands, not a failure of the run.
+  if (const util::StorageUrl store = util::parse_storage_url(config.storage); !store.in_memory)
+    check_store_to_write(store.path, o.storage ? o.storage_field : "study.storage");
   const CoordinatorOptions co = coordinator_options(config, o, plan);
 
   // 2. Open the study (continue it if it exists).

@@ -41,7 +41,8 @@ std::string octal_mode(std::uint32_t mode) {
 // used, or "": store_files_refusal's rule for the SQLite files beside a store.
 std::string sqlite_file_refusal(const std::string& suffix, const struct stat& st) {
   return written_file_refusal(st.st_mode, st.st_nlink, st.st_uid, "the store's " + suffix + " file",
-                              "SQLite would write the study's journal into",
+                              suffix == "-shm" ? "SQLite would write the study's WAL index into"
+                                               : "SQLite would write the study's journal into",
                               "; remove it (SQLite makes it itself, with the store's mode)");
 }
 
@@ -109,6 +110,14 @@ std::optional<StoreFileRefusal> store_files_refusal(const std::string& store_pat
       return StoreFileRefusal{file, why};
   }
   return std::nullopt;
+}
+
+std::string read_only_store_refusal(const std::string& store_path) {
+  struct stat st {};
+  if (::stat(store_path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
+  if (::access(store_path.c_str(), W_OK) == 0 || errno != EACCES) return "";
+  return "the store is read-only for this user (mode " + octal_mode(st.st_mode) +
+         "): run and resume write to it; chmod u+w it (the read commands work on it as it is)";
 }
 
 void mend_read_only_sidecars(const std::string& store_path) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <functional>
 
 #include "search/sqlite_storage.h"
@@ -378,7 +379,34 @@ TEST(PrivateFilesTest, AStoreMadeWritableAgainMendsTheSidecarsItsReadLeftReadOnl
       }
       // What the reads left: read-only, as the store (not mended while it is).
       if (mode_of(db + "-shm") != 0400) ::_exit(10);
+      // run and resume refuse it naming its mode (exit 2), not with SQLite's
+      // "attempt to write a readonly database" (exit 1) at the first write.
+      if (read_only_store_refusal(db).find("the store is read-only for this user (mode 0400)") ==
+          std::string::npos)
+        ::_exit(11);
+      if (::access(HPSEARCH_CLI_PATH, X_OK) == 0) {  // a build folder this uid may reach
+        const std::string space = dir + "/space.json";
+        std::ofstream(space) << Json{{"study", {{"name", "s"}, {"storage", db}}},
+                                     {"budget", {{"n_trials", 3}}},
+                                     {"objective", {{"type", "sleep"}}},
+                                     {"space",
+                                      {{"x", {{"type", "float"}, {"low", 0}, {"high", 1}}}}}}
+                                    .dump();
+        const std::string command =
+            std::string(HPSEARCH_CLI_PATH) + " run " + space + " --workers 1 2>&1";
+        FILE* out = ::popen(command.c_str(), "r");
+        std::string text;
+        char buffer[512];
+        while (out && std::fgets(buffer, sizeof buffer, out)) text += buffer;
+        const int status = out ? ::pclose(out) : -1;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 2 ||
+            text.find("the store is read-only for this user (mode 0400)") == std::string::npos) {
+          std::fprintf(stderr, "child: run said: %s\n", text.c_str());
+          ::_exit(12);
+        }
+      }
       if (::chmod(db.c_str(), 0600) != 0) ::_exit(6);
+      if (!read_only_store_refusal(db).empty()) ::_exit(13);
       {
         SqliteStorage writer(db);
         NewTrial t;
@@ -399,7 +427,9 @@ TEST(PrivateFilesTest, AStoreMadeWritableAgainMendsTheSidecarsItsReadLeftReadOnl
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0)
-      << "10: the reads left no read-only -shm; 20/21: the write after chmod 0600 did not work or "
+      << "10: the reads left no read-only -shm; 11/12: a read-only store not refused as such "
+         "(12: by `hpsearch run`); 13: refused once writable; 20/21: the write after chmod 0600 "
+         "did not work or "
          "left the -shm read-only; 30: an exception (printed above)";
   fs::remove_all(dir);
 }
