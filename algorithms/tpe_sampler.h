@@ -181,6 +181,9 @@ struct TpeOptions {
   // fitted to the others): a goes to the joint model when the good points
   // cluster in all params together, to the product when they agree only
   // param by param (0.5 with fewer than two below observations).
+  // Cost: one more one-dimensional estimator per param on each side; with
+  // "auto", also m (d + 1) small fits of the below group's m observations
+  // (m <= gamma's cap) over d params.
   bool marginal_mixture_auto = false;
   // Evaluate kernels with equal peak heights rather than equal mass (see
   // tpe::EstimatorOptions::equal_heights). Default (unset): on for
