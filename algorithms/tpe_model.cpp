@@ -319,6 +319,28 @@ TpeModel::Fitted TpeModel::fit(const std::vector<std::string>& names,
   const std::vector<char>& is_below = split(sel);
   std::size_t nb = 0, na = 0;
   estimate(names, dists, cols, sel, is_below, f.below, f.above, nb, na, nullptr, &f.above_inputs);
+  if (n_dims >= 2 &&
+      (options_.marginal_mixture_auto || options_.marginal_mixture.value_or(0.0) > 0)) {
+    f.marginal_weight = options_.marginal_mixture.value_or(0.0);
+    if (options_.marginal_mixture_auto) {
+      std::vector<DimensionSpec> dims;
+      dims.reserve(n_dims);
+      for (const auto& d : dists) dims.push_back(DimensionSpec::from(d));
+      std::vector<double> below_x;
+      for (std::size_t i : sel.present)
+        if (is_below[i])
+          for (std::size_t d = 0; d < n_dims; ++d) below_x.push_back((*cols[d])[i]);
+      f.marginal_weight = fit_marginal_weight(dims, below_x);
+    }
+    // The product of the params' own estimators, from the same split.
+    f.marginal_below.resize(n_dims);
+    f.marginal_above.resize(n_dims);
+    for (std::size_t d = 0; d < n_dims; ++d) {
+      std::size_t nb1 = 0, na1 = 0;
+      estimate({names[d]}, {dists[d]}, {cols[d]}, sel, is_below, f.marginal_below[d],
+               f.marginal_above[d], nb1, na1, nullptr, nullptr);
+    }
+  }
   return f;
 }
 
@@ -429,6 +451,7 @@ std::vector<double> TpeModel::draw(const Fitted& f, const std::vector<Distributi
     return out;
   }
   if (!f.tasks.empty()) return draw_mixture(f, dists.size(), rng);
+  if (!f.marginal_below.empty()) return draw_marginal_mixture(f, dists.size(), rng);
   const std::size_t nc = options_.n_ei_candidates;
   std::vector<double> cand;
   f.below->sample(rng, nc, cand);
@@ -452,6 +475,94 @@ std::vector<double> TpeModel::draw(const Fitted& f, const std::vector<Distributi
   std::copy_n(cand.begin() + static_cast<std::ptrdiff_t>(best * dists.size()), dists.size(),
               out.begin());
   return out;
+}
+
+double TpeModel::fit_marginal_weight(const std::vector<DimensionSpec>& dims,
+                                     const std::vector<double>& below_x) const {
+  const std::size_t n_dims = dims.size();
+  const std::size_t m = below_x.size() / n_dims;
+  constexpr double kStart = 0.5;
+  if (m < 2) return kStart;  // nothing to compare: the even mixture
+  const std::vector<double>& w = group_weights(m);
+  // Leave-one-out log densities of each below observation under the joint
+  // estimator (lj) and the product of the marginals (lp).
+  std::vector<double> lj(m), lp(m, 0.0), rest, rest_w, one(1), point(n_dims);
+  for (std::size_t i = 0; i < m; ++i) {
+    rest.clear();
+    rest_w.clear();
+    for (std::size_t k = 0; k < m; ++k) {
+      if (k == i) continue;
+      rest.insert(rest.end(), below_x.begin() + static_cast<std::ptrdiff_t>(k * n_dims),
+                  below_x.begin() + static_cast<std::ptrdiff_t>((k + 1) * n_dims));
+      rest_w.push_back(w[k]);
+    }
+    std::copy_n(below_x.begin() + static_cast<std::ptrdiff_t>(i * n_dims), n_dims, point.begin());
+    ParzenEstimator(dims, rest, rest_w, eopt_).log_pdf(point, std::span<double>(&lj[i], 1));
+    std::vector<double> col(m - 1);
+    for (std::size_t d = 0; d < n_dims; ++d) {
+      for (std::size_t k = 0; k < m - 1; ++k) col[k] = rest[k * n_dims + d];
+      ParzenEstimator({dims[d]}, col, rest_w, eopt_)
+          .log_pdf(std::span<const double>(&point[d], 1), one);
+      lp[i] += one[0];
+    }
+  }
+  // EM for the weight a of the product: a <- mean of the responsibilities.
+  double a = kStart;
+  for (int it = 0; it < 200; ++it) {
+    double sum = 0;
+    for (std::size_t i = 0; i < m; ++i) {
+      const double x = std::log(a) + lp[i], y = std::log1p(-a) + lj[i];
+      const double hi = std::max(x, y);
+      sum += hi == -kInf ? 0.5 : std::exp(x - hi) / (std::exp(x - hi) + std::exp(y - hi));
+    }
+    const double next = std::clamp(sum / static_cast<double>(m), 0.01, 0.99);
+    const bool done = std::abs(next - a) < 1e-4;
+    a = next;
+    if (done) break;
+  }
+  return a;
+}
+
+std::vector<double> TpeModel::draw_marginal_mixture(const Fitted& f, std::size_t n_dims,
+                                                    std::mt19937_64& rng) const {
+  // l = (1 - a) l_joint + a prod_d l_d, g likewise: a share a of the
+  // candidates from the product of the marginals (stratified), the rest
+  // from the joint estimator, all scored by the mixtures' log l - log g.
+  const double a = f.marginal_weight;
+  const std::size_t nc = options_.n_ei_candidates;
+  const auto n_marg = static_cast<std::size_t>(std::lround(a * static_cast<double>(nc)));
+  std::vector<double> cand, one;
+  f.below->sample(rng, nc - n_marg, cand);
+  cand.resize(nc * n_dims);
+  for (std::size_t d = 0; d < n_dims; ++d) {
+    f.marginal_below[d]->sample(rng, n_marg, one);
+    for (std::size_t j = 0; j < n_marg; ++j) cand[(nc - n_marg + j) * n_dims + d] = one[j];
+  }
+  if (!f.above) {
+    const AboveInputs& in = *f.above_inputs;
+    f.above = std::make_unique<ParzenEstimator>(in.dims, in.x, *in.weights, in.options, &in.orders);
+  }
+  f.drawn = true;
+  auto mixture = [&](const ParzenEstimator& joint,
+                     const std::vector<std::unique_ptr<ParzenEstimator>>& marginals) {
+    std::vector<double> lj(nc), lm(nc, 0.0), lp(nc), col(nc);
+    joint.log_pdf(cand, lj);
+    for (std::size_t d = 0; d < n_dims; ++d) {
+      for (std::size_t j = 0; j < nc; ++j) col[j] = cand[j * n_dims + d];
+      marginals[d]->log_pdf(col, lp);
+      for (std::size_t j = 0; j < nc; ++j) lm[j] += lp[j];
+    }
+    for (std::size_t j = 0; j < nc; ++j) {
+      const double terms[2] = {a < 1 ? std::log1p(-a) + lj[j] : -kInf, std::log(a) + lm[j]};
+      lj[j] = log_sum_exp(terms);
+    }
+    return lj;
+  };
+  const std::vector<double> ll = mixture(*f.below, f.marginal_below);
+  const std::vector<double> lg = mixture(*f.above, f.marginal_above);
+  const std::size_t best = best_candidate(ll, lg);
+  return {cand.begin() + static_cast<std::ptrdiff_t>(best * n_dims),
+          cand.begin() + static_cast<std::ptrdiff_t>((best + 1) * n_dims)};
 }
 
 std::vector<double> TpeModel::draw_mixture(const Fitted& f, std::size_t n_dims,

@@ -98,7 +98,11 @@ class TpeModel {
     std::unique_ptr<AboveInputs> above_inputs;
     mutable bool drawn = false;
     std::vector<TaskPart> tasks;  // empty unless a warm-start mixture
-    bool random = false;          // no finished observation: draw at random
+    // TpeOptions::marginal_mixture (several params): each param's own
+    // below and above estimators, whose product is mixed into l and g.
+    std::vector<std::unique_ptr<ParzenEstimator>> marginal_below, marginal_above;
+    double marginal_weight = 0;  // a of the mixture
+    bool random = false;         // no finished observation: draw at random
   };
 
   // Uniform points and the top fraction of them used to estimate a task
@@ -165,6 +169,14 @@ class TpeModel {
                  Fitted& f) const;
   // The best of n_ei_candidates draws from each task of a warm-start mixture.
   std::vector<double> draw_mixture(const Fitted& f, std::size_t n_dims, std::mt19937_64& rng) const;
+  // TpeOptions::marginal_mixture_auto: the EM weight of the product of the
+  // marginals for the below group's rows `below_x` (n_dims values each).
+  double fit_marginal_weight(const std::vector<DimensionSpec>& dims,
+                             const std::vector<double>& below_x) const;
+  // draw() with TpeOptions::marginal_mixture: candidates from the joint
+  // l and from the product of the marginal l's, scored by the mixtures.
+  std::vector<double> draw_marginal_mixture(const Fitted& f, std::size_t n_dims,
+                                            std::mt19937_64& rng) const;
   // Per numeric dimension, each group's observations sorted by value, read
   // off the cached sorted columns in O(n) (for the neighbour bandwidth).
   void neighbor_orders(const std::vector<std::string>& names,

@@ -108,6 +108,8 @@ void TpeOptions::validate(const std::string& path) const {
     fail("prior_weight", "must be a finite number > 0");
   if (min_bandwidth_factor && !(*min_bandwidth_factor >= 0 && *min_bandwidth_factor <= 1))
     fail("min_bandwidth_factor", "must be in [0, 1]");
+  if (marginal_mixture && !(*marginal_mixture >= 0 && *marginal_mixture <= 1))
+    fail("marginal_mixture", "must be in [0, 1]");
   if (bandwidth_factor && (!(*bandwidth_factor > 0) || !std::isfinite(*bandwidth_factor)))
     fail("bandwidth_factor", "must be a finite number > 0");
   if (weights_window < 1) fail("weights_window", "must be >= 1");
@@ -119,6 +121,7 @@ TpeOptions TpeOptions::resolved() const {
   TpeOptions o = *this;
   if (!o.consider_magic_clip) o.consider_magic_clip = !multivariate;
   if (!o.min_bandwidth_factor) o.min_bandwidth_factor = multivariate ? 0.04 : 0.0;
+  if (!o.marginal_mixture) o.marginal_mixture = 0.0;
   if (!o.equal_kernel_heights) o.equal_kernel_heights = !multivariate;
   if (!o.bandwidth_factor) o.bandwidth_factor = multivariate ? 0.7 : 1.0;
   return o;
@@ -138,6 +141,7 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
               "consider_endpoints",
               "consider_magic_clip",
               "min_bandwidth_factor",
+              "marginal_mixture",
               "equal_kernel_heights",
               "bandwidth",
               "bandwidth_factor",
@@ -166,6 +170,14 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
   if (auto v = optional_bool(config, path, "consider_endpoints")) o.consider_endpoints = *v;
   if (auto v = optional_bool(config, path, "consider_magic_clip")) o.consider_magic_clip = *v;
   if (auto v = optional_number(config, path, "min_bandwidth_factor")) o.min_bandwidth_factor = *v;
+  if (auto it = config.find("marginal_mixture"); it != config.end() && it->is_string()) {
+    if (it->get<std::string>() != "auto")
+      throw ConfigError(join_path(path, "marginal_mixture"),
+                        "must be a number in [0, 1] or \"auto\"");
+    o.marginal_mixture_auto = true;
+  } else if (auto v = optional_number(config, path, "marginal_mixture")) {
+    o.marginal_mixture = *v;
+  }
   if (auto v = optional_bool(config, path, "equal_kernel_heights")) o.equal_kernel_heights = *v;
   if (auto v = optional_choice<tpe::BandwidthRule>(config, path, "bandwidth",
                                                    {{"neighbor", tpe::BandwidthRule::kNeighbor},
@@ -211,6 +223,7 @@ Json TpeOptions::to_json() const {
       {"consider_endpoints", consider_endpoints},
       {"consider_magic_clip", *o.consider_magic_clip},
       {"min_bandwidth_factor", *o.min_bandwidth_factor},
+      {"marginal_mixture", o.marginal_mixture_auto ? Json("auto") : Json(*o.marginal_mixture)},
       {"equal_kernel_heights", *o.equal_kernel_heights},
       {"bandwidth", to_string(bandwidth)},
       {"bandwidth_factor", *o.bandwidth_factor},

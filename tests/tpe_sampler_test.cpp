@@ -204,6 +204,7 @@ TEST(TpeOptionsTest, FromJsonReadsEveryOptionAndRoundTrips) {
             {"consider_endpoints", true},
             {"consider_magic_clip", false},
             {"min_bandwidth_factor", 0.01},
+            {"marginal_mixture", 0.25},
             {"equal_kernel_heights", true},
             {"bandwidth", "scott"},
             {"bandwidth_factor", 0.5},
@@ -233,6 +234,7 @@ TEST(TpeOptionsTest, FromJsonReadsEveryOptionAndRoundTrips) {
   EXPECT_TRUE(o.consider_endpoints);
   EXPECT_FALSE(*o.consider_magic_clip);
   EXPECT_DOUBLE_EQ(*o.min_bandwidth_factor, 0.01);
+  EXPECT_DOUBLE_EQ(*o.marginal_mixture, 0.25);
   EXPECT_TRUE(*o.equal_kernel_heights);
   EXPECT_EQ(o.bandwidth, tpe::BandwidthRule::kScott);
   EXPECT_DOUBLE_EQ(*o.bandwidth_factor, 0.5);
@@ -297,6 +299,10 @@ TEST(TpeOptionsTest, BadOptionsNameTheField) {
                       "multivariate");
   expect_config_error({{"type", "tpe"}, {"min_bandwidth_factor", 2}},
                       "sampler.min_bandwidth_factor", "[0, 1]");
+  expect_config_error({{"type", "tpe"}, {"marginal_mixture", 1.5}}, "sampler.marginal_mixture",
+                      "[0, 1]");
+  expect_config_error({{"type", "tpe"}, {"marginal_mixture", "joint"}}, "sampler.marginal_mixture",
+                      "\"auto\"");
   expect_config_error({{"type", "tpe"}, {"seed", -3}}, "sampler.seed", ">= 0");
   expect_config_error({{"type", "tpee"}}, "sampler.type", "did you mean 'tpe'");
   // A name cut short is the key it begins, not a nearer other key
@@ -391,6 +397,44 @@ TEST(TpeSamplerTest, BeatsRandomOnBraninAndHartmann6) {
     EXPECT_LT(multi, 0.5 * random)
         << func << ": random " << random << ", tpe multivariate " << multi;
   }
+}
+
+// TpeOptions::marginal_mixture: the mixture of the joint model and the
+// product of the marginals still models (far better than random), is
+// deterministic under a seed, and a = 0 is the joint model alone.
+TEST(TpeSamplerTest, MarginalMixtureModelsAndIsDeterministic) {
+  for (const char* func : {"branin", "hartmann6"}) {
+    double random = mean_regret(func, {{"type", "random"}}, 10, 100);
+    for (const Json& a : {Json(0.5), Json("auto")}) {
+      double mix = mean_regret(func, {{"type", "tpe"}, {"marginal_mixture", a}}, 10, 100);
+      EXPECT_LT(mix, 0.5 * random)
+          << func << " " << a.dump() << ": random " << random << ", tpe " << mix;
+    }
+  }
+  SearchSpace space = SearchSpace::from_json(Json::parse(R"({
+    "x": {"type": "float", "low": -5, "high": 5},
+    "n": {"type": "int", "low": 1, "high": 100, "log": true},
+    "c": {"type": "categorical", "choices": ["p", "q", "r"]}
+  })"));
+  History h(space);
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 40; ++i) {
+    double x = -5 + 10 * util::uniform01(rng);
+    std::int64_t n = 1 + static_cast<std::int64_t>(99 * util::uniform01(rng));
+    std::string c = i % 3 == 0 ? "p" : (i % 3 == 1 ? "q" : "r");
+    h.add(TrialState::kComplete, {{"x", x}, {"n", n}, {"c", c}}, x * x + std::log(n));
+  }
+  auto make = [](const Json& a) {
+    return make_sampler({{"type", "tpe"}, {"seed", 3}, {"marginal_mixture", a}});
+  };
+  for (const Json& a : {Json(0.3), Json(1.0), Json("auto")}) {
+    auto s1 = make(a), s2 = make(a);
+    EXPECT_EQ(h.suggest(*s1, space, 60), h.suggest(*s2, space, 60)) << a.dump();
+  }
+  auto plain = make_sampler({{"type", "tpe"}, {"seed", 3}});
+  auto zero = make(0.0);
+  for (std::int64_t n = 60; n < 65; ++n)
+    EXPECT_EQ(h.suggest(*plain, space, n), h.suggest(*zero, space, n));
 }
 
 TEST(TpeSamplerTest, StepGridsAndSingleValues) {
