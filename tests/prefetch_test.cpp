@@ -202,7 +202,9 @@ TEST(Prefetch, AStoppedWorkerStartsNoHeldTrialAndAsksForNone) {
   CoordinatorOptions co = budget(20);
   co.max_retries = 0;
   CoordinatorBench run("prefetch_worker_stop", co);
-  auto& [dir, ctx, study, c] = run;
+  // Plain references: clang 14 lambdas cannot capture structured bindings.
+  Coordinator& c = run.c;
+  Study& study = run.study;
   std::atomic<bool> stop{false};
   std::atomic<int> calls{0};
   WorkerOptions wo;
