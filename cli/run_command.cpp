@@ -390,6 +390,10 @@ void check_existing_study(Storage& storage, const StudyConfig& config, const Run
 // (hpsearch resume starts as many, the same way, unless told otherwise).
 constexpr const char* kRunWorkersAttr = "run.workers";
 constexpr const char* kRunLauncherAttr = "run.launcher";
+// Its --bind and --keys (null when not given): a resume listens where its
+// remote workers connect, with the same keys.
+constexpr const char* kRunBindAttr = "run.bind";
+constexpr const char* kRunKeysAttr = "run.keys";
 
 // Stores the run's settings with the study: the file's, with the command
 // line's budget (failure rules included), and the number of workers and their launcher, so that
@@ -406,6 +410,24 @@ void store_settings(Storage& storage, std::int64_t study_id, const StudyConfig& 
   storage.set_study_config(study_id, stored);
   storage.set_study_system_attr(study_id, kRunWorkersAttr, o.workers);
   storage.set_study_system_attr(study_id, kRunLauncherAttr, o.launcher);
+  storage.set_study_system_attr(study_id, kRunBindAttr, o.bind ? Json(*o.bind) : Json());
+  storage.set_study_system_attr(study_id, kRunKeysAttr, o.keys_dir ? Json(*o.keys_dir) : Json());
+}
+
+// hpsearch resume without --bind: the last run's --bind, and its --keys
+// unless --keys is given (a run that was --insecure needs --insecure again:
+// the tcp --bind without keys is refused as for run).
+void keep_stored_bind(const StudyInfo& study, RunOptions& o) {
+  if (o.bind) return;
+  const Json& attrs = study.system_attrs;
+  auto bind = attrs.find(kRunBindAttr);
+  if (bind == attrs.end() || !bind->is_string() || bind->get<std::string>().empty()) return;
+  o.bind = bind->get<std::string>();
+  auto keys = attrs.find(kRunKeysAttr);
+  if (!o.keys_dir && keys != attrs.end() && keys->is_string() && !keys->get<std::string>().empty())
+    o.keys_dir = keys->get<std::string>();
+  spdlog::info("resume: listening on {}{}, as the last run (--bind changes it)", *o.bind,
+               o.keys_dir ? " with the keys in " + *o.keys_dir : std::string());
 }
 
 // hpsearch resume without --workers: the last run's number of workers, when
@@ -814,6 +836,7 @@ int resume_command(const RunOptions& o) {
   StudyConfig config = StudyConfig::from_json(chosen.config);
   RunOptions ro = o;
   keep_stored_workers(chosen, ro);
+  keep_stored_bind(chosen, ro);
   ro.study = chosen.name;
   ro.storage = path;
   ro.storage_field = "STORAGE";

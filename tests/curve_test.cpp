@@ -419,6 +419,39 @@ TEST(CurveCli, RunBindTcpWithoutKeysIsRefusedAndNamesTheFix) {
   EXPECT_EQ(r.err.find("INSECURE"), std::string::npos) << r.err;
 }
 
+// hpsearch resume listens where the last run did (--bind) with its keys
+// (--keys), so its remote workers can reach it again; it said "0 workers
+// (local)" and listened on a private ipc socket no remote worker could
+// reach, waiting for ever. A last run that was --insecure is refused
+// without --insecure again, as run is.
+TEST(CurveCli, ResumeKeepsTheLastRunsBindAndKeys) {
+  TempDir dir("curve_resume_bind");
+  ASSERT_EQ(cli(dir, {"keys", "init", "keys", "--workers", "1"}).exit_code, 0);
+  dir.write("space.json", study_doc(3, sleep_objective()).dump());
+  ProcessResult r = cli(dir, {"run", "space.json", "--workers", "1", "--bind", "tcp://127.0.0.1:0",
+                              "--keys", dir.file("keys")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = cli(dir, {"resume", "x.db", "--n-trials", "5"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("resume: listening on tcp://127.0.0.1:0 with the keys in " +
+                       dir.file("keys") + ", as the last run (--bind changes it)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("Coordinator listening on tcp://127.0.0.1:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--keys " + dir.file("keys") + "/worker-N"), std::string::npos) << r.out;
+  // The last run --insecure: resume needs --insecure again.
+  Json doc = study_doc(3, sleep_objective());
+  doc["study"]["storage"] = "open.db";
+  dir.write("open.json", doc.dump());
+  r = cli(dir, {"run", "open.json", "--workers", "1", "--bind", "tcp://127.0.0.1:0", "--insecure"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = cli(dir, {"resume", "open.db", "--n-trials", "5"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--insecure"), std::string::npos) << r.err;
+  r = cli(dir, {"resume", "open.db", "--n-trials", "5", "--insecure"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 TEST(CurveCoordinatorOptions, TcpWithoutKeysIsRefusedByTheLibrary) {
   CoordinatorOptions co;
   co.endpoint = "tcp://127.0.0.1:*";
