@@ -357,11 +357,15 @@ int main(int argc, char** argv) {
   trials_cmd->add_option("--state", read.state,
                          "only trials in this state, or these (COMPLETE,PRUNED; any of WAITING, "
                          "RUNNING, COMPLETE, PRUNED, FAIL)");
-  trials_cmd->add_option("--limit", read.limit, "at most N trials (after --sort)");
+  // Read as text and parsed by trials_command (parse_whole_number); shown as
+  // what they take.
+  trials_cmd->add_option("--limit", read.limit, "at most N trials (after --sort)")
+      ->type_name("INT");
   trials_cmd->add_option("--sort", read.sort,
                          "number (default) or value: best first in the study's direction, "
                          "trials without a value last");
-  trials_cmd->add_option("--since", read.since, "only trials numbered N or higher");
+  trials_cmd->add_option("--since", read.since, "only trials numbered N or higher")
+      ->type_name("INT");
 
   ExportOptions exp;
   auto* export_cmd =
