@@ -73,6 +73,23 @@ bool step_until(Coordinator& c, Study& study, std::int64_t number, TrialState st
       std::chrono::seconds(10));
 }
 
+// A new worker ("w2") takes `n` trials queued again and completes them.
+// Returns each one's params by the number of the trial it retries.
+std::map<std::int64_t, Params> complete_retries(zmq::context_t& ctx, Coordinator& c, Study& study,
+                                                int n) {
+  RawWorker w2(ctx, c.endpoint(), "w2");
+  std::map<std::int64_t, Params> retried;
+  for (int i = 0; i < n; ++i) {
+    auto r = w2.request(c);
+    EXPECT_TRUE(r) << i;
+    if (!r) break;
+    auto t = study.storage().get_trial_by_number(study.study_id(), r->number);
+    retried[t->system_attrs.at(kAttrRetryOf).get<std::int64_t>()] = t->params;
+    w2.send(proto::Complete{r->number, false, 0.3, ""});
+  }
+  return retried;
+}
+
 TEST(Prefetch, AWorkerHoldsTheNextTrialWhileItRunsOne) {
   CoordinatorBench run("prefetch_holds", budget(20));
   auto& [dir, ctx, study, c] = run;
@@ -137,15 +154,7 @@ TEST(Prefetch, AWorkerLeavingHasEveryTrialItHeldQueuedAgain) {
   ASSERT_TRUE(step_until(c, study, b->number, TrialState::kFail));
   ASSERT_TRUE(step_until(c, study, a->number, TrialState::kFail));
   // Each is queued again with its params, and a new worker gets both.
-  RawWorker w2(ctx, c.endpoint(), "w2");
-  std::map<std::int64_t, Params> retried;
-  for (int i = 0; i < 2; ++i) {
-    auto r = w2.request(c);
-    ASSERT_TRUE(r);
-    auto t = study.storage().get_trial_by_number(study.study_id(), r->number);
-    retried[t->system_attrs.at(kAttrRetryOf).get<std::int64_t>()] = t->params;
-    w2.send(proto::Complete{r->number, false, 0.3, ""});
-  }
+  std::map<std::int64_t, Params> retried = complete_retries(ctx, c, study, 2);
   ASSERT_EQ(retried.size(), 2u);
   for (const auto& held : {a, b}) {
     auto t = study.storage().get_trial_by_number(study.study_id(), held->number);
@@ -180,16 +189,8 @@ TEST(Prefetch, AWorkerStoppedByASignalIsGivenNoMoreTrials) {
   w.send(leaving);
   ASSERT_TRUE(step_until(c, study, b->number, TrialState::kFail));
   // Both are queued again, for another worker.
-  RawWorker w2(ctx, c.endpoint(), "w2");
   std::vector<std::int64_t> retry_of;
-  for (int i = 0; i < 2; ++i) {
-    auto r = w2.request(c);
-    ASSERT_TRUE(r);
-    auto t = study.storage().get_trial_by_number(study.study_id(), r->number);
-    retry_of.push_back(t->system_attrs.at(kAttrRetryOf).get<std::int64_t>());
-    w2.send(proto::Complete{r->number, false, 0.3, ""});
-  }
-  std::sort(retry_of.begin(), retry_of.end());
+  for (const auto& [number, params] : complete_retries(ctx, c, study, 2)) retry_of.push_back(number);
   EXPECT_EQ(retry_of, (std::vector<std::int64_t>{a->number, b->number}));
 }
 

@@ -299,27 +299,27 @@ TEST(Protocol, EncodingAnOversizedMessageThrows) {
 TEST(Protocol, HeartbeatSettingsHaveOneSetOfBounds) {
   EXPECT_NO_THROW(check_heartbeat_settings(1, "i", 1, "l"));
   EXPECT_NO_THROW(check_heartbeat_settings(kMaxHeartbeatIntervalMs, "i", kMaxLiveness, "l"));
-  auto path_of = [](std::int64_t interval_ms, std::int64_t liveness) -> std::string {
+  // The refusal's path and message ("" and "" when accepted).
+  auto refusal_of = [](std::int64_t interval_ms,
+                       std::int64_t liveness) -> std::pair<std::string, std::string> {
     try {
       check_heartbeat_settings(interval_ms, "--heartbeat-ms", liveness, "--liveness");
     } catch (const ConfigError& e) {
-      return e.path();
+      return {e.path(), e.what()};
     }
-    return "";
+    return {};
+  };
+  auto path_of = [&](std::int64_t interval_ms, std::int64_t liveness) {
+    return refusal_of(interval_ms, liveness).first;
+  };
+  auto message_of = [&](std::int64_t interval_ms, std::int64_t liveness) {
+    return refusal_of(interval_ms, liveness).second;
   };
   EXPECT_EQ(path_of(0, 5), "--heartbeat-ms");
   EXPECT_EQ(path_of(std::int64_t{kMaxHeartbeatIntervalMs} + 1, 5), "--heartbeat-ms");
   EXPECT_EQ(path_of(1000, 0), "--liveness");
   EXPECT_EQ(path_of(1000, std::int64_t{kMaxLiveness} + 1), "--liveness");
   // The message says what was given.
-  auto message_of = [](std::int64_t interval_ms, std::int64_t liveness) -> std::string {
-    try {
-      check_heartbeat_settings(interval_ms, "--heartbeat-ms", liveness, "--liveness");
-    } catch (const ConfigError& e) {
-      return e.what();
-    }
-    return "";
-  };
   EXPECT_NE(message_of(0, 5).find("got 0"), std::string::npos) << message_of(0, 5);
   EXPECT_NE(message_of(1000, -3).find("got -3"), std::string::npos) << message_of(1000, -3);
   // A Welcome outside the bounds is refused by the worker's decoder.

@@ -402,6 +402,25 @@ TEST(TpeSamplerTest, BeatsRandomOnBraninAndHartmann6) {
 // TpeOptions::marginal_mixture: the mixture of the joint model and the
 // product of the marginals still models (far better than random), is
 // deterministic under a seed, and a = 0 is the joint model alone.
+// A space of a float, a log int and a categorical, and 40 COMPLETE trials
+// of it (values x^2 + log n) drawn with `seed`.
+SearchSpace mixed_space() {
+  return SearchSpace::from_json(Json::parse(R"({
+    "x": {"type": "float", "low": -5, "high": 5},
+    "n": {"type": "int", "low": 1, "high": 100, "log": true},
+    "c": {"type": "categorical", "choices": ["p", "q", "r"]}
+  })"));
+}
+void add_mixed_trials(History& h, unsigned seed) {
+  std::mt19937_64 rng(seed);
+  for (int i = 0; i < 40; ++i) {
+    double x = -5 + 10 * util::uniform01(rng);
+    std::int64_t n = 1 + static_cast<std::int64_t>(99 * util::uniform01(rng));
+    std::string c = i % 3 == 0 ? "p" : (i % 3 == 1 ? "q" : "r");
+    h.add(TrialState::kComplete, {{"x", x}, {"n", n}, {"c", c}}, x * x + std::log(n));
+  }
+}
+
 TEST(TpeSamplerTest, MarginalMixtureModelsAndIsDeterministic) {
   for (const char* func : {"branin", "hartmann6"}) {
     double random = mean_regret(func, {{"type", "random"}}, 10, 100);
@@ -411,19 +430,9 @@ TEST(TpeSamplerTest, MarginalMixtureModelsAndIsDeterministic) {
           << func << " " << a.dump() << ": random " << random << ", tpe " << mix;
     }
   }
-  SearchSpace space = SearchSpace::from_json(Json::parse(R"({
-    "x": {"type": "float", "low": -5, "high": 5},
-    "n": {"type": "int", "low": 1, "high": 100, "log": true},
-    "c": {"type": "categorical", "choices": ["p", "q", "r"]}
-  })"));
+  SearchSpace space = mixed_space();
   History h(space);
-  std::mt19937_64 rng(5);
-  for (int i = 0; i < 40; ++i) {
-    double x = -5 + 10 * util::uniform01(rng);
-    std::int64_t n = 1 + static_cast<std::int64_t>(99 * util::uniform01(rng));
-    std::string c = i % 3 == 0 ? "p" : (i % 3 == 1 ? "q" : "r");
-    h.add(TrialState::kComplete, {{"x", x}, {"n", n}, {"c", c}}, x * x + std::log(n));
-  }
+  add_mixed_trials(h, 5);
   auto make = [](const Json& a) {
     return make_sampler({{"type", "tpe"}, {"seed", 3}, {"marginal_mixture", a}});
   };
@@ -592,19 +601,9 @@ TEST(TpeSamplerTest, MixedConditionalSpaceKeepsEveryValuesType) {
 }
 
 TEST(TpeSamplerTest, SameSeedAndHistoryGiveTheSameSuggestion) {
-  SearchSpace space = SearchSpace::from_json(Json::parse(R"({
-    "x": {"type": "float", "low": -5, "high": 5},
-    "n": {"type": "int", "low": 1, "high": 100, "log": true},
-    "c": {"type": "categorical", "choices": ["p", "q", "r"]}
-  })"));
+  SearchSpace space = mixed_space();
   History h(space);
-  std::mt19937_64 rng(4);
-  for (int i = 0; i < 40; ++i) {
-    double x = -5 + 10 * util::uniform01(rng);
-    std::int64_t n = 1 + static_cast<std::int64_t>(99 * util::uniform01(rng));
-    std::string c = i % 3 == 0 ? "p" : (i % 3 == 1 ? "q" : "r");
-    h.add(TrialState::kComplete, {{"x", x}, {"n", n}, {"c", c}}, x * x + std::log(n));
-  }
+  add_mixed_trials(h, 4);
   for (bool multi : {false, true}) {
     auto a = tpe(21, multi), b = tpe(21, multi), other = tpe(22, multi);
     // `a` has answered other questions before (warm caches, other trials).
