@@ -411,7 +411,9 @@ void store_settings(Storage& storage, std::int64_t study_id, const StudyConfig& 
   storage.set_study_system_attr(study_id, kRunWorkersAttr, o.workers);
   storage.set_study_system_attr(study_id, kRunLauncherAttr, o.launcher);
   storage.set_study_system_attr(study_id, kRunBindAttr, o.bind ? Json(*o.bind) : Json());
-  storage.set_study_system_attr(study_id, kRunKeysAttr, o.keys_dir ? Json(*o.keys_dir) : Json());
+  // Absolute: a resume may run from another folder.
+  storage.set_study_system_attr(study_id, kRunKeysAttr,
+                                o.keys_dir ? Json(fs::absolute(*o.keys_dir).string()) : Json());
 }
 
 // hpsearch resume without --bind: the last run's --bind, and its --keys
@@ -424,10 +426,11 @@ void keep_stored_bind(const StudyInfo& study, RunOptions& o) {
   if (bind == attrs.end() || !bind->is_string() || bind->get<std::string>().empty()) return;
   o.bind = bind->get<std::string>();
   auto keys = attrs.find(kRunKeysAttr);
-  if (!o.keys_dir && keys != attrs.end() && keys->is_string() && !keys->get<std::string>().empty())
-    o.keys_dir = keys->get<std::string>();
+  const bool stored_keys =
+      !o.keys_dir && keys != attrs.end() && keys->is_string() && !keys->get<std::string>().empty();
+  if (stored_keys) o.keys_dir = keys->get<std::string>();
   spdlog::info("resume: listening on {}{}, as the last run (--bind changes it)", *o.bind,
-               o.keys_dir ? " with the keys in " + *o.keys_dir : std::string());
+               stored_keys ? " with the keys in " + *o.keys_dir : std::string());
 }
 
 // hpsearch resume without --workers: the last run's number of workers, when

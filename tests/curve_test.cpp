@@ -428,10 +428,12 @@ TEST(CurveCli, ResumeKeepsTheLastRunsBindAndKeys) {
   TempDir dir("curve_resume_bind");
   ASSERT_EQ(cli(dir, {"keys", "init", "keys", "--workers", "1"}).exit_code, 0);
   dir.write("space.json", study_doc(3, sleep_objective()).dump());
+  // --keys relative to the run's folder; the resume runs from another one.
   ProcessResult r = cli(dir, {"run", "space.json", "--workers", "1", "--bind", "tcp://127.0.0.1:0",
-                              "--keys", dir.file("keys")});
+                              "--keys", "keys"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  r = cli(dir, {"resume", "x.db", "--n-trials", "5"});
+  r = testsupport::run_process({HPSEARCH_CLI_PATH, "resume", dir.file("x.db"), "--n-trials", "5"},
+                               "/");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("resume: listening on tcp://127.0.0.1:0 with the keys in " +
                        dir.file("keys") + ", as the last run (--bind changes it)"),

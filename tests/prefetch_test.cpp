@@ -190,7 +190,8 @@ TEST(Prefetch, AWorkerStoppedByASignalIsGivenNoMoreTrials) {
   ASSERT_TRUE(step_until(c, study, b->number, TrialState::kFail));
   // Both are queued again, for another worker.
   std::vector<std::int64_t> retry_of;
-  for (const auto& [number, params] : complete_retries(ctx, c, study, 2)) retry_of.push_back(number);
+  for (const auto& [number, params] : complete_retries(ctx, c, study, 2))
+    retry_of.push_back(number);
   EXPECT_EQ(retry_of, (std::vector<std::int64_t>{a->number, b->number}));
 }
 
