@@ -4,7 +4,6 @@
 #include <limits>
 #include <numeric>
 #include <random>
-#include <unordered_map>
 #include <utility>
 
 #include "search/json_util.h"
@@ -59,27 +58,51 @@ std::vector<Json> axis_values(const ParamSpec& spec, const GridOptions& options)
 
 // The points of one grid: per param (in the space's order) its values, and
 // per point the index of each param's value (kInactive when inactive).
+// Points are found by their cells through an open-addressing table (a
+// million points: 16 MB, no allocation per point).
 struct GridSampler::Grid {
   std::vector<std::string> names;
   std::vector<std::vector<Json>> axes;
   std::vector<std::uint32_t> cells;  // n_points x names.size()
-  std::unordered_map<std::string, std::size_t> point_of;
-  std::vector<std::size_t> order;  // the shuffled order in which points are tried
+  std::vector<std::size_t> slots;    // point + 1 per used slot, 0 = free
+  std::vector<std::size_t> order;    // the shuffled order in which points are tried
 
   std::size_t n_points() const { return names.empty() ? 0 : cells.size() / names.size(); }
   std::uint32_t cell(std::size_t point, std::size_t param) const {
     return cells[point * names.size() + param];
   }
-  static std::string key_of(const std::uint32_t* first, std::size_t n) {
-    return {reinterpret_cast<const char*>(first), n * sizeof(std::uint32_t)};
+  std::uint64_t hash_of(const std::uint32_t* first) const {
+    std::uint64_t h = 0x67726964ULL;
+    for (std::size_t i = 0; i < names.size(); ++i) h = util::splitmix64(h ^ first[i]);
+    return h;
   }
   void add_point(const std::vector<std::uint32_t>& cell, std::uint64_t max_points) {
     if (n_points() >= max_points)
       throw ConfigError("sampler.max_points", "the grid has more than " +
                                                   std::to_string(max_points) +
                                                   " points; list fewer values per param");
-    point_of.emplace(key_of(cell.data(), cell.size()), n_points());
     cells.insert(cells.end(), cell.begin(), cell.end());
+  }
+  // Fills `slots` once every point is added (at most half of them used).
+  void index_points() {
+    std::size_t size = 2;
+    while (size < 2 * n_points()) size *= 2;
+    slots.assign(size, 0);
+    for (std::size_t point = 0; point < n_points(); ++point) {
+      std::size_t at = hash_of(&cells[point * names.size()]) & (size - 1);
+      while (slots[at] != 0) at = (at + 1) & (size - 1);
+      slots[at] = point + 1;
+    }
+  }
+  // The point whose cells are `cell`, if there is one.
+  std::optional<std::size_t> find_point(const std::vector<std::uint32_t>& cell) const {
+    if (slots.empty()) return std::nullopt;
+    const std::size_t mask = slots.size() - 1;
+    for (std::size_t at = hash_of(cell.data()) & mask; slots[at] != 0; at = (at + 1) & mask) {
+      const std::size_t point = slots[at] - 1;
+      if (std::equal(cell.begin(), cell.end(), &cells[point * names.size()])) return point;
+    }
+    return std::nullopt;
   }
   void shuffle(std::uint64_t seed) {
     order.resize(n_points());
@@ -106,9 +129,7 @@ struct GridSampler::Grid {
       if (!k) return std::nullopt;
       cell[i] = *k;
     }
-    auto found = point_of.find(key_of(cell.data(), cell.size()));
-    if (found == point_of.end()) return std::nullopt;
-    return found->second;
+    return find_point(cell);
   }
   // Whether `point` agrees with the values fixed in `params` that are on
   // the grid (an off-grid fixed value constrains nothing here).
@@ -268,29 +289,45 @@ std::shared_ptr<const GridSampler::Grid> GridSampler::grid_for(const SearchSpace
     grid->names.push_back(spec.name);
     grid->axes.push_back(axis_values(spec, options_));
   }
+  // Which values of its parent make each conditional param active
+  // (SearchSpace::is_active on the parent's axis; parents come first).
+  constexpr std::size_t kNoParent = std::numeric_limits<std::size_t>::max();
+  std::vector<std::size_t> parent(specs.size(), kNoParent);
+  std::vector<std::vector<bool>> active_on(specs.size());
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    if (!specs[i].condition) continue;
+    for (std::size_t p = 0; p < i; ++p)
+      if (specs[p].name == specs[i].condition->parent) parent[i] = p;
+    if (parent[i] == kNoParent) continue;  // never active (no such parent before it)
+    for (const Json& v : grid->axes[parent[i]])
+      active_on[i].push_back(SearchSpace::is_active(specs[i], Params{{specs[parent[i]].name, v}}));
+  }
+  auto is_active = [&](std::size_t i, const std::vector<std::uint32_t>& cell) {
+    if (!specs[i].condition) return true;
+    if (parent[i] == kNoParent || cell[parent[i]] == kInactive) return false;
+    return static_cast<bool>(active_on[i][cell[parent[i]]]);
+  };
   // Every active assignment, parents before children (the space's order).
   std::vector<std::uint32_t> cell(specs.size(), kInactive);
-  Params partial;
   auto visit = [&](auto& self, std::size_t i) -> void {
     if (i == specs.size()) {
       grid->add_point(cell, options_.max_points);
       return;
     }
-    if (!SearchSpace::is_active(specs[i], partial)) {
+    if (!is_active(i, cell)) {
       cell[i] = kInactive;
       self(self, i + 1);
       return;
     }
     const auto& axis = grid->axes[i];
     for (std::size_t k = 0; k < axis.size(); ++k) {
-      partial[specs[i].name] = axis[k];
       cell[i] = static_cast<std::uint32_t>(k);
       self(self, i + 1);
     }
-    partial.erase(specs[i].name);
     cell[i] = kInactive;
   };
   if (!specs.empty()) visit(visit, 0);
+  grid->index_points();
   grid->shuffle(seed_);
   grid_ = std::move(grid);
   space_key_ = std::move(key);

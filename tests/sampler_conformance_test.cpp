@@ -22,6 +22,7 @@
 #include "algorithms/random_sampler.h"
 #include "search/study.h"
 #include "tests/support/sampler_factories.h"
+#include "tests/support/sanitizer_scale.h"
 
 namespace hps {
 namespace {
@@ -31,13 +32,8 @@ using testsupport::sampler_factories;
 
 // Trials per test run for each sampler. With about 20 params of 4 kinds,
 // every kind gets thousands of draws.
-#if defined(HPSEARCH_TEST_ASAN)
-// The ASan/UBSan build (about 10x slower) runs the same checks on fewer
-// trials; the Release suite runs 1,000.
-constexpr int kTrials = 300;
-#else
-constexpr int kTrials = 1000;
-#endif
+// The ASan/UBSan build runs the same checks on 150 (support/sanitizer_scale.h).
+constexpr int kTrials = testsupport::asan_scaled(1000, 150);
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 

@@ -17,6 +17,7 @@
 #include "search/caching_storage.h"
 #include "search/sqlite_storage.h"
 #include "search/trial_lifecycle.h"
+#include "tests/support/sanitizer_scale.h"
 #include "tests/support/storage_kinds.h"
 #include "tests/support/temp_dir.h"
 
@@ -112,13 +113,15 @@ TEST_P(TrialMirrorTest, BookkeepingEqualsAFullReadAfterEveryWrite) {
     TrialMirror m(*storage, study, direction, name);
     m.load();
     std::mt19937_64 rng(direction == StudyDirection::kMinimize ? 5 : 6);
-    for (int i = 0; i < 400; ++i) {
+    // 150 writes in the ASan build (support/sanitizer_scale.h).
+    const int n_writes = testsupport::asan_scaled(400, 150);
+    for (int i = 0; i < n_writes; ++i) {
       coordinator_write(*storage, study, m, rng);
       expect_mirror_matches(m, *storage, study, direction,
                             name + ", after write " + std::to_string(i));
       if (::testing::Test::HasFailure()) return;
     }
-    EXPECT_GT(m.finished(), 50);
+    EXPECT_GT(m.finished(), n_writes / 8);
     EXPECT_TRUE(m.best());
     m.load();  // a reload gives the same answers
     expect_mirror_matches(m, *storage, study, direction, name + ", after load()");
