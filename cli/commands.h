@@ -68,6 +68,7 @@ struct RunOptions {
   int liveness = 5;                       // --liveness
   int max_retries = 1;                    // --max-retries
   int prefetch = 0;                       // --prefetch: passed on to the workers it starts
+  bool prefetch_given = false;            // --prefetch was on the command line
   std::string log_level = "info";         // passed on to local workers
   std::optional<std::string> keys_dir;    // --keys (default: $HPSEARCH_KEYS_DIR)
   bool insecure = false;                  // --insecure: a tcp --bind without keys

@@ -433,6 +433,7 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(log_level));
   run.log_level = log_level;
   run.workers_given = (*resume_cmd ? resume_cmd : run_cmd)->count("--workers") > 0;
+  run.prefetch_given = (*resume_cmd ? resume_cmd : run_cmd)->count("--prefetch") > 0;
 
   try {
     if (*run_cmd) return run_command(run);

@@ -394,10 +394,14 @@ constexpr const char* kRunLauncherAttr = "run.launcher";
 // remote workers connect, with the same keys.
 constexpr const char* kRunBindAttr = "run.bind";
 constexpr const char* kRunKeysAttr = "run.keys";
+// Its --prefetch: the trials each worker it starts holds besides the one it
+// runs (a resume passes the same to the workers it starts).
+constexpr const char* kRunPrefetchAttr = "run.prefetch";
 
 // Stores the run's settings with the study: the file's, with the command
-// line's budget (failure rules included), and the number of workers and their launcher, so that
-// hpsearch resume continues with them.
+// line's budget (failure rules included), the number of workers and their
+// launcher, --bind, --keys and --prefetch, so that hpsearch resume continues
+// with them.
 void store_settings(Storage& storage, std::int64_t study_id, const StudyConfig& config,
                     const RunOptions& o) {
   Json stored = config.source;
@@ -410,6 +414,7 @@ void store_settings(Storage& storage, std::int64_t study_id, const StudyConfig& 
   storage.set_study_config(study_id, stored);
   storage.set_study_system_attr(study_id, kRunWorkersAttr, o.workers);
   storage.set_study_system_attr(study_id, kRunLauncherAttr, o.launcher);
+  storage.set_study_system_attr(study_id, kRunPrefetchAttr, o.prefetch);
   storage.set_study_system_attr(study_id, kRunBindAttr, o.bind ? Json(*o.bind) : Json());
   // Absolute: a resume may run from another folder.
   storage.set_study_system_attr(study_id, kRunKeysAttr,
@@ -449,6 +454,20 @@ void keep_stored_workers(const StudyInfo& study, RunOptions& o) {
   o.workers = static_cast<int>(n);
   spdlog::info("resume: {} worker{} ({}), as the last run (--workers changes it)", o.workers,
                o.workers == 1 ? "" : "s", o.launcher);
+}
+
+// hpsearch resume without --prefetch: the last run's, when it is one a run
+// takes (checked again with the other options).
+void keep_stored_prefetch(const StudyInfo& study, RunOptions& o) {
+  if (o.prefetch_given) return;
+  const Json& attrs = study.system_attrs;
+  auto prefetch = attrs.find(kRunPrefetchAttr);
+  if (prefetch == attrs.end() || !prefetch->is_number_integer()) return;
+  const auto n = prefetch->get<std::int64_t>();
+  if (n < 0 || n > protocol::kMaxPrefetch) return;  // not ours: the default stays
+  o.prefetch = static_cast<int>(n);
+  if (o.prefetch > 0)
+    spdlog::info("resume: --prefetch {}, as the last run (--prefetch changes it)", o.prefetch);
 }
 
 // Tells the user where remote workers connect (Slurm tasks: see
@@ -840,6 +859,7 @@ int resume_command(const RunOptions& o) {
   RunOptions ro = o;
   keep_stored_workers(chosen, ro);
   keep_stored_bind(chosen, ro);
+  keep_stored_prefetch(chosen, ro);
   ro.study = chosen.name;
   ro.storage = path;
   ro.storage_field = "STORAGE";
