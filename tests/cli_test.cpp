@@ -970,15 +970,21 @@ TEST_F(CliTest, RunningTwiceCompletesOnlyTheRemainingBudget) {
 }
 
 // The budget given on the command line is stored with the study: status
-// shows it and resume continues with it, not with the file's.
+// shows it (the trials and the time a run, --timeout) and resume continues
+// with it, not with the file's.
 TEST_F(CliTest, ResumeKeepsTheCommandLineBudget) {
   dir_.write("space.json", branin_space(3));
-  ProcessResult first = cli({"run", "space.json", "--n-trials", "6"});
+  ProcessResult first = cli({"run", "space.json", "--n-trials", "6", "--timeout", "90"});
   ASSERT_EQ(first.exit_code, 0) << first.err;
   ASSERT_EQ(trials_or_fail("branin.db").size(), 6u);
   ProcessResult status = cli({"status", "branin.db"});
   ASSERT_EQ(status.exit_code, 0) << status.err;
-  EXPECT_NE(status.out.find("of 6"), std::string::npos) << status.out;
+  EXPECT_THAT(status.out, HasSubstr("; finished 6 of 6; timeout 1m30s a run\n")) << status.out;
+  ProcessResult status_json = cli({"status", "branin.db", "--format", "json"});
+  ASSERT_EQ(status_json.exit_code, 0) << status_json.err;
+  const Json shown = Json::parse(status_json.out, nullptr, false);
+  EXPECT_EQ(shown.value("n_trials", Json()), Json(6)) << status_json.out;
+  EXPECT_EQ(shown.value("timeout_s", Json()), Json(90.0)) << status_json.out;
   ProcessResult again = cli({"resume", "branin.db"});
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_NE(again.out.find("Budget of 6 trials already reached"), std::string::npos) << again.out;
