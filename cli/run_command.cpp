@@ -538,6 +538,7 @@ class ProgressLine {
       : coordinator_(coordinator), progress_(stdout, isatty(STDOUT_FILENO) == 1) {
     ps_.n_trials = config.budget.n_trials;
     ps_.timeout_s = config.budget.timeout_s;
+    ps_.finished_before = coordinator_.stats().finished;
     draw(true);
     coordinator_.set_trial_callback([this](const FrozenTrial& t) { trial_ended(t); });
   }

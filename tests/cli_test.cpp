@@ -996,6 +996,29 @@ TEST_F(CliTest, ResumeKeepsTheCommandLineBudget) {
   EXPECT_NE(last.out.find("Budget of 8 trials already reached"), std::string::npos) << last.out;
 }
 
+// A resumed run estimates the time left from its own trials: none before
+// one of them finished (it printed "~0.0s left" at its start, the earlier
+// runs' trials counted over none of its time), then one.
+TEST_F(CliTest, ResumeShowsNoEstimateBeforeATrialOfItsOwnEnds) {
+  dir_.write("space.json", sleep_space(0.5, 2, 1));
+  ASSERT_EQ(cli({"run", "space.json", "--workers", "1"}).exit_code, 0);
+  ProcessResult resumed = cli({"resume", "slow.db", "--n-trials", "6"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  bool first = true, estimated = false;
+  for (const std::string& line : lines(resumed.out)) {
+    if (line.find(" trials done | ") == std::string::npos) continue;
+    if (first) {
+      EXPECT_THAT(line, HasSubstr("] 2/6 trials done | best "));
+      EXPECT_THAT(line, Not(HasSubstr(" left"))) << resumed.out;
+      first = false;
+    } else if (line.find(" left") != std::string::npos) {
+      estimated = true;
+    }
+  }
+  EXPECT_FALSE(first) << "no progress line: " << resumed.out;
+  EXPECT_TRUE(estimated) << "no estimate once trials of the run ended: " << resumed.out;
+}
+
 TEST_F(CliTest, ResumeStartsAsManyWorkersAsTheLastRun) {
   dir_.write("space.json", branin_space(3));
   ProcessResult first = cli({"run", "space.json", "--n-trials", "4", "--workers", "2"});
