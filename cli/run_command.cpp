@@ -22,6 +22,7 @@
 #include "objectives/objective.h"
 #include "protocol/curve_keys.h"
 #include "protocol/protocol.h"
+#include "protocol/zmq_util.h"
 #include "search/printable.h"
 #include "search/private_files.h"
 #include "search/storage.h"
@@ -238,6 +239,19 @@ void probe_bind(const std::string& endpoint) {
   }
 }
 
+// --bind as the user typed it: tcp://HOST:PORT or ipc://PATH, a port in
+// range (ConfigError naming --bind and the forms; CoordinatorOptions'
+// own check would name coordinator.endpoint).
+void check_bind(const std::string& bind) {
+  if (bind.rfind("tcp://", 0) != 0 && bind.rfind("ipc://", 0) != 0)
+    throw ConfigError("--bind",
+                      "must be tcp://HOST:PORT (for workers on other machines, e.g. "
+                      "tcp://0.0.0.0:5555; PORT 0 or *: any free port) or ipc://PATH (for "
+                      "workers on this machine), got '" +
+                          printable(bind) + "'");
+  zmq_util::check_endpoint(bind, "--bind", true);
+}
+
 // The coordinator's options, checked (endpoint, keys) before the store is
 // touched. With --launcher slurm (not --insecure) the keys are made if
 // missing and `plan.slurm_worker_keys` is set.
@@ -254,6 +268,7 @@ CoordinatorOptions coordinator_options(const StudyConfig& config, const RunOptio
   co.max_failed_trials = config.budget.max_failed_trials;
   co.fail_fast = config.budget.fail_fast;
   co.max_workers = o.max_workers;
+  if (bind) check_bind(*bind);
   // Trust: a tcp --bind needs keys (--keys or $HPSEARCH_KEYS_DIR) or --insecure.
   const bool tcp = bind && bind->rfind("tcp://", 0) == 0;
   const char* env_keys = std::getenv(kKeysDirEnv);

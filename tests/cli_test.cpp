@@ -686,6 +686,20 @@ TEST_F(CliTest, BadFlagsAndStoresExitWith2NamingThemAndWriteNothing) {
       cli({"run", "space.json", "--workers", "0", "--bind", "tcp://192.0.2.1:5555", "--insecure"});
   EXPECT_EQ(bind.exit_code, 2) << bind.err;
   EXPECT_THAT(bind.err, HasSubstr("--bind: cannot bind 'tcp://192.0.2.1:5555'"));
+  // An endpoint of no scheme ZeroMQ binds, or a port out of range: named as
+  // --bind with the forms it takes (it was named coordinator.endpoint).
+  ProcessResult scheme = cli({"run", "space.json", "--workers", "0", "--bind", "foo://x"});
+  EXPECT_EQ(scheme.exit_code, 2) << scheme.err;
+  EXPECT_THAT(scheme.err,
+              HasSubstr("hpsearch: error: --bind: must be tcp://HOST:PORT (for workers on other "
+                        "machines, e.g. tcp://0.0.0.0:5555; PORT 0 or *: any free port) or "
+                        "ipc://PATH (for workers on this machine), got 'foo://x'"));
+  ProcessResult port = cli({"run", "space.json", "--bind", "tcp://127.0.0.1:99999", "--insecure"});
+  EXPECT_EQ(port.exit_code, 2) << port.err;
+  EXPECT_THAT(port.err, HasSubstr("--bind: the port must be in [1, 65535], got "
+                                  "'tcp://127.0.0.1:99999'"));
+  for (const ProcessResult* r : {&scheme, &port})
+    EXPECT_THAT(r->err, Not(HasSubstr("coordinator.endpoint")));
   EXPECT_EQ(other_files(inputs), std::set<std::string>{}) << "a refused run left files";
 }
 
