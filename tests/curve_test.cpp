@@ -259,6 +259,49 @@ TEST(CurveKeys, WrongPermissionsOrBadZ85AreClearErrors) {
   EXPECT_THROW(curve::load_coordinator_keys(dir.file("keys")), ConfigError);
 }
 
+// A file given where a keys folder goes (--keys FILE) is said to be no
+// folder, with the folder to name when it is a key file (it was "no such
+// keys folder (make one with `hpsearch keys init FILE`)"); exit 2, nothing
+// written.
+TEST(CurveKeys, AFileGivenAsTheKeysFolderIsSaidToBeNoFolder) {
+  if (!curve::available()) GTEST_SKIP() << "libzmq without CURVE";
+  TempDir dir("curve_keys_file");
+  curve::make_keys(dir.file("keys"), 1, false);
+  dir.write("notes.txt", "not keys\n");
+  dir.write("space.json", study_doc(3, sleep_objective()).dump());
+  const std::string notes = dir.file("notes.txt");
+  ProcessResult r = cli(
+      dir, {"run", "space.json", "--workers", "0", "--bind", "tcp://127.0.0.1:0", "--keys", notes});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("hpsearch: error: " + notes +
+                       ": is a file, not a folder: keys are given as a folder (a keys folder, as "
+                       "`hpsearch keys init DIR` makes: it holds coordinator.secret, "
+                       "authorized_workers and the worker-N folders)\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("keys init " + notes), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir.file("x.db"))) << "a run refused for its keys wrote the store";
+  // A key file of the folder: the folder to name instead.
+  const std::string secret = dir.file("keys/coordinator.secret");
+  r = cli(dir,
+          {"run", "space.json", "--workers", "0", "--bind", "tcp://127.0.0.1:0", "--keys", secret});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(secret + ": is a file, not a folder: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("; it is a key file: name the folder that holds it, " + dir.file("keys")),
+            std::string::npos)
+      << r.err;
+  // A worker's --keys.
+  r = cli(dir, {"worker", "--connect", "tcp://127.0.0.1:1", "--keys", notes, "--reconnect-attempts",
+                "0"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(notes + ": is a file, not a folder: keys are given as a folder (a worker "
+                               "folder of a keys folder, such as KEYS/worker-1: it holds "
+                               "worker.secret and coordinator.public)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("keys init"), std::string::npos) << r.err;
+}
+
 // The keys rule (check_key_path): refused with the path and the rule named,
 // exit 2 through the CLI, and nothing chmodded.
 TEST(CurveKeys, AKeysFolderOtherUsersCouldChangeIsRefusedAndNeverChmodded) {
