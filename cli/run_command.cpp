@@ -864,7 +864,13 @@ int resume_command(const RunOptions& o) {
   if (!o.storage) throw ConfigError("STORAGE", "is required");
   const std::string& path = *o.storage;
   // An existing store and one of its studies, as the read commands take
-  // them (the same rules and messages: "STORAGE: no such storage file").
+  // them (the same rules and messages: "STORAGE: no such storage file"),
+  // that this user may write: checked before it is opened, as reading it
+  // already writes its folder (SQLite makes the -shm file there).
+  if (const util::StorageUrl url = util::parse_storage_url(path); !url.in_memory) {
+    util::check_existing_store_file(url.path, "STORAGE");
+    check_store_to_write(url.path, "STORAGE");
+  }
   auto storage = open_existing(path);
   const StudyInfo chosen = storage->get_study(pick_study(*storage, o.study, path));
   if (chosen.config.is_null() || !chosen.config.is_object())
