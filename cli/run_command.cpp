@@ -409,6 +409,8 @@ constexpr const char* kRunLauncherAttr = "run.launcher";
 // remote workers connect, with the same keys.
 constexpr const char* kRunBindAttr = "run.bind";
 constexpr const char* kRunKeysAttr = "run.keys";
+// Whether it was --insecure (a tcp --bind without keys).
+constexpr const char* kRunInsecureAttr = "run.insecure";
 // Its --prefetch: the trials each worker it starts holds besides the one it
 // runs (a resume passes the same to the workers it starts).
 constexpr const char* kRunPrefetchAttr = "run.prefetch";
@@ -431,24 +433,80 @@ void store_settings(Storage& storage, std::int64_t study_id, const StudyConfig& 
   storage.set_study_system_attr(study_id, kRunLauncherAttr, o.launcher);
   storage.set_study_system_attr(study_id, kRunPrefetchAttr, o.prefetch);
   storage.set_study_system_attr(study_id, kRunBindAttr, o.bind ? Json(*o.bind) : Json());
+  storage.set_study_system_attr(study_id, kRunInsecureAttr, o.insecure);
   // Absolute: a resume may run from another folder.
   storage.set_study_system_attr(study_id, kRunKeysAttr,
                                 o.keys_dir ? Json(fs::absolute(*o.keys_dir).string()) : Json());
 }
 
+// The string attr `name` of `attrs`; nullopt when missing, not a string or
+// empty.
+std::optional<std::string> string_attr(const Json& attrs, const char* name) {
+  auto it = attrs.find(name);
+  if (it == attrs.end() || !it->is_string() || it->get<std::string>().empty()) return std::nullopt;
+  return it->get<std::string>();
+}
+
+// A resume on the tcp endpoint of a last run that was --insecure, with
+// neither --insecure nor keys (--keys, $HPSEARCH_KEYS_DIR): refused naming
+// the last run's --insecure and the ways on (ConfigError "--insecure"), not
+// as a run's tcp --bind without keys.
+void refuse_insecure_again_missing(const StudyInfo& study, const RunOptions& o) {
+  const Json& attrs = study.system_attrs;
+  auto insecure = attrs.find(kRunInsecureAttr);
+  if (o.insecure || o.keys_dir || insecure == attrs.end() || !insecure->is_boolean() ||
+      !insecure->get<bool>() || o.bind->rfind("tcp://", 0) != 0)
+    return;
+  if (const char* env = std::getenv(kKeysDirEnv); env && *env) return;
+  throw ConfigError(
+      "--insecure",
+      "is needed again: the last run of study '" + printable(study.name) +
+          "' was --insecure (it listened on " + printable(*o.bind) +
+          " without CURVE keys) and resume listens there again; give --insecure to resume it "
+          "so (anyone who reaches that endpoint can join as a worker), --keys KEYS to admit "
+          "only workers with keys (make them with `hpsearch keys init KEYS --workers N`; start "
+          "the workers with --keys KEYS/worker-N), or --bind ENDPOINT to listen elsewhere");
+}
+
+// The last run's keys folder `dir`, which a local resume uses: a folder
+// that cannot be used (moved, removed, its keys changed) is refused saying
+// that it is the last run's and how to go on.
+void check_stored_keys(const std::string& dir) {
+  try {
+    (void)curve::load_coordinator_keys(dir);
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    const std::string rule =
+        e.path().empty() ? what : what.substr(std::min(what.size(), e.path().size() + 2));
+    throw ConfigError(e.path(), rule + " (the keys folder of the last run, " + dir +
+                                    ", stored with the study: resume uses it for the last run's "
+                                    "--bind; make it usable again, give --keys DIR for another "
+                                    "keys folder, or --insecure to resume without keys)");
+  }
+}
+
 // hpsearch resume without --bind: the last run's --bind, and its --keys
-// unless --keys is given (a run that was --insecure needs --insecure again:
-// the tcp --bind without keys is refused as for run).
+// unless --keys or --insecure is given (an explicit --insecure resumes
+// without the last run's keys, with a warning). A last run that was
+// --insecure needs --insecure again (refuse_insecure_again_missing).
 void keep_stored_bind(const StudyInfo& study, RunOptions& o) {
   if (o.bind) return;
   const Json& attrs = study.system_attrs;
-  auto bind = attrs.find(kRunBindAttr);
-  if (bind == attrs.end() || !bind->is_string() || bind->get<std::string>().empty()) return;
-  o.bind = bind->get<std::string>();
-  auto keys = attrs.find(kRunKeysAttr);
-  const bool stored_keys =
-      !o.keys_dir && keys != attrs.end() && keys->is_string() && !keys->get<std::string>().empty();
-  if (stored_keys) o.keys_dir = keys->get<std::string>();
+  const std::optional<std::string> bind = string_attr(attrs, kRunBindAttr);
+  if (!bind) return;
+  o.bind = *bind;
+  const std::optional<std::string> last_keys = string_attr(attrs, kRunKeysAttr);
+  const bool stored_keys = !o.keys_dir && !o.insecure && last_keys;
+  if (stored_keys) {
+    o.keys_dir = *last_keys;
+    if (o.launcher == "local" && o.bind->rfind("tcp://", 0) == 0) check_stored_keys(*last_keys);
+  } else if (!o.keys_dir && o.insecure && last_keys) {
+    spdlog::warn(
+        "resume: --insecure: listening on {} without the keys of the last run ({}): workers "
+        "started with --keys cannot join; resume without --insecure to keep the keys",
+        *o.bind, *last_keys);
+  }
+  refuse_insecure_again_missing(study, o);
   spdlog::info("resume: listening on {}{}, as the last run (--bind changes it)", *o.bind,
                stored_keys ? " with the keys in " + *o.keys_dir : std::string());
 }

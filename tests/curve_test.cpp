@@ -466,7 +466,8 @@ TEST(CurveCli, RunBindTcpWithoutKeysIsRefusedAndNamesTheFix) {
 // (--keys), so its remote workers can reach it again; it said "0 workers
 // (local)" and listened on a private ipc socket no remote worker could
 // reach, waiting for ever. A last run that was --insecure is refused
-// without --insecure again, as run is.
+// without --insecure again, saying so; a last run's keys folder that is
+// gone is refused saying it is the last run's.
 TEST(CurveCli, ResumeKeepsTheLastRunsBindAndKeys) {
   TempDir dir("curve_resume_bind");
   ASSERT_EQ(cli(dir, {"keys", "init", "keys", "--workers", "1"}).exit_code, 0);
@@ -492,9 +493,41 @@ TEST(CurveCli, ResumeKeepsTheLastRunsBindAndKeys) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = cli(dir, {"resume", "open.db", "--n-trials", "5"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("--insecure"), std::string::npos) << r.err;
+  // The refusal says the last run was --insecure and how to go on (it was
+  // the refusal of a tcp --bind without keys, as if the user had typed it).
+  EXPECT_NE(r.err.find("hpsearch: error: --insecure: is needed again: the last run of study "
+                       "'trusted' was --insecure (it listened on tcp://127.0.0.1:0 without CURVE "
+                       "keys) and resume listens there again; give --insecure to resume it so "
+                       "(anyone who reaches that endpoint can join as a worker), --keys KEYS to "
+                       "admit only workers with keys"),
+            std::string::npos)
+      << r.err;
   r = cli(dir, {"resume", "open.db", "--n-trials", "5", "--insecure"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
+  // And the other way round: the last run's keys folder gone, the refusal
+  // says it is the last run's and how to go on; an explicit --insecure
+  // resumes without the keys, with a warning.
+  fs::rename(dir.file("keys"), dir.file("moved-keys"));
+  r = cli(dir, {"resume", "x.db", "--n-trials", "6"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("hpsearch: error: " + dir.file("keys") + ": no such keys folder"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("(the keys folder of the last run, " + dir.file("keys") +
+                       ", stored with the study: resume uses it for the last run's --bind; make "
+                       "it usable again, give --keys DIR for another keys folder, or --insecure "
+                       "to resume without keys)"),
+            std::string::npos)
+      << r.err;
+  r = cli(dir, {"resume", "x.db", "--n-trials", "6", "--keys", dir.file("moved-keys")});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = cli(dir, {"resume", "x.db", "--n-trials", "7", "--insecure"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("resume: --insecure: listening on tcp://127.0.0.1:0 without the keys of "
+                       "the last run (" +
+                       dir.file("moved-keys") + "): workers started with --keys cannot join"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST(CurveCoordinatorOptions, TcpWithoutKeysIsRefusedByTheLibrary) {
