@@ -97,10 +97,11 @@ class StudyRun {
   std::unique_ptr<Coordinator> coordinator_;
 };
 
-// `hpsearch worker` in the background with short heartbeats and few retries.
+// `hpsearch worker` in the background with short heartbeats and few
+// retries (`retries`, the first after 100 ms, then doubling).
 std::unique_ptr<BackgroundProcess> start_worker(const TempDir& dir, const std::string& name,
                                                 const std::string& endpoint,
-                                                std::vector<std::string> extra) {
+                                                std::vector<std::string> extra, int retries = 1) {
   std::vector<std::string> argv = {HPSEARCH_CLI_PATH,
                                    "worker",
                                    "--connect",
@@ -112,7 +113,7 @@ std::unique_ptr<BackgroundProcess> start_worker(const TempDir& dir, const std::s
                                    "--liveness",
                                    "5",
                                    "--reconnect-attempts",
-                                   "1",
+                                   std::to_string(retries),
                                    "--reconnect-initial-ms",
                                    "100",
                                    "--log-dir",
@@ -592,14 +593,31 @@ TEST_F(CurveCoordinator, UnknownKeyGetsNoTrialAndTheRefusalIsLoggedAndCounted) {
   EXPECT_NE(text.find("refused a connection from 127.0.0.1"), std::string::npos) << text;
   EXPECT_NE(text.find("not in the authorized workers list"), std::string::npos) << text;
 
-  // A real worker with keys from another folder: refused, gives up naming why.
+  // A real worker whose key is not listed (a worker folder of other keys,
+  // pinning this coordinator's public key): refused, it gives up at once
+  // saying its key was refused (it said the coordinator "did not answer",
+  // after retrying the refusal: 8 retries from 100 ms would take 25 s).
   curve::make_keys(dir_.file("other"), 1, false);
+  fs::copy_file(dir_.file("keys/coordinator.public"),
+                dir_.file("other/worker-1/coordinator.public"),
+                fs::copy_options::overwrite_existing);
+  const auto started = Steady::now();
   auto w = start_worker(dir_, "outsider", run.coordinator().endpoint(),
-                        {"--keys", dir_.file("other/worker-1"), "--allow-command"});
-  auto done = wait_stepping(*w, 20.0, [&] { run.coordinator().step(20); });
+                        {"--keys", dir_.file("other/worker-1"), "--allow-command"}, 8);
+  auto done = wait_stepping(*w, 60.0, [&] { run.coordinator().step(20); });
   ASSERT_TRUE(done) << "the refused worker did not give up";
+  EXPECT_LT(Steady::now() - started, std::chrono::seconds(12)) << done->err;
   EXPECT_EQ(done->exit_code, 1) << done->err;
-  EXPECT_NE(done->err.find("handshake"), std::string::npos) << done->err;
+  const std::string outsider_key =
+      curve::fingerprint(curve::load_worker_keys(dir_.file("other/worker-1")).keys.public_key);
+  EXPECT_NE(done->err.find("worker: the coordinator at " + run.coordinator().endpoint() +
+                           " refused this worker's CURVE key (" + outsider_key + ", from " +
+                           dir_.file("other/worker-1") +
+                           "): it is not in the coordinator's authorized_workers; giving up"),
+            std::string::npos)
+      << done->err;
+  EXPECT_EQ(done->err.find("retrying"), std::string::npos) << done->err;
+  EXPECT_EQ(done->err.find("did not answer"), std::string::npos) << done->err;
   EXPECT_TRUE(run.trials().empty());
 }
 
