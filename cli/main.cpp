@@ -231,7 +231,8 @@ int main(int argc, char** argv) {
                   "the objective looks broken; overrides budget.fail_fast)");
     cmd->add_option("--seed", run.seed, "sampler seed (overrides sampler.seed)")
         ->check(whole_number<std::uint64_t>());
-    cmd->add_option("--workers", run.workers, "local worker processes (0: remote workers only)")
+    cmd->add_option("--workers", run.workers,
+                    "local worker processes (0: remote workers only, with --bind)")
         ->capture_default_str()
         ->check(whole_number<int>());
     cmd->add_option("--bind", run.bind,

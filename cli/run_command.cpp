@@ -134,6 +134,15 @@ LaunchPlan launch_plan(const RunOptions& o) {
     if (!plan.slurm) throw ConfigError("--slurm-args", "needs --launcher slurm");
     plan.slurm_args = split_shell_words(*o.slurm_args, "--slurm-args");
   }
+  // Without --bind the coordinator listens only on a private ipc socket
+  // for the local workers: with none, no worker could ever join.
+  if (!plan.slurm && o.workers == 0 && !o.bind)
+    throw ConfigError("--workers",
+                      "0 (remote workers only) needs --bind, so that remote workers can join "
+                      "(e.g. --bind tcp://0.0.0.0:5555 --keys KEYS, then `hpsearch worker "
+                      "--connect tcp://HOST:5555 --keys KEYS/worker-N` on each worker's "
+                      "machine); without --bind the coordinator listens only on a private ipc "
+                      "socket for the workers it starts itself");
   if (!plan.slurm) return plan;
   require_slurm_commands();
   if (o.workers < 1)

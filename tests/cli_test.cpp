@@ -795,6 +795,26 @@ TEST_F(CliTest, StoragePathsWorkerCountsAndParseErrorsAreNamedWithExit2) {
       << "a refused run left files";
 }
 
+// --workers 0 without --bind is refused (exit 2, nothing made): no worker
+// could ever join (it waited for ever on a private ipc socket); so is
+// resume --workers 0 of a study run without --bind.
+TEST_F(CliTest, RemoteWorkersOnlyNeedsBind) {
+  dir_.write("space.json", kBraninSpace);
+  const std::string remote_only =
+      "hpsearch: error: --workers: 0 (remote workers only) needs --bind, so that remote workers "
+      "can join (e.g. --bind tcp://0.0.0.0:5555 --keys KEYS, then `hpsearch worker --connect "
+      "tcp://HOST:5555 --keys KEYS/worker-N` on each worker's machine); without --bind the "
+      "coordinator listens only on a private ipc socket for the workers it starts itself\n";
+  ProcessResult no_bind = cli({"run", "space.json", "--workers", "0", "--timeout", "5"});
+  EXPECT_EQ(no_bind.exit_code, 2) << no_bind.err;
+  EXPECT_THAT(no_bind.err, HasSubstr(remote_only));
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("branin.db"))) << "a refused run made the store";
+  ASSERT_EQ(cli({"run", "space.json", "--n-trials", "1"}).exit_code, 0);
+  ProcessResult resume_no_bind = cli({"resume", "branin.db", "--workers", "0", "--timeout", "5"});
+  EXPECT_EQ(resume_no_bind.exit_code, 2) << resume_no_bind.err;
+  EXPECT_THAT(resume_no_bind.err, HasSubstr(remote_only));
+}
+
 // A command line that lacks something says what (a command, a command's
 // argument, option or subcommand) and shows the usage, as git does: the
 // commands with what each does, or the command's arguments and options;
