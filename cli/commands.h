@@ -26,13 +26,25 @@ std::string no_best_trial_yet(std::int64_t complete);
 // Parses a command-line integer of type T: decimal digits only (no sign,
 // blank, '+' or exponent), in T's range. Returns the value, or nullopt with
 // `error` set to the rule it broke: "must be a whole number (digits only),
-// got 'x'" or "is out of range (at most N), got 'x'". Used by the integer
-// flags' validators and `trials --limit/--since`, so they agree.
+// got 'x'", "is out of range (at most N), got 'x'", or for a negative
+// number "must be a positive integer, got '-3'" (`lowest` 1: the least
+// value the option takes) or "must be 0 or a positive integer, got '-1'"
+// (`lowest` 0; a 0 where 1 is the least is left to the option's own check).
+// Used by the integer flags' validators and `trials --limit/--since`, so
+// they agree.
 template <typename T>
-std::optional<T> parse_whole_number(std::string_view text, std::string& error) {
+std::optional<T> parse_whole_number(std::string_view text, std::string& error, int lowest = 0) {
   T value{};
   const char* end = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  const bool negative = text.size() > 1 && text.front() == '-' &&
+                        text.find_first_not_of("0123456789", 1) == std::string_view::npos;
+  if (negative) {
+    error =
+        std::string(lowest > 0 ? "must be a positive integer" : "must be 0 or a positive integer") +
+        ", got '" + std::string(text) + "'";
+    return std::nullopt;
+  }
   if (ec == std::errc::result_out_of_range && text.front() != '-') {
     error = "is out of range (at most " + std::to_string(std::numeric_limits<T>::max()) +
             "), got '" + std::string(text) + "'";
@@ -68,6 +80,7 @@ struct RunOptions {
   int liveness = 5;                       // --liveness
   int max_retries = 1;                    // --max-retries
   int prefetch = 0;                       // --prefetch: passed on to the workers it starts
+  bool prefetch_given = false;            // --prefetch was on the command line
   std::string log_level = "info";         // passed on to local workers
   std::optional<std::string> keys_dir;    // --keys (default: $HPSEARCH_KEYS_DIR)
   bool insecure = false;                  // --insecure: a tcp --bind without keys

@@ -40,14 +40,15 @@ class PrintableConsoleSink : public spdlog::sinks::ansicolor_stderr_sink_mt {
 };
 
 // The text of an integer option: parse_whole_number's rule (digits only,
-// within T's range). CLI11 2.1 alone takes "" as "not given" and clamps a
-// number out of range to the largest value.
+// within T's range; a negative number is said to be one, against `lowest`,
+// the least value the option takes: 0 or 1). CLI11 2.1 alone takes "" as
+// "not given" and clamps a number out of range to the largest value.
 template <typename T>
-CLI::Validator whole_number() {
+CLI::Validator whole_number(int lowest = 0) {
   return CLI::Validator(
-      [](std::string& text) -> std::string {
+      [lowest](std::string& text) -> std::string {
         std::string error;
-        hps::cli::parse_whole_number<T>(text, error);
+        hps::cli::parse_whole_number<T>(text, error, lowest);
         return error;
       },
       "");  // no description: the option's type (INT) alone names what it takes
@@ -218,19 +219,20 @@ int main(int argc, char** argv) {
   resume_cmd->add_option("--study", run.study, "study name (needed if the file holds several)");
   for (auto* cmd : {run_cmd, resume_cmd}) {
     cmd->add_option("--n-trials", run.n_trials, "budget: finished trials in the study")
-        ->check(whole_number<std::int64_t>());
+        ->check(whole_number<std::int64_t>(1));
     cmd->add_option("--timeout", run.timeout_s, "budget: seconds of wall time for this run")
         ->check(kFiniteSeconds);
     cmd->add_option("--max-failed-trials", run.max_failed_trials,
                     "stop dispatching once N trials of this run failed (overrides "
                     "budget.max_failed_trials; default: no limit)")
-        ->check(whole_number<std::int64_t>());
+        ->check(whole_number<std::int64_t>(1));
     cmd->add_flag("--no-fail-fast", run.no_fail_fast,
                   "keep going when the first 5 trials of the run all fail (default: stop, "
                   "the objective looks broken; overrides budget.fail_fast)");
     cmd->add_option("--seed", run.seed, "sampler seed (overrides sampler.seed)")
         ->check(whole_number<std::uint64_t>());
-    cmd->add_option("--workers", run.workers, "local worker processes (0: remote workers only)")
+    cmd->add_option("--workers", run.workers,
+                    "local worker processes (0: remote workers only, with --bind)")
         ->capture_default_str()
         ->check(whole_number<int>());
     cmd->add_option("--bind", run.bind,
@@ -240,10 +242,10 @@ int main(int argc, char** argv) {
                     "GPUs for local workers, e.g. 0,1 (default: CUDA_VISIBLE_DEVICES or all)");
     cmd->add_option("--heartbeat-ms", run.heartbeat_ms, "heartbeat interval in milliseconds")
         ->capture_default_str()
-        ->check(whole_number<int>());
+        ->check(whole_number<int>(1));
     cmd->add_option("--liveness", run.liveness, "missed heartbeats before a worker is lost")
         ->capture_default_str()
-        ->check(whole_number<int>());
+        ->check(whole_number<int>(1));
     cmd->add_option("--max-retries", run.max_retries,
                     "times a trial of a lost worker is queued again")
         ->capture_default_str()
@@ -260,7 +262,7 @@ int main(int argc, char** argv) {
                   "allow a tcp --bind without keys: anyone who reaches it can join as a worker");
     cmd->add_option("--max-workers", run.max_workers, "most workers connected at once")
         ->capture_default_str()
-        ->check(whole_number<int>());
+        ->check(whole_number<int>(1));
     cmd->add_option("--launcher", run.launcher,
                     "how --workers start: local (processes on this machine) or slurm (tasks of "
                     "one Slurm job step, srun, connecting back over CURVE)")
@@ -293,10 +295,10 @@ int main(int argc, char** argv) {
       ->add_option("--heartbeat-ms", worker.heartbeat_ms,
                    "heartbeat interval until the coordinator sets it")
       ->capture_default_str()
-      ->check(whole_number<int>());
+      ->check(whole_number<int>(1));
   worker_cmd->add_option("--liveness", worker.liveness, "missed heartbeats before reconnecting")
       ->capture_default_str()
-      ->check(whole_number<int>());
+      ->check(whole_number<int>(1));
   worker_cmd
       ->add_option("--prefetch", worker.prefetch,
                    "trials held besides the one running (0 or 1; 1 for objectives of about a "
@@ -337,7 +339,7 @@ int main(int argc, char** argv) {
     cmd->add_option("dir", keys.dir, "keys folder (created 0700)")->required();
     cmd->add_option("--workers", keys.workers, "worker key pairs to make")
         ->capture_default_str()
-        ->check(whole_number<int>());
+        ->check(whole_number<int>(1));
   }
 
   ReadOptions read;
@@ -408,7 +410,7 @@ int main(int argc, char** argv) {
       "listen on a --host that is not loopback: anyone who reaches it sees the study");
   dash_cmd->add_option("--refresh-ms", dash.poll_ms, "how often the page asks for changes")
       ->capture_default_str()
-      ->check(whole_number<int>());
+      ->check(whole_number<int>(1));
 
   // Global options (--log-level) may also follow the subcommand.
   for (auto* sub : app.get_subcommands([](CLI::App*) { return true; })) sub->fallthrough();
@@ -433,6 +435,7 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(log_level));
   run.log_level = log_level;
   run.workers_given = (*resume_cmd ? resume_cmd : run_cmd)->count("--workers") > 0;
+  run.prefetch_given = (*resume_cmd ? resume_cmd : run_cmd)->count("--prefetch") > 0;
 
   try {
     if (*run_cmd) return run_command(run);

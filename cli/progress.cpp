@@ -34,9 +34,12 @@ void Progress::update(const ProgressState& s, const std::string& last, bool forc
                                   : std::string("best -");
   std::string eta;
   std::optional<double> left;
-  if (s.n_trials && s.finished > 0 && *s.n_trials > s.finished)
-    left =
-        elapsed / static_cast<double>(s.finished) * static_cast<double>(*s.n_trials - s.finished);
+  // The rate of this run's trials (a resumed study's earlier trials took
+  // none of its time): no estimate before one of them finished.
+  const std::int64_t finished_here = s.finished - s.finished_before;
+  if (s.n_trials && finished_here > 0 && *s.n_trials > s.finished)
+    left = elapsed / static_cast<double>(finished_here) *
+           static_cast<double>(*s.n_trials - s.finished);
   if (s.timeout_s) {
     double t = std::max(0.0, *s.timeout_s - elapsed);
     left = left ? std::min(*left, t) : t;

@@ -15,6 +15,7 @@ namespace hps::cli {
 
 struct ProgressState {
   std::int64_t finished = 0;             // trials counting towards the budget
+  std::int64_t finished_before = 0;      // of them, those finished before this run
   std::optional<std::int64_t> n_trials;  // the budget, if any
   std::optional<double> timeout_s;       // the time budget, if any
   std::optional<double> best_value;

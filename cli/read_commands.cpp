@@ -279,6 +279,16 @@ std::optional<std::int64_t> budget_n_trials(const Json& config) {
   return b["n_trials"].get<std::int64_t>();
 }
 
+// The study config's budget.timeout_s (the run's --timeout, or the file's),
+// if it is there and a number.
+std::optional<double> budget_timeout_s(const Json& config) {
+  if (!config.is_object() || !config.contains("budget") || !config["budget"].is_object())
+    return std::nullopt;
+  const Json& b = config["budget"];
+  if (!b.contains("timeout_s") || !b["timeout_s"].is_number()) return std::nullopt;
+  return b["timeout_s"].get<double>();
+}
+
 // Whether a coordinator runs the study: its writer lock says so
 // (search/writer_lock.h); the "coordinator" attr only describes the last one.
 // A store without a lock file was never locked: no coordinator of this
@@ -361,6 +371,7 @@ struct StudyStatus {
   TrialPtr best;                  // lifecycle::best_trial's answer (an indexed query)
   std::vector<TrialPtr> running;  // the RUNNING trials
   std::optional<std::int64_t> budget;
+  std::optional<double> timeout_s;  // the time budget of a run (--timeout)
   CoordinatorStatus coordinator;
 };
 
@@ -375,6 +386,7 @@ void print_status_json(const StudyStatus& s) {
     out["counts"][to_string(st)] = s.counts.count(st);
   out["finished"] = s.counts.finished;
   out["n_trials"] = s.budget ? Json(*s.budget) : Json();
+  out["timeout_s"] = s.timeout_s ? Json(*s.timeout_s) : Json();
   out["best"] = s.best ? trial_to_json(*s.best) : Json();
   out["coordinator"] = s.coordinator.attr;
   out["coordinator_running"] = holder                     ? Json(true)
@@ -468,9 +480,11 @@ void print_status_text(const StudyStatus& s, const std::string& storage_name) {
                         TrialState::kRunning, TrialState::kWaiting})
     by_state +=
         fmt::format("{}{} {}", by_state.empty() ? "" : ", ", s.counts.count(st), to_string(st));
-  std::cout << fmt::format("Trials: {} ({}); finished {}{}\n", s.counts.total(), by_state,
-                           s.counts.finished,
-                           s.budget ? fmt::format(" of {}", *s.budget) : std::string());
+  std::cout << fmt::format(
+      "Trials: {} ({}); finished {}{}{}\n", s.counts.total(), by_state, s.counts.finished,
+      s.budget ? fmt::format(" of {}", *s.budget) : std::string(),
+      s.timeout_s ? fmt::format("; timeout {} a run", format_duration(*s.timeout_s))
+                  : std::string());
   if (const auto& best = s.best)
     std::cout << fmt::format("Best: trial {}, value {}\n", best->number,
                              format_value(*best->value));
@@ -494,6 +508,7 @@ int status_command(const ReadOptions& o) {
   running.states = {TrialState::kRunning};
   storage->read_trials(id, running, [&](const TrialPtr& t) { s.running.push_back(t); });
   s.budget = budget_n_trials(s.info.config);
+  s.timeout_s = budget_timeout_s(s.info.config);
   s.coordinator = coordinator_status(*storage, id, s.info);
   if (o.format == "json")
     print_status_json(s);

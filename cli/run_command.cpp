@@ -22,6 +22,7 @@
 #include "objectives/objective.h"
 #include "protocol/curve_keys.h"
 #include "protocol/protocol.h"
+#include "protocol/zmq_util.h"
 #include "search/printable.h"
 #include "search/private_files.h"
 #include "search/storage.h"
@@ -133,6 +134,15 @@ LaunchPlan launch_plan(const RunOptions& o) {
     if (!plan.slurm) throw ConfigError("--slurm-args", "needs --launcher slurm");
     plan.slurm_args = split_shell_words(*o.slurm_args, "--slurm-args");
   }
+  // Without --bind the coordinator listens only on a private ipc socket
+  // for the local workers: with none, no worker could ever join.
+  if (!plan.slurm && o.workers == 0 && !o.bind)
+    throw ConfigError("--workers",
+                      "0 (remote workers only) needs --bind, so that remote workers can join "
+                      "(e.g. --bind tcp://0.0.0.0:5555 --keys KEYS, then `hpsearch worker "
+                      "--connect tcp://HOST:5555 --keys KEYS/worker-N` on each worker's "
+                      "machine); without --bind the coordinator listens only on a private ipc "
+                      "socket for the workers it starts itself");
   if (!plan.slurm) return plan;
   require_slurm_commands();
   if (o.workers < 1)
@@ -238,6 +248,19 @@ void probe_bind(const std::string& endpoint) {
   }
 }
 
+// --bind as the user typed it: tcp://HOST:PORT or ipc://PATH, a port in
+// range (ConfigError naming --bind and the forms; CoordinatorOptions'
+// own check would name coordinator.endpoint).
+void check_bind(const std::string& bind) {
+  if (bind.rfind("tcp://", 0) != 0 && bind.rfind("ipc://", 0) != 0)
+    throw ConfigError("--bind",
+                      "must be tcp://HOST:PORT (for workers on other machines, e.g. "
+                      "tcp://0.0.0.0:5555; PORT 0 or *: any free port) or ipc://PATH (for "
+                      "workers on this machine), got '" +
+                          printable(bind) + "'");
+  zmq_util::check_endpoint(bind, "--bind", true);
+}
+
 // The coordinator's options, checked (endpoint, keys) before the store is
 // touched. With --launcher slurm (not --insecure) the keys are made if
 // missing and `plan.slurm_worker_keys` is set.
@@ -254,6 +277,7 @@ CoordinatorOptions coordinator_options(const StudyConfig& config, const RunOptio
   co.max_failed_trials = config.budget.max_failed_trials;
   co.fail_fast = config.budget.fail_fast;
   co.max_workers = o.max_workers;
+  if (bind) check_bind(*bind);
   // Trust: a tcp --bind needs keys (--keys or $HPSEARCH_KEYS_DIR) or --insecure.
   const bool tcp = bind && bind->rfind("tcp://", 0) == 0;
   const char* env_keys = std::getenv(kKeysDirEnv);
@@ -394,10 +418,16 @@ constexpr const char* kRunLauncherAttr = "run.launcher";
 // remote workers connect, with the same keys.
 constexpr const char* kRunBindAttr = "run.bind";
 constexpr const char* kRunKeysAttr = "run.keys";
+// Whether it was --insecure (a tcp --bind without keys).
+constexpr const char* kRunInsecureAttr = "run.insecure";
+// Its --prefetch: the trials each worker it starts holds besides the one it
+// runs (a resume passes the same to the workers it starts).
+constexpr const char* kRunPrefetchAttr = "run.prefetch";
 
 // Stores the run's settings with the study: the file's, with the command
-// line's budget (failure rules included), and the number of workers and their launcher, so that
-// hpsearch resume continues with them.
+// line's budget (failure rules included), the number of workers and their
+// launcher, --bind, --keys and --prefetch, so that hpsearch resume continues
+// with them.
 void store_settings(Storage& storage, std::int64_t study_id, const StudyConfig& config,
                     const RunOptions& o) {
   Json stored = config.source;
@@ -410,25 +440,82 @@ void store_settings(Storage& storage, std::int64_t study_id, const StudyConfig& 
   storage.set_study_config(study_id, stored);
   storage.set_study_system_attr(study_id, kRunWorkersAttr, o.workers);
   storage.set_study_system_attr(study_id, kRunLauncherAttr, o.launcher);
+  storage.set_study_system_attr(study_id, kRunPrefetchAttr, o.prefetch);
   storage.set_study_system_attr(study_id, kRunBindAttr, o.bind ? Json(*o.bind) : Json());
+  storage.set_study_system_attr(study_id, kRunInsecureAttr, o.insecure);
   // Absolute: a resume may run from another folder.
   storage.set_study_system_attr(study_id, kRunKeysAttr,
                                 o.keys_dir ? Json(fs::absolute(*o.keys_dir).string()) : Json());
 }
 
+// The string attr `name` of `attrs`; nullopt when missing, not a string or
+// empty.
+std::optional<std::string> string_attr(const Json& attrs, const char* name) {
+  auto it = attrs.find(name);
+  if (it == attrs.end() || !it->is_string() || it->get<std::string>().empty()) return std::nullopt;
+  return it->get<std::string>();
+}
+
+// A resume on the tcp endpoint of a last run that was --insecure, with
+// neither --insecure nor keys (--keys, $HPSEARCH_KEYS_DIR): refused naming
+// the last run's --insecure and the ways on (ConfigError "--insecure"), not
+// as a run's tcp --bind without keys.
+void refuse_insecure_again_missing(const StudyInfo& study, const RunOptions& o) {
+  const Json& attrs = study.system_attrs;
+  auto insecure = attrs.find(kRunInsecureAttr);
+  if (o.insecure || o.keys_dir || insecure == attrs.end() || !insecure->is_boolean() ||
+      !insecure->get<bool>() || o.bind->rfind("tcp://", 0) != 0)
+    return;
+  if (const char* env = std::getenv(kKeysDirEnv); env && *env) return;
+  throw ConfigError(
+      "--insecure",
+      "is needed again: the last run of study '" + printable(study.name) +
+          "' was --insecure (it listened on " + printable(*o.bind) +
+          " without CURVE keys) and resume listens there again; give --insecure to resume it "
+          "so (anyone who reaches that endpoint can join as a worker), --keys KEYS to admit "
+          "only workers with keys (make them with `hpsearch keys init KEYS --workers N`; start "
+          "the workers with --keys KEYS/worker-N), or --bind ENDPOINT to listen elsewhere");
+}
+
+// The last run's keys folder `dir`, which a local resume uses: a folder
+// that cannot be used (moved, removed, its keys changed) is refused saying
+// that it is the last run's and how to go on.
+void check_stored_keys(const std::string& dir) {
+  try {
+    (void)curve::load_coordinator_keys(dir);
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    const std::string rule =
+        e.path().empty() ? what : what.substr(std::min(what.size(), e.path().size() + 2));
+    throw ConfigError(e.path(), rule + " (the keys folder of the last run, " + dir +
+                                    ", stored with the study: resume uses it for the last run's "
+                                    "--bind; make it usable again, give --keys DIR for another "
+                                    "keys folder, or --insecure to resume without keys)");
+  }
+}
+
 // hpsearch resume without --bind: the last run's --bind, and its --keys
-// unless --keys is given (a run that was --insecure needs --insecure again:
-// the tcp --bind without keys is refused as for run).
+// unless --keys or --insecure is given (an explicit --insecure resumes
+// without the last run's keys, with a warning). A last run that was
+// --insecure needs --insecure again (refuse_insecure_again_missing).
 void keep_stored_bind(const StudyInfo& study, RunOptions& o) {
   if (o.bind) return;
   const Json& attrs = study.system_attrs;
-  auto bind = attrs.find(kRunBindAttr);
-  if (bind == attrs.end() || !bind->is_string() || bind->get<std::string>().empty()) return;
-  o.bind = bind->get<std::string>();
-  auto keys = attrs.find(kRunKeysAttr);
-  const bool stored_keys =
-      !o.keys_dir && keys != attrs.end() && keys->is_string() && !keys->get<std::string>().empty();
-  if (stored_keys) o.keys_dir = keys->get<std::string>();
+  const std::optional<std::string> bind = string_attr(attrs, kRunBindAttr);
+  if (!bind) return;
+  o.bind = *bind;
+  const std::optional<std::string> last_keys = string_attr(attrs, kRunKeysAttr);
+  const bool stored_keys = !o.keys_dir && !o.insecure && last_keys;
+  if (stored_keys) {
+    o.keys_dir = *last_keys;
+    if (o.launcher == "local" && o.bind->rfind("tcp://", 0) == 0) check_stored_keys(*last_keys);
+  } else if (!o.keys_dir && o.insecure && last_keys) {
+    spdlog::warn(
+        "resume: --insecure: listening on {} without the keys of the last run ({}): workers "
+        "started with --keys cannot join; resume without --insecure to keep the keys",
+        *o.bind, *last_keys);
+  }
+  refuse_insecure_again_missing(study, o);
   spdlog::info("resume: listening on {}{}, as the last run (--bind changes it)", *o.bind,
                stored_keys ? " with the keys in " + *o.keys_dir : std::string());
 }
@@ -449,6 +536,20 @@ void keep_stored_workers(const StudyInfo& study, RunOptions& o) {
   o.workers = static_cast<int>(n);
   spdlog::info("resume: {} worker{} ({}), as the last run (--workers changes it)", o.workers,
                o.workers == 1 ? "" : "s", o.launcher);
+}
+
+// hpsearch resume without --prefetch: the last run's, when it is one a run
+// takes (checked again with the other options).
+void keep_stored_prefetch(const StudyInfo& study, RunOptions& o) {
+  if (o.prefetch_given) return;
+  const Json& attrs = study.system_attrs;
+  auto prefetch = attrs.find(kRunPrefetchAttr);
+  if (prefetch == attrs.end() || !prefetch->is_number_integer()) return;
+  const auto n = prefetch->get<std::int64_t>();
+  if (n < 0 || n > protocol::kMaxPrefetch) return;  // not ours: the default stays
+  o.prefetch = static_cast<int>(n);
+  if (o.prefetch > 0)
+    spdlog::info("resume: --prefetch {}, as the last run (--prefetch changes it)", o.prefetch);
 }
 
 // Tells the user where remote workers connect (Slurm tasks: see
@@ -519,6 +620,7 @@ class ProgressLine {
       : coordinator_(coordinator), progress_(stdout, isatty(STDOUT_FILENO) == 1) {
     ps_.n_trials = config.budget.n_trials;
     ps_.timeout_s = config.budget.timeout_s;
+    ps_.finished_before = coordinator_.stats().finished;
     draw(true);
     coordinator_.set_trial_callback([this](const FrozenTrial& t) { trial_ended(t); });
   }
@@ -829,7 +931,13 @@ int resume_command(const RunOptions& o) {
   if (!o.storage) throw ConfigError("STORAGE", "is required");
   const std::string& path = *o.storage;
   // An existing store and one of its studies, as the read commands take
-  // them (the same rules and messages: "STORAGE: no such storage file").
+  // them (the same rules and messages: "STORAGE: no such storage file"),
+  // that this user may write: checked before it is opened, as reading it
+  // already writes its folder (SQLite makes the -shm file there).
+  if (const util::StorageUrl url = util::parse_storage_url(path); !url.in_memory) {
+    util::check_existing_store_file(url.path, "STORAGE");
+    check_store_to_write(url.path, "STORAGE");
+  }
   auto storage = open_existing(path);
   const StudyInfo chosen = storage->get_study(pick_study(*storage, o.study, path));
   if (chosen.config.is_null() || !chosen.config.is_object())
@@ -840,6 +948,7 @@ int resume_command(const RunOptions& o) {
   RunOptions ro = o;
   keep_stored_workers(chosen, ro);
   keep_stored_bind(chosen, ro);
+  keep_stored_prefetch(chosen, ro);
   ro.study = chosen.name;
   ro.storage = path;
   ro.storage_field = "STORAGE";

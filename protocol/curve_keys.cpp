@@ -209,8 +209,35 @@ std::map<std::string, std::string> read_authorized_keys(const std::string& path)
   return keys;
 }
 
+namespace {
+
+// Refuses `dir` when it exists and is no folder (a key file, or any other
+// file, given where a keys folder goes): ConfigError "is not a folder", and
+// the folder to name instead when the file is one of a keys folder's.
+// `what`: the folder wanted ("a keys folder, as `hpsearch keys init DIR`
+// makes", ...).
+void refuse_file_as_folder(const std::string& dir, const std::string& what) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  if (ec || !fs::exists(st) || fs::is_directory(st)) return;
+  std::string hint;
+  const fs::path parent = fs::path(dir).parent_path();
+  for (const char* name : {kCoordinatorSecretFile, kCoordinatorPublicFile, kAuthorizedWorkersFile,
+                           kWorkerSecretFile, kWorkerPublicFile})
+    if (fs::path(dir).filename() == name)
+      hint = "; it is a key file: name the folder that holds it, " +
+             (parent.empty() ? std::string(".") : parent.string());
+  throw ConfigError(dir, std::string(fs::is_regular_file(st) ? "is a file, " : "") +
+                             "not a folder: keys are given as a folder (" + what + ")" + hint);
+}
+
+}  // namespace
+
 CoordinatorKeys load_coordinator_keys(const std::string& dir) {
   fs::path d(dir);
+  refuse_file_as_folder(dir, "a keys folder, as `hpsearch keys init DIR` makes: it holds " +
+                                 std::string(kCoordinatorSecretFile) + ", " +
+                                 kAuthorizedWorkersFile + " and the worker-N folders");
   if (!fs::exists(d / kCoordinatorSecretFile) && fs::exists(d / kWorkerSecretFile))
     throw ConfigError(dir, std::string("is a worker's keys folder; the coordinator needs the "
                                        "folder that holds ") +
@@ -227,6 +254,8 @@ CoordinatorKeys load_coordinator_keys(const std::string& dir) {
 
 WorkerKeys load_worker_keys(const std::string& dir) {
   fs::path d(dir);
+  refuse_file_as_folder(dir, "a worker folder of a keys folder, such as KEYS/worker-1: it holds " +
+                                 std::string(kWorkerSecretFile) + " and " + kCoordinatorPublicFile);
   if (!fs::exists(d / kWorkerSecretFile) && fs::exists(d / kCoordinatorSecretFile))
     throw ConfigError(dir, std::string("is the coordinator's keys folder; a worker needs a "
                                        "worker folder in it, such as ") +

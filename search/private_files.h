@@ -102,11 +102,14 @@ struct StoreFileRefusal {
 // and so does SqliteStorage when it opens a file (StorageError).
 std::optional<StoreFileRefusal> store_files_refusal(const std::string& store_path);
 
-// Why `run`/`resume` may not use the store `store_path`: "" if it is
-// missing or this user may write it, else "the store is read-only for this
-// user (mode 0400): ...; chmod u+w it ...". Checked before anything is
-// opened, so the refusal names the mode instead of SQLite's "attempt to
-// write a readonly database" at the first write.
+// Why `run`/`resume` may not use the store `store_path`: "" if this user
+// may write it (or it is missing) and its folder, else "the store is
+// read-only for this user (mode 0400): ...; chmod u+w it ..." or "the
+// store's folder 'DIR' is read-only for this user (mode 0555): ..." (SQLite
+// makes the -wal and -shm files there, the coordinator the writer lock).
+// Checked before anything is opened, so the refusal names the mode instead
+// of SQLite's "attempt to write a readonly database" (or "unable to open
+// database file") at the first write.
 std::string read_only_store_refusal(const std::string& store_path);
 
 // Gives the owner back write permission on the store's -wal and -shm files

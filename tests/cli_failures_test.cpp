@@ -168,16 +168,23 @@ TEST_F(CliFailuresTest, BadFailureLimitsAreRefused) {
   EXPECT_NE(run.err.find("--max-failed-trials: must be >= 1"), std::string::npos) << run.err;
   EXPECT_FALSE(std::filesystem::exists(dir_.file("bad.db")));
   // The text of an integer flag: an empty value is not "no limit", a number
-  // out of range is not clamped, and '+' or spaces are not digits.
+  // out of range is not clamped, and '+' or spaces are not digits; a
+  // negative number is said to be one (it was called "not digits only").
   for (const auto& [flag, value, rule] : std::vector<std::array<std::string, 3>>{
            {"--max-failed-trials", "", "must be a whole number (digits only), got ''"},
            {"--max-failed-trials", "99999999999999999999", "is out of range (at most "},
            {"--n-trials", "", "must be a whole number"},
            {"--n-trials", "+5", "must be a whole number (digits only), got '+5'"},
            {"--workers", " 2", "must be a whole number"},
-           {"--seed", "-1", "must be a whole number"},
-           {"--workers", "-1", "must be a whole number (digits only), got '-1'"},
-           {"--n-trials", "-99999999999999999999", "must be a whole number (digits only)"},
+           {"--seed", "-1", "must be 0 or a positive integer, got '-1'"},
+           {"--workers", "-1", "must be 0 or a positive integer, got '-1'"},
+           {"--n-trials", "-99999999999999999999",
+            "must be a positive integer, got '-99999999999999999999'"},
+           {"--liveness", "-3", "must be a positive integer, got '-3'"},
+           {"--heartbeat-ms", "-1000", "must be a positive integer, got '-1000'"},
+           {"--max-workers", "-2", "must be a positive integer, got '-2'"},
+           {"--prefetch", "-1", "must be 0 or a positive integer, got '-1'"},
+           {"--liveness", "-x", "must be a whole number (digits only), got '-x'"},
            {"--timeout", "", "must be a finite number of seconds, got ''"},
            {"--timeout", "inf", "must be a finite number of seconds, got 'inf'"},
            {"--timeout", "1e400", "must be a finite number of seconds"},
@@ -187,6 +194,12 @@ TEST_F(CliFailuresTest, BadFailureLimitsAreRefused) {
     EXPECT_NE(flagged.err.find(flag + ": " + rule), std::string::npos) << flagged.err;
     EXPECT_FALSE(std::filesystem::exists(dir_.file("bad.db"))) << flag << " '" << value << "'";
   }
+  // The worker's integer flags follow the same rule.
+  ProcessResult worker =
+      cli({"worker", "--connect", "ipc://" + dir_.file("none.sock"), "--liveness", "-3"});
+  EXPECT_EQ(worker.exit_code, 2) << worker.err;
+  EXPECT_NE(worker.err.find("--liveness: must be a positive integer, got '-3'"), std::string::npos)
+      << worker.err;
 }
 
 }  // namespace

@@ -560,9 +560,9 @@ TEST_F(CliTest, TrialsFiltersSortsLimitsAndStreams) {
     EXPECT_EQ(bad.exit_code, 2) << flag << " " << value;
     EXPECT_NE(bad.err.find(flag), std::string::npos) << bad.err;
     if (flag == "--limit" || flag == "--since") {  // the integer flags' one rule
-      EXPECT_NE(bad.err.find(flag + ": must be a whole number (digits only), got '" + value + "'"),
-                std::string::npos)
-          << bad.err;
+      const std::string rule = value == "-1" ? "must be 0 or a positive integer, got '"
+                                             : "must be a whole number (digits only), got '";
+      EXPECT_NE(bad.err.find(flag + ": " + rule + value + "'"), std::string::npos) << bad.err;
     }
   }
 }
@@ -686,6 +686,20 @@ TEST_F(CliTest, BadFlagsAndStoresExitWith2NamingThemAndWriteNothing) {
       cli({"run", "space.json", "--workers", "0", "--bind", "tcp://192.0.2.1:5555", "--insecure"});
   EXPECT_EQ(bind.exit_code, 2) << bind.err;
   EXPECT_THAT(bind.err, HasSubstr("--bind: cannot bind 'tcp://192.0.2.1:5555'"));
+  // An endpoint of no scheme ZeroMQ binds, or a port out of range: named as
+  // --bind with the forms it takes (it was named coordinator.endpoint).
+  ProcessResult scheme = cli({"run", "space.json", "--workers", "0", "--bind", "foo://x"});
+  EXPECT_EQ(scheme.exit_code, 2) << scheme.err;
+  EXPECT_THAT(scheme.err,
+              HasSubstr("hpsearch: error: --bind: must be tcp://HOST:PORT (for workers on other "
+                        "machines, e.g. tcp://0.0.0.0:5555; PORT 0 or *: any free port) or "
+                        "ipc://PATH (for workers on this machine), got 'foo://x'"));
+  ProcessResult port = cli({"run", "space.json", "--bind", "tcp://127.0.0.1:99999", "--insecure"});
+  EXPECT_EQ(port.exit_code, 2) << port.err;
+  EXPECT_THAT(port.err, HasSubstr("--bind: the port must be in [1, 65535], got "
+                                  "'tcp://127.0.0.1:99999'"));
+  for (const ProcessResult* r : {&scheme, &port})
+    EXPECT_THAT(r->err, Not(HasSubstr("coordinator.endpoint")));
   EXPECT_EQ(other_files(inputs), std::set<std::string>{}) << "a refused run left files";
 }
 
@@ -779,6 +793,26 @@ TEST_F(CliTest, StoragePathsWorkerCountsAndParseErrorsAreNamedWithExit2) {
                                       "\"minimise\" (did you mean \"minimize\"?)"));
   EXPECT_EQ(other_files({"space.json", "british.json"}), std::set<std::string>{})
       << "a refused run left files";
+}
+
+// --workers 0 without --bind is refused (exit 2, nothing made): no worker
+// could ever join (it waited for ever on a private ipc socket); so is
+// resume --workers 0 of a study run without --bind.
+TEST_F(CliTest, RemoteWorkersOnlyNeedsBind) {
+  dir_.write("space.json", kBraninSpace);
+  const std::string remote_only =
+      "hpsearch: error: --workers: 0 (remote workers only) needs --bind, so that remote workers "
+      "can join (e.g. --bind tcp://0.0.0.0:5555 --keys KEYS, then `hpsearch worker --connect "
+      "tcp://HOST:5555 --keys KEYS/worker-N` on each worker's machine); without --bind the "
+      "coordinator listens only on a private ipc socket for the workers it starts itself\n";
+  ProcessResult no_bind = cli({"run", "space.json", "--workers", "0", "--timeout", "5"});
+  EXPECT_EQ(no_bind.exit_code, 2) << no_bind.err;
+  EXPECT_THAT(no_bind.err, HasSubstr(remote_only));
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("branin.db"))) << "a refused run made the store";
+  ASSERT_EQ(cli({"run", "space.json", "--n-trials", "1"}).exit_code, 0);
+  ProcessResult resume_no_bind = cli({"resume", "branin.db", "--workers", "0", "--timeout", "5"});
+  EXPECT_EQ(resume_no_bind.exit_code, 2) << resume_no_bind.err;
+  EXPECT_THAT(resume_no_bind.err, HasSubstr(remote_only));
 }
 
 // A command line that lacks something says what (a command, a command's
@@ -970,15 +1004,21 @@ TEST_F(CliTest, RunningTwiceCompletesOnlyTheRemainingBudget) {
 }
 
 // The budget given on the command line is stored with the study: status
-// shows it and resume continues with it, not with the file's.
+// shows it (the trials and the time a run, --timeout) and resume continues
+// with it, not with the file's.
 TEST_F(CliTest, ResumeKeepsTheCommandLineBudget) {
   dir_.write("space.json", branin_space(3));
-  ProcessResult first = cli({"run", "space.json", "--n-trials", "6"});
+  ProcessResult first = cli({"run", "space.json", "--n-trials", "6", "--timeout", "90"});
   ASSERT_EQ(first.exit_code, 0) << first.err;
   ASSERT_EQ(trials_or_fail("branin.db").size(), 6u);
   ProcessResult status = cli({"status", "branin.db"});
   ASSERT_EQ(status.exit_code, 0) << status.err;
-  EXPECT_NE(status.out.find("of 6"), std::string::npos) << status.out;
+  EXPECT_THAT(status.out, HasSubstr("; finished 6 of 6; timeout 1m30s a run\n")) << status.out;
+  ProcessResult status_json = cli({"status", "branin.db", "--format", "json"});
+  ASSERT_EQ(status_json.exit_code, 0) << status_json.err;
+  const Json shown = Json::parse(status_json.out, nullptr, false);
+  EXPECT_EQ(shown.value("n_trials", Json()), Json(6)) << status_json.out;
+  EXPECT_EQ(shown.value("timeout_s", Json()), Json(90.0)) << status_json.out;
   ProcessResult again = cli({"resume", "branin.db"});
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_NE(again.out.find("Budget of 6 trials already reached"), std::string::npos) << again.out;
@@ -988,6 +1028,29 @@ TEST_F(CliTest, ResumeKeepsTheCommandLineBudget) {
   ProcessResult last = cli({"resume", "branin.db"});
   ASSERT_EQ(last.exit_code, 0) << last.err;
   EXPECT_NE(last.out.find("Budget of 8 trials already reached"), std::string::npos) << last.out;
+}
+
+// A resumed run estimates the time left from its own trials: none before
+// one of them finished (it printed "~0.0s left" at its start, the earlier
+// runs' trials counted over none of its time), then one.
+TEST_F(CliTest, ResumeShowsNoEstimateBeforeATrialOfItsOwnEnds) {
+  dir_.write("space.json", sleep_space(0.5, 2, 1));
+  ASSERT_EQ(cli({"run", "space.json", "--workers", "1"}).exit_code, 0);
+  ProcessResult resumed = cli({"resume", "slow.db", "--n-trials", "6"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  bool first = true, estimated = false;
+  for (const std::string& line : lines(resumed.out)) {
+    if (line.find(" trials done | ") == std::string::npos) continue;
+    if (first) {
+      EXPECT_THAT(line, HasSubstr("] 2/6 trials done | best "));
+      EXPECT_THAT(line, Not(HasSubstr(" left"))) << resumed.out;
+      first = false;
+    } else if (line.find(" left") != std::string::npos) {
+      estimated = true;
+    }
+  }
+  EXPECT_FALSE(first) << "no progress line: " << resumed.out;
+  EXPECT_TRUE(estimated) << "no estimate once trials of the run ended: " << resumed.out;
 }
 
 TEST_F(CliTest, ResumeStartsAsManyWorkersAsTheLastRun) {

@@ -97,10 +97,11 @@ class StudyRun {
   std::unique_ptr<Coordinator> coordinator_;
 };
 
-// `hpsearch worker` in the background with short heartbeats and few retries.
+// `hpsearch worker` in the background with short heartbeats and few
+// retries (`retries`, the first after 100 ms, then doubling).
 std::unique_ptr<BackgroundProcess> start_worker(const TempDir& dir, const std::string& name,
                                                 const std::string& endpoint,
-                                                std::vector<std::string> extra) {
+                                                std::vector<std::string> extra, int retries = 1) {
   std::vector<std::string> argv = {HPSEARCH_CLI_PATH,
                                    "worker",
                                    "--connect",
@@ -112,7 +113,7 @@ std::unique_ptr<BackgroundProcess> start_worker(const TempDir& dir, const std::s
                                    "--liveness",
                                    "5",
                                    "--reconnect-attempts",
-                                   "1",
+                                   std::to_string(retries),
                                    "--reconnect-initial-ms",
                                    "100",
                                    "--log-dir",
@@ -257,6 +258,49 @@ TEST(CurveKeys, WrongPermissionsOrBadZ85AreClearErrors) {
   EXPECT_NE(r.err.find("worker-1"), std::string::npos) << r.err;
   { std::ofstream(dir.file("keys/authorized_workers"), std::ios::app) << "garbage line\n"; }
   EXPECT_THROW(curve::load_coordinator_keys(dir.file("keys")), ConfigError);
+}
+
+// A file given where a keys folder goes (--keys FILE) is said to be no
+// folder, with the folder to name when it is a key file (it was "no such
+// keys folder (make one with `hpsearch keys init FILE`)"); exit 2, nothing
+// written.
+TEST(CurveKeys, AFileGivenAsTheKeysFolderIsSaidToBeNoFolder) {
+  if (!curve::available()) GTEST_SKIP() << "libzmq without CURVE";
+  TempDir dir("curve_keys_file");
+  curve::make_keys(dir.file("keys"), 1, false);
+  dir.write("notes.txt", "not keys\n");
+  dir.write("space.json", study_doc(3, sleep_objective()).dump());
+  const std::string notes = dir.file("notes.txt");
+  ProcessResult r = cli(
+      dir, {"run", "space.json", "--workers", "0", "--bind", "tcp://127.0.0.1:0", "--keys", notes});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("hpsearch: error: " + notes +
+                       ": is a file, not a folder: keys are given as a folder (a keys folder, as "
+                       "`hpsearch keys init DIR` makes: it holds coordinator.secret, "
+                       "authorized_workers and the worker-N folders)\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("keys init " + notes), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir.file("x.db"))) << "a run refused for its keys wrote the store";
+  // A key file of the folder: the folder to name instead.
+  const std::string secret = dir.file("keys/coordinator.secret");
+  r = cli(dir,
+          {"run", "space.json", "--workers", "0", "--bind", "tcp://127.0.0.1:0", "--keys", secret});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(secret + ": is a file, not a folder: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("; it is a key file: name the folder that holds it, " + dir.file("keys")),
+            std::string::npos)
+      << r.err;
+  // A worker's --keys.
+  r = cli(dir, {"worker", "--connect", "tcp://127.0.0.1:1", "--keys", notes, "--reconnect-attempts",
+                "0"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(notes + ": is a file, not a folder: keys are given as a folder (a worker "
+                               "folder of a keys folder, such as KEYS/worker-1: it holds "
+                               "worker.secret and coordinator.public)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("keys init"), std::string::npos) << r.err;
 }
 
 // The keys rule (check_key_path): refused with the path and the rule named,
@@ -423,7 +467,8 @@ TEST(CurveCli, RunBindTcpWithoutKeysIsRefusedAndNamesTheFix) {
 // (--keys), so its remote workers can reach it again; it said "0 workers
 // (local)" and listened on a private ipc socket no remote worker could
 // reach, waiting for ever. A last run that was --insecure is refused
-// without --insecure again, as run is.
+// without --insecure again, saying so; a last run's keys folder that is
+// gone is refused saying it is the last run's.
 TEST(CurveCli, ResumeKeepsTheLastRunsBindAndKeys) {
   TempDir dir("curve_resume_bind");
   ASSERT_EQ(cli(dir, {"keys", "init", "keys", "--workers", "1"}).exit_code, 0);
@@ -449,9 +494,41 @@ TEST(CurveCli, ResumeKeepsTheLastRunsBindAndKeys) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = cli(dir, {"resume", "open.db", "--n-trials", "5"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("--insecure"), std::string::npos) << r.err;
+  // The refusal says the last run was --insecure and how to go on (it was
+  // the refusal of a tcp --bind without keys, as if the user had typed it).
+  EXPECT_NE(r.err.find("hpsearch: error: --insecure: is needed again: the last run of study "
+                       "'trusted' was --insecure (it listened on tcp://127.0.0.1:0 without CURVE "
+                       "keys) and resume listens there again; give --insecure to resume it so "
+                       "(anyone who reaches that endpoint can join as a worker), --keys KEYS to "
+                       "admit only workers with keys"),
+            std::string::npos)
+      << r.err;
   r = cli(dir, {"resume", "open.db", "--n-trials", "5", "--insecure"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
+  // And the other way round: the last run's keys folder gone, the refusal
+  // says it is the last run's and how to go on; an explicit --insecure
+  // resumes without the keys, with a warning.
+  fs::rename(dir.file("keys"), dir.file("moved-keys"));
+  r = cli(dir, {"resume", "x.db", "--n-trials", "6"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("hpsearch: error: " + dir.file("keys") + ": no such keys folder"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("(the keys folder of the last run, " + dir.file("keys") +
+                       ", stored with the study: resume uses it for the last run's --bind; make "
+                       "it usable again, give --keys DIR for another keys folder, or --insecure "
+                       "to resume without keys)"),
+            std::string::npos)
+      << r.err;
+  r = cli(dir, {"resume", "x.db", "--n-trials", "6", "--keys", dir.file("moved-keys")});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = cli(dir, {"resume", "x.db", "--n-trials", "7", "--insecure"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("resume: --insecure: listening on tcp://127.0.0.1:0 without the keys of "
+                       "the last run (" +
+                       dir.file("moved-keys") + "): workers started with --keys cannot join"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST(CurveCoordinatorOptions, TcpWithoutKeysIsRefusedByTheLibrary) {
@@ -516,14 +593,31 @@ TEST_F(CurveCoordinator, UnknownKeyGetsNoTrialAndTheRefusalIsLoggedAndCounted) {
   EXPECT_NE(text.find("refused a connection from 127.0.0.1"), std::string::npos) << text;
   EXPECT_NE(text.find("not in the authorized workers list"), std::string::npos) << text;
 
-  // A real worker with keys from another folder: refused, gives up naming why.
+  // A real worker whose key is not listed (a worker folder of other keys,
+  // pinning this coordinator's public key): refused, it gives up at once
+  // saying its key was refused (it said the coordinator "did not answer",
+  // after retrying the refusal: 8 retries from 100 ms would take 25 s).
   curve::make_keys(dir_.file("other"), 1, false);
+  fs::copy_file(dir_.file("keys/coordinator.public"),
+                dir_.file("other/worker-1/coordinator.public"),
+                fs::copy_options::overwrite_existing);
+  const auto started = Steady::now();
   auto w = start_worker(dir_, "outsider", run.coordinator().endpoint(),
-                        {"--keys", dir_.file("other/worker-1"), "--allow-command"});
-  auto done = wait_stepping(*w, 20.0, [&] { run.coordinator().step(20); });
+                        {"--keys", dir_.file("other/worker-1"), "--allow-command"}, 8);
+  auto done = wait_stepping(*w, 60.0, [&] { run.coordinator().step(20); });
   ASSERT_TRUE(done) << "the refused worker did not give up";
+  EXPECT_LT(Steady::now() - started, std::chrono::seconds(12)) << done->err;
   EXPECT_EQ(done->exit_code, 1) << done->err;
-  EXPECT_NE(done->err.find("handshake"), std::string::npos) << done->err;
+  const std::string outsider_key =
+      curve::fingerprint(curve::load_worker_keys(dir_.file("other/worker-1")).keys.public_key);
+  EXPECT_NE(done->err.find("worker: the coordinator at " + run.coordinator().endpoint() +
+                           " refused this worker's CURVE key (" + outsider_key + ", from " +
+                           dir_.file("other/worker-1") +
+                           "): it is not in the coordinator's authorized_workers; giving up"),
+            std::string::npos)
+      << done->err;
+  EXPECT_EQ(done->err.find("retrying"), std::string::npos) << done->err;
+  EXPECT_EQ(done->err.find("did not answer"), std::string::npos) << done->err;
   EXPECT_TRUE(run.trials().empty());
 }
 

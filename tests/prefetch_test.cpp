@@ -307,32 +307,16 @@ TEST(Prefetch, AHelloAskingForMoreThanTheMostIsRefused) {
   }
 }
 
-// Real worker processes: every trial ends COMPLETE once, and trials were
-// handed to a worker while its previous one still ran (the trial's stored
-// start, its dispatch, comes before the previous one's end).
-TEST(Prefetch, HpsearchRunWithPrefetchRunsEveryTrialOnce) {
-  testsupport::TempDir dir("prefetch_run");
-  const std::string db = dir.file("study.db");
-  {
-    std::ofstream f(dir.file("space.json"));
-    f << Json{{"study", {{"name", "pf"}, {"direction", "minimize"}, {"storage", db}}},
-              {"sampler", {{"type", "random"}, {"seed", 3}}},
-              {"budget", {{"n_trials", 40}}},
-              {"objective", {{"type", "sleep"}, {"seconds", 0.03}, {"steps", 1}}},
-              {"space", {{"x", {{"type", "float"}, {"low", 0.0}, {"high", 1.0}}}}}}
-             .dump();
-  }
-  auto r = testsupport::run_process({HPSEARCH_CLI_PATH, "run", dir.file("space.json"), "--workers",
-                                     "2", "--prefetch", "1", "--log-level", "warn"},
-                                    dir.path().string());
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+// The trials of study "pf" in `db` numbered `first` or higher that were
+// handed to their worker while its previous one still ran (their stored
+// start, the dispatch, comes before the previous one's end); each trial is
+// expected COMPLETE.
+int held_trials(const std::string& db, std::int64_t first = 0) {
   auto storage = open_storage(db);
-  auto trials = storage->get_all_trials(*storage->find_study("pf"), {});
-  ASSERT_EQ(trials.size(), 40u);
   std::map<std::string, std::vector<TrialPtr>> by_worker;
-  for (const auto& t : trials) {
+  for (const auto& t : storage->get_all_trials(*storage->find_study("pf"), {})) {
     EXPECT_EQ(t->state, TrialState::kComplete) << t->number << ": " << t->fail_reason;
-    by_worker[t->worker].push_back(t);
+    if (t->number >= first) by_worker[t->worker].push_back(t);
   }
   int held = 0;
   for (auto& [worker, list] : by_worker)
@@ -340,7 +324,38 @@ TEST(Prefetch, HpsearchRunWithPrefetchRunsEveryTrialOnce) {
       if (list[i]->datetime_start && list[i - 1]->datetime_complete &&
           *list[i]->datetime_start < *list[i - 1]->datetime_complete)
         ++held;
-  EXPECT_GT(held, 0) << "no trial was dispatched while its worker's previous one ran";
+  return held;
+}
+
+// A study "pf" of `n_trials` short sleep trials in dir/study.db, described
+// by dir/space.json.
+void write_sleep_study(const testsupport::TempDir& dir, int n_trials) {
+  std::ofstream f(dir.file("space.json"));
+  f << Json{{"study",
+             {{"name", "pf"}, {"direction", "minimize"}, {"storage", dir.file("study.db")}}},
+            {"sampler", {{"type", "random"}, {"seed", 3}}},
+            {"budget", {{"n_trials", n_trials}}},
+            {"objective", {{"type", "sleep"}, {"seconds", 0.03}, {"steps", 1}}},
+            {"space", {{"x", {{"type", "float"}, {"low", 0.0}, {"high", 1.0}}}}}}
+           .dump();
+}
+
+// Real worker processes: every trial ends COMPLETE once, and trials were
+// handed to a worker while its previous one still ran (the trial's stored
+// start, its dispatch, comes before the previous one's end).
+TEST(Prefetch, HpsearchRunWithPrefetchRunsEveryTrialOnce) {
+  testsupport::TempDir dir("prefetch_run");
+  const std::string db = dir.file("study.db");
+  write_sleep_study(dir, 40);
+  auto r = testsupport::run_process({HPSEARCH_CLI_PATH, "run", dir.file("space.json"), "--workers",
+                                     "2", "--prefetch", "1", "--log-level", "warn"},
+                                    dir.path().string());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  {
+    auto storage = open_storage(db);
+    ASSERT_EQ(storage->get_all_trials(*storage->find_study("pf"), {}).size(), 40u);
+  }
+  EXPECT_GT(held_trials(db), 0) << "no trial was dispatched while its worker's previous one ran";
 
   auto bad = testsupport::run_process(
       {HPSEARCH_CLI_PATH, "run", dir.file("space.json"), "--prefetch", "2"}, dir.path().string());
@@ -353,6 +368,33 @@ TEST(Prefetch, HpsearchRunWithPrefetchRunsEveryTrialOnce) {
   EXPECT_EQ(bad_worker.exit_code, 2);
   EXPECT_NE(bad_worker.err.find("--prefetch: must be in [0, 1]"), std::string::npos)
       << bad_worker.err;
+}
+
+// hpsearch resume starts its workers with the last run's --prefetch (it
+// started them without: a study run with --prefetch 1 lost it on resume);
+// an explicit --prefetch wins, and is what the next resume keeps.
+TEST(Prefetch, ResumeKeepsTheLastRunsPrefetch) {
+  testsupport::TempDir dir("prefetch_resume");
+  const std::string db = dir.file("study.db");
+  write_sleep_study(dir, 4);
+  const auto cli = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), HPSEARCH_CLI_PATH);
+    return testsupport::run_process(args, dir.path().string());
+  };
+  auto r = cli({"run", dir.file("space.json"), "--workers", "2", "--prefetch", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  r = cli({"resume", db, "--n-trials", "44"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("resume: --prefetch 1, as the last run (--prefetch changes it)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_GT(held_trials(db, 4), 0) << "the resumed run's workers held no trial: no prefetch";
+  r = cli({"resume", db, "--n-trials", "46", "--prefetch", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.err.find("--prefetch 1, as the last run"), std::string::npos) << r.err;
+  r = cli({"resume", db, "--n-trials", "48"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.err.find("as the last run (--prefetch"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -431,6 +432,93 @@ TEST(PrivateFilesTest, AStoreMadeWritableAgainMendsTheSidecarsItsReadLeftReadOnl
          "(12: by `hpsearch run`); 13: refused once writable; 20/21: the write after chmod 0600 "
          "did not work or "
          "left the -shm read-only; 30: an exception (printed above)";
+  fs::remove_all(dir);
+}
+
+// Runs /bin/sh -c `command` (stderr into stdout); its exit status, or -1
+// when it did not exit; `output` gets what it printed.
+int shell(const std::string& command, std::string& output) {
+  output.clear();
+  FILE* out = ::popen((command + " 2>&1").c_str(), "r");
+  if (!out) return -1;
+  char buffer[512];
+  while (std::fgets(buffer, sizeof buffer, out)) output += buffer;
+  const int status = ::pclose(out);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// A store this user may write (0600) in a folder it may not (0555): run and
+// resume refuse it with exit 2 naming the folder and its mode (SQLite makes
+// the -wal and -shm files there), before anything is written; they exited 1
+// with SQLite's "attempt to write a readonly database". So is a new store
+// in such a folder. Run as uid 65534 in a child process: root writes any
+// folder whatever its mode.
+TEST(PrivateFilesTest, AStoreInAFolderThisUserMayNotWriteIsRefusedByRunAndResume) {
+  if (::geteuid() != 0) GTEST_SKIP() << "not root: cannot run a child as another uid";
+  if (::access(HPSEARCH_CLI_PATH, X_OK) != 0) GTEST_SKIP() << "no hpsearch executable";
+  char pattern[] = "/tmp/hps-rodir-XXXXXX";
+  ASSERT_NE(::mkdtemp(pattern), nullptr);
+  const std::string dir = pattern;
+  const uid_t nobody = 65534;
+  ASSERT_EQ(::chown(dir.c_str(), nobody, nobody), 0);
+  const std::string db = dir + "/s.db";
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int code = 0;
+    try {
+      if (::setgid(nobody) != 0 || ::setuid(nobody) != 0) ::_exit(3);
+      const std::string space = dir + "/space.json";
+      std::ofstream(space) << Json{{"study", {{"name", "s"}, {"storage", db}}},
+                                   {"budget", {{"n_trials", 2}}},
+                                   {"objective", {{"type", "sleep"}, {"seconds", 0.01}}},
+                                   {"space", {{"x", {{"type", "float"}, {"low", 0}, {"high", 1}}}}}}
+                                  .dump();
+      const std::string cli = std::string(HPSEARCH_CLI_PATH);
+      std::string text;
+      if (shell(cli + " run " + space + " --workers 1", text) != 0) {
+        std::fprintf(stderr, "child: the first run said: %s\n", text.c_str());
+        ::_exit(4);
+      }
+      if (::chmod(dir.c_str(), 0555) != 0 || mode_of(db) != 0600) ::_exit(5);
+      const std::string rule = "the store's folder '" + dir +
+                               "' is read-only for this user (mode 0555): run and resume write "
+                               "there too (SQLite makes the store's -wal and -shm files beside "
+                               "it, the coordinator its .lock file); make the folder writable "
+                               "(chmod u+w '" +
+                               dir + "')";
+      if (read_only_store_refusal(db).find(rule) == std::string::npos) code = 10;
+      const std::string before = read_file(db);
+      for (const auto& [command, what] :
+           {std::pair<std::string, std::string>{" run " + space + " --n-trials 4", "study.storage"},
+            {" resume " + db + " --n-trials 4", "STORAGE"},
+            {" run " + space + " --storage " + dir + "/new.db", "--storage"}}) {
+        const int status = shell(cli + command, text);
+        if (code == 0 && (status != 2 || text.find(what + ": " + rule) == std::string::npos)) {
+          std::fprintf(stderr, "child: `hpsearch%s` exited %d: %s\n", command.c_str(), status,
+                       text.c_str());
+          code = 11;
+        }
+      }
+      if (read_file(db) != before) code = 12;
+      if (fs::exists(dir + "/new.db")) code = 13;
+      if (::chmod(dir.c_str(), 0755) != 0) code = 6;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child: %s\n", e.what());
+      code = 30;
+    }
+    std::fflush(nullptr);
+    ::_exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "4: the first run failed; 10: read_only_store_refusal said nothing of the folder; 11: "
+         "run or resume did not refuse it with exit 2 naming the folder (printed above); 12: the "
+         "store was written; 13: a new store was made; 30: an exception (printed above)";
+  ::chmod(dir.c_str(), 0755);
   fs::remove_all(dir);
 }
 

@@ -244,6 +244,7 @@ struct Worker::Impl : TrialBackend {
 
   std::string curve_public_key;  // this worker's, derived from curve_secret_key
   std::string handshake_error;   // link thread: why the last handshake failed
+  std::string key_refused;       // link thread: the coordinator refused this worker's key (why)
 
   explicit Impl(WorkerOptions o) : options(std::move(o)) {
     options.validate();
@@ -565,6 +566,11 @@ struct Worker::Impl : TrialBackend {
       if (!take_posted(ln)) return End::kQuit;
       if (auto end = read_socket(ln)) return *end;
       if (!ln.ready) note_handshake_failures(ln.monitor);
+      if (!key_refused.empty()) {  // an answer, not silence: trying again is refused again
+        to_main.post(Ev::kFatal, ln.session, key_refused);
+        wait_for_quit();
+        return End::kFatal;
+      }
       bool silent = false;
       busy = beat(ln, silent);
       if (silent) {
@@ -593,6 +599,19 @@ struct Worker::Impl : TrialBackend {
       std::memcpy(&value, static_cast<const char*>(head.data()) + 2, 4);
       const bool keys = !options.curve_secret_key.empty();
       std::string why;
+      if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH && value == 400) {
+        // The coordinator's ZAP handler said no (400: not admitted, for
+        // good; 300 and 500 would be temporary): given up at once.
+        key_refused =
+            "the coordinator at " + options.connect + " refused this worker's CURVE key (" +
+            curve::fingerprint(curve_public_key) + (options.keys_dir.empty() ? "" : ", from ") +
+            options.keys_dir +
+            "): it is not in the coordinator's authorized_workers; giving up (a refused key is "
+            "refused again): add this worker's worker.public line to KEYS/authorized_workers "
+            "on the coordinator's machine (or use a worker folder made there by `hpsearch keys "
+            "init`/`keys add`), then start the worker again";
+        return;
+      }
       if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
         why = "the coordinator refused this worker's CURVE key (ZAP status " +
               std::to_string(value) + "): it is not in the coordinator's authorized_workers";
