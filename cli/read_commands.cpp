@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/table.h"
 #include "search/printable.h"
+#include "search/private_files.h"
 #include "search/storage.h"
 #include "search/study.h"
 #include "search/trial_lifecycle.h"
@@ -23,9 +24,25 @@ namespace hps::cli {
 std::shared_ptr<Storage> open_existing(const std::string& path) {
   // Read commands never create or change a store (an empty file stays
   // empty, a FIFO is not opened).
-  if (util::StorageUrl url = util::parse_storage_url(path); !url.in_memory)
-    util::check_existing_store_file(url.path, "STORAGE");
-  return open_storage(path);
+  util::StorageUrl url = util::parse_storage_url(path);
+  if (url.in_memory) return open_storage(path);
+  util::check_existing_store_file(url.path, "STORAGE");
+  try {
+    return open_storage(path);
+  } catch (const StorageError& e) {
+    // SQLite reads a WAL-mode store through its WAL index (the -shm file),
+    // which it makes beside the store when no one has it open: a folder
+    // this user may not write fails that with "attempt to write a readonly
+    // database" (or "unable to open database file").
+    const std::string folder = unwritable_store_folder(url.path);
+    if (folder.empty()) throw;
+    throw StorageError(url.path + ": cannot be read by this user: its folder " + folder +
+                       " is read-only for this user, and SQLite makes the store's WAL index "
+                       "(its -shm file) beside it to read it; make the folder writable, run "
+                       "the command as its owner, or copy the store to a folder you may "
+                       "write (SQLite said: " +
+                       e.what() + ")");
+  }
 }
 
 // The study named, or the only study in the storage.

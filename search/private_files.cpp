@@ -112,24 +112,42 @@ std::optional<StoreFileRefusal> store_files_refusal(const std::string& store_pat
   return std::nullopt;
 }
 
+namespace {
+
+// Whether this user may not write the folder of the store `store_path`
+// (EACCES; the folder the sidecars and the lock go to: a store named
+// through a link has them beside the file it names); sets `folder` and its
+// `mode` (octal) when so.
+bool unwritable_folder(const std::string& store_path, std::string& folder, std::string& mode) {
+  folder = std::filesystem::path(store_base_path(store_path)).parent_path().string();
+  if (folder.empty()) folder = ".";
+  struct stat dir {};
+  if (::stat(folder.c_str(), &dir) != 0 || !S_ISDIR(dir.st_mode)) return false;
+  if (::access(folder.c_str(), W_OK | X_OK) == 0 || errno != EACCES) return false;
+  mode = octal_mode(dir.st_mode);
+  return true;
+}
+
+}  // namespace
+
 std::string read_only_store_refusal(const std::string& store_path) {
   struct stat st {};
   if (::stat(store_path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
       ::access(store_path.c_str(), W_OK) != 0 && errno == EACCES)
     return "the store is read-only for this user (mode " + octal_mode(st.st_mode) +
            "): run and resume write to it; chmod u+w it (the read commands work on it as it is)";
-  // Its folder (the one the sidecars and the lock go to: a store named
-  // through a link has them beside the file it names).
-  std::string folder = std::filesystem::path(store_base_path(store_path)).parent_path().string();
-  if (folder.empty()) folder = ".";
-  struct stat dir {};
-  if (::stat(folder.c_str(), &dir) != 0 || !S_ISDIR(dir.st_mode)) return "";
-  if (::access(folder.c_str(), W_OK | X_OK) == 0 || errno != EACCES) return "";
-  return "the store's folder '" + folder + "' is read-only for this user (mode " +
-         octal_mode(dir.st_mode) +
+  std::string folder, mode;
+  if (!unwritable_folder(store_path, folder, mode)) return "";
+  return "the store's folder '" + folder + "' is read-only for this user (mode " + mode +
          "): run and resume write there too (SQLite makes the store's -wal and -shm files "
          "beside it, the coordinator its .lock file); make the folder writable (chmod u+w '" +
          folder + "'), or copy the store to a folder you may write";
+}
+
+std::string unwritable_store_folder(const std::string& store_path) {
+  std::string folder, mode;
+  if (!unwritable_folder(store_path, folder, mode)) return "";
+  return "'" + folder + "' (mode " + mode + ")";
 }
 
 void mend_read_only_sidecars(const std::string& store_path) {

@@ -112,6 +112,11 @@ std::optional<StoreFileRefusal> store_files_refusal(const std::string& store_pat
 // database file") at the first write.
 std::string read_only_store_refusal(const std::string& store_path);
 
+// The folder of the store `store_path` (where SQLite makes its -wal and
+// -shm files) with its mode, as "'DIR' (mode 0555)", when this user may
+// not write it (EACCES); "" otherwise (writable, missing, not a folder).
+std::string unwritable_store_folder(const std::string& store_path);
+
 // Gives the owner back write permission on the store's -wal and -shm files
 // when the store itself is writable by this user and they are not: SQLite
 // makes them with the store's mode, so reading a store its owner had made

@@ -501,6 +501,15 @@ TEST(PrivateFilesTest, AStoreInAFolderThisUserMayNotWriteIsRefusedByRunAndResume
           code = 11;
         }
       }
+      // A read command cannot make the WAL index there either: it says why.
+      const int read = shell(cli + " status " + db, text);
+      if (code == 0 &&
+          (read == 0 || text.find(db + ": cannot be read by this user: its folder '" + dir +
+                                  "' (mode 0555) is read-only for this user, "
+                                  "and SQLite makes the store's WAL index") == std::string::npos)) {
+        std::fprintf(stderr, "child: `hpsearch status` exited %d: %s\n", read, text.c_str());
+        code = 14;
+      }
       if (read_file(db) != before) code = 12;
       if (fs::exists(dir + "/new.db")) code = 13;
       if (::chmod(dir.c_str(), 0755) != 0) code = 6;
@@ -517,7 +526,8 @@ TEST(PrivateFilesTest, AStoreInAFolderThisUserMayNotWriteIsRefusedByRunAndResume
   EXPECT_EQ(WEXITSTATUS(status), 0)
       << "4: the first run failed; 10: read_only_store_refusal said nothing of the folder; 11: "
          "run or resume did not refuse it with exit 2 naming the folder (printed above); 12: the "
-         "store was written; 13: a new store was made; 30: an exception (printed above)";
+         "store was written; 13: a new store was made; 14: status did not say why it cannot "
+         "read it (printed above); 30: an exception (printed above)";
   ::chmod(dir.c_str(), 0755);
   fs::remove_all(dir);
 }
