@@ -287,23 +287,28 @@ int studies_command(const ReadOptions& o) {
 
 namespace {
 
+// The study config's budget.`key` (nullptr when the config has no such
+// entry).
+const Json* budget_entry(const Json& config, const char* key) {
+  if (!config.is_object() || !config.contains("budget") || !config["budget"].is_object())
+    return nullptr;
+  auto it = config["budget"].find(key);
+  return it == config["budget"].end() ? nullptr : &*it;
+}
+
 // The study config's budget.n_trials, if it is there and an integer.
 std::optional<std::int64_t> budget_n_trials(const Json& config) {
-  if (!config.is_object() || !config.contains("budget") || !config["budget"].is_object())
-    return std::nullopt;
-  const Json& b = config["budget"];
-  if (!b.contains("n_trials") || !b["n_trials"].is_number_integer()) return std::nullopt;
-  return b["n_trials"].get<std::int64_t>();
+  const Json* n = budget_entry(config, "n_trials");
+  if (!n || !n->is_number_integer()) return std::nullopt;
+  return n->get<std::int64_t>();
 }
 
 // The study config's budget.timeout_s (the run's --timeout, or the file's),
 // if it is there and a number.
 std::optional<double> budget_timeout_s(const Json& config) {
-  if (!config.is_object() || !config.contains("budget") || !config["budget"].is_object())
-    return std::nullopt;
-  const Json& b = config["budget"];
-  if (!b.contains("timeout_s") || !b["timeout_s"].is_number()) return std::nullopt;
-  return b["timeout_s"].get<double>();
+  const Json* t = budget_entry(config, "timeout_s");
+  if (!t || !t->is_number()) return std::nullopt;
+  return t->get<double>();
 }
 
 // Whether a coordinator runs the study: its writer lock says so

@@ -343,80 +343,25 @@ TEST(PrivateFilesTest, StoreFilesOfAnotherUserOrWritableByOthersAreRefused) {
   EXPECT_EQ(fs::file_size(wal), 0u);
 }
 
-// A store its owner made read-only (0400) and read: SQLite leaves a -shm
-// (and -wal) with the store's mode, 0400. Once the owner makes the store
-// writable again, opening it gives them owner write back, so the next write
-// works (it failed with "attempt to write a readonly database"); while the
-// store is read-only they are left as they are. Run as uid 65534 in a
-// child process: root writes any file whatever its mode.
-TEST(PrivateFilesTest, AStoreMadeWritableAgainMendsTheSidecarsItsReadLeftReadOnly) {
-  if (::geteuid() != 0) GTEST_SKIP() << "not root: cannot run a child as another uid";
-  char pattern[] = "/tmp/hps-mend-XXXXXX";
-  ASSERT_NE(::mkdtemp(pattern), nullptr);
+// Runs `body(dir)` in a child process as uid and gid 65534, with `dir` a
+// fresh /tmp folder (named after `label`) owned by that uid: root writes any
+// file whatever its mode, so read-only files are tested as another user.
+// Returns the child's exit code: what `body` returned, 3 when it could not
+// change uid, 30 when it threw (printed), -1 when it did not exit. The
+// folder is removed afterwards (made writable first).
+int exit_code_as_nobody(const std::string& label,
+                        const std::function<int(const std::string& dir)>& body) {
+  std::string pattern = "/tmp/hps-" + label + "-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) return -1;
   const std::string dir = pattern;
   const uid_t nobody = 65534;
-  ASSERT_EQ(::chown(dir.c_str(), nobody, nobody), 0);
-  const std::string db = dir + "/s.db";
+  if (::chown(dir.c_str(), nobody, nobody) != 0) return -1;
   std::fflush(nullptr);
   const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
   if (child == 0) {
-    int code = 0;
+    int code = 3;
     try {
-      if (::setgid(nobody) != 0 || ::setuid(nobody) != 0) ::_exit(3);
-      std::int64_t study = 0;
-      {
-        SqliteStorage made(db);
-        study = made.create_study("s", StudyDirection::kMinimize, Json());
-        NewTrial t;
-        t.state = TrialState::kComplete;
-        t.value = 1.0;
-        made.create_trial(study, t);
-      }
-      if (::chmod(db.c_str(), 0400) != 0) ::_exit(4);
-      for (int read = 0; read < 2; ++read) {
-        SqliteStorage reader(db);
-        if (reader.get_all_trials(study, {}).size() != 1) ::_exit(5);
-      }
-      // What the reads left: read-only, as the store (not mended while it is).
-      if (mode_of(db + "-shm") != 0400) ::_exit(10);
-      // run and resume refuse it naming its mode (exit 2), not with SQLite's
-      // "attempt to write a readonly database" (exit 1) at the first write.
-      if (read_only_store_refusal(db).find("the store is read-only for this user (mode 0400)") ==
-          std::string::npos)
-        ::_exit(11);
-      if (::access(HPSEARCH_CLI_PATH, X_OK) == 0) {  // a build folder this uid may reach
-        const std::string space = dir + "/space.json";
-        std::ofstream(space) << Json{{"study", {{"name", "s"}, {"storage", db}}},
-                                     {"budget", {{"n_trials", 3}}},
-                                     {"objective", {{"type", "sleep"}}},
-                                     {"space",
-                                      {{"x", {{"type", "float"}, {"low", 0}, {"high", 1}}}}}}
-                                    .dump();
-        const std::string command =
-            std::string(HPSEARCH_CLI_PATH) + " run " + space + " --workers 1 2>&1";
-        FILE* out = ::popen(command.c_str(), "r");
-        std::string text;
-        char buffer[512];
-        while (out && std::fgets(buffer, sizeof buffer, out)) text += buffer;
-        const int status = out ? ::pclose(out) : -1;
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 2 ||
-            text.find("the store is read-only for this user (mode 0400)") == std::string::npos) {
-          std::fprintf(stderr, "child: run said: %s\n", text.c_str());
-          ::_exit(12);
-        }
-      }
-      if (::chmod(db.c_str(), 0600) != 0) ::_exit(6);
-      if (!read_only_store_refusal(db).empty()) ::_exit(13);
-      {
-        SqliteStorage writer(db);
-        NewTrial t;
-        t.state = TrialState::kComplete;
-        t.value = 2.0;
-        writer.create_trial(study, t);
-        if (writer.get_all_trials(study, {}).size() != 2) code = 20;
-      }
-      if (mode_of(db + "-shm") != 0600 && fs::exists(db + "-shm")) code = 21;
+      if (::setgid(nobody) == 0 && ::setuid(nobody) == 0) code = body(dir);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "child: %s\n", e.what());
       code = 30;
@@ -425,14 +370,10 @@ TEST(PrivateFilesTest, AStoreMadeWritableAgainMendsTheSidecarsItsReadLeftReadOnl
     ::_exit(code);
   }
   int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0)
-      << "10: the reads left no read-only -shm; 11/12: a read-only store not refused as such "
-         "(12: by `hpsearch run`); 13: refused once writable; 20/21: the write after chmod 0600 "
-         "did not work or "
-         "left the -shm read-only; 30: an exception (printed above)";
+  const bool waited = child > 0 && ::waitpid(child, &status, 0) == child;
+  ::chmod(dir.c_str(), 0755);
   fs::remove_all(dir);
+  return waited && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 // Runs /bin/sh -c `command` (stderr into stdout); its exit status, or -1
@@ -447,6 +388,73 @@ int shell(const std::string& command, std::string& output) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// A store its owner made read-only (0400) and read: SQLite leaves a -shm
+// (and -wal) with the store's mode, 0400. Once the owner makes the store
+// writable again, opening it gives them owner write back, so the next write
+// works (it failed with "attempt to write a readonly database"); while the
+// store is read-only they are left as they are. Run as uid 65534 in a
+// child process: root writes any file whatever its mode.
+TEST(PrivateFilesTest, AStoreMadeWritableAgainMendsTheSidecarsItsReadLeftReadOnly) {
+  if (::geteuid() != 0) GTEST_SKIP() << "not root: cannot run a child as another uid";
+  const int code = exit_code_as_nobody("mend", [](const std::string& dir) {
+    const std::string db = dir + "/s.db";
+    std::int64_t study = 0;
+    {
+      SqliteStorage made(db);
+      study = made.create_study("s", StudyDirection::kMinimize, Json());
+      NewTrial t;
+      t.state = TrialState::kComplete;
+      t.value = 1.0;
+      made.create_trial(study, t);
+    }
+    if (::chmod(db.c_str(), 0400) != 0) return 4;
+    for (int read = 0; read < 2; ++read) {
+      SqliteStorage reader(db);
+      if (reader.get_all_trials(study, {}).size() != 1) return 5;
+    }
+    // What the reads left: read-only, as the store (not mended while it is).
+    if (mode_of(db + "-shm") != 0400) return 10;
+    // run and resume refuse it naming its mode (exit 2), not with SQLite's
+    // "attempt to write a readonly database" (exit 1) at the first write.
+    if (read_only_store_refusal(db).find("the store is read-only for this user (mode 0400)") ==
+        std::string::npos)
+      return 11;
+    if (::access(HPSEARCH_CLI_PATH, X_OK) == 0) {  // a build folder this uid may reach
+      const std::string space = dir + "/space.json";
+      std::ofstream(space) << Json{{"study", {{"name", "s"}, {"storage", db}}},
+                                   {"budget", {{"n_trials", 3}}},
+                                   {"objective", {{"type", "sleep"}}},
+                                   {"space", {{"x", {{"type", "float"}, {"low", 0}, {"high", 1}}}}}}
+                                  .dump();
+      std::string text;
+      const int status =
+          shell(std::string(HPSEARCH_CLI_PATH) + " run " + space + " --workers 1", text);
+      if (status != 2 ||
+          text.find("the store is read-only for this user (mode 0400)") == std::string::npos) {
+        std::fprintf(stderr, "child: run said: %s\n", text.c_str());
+        return 12;
+      }
+    }
+    if (::chmod(db.c_str(), 0600) != 0) return 6;
+    if (!read_only_store_refusal(db).empty()) return 13;
+    {
+      SqliteStorage writer(db);
+      NewTrial t;
+      t.state = TrialState::kComplete;
+      t.value = 2.0;
+      writer.create_trial(study, t);
+      if (writer.get_all_trials(study, {}).size() != 2) return 20;
+    }
+    if (mode_of(db + "-shm") != 0600 && fs::exists(db + "-shm")) return 21;
+    return 0;
+  });
+  EXPECT_EQ(code, 0)
+      << "10: the reads left no read-only -shm; 11/12: a read-only store not refused as such "
+         "(12: by `hpsearch run`); 13: refused once writable; 20/21: the write after chmod 0600 "
+         "did not work or "
+         "left the -shm read-only; 30: an exception (printed above)";
+}
+
 // A store this user may write (0600) in a folder it may not (0555): run and
 // resume refuse it with exit 2 naming the folder and its mode (SQLite makes
 // the -wal and -shm files there), before anything is written; they exited 1
@@ -456,80 +464,60 @@ int shell(const std::string& command, std::string& output) {
 TEST(PrivateFilesTest, AStoreInAFolderThisUserMayNotWriteIsRefusedByRunAndResume) {
   if (::geteuid() != 0) GTEST_SKIP() << "not root: cannot run a child as another uid";
   if (::access(HPSEARCH_CLI_PATH, X_OK) != 0) GTEST_SKIP() << "no hpsearch executable";
-  char pattern[] = "/tmp/hps-rodir-XXXXXX";
-  ASSERT_NE(::mkdtemp(pattern), nullptr);
-  const std::string dir = pattern;
-  const uid_t nobody = 65534;
-  ASSERT_EQ(::chown(dir.c_str(), nobody, nobody), 0);
-  const std::string db = dir + "/s.db";
-  std::fflush(nullptr);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
+  const int exit_code = exit_code_as_nobody("rodir", [](const std::string& dir) {
+    const std::string db = dir + "/s.db";
     int code = 0;
-    try {
-      if (::setgid(nobody) != 0 || ::setuid(nobody) != 0) ::_exit(3);
-      const std::string space = dir + "/space.json";
-      std::ofstream(space) << Json{{"study", {{"name", "s"}, {"storage", db}}},
-                                   {"budget", {{"n_trials", 2}}},
-                                   {"objective", {{"type", "sleep"}, {"seconds", 0.01}}},
-                                   {"space", {{"x", {{"type", "float"}, {"low", 0}, {"high", 1}}}}}}
-                                  .dump();
-      const std::string cli = std::string(HPSEARCH_CLI_PATH);
-      std::string text;
-      if (shell(cli + " run " + space + " --workers 1", text) != 0) {
-        std::fprintf(stderr, "child: the first run said: %s\n", text.c_str());
-        ::_exit(4);
-      }
-      if (::chmod(dir.c_str(), 0555) != 0 || mode_of(db) != 0600) ::_exit(5);
-      const std::string rule = "the store's folder '" + dir +
-                               "' is read-only for this user (mode 0555): run and resume write "
-                               "there too (SQLite makes the store's -wal and -shm files beside "
-                               "it, the coordinator its .lock file); make the folder writable "
-                               "(chmod u+w '" +
-                               dir + "')";
-      if (read_only_store_refusal(db).find(rule) == std::string::npos) code = 10;
-      const std::string before = read_file(db);
-      for (const auto& [command, what] :
-           {std::pair<std::string, std::string>{" run " + space + " --n-trials 4", "study.storage"},
-            {" resume " + db + " --n-trials 4", "STORAGE"},
-            {" run " + space + " --storage " + dir + "/new.db", "--storage"}}) {
-        const int status = shell(cli + command, text);
-        if (code == 0 && (status != 2 || text.find(what + ": " + rule) == std::string::npos)) {
-          std::fprintf(stderr, "child: `hpsearch%s` exited %d: %s\n", command.c_str(), status,
-                       text.c_str());
-          code = 11;
-        }
-      }
-      // A read command cannot make the WAL index there either: it says why.
-      const int read = shell(cli + " status " + db, text);
-      if (code == 0 &&
-          (read == 0 || text.find(db + ": cannot be read by this user: its folder '" + dir +
-                                  "' (mode 0555) is read-only for this user, "
-                                  "and SQLite makes the store's WAL index") == std::string::npos)) {
-        std::fprintf(stderr, "child: `hpsearch status` exited %d: %s\n", read, text.c_str());
-        code = 14;
-      }
-      if (read_file(db) != before) code = 12;
-      if (fs::exists(dir + "/new.db")) code = 13;
-      if (::chmod(dir.c_str(), 0755) != 0) code = 6;
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "child: %s\n", e.what());
-      code = 30;
+    const std::string space = dir + "/space.json";
+    std::ofstream(space) << Json{{"study", {{"name", "s"}, {"storage", db}}},
+                                 {"budget", {{"n_trials", 2}}},
+                                 {"objective", {{"type", "sleep"}, {"seconds", 0.01}}},
+                                 {"space", {{"x", {{"type", "float"}, {"low", 0}, {"high", 1}}}}}}
+                                .dump();
+    const std::string cli = std::string(HPSEARCH_CLI_PATH);
+    std::string text;
+    if (shell(cli + " run " + space + " --workers 1", text) != 0) {
+      std::fprintf(stderr, "child: the first run said: %s\n", text.c_str());
+      return 4;
     }
-    std::fflush(nullptr);
-    ::_exit(code);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0)
+    if (::chmod(dir.c_str(), 0555) != 0 || mode_of(db) != 0600) return 5;
+    const std::string rule = "the store's folder '" + dir +
+                             "' is read-only for this user (mode 0555): run and resume write "
+                             "there too (SQLite makes the store's -wal and -shm files beside "
+                             "it, the coordinator its .lock file); make the folder writable "
+                             "(chmod u+w '" +
+                             dir + "')";
+    if (read_only_store_refusal(db).find(rule) == std::string::npos) code = 10;
+    const std::string before = read_file(db);
+    for (const auto& [command, what] :
+         {std::pair<std::string, std::string>{" run " + space + " --n-trials 4", "study.storage"},
+          {" resume " + db + " --n-trials 4", "STORAGE"},
+          {" run " + space + " --storage " + dir + "/new.db", "--storage"}}) {
+      const int status = shell(cli + command, text);
+      if (code == 0 && (status != 2 || text.find(what + ": " + rule) == std::string::npos)) {
+        std::fprintf(stderr, "child: `hpsearch%s` exited %d: %s\n", command.c_str(), status,
+                     text.c_str());
+        code = 11;
+      }
+    }
+    // A read command cannot make the WAL index there either: it says why.
+    const int read = shell(cli + " status " + db, text);
+    if (code == 0 &&
+        (read == 0 || text.find(db + ": cannot be read by this user: its folder '" + dir +
+                                "' (mode 0555) is read-only for this user, "
+                                "and SQLite makes the store's WAL index") == std::string::npos)) {
+      std::fprintf(stderr, "child: `hpsearch status` exited %d: %s\n", read, text.c_str());
+      code = 14;
+    }
+    if (read_file(db) != before) code = 12;
+    if (fs::exists(dir + "/new.db")) code = 13;
+    if (::chmod(dir.c_str(), 0755) != 0) code = 6;
+    return code;
+  });
+  EXPECT_EQ(exit_code, 0)
       << "4: the first run failed; 10: read_only_store_refusal said nothing of the folder; 11: "
          "run or resume did not refuse it with exit 2 naming the folder (printed above); 12: the "
          "store was written; 13: a new store was made; 14: status did not say why it cannot "
          "read it (printed above); 30: an exception (printed above)";
-  ::chmod(dir.c_str(), 0755);
-  fs::remove_all(dir);
 }
 
 // ------------------------------------------------------------------ OwnerOnlyFolder
