@@ -29,19 +29,17 @@ std::shared_ptr<Storage> open_existing(const std::string& path) {
   util::check_existing_store_file(url.path, "STORAGE");
   try {
     return open_storage(path);
-  } catch (const StorageError& e) {
+  } catch (const StorageError&) {
     // SQLite reads a WAL-mode store through its WAL index (the -shm file),
     // which it makes beside the store when no one has it open: a folder
     // this user may not write fails that with "attempt to write a readonly
     // database" (or "unable to open database file").
     const std::string folder = unwritable_store_folder(url.path);
     if (folder.empty()) throw;
-    throw StorageError(url.path + ": cannot be read by this user: its folder " + folder +
+    throw StoreRefused(url.path + ": cannot be read by this user: its folder " + folder +
                        " is read-only for this user, and SQLite makes the store's WAL index "
                        "(its -shm file) beside it to read it; make the folder writable, run "
-                       "the command as its owner, or copy the store to a folder you may "
-                       "write (SQLite said: " +
-                       e.what() + ")");
+                       "the command as its owner, or copy the store to a folder you may write");
   }
 }
 

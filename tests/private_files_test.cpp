@@ -502,7 +502,7 @@ TEST(PrivateFilesTest, AStoreInAFolderThisUserMayNotWriteIsRefusedByRunAndResume
     // A read command cannot make the WAL index there either: it says why.
     const int read = shell(cli + " status " + db, text);
     if (code == 0 &&
-        (read == 0 || text.find(db + ": cannot be read by this user: its folder '" + dir +
+        (read != 2 || text.find(db + ": cannot be read by this user: its folder '" + dir +
                                 "' (mode 0555) is read-only for this user, "
                                 "and SQLite makes the store's WAL index") == std::string::npos)) {
       std::fprintf(stderr, "child: `hpsearch status` exited %d: %s\n", read, text.c_str());
