@@ -91,6 +91,8 @@ void Transport::bind_endpoints(CoordinatorOptions& options) {
     socket_.set(zmq::sockopt::curve_secretkey, options.curve_secret_key);
     socket_.set(zmq::sockopt::zap_domain, curve::kZapDomain);
     curve_on_ = true;
+    // Before the endpoint is bound, so that no peer goes unseen.
+    monitor_ = std::make_unique<HandshakeMonitor>(context_, socket_, local_endpoint_);
   }
   endpoint_ = bind(options.endpoint);
   if (curve_on_)

@@ -4,9 +4,13 @@
 // coordinator's key, the refusals of tcp without keys, the cap on workers,
 // escaped worker ids and the "command" objective allow-list. Real sockets
 // over 127.0.0.1 and ipc, real worker processes (the hpsearch binary).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -178,6 +182,29 @@ std::vector<proto::Message> received(zmq::socket_t& s) {
     } catch (const proto::ProtocolError&) {
     }
   }
+}
+
+// Connects to `endpoint` (tcp://127.0.0.1:PORT) with a plain TCP socket,
+// sends `bytes` and closes: a peer that speaks no ZeroMQ.
+void send_raw(const std::string& endpoint, const std::string& bytes) {
+  const auto colon = endpoint.rfind(':');
+  ASSERT_NE(colon, std::string::npos) << endpoint;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(std::stoi(endpoint.substr(colon + 1))));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0) << endpoint;
+  EXPECT_EQ(::send(fd, bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
+  ::close(fd);
+}
+
+// How many times `needle` occurs in `text`.
+std::size_t occurrences(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
 }
 
 // ------------------------------------------------------------------ keys
@@ -621,6 +648,125 @@ TEST_F(CurveCoordinator, UnknownKeyGetsNoTrialAndTheRefusalIsLoggedAndCounted) {
   EXPECT_TRUE(run.trials().empty());
 }
 
+// A peer that fails before the key check (the ZAP handler, which logs the
+// refusals of unknown keys) was refused without a word: garbage bytes, a
+// peer without CURVE keys (a worker started --insecure), a peer that pins
+// another coordinator key. Each is now logged (naming the endpoint it
+// reached: libzmq gives no peer address for them) and counted; a flood of
+// them is rate limited and does not keep a worker with keys from finishing
+// the study.
+TEST_F(CurveCoordinator, PeersThatFailTheHandshakeAreLoggedRateLimitedAndCounted) {
+  CapturedLog log;
+  StudyRun run(dir_.path() / "s.db", study_doc(3, sleep_objective()), with_keys());
+  const std::string endpoint = run.coordinator().endpoint();
+  const std::string line = "refused a peer on " + endpoint + " that failed the CURVE handshake (";
+  // One at a time, each seen in the log before the next.
+  auto logged = [&](const std::string& why) {
+    return run.step_until(30.0, [&] { return log.text().find(line + why) != std::string::npos; });
+  };
+  send_raw(endpoint, "GET / HTTP/1.0\r\n\r\n");
+  EXPECT_TRUE(logged("it sent no ZeroMQ 3 greeting")) << log.text();
+  // A ZMTP 3.0 greeting offering the NULL mechanism (a worker without
+  // keys), whole before the connection closes.
+  std::string null_greeting(64, '\0');
+  null_greeting[0] = '\xff';
+  null_greeting[9] = '\x7f';
+  null_greeting[10] = 3;
+  null_greeting.replace(12, 4, "NULL");
+  send_raw(endpoint, null_greeting);
+  EXPECT_TRUE(
+      logged("protocol error: it offered no CURVE keys, e.g. a worker started with "
+             "--insecure or without --keys"))
+      << log.text();
+  zmq::context_t ctx;
+  auto other_key = dealer(ctx, endpoint, curve::generate(), curve::generate().public_key);
+  EXPECT_TRUE(logged("cryptographic error: it pins another coordinator public key")) << log.text();
+  other_key.reset();
+  EXPECT_NE(log.text().find("libzmq tells the endpoint it reached, not the peer's address"),
+            std::string::npos);
+  EXPECT_GE(run.coordinator().stats().failed_handshakes, 3);
+  EXPECT_EQ(run.coordinator().stats().refused_keys, 0);
+  EXPECT_TRUE(run.trials().empty());
+
+  // A flood of garbage while a worker with keys runs the study. The log
+  // holds back what is over its rate and says how many it held back.
+  auto w = start_worker(dir_, "w1", endpoint, {"--keys", dir_.file("keys/worker-1")});
+  EXPECT_TRUE(run.step_until(60.0, [&] {
+    for (int i = 0; i < 10; ++i) send_raw(endpoint, "\x16\x03\x01 garbage");
+    return log.text().find("more similar messages not shown") != std::string::npos &&
+           run.coordinator().done();
+  })) << log.text();
+  EXPECT_EQ(run.coordinator().done_reason(), "budget reached");
+  const std::int64_t failed = run.coordinator().stats().failed_handshakes;
+  EXPECT_LT(static_cast<std::int64_t>(occurrences(log.text(), line)), failed);
+  auto r = wait_stepping(*w, 20.0, [&] { run.coordinator().step(20); });
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->exit_code, 0) << r->err;
+}
+
+// A worker started --insecure against a coordinator with keys retried for
+// about 100 s and then said the coordinator "did not answer": it gives up
+// at once, saying the coordinator requires keys and how to get them. A
+// worker pinning another coordinator key gives up after a few failed
+// handshakes in a row, saying the key does not match and which file pins
+// it. A coordinator that is not there is still retried.
+TEST_F(CurveCoordinator, AWorkerThatCannotPassTheHandshakeGivesUpSayingWhy) {
+  StudyRun run(dir_.path() / "s.db", study_doc(3, sleep_objective()), with_keys());
+  const std::string endpoint = run.coordinator().endpoint();
+  auto step = [&] { run.coordinator().step(20); };
+  auto w = start_worker(dir_, "no-keys", endpoint, {"--insecure"}, 8);
+  auto done = wait_stepping(*w, 120.0, step);
+  ASSERT_TRUE(done) << "the worker without keys did not give up";
+  EXPECT_EQ(done->exit_code, 1) << done->err;
+  // (Which side sees the mechanism mismatch first varies: the worker, or
+  // the coordinator, which then closes the connection.)
+  EXPECT_NE(done->err.find("worker: the coordinator at " + endpoint +
+                           " requires CURVE keys, which this worker does not have (--insecure): "),
+            std::string::npos)
+      << done->err;
+  EXPECT_NE(done->err.find("; giving up (trying again fails again): start the worker with --keys "
+                           "DIR"),
+            std::string::npos)
+      << done->err;
+  EXPECT_NE(done->err.find("hpsearch keys init KEYS"), std::string::npos) << done->err;
+  EXPECT_EQ(done->err.find("retrying"), std::string::npos) << done->err;
+  EXPECT_EQ(done->err.find("did not answer"), std::string::npos) << done->err;
+
+  // A worker folder of other keys: it pins their coordinator's key.
+  curve::make_keys(dir_.file("other"), 1, false);
+  w = start_worker(dir_, "other-keys", endpoint, {"--keys", dir_.file("other/worker-1")}, 8);
+  done = wait_stepping(*w, 120.0, step);
+  ASSERT_TRUE(done) << "the worker pinning another key did not give up";
+  EXPECT_EQ(done->exit_code, 1) << done->err;
+  const std::string pinned =
+      curve::fingerprint(curve::load_worker_keys(dir_.file("other/worker-1")).server_key);
+  EXPECT_NE(done->err.find("worker: the CURVE handshake failed 3 times in a row: the coordinator "
+                           "at " +
+                           endpoint +
+                           " does not match the coordinator public key this worker "
+                           "pins (" +
+                           pinned + ", --keys " + dir_.file("other/worker-1") + ": " +
+                           dir_.file("other/worker-1/coordinator.public") +
+                           "): the process there holds another secret key, so this may be the "
+                           "wrong keys folder"),
+            std::string::npos)
+      << done->err;
+  EXPECT_NE(done->err.find("or it is not our coordinator; giving up"), std::string::npos)
+      << done->err;
+  EXPECT_EQ(done->err.find("retrying"), std::string::npos) << done->err;
+  EXPECT_EQ(done->err.find("did not answer"), std::string::npos) << done->err;
+  EXPECT_TRUE(run.trials().empty());
+
+  // Nobody at the address: retried, then "did not answer".
+  const ProcessResult r =
+      cli(dir_, {"worker", "--connect", "tcp://127.0.0.1:1", "--keys", dir_.file("keys/worker-1"),
+                 "--reconnect-attempts", "1", "--reconnect-initial-ms", "10", "--heartbeat-ms",
+                 "50", "--liveness", "2"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("retrying"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("did not answer"), std::string::npos) << r.err;
+}
+
 TEST_F(CurveCoordinator, PlainPeerGetsNothing) {
   StudyRun run(dir_.path() / "s.db", study_doc(3, sleep_objective()), with_keys());
   zmq::context_t ctx;
@@ -668,6 +814,10 @@ TEST_F(CurveCoordinator, TwoWorkersWithKeysFinishAStudyOverTcp) {
     ASSERT_TRUE(r);
     EXPECT_EQ(r->exit_code, 0) << r->err;
   }
+  // Admitted workers that leave are no refusals (HandshakeMonitor).
+  run.step_until(0.3, [] { return false; });
+  EXPECT_EQ(run.coordinator().stats().failed_handshakes, 0);
+  EXPECT_EQ(log.text().find("failed the CURVE handshake"), std::string::npos) << log.text();
 }
 
 TEST_F(CurveCoordinator, ImpostorCoordinatorMakesAWorkerRunNothing) {
