@@ -7,6 +7,8 @@
 // anything is sent. Private to the coordinator (not installed).
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -54,6 +56,9 @@ class Transport {
   // options.authorized_keys. Throws Error if an endpoint cannot be bound,
   // ConfigError for keys that cannot be used.
   explicit Transport(CoordinatorOptions& options);
+  // Removes the socket file of an ipc options.endpoint that the bind made
+  // (libzmq leaves it), if it is still that file.
+  ~Transport();
   Transport(const Transport&) = delete;
   Transport& operator=(const Transport&) = delete;
 
@@ -100,6 +105,11 @@ class Transport {
   std::string endpoint_;
   std::string local_endpoint_;
   bool curve_on_ = false;  // endpoint is a CURVE server: messages carry a User-Id
+  // The socket file of an ipc endpoint (options.endpoint), as bound: its
+  // absolute path, device and inode ("" when there is none).
+  std::string ipc_file_;
+  dev_t ipc_device_ = 0;
+  ino_t ipc_inode_ = 0;
   std::vector<std::pair<std::string, std::string>> outbox_;  // (routing id, frame)
 };
 

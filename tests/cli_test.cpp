@@ -696,8 +696,8 @@ TEST_F(CliTest, BadFlagsAndStoresExitWith2NamingThemAndWriteNothing) {
                         "ipc://PATH (for workers on this machine), got 'foo://x'"));
   ProcessResult port = cli({"run", "space.json", "--bind", "tcp://127.0.0.1:99999", "--insecure"});
   EXPECT_EQ(port.exit_code, 2) << port.err;
-  EXPECT_THAT(port.err, HasSubstr("--bind: the port must be in [1, 65535], got "
-                                  "'tcp://127.0.0.1:99999'"));
+  EXPECT_THAT(port.err, HasSubstr("--bind: the port must be a number in [0, 65535] or * (0 and "
+                                  "*: any free port), got 'tcp://127.0.0.1:99999'"));
   for (const ProcessResult* r : {&scheme, &port})
     EXPECT_THAT(r->err, Not(HasSubstr("coordinator.endpoint")));
   EXPECT_EQ(other_files(inputs), std::set<std::string>{}) << "a refused run left files";

@@ -558,6 +558,111 @@ TEST(CurveCli, ResumeKeepsTheLastRunsBindAndKeys) {
       << r.err;
 }
 
+// What `--bind` takes, as the new-user pass found it: the line for remote
+// workers named a literal ENDPOINT; localhost said "No such device", and
+// [::1] too; the port rule said [1, 65535] where 0 (any free port) works;
+// a user's ipc socket file stayed after the run, and a file at the ipc
+// path was deleted by the bind.
+TEST(CurveCli, BindTakesWhatItSaysAndLeavesNoSocketFile) {
+  TempDir dir("curve_bind_forms");
+  dir.write("space.json", study_doc(2, sleep_objective()).dump());
+  ProcessResult r = cli(dir, {"run", "space.json", "--workers", "0", "--bind", "tcp://127.0.0.1:0",
+                              "--insecure", "--timeout", "0.5"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("ENDPOINT"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(waiting for workers: hpsearch worker --connect tcp://127.0.0.1:"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(" --insecure)"), std::string::npos) << r.out;
+  // localhost: refused naming --bind and what it takes.
+  r = cli(dir, {"run", "space.json", "--bind", "tcp://localhost:0", "--insecure"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("hpsearch: error: --bind: HOST must be an IP address or a network "
+                       "interface name, which ZeroMQ binds; it does not look up host names such "
+                       "as localhost: use tcp://127.0.0.1:PORT"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("No such device"), std::string::npos) << r.err;
+  // The port rule says what works.
+  r = cli(dir, {"run", "space.json", "--bind", "tcp://127.0.0.1:65536", "--insecure"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--bind: the port must be a number in [0, 65535] or * (0 and *: any free "
+                       "port), got 'tcp://127.0.0.1:65536'"),
+            std::string::npos)
+      << r.err;
+  // IPv6 loopback, where this machine has it.
+  if (fs::exists("/proc/net/if_inet6") &&
+      testsupport::read_file("/proc/net/if_inet6").find(" lo\n") != std::string::npos) {
+    r = cli(dir, {"run", "space.json", "--workers", "1", "--bind", "tcp://[::1]:0", "--insecure",
+                  "--storage", "v6.db"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("Coordinator listening on tcp://[::1]:"), std::string::npos) << r.out;
+  }
+  // A user's ipc endpoint: its socket file is removed at the end.
+  const std::string sock = dir.file("coordinator.sock");
+  r = cli(dir, {"run", "space.json", "--workers", "1", "--bind", "ipc://" + sock, "--storage",
+                "ipc.db"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(fs::symlink_status(sock))) << "the ipc socket file was left behind";
+  // A file that is no socket at that path is not deleted by the bind.
+  dir.write("notes.txt", "keep me\n");
+  r = cli(dir, {"run", "space.json", "--workers", "1", "--bind", "ipc://" + dir.file("notes.txt"),
+                "--storage", "notes.db"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--bind: '" + dir.file("notes.txt") + "' exists and is not a socket"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(testsupport::read_file(dir.file("notes.txt")), "keep me\n");
+  EXPECT_FALSE(fs::exists(dir.file("notes.db")));
+}
+
+// resume --help showed the run's defaults for --workers and --prefetch,
+// which resume replaces with the last run's.
+TEST(CurveCli, ResumeHelpSaysItsDefaultsAreTheLastRuns) {
+  TempDir dir("curve_resume_help");
+  const ProcessResult r = cli(dir, {"resume", "--help"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* option : {"--workers", "--prefetch", "--bind"}) {
+    const auto at = r.out.find("\n  " + std::string(option) + " ");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const auto next = r.out.find("\n  -", at + 1);
+    const std::string entry = r.out.substr(at, next == std::string::npos ? next : next - at);
+    EXPECT_NE(entry.find("the last run's"), std::string::npos) << entry;
+  }
+  const ProcessResult run_help = cli(dir, {"run", "--help"});
+  EXPECT_EQ(run_help.out.find("the last run's"), std::string::npos) << run_help.out;
+}
+
+// hpsearch resume with a new --bind dropped the last run's keys without a
+// word (a tcp --bind was then refused for want of keys): a new tcp --bind
+// keeps them, saying so; one that leaves them (ipc, or --insecure) warns,
+// naming them.
+TEST(CurveCli, ResumeWithANewBindKeepsOrNamesTheLastRunsKeys) {
+  TempDir dir("curve_resume_new_bind");
+  ASSERT_EQ(cli(dir, {"keys", "init", "keys", "--workers", "1"}).exit_code, 0);
+  dir.write("space.json", study_doc(2, sleep_objective()).dump());
+  ProcessResult r = cli(dir, {"run", "space.json", "--workers", "1", "--bind", "tcp://127.0.0.1:0",
+                              "--keys", "keys"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = cli(dir, {"resume", "x.db", "--n-trials", "3", "--bind", "tcp://127.0.0.1:0"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // Its local workers (the private ipc socket) are no refusals.
+  EXPECT_EQ(r.err.find("failed the CURVE handshake"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("resume: --bind tcp://127.0.0.1:0: with the keys in " + dir.file("keys") +
+                       ", as the last run (--keys changes them)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("--keys " + dir.file("keys") + "/worker-N"), std::string::npos) << r.out;
+  r = cli(dir, {"resume", "x.db", "--n-trials", "4", "--bind", "ipc://" + dir.file("c.sock")});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("resume: --bind: listening on ipc://" + dir.file("c.sock") +
+                       " without the keys of the last run (" + dir.file("keys") +
+                       "): workers started with --keys cannot join; give --keys " +
+                       dir.file("keys") + " to keep them"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(CurveCoordinatorOptions, TcpWithoutKeysIsRefusedByTheLibrary) {
   CoordinatorOptions co;
   co.endpoint = "tcp://127.0.0.1:*";

@@ -388,6 +388,7 @@ struct Worker::Impl : TrialBackend {
     dealer.set(zmq::sockopt::routing_id, rid);
     dealer.set(zmq::sockopt::linger, 0);
     dealer.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(proto::kMaxFrameBytes));
+    dealer.set(zmq::sockopt::ipv6, zmq_util::ipv6_endpoint(options.connect));
     if (!options.curve_secret_key.empty()) {
       dealer.set(zmq::sockopt::curve_serverkey, options.curve_server_key);
       dealer.set(zmq::sockopt::curve_publickey, curve_public_key);
