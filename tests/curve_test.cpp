@@ -446,6 +446,28 @@ TEST(CurveKeys, AKeysFolderOtherUsersCouldChangeIsRefusedAndNeverChmodded) {
   refused(load_worker, worker, "owned by uid 65534");
 }
 
+// A dangling symbolic link given as --keys was "no such keys folder": it is
+// said to be a dangling link, naming its target (exit 2, nothing written).
+TEST(CurveKeys, ADanglingLinkGivenAsTheKeysFolderIsNamedWithItsTarget) {
+  if (!curve::available()) GTEST_SKIP() << "libzmq without CURVE";
+  TempDir dir("curve_keys_dangling");
+  dir.write("space.json", study_doc(3, sleep_objective()).dump());
+  const std::string target = dir.file("moved-away");
+  fs::create_directory_symlink(target, dir.file("keys"));
+  const std::string said =
+      ": is a dangling symbolic link (to '" + target + "', which does not exist)";
+  ProcessResult r = cli(dir, {"run", "space.json", "--workers", "0", "--bind", "tcp://127.0.0.1:0",
+                              "--keys", dir.file("keys")});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("hpsearch: error: " + dir.file("keys") + said), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir.file("x.db")));
+  r = cli(dir, {"worker", "--connect", "tcp://127.0.0.1:1", "--keys", dir.file("keys"),
+                "--reconnect-attempts", "0"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("hpsearch: error: " + dir.file("keys") + said), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("no such keys folder"), std::string::npos) << r.err;
+}
+
 // ------------------------------------------------------------------ refusals
 
 TEST(CurveCli, WorkerConnectTcpWithoutKeysRefusesUnlessInsecure) {
