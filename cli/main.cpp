@@ -173,6 +173,36 @@ std::string unknown_option_rule(const CLI::App& app, const CLI::ParseError& e) {
          "; see '" + command + " --help' for its options";
 }
 
+// The options of run and resume whose defaults resume replaces with the
+// last run's settings (--workers, --bind, --prefetch, --keys): run's help
+// gives its default, resume's says "the last run's".
+void add_kept_options(CLI::App* cmd, hps::cli::RunOptions& run, bool resume) {
+  const std::string last = " (default: the last run's)";
+  auto* workers =
+      cmd->add_option("--workers", run.workers,
+                      std::string("local worker processes (0: remote workers only, with --bind)") +
+                          (resume ? last : ""));
+  if (!resume) workers->capture_default_str();
+  workers->check(whole_number<int>());
+  cmd->add_option("--bind", run.bind,
+                  std::string("coordinator endpoint, e.g. tcp://0.0.0.0:5555 for remote workers "
+                              "(PORT 0 or *: any free port) or ipc://PATH") +
+                      (resume ? " (default: the last run's; none if it had none)"
+                              : " (default: none; local workers use a private ipc socket)"));
+  auto* prefetch = cmd->add_option(
+      "--prefetch", run.prefetch,
+      std::string("trials each worker it starts holds besides the one it runs (0 or 1; 1 for "
+                  "objectives of about a second or less: no wait between trials)") +
+          (resume ? last : ""));
+  if (!resume) prefetch->capture_default_str();
+  prefetch->check(whole_number<int>());
+  cmd->add_option(
+      "--keys", run.keys_dir,
+      std::string("CURVE keys folder (hpsearch keys init) for a tcp --bind: admits "
+                  "only its authorized workers (default: ") +
+          (resume ? "the last run's, else $HPSEARCH_KEYS_DIR)" : "$HPSEARCH_KEYS_DIR)"));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -231,13 +261,7 @@ int main(int argc, char** argv) {
                   "the objective looks broken; overrides budget.fail_fast)");
     cmd->add_option("--seed", run.seed, "sampler seed (overrides sampler.seed)")
         ->check(whole_number<std::uint64_t>());
-    cmd->add_option("--workers", run.workers,
-                    "local worker processes (0: remote workers only, with --bind)")
-        ->capture_default_str()
-        ->check(whole_number<int>());
-    cmd->add_option("--bind", run.bind,
-                    "coordinator endpoint, e.g. tcp://0.0.0.0:5555 for remote workers "
-                    "(default: none; local workers use a private ipc socket)");
+    add_kept_options(cmd, run, cmd == resume_cmd);
     cmd->add_option("--gpus", run.gpus,
                     "GPUs for local workers, e.g. 0,1 (default: CUDA_VISIBLE_DEVICES or all)");
     cmd->add_option("--heartbeat-ms", run.heartbeat_ms, "heartbeat interval in milliseconds")
@@ -250,14 +274,6 @@ int main(int argc, char** argv) {
                     "times a trial of a lost worker is queued again")
         ->capture_default_str()
         ->check(whole_number<int>());
-    cmd->add_option("--prefetch", run.prefetch,
-                    "trials each worker it starts holds besides the one it runs (0 or 1; 1 for "
-                    "objectives of about a second or less: no wait between trials)")
-        ->capture_default_str()
-        ->check(whole_number<int>());
-    cmd->add_option("--keys", run.keys_dir,
-                    "CURVE keys folder (hpsearch keys init) for a tcp --bind: admits only its "
-                    "authorized workers (default: $HPSEARCH_KEYS_DIR)");
     cmd->add_flag("--insecure", run.insecure,
                   "allow a tcp --bind without keys: anyone who reaches it can join as a worker");
     cmd->add_option("--max-workers", run.max_workers, "most workers connected at once")

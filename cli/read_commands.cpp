@@ -503,7 +503,7 @@ void print_status_text(const StudyStatus& s, const std::string& storage_name) {
   std::cout << fmt::format(
       "Trials: {} ({}); finished {}{}{}\n", s.counts.total(), by_state, s.counts.finished,
       s.budget ? fmt::format(" of {}", *s.budget) : std::string(),
-      s.timeout_s ? fmt::format("; timeout {} a run", format_duration(*s.timeout_s))
+      s.timeout_s ? fmt::format("; timeout {} a run", format_set_seconds(*s.timeout_s))
                   : std::string());
   if (const auto& best = s.best)
     std::cout << fmt::format("Best: trial {}, value {}\n", best->number,

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -238,11 +239,18 @@ void probe_bind(const std::string& endpoint) {
     zmq::context_t context(1);
     zmq::socket_t socket(context, zmq::socket_type::router);
     socket.set(zmq::sockopt::linger, 0);
+    socket.set(zmq::sockopt::ipv6, zmq_util::ipv6_endpoint(endpoint));
     socket.bind(endpoint);
     socket.close();
     context.close();  // the listener is closed when this returns
   } catch (const zmq::error_t& e) {
+    // ENODEV: a HOST that is no address or interface name (ZeroMQ looks up
+    // no host names for bind).
     throw ConfigError("--bind", "cannot bind '" + endpoint + "': " + e.what() +
+                                    (e.num() == ENODEV ? " (HOST is no IP address or network "
+                                                         "interface of this machine; host names "
+                                                         "are not looked up)"
+                                                       : "") +
                                     " (name an address or interface of this machine, e.g. "
                                     "tcp://0.0.0.0:5555, and a free port)");
   }
@@ -259,6 +267,8 @@ void check_bind(const std::string& bind) {
                       "workers on this machine), got '" +
                           printable(bind) + "'");
   zmq_util::check_endpoint(bind, "--bind", true);
+  if (const std::string rule = zmq_util::ipc_path_refusal(bind); !rule.empty())
+    throw ConfigError("--bind", rule);
 }
 
 // The coordinator's options, checked (endpoint, keys) before the store is
@@ -480,7 +490,9 @@ void refuse_insecure_again_missing(const StudyInfo& study, const RunOptions& o) 
 // The last run's keys folder `dir`, which a local resume uses: a folder
 // that cannot be used (moved, removed, its keys changed) is refused saying
 // that it is the last run's and how to go on.
-void check_stored_keys(const std::string& dir) {
+// `bind`: the --bind it is for, as the message names it ("the last run's
+// --bind", "--bind").
+void check_stored_keys(const std::string& dir, const std::string& bind) {
   try {
     (void)curve::load_coordinator_keys(dir);
   } catch (const ConfigError& e) {
@@ -488,27 +500,53 @@ void check_stored_keys(const std::string& dir) {
     const std::string rule =
         e.path().empty() ? what : what.substr(std::min(what.size(), e.path().size() + 2));
     throw ConfigError(e.path(), rule + " (the keys folder of the last run, " + dir +
-                                    ", stored with the study: resume uses it for the last run's "
-                                    "--bind; make it usable again, give --keys DIR for another "
+                                    ", stored with the study: resume uses it for " + bind +
+                                    "; make it usable again, give --keys DIR for another "
                                     "keys folder, or --insecure to resume without keys)");
   }
+}
+
+// hpsearch resume with --bind: the last run's keys go on with a tcp --bind
+// given without --keys, --insecure or $HPSEARCH_KEYS_DIR; a --bind that
+// leaves them (--insecure, an ipc endpoint) warns, naming them.
+void keys_for_new_bind(const std::optional<std::string>& last_keys, RunOptions& o) {
+  if (!last_keys || o.keys_dir) return;
+  const bool tcp = o.bind->rfind("tcp://", 0) == 0;
+  const char* env = std::getenv(kKeysDirEnv);
+  if (tcp && !o.insecure && env && *env) return;  // the variable's keys: as a run
+  if (tcp && !o.insecure) {
+    o.keys_dir = *last_keys;
+    if (o.launcher == "local") check_stored_keys(*last_keys, "--bind");
+    spdlog::info("resume: --bind {}: with the keys in {}, as the last run (--keys changes them)",
+                 *o.bind, *last_keys);
+    return;
+  }
+  spdlog::warn(
+      "resume: {}: listening on {} without the keys of the last run ({}): workers started "
+      "with --keys cannot join; give --keys {} to keep them",
+      o.insecure ? "--insecure" : "--bind", *o.bind, *last_keys, *last_keys);
 }
 
 // hpsearch resume without --bind: the last run's --bind, and its --keys
 // unless --keys or --insecure is given (an explicit --insecure resumes
 // without the last run's keys, with a warning). A last run that was
-// --insecure needs --insecure again (refuse_insecure_again_missing).
+// --insecure needs --insecure again (refuse_insecure_again_missing). With
+// --bind: keys_for_new_bind.
 void keep_stored_bind(const StudyInfo& study, RunOptions& o) {
-  if (o.bind) return;
   const Json& attrs = study.system_attrs;
+  const std::optional<std::string> last_keys = string_attr(attrs, kRunKeysAttr);
+  if (o.bind) {
+    keys_for_new_bind(last_keys, o);
+    return;
+  }
   const std::optional<std::string> bind = string_attr(attrs, kRunBindAttr);
   if (!bind) return;
   o.bind = *bind;
-  const std::optional<std::string> last_keys = string_attr(attrs, kRunKeysAttr);
   const bool stored_keys = !o.keys_dir && !o.insecure && last_keys;
   if (stored_keys) {
     o.keys_dir = *last_keys;
-    if (o.launcher == "local" && o.bind->rfind("tcp://", 0) == 0) check_stored_keys(*last_keys);
+    if (o.launcher == "local" && o.bind->rfind("tcp://", 0) == 0)
+      check_stored_keys(*last_keys, "the last run's --bind");
   } else if (!o.keys_dir && o.insecure && last_keys) {
     spdlog::warn(
         "resume: --insecure: listening on {} without the keys of the last run ({}): workers "
@@ -557,16 +595,21 @@ void keep_stored_prefetch(const StudyInfo& study, RunOptions& o) {
 void print_endpoints(const Coordinator& coordinator, const CoordinatorOptions& co,
                      const RunOptions& o, const LaunchPlan& plan) {
   if (plan.slurm) return;
+  // The command a worker runs, with the endpoint it reaches (with keys the
+  // next line gives it, naming the keys folder).
+  const std::string reachable = reachable_endpoint(coordinator.endpoint());
+  std::string waiting;
+  if (o.workers == 0 && co.keys_dir.empty())
+    waiting = " (waiting for workers: hpsearch worker --connect " + reachable +
+              (reachable.rfind("tcp://", 0) == 0 ? " --insecure" : "") + ")";
+  else if (o.workers == 0)
+    waiting = " (waiting for workers)";
   if (o.bind || o.workers == 0)
-    std::cout << "Coordinator listening on " << coordinator.endpoint()
-              << (o.workers == 0 ? " (waiting for workers: hpsearch worker --connect ENDPOINT)"
-                                 : "")
-              << "\n";
+    std::cout << "Coordinator listening on " << coordinator.endpoint() << waiting << "\n";
   // The hint names the host workers reach (not a wildcard such as 0.0.0.0).
   if (o.bind && !co.keys_dir.empty())
     std::cout << "Workers with keys from " << co.keys_dir << " connect with: hpsearch worker "
-              << "--connect " << reachable_endpoint(coordinator.endpoint()) << " --keys "
-              << co.keys_dir << "/worker-N\n";
+              << "--connect " << reachable << " --keys " << co.keys_dir << "/worker-N\n";
   // At once, also into a pipe (`| tee`, a script waiting for the endpoint).
   std::cout.flush();
 }

@@ -159,4 +159,10 @@ std::string format_duration(double s) {
   return fmt::format("{}m{:02d}s", m, sec);
 }
 
+std::string format_set_seconds(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  if (s >= 60 && s == std::floor(s)) return format_duration(s);  // whole seconds: exact
+  return fmt::format("{}s", s);                                  // the shortest round trip
+}
+
 }  // namespace hps::cli

@@ -65,5 +65,10 @@ std::string format_value(double v);
 std::string format_param(const Json& v);
 // Seconds as "1h02m03s", "4m05s" or "12.3s".
 std::string format_duration(double seconds);
+// A duration the user set (a budget's timeout_s), exactly: whole seconds
+// from a minute up as format_duration ("1m30s", "1h00m00s"), else the
+// shortest text that reads back as the same double ("0.15s", "30s",
+// "90.5s").
+std::string format_set_seconds(double seconds);
 
 }  // namespace hps::cli

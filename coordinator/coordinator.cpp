@@ -326,6 +326,7 @@ CoordinatorStats Coordinator::stats() const {
     out.best_number = best->number;
   }
   out.refused_keys = s.transport.refused_keys();
+  out.failed_handshakes = s.transport.failed_handshakes();
   out.run_succeeded = s.limits.outcomes().succeeded;
   out.run_failed = s.limits.outcomes().failed;
   return out;

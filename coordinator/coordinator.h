@@ -117,8 +117,9 @@ struct CoordinatorOptions {
   // A keys folder made by `hpsearch keys init`: coordinator.secret and
   // authorized_workers (protocol/curve_keys.h). Default "": none. With keys,
   // `endpoint` is a CURVE server that admits only the listed worker public
-  // keys; refusals are logged at warning level and counted
-  // (CoordinatorStats::refused_keys).
+  // keys; refusals are logged at warning level (rate limited) and counted:
+  // CoordinatorStats::refused_keys for an unknown key, failed_handshakes
+  // for a peer that fails before its key is checked.
   std::string keys_dir{};
   // Or the keys themselves: the coordinator's CURVE secret key (Z85, 40
   // characters) and the admitted workers' public keys (Z85 -> name, the
@@ -163,7 +164,11 @@ struct CoordinatorStats {
   std::int64_t rejected_results = 0;  // late results from expired sessions
   std::int64_t expired_workers = 0;   // sessions expired (silent or exited)
   std::int64_t refused_keys = 0;      // connections refused by CURVE/ZAP (unknown key)
-  std::int64_t refused_workers = 0;   // Hellos refused: max_workers connected
+  // Peers of a CURVE endpoint refused for failing the handshake before the
+  // key check: no CURVE keys (a worker started --insecure), another pinned
+  // coordinator key, no ZeroMQ greeting (garbage bytes), closed during it.
+  std::int64_t failed_handshakes = 0;
+  std::int64_t refused_workers = 0;  // Hellos refused: max_workers connected
   // Group commit: storage transactions committed by this coordinator (one
   // per step that had anything to store) and worker messages handled in
   // them; messages / commits is the mean group size.

@@ -3,6 +3,8 @@
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -59,7 +61,20 @@ Transport::Transport(CoordinatorOptions& options) {
   socket_fd_ = socket_.get(zmq::sockopt::fd);
 }
 
+Transport::~Transport() {
+  if (ipc_file_.empty()) return;
+  // Only the socket this coordinator bound: a file put there since (another
+  // coordinator's socket, anything else) is left alone.
+  struct stat st {};
+  if (::lstat(ipc_file_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == ipc_device_ &&
+      st.st_ino == ipc_inode_)
+    (void)::unlink(ipc_file_.c_str());
+}
+
 std::string Transport::bind(const std::string& where) {
+  // IPv6 addresses ("tcp://[::1]:5555") need ZMQ_IPV6 (libzmq applies the
+  // socket's options as they are at each bind).
+  socket_.set(zmq::sockopt::ipv6, zmq_util::ipv6_endpoint(where));
   try {
     socket_.bind(where);
   } catch (const zmq::error_t& e) {
@@ -91,8 +106,29 @@ void Transport::bind_endpoints(CoordinatorOptions& options) {
     socket_.set(zmq::sockopt::curve_secretkey, options.curve_secret_key);
     socket_.set(zmq::sockopt::zap_domain, curve::kZapDomain);
     curve_on_ = true;
+    // Before the endpoint is bound, so that no peer goes unseen.
+    monitor_ = std::make_unique<HandshakeMonitor>(context_, socket_, local_endpoint_);
+  }
+  const bool ipc_file =
+      options.endpoint.rfind("ipc://", 0) == 0 && options.endpoint.rfind("ipc://*", 0) != 0;
+  if (ipc_file) {
+    // libzmq deletes whatever is at an ipc path to bind there.
+    const std::string rule = zmq_util::ipc_path_refusal(options.endpoint);
+    if (!rule.empty()) throw ConfigError("coordinator.endpoint", rule);
   }
   endpoint_ = bind(options.endpoint);
+  if (ipc_file) {
+    // libzmq removes only the socket files of ipc://* endpoints: this one
+    // is removed by the destructor.
+    std::error_code ec;
+    const std::string path = std::filesystem::absolute(endpoint_.substr(6), ec).string();
+    struct stat st {};
+    if (!ec && ::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+      ipc_file_ = path;
+      ipc_device_ = st.st_dev;
+      ipc_inode_ = st.st_ino;
+    }
+  }
   if (curve_on_)
     spdlog::info("coordinator: CURVE on {} (key {}); {} authorized worker keys", endpoint_,
                  curve::fingerprint(curve::public_key_of(options.curve_secret_key,

@@ -1,10 +1,13 @@
 // Transport: the coordinator's ZeroMQ ROUTER socket. It binds a private ipc
 // endpoint (plain ZMTP, in a fresh 0700 folder) and the configured endpoint
 // (a CURVE server with a ZAP handler when there are keys), reads messages
-// in batches without blocking, and queues replies until flush(), so that
-// the caller can commit what it stored before anything is sent. Private to
-// the coordinator (not installed).
+// in batches without blocking (a thread of its own logs the peers that fail
+// the CURVE handshake: coordinator/handshake_monitor.h), and queues replies
+// until flush(), so that the caller can commit what it stored before
+// anything is sent. Private to the coordinator (not installed).
 #pragma once
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <memory>
@@ -14,6 +17,7 @@
 #include <zmq.hpp>
 
 #include "coordinator/coordinator.h"
+#include "coordinator/handshake_monitor.h"
 #include "coordinator/zap_authenticator.h"
 
 namespace hps {
@@ -52,6 +56,9 @@ class Transport {
   // options.authorized_keys. Throws Error if an endpoint cannot be bound,
   // ConfigError for keys that cannot be used.
   explicit Transport(CoordinatorOptions& options);
+  // Removes the socket file of an ipc options.endpoint that the bind made
+  // (libzmq leaves it), if it is still that file.
+  ~Transport();
   Transport(const Transport&) = delete;
   Transport& operator=(const Transport&) = delete;
 
@@ -81,6 +88,9 @@ class Transport {
 
   // Connections refused by the ZAP handler (unknown CURVE key).
   std::int64_t refused_keys() const { return zap_ ? zap_->refused() : 0; }
+  // Peers of the CURVE endpoint refused for a failed handshake, before the
+  // ZAP handler (HandshakeMonitor).
+  std::int64_t failed_handshakes() const { return monitor_ ? monitor_->failed() : 0; }
 
  private:
   void bind_endpoints(CoordinatorOptions& options);
@@ -90,10 +100,16 @@ class Transport {
   zmq::context_t context_{1};
   std::unique_ptr<ZapAuthenticator> zap_;  // with CURVE keys; outlives the socket
   zmq::socket_t socket_{context_, zmq::socket_type::router};
+  std::unique_ptr<HandshakeMonitor> monitor_;  // with CURVE keys; stopped before the socket closes
   int socket_fd_ = -1;  // the socket's ZMQ_FD, polled while the socket is empty
   std::string endpoint_;
   std::string local_endpoint_;
   bool curve_on_ = false;  // endpoint is a CURVE server: messages carry a User-Id
+  // The socket file of an ipc endpoint (options.endpoint), as bound: its
+  // absolute path, device and inode ("" when there is none).
+  std::string ipc_file_;
+  dev_t ipc_device_ = 0;
+  ino_t ipc_inode_ = 0;
   std::vector<std::pair<std::string, std::string>> outbox_;  // (routing id, frame)
 };
 

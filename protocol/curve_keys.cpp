@@ -231,6 +231,21 @@ void refuse_file_as_folder(const std::string& dir, const std::string& what) {
                              "not a folder: keys are given as a folder (" + what + ")" + hint);
 }
 
+// Refuses `dir` when it does not exist: a dangling symbolic link is named
+// as one, with its target; anything else is "no such keys folder" (`make`:
+// the command that makes one).
+void refuse_missing_folder(const std::string& dir, const std::string& make) {
+  std::error_code ec;
+  if (fs::is_directory(dir, ec)) return;
+  if (fs::is_symlink(fs::symlink_status(dir, ec))) {
+    const fs::path target = fs::read_symlink(dir, ec);
+    throw ConfigError(dir, "is a dangling symbolic link (to '" + target.string() +
+                               "', which does not exist); name the keys folder itself: a "
+                               "keys folder is never read through a link");
+  }
+  throw ConfigError(dir, "no such keys folder (make one with `" + make + "`)");
+}
+
 }  // namespace
 
 CoordinatorKeys load_coordinator_keys(const std::string& dir) {
@@ -242,8 +257,7 @@ CoordinatorKeys load_coordinator_keys(const std::string& dir) {
     throw ConfigError(dir, std::string("is a worker's keys folder; the coordinator needs the "
                                        "folder that holds ") +
                                kCoordinatorSecretFile + " and " + kAuthorizedWorkersFile);
-  if (!fs::is_directory(d))
-    throw ConfigError(dir, "no such keys folder (make one with `hpsearch keys init " + dir + "`)");
+  refuse_missing_folder(dir, "hpsearch keys init " + dir);
   check_key_path(dir, KeyPathKind::kFolder);
   CoordinatorKeys out;
   out.keys.secret_key = read_secret_key((d / kCoordinatorSecretFile).string());
@@ -260,8 +274,7 @@ WorkerKeys load_worker_keys(const std::string& dir) {
     throw ConfigError(dir, std::string("is the coordinator's keys folder; a worker needs a "
                                        "worker folder in it, such as ") +
                                (d / "worker-1").string() + " (copy that one to the worker)");
-  if (!fs::is_directory(d))
-    throw ConfigError(dir, "no such keys folder (make one with `hpsearch keys init DIR`)");
+  refuse_missing_folder(dir, "hpsearch keys init DIR");
   check_key_path(dir, KeyPathKind::kFolder);
   WorkerKeys out;
   out.keys.secret_key = read_secret_key((d / kWorkerSecretFile).string());

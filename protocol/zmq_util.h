@@ -2,6 +2,8 @@
 // Internal: includes zmq.hpp, so only .cpp files include it.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <string>
 #include <zmq.hpp>
@@ -24,11 +26,29 @@ auto no_eintr(F&& f) -> decltype(f()) {
   }
 }
 
+// The host of a "tcp://HOST:PORT" endpoint ("" for another scheme or no
+// ':'); an IPv6 address keeps its brackets ("[::1]").
+inline std::string tcp_host(const std::string& endpoint) {
+  if (endpoint.rfind("tcp://", 0) != 0) return "";
+  const auto colon = endpoint.rfind(':');
+  if (colon == std::string::npos || colon < 6) return "";
+  return endpoint.substr(6, colon - 6);
+}
+
+// Whether the endpoint names an IPv6 address ("tcp://[::1]:5555"), which
+// a socket binds or connects to only with ZMQ_IPV6 set.
+inline bool ipv6_endpoint(const std::string& endpoint) {
+  const std::string host = tcp_host(endpoint);
+  return !host.empty() && host[0] == '[';
+}
+
 // Checks a ZeroMQ endpoint before it is bound (`bind`) or connected:
-// "tcp://HOST:PORT" with PORT in [1, 65535] (for bind also 0 or "*": any
-// free port), "ipc://PATH" or "inproc://NAME". Throws ConfigError(field, ...)
-// naming the rule, so that a typo is not silently accepted (ZeroMQ takes
-// port 99999 modulo 65536).
+// "tcp://HOST:PORT" with PORT in [1, 65535] (for bind: [0, 65535] or "*",
+// where 0 and * take any free port), "ipc://PATH" or "inproc://NAME". Throws
+// ConfigError(field, ...) naming the rule, so that a typo is not silently
+// accepted (ZeroMQ takes port 99999 modulo 65536). A bind to a host name
+// ("localhost") is refused: ZeroMQ binds addresses and interface names and
+// would say only "No such device".
 inline void check_endpoint(const std::string& endpoint, const std::string& field, bool bind) {
   const std::string example = bind ? "tcp://0.0.0.0:5555" : "tcp://host:5555";
   auto fail = [&](const std::string& rule) {
@@ -43,13 +63,35 @@ inline void check_endpoint(const std::string& endpoint, const std::string& field
   const std::string r = endpoint.substr(6);
   const auto colon = r.rfind(':');
   if (colon == std::string::npos || colon == 0) fail("tcp:// needs HOST:PORT");
+  if (bind && r.substr(0, colon) == "localhost")
+    fail(
+        "HOST must be an IP address or a network interface name, which ZeroMQ binds; it does "
+        "not look up host names such as localhost: use tcp://127.0.0.1:PORT (or "
+        "tcp://[::1]:PORT) for this machine only");
   const std::string port = r.substr(colon + 1);
   if (bind && port == "*") return;
+  const std::string range = bind ? "the port must be a number in [0, 65535] or * (0 and *: any "
+                                   "free port)"
+                                 : "the port must be a number in [1, 65535]";
   if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
-    fail(bind ? "the port must be a number in [1, 65535] or *"
-              : "the port must be a number in [1, 65535]");
+    fail(range);
   const long n = std::stol(port);
-  if (n > 65535 || (n == 0 && !bind)) fail("the port must be in [1, 65535]");
+  if (n > 65535 || (n == 0 && !bind)) fail(range);
+}
+
+// Why an "ipc://PATH" endpoint may not be bound ("" if it may): PATH holds
+// a file that is no socket (a folder, a regular file, a link), which libzmq
+// would delete to bind there. A socket (one an earlier run left) is
+// replaced, as libzmq does.
+inline std::string ipc_path_refusal(const std::string& endpoint) {
+  if (endpoint.rfind("ipc://", 0) != 0) return "";
+  const std::string path = endpoint.substr(6);
+  struct stat st {};
+  if (path.empty() || path[0] == '*' || ::lstat(path.c_str(), &st) != 0 || S_ISSOCK(st.st_mode))
+    return "";
+  return "'" + path +
+         "' exists and is not a socket: binding ipc://PATH deletes the file at PATH; name a new "
+         "path (or the socket an earlier run left there)";
 }
 
 }  // namespace hps::zmq_util

@@ -696,8 +696,8 @@ TEST_F(CliTest, BadFlagsAndStoresExitWith2NamingThemAndWriteNothing) {
                         "ipc://PATH (for workers on this machine), got 'foo://x'"));
   ProcessResult port = cli({"run", "space.json", "--bind", "tcp://127.0.0.1:99999", "--insecure"});
   EXPECT_EQ(port.exit_code, 2) << port.err;
-  EXPECT_THAT(port.err, HasSubstr("--bind: the port must be in [1, 65535], got "
-                                  "'tcp://127.0.0.1:99999'"));
+  EXPECT_THAT(port.err, HasSubstr("--bind: the port must be a number in [0, 65535] or * (0 and "
+                                  "*: any free port), got 'tcp://127.0.0.1:99999'"));
   for (const ProcessResult* r : {&scheme, &port})
     EXPECT_THAT(r->err, Not(HasSubstr("coordinator.endpoint")));
   EXPECT_EQ(other_files(inputs), std::set<std::string>{}) << "a refused run left files";
@@ -1014,6 +1014,14 @@ TEST_F(CliTest, ResumeKeepsTheCommandLineBudget) {
   ProcessResult status = cli({"status", "branin.db"});
   ASSERT_EQ(status.exit_code, 0) << status.err;
   EXPECT_THAT(status.out, HasSubstr("; finished 6 of 6; timeout 1m30s a run\n")) << status.out;
+  // A timeout under a second is shown as set (0.15 s was shown as 0.1s).
+  ASSERT_EQ(
+      cli({"run", "space.json", "--storage", "short.db", "--n-trials", "2", "--timeout", "0.15"})
+          .exit_code,
+      0);
+  ProcessResult short_status = cli({"status", "short.db"});
+  ASSERT_EQ(short_status.exit_code, 0) << short_status.err;
+  EXPECT_THAT(short_status.out, HasSubstr("; timeout 0.15s a run\n")) << short_status.out;
   ProcessResult status_json = cli({"status", "branin.db", "--format", "json"});
   ASSERT_EQ(status_json.exit_code, 0) << status_json.err;
   const Json shown = Json::parse(status_json.out, nullptr, false);

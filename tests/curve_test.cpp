@@ -4,9 +4,13 @@
 // coordinator's key, the refusals of tcp without keys, the cap on workers,
 // escaped worker ids and the "command" objective allow-list. Real sockets
 // over 127.0.0.1 and ipc, real worker processes (the hpsearch binary).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -178,6 +182,29 @@ std::vector<proto::Message> received(zmq::socket_t& s) {
     } catch (const proto::ProtocolError&) {
     }
   }
+}
+
+// Connects to `endpoint` (tcp://127.0.0.1:PORT) with a plain TCP socket,
+// sends `bytes` and closes: a peer that speaks no ZeroMQ.
+void send_raw(const std::string& endpoint, const std::string& bytes) {
+  const auto colon = endpoint.rfind(':');
+  ASSERT_NE(colon, std::string::npos) << endpoint;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(std::stoi(endpoint.substr(colon + 1))));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0) << endpoint;
+  EXPECT_EQ(::send(fd, bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
+  ::close(fd);
+}
+
+// How many times `needle` occurs in `text`.
+std::size_t occurrences(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
 }
 
 // ------------------------------------------------------------------ keys
@@ -419,6 +446,28 @@ TEST(CurveKeys, AKeysFolderOtherUsersCouldChangeIsRefusedAndNeverChmodded) {
   refused(load_worker, worker, "owned by uid 65534");
 }
 
+// A dangling symbolic link given as --keys was "no such keys folder": it is
+// said to be a dangling link, naming its target (exit 2, nothing written).
+TEST(CurveKeys, ADanglingLinkGivenAsTheKeysFolderIsNamedWithItsTarget) {
+  if (!curve::available()) GTEST_SKIP() << "libzmq without CURVE";
+  TempDir dir("curve_keys_dangling");
+  dir.write("space.json", study_doc(3, sleep_objective()).dump());
+  const std::string target = dir.file("moved-away");
+  fs::create_directory_symlink(target, dir.file("keys"));
+  const std::string said =
+      ": is a dangling symbolic link (to '" + target + "', which does not exist)";
+  ProcessResult r = cli(dir, {"run", "space.json", "--workers", "0", "--bind", "tcp://127.0.0.1:0",
+                              "--keys", dir.file("keys")});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("hpsearch: error: " + dir.file("keys") + said), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir.file("x.db")));
+  r = cli(dir, {"worker", "--connect", "tcp://127.0.0.1:1", "--keys", dir.file("keys"),
+                "--reconnect-attempts", "0"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("hpsearch: error: " + dir.file("keys") + said), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("no such keys folder"), std::string::npos) << r.err;
+}
+
 // ------------------------------------------------------------------ refusals
 
 TEST(CurveCli, WorkerConnectTcpWithoutKeysRefusesUnlessInsecure) {
@@ -531,6 +580,111 @@ TEST(CurveCli, ResumeKeepsTheLastRunsBindAndKeys) {
       << r.err;
 }
 
+// What `--bind` takes, as the new-user pass found it: the line for remote
+// workers named a literal ENDPOINT; localhost said "No such device", and
+// [::1] too; the port rule said [1, 65535] where 0 (any free port) works;
+// a user's ipc socket file stayed after the run, and a file at the ipc
+// path was deleted by the bind.
+TEST(CurveCli, BindTakesWhatItSaysAndLeavesNoSocketFile) {
+  TempDir dir("curve_bind_forms");
+  dir.write("space.json", study_doc(2, sleep_objective()).dump());
+  ProcessResult r = cli(dir, {"run", "space.json", "--workers", "0", "--bind", "tcp://127.0.0.1:0",
+                              "--insecure", "--timeout", "0.5"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("ENDPOINT"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(waiting for workers: hpsearch worker --connect tcp://127.0.0.1:"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(" --insecure)"), std::string::npos) << r.out;
+  // localhost: refused naming --bind and what it takes.
+  r = cli(dir, {"run", "space.json", "--bind", "tcp://localhost:0", "--insecure"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("hpsearch: error: --bind: HOST must be an IP address or a network "
+                       "interface name, which ZeroMQ binds; it does not look up host names such "
+                       "as localhost: use tcp://127.0.0.1:PORT"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("No such device"), std::string::npos) << r.err;
+  // The port rule says what works.
+  r = cli(dir, {"run", "space.json", "--bind", "tcp://127.0.0.1:65536", "--insecure"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--bind: the port must be a number in [0, 65535] or * (0 and *: any free "
+                       "port), got 'tcp://127.0.0.1:65536'"),
+            std::string::npos)
+      << r.err;
+  // IPv6 loopback, where this machine has it.
+  if (fs::exists("/proc/net/if_inet6") &&
+      testsupport::read_file("/proc/net/if_inet6").find(" lo\n") != std::string::npos) {
+    r = cli(dir, {"run", "space.json", "--workers", "1", "--bind", "tcp://[::1]:0", "--insecure",
+                  "--storage", "v6.db"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("Coordinator listening on tcp://[::1]:"), std::string::npos) << r.out;
+  }
+  // A user's ipc endpoint: its socket file is removed at the end.
+  const std::string sock = dir.file("coordinator.sock");
+  r = cli(dir, {"run", "space.json", "--workers", "1", "--bind", "ipc://" + sock, "--storage",
+                "ipc.db"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(fs::symlink_status(sock))) << "the ipc socket file was left behind";
+  // A file that is no socket at that path is not deleted by the bind.
+  dir.write("notes.txt", "keep me\n");
+  r = cli(dir, {"run", "space.json", "--workers", "1", "--bind", "ipc://" + dir.file("notes.txt"),
+                "--storage", "notes.db"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--bind: '" + dir.file("notes.txt") + "' exists and is not a socket"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(testsupport::read_file(dir.file("notes.txt")), "keep me\n");
+  EXPECT_FALSE(fs::exists(dir.file("notes.db")));
+}
+
+// resume --help showed the run's defaults for --workers and --prefetch,
+// which resume replaces with the last run's.
+TEST(CurveCli, ResumeHelpSaysItsDefaultsAreTheLastRuns) {
+  TempDir dir("curve_resume_help");
+  const ProcessResult r = cli(dir, {"resume", "--help"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* option : {"--workers", "--prefetch", "--bind"}) {
+    const auto at = r.out.find("\n  " + std::string(option) + " ");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const auto next = r.out.find("\n  -", at + 1);
+    const std::string entry = r.out.substr(at, next == std::string::npos ? next : next - at);
+    EXPECT_NE(entry.find("the last run's"), std::string::npos) << entry;
+  }
+  const ProcessResult run_help = cli(dir, {"run", "--help"});
+  EXPECT_EQ(run_help.out.find("the last run's"), std::string::npos) << run_help.out;
+}
+
+// hpsearch resume with a new --bind dropped the last run's keys without a
+// word (a tcp --bind was then refused for want of keys): a new tcp --bind
+// keeps them, saying so; one that leaves them (ipc, or --insecure) warns,
+// naming them.
+TEST(CurveCli, ResumeWithANewBindKeepsOrNamesTheLastRunsKeys) {
+  TempDir dir("curve_resume_new_bind");
+  ASSERT_EQ(cli(dir, {"keys", "init", "keys", "--workers", "1"}).exit_code, 0);
+  dir.write("space.json", study_doc(2, sleep_objective()).dump());
+  ProcessResult r = cli(dir, {"run", "space.json", "--workers", "1", "--bind", "tcp://127.0.0.1:0",
+                              "--keys", "keys"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = cli(dir, {"resume", "x.db", "--n-trials", "3", "--bind", "tcp://127.0.0.1:0"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // Its local workers (the private ipc socket) are no refusals.
+  EXPECT_EQ(r.err.find("failed the CURVE handshake"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("resume: --bind tcp://127.0.0.1:0: with the keys in " + dir.file("keys") +
+                       ", as the last run (--keys changes them)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("--keys " + dir.file("keys") + "/worker-N"), std::string::npos) << r.out;
+  r = cli(dir, {"resume", "x.db", "--n-trials", "4", "--bind", "ipc://" + dir.file("c.sock")});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("resume: --bind: listening on ipc://" + dir.file("c.sock") +
+                       " without the keys of the last run (" + dir.file("keys") +
+                       "): workers started with --keys cannot join; give --keys " +
+                       dir.file("keys") + " to keep them"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(CurveCoordinatorOptions, TcpWithoutKeysIsRefusedByTheLibrary) {
   CoordinatorOptions co;
   co.endpoint = "tcp://127.0.0.1:*";
@@ -621,6 +775,125 @@ TEST_F(CurveCoordinator, UnknownKeyGetsNoTrialAndTheRefusalIsLoggedAndCounted) {
   EXPECT_TRUE(run.trials().empty());
 }
 
+// A peer that fails before the key check (the ZAP handler, which logs the
+// refusals of unknown keys) was refused without a word: garbage bytes, a
+// peer without CURVE keys (a worker started --insecure), a peer that pins
+// another coordinator key. Each is now logged (naming the endpoint it
+// reached: libzmq gives no peer address for them) and counted; a flood of
+// them is rate limited and does not keep a worker with keys from finishing
+// the study.
+TEST_F(CurveCoordinator, PeersThatFailTheHandshakeAreLoggedRateLimitedAndCounted) {
+  CapturedLog log;
+  StudyRun run(dir_.path() / "s.db", study_doc(3, sleep_objective()), with_keys());
+  const std::string endpoint = run.coordinator().endpoint();
+  const std::string line = "refused a peer on " + endpoint + " that failed the CURVE handshake (";
+  // One at a time, each seen in the log before the next.
+  auto logged = [&](const std::string& why) {
+    return run.step_until(30.0, [&] { return log.text().find(line + why) != std::string::npos; });
+  };
+  send_raw(endpoint, "GET / HTTP/1.0\r\n\r\n");
+  EXPECT_TRUE(logged("it sent no ZeroMQ 3 greeting")) << log.text();
+  // A ZMTP 3.0 greeting offering the NULL mechanism (a worker without
+  // keys), whole before the connection closes.
+  std::string null_greeting(64, '\0');
+  null_greeting[0] = '\xff';
+  null_greeting[9] = '\x7f';
+  null_greeting[10] = 3;
+  null_greeting.replace(12, 4, "NULL");
+  send_raw(endpoint, null_greeting);
+  EXPECT_TRUE(
+      logged("protocol error: it offered no CURVE keys, e.g. a worker started with "
+             "--insecure or without --keys"))
+      << log.text();
+  zmq::context_t ctx;
+  auto other_key = dealer(ctx, endpoint, curve::generate(), curve::generate().public_key);
+  EXPECT_TRUE(logged("cryptographic error: it pins another coordinator public key")) << log.text();
+  other_key.reset();
+  EXPECT_NE(log.text().find("libzmq tells the endpoint it reached, not the peer's address"),
+            std::string::npos);
+  EXPECT_GE(run.coordinator().stats().failed_handshakes, 3);
+  EXPECT_EQ(run.coordinator().stats().refused_keys, 0);
+  EXPECT_TRUE(run.trials().empty());
+
+  // A flood of garbage while a worker with keys runs the study. The log
+  // holds back what is over its rate and says how many it held back.
+  auto w = start_worker(dir_, "w1", endpoint, {"--keys", dir_.file("keys/worker-1")});
+  EXPECT_TRUE(run.step_until(60.0, [&] {
+    for (int i = 0; i < 10; ++i) send_raw(endpoint, "\x16\x03\x01 garbage");
+    return log.text().find("more similar messages not shown") != std::string::npos &&
+           run.coordinator().done();
+  })) << log.text();
+  EXPECT_EQ(run.coordinator().done_reason(), "budget reached");
+  const std::int64_t failed = run.coordinator().stats().failed_handshakes;
+  EXPECT_LT(static_cast<std::int64_t>(occurrences(log.text(), line)), failed);
+  auto r = wait_stepping(*w, 20.0, [&] { run.coordinator().step(20); });
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->exit_code, 0) << r->err;
+}
+
+// A worker started --insecure against a coordinator with keys retried for
+// about 100 s and then said the coordinator "did not answer": it gives up
+// at once, saying the coordinator requires keys and how to get them. A
+// worker pinning another coordinator key gives up after a few failed
+// handshakes in a row, saying the key does not match and which file pins
+// it. A coordinator that is not there is still retried.
+TEST_F(CurveCoordinator, AWorkerThatCannotPassTheHandshakeGivesUpSayingWhy) {
+  StudyRun run(dir_.path() / "s.db", study_doc(3, sleep_objective()), with_keys());
+  const std::string endpoint = run.coordinator().endpoint();
+  auto step = [&] { run.coordinator().step(20); };
+  auto w = start_worker(dir_, "no-keys", endpoint, {"--insecure"}, 8);
+  auto done = wait_stepping(*w, 120.0, step);
+  ASSERT_TRUE(done) << "the worker without keys did not give up";
+  EXPECT_EQ(done->exit_code, 1) << done->err;
+  // (Which side sees the mechanism mismatch first varies: the worker, or
+  // the coordinator, which then closes the connection.)
+  EXPECT_NE(done->err.find("worker: the coordinator at " + endpoint +
+                           " requires CURVE keys, which this worker does not have (--insecure): "),
+            std::string::npos)
+      << done->err;
+  EXPECT_NE(done->err.find("; giving up (trying again fails again): start the worker with --keys "
+                           "DIR"),
+            std::string::npos)
+      << done->err;
+  EXPECT_NE(done->err.find("hpsearch keys init KEYS"), std::string::npos) << done->err;
+  EXPECT_EQ(done->err.find("retrying"), std::string::npos) << done->err;
+  EXPECT_EQ(done->err.find("did not answer"), std::string::npos) << done->err;
+
+  // A worker folder of other keys: it pins their coordinator's key.
+  curve::make_keys(dir_.file("other"), 1, false);
+  w = start_worker(dir_, "other-keys", endpoint, {"--keys", dir_.file("other/worker-1")}, 8);
+  done = wait_stepping(*w, 120.0, step);
+  ASSERT_TRUE(done) << "the worker pinning another key did not give up";
+  EXPECT_EQ(done->exit_code, 1) << done->err;
+  const std::string pinned =
+      curve::fingerprint(curve::load_worker_keys(dir_.file("other/worker-1")).server_key);
+  EXPECT_NE(done->err.find("worker: the CURVE handshake failed 3 times in a row: the coordinator "
+                           "at " +
+                           endpoint +
+                           " does not match the coordinator public key this worker "
+                           "pins (" +
+                           pinned + ", --keys " + dir_.file("other/worker-1") + ": " +
+                           dir_.file("other/worker-1/coordinator.public") +
+                           "): the process there holds another secret key, so this may be the "
+                           "wrong keys folder"),
+            std::string::npos)
+      << done->err;
+  EXPECT_NE(done->err.find("or it is not our coordinator; giving up"), std::string::npos)
+      << done->err;
+  EXPECT_EQ(done->err.find("retrying"), std::string::npos) << done->err;
+  EXPECT_EQ(done->err.find("did not answer"), std::string::npos) << done->err;
+  EXPECT_TRUE(run.trials().empty());
+
+  // Nobody at the address: retried, then "did not answer".
+  const ProcessResult r =
+      cli(dir_, {"worker", "--connect", "tcp://127.0.0.1:1", "--keys", dir_.file("keys/worker-1"),
+                 "--reconnect-attempts", "1", "--reconnect-initial-ms", "10", "--heartbeat-ms",
+                 "50", "--liveness", "2"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("retrying"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("did not answer"), std::string::npos) << r.err;
+}
+
 TEST_F(CurveCoordinator, PlainPeerGetsNothing) {
   StudyRun run(dir_.path() / "s.db", study_doc(3, sleep_objective()), with_keys());
   zmq::context_t ctx;
@@ -668,6 +941,10 @@ TEST_F(CurveCoordinator, TwoWorkersWithKeysFinishAStudyOverTcp) {
     ASSERT_TRUE(r);
     EXPECT_EQ(r->exit_code, 0) << r->err;
   }
+  // Admitted workers that leave are no refusals (HandshakeMonitor).
+  run.step_until(0.3, [] { return false; });
+  EXPECT_EQ(run.coordinator().stats().failed_handshakes, 0);
+  EXPECT_EQ(log.text().find("failed the CURVE handshake"), std::string::npos) << log.text();
 }
 
 TEST_F(CurveCoordinator, ImpostorCoordinatorMakesAWorkerRunNothing) {

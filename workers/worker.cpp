@@ -244,7 +244,17 @@ struct Worker::Impl : TrialBackend {
 
   std::string curve_public_key;  // this worker's, derived from curve_secret_key
   std::string handshake_error;   // link thread: why the last handshake failed
-  std::string key_refused;       // link thread: the coordinator refused this worker's key (why)
+  // Link thread: why the worker gives up, for a handshake failure that
+  // trying again cannot mend (a refused key, another security mechanism, a
+  // coordinator key that does not match the pinned one).
+  std::string give_up;
+  // Link thread: handshakes the peer closed in a row, none succeeded since.
+  int closed_handshakes = 0;
+  // A peer that closes this many handshakes in a row (and completes none)
+  // is not the coordinator whose key the worker pins (or, without keys, it
+  // requires keys): given up, as retrying cannot mend it. Not 1: a
+  // coordinator killed during one handshake closes it too.
+  static constexpr int kClosedHandshakesToGiveUp = 3;
 
   explicit Impl(WorkerOptions o) : options(std::move(o)) {
     options.validate();
@@ -378,6 +388,7 @@ struct Worker::Impl : TrialBackend {
     dealer.set(zmq::sockopt::routing_id, rid);
     dealer.set(zmq::sockopt::linger, 0);
     dealer.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(proto::kMaxFrameBytes));
+    dealer.set(zmq::sockopt::ipv6, zmq_util::ipv6_endpoint(options.connect));
     if (!options.curve_secret_key.empty()) {
       dealer.set(zmq::sockopt::curve_serverkey, options.curve_server_key);
       dealer.set(zmq::sockopt::curve_publickey, curve_public_key);
@@ -385,8 +396,13 @@ struct Worker::Impl : TrialBackend {
     }
     const std::string monitor_endpoint =
         "inproc://hps-worker-monitor-" + std::to_string(ln.session) + "-" + random_hex();
+    // No handshake timeout: a handshake failure is then always an answer
+    // (the peer closed the connection, or said why), never a slow peer
+    // (a coordinator out of descriptors leaves the connection in its
+    // backlog); a session that stays silent ends by liveness.
+    dealer.set(zmq::sockopt::handshake_ivl, 0);
     if (zmq_socket_monitor(dealer.handle(), monitor_endpoint.c_str(),
-                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
                                ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                                ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
       throw Error(std::string("worker: zmq_socket_monitor failed: ") + zmq_strerror(zmq_errno()));
@@ -566,8 +582,8 @@ struct Worker::Impl : TrialBackend {
       if (!take_posted(ln)) return End::kQuit;
       if (auto end = read_socket(ln)) return *end;
       if (!ln.ready) note_handshake_failures(ln.monitor);
-      if (!key_refused.empty()) {  // an answer, not silence: trying again is refused again
-        to_main.post(Ev::kFatal, ln.session, key_refused);
+      if (!give_up.empty()) {  // an answer, not silence: trying again fails again
+        to_main.post(Ev::kFatal, ln.session, give_up);
         wait_for_quit();
         return End::kFatal;
       }
@@ -584,7 +600,8 @@ struct Worker::Impl : TrialBackend {
   }
 
   // Reads the monitor's events (link thread); keeps the last failure's
-  // meaning in handshake_error.
+  // meaning in handshake_error, and sets give_up for one that trying again
+  // cannot mend.
   void note_handshake_failures(zmq::socket_t& monitor) {
     while (true) {
       zmq::message_t head;
@@ -597,36 +614,102 @@ struct Worker::Impl : TrialBackend {
       std::uint32_t value = 0;
       std::memcpy(&event, head.data(), 2);
       std::memcpy(&value, static_cast<const char*>(head.data()) + 2, 4);
-      const bool keys = !options.curve_secret_key.empty();
-      std::string why;
-      if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH && value == 400) {
-        // The coordinator's ZAP handler said no (400: not admitted, for
-        // good; 300 and 500 would be temporary): given up at once.
-        key_refused =
-            "the coordinator at " + options.connect + " refused this worker's CURVE key (" +
-            curve::fingerprint(curve_public_key) + (options.keys_dir.empty() ? "" : ", from ") +
-            options.keys_dir +
-            "): it is not in the coordinator's authorized_workers; giving up (a refused key is "
-            "refused again): add this worker's worker.public line to KEYS/authorized_workers "
-            "on the coordinator's machine (or use a worker folder made there by `hpsearch keys "
-            "init`/`keys add`), then start the worker again";
-        return;
+      if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+        closed_handshakes = 0;
+        continue;
       }
-      if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
-        why = "the coordinator refused this worker's CURVE key (ZAP status " +
-              std::to_string(value) + "): it is not in the coordinator's authorized_workers";
-      else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && !keys)
-        why = "the handshake failed (protocol error " + std::to_string(value) +
-              "): the coordinator requires CURVE keys; start the worker with --keys DIR";
-      else if (keys)
-        why = "the CURVE handshake failed: the process at " + options.connect +
-              " does not hold the secret key of the pinned coordinator public key (an impostor, "
-              "or the wrong keys folder), or it does not use CURVE";
-      else
-        why = "the handshake with " + options.connect + " failed";
+      const std::string why = handshake_failure(event, value);
+      if (!give_up.empty()) return;
       if (why != handshake_error) spdlog::warn("worker: {}", why);
       handshake_error = why;
     }
+  }
+
+  // What a failed handshake (monitor event `event` with `value`) means;
+  // sets give_up instead when trying again cannot mend it.
+  std::string handshake_failure(std::uint16_t event, std::uint32_t value) {
+    const bool keys = !options.curve_secret_key.empty();
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH && value == 400) {
+      // The coordinator's ZAP handler said no (400: not admitted, for
+      // good; 300 and 500 would be temporary): given up at once.
+      give_up = "the coordinator at " + options.connect + " refused this worker's CURVE key (" +
+                curve::fingerprint(curve_public_key) + (options.keys_dir.empty() ? "" : ", from ") +
+                options.keys_dir +
+                "): it is not in the coordinator's authorized_workers; giving up (a refused key is "
+                "refused again): add this worker's worker.public line to KEYS/authorized_workers "
+                "on the coordinator's machine (or use a worker folder made there by `hpsearch keys "
+                "init`/`keys add`), then start the worker again";
+      return "";
+    }
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+      return "the coordinator refused this worker's CURVE key (ZAP status " +
+             std::to_string(value) + "): it is not in the coordinator's authorized_workers";
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+        value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
+      give_up = keys ? coordinator_without_keys() : coordinator_requires_keys(false);
+      return "";
+    }
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
+      return "the handshake with " + options.connect + " failed (protocol error " +
+             std::to_string(value) + "): the process there is not an hpsearch coordinator";
+    // The peer closed the connection during the handshake.
+    if (++closed_handshakes >= kClosedHandshakesToGiveUp) {
+      give_up = keys ? pinned_key_mismatch() : coordinator_requires_keys(true);
+      return "";
+    }
+    if (keys)
+      return "the CURVE handshake failed: the process at " + options.connect +
+             " closed the connection (it does not hold the secret key of the pinned "
+             "coordinator public key, or it was stopped)";
+    return "the handshake with " + options.connect +
+           " failed: the connection was closed (a coordinator with CURVE keys answers only "
+           "workers started with --keys)";
+  }
+
+  // Where the pinned coordinator key comes from, for messages.
+  std::string pinned_key_source() const {
+    if (options.keys_dir.empty()) return "worker.curve_server_key";
+    return "--keys " + options.keys_dir + ": " +
+           (std::filesystem::path(options.keys_dir) / curve::kCoordinatorPublicFile).string();
+  }
+
+  // Why a worker with keys gives up on a coordinator whose handshakes fail
+  // for another key than the pinned one.
+  std::string pinned_key_mismatch() const {
+    return "the CURVE handshake failed " + std::to_string(kClosedHandshakesToGiveUp) +
+           " times in a row: the coordinator at " + options.connect +
+           " does not match the coordinator public key this worker pins (" +
+           curve::fingerprint(options.curve_server_key) + ", " + pinned_key_source() +
+           "): the process there holds another secret key, so this may be the wrong keys "
+           "folder (a worker folder of other keys), or it is not our coordinator; giving up: "
+           "use a worker folder made on the coordinator's machine (KEYS/worker-N, with its "
+           "coordinator.public; copy it with scp -rp), or check --connect";
+  }
+
+  // Why a worker without keys gives up on a coordinator that requires them
+  // (`closed`: it closed the handshakes, else it said it offers CURVE).
+  std::string coordinator_requires_keys(bool closed) const {
+    const std::string seen =
+        closed ? "it closed the connection during the handshake " +
+                     std::to_string(kClosedHandshakesToGiveUp) +
+                     " times in a row (or it is not an hpsearch coordinator)"
+               : "the handshake failed, it offers CURVE and this worker no security mechanism";
+    return "the coordinator at " + options.connect +
+           " requires CURVE keys, which this worker does not have (--insecure): " + seen +
+           "; giving up (trying again fails again): start the worker with --keys DIR, a worker "
+           "folder made on the coordinator's machine by `hpsearch keys init KEYS --workers N` "
+           "(or `hpsearch keys add KEYS`), such as KEYS/worker-1, copied here (scp -rp)";
+  }
+
+  // Why a worker with keys gives up on a coordinator without CURVE.
+  std::string coordinator_without_keys() const {
+    return "the coordinator at " + options.connect +
+           " does not use CURVE keys (the handshake failed: it offers another security "
+           "mechanism, so it runs with --insecure or is not an hpsearch coordinator), and this "
+           "worker serves only the coordinator whose public key it pins (" +
+           pinned_key_source() +
+           "); giving up: start the coordinator with --keys KEYS (the folder this worker's keys "
+           "come from)";
   }
 
   // ================================================================ main thread

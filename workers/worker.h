@@ -107,9 +107,13 @@ struct WorkerOptions {
   // worker.secret and the coordinator's coordinator.public). Default "":
   // none. With keys the worker connects as a CURVE client that pins the
   // coordinator's public key: a coordinator without the matching secret key
-  // (an impostor) fails the handshake and never gets a Hello, so it can send
-  // nothing to run; after reconnect_attempts the worker gives up, naming
-  // the handshake failure.
+  // (an impostor, or one of other keys) fails the handshake and never gets
+  // a Hello, so it can send nothing to run; after 3 such failures in a row
+  // the worker gives up (run() returns 1), saying the coordinator does not
+  // match the pinned key. Failures that retrying cannot mend end it at
+  // once: the coordinator refuses this worker's key, or it uses no CURVE
+  // (and, for a worker without keys, a coordinator that requires them).
+  // A coordinator that cannot be reached is retried (reconnect_attempts).
   std::string keys_dir{};
   // Or the keys themselves (Z85, 40 characters): the coordinator's public
   // key (pinned) and this worker's secret key (its public key is derived).
@@ -146,7 +150,8 @@ class Worker {
   Worker& operator=(const Worker&) = delete;
 
   // Serves trials until the coordinator says Shutdown (returns 0), refuses
-  // this worker (protocol version mismatch: returns 1), stays unreachable
+  // this worker (protocol version mismatch, its key, a failed handshake:
+  // see keys_dir; returns 1), stays unreachable
   // for reconnect_attempts attempts (returns 1), or *options.stop is set
   // (returns kStopped). Runs options.objective, or without one the
   // objective the study's "objective" section names. Call once.
