@@ -51,6 +51,12 @@ HandshakeMonitor::HandshakeMonitor(zmq::context_t& context, zmq::socket_t& socke
   // come.
   events_.set(zmq::sockopt::rcvhwm, 0);
   events_.connect(kMonitorEndpoint);
+  // spdlog's registry (the default logger) is made on first use: make it
+  // here, before the thread, so that the thread's first log line reads a
+  // registry this thread finished making (ThreadSanitizer saw the two
+  // first uses race when the coordinator logged its first line after the
+  // thread started).
+  (void)spdlog::default_logger_raw();
   thread_ = std::thread([this] { run(); });
 }
 
