@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "protocol/zmq_util.h"
 #include "search/errors.h"
 #include "search/printable.h"
 
@@ -121,18 +122,9 @@ void HandshakeMonitor::run() {
     try {
       zmq::poll(&item, 1, std::chrono::milliseconds(100));
       if (!(item.revents & ZMQ_POLLIN)) continue;
-      while (true) {
-        zmq::message_t head;
-        if (!events_.recv(head, zmq::recv_flags::dontwait)) break;
-        zmq::message_t address;
-        if (head.more()) (void)events_.recv(address, zmq::recv_flags::none);
-        if (head.size() < 6) continue;
-        std::uint16_t event = 0;
-        std::uint32_t value = 0;
-        std::memcpy(&event, head.data(), sizeof event);
-        std::memcpy(&value, static_cast<const char*>(head.data()) + 2, sizeof value);
-        on_event(event, value, address.to_string());
-      }
+      zmq_util::MonitorEvent e;
+      while (zmq_util::next_monitor_event(events_, e))
+        if (e.event != 0) on_event(e.event, e.value, e.address);
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       if (e.num() == ETERM) return;

@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <zmq.hpp>
 
@@ -92,6 +94,33 @@ inline std::string ipc_path_refusal(const std::string& endpoint) {
   return "'" + path +
          "' exists and is not a socket: binding ipc://PATH deletes the file at PATH; name a new "
          "path (or the socket an earlier run left there)";
+}
+
+// One event of a zmq_socket_monitor: ZMQ_EVENT_*, its value (a file
+// descriptor, an errno, a ZMQ_PROTOCOL_ERROR_* or a ZAP status) and the
+// endpoint it names.
+struct MonitorEvent {
+  std::uint16_t event = 0;
+  std::uint32_t value = 0;
+  std::string address;
+};
+
+// Reads the next event from `monitor` (the PAIR socket connected to a
+// zmq_socket_monitor endpoint) without waiting: false when none is queued.
+// A malformed event (a first frame under 6 bytes) reads as event 0.
+// Retries EINTR; throws zmq::error_t otherwise.
+inline bool next_monitor_event(zmq::socket_t& monitor, MonitorEvent& out) {
+  zmq::message_t head;
+  if (!no_eintr([&] { return monitor.recv(head, zmq::recv_flags::dontwait); })) return false;
+  zmq::message_t address;
+  if (head.more()) (void)no_eintr([&] { return monitor.recv(address); });
+  out = MonitorEvent{};
+  if (head.size() >= 6) {
+    std::memcpy(&out.event, head.data(), sizeof out.event);
+    std::memcpy(&out.value, static_cast<const char*>(head.data()) + 2, sizeof out.value);
+  }
+  out.address = address.to_string();
+  return true;
 }
 
 }  // namespace hps::zmq_util

@@ -518,13 +518,19 @@ TEST(CurveCli, RunBindTcpWithoutKeysIsRefusedAndNamesTheFix) {
 // reach, waiting for ever. A last run that was --insecure is refused
 // without --insecure again, saying so; a last run's keys folder that is
 // gone is refused saying it is the last run's.
+// Makes keys/ (one worker) and runs a study of n_trials in `dir` with one
+// local worker, bound on tcp with those keys (--keys relative to `dir`).
+ProcessResult run_bound_with_keys(TempDir& dir, int n_trials) {
+  EXPECT_EQ(cli(dir, {"keys", "init", "keys", "--workers", "1"}).exit_code, 0);
+  dir.write("space.json", study_doc(n_trials, sleep_objective()).dump());
+  return cli(dir, {"run", "space.json", "--workers", "1", "--bind", "tcp://127.0.0.1:0", "--keys",
+                   "keys"});
+}
+
 TEST(CurveCli, ResumeKeepsTheLastRunsBindAndKeys) {
   TempDir dir("curve_resume_bind");
-  ASSERT_EQ(cli(dir, {"keys", "init", "keys", "--workers", "1"}).exit_code, 0);
-  dir.write("space.json", study_doc(3, sleep_objective()).dump());
   // --keys relative to the run's folder; the resume runs from another one.
-  ProcessResult r = cli(dir, {"run", "space.json", "--workers", "1", "--bind", "tcp://127.0.0.1:0",
-                              "--keys", "keys"});
+  ProcessResult r = run_bound_with_keys(dir, 3);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = testsupport::run_process({HPSEARCH_CLI_PATH, "resume", dir.file("x.db"), "--n-trials", "5"},
                                "/");
@@ -661,10 +667,7 @@ TEST(CurveCli, ResumeHelpSaysItsDefaultsAreTheLastRuns) {
 // naming them.
 TEST(CurveCli, ResumeWithANewBindKeepsOrNamesTheLastRunsKeys) {
   TempDir dir("curve_resume_new_bind");
-  ASSERT_EQ(cli(dir, {"keys", "init", "keys", "--workers", "1"}).exit_code, 0);
-  dir.write("space.json", study_doc(2, sleep_objective()).dump());
-  ProcessResult r = cli(dir, {"run", "space.json", "--workers", "1", "--bind", "tcp://127.0.0.1:0",
-                              "--keys", "keys"});
+  ProcessResult r = run_bound_with_keys(dir, 2);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = cli(dir, {"resume", "x.db", "--n-trials", "3", "--bind", "tcp://127.0.0.1:0"});
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -603,22 +603,14 @@ struct Worker::Impl : TrialBackend {
   // meaning in handshake_error, and sets give_up for one that trying again
   // cannot mend.
   void note_handshake_failures(zmq::socket_t& monitor) {
-    while (true) {
-      zmq::message_t head;
-      if (!zmq_util::no_eintr([&] { return monitor.recv(head, zmq::recv_flags::dontwait); }))
-        return;
-      zmq::message_t address;
-      if (head.more()) (void)zmq_util::no_eintr([&] { return monitor.recv(address); });
-      if (head.size() < 6) continue;
-      std::uint16_t event = 0;
-      std::uint32_t value = 0;
-      std::memcpy(&event, head.data(), 2);
-      std::memcpy(&value, static_cast<const char*>(head.data()) + 2, 4);
-      if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+    zmq_util::MonitorEvent e;
+    while (zmq_util::next_monitor_event(monitor, e)) {
+      if (e.event == 0) continue;
+      if (e.event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
         closed_handshakes = 0;
         continue;
       }
-      const std::string why = handshake_failure(event, value);
+      const std::string why = handshake_failure(e.event, e.value);
       if (!give_up.empty()) return;
       if (why != handshake_error) spdlog::warn("worker: {}", why);
       handshake_error = why;
