@@ -319,18 +319,26 @@ TpeModel::Fitted TpeModel::fit(const std::vector<std::string>& names,
   const std::vector<char>& is_below = split(sel);
   std::size_t nb = 0, na = 0;
   estimate(names, dists, cols, sel, is_below, f.below, f.above, nb, na, nullptr, &f.above_inputs);
-  if (n_dims >= 2 &&
-      (options_.marginal_mixture_auto || options_.marginal_mixture.value_or(0.0) > 0)) {
+  if (n_dims >= 2 && (options_.marginal_mixture_auto || options_.marginal_mixture_select ||
+                      options_.marginal_mixture.value_or(0.0) > 0)) {
     f.marginal_weight = options_.marginal_mixture.value_or(0.0);
-    if (options_.marginal_mixture_auto) {
+    if (options_.marginal_mixture_auto || options_.marginal_mixture_select) {
       std::vector<DimensionSpec> dims;
       dims.reserve(n_dims);
       for (const auto& d : dists) dims.push_back(DimensionSpec::from(d));
-      std::vector<double> below_x;
+      std::vector<double> below_x, above_x;
       for (std::size_t i : sel.present)
-        if (is_below[i])
-          for (std::size_t d = 0; d < n_dims; ++d) below_x.push_back((*cols[d])[i]);
-      f.marginal_weight = fit_marginal_weight(dims, below_x);
+        for (std::size_t d = 0; d < n_dims; ++d)
+          (is_below[i] ? below_x : above_x).push_back((*cols[d])[i]);
+      f.marginal_weight =
+          options_.marginal_mixture_auto
+              ? fit_marginal_weight(dims, below_x)
+              : (product_classifies_better(dims, below_x, group_weights(below_x.size() / n_dims),
+                                           above_x, group_weights(above_x.size() / n_dims), eopt_)
+                     ? 1.0
+                     : 0.0);
+      // "select" chose the joint model: draw as without the option.
+      if (f.marginal_weight == 0) return f;
     }
     // The product of the params' own estimators, from the same split.
     f.marginal_below.resize(n_dims);
@@ -521,6 +529,96 @@ double TpeModel::fit_marginal_weight(const std::vector<DimensionSpec>& dims,
     if (done) break;
   }
   return a;
+}
+
+namespace {
+
+// Log densities of the rows `self` (leave-one-out: each row under the
+// estimators fitted to the other rows) and of the rows `other` (under the
+// estimators fitted to all of `self`), for the joint estimator (j) and the
+// product of the marginals (p).
+struct CrossDensities {
+  std::vector<double> self_j, self_p, other_j, other_p;
+};
+
+CrossDensities cross_densities(const std::vector<DimensionSpec>& dims,
+                               const std::vector<double>& self, const std::vector<double>& w,
+                               const std::vector<double>& other, const EstimatorOptions& eopt) {
+  const std::size_t n_dims = dims.size();
+  const std::size_t m = self.size() / n_dims, o = other.size() / n_dims;
+  CrossDensities c;
+  c.self_j.assign(m, 0.0);
+  c.self_p.assign(m, 0.0);
+  c.other_j.assign(o, 0.0);
+  c.other_p.assign(o, 0.0);
+  std::vector<double> rest, rest_w, col, pts, lp;
+  auto densities = [&](std::span<const double> rows, std::span<const double> rw,
+                       std::span<const double> points, double* joint, double* prod) {
+    const std::size_t k = points.size() / n_dims;
+    lp.resize(k);
+    ParzenEstimator(dims, rows, rw, eopt).log_pdf(points, std::span<double>(lp.data(), k));
+    for (std::size_t i = 0; i < k; ++i) joint[i] = lp[i];
+    const std::size_t r = rows.size() / n_dims;
+    for (std::size_t d = 0; d < n_dims; ++d) {
+      col.resize(r);
+      for (std::size_t q = 0; q < r; ++q) col[q] = rows[q * n_dims + d];
+      pts.resize(k);
+      for (std::size_t i = 0; i < k; ++i) pts[i] = points[i * n_dims + d];
+      ParzenEstimator({dims[d]}, col, rw, eopt).log_pdf(pts, std::span<double>(lp.data(), k));
+      for (std::size_t i = 0; i < k; ++i) prod[i] += lp[i];
+    }
+  };
+  if (o > 0) densities(self, w, other, c.other_j.data(), c.other_p.data());
+  for (std::size_t i = 0; i < m; ++i) {
+    rest.clear();
+    rest_w.clear();
+    for (std::size_t k = 0; k < m; ++k) {
+      if (k == i) continue;
+      rest.insert(rest.end(), self.begin() + static_cast<std::ptrdiff_t>(k * n_dims),
+                  self.begin() + static_cast<std::ptrdiff_t>((k + 1) * n_dims));
+      rest_w.push_back(w[k]);
+    }
+    densities(rest, rest_w, std::span<const double>(self.data() + i * n_dims, n_dims), &c.self_j[i],
+              &c.self_p[i]);
+  }
+  return c;
+}
+
+}  // namespace
+
+bool product_classifies_better(const std::vector<DimensionSpec>& dims,
+                               const std::vector<double>& below_x,
+                               const std::vector<double>& below_w,
+                               const std::vector<double>& above_x,
+                               const std::vector<double>& above_w,
+                               const EstimatorOptions& options) {
+  const std::size_t n_dims = dims.size();
+  if (n_dims < 2) return false;
+  const std::size_t nb = below_x.size() / n_dims, na = above_x.size() / n_dims;
+  if (nb < 2 || na < 2 || nb + na < kSelectMinObservations) return false;
+  for (const DimensionSpec& d : dims)
+    if (d.kind == DimensionSpec::Kind::kCategorical) return false;
+  const CrossDensities l = cross_densities(dims, below_x, below_w, above_x, options);
+  const CrossDensities g = cross_densities(dims, above_x, above_w, below_x, options);
+  const double prior = std::log(static_cast<double>(nb) / static_cast<double>(na));
+  // Log-likelihood of the below/above labels under each model's
+  // classifier P(below | x) = sigmoid(log l - log g + log(nb / na)).
+  auto log_sigmoid = [](double z) {
+    return z >= 0 ? -std::log1p(std::exp(-z)) : z - std::log1p(std::exp(z));
+  };
+  double lj = 0, lp = 0;
+  for (std::size_t i = 0; i < nb; ++i) {
+    lj += log_sigmoid(l.self_j[i] - g.other_j[i] + prior);
+    lp += log_sigmoid(l.self_p[i] - g.other_p[i] + prior);
+  }
+  for (std::size_t i = 0; i < na; ++i) {
+    lj += log_sigmoid(-(l.other_j[i] - g.self_j[i] + prior));
+    lp += log_sigmoid(-(l.other_p[i] - g.self_p[i] + prior));
+  }
+  // The product's gain in label log-likelihood, in nats per observation
+  // and param.
+  const double gain = (lp - lj) / static_cast<double>((nb + na) * n_dims);
+  return gain > kSelectMinGain;  // false for NaN
 }
 
 std::vector<double> TpeModel::draw_marginal_mixture(const Fitted& f, std::size_t n_dims,

@@ -50,6 +50,27 @@ namespace hps::tpe {
 // The estimator options of TpeOptions (resolved).
 EstimatorOptions estimator_options(const TpeOptions& o);
 
+// TpeOptions::marginal_mixture_select: whether the product of the params'
+// own estimators models a joint group better than the joint estimator.
+// below_x / above_x: the below and above groups' rows (dims.size() values
+// each, internal values as a ParzenEstimator takes them), below_w / above_w
+// their weights (one per row). Each model is read as a classifier,
+// P(below | x) = sigmoid(log l(x) - log g(x) + log(nb / na)), and scored by
+// the log-likelihood of the observed below/above labels, each row's own
+// group's estimators fitted without it (leave-one-out; likelihood
+// cross-validation, Stone 1974). True when the product's score is higher by
+// more than kSelectMinGain nats per row and param; false with fewer than 2
+// dims, fewer than kSelectMinObservations rows, fewer than 2 on a side, a
+// categorical dim, or a score that is not a number. Cost: about
+// nb + na estimator fits of n - 1 rows (joint and one per dim).
+bool product_classifies_better(const std::vector<DimensionSpec>& dims,
+                               const std::vector<double>& below_x,
+                               const std::vector<double>& below_w,
+                               const std::vector<double>& above_x,
+                               const std::vector<double>& above_w, const EstimatorOptions& options);
+inline constexpr double kSelectMinGain = 0.07;
+inline constexpr std::size_t kSelectMinObservations = 30;
+
 class TpeModel {
  public:
   // All references must outlive the model (one sample call).

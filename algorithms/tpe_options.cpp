@@ -121,6 +121,8 @@ TpeOptions TpeOptions::resolved() const {
   TpeOptions o = *this;
   if (!o.consider_magic_clip) o.consider_magic_clip = !multivariate;
   if (!o.min_bandwidth_factor) o.min_bandwidth_factor = multivariate ? 0.04 : 0.0;
+  if (!o.marginal_mixture && !o.marginal_mixture_auto && !o.marginal_mixture_select)
+    o.marginal_mixture_select = multivariate;
   if (!o.marginal_mixture) o.marginal_mixture = 0.0;
   if (!o.equal_kernel_heights) o.equal_kernel_heights = !multivariate;
   if (!o.bandwidth_factor) o.bandwidth_factor = multivariate ? 0.7 : 1.0;
@@ -171,10 +173,11 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
   if (auto v = optional_bool(config, path, "consider_magic_clip")) o.consider_magic_clip = *v;
   if (auto v = optional_number(config, path, "min_bandwidth_factor")) o.min_bandwidth_factor = *v;
   if (auto it = config.find("marginal_mixture"); it != config.end() && it->is_string()) {
-    if (it->get<std::string>() != "auto")
+    const std::string v = it->get<std::string>();
+    if (v != "auto" && v != "select")
       throw ConfigError(join_path(path, "marginal_mixture"),
-                        "must be a number in [0, 1] or \"auto\"");
-    o.marginal_mixture_auto = true;
+                        "must be a number in [0, 1], \"auto\" or \"select\"");
+    (v == "auto" ? o.marginal_mixture_auto : o.marginal_mixture_select) = true;
   } else if (auto v = optional_number(config, path, "marginal_mixture")) {
     o.marginal_mixture = *v;
   }
@@ -223,7 +226,9 @@ Json TpeOptions::to_json() const {
       {"consider_endpoints", consider_endpoints},
       {"consider_magic_clip", *o.consider_magic_clip},
       {"min_bandwidth_factor", *o.min_bandwidth_factor},
-      {"marginal_mixture", o.marginal_mixture_auto ? Json("auto") : Json(*o.marginal_mixture)},
+      {"marginal_mixture", o.marginal_mixture_auto     ? Json("auto")
+                           : o.marginal_mixture_select ? Json("select")
+                                                       : Json(*o.marginal_mixture)},
       {"equal_kernel_heights", *o.equal_kernel_heights},
       {"bandwidth", to_string(bandwidth)},
       {"bandwidth_factor", *o.bandwidth_factor},

@@ -166,13 +166,13 @@ struct TpeOptions {
   // prod_d l_d, the rest from l_joint, and all are scored by the mixtures'
   // log l - log g. The joint kernels sit on the observed combinations of
   // values; the product also rates new combinations of values that are
-  // good param by param. A number a in [0, 1], or "auto"
-  // (marginal_mixture_auto). Default (unset): 0, the joint model alone.
-  // Measured (README.md, "The joint model against the product of
-  // marginals"): better than the joint model alone on Styblinski-Tang and
-  // Branin, worse on Rosenbrock's mean, and on xgb_cancer (where univariate
-  // TPE beats multivariate) better on the tuning seeds only, not on
-  // held-out seeds; so not the default.
+  // good param by param. A number a in [0, 1], "auto"
+  // (marginal_mixture_auto) or "select" (marginal_mixture_select).
+  // Default (unset): "select" for multivariate TPE. Measured (README.md,
+  // "The joint model against the product of marginals"): a fixed a > 0 or
+  // "auto" is better than the joint model alone on Styblinski-Tang and
+  // Branin, worse on Rosenbrock's mean, and on xgb_cancer better on the
+  // tuning seeds only, not on held-out seeds.
   std::optional<double> marginal_mixture;
   // "marginal_mixture": "auto": a is fitted on every suggestion, per joint
   // group, as the maximum-likelihood weight (EM, kept in [0.01, 0.99]) of
@@ -185,6 +185,25 @@ struct TpeOptions {
   // "auto", also m (d + 1) small fits of the below group's m observations
   // (m <= gamma's cap) over d params.
   bool marginal_mixture_auto = false;
+  // "marginal_mixture": "select" (the multivariate default): on every
+  // suggestion, per joint group, a is 1 (the product of the marginals alone,
+  // as univariate TPE's model) or 0 (the joint model alone), whichever
+  // classifies the observations better: each model is read as the
+  // classifier P(below | x) = sigmoid(log l(x) - log g(x) + log(nb / na))
+  // and scored by the log-likelihood of the observed below/above labels,
+  // leave-one-out (each observation's own group's estimators fitted without
+  // it: likelihood cross-validation). The product is taken only when it
+  // scores higher by more than 0.07 nats per observation and param, with at
+  // least 30 observations of the group, and for groups without a
+  // categorical param; otherwise the joint model. Chosen on tuning seeds
+  // (README.md, "Choosing between the joint model and the product"): on
+  // xgb_cancer and Styblinski-Tang (good values that combine param by
+  // param) the product wins by 0.06-0.12 nats per observation and param and
+  // is taken on most suggestions; on Rosenbrock, Ackley, Hartmann6 and
+  // Branin (params that interact) mostly below 0.07, so the joint model
+  // stays. Cost: with n observations of d params, about 2n fits of n - 1
+  // rows (one joint, d one-dimensional), only from 30 observations on.
+  bool marginal_mixture_select = false;
   // Evaluate kernels with equal peak heights rather than equal mass (see
   // tpe::EstimatorOptions::equal_heights). Default (unset): on for
   // univariate, off for multivariate TPE, as measured best.
@@ -243,7 +262,7 @@ struct TpeOptions {
   // n_startup_trials, startup ("random"|"sobol"|"halton"), n_ei_candidates, gamma ({"rule":
   // "linear"|"sqrt", "factor": x, "cap": n}), branch_gamma (as gamma, or null), prior_weight,
   // consider_prior, consider_endpoints, consider_magic_clip, min_bandwidth_factor,
-  // marginal_mixture (a number or "auto"), bandwidth
+  // marginal_mixture (a number, "auto" or "select"), bandwidth
   // ("neighbor"|"scott"|"range"), bandwidth_factor, categorical_kernel
   // ("prior_weighted"|"aitchison_aitken"), weights
   // ("uniform"|"old_decay"), weights_window, warm_start_weighting

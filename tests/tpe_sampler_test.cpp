@@ -303,7 +303,7 @@ TEST(TpeOptionsTest, BadOptionsNameTheField) {
   expect_config_error({{"type", "tpe"}, {"marginal_mixture", 1.5}}, "sampler.marginal_mixture",
                       "[0, 1]");
   expect_config_error({{"type", "tpe"}, {"marginal_mixture", "joint"}}, "sampler.marginal_mixture",
-                      "\"auto\"");
+                      "\"auto\" or \"select\"");
   expect_config_error({{"type", "tpe"}, {"seed", -3}}, "sampler.seed", ">= 0");
   expect_config_error({{"type", "tpee"}}, "sampler.type", "did you mean 'tpe'");
   // A name cut short is the key it begins, not a nearer other key
@@ -366,9 +366,11 @@ TEST(TpeSamplerTest, StartupIsRandomUntilEnoughTrialsAreComplete) {
 }
 
 // Mean over seeds of best-value regret after n trials.
-double mean_regret(const std::string& func, const Json& sampler, int seeds, int n_trials) {
+// dims: for a function of any dimension (Styblinski-Tang); 0 for the others.
+double mean_regret(const std::string& func, const Json& sampler, int seeds, int n_trials,
+                   std::size_t dims = 0) {
   const SyntheticFunction* f = find_synthetic_function(func);
-  std::size_t dim = f->dimension;
+  const std::size_t dim = dims > 0 ? dims : f->dimension;
   SearchSpace space;
   for (std::size_t i = 0; i < dim; ++i)
     space.add(x_name(i), Distribution::make_float(f->low_at(i), f->high_at(i)));
@@ -449,6 +451,79 @@ TEST(TpeSamplerTest, MarginalMixtureModelsAndIsDeterministic) {
   auto zero = make(0.0);
   for (std::int64_t n = 60; n < 65; ++n)
     EXPECT_EQ(h.suggest(*plain, space, n), h.suggest(*zero, space, n));
+}
+
+// tpe::product_classifies_better ("marginal_mixture": "select"): the
+// product of the marginals is taken for a below group whose good values
+// combine param by param, the joint model for one whose params go together.
+TEST(TpeSamplerTest, SelectTakesTheProductOnlyWhereTheGoodValuesCombineParamByParam) {
+  constexpr std::size_t kDims = 4;
+  std::vector<tpe::DimensionSpec> dims(
+      kDims, tpe::DimensionSpec::from(Distribution::make_float(0.0, 1.0)));
+  const tpe::EstimatorOptions eopt = tpe::estimator_options(TpeOptions{}.resolved());
+  std::mt19937_64 rng(11);
+  auto u = [&] { return util::uniform01(rng); };
+  // Above: 80 rows uniform over the cube. Separable below: 20 rows, each
+  // coordinate on its own near 0.1 or 0.9 (16 corners, few rows each).
+  // Joint below: 20 rows on the diagonal x0 = x1 = x2 = x3 (every marginal
+  // uniform, so no param alone tells good from bad).
+  std::vector<double> above, separable, diagonal;
+  for (int i = 0; i < 80; ++i)
+    for (std::size_t d = 0; d < kDims; ++d) above.push_back(u());
+  for (int i = 0; i < 20; ++i) {
+    const double t = u();
+    for (std::size_t d = 0; d < kDims; ++d) {
+      separable.push_back((u() < 0.5 ? 0.1 : 0.9) + 0.03 * (u() - 0.5));
+      diagonal.push_back(t);
+    }
+  }
+  const std::vector<double> wb(20, 1.0), wa(80, 1.0);
+  EXPECT_TRUE(tpe::product_classifies_better(dims, separable, wb, above, wa, eopt));
+  EXPECT_FALSE(tpe::product_classifies_better(dims, diagonal, wb, above, wa, eopt));
+  // Too few rows, one param, or a categorical param: always the joint model.
+  const std::vector<double> few_b(separable.begin(), separable.begin() + 4 * kDims),
+      few_a(above.begin(), above.begin() + 20 * kDims);
+  EXPECT_FALSE(tpe::product_classifies_better(dims, few_b, std::vector<double>(4, 1.0), few_a,
+                                              std::vector<double>(20, 1.0), eopt));
+  std::vector<tpe::DimensionSpec> one(1, dims[0]);
+  std::vector<double> col_b, col_a;
+  for (std::size_t i = 0; i < separable.size(); i += kDims) col_b.push_back(separable[i]);
+  for (std::size_t i = 0; i < above.size(); i += kDims) col_a.push_back(above[i]);
+  EXPECT_FALSE(tpe::product_classifies_better(one, col_b, wb, col_a, wa, eopt));
+  std::vector<tpe::DimensionSpec> with_cat = dims;
+  with_cat[3] = tpe::DimensionSpec::from(Distribution::make_categorical({"a", "b"}));
+  std::vector<double> sep_cat = separable, above_cat = above;
+  for (std::size_t i = 3; i < sep_cat.size(); i += kDims) sep_cat[i] = 0;
+  for (std::size_t i = 3; i < above_cat.size(); i += kDims) above_cat[i] = 1;
+  EXPECT_FALSE(tpe::product_classifies_better(with_cat, sep_cat, wb, above_cat, wa, eopt));
+}
+
+// The default multivariate TPE ("select") on Styblinski-Tang 10-D, a sum of
+// one function per param: it takes the product and ends far nearer the
+// minimum than the joint model alone (README.md: -308.6 against -276.5 over
+// 200 seeds); on Rosenbrock, whose params interact, it keeps the joint model
+// on most suggestions and stays far better than univariate TPE.
+TEST(TpeSamplerTest, SelectIsTheDefaultAndWinsOnASeparableFunction) {
+  EXPECT_TRUE(TpeOptions{}.resolved().marginal_mixture_select);
+  const TpeOptions joint_opts = TpeOptions::from_json({{"type", "tpe"}, {"marginal_mixture", 0}});
+  EXPECT_FALSE(joint_opts.resolved().marginal_mixture_select);
+  EXPECT_EQ(joint_opts.to_json().at("marginal_mixture"), 0);
+  const TpeOptions sel = TpeOptions::from_json({{"type", "tpe"}, {"marginal_mixture", "select"}});
+  EXPECT_TRUE(sel.marginal_mixture_select);
+  EXPECT_EQ(TpeOptions::from_json(sel.to_json()).to_json(), sel.to_json());
+  TpeOptions uni;
+  uni.multivariate = false;
+  EXPECT_FALSE(uni.resolved().marginal_mixture_select);
+  EXPECT_EQ(TpeOptions{}.to_json().at("marginal_mixture"), "select");
+  if (testsupport::kAsanBuild) return;  // 4,000 suggestions: Release only
+  const double def = mean_regret("styblinski_tang", {{"type", "tpe"}}, 10, 100, 10);
+  const double joint =
+      mean_regret("styblinski_tang", {{"type", "tpe"}, {"marginal_mixture", 0}}, 10, 100, 10);
+  EXPECT_LT(def, joint - 10) << "select " << def << ", joint model " << joint;
+  const double rosen = mean_regret("rosenbrock", {{"type", "tpe"}}, 10, 100, 4);
+  const double rosen_uni =
+      mean_regret("rosenbrock", {{"type", "tpe"}, {"multivariate", false}}, 10, 100, 4);
+  EXPECT_LT(rosen, 0.5 * rosen_uni) << "select " << rosen << ", univariate " << rosen_uni;
 }
 
 TEST(TpeSamplerTest, StepGridsAndSingleValues) {

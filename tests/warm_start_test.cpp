@@ -429,7 +429,7 @@ TEST_F(WarmStartTest, TpeUsesTheWarmHistory) {
   // the old optimum, unlike a cold start's (random during startup).
   make_old_study(old_db(), 60);
   double warm_dist = 0, cold_dist = 0;
-  const int kSeeds = 8;
+  const int kSeeds = 16;
   for (int seed = 0; seed < kSeeds; ++seed) {
     const auto useed = static_cast<std::uint64_t>(seed);
     auto warm_store = std::make_shared<InMemoryStorage>();
