@@ -225,7 +225,10 @@ TEST(CurveKeys, InitMakesOwnerOnlyKeysPrintsTheCommandsAndNeverOverwrites) {
               curve::read_public_key((keys / "coordinator.public").string()));
   }
   // The three commands.
-  EXPECT_NE(made.out.find("hpsearch run space.json --bind tcp://0.0.0.0:5555 --keys keys"),
+  // The coordinator's command as the README's Security section gives it:
+  // coordinator only (--workers 0), the workers remote.
+  EXPECT_NE(made.out.find("hpsearch run space.json --workers 0 --bind tcp://0.0.0.0:5555 --keys "
+                          "keys\n"),
             std::string::npos)
       << made.out;
   EXPECT_NE(made.out.find("scp -rp keys/worker-1"), std::string::npos) << made.out;
