@@ -236,5 +236,15 @@ using report::is_loopback_host;
 std::atomic<bool>* install_stop_handlers(bool announce = true);
 // 0 if no signal arrived, else the first signal number.
 int stop_signal();
+// Ignores SIGPIPE in this process, for the commands that own state to clean
+// up at their end (run, resume: the study's end recorded, the ipc socket
+// file removed; worker: its trial handed back). Without it, a write to a
+// stdout or stderr whose reader is gone (`hpsearch run ... | head -2`, a
+// closed ssh session) kills the process on the spot; with it, the write
+// fails with EPIPE, which the output code treats as not fatal (the progress
+// line and the summary are then lost, the run is not). The programs
+// hpsearch starts get SIGPIPE's default action back (an ignored signal
+// stays ignored across exec). Never fails.
+void ignore_sigpipe();
 
 }  // namespace hps::cli

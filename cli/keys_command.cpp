@@ -20,7 +20,8 @@ int keys_command(const KeysOptions& o) {
   const std::string first = made.workers.front();
   std::cout << "\nNext:\n"
             << "  1. on the coordinator's machine:\n"
-            << "       hpsearch run space.json --bind tcp://0.0.0.0:5555 --keys " << o.dir << "\n"
+            << "       hpsearch run space.json --workers 0 --bind tcp://0.0.0.0:5555 --keys "
+            << o.dir << "\n"
             << "  2. copy one worker folder to each worker machine (owner-only, e.g.):\n"
             << "       scp -rp " << first << " worker-host:hpsearch-keys\n"
             << "  3. on that worker machine:\n"

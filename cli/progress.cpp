@@ -58,8 +58,7 @@ void Progress::update(const ProgressState& s, const std::string& last, bool forc
     }
     std::string line = fmt::format("{}{} trials | {} | {}{}{}", bar, done, best,
                                    format_duration(elapsed), eta, extra);
-    fmt::print(out_, "\r\033[2K{}", line);
-    std::fflush(out_);
+    write("\r\033[2K" + line);
     drawn_ = true;
     return;
   }
@@ -71,17 +70,24 @@ void Progress::update(const ProgressState& s, const std::string& last, bool forc
   if (!force && last_plain_.time_since_epoch().count() != 0 && now - last_plain_ < gap) return;
   last_plain_ = now;
   last_plain_finished_ = s.finished;
-  fmt::print(out_, "[{}] {} trials done | {}{}{}{}\n", format_duration(elapsed), done, best, eta,
-             extra, last.empty() ? "" : " | last: " + printable(last));
-  std::fflush(out_);
+  write(fmt::format("[{}] {} trials done | {}{}{}{}\n", format_duration(elapsed), done, best, eta,
+                    extra, last.empty() ? "" : " | last: " + printable(last)));
 }
 
 void Progress::finish() {
   if (tty_ && drawn_) {
-    fmt::print(out_, "\n");
-    std::fflush(out_);
+    write("\n");
     drawn_ = false;
   }
+}
+
+void Progress::write(const std::string& text) {
+  // Not fmt::print, which throws when a write fails: a progress line that
+  // cannot be written (stdout a pipe whose reader is gone, with SIGPIPE
+  // ignored: EPIPE; a full disk) is lost, and the run goes on. The stream's
+  // error flag is cleared so that a passing error does not stick.
+  if (std::fwrite(text.data(), 1, text.size(), out_) != text.size() || std::fflush(out_) != 0)
+    std::clearerr(out_);
 }
 
 std::string summary(const Study& study, double elapsed_s, const std::string& end_reason) {

@@ -26,7 +26,8 @@ struct ProgressState {
 class Progress {
  public:
   // tty: draw a live line on `out` (else plain lines). `direction` only
-  // labels the best value.
+  // labels the best value. Writing to `out` never throws: a line that
+  // cannot be written (its reader gone, a full disk) is dropped.
   Progress(std::FILE* out, bool tty);
   ~Progress();
   // Redraws (tty) or logs (plain: a line when the finished count changed,
@@ -38,6 +39,10 @@ class Progress {
   double elapsed_s() const;
 
  private:
+  // Writes `text` to out_ and flushes it. A failed write (EPIPE, ENOSPC) is
+  // ignored: the progress is lost, the run is not stopped. Never throws.
+  void write(const std::string& text);
+
   std::FILE* out_;
   bool tty_;
   bool drawn_ = false;

@@ -871,6 +871,10 @@ void check_store_to_write(const std::string& path, const std::string& field) {
 
 int run_study(StudyConfig config, const RunOptions& o) {
   if (needs_torch(config.objective)) exec_torch_sibling("LibTorch objective");
+  // Before anything is bound or written: stdout or stderr a pipe whose
+  // reader is gone (`| head -2`) must not kill the coordinator at its next
+  // progress line, leaving its end unrecorded and its ipc socket file.
+  ignore_sigpipe();
   // 1. Check everything before touching the store.
   apply_command_line(config, o);
   LaunchPlan plan = launch_plan(o);

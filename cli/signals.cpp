@@ -45,4 +45,12 @@ std::atomic<bool>* install_stop_handlers(bool announce) {
 
 int stop_signal() { return g_signal; }
 
+void ignore_sigpipe() {
+  struct sigaction sa {};
+  sa.sa_handler = SIG_IGN;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  sigaction(SIGPIPE, &sa, nullptr);
+}
+
 }  // namespace hps::cli

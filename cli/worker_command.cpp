@@ -87,6 +87,7 @@ int worker_command(const WorkerCommandOptions& o) {
   for (const auto& program : o.allow_programs)
     wo.allowed_programs.push_back(allowed_program_path(program));
   wo.stop = install_stop_handlers(/*announce=*/false);
+  ignore_sigpipe();  // its output gone (a closed pipe) does not kill it mid-trial
   Worker worker(std::move(wo));
   int rc = worker.run();
   if (rc == Worker::kStopped) return 128 + (stop_signal() ? stop_signal() : 2);

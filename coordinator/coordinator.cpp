@@ -140,6 +140,10 @@ bool Coordinator::Impl::step(int timeout_ms) {
   }
   auto now = Steady::now();
   descriptors.poll(now);  // at most once a second: a warning when out of descriptors
+  // The counts of the lines a flood held back, once their second passed,
+  // also when no later line of the kind comes.
+  bad_frame_log.flush(now);
+  late_log.flush(now);
   if (batch.empty() && !writes_due(now, drained)) {
     heartbeats_and_expiry(now, false);  // heartbeats only: nothing to store
     transport.flush();
@@ -303,6 +307,10 @@ Coordinator::~Coordinator() {
   } catch (const std::exception& e) {
     spdlog::warn("coordinator: could not record the end of the run: {}", e.what());
   }
+  // The last counts of held-back lines (the transport's threads flush their
+  // own when they stop).
+  impl_->bad_frame_log.flush_at_exit();
+  impl_->late_log.flush_at_exit();
 }
 
 const std::string& Coordinator::endpoint() const { return impl_->transport.endpoint(); }

@@ -73,8 +73,10 @@ struct Coordinator::Impl {
   Steady::time_point last_status{};
   bool status_dirty = true;
   CoordinatorStats counters;
-  LogLimiter bad_frame_log{5};
-  LogLimiter late_log{20};
+  // Rate-limited logs; their held-back counts are flushed by step() and by
+  // the destructor of Coordinator.
+  LogLimiter bad_frame_log{5, "dropped bad frames and protocol version refusals"};
+  LogLimiter late_log{20, "rejected late results and messages from unknown or surplus workers"};
 
   Impl(Study s, Json objective_config, CoordinatorOptions o);
 

@@ -117,10 +117,18 @@ void HandshakeMonitor::on_event(std::uint16_t event, std::uint32_t value,
 }
 
 void HandshakeMonitor::run() {
+  poll_events();
+  log_.flush_at_exit();
+}
+
+void HandshakeMonitor::poll_events() {
   while (!stop_.load()) {
     zmq::pollitem_t item{events_.handle(), 0, ZMQ_POLLIN, 0};
     try {
       zmq::poll(&item, 1, std::chrono::milliseconds(100));
+      // The count of the lines a flood held back, once their second
+      // passed, also when the flood stopped (no later line to say it).
+      log_.flush(LogLimiter::Clock::now());
       if (!(item.revents & ZMQ_POLLIN)) continue;
       zmq_util::MonitorEvent e;
       while (zmq_util::next_monitor_event(events_, e))

@@ -13,8 +13,10 @@
 // libzmq's events name the coordinator's end of the connection (the
 // address the peer reached, "tcp://10.0.0.5:5555"), not the peer's
 // address: the log lines say so. Lines are rate limited (LogLimiter, at
-// most 10 a second, then a count). Refusals by the ZAP handler (an unknown
-// key) are logged and counted there, not here.
+// most 10 a second); the count of those held back is logged once their
+// second has passed (the thread flushes it every poll, about every 100 ms)
+// and when the monitor stops. Refusals by the ZAP handler (an unknown key)
+// are logged and counted there, not here.
 //
 // A thread of its own reads the events, so the coordinator's step loop
 // never waits for them and a flood of bad peers costs it nothing but CPU.
@@ -50,7 +52,10 @@ class HandshakeMonitor {
   std::int64_t failed() const { return failed_.load(); }
 
  private:
+  // The thread: poll_events(), then the last count of held-back lines.
   void run();
+  // Reads and handles events until stop_ (or the context ends).
+  void poll_events();
   // Handles one event: `event` (ZMQ_EVENT_*), its value (a file descriptor,
   // an errno, a ZMQ_PROTOCOL_ERROR_* or a ZAP status) and its endpoint.
   void on_event(std::uint16_t event, std::uint32_t value, const std::string& address);
@@ -62,7 +67,7 @@ class HandshakeMonitor {
   std::string ignored_;
   std::unordered_map<std::uint32_t, std::uint64_t> accepted_;  // open fd -> outcomes_ then
   std::uint64_t outcomes_ = 0;  // handshake events (any connection) so far
-  LogLimiter log_{10};
+  LogLimiter log_{10, "refused peers that failed the CURVE handshake"};
   std::atomic<bool> stop_{false};
   std::atomic<std::int64_t> failed_{0};
   std::thread thread_;

@@ -14,7 +14,6 @@ namespace hps {
 namespace {
 
 constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";
-constexpr int kLogBurst = 20;  // refusal lines a second
 
 }  // namespace
 
@@ -62,31 +61,24 @@ std::vector<std::string> ZapAuthenticator::answer(const std::vector<std::string>
     why = "CURVE key " + curve::fingerprint(z85) + " is not in the authorized workers list";
   }
   ++refused_;
-  static thread_local auto window = std::chrono::steady_clock::time_point{};
-  static thread_local int count = 0;
-  static thread_local std::int64_t suppressed = 0;
-  auto now = std::chrono::steady_clock::now();
-  if (now - window >= std::chrono::seconds(1)) {
-    if (suppressed > 0)
-      spdlog::warn("coordinator: {} more connections refused (not shown)", suppressed);
-    window = now;
-    count = 0;
-    suppressed = 0;
-  }
-  if (count < kLogBurst) {
-    ++count;
+  if (log_.allow(LogLimiter::Clock::now()))
     spdlog::warn("coordinator: refused a connection from {}: {}", printable(address), why);
-  } else {
-    ++suppressed;
-  }
   return reply("400", why, "");
 }
 
 void ZapAuthenticator::run() {
+  answer_requests();
+  log_.flush_at_exit();
+}
+
+void ZapAuthenticator::answer_requests() {
   while (!stop_.load()) {
     zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
     try {
       zmq::poll(&item, 1, std::chrono::milliseconds(100));
+      // The count of the refusals a flood held back, once their second
+      // passed, also when the flood stopped.
+      log_.flush(LogLimiter::Clock::now());
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       if (e.num() == ETERM) return;

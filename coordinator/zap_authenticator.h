@@ -4,7 +4,10 @@
 // client whose public key is listed is admitted, with its name as the
 // connection's User-Id (zmq_msg_gets(msg, "User-Id") on its messages);
 // anything else is refused (ZAP status 400), logged at warning level with
-// the peer's address (at most 20 lines a second, then a count) and counted.
+// the peer's address and counted. The lines are rate limited (LogLimiter,
+// at most 20 a second); the count of those held back is logged once their
+// second has passed (the thread flushes it every poll, about every 100 ms)
+// and when the handler stops.
 //
 // Internal to the coordinator (includes zmq.hpp). It must exist before the
 // CURVE socket binds and outlive it: with no handler bound, libzmq admits
@@ -17,6 +20,8 @@
 #include <string>
 #include <thread>
 #include <zmq.hpp>
+
+#include "coordinator/log_limiter.h"
 
 namespace hps {
 
@@ -37,12 +42,16 @@ class ZapAuthenticator {
   std::int64_t admitted() const { return admitted_.load(); }
 
  private:
+  // The thread: answer_requests(), then the last count of held-back lines.
   void run();
+  // Answers requests until stop_ (or the context ends).
+  void answer_requests();
   // Answers one request (the frames of RFC 27); returns the reply frames.
   std::vector<std::string> answer(const std::vector<std::string>& request);
 
   zmq::socket_t socket_;
   std::map<std::string, std::string> authorized_;
+  LogLimiter log_{20, "connections refused by the key check"};  // the thread's only
   std::atomic<bool> stop_{false};
   std::atomic<std::int64_t> refused_{0};
   std::atomic<std::int64_t> admitted_{0};

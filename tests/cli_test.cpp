@@ -1324,6 +1324,80 @@ TEST_F(CliTest, SigintStopsCleanlyAndRerunResumes) {
   }
 }
 
+// `hpsearch run ... | head -2`: stdout a pipe whose reader is gone. The
+// coordinator was killed by SIGPIPE at its next write to stdout (a progress
+// line, the summary), leaving its ipc socket file and, from a progress
+// line, no record of its end (status: "ended without recording its end").
+// A run whose output is gone goes on and ends as it would have: SIGTERM
+// stops it as interrupted, the end recorded, the socket file removed.
+TEST_F(CliTest, SigtermWithStdoutAClosedPipeRecordsTheEndAndRemovesTheSocket) {
+  dir_.write("space.json", sleep_space(2.0, 50, 4));
+  const std::string socket = dir_.file("coordinator.sock");
+  testsupport::PipedProcess run(
+      {HPSEARCH_CLI_PATH, "run", "space.json", "--workers", "1", "--bind", "ipc://" + socket},
+      dir_.path().string(), dir_.file("run.err"));
+  // What `head -2` reads: the endpoint, then the first progress line.
+  EXPECT_THAT(run.read_line().value_or("(none)"), HasSubstr("Coordinator listening on ipc://"));
+  EXPECT_THAT(run.read_line().value_or("(none)"), HasSubstr("0/50 trials done"));
+  run.close_stdout();
+  // A trial RUNNING: the coordinator is in its step loop (its stop handlers
+  // installed), and the first trial has not ended.
+  ASSERT_TRUE(wait_until([&] {
+    Json t = trials_json("slow.db");
+    return t.is_array() && !t.empty() && t[0]["state"] == "RUNNING";
+  })) << testsupport::read_file(dir_.file("run.err"));
+  run.send_signal(SIGTERM);
+  ProcessResult r = run.wait();
+  EXPECT_EQ(r.signal, 0) << "killed by signal " << r.signal << "\n" << r.err;
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
+  std::error_code ec;
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(socket, ec)))
+      << "the ipc socket file is left: " << socket;
+  ProcessResult status = cli({"status", "slow.db"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_THAT(status.out, HasSubstr("Coordinator: not running (last run by "));
+  EXPECT_THAT(status.out, HasSubstr(", interrupted; "));
+  EXPECT_THAT(status.out, Not(HasSubstr("without recording its end")));
+  Json stopped = trials_or_fail("slow.db");
+  expect_consistent(stopped);
+}
+
+// The same closed pipe without a signal: the run is not killed at its next
+// progress line; it runs its budget and exits 0, its end recorded and its
+// socket file removed. The coordinator ignores SIGPIPE, the programs of
+// its trials do not (the value: 1 if SIGPIPE is ignored in the program).
+TEST_F(CliTest, AClosedStdoutPipeDoesNotStopTheRun) {
+  const int budget = 4;
+  const std::string script =
+      "sleep 0.2; ignored=$(awk '/^SigIgn:/ {{print $2}}' /proc/self/status); "
+      "echo \"hpsearch: {{\\\"value\\\": $(( 0x$ignored >> 12 & 1 ))}}\"";
+  const Json space = {
+      {"study", {{"name", "slow"}, {"direction", "minimize"}}},
+      {"space", {{"lr", {{"type", "float"}, {"low", 0.001}, {"high", 0.1}}}}},
+      {"budget", {{"n_trials", budget}}},
+      {"objective", {{"type", "command"}, {"argv", {"/bin/sh", "-c", script, "{lr}"}}}}};
+  dir_.write("space.json", space.dump());
+  const std::string socket = dir_.file("coordinator.sock");
+  testsupport::PipedProcess run(
+      {HPSEARCH_CLI_PATH, "run", "space.json", "--workers", "1", "--bind", "ipc://" + socket},
+      dir_.path().string(), dir_.file("run.err"));
+  EXPECT_THAT(run.read_line().value_or("(none)"), HasSubstr("Coordinator listening on ipc://"));
+  run.close_stdout();
+  ProcessResult r = run.wait();
+  EXPECT_EQ(r.signal, 0) << "killed by signal " << r.signal << "\n" << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::error_code ec;
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(socket, ec)))
+      << "the ipc socket file is left: " << socket;
+  ProcessResult status = cli({"status", "slow.db"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_THAT(status.out, HasSubstr(", budget reached; "));
+  Json after = trials_or_fail("slow.db");
+  expect_consistent(after);
+  EXPECT_EQ(count_if(after, is_complete), budget);
+  for (const auto& t : after) EXPECT_EQ(t["value"], 0) << "SIGPIPE ignored in the program";
+}
+
 TEST_F(CliTest, SecondSigintQuitsAtOnceAndRerunRecovers) {
   // Two-second trials without reports: the second SIGINT comes while the
   // first one is still winding the run down.

@@ -117,6 +117,12 @@ void LocalWorkerPool::spawn(int slot) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
+    // SIGPIPE's default action back: `hpsearch run` ignores it (cli/
+    // commands.h, ignore_sigpipe), and an ignored signal stays ignored
+    // across exec; the worker program decides for itself.
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGPIPE, &dfl, nullptr);
     execve(options_.executable.c_str(), argv.data(), envp.data());
     _exit(127);
   }

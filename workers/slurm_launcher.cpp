@@ -45,6 +45,15 @@ std::vector<char*> c_argv(std::vector<std::string>& args) {
   return out;
 }
 
+// In a forked child before exec: SIGPIPE's default action back (`hpsearch
+// run` ignores it, and an ignored signal stays ignored across exec).
+// Async-signal-safe.
+void default_sigpipe() {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigaction(SIGPIPE, &dfl, nullptr);
+}
+
 // Runs argv (argv[0] an absolute path) to its end, with stdin /dev/null;
 // returns its exit status (-1 if it could not run) and, with `capture`, its
 // stdout. stderr goes to ours.
@@ -61,6 +70,7 @@ int run_program(std::vector<std::string> args, std::string* capture) {
     return -1;
   }
   if (pid == 0) {
+    default_sigpipe();
     int null = open("/dev/null", O_RDONLY);
     if (null >= 0) dup2(null, STDIN_FILENO);
     if (capture) dup2(fds[1], STDOUT_FILENO);
@@ -214,6 +224,7 @@ void SlurmLauncher::spawn() {
   if (pid < 0) throw Error(std::string("--launcher slurm: fork failed: ") + std::strerror(errno));
   if (pid == 0) {
     setpgid(0, 0);
+    default_sigpipe();
     // The tasks run this very program: no hand-over to hpsearch-torch.
     setenv("HPSEARCH_NO_HANDOVER", "1", 1);
     int null = open("/dev/null", O_RDONLY);

@@ -42,4 +42,23 @@ CapturedLog::~CapturedLog() {
 
 std::string CapturedLog::text() const { return sink_->text(); }
 
+std::int64_t held_back_count(const std::string& text, const std::string& what, int* lines) {
+  const std::string prefix = "coordinator: ";
+  const std::string needle = " more " + what + " not shown (at most ";
+  std::int64_t sum = 0;
+  int n = 0;
+  for (std::size_t at = text.find(needle); at != std::string::npos;
+       at = text.find(needle, at + needle.size())) {
+    std::size_t digits = at;
+    while (digits > 0 && text[digits - 1] >= '0' && text[digits - 1] <= '9') --digits;
+    if (digits == at || digits < prefix.size() ||
+        text.compare(digits - prefix.size(), prefix.size(), prefix) != 0)
+      continue;
+    sum += std::stoll(text.substr(digits, at - digits));
+    ++n;
+  }
+  if (lines) *lines = n;
+  return sum;
+}
+
 }  // namespace hps::testsupport

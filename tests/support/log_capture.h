@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -27,5 +28,12 @@ class CapturedLog {
   std::shared_ptr<LogSink> sink_;
   spdlog::level::level_enum old_level_;
 };
+
+// The sum of the counts in the count lines of coordinator/log_limiter.h
+// ("coordinator: N more WHAT not shown (at most ...)") for the kind `what`
+// in `text` (CapturedLog::text()); `lines`, if not null, gets how many such
+// lines there were.
+std::int64_t held_back_count(const std::string& text, const std::string& what,
+                             int* lines = nullptr);
 
 }  // namespace hps::testsupport

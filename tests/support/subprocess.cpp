@@ -144,6 +144,93 @@ ProcessResult BackgroundProcess::wait() {
   return r;
 }
 
+PipedProcess::PipedProcess(const std::vector<std::string>& args, const std::string& cwd,
+                           const std::string& err_file)
+    : err_file_(err_file) {
+  if (args.empty()) throw std::runtime_error("PipedProcess: empty argv");
+  Argv argv(args);
+  int out_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+  int err_fd = open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (err_fd < 0) {
+    close(out_pipe[0]);
+    close(out_pipe[1]);
+    throw std::runtime_error("cannot create " + err_file);
+  }
+  pid_ = fork();
+  if (pid_ < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
+  if (pid_ == 0) {
+    // SIGPIPE as a shell leaves it for a pipeline's program (the test
+    // runner may ignore or block it; both survive exec).
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGPIPE, &dfl, nullptr);
+    sigset_t pipe_set;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    sigprocmask(SIG_UNBLOCK, &pipe_set, nullptr);
+    exec_child(argv, cwd.c_str(), out_pipe[1], err_fd);
+  }
+  close(out_pipe[1]);
+  close(err_fd);
+  out_fd_ = out_pipe[0];
+}
+
+PipedProcess::~PipedProcess() {
+  close_stdout();
+  if (pid_ > 0 && !reaped_) {
+    kill(pid_, SIGKILL);
+    wait();
+  }
+}
+
+std::optional<std::string> PipedProcess::read_line(std::chrono::seconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (out_fd_ >= 0) {
+    if (std::size_t nl = buffered_.find('\n'); nl != std::string::npos) {
+      std::string line = buffered_.substr(0, nl);
+      lines_ += buffered_.substr(0, nl + 1);
+      buffered_.erase(0, nl + 1);
+      return line;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        end - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return std::nullopt;
+    pollfd fd{out_fd_, POLLIN, 0};
+    int ready = poll(&fd, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return std::nullopt;
+    char buf[4096];
+    ssize_t n = read(out_fd_, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return std::nullopt;  // end of file (or an error)
+    buffered_.append(buf, static_cast<std::size_t>(n));
+  }
+  return std::nullopt;
+}
+
+void PipedProcess::close_stdout() {
+  if (out_fd_ >= 0) close(out_fd_);
+  out_fd_ = -1;
+}
+
+void PipedProcess::send_signal(int sig) {
+  if (!reaped_) kill(pid_, sig);
+}
+
+ProcessResult PipedProcess::wait() {
+  if (!reaped_) {
+    while (waitpid(pid_, &status_, 0) < 0 && errno == EINTR) {
+    }
+    reaped_ = true;
+  }
+  ProcessResult r;
+  decode(status_, r);
+  r.out = lines_;
+  r.err = read_file(err_file_);
+  return r;
+}
+
 bool wait_until(const std::function<bool()>& pred, std::chrono::seconds limit) {
   auto end = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < end) {
