@@ -172,6 +172,11 @@ struct TpeSampler::Cache {
   // recent last; at most kMaxViews (a sampler shared by several studies).
   std::vector<std::unique_ptr<tpe::ViewState>> views;
   static constexpr std::size_t kMaxViews = 4;
+  // TpeOptions::marginal_mixture_select's decisions (TpeModel::select_product)
+  // by group, checkpoint and last trial; cleared when it reaches
+  // kMaxProductChoices entries.
+  std::unordered_map<std::string, bool> product_choice;
+  static constexpr std::size_t kMaxProductChoices = 4096;
   // The state kept for `view`, its index synced (O(changes)); created, or
   // the least recent one replaced, for a view not met before. A new view
   // reuses the slots of the snapshots (the same FrozenTrial objects) that

@@ -326,17 +326,14 @@ TpeModel::Fitted TpeModel::fit(const std::vector<std::string>& names,
       std::vector<DimensionSpec> dims;
       dims.reserve(n_dims);
       for (const auto& d : dists) dims.push_back(DimensionSpec::from(d));
-      std::vector<double> below_x, above_x;
-      for (std::size_t i : sel.present)
-        for (std::size_t d = 0; d < n_dims; ++d)
-          (is_below[i] ? below_x : above_x).push_back((*cols[d])[i]);
-      f.marginal_weight =
-          options_.marginal_mixture_auto
-              ? fit_marginal_weight(dims, below_x)
-              : (product_classifies_better(dims, below_x, group_weights(below_x.size() / n_dims),
-                                           above_x, group_weights(above_x.size() / n_dims), eopt_)
-                     ? 1.0
-                     : 0.0);
+      std::vector<double> below_x;
+      if (options_.marginal_mixture_auto)
+        for (std::size_t i : sel.present)
+          if (is_below[i])
+            for (std::size_t d = 0; d < n_dims; ++d) below_x.push_back((*cols[d])[i]);
+      f.marginal_weight = options_.marginal_mixture_auto ? fit_marginal_weight(dims, below_x)
+                          : select_product(names, dims, cols, sel) ? 1.0
+                                                                   : 0.0;
       // "select" chose the joint model: draw as without the option.
       if (f.marginal_weight == 0) return f;
     }
@@ -619,6 +616,58 @@ bool product_classifies_better(const std::vector<DimensionSpec>& dims,
   // and param.
   const double gain = (lp - lj) / static_cast<double>((nb + na) * n_dims);
   return gain > kSelectMinGain;  // false for NaN
+}
+
+std::size_t select_checkpoint(std::size_t n) {
+  if (n < kSelectMinObservations) return 0;
+  std::size_t c = kSelectMinObservations;
+  for (;;) {
+    const std::size_t next = c + std::max<std::size_t>(kSelectMinStep, c / kSelectStepDivisor);
+    if (next > n) return c;
+    c = next;
+  }
+}
+
+bool TpeModel::select_product(const std::vector<std::string>& names,
+                              const std::vector<DimensionSpec>& dims,
+                              const std::vector<const std::vector<double>*>& cols,
+                              const Selection& sel) const {
+  for (const DimensionSpec& d : dims)
+    if (d.kind == DimensionSpec::Kind::kCategorical) return false;
+  // The finished observations in the history's order; the decision is
+  // taken on the first `c` of them (a checkpoint), so it is the same
+  // whenever the same trials have finished, whichever calls came before.
+  std::vector<std::size_t> finished;
+  for (std::size_t i : sel.present)
+    if (h_.obs[i].finished) finished.push_back(i);
+  const std::size_t c = select_checkpoint(finished.size());
+  if (c == 0) return false;
+  finished.resize(c);
+  const FrozenTrial* last = h_.obs[finished.back()].trial;
+  std::string key;
+  for (const std::string& n : names) (key += n) += '\n';
+  key += std::to_string(c) + '\n' + std::to_string(last ? last->trial_id : -1) + '\n' +
+         std::to_string(last ? last->number : -1);
+  if (auto it = cache_.product_choice.find(key); it != cache_.product_choice.end())
+    return it->second;
+  std::vector<std::size_t> order = finished;  // split_of reorders its argument
+  const std::vector<char> is_below = split_of(order);
+  // The most recent kSelectMaxRows of them.
+  const std::size_t first = c > kSelectMaxRows ? c - kSelectMaxRows : 0;
+  const std::size_t n_dims = dims.size();
+  std::vector<double> below_x, above_x;
+  for (std::size_t r = first; r < c; ++r) {
+    const std::size_t i = finished[r];
+    for (std::size_t d = 0; d < n_dims; ++d)
+      (is_below[i] ? below_x : above_x).push_back((*cols[d])[i]);
+  }
+  const bool product =
+      product_classifies_better(dims, below_x, group_weights(below_x.size() / n_dims), above_x,
+                                group_weights(above_x.size() / n_dims), eopt_);
+  if (cache_.product_choice.size() >= TpeSampler::Cache::kMaxProductChoices)
+    cache_.product_choice.clear();
+  cache_.product_choice.emplace(std::move(key), product);
+  return product;
 }
 
 std::vector<double> TpeModel::draw_marginal_mixture(const Fitted& f, std::size_t n_dims,

@@ -70,6 +70,18 @@ bool product_classifies_better(const std::vector<DimensionSpec>& dims,
                                const std::vector<double>& above_w, const EstimatorOptions& options);
 inline constexpr double kSelectMinGain = 0.07;
 inline constexpr std::size_t kSelectMinObservations = 30;
+// "select" decides at checkpoints of the number n of finished observations:
+// 30, then each previous one + max(kSelectMinStep, previous /
+// kSelectStepDivisor) (30, 35, 40, ..., 60, 66, 72, ..., 1000, 1100, ...),
+// on the most recent kSelectMaxRows of the checkpoint's first observations:
+// its cost (about 7 ms of CPU for 100 rows of 10 params) is paid once per
+// checkpoint, not on every suggestion.
+inline constexpr std::size_t kSelectMinStep = 5;
+inline constexpr std::size_t kSelectStepDivisor = 10;
+inline constexpr std::size_t kSelectMaxRows = 100;
+// The checkpoint for n finished observations: the largest one <= n; 0 below
+// kSelectMinObservations.
+std::size_t select_checkpoint(std::size_t n);
 
 class TpeModel {
  public:
@@ -194,6 +206,14 @@ class TpeModel {
   // marginals for the below group's rows `below_x` (n_dims values each).
   double fit_marginal_weight(const std::vector<DimensionSpec>& dims,
                              const std::vector<double>& below_x) const;
+  // TpeOptions::marginal_mixture_select: whether the group `names` (dims,
+  // columns `cols`, observations `sel`) is drawn from the product of the
+  // marginals: product_classifies_better() on the rows of the checkpoint
+  // (select_checkpoint) of its finished observations, split at gamma of
+  // those; kept in the cache by group, checkpoint and last trial.
+  bool select_product(const std::vector<std::string>& names, const std::vector<DimensionSpec>& dims,
+                      const std::vector<const std::vector<double>*>& cols,
+                      const Selection& sel) const;
   // draw() with TpeOptions::marginal_mixture: candidates from the joint
   // l and from the product of the marginal l's, scored by the mixtures.
   std::vector<double> draw_marginal_mixture(const Fitted& f, std::size_t n_dims,

@@ -498,6 +498,46 @@ TEST(TpeSamplerTest, SelectTakesTheProductOnlyWhereTheGoodValuesCombineParamByPa
   EXPECT_FALSE(tpe::product_classifies_better(with_cat, sep_cat, wb, above_cat, wa, eopt));
 }
 
+// "select" decides at checkpoints of the finished count, so a sampler that
+// has seen other calls (its cache filled at earlier checkpoints) and a
+// fresh one (a resumed study) suggest the same for the same history.
+TEST(TpeSamplerTest, SelectDecidesAtCheckpointsTheSameForAFreshSampler) {
+  EXPECT_EQ(tpe::select_checkpoint(29), 0u);
+  EXPECT_EQ(tpe::select_checkpoint(30), 30u);
+  EXPECT_EQ(tpe::select_checkpoint(34), 30u);
+  EXPECT_EQ(tpe::select_checkpoint(35), 35u);
+  EXPECT_EQ(tpe::select_checkpoint(64), 60u);
+  EXPECT_EQ(tpe::select_checkpoint(66), 66u);
+  EXPECT_LE(tpe::select_checkpoint(1000000), 1000000u);
+  EXPECT_GT(tpe::select_checkpoint(1000000), 900000u);
+  // A separable function of 4 floats (each param's best value on its own).
+  SearchSpace space;
+  for (std::size_t i = 0; i < 4; ++i) space.add(x_name(i), Distribution::make_float(-5, 5));
+  History h(space);
+  std::mt19937_64 rng(21);
+  auto add = [&](int n) {
+    for (int t = 0; t < n; ++t) {
+      Params p;
+      double v = 0;
+      for (std::size_t i = 0; i < 4; ++i) {
+        const double x = -5 + 10 * util::uniform01(rng);
+        p[x_name(i)] = x;
+        v += std::abs(x - 2.9);
+      }
+      h.add(TrialState::kComplete, p, v);
+    }
+  };
+  // The warm sampler decides at checkpoint 45; then 52 trials have
+  // finished (checkpoint 50) and both must decide on those.
+  add(47);
+  auto warm = make_sampler({{"type", "tpe"}, {"seed", 5}});
+  h.suggest(*warm, space, 47);
+  add(5);
+  auto fresh = make_sampler({{"type", "tpe"}, {"seed", 5}});
+  for (std::int64_t n = 52; n < 55; ++n)
+    EXPECT_EQ(h.suggest(*warm, space, n), h.suggest(*fresh, space, n)) << n;
+}
+
 // The default multivariate TPE ("select") on Styblinski-Tang 10-D, a sum of
 // one function per param: it takes the product and ends far nearer the
 // minimum than the joint model alone (README.md: -308.6 against -276.5 over
