@@ -67,6 +67,17 @@ Json marker_objective(const fs::path& marker) {
        {"/bin/sh", "-c", "touch '" + marker.string() + "'; echo 'hpsearch: {{\"value\": 1.0}}'"}}};
 }
 
+// Missed heartbeats (of 100 ms) before a worker or the coordinator counts
+// the other lost. Under TSan, libzmq's CURVE traffic between the test
+// process and its TSan-built workers stalled for 500 ms at a time (both
+// workers' heartbeats arrived in one burst after it), so the workers were
+// lost and their trials run again (CI, 2026-12-04); the TSan build allows 3 s.
+#ifdef HPSEARCH_TEST_TSAN
+constexpr int kLiveness = 30;
+#else
+constexpr int kLiveness = 5;
+#endif
+
 // An in-process coordinator of a new study in dir/<db>.
 class StudyRun {
  public:
@@ -80,6 +91,7 @@ class StudyRun {
     study_.emplace(Study::create(storage_, config.name, config.direction, so, config.source));
     co.n_trials = config.budget.n_trials;
     co.heartbeat_interval_ms = 100;
+    co.liveness = kLiveness;
     co.status_interval_s = 0.05;
     coordinator_ = std::make_unique<Coordinator>(*study_, config.objective, co);
   }
@@ -101,11 +113,15 @@ class StudyRun {
   std::unique_ptr<Coordinator> coordinator_;
 };
 
-// `hpsearch worker` in the background with short heartbeats and few
-// retries (`retries`, the first after 100 ms, then doubling).
+// `hpsearch worker` in the background with short heartbeats (100 ms, lost
+// after kLiveness missed) and `retries` reconnects, the first after 100 ms, then
+// doubling. The default, 8 (25 s in all), is for workers that must join:
+// under TSan on a loaded 2-core machine a CURVE handshake and hello took
+// over 500 ms, so with 1 retry both workers of a study gave up before the
+// coordinator's answers reached them (CI, 2026-12-04).
 std::unique_ptr<BackgroundProcess> start_worker(const TempDir& dir, const std::string& name,
                                                 const std::string& endpoint,
-                                                std::vector<std::string> extra, int retries = 1) {
+                                                std::vector<std::string> extra, int retries = 8) {
   std::vector<std::string> argv = {HPSEARCH_CLI_PATH,
                                    "worker",
                                    "--connect",
@@ -115,7 +131,7 @@ std::unique_ptr<BackgroundProcess> start_worker(const TempDir& dir, const std::s
                                    "--heartbeat-ms",
                                    "100",
                                    "--liveness",
-                                   "5",
+                                   std::to_string(kLiveness),
                                    "--reconnect-attempts",
                                    std::to_string(retries),
                                    "--reconnect-initial-ms",
@@ -987,7 +1003,7 @@ TEST_F(CurveCoordinator, ImpostorCoordinatorMakesAWorkerRunNothing) {
   const fs::path marker = dir_.path() / "pwned";
   StudyRun impostor(dir_.path() / "i.db", study_doc(1, marker_objective(marker)), co);
   auto w = start_worker(dir_, "victim", impostor.coordinator().endpoint(),
-                        {"--keys", dir_.file("keys/worker-1"), "--allow-command"});
+                        {"--keys", dir_.file("keys/worker-1"), "--allow-command"}, 1);
   auto done = wait_stepping(*w, 20.0, [&] { impostor.coordinator().step(20); });
   ASSERT_TRUE(done) << "the worker did not give up";
   EXPECT_EQ(done->exit_code, 1) << done->err;
@@ -1019,7 +1035,13 @@ TEST_F(CurveCoordinator, HellosBeyondMaxWorkersAreRefused) {
         zmq::buffer(proto::encode(proto::Hello{"peer" + std::to_string(i), "h", 1, "cpu", "", 1,
                                                proto::kProtocolVersion})),
         zmq::send_flags::dontwait);
-    run.step_until(0.3, [&] { return run.coordinator().workers().size() > peers.size() - 1; });
+    // The first two joined before the next Hello is sent: the coordinator's
+    // socket queues the peers fairly, so a Hello still unread (under TSan
+    // on a loaded machine, after 0.3 s) could be read after a later one.
+    if (i < 2) {
+      ASSERT_TRUE(
+          run.step_until(30.0, [&] { return run.coordinator().workers().size() == peers.size(); }));
+    }
   }
   auto beat = Steady::now();
   run.step_until(1.0, [&] {
