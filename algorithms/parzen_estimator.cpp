@@ -263,6 +263,12 @@ void DimensionSpec::cell(double v, double& e0, double& e1) const {
   e1 = to_unit(v + 0.5 * step);
 }
 
+double DimensionSpec::narrowest_cell() const {
+  double e0 = 0, e1 = 0;
+  cell(high, e0, e1);
+  return e1 - e0;
+}
+
 // ---------------------------------------------------------------- ParzenEstimator
 
 namespace {
@@ -389,10 +395,14 @@ double shared_bandwidth(const std::vector<double>& mu, std::size_t n, const Esti
   return s * opt.bandwidth_factor;
 }
 
-// The smallest bandwidth for n_kernels kernels: min_bandwidth_factor of the
-// domain, and Bergstra's magic clip.
-double smallest_bandwidth(const EstimatorOptions& opt, std::size_t n_kernels) {
+// The smallest bandwidth for n_kernels kernels of `dim`: min_bandwidth_factor
+// of the domain, min_bandwidth_cells of a discrete one's cells, and
+// Bergstra's magic clip.
+double smallest_bandwidth(const EstimatorOptions& opt, const DimensionSpec& dim,
+                          std::size_t n_kernels) {
   double floor = std::max(1e-12 * kUnitRange, opt.min_bandwidth_factor * kUnitRange);
+  if (dim.kind == DimensionSpec::Kind::kDiscrete && opt.min_bandwidth_cells > 0)
+    floor = std::max(floor, std::min(kUnitRange, opt.min_bandwidth_cells * dim.narrowest_cell()));
   if (opt.consider_magic_clip)
     floor = std::max(floor, kUnitRange / std::min(100.0, 1.0 + static_cast<double>(n_kernels)));
   return floor;
@@ -560,7 +570,7 @@ void ParzenEstimator::fit_by_mean(std::span<const double> obs, std::span<const d
   // neighbor_bandwidths() over the identity order, then the clip.
   kern.sigma = pooled<double>(n_kernels);
   neighbor_bandwidths_in_order(kern.mu, opt, kern.sigma);
-  const double floor = smallest_bandwidth(opt, n_kernels);
+  const double floor = smallest_bandwidth(opt, dim, n_kernels);
   for (std::size_t p = 0; p < n_kernels; ++p)
     kern.sigma[p] = by_mean_[p] == n ? kUnitRange : std::clamp(kern.sigma[p], floor, kUnitRange);
   // build_window()'s cut, found once for mark_needed_kernels() too.
@@ -717,7 +727,7 @@ void ParzenEstimator::fit_numeric(std::size_t d, std::span<const double> obs, st
     const double s = shared_bandwidth(kern.mu, n, opt, dim_exponent);
     for (std::size_t k = 0; k < n; ++k) kern.sigma[k] = s;
   }
-  const double floor = smallest_bandwidth(opt, n_kernels);
+  const double floor = smallest_bandwidth(opt, dim, n_kernels);
   for (std::size_t k = 0; k < n; ++k) kern.sigma[k] = std::clamp(kern.sigma[k], floor, kUnitRange);
   if (has_prior_) kern.sigma[n] = kUnitRange;
 

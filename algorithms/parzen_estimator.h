@@ -99,6 +99,9 @@ struct DimensionSpec {
   double snap(double t) const;
   // Discrete: the cell [e0, e1] of grid value v in the transformed space.
   void cell(double v, double& e0, double& e1) const;
+  // Discrete: the width of the narrowest cell in the transformed space (the
+  // top one of a log-scale grid; every cell of a linear one: 1 / count).
+  double narrowest_cell() const;
 
  private:
   double u(double raw) const;
@@ -122,6 +125,12 @@ struct EstimatorOptions {
   double bandwidth_factor = 1.0;
   // Bandwidths are at least this fraction of the domain (>= 0).
   double min_bandwidth_factor = 0.0;
+  // Discrete dimensions: bandwidths are at least this many grid cells (>= 0;
+  // of a log-scale dimension, its narrowest cell, at the top of the grid).
+  // A kernel narrower than about 0.4 cell puts almost nothing on the
+  // neighbouring grid points, so a model whose good points all share one
+  // value stops trying the values beside it.
+  double min_bandwidth_cells = 0.0;
   // log_pdf() weighs kernel k by w_k times the product of its numeric
   // bandwidths (kernels of equal weight have equal peak heights) instead of
   // w_k (equal mass). Draws still use w_k. Isolated observations, which get

@@ -56,6 +56,7 @@ EstimatorOptions estimator_options(const TpeOptions& o) {
   e.bandwidth = o.bandwidth;
   e.bandwidth_factor = o.bandwidth_factor.value_or(1.0);
   e.min_bandwidth_factor = o.min_bandwidth_factor.value_or(0.0);
+  e.min_bandwidth_cells = o.min_bandwidth_cells.value_or(0.0);
   e.equal_heights = o.equal_kernel_heights.value_or(false);
   e.categorical_kernel = o.categorical_kernel;
   return e;

@@ -108,6 +108,8 @@ void TpeOptions::validate(const std::string& path) const {
     fail("prior_weight", "must be a finite number > 0");
   if (min_bandwidth_factor && !(*min_bandwidth_factor >= 0 && *min_bandwidth_factor <= 1))
     fail("min_bandwidth_factor", "must be in [0, 1]");
+  if (min_bandwidth_cells && !(*min_bandwidth_cells >= 0 && *min_bandwidth_cells <= 10))
+    fail("min_bandwidth_cells", "must be in [0, 10]");
   if (marginal_mixture && !(*marginal_mixture >= 0 && *marginal_mixture <= 1))
     fail("marginal_mixture", "must be in [0, 1]");
   if (bandwidth_factor && (!(*bandwidth_factor > 0) || !std::isfinite(*bandwidth_factor)))
@@ -121,6 +123,7 @@ TpeOptions TpeOptions::resolved() const {
   TpeOptions o = *this;
   if (!o.consider_magic_clip) o.consider_magic_clip = !multivariate;
   if (!o.min_bandwidth_factor) o.min_bandwidth_factor = multivariate ? 0.04 : 0.0;
+  if (!o.min_bandwidth_cells) o.min_bandwidth_cells = multivariate ? 0.5 : 0.0;
   if (!o.marginal_mixture && !o.marginal_mixture_auto && !o.marginal_mixture_select)
     o.marginal_mixture_select = multivariate;
   if (!o.marginal_mixture) o.marginal_mixture = 0.0;
@@ -143,6 +146,7 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
               "consider_endpoints",
               "consider_magic_clip",
               "min_bandwidth_factor",
+              "min_bandwidth_cells",
               "marginal_mixture",
               "equal_kernel_heights",
               "bandwidth",
@@ -172,6 +176,7 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
   if (auto v = optional_bool(config, path, "consider_endpoints")) o.consider_endpoints = *v;
   if (auto v = optional_bool(config, path, "consider_magic_clip")) o.consider_magic_clip = *v;
   if (auto v = optional_number(config, path, "min_bandwidth_factor")) o.min_bandwidth_factor = *v;
+  if (auto v = optional_number(config, path, "min_bandwidth_cells")) o.min_bandwidth_cells = *v;
   if (auto it = config.find("marginal_mixture"); it != config.end() && it->is_string()) {
     const std::string v = it->get<std::string>();
     if (v != "auto" && v != "select")
@@ -226,6 +231,7 @@ Json TpeOptions::to_json() const {
       {"consider_endpoints", consider_endpoints},
       {"consider_magic_clip", *o.consider_magic_clip},
       {"min_bandwidth_factor", *o.min_bandwidth_factor},
+      {"min_bandwidth_cells", *o.min_bandwidth_cells},
       {"marginal_mixture", o.marginal_mixture_auto     ? Json("auto")
                            : o.marginal_mixture_select ? Json("select")
                                                        : Json(*o.marginal_mixture)},

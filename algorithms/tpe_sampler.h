@@ -158,6 +158,18 @@ struct TpeOptions {
   // bandwidth). Default (unset): 0.0 univariate, 0.04 multivariate, as
   // measured best.
   std::optional<double> min_bandwidth_factor;
+  // Bandwidths of discrete params (int, stepped float, ordinal) are at
+  // least this many grid cells (of a log-scale one, its narrowest cell, at
+  // the top of its grid), in [0, 10]. Default (unset): 0.5 for multivariate
+  // TPE (a kernel then puts Phi(3) - Phi(1) = 16% of its mass on each
+  // neighbouring grid point), 0 for univariate TPE (whose magic clip already
+  // keeps small models wide; 0.5 was no better there). With 0 (before
+  // 2026-12-04) the multivariate kernels were 0.04 of the domain wide, under
+  // 0.3 cell of a 7-value ordinal, and a model whose good trials shared a
+  // value next to the optimum rarely drew the optimum (bench/hpo_suite.py's
+  // config_surrogate: 54 of 200 seeds ended one width off). Measured
+  // (README.md, "Discrete params: a minimum bandwidth in grid cells").
+  std::optional<double> min_bandwidth_cells;
   // Multivariate: l(x) and g(x) of a joint group are the mixtures
   //   l = (1 - a) l_joint + a prod_d l_d,  g = (1 - a) g_joint + a prod_d g_d
   // of the joint estimator and the product of the params' own estimators
@@ -262,6 +274,7 @@ struct TpeOptions {
   // n_startup_trials, startup ("random"|"sobol"|"halton"), n_ei_candidates, gamma ({"rule":
   // "linear"|"sqrt", "factor": x, "cap": n}), branch_gamma (as gamma, or null), prior_weight,
   // consider_prior, consider_endpoints, consider_magic_clip, min_bandwidth_factor,
+  // min_bandwidth_cells,
   // marginal_mixture (a number, "auto" or "select"), bandwidth
   // ("neighbor"|"scott"|"range"), bandwidth_factor, categorical_kernel
   // ("prior_weighted"|"aitchison_aitken"), weights
