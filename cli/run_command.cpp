@@ -875,6 +875,10 @@ int run_study(StudyConfig config, const RunOptions& o) {
   // reader is gone (`| head -2`) must not kill the coordinator at its next
   // progress line, leaving its end unrecorded and its ipc socket file.
   ignore_sigpipe();
+  // A stop signal from here on is a stop, not a kill: one that came while
+  // the coordinator was bound but not yet stepping (workers starting) left
+  // the ipc socket file and the run's end unrecorded.
+  install_stop_handlers();
   // 1. Check everything before touching the store.
   apply_command_line(config, o);
   LaunchPlan plan = launch_plan(o);
@@ -918,6 +922,10 @@ int run_study(StudyConfig config, const RunOptions& o) {
   Study study = open_study(config, storage, sampler, pruner);
   if (config.warm_start) apply_warm_start(config, warm_source, study, *sampler);
 
+  if (int sig = stop_signal()) {
+    std::cout << "Interrupted before the run started; nothing ran.\n";
+    return 128 + sig;
+  }
   Coordinator coordinator(study, config.objective, co);
   // Once the coordinator runs (its endpoint bound, the study taken over),
   // the settings stored with the study become this run's.
@@ -933,15 +941,18 @@ int run_study(StudyConfig config, const RunOptions& o) {
   }
   print_endpoints(coordinator, co, o, plan);
 
-  // 3. Local workers, or Slurm tasks.
+  // 3. Local workers, or Slurm tasks; none once a stop signal came (the
+  // coordinator then records the end at its first step).
+  if (stop_signal()) coordinator.stop("interrupted");
   LocalWorkerPool pool(pool_options(config, o, coordinator, gpus, plan));
-  if (o.workers > 0 && !plan.slurm)
+  if (o.workers > 0 && !plan.slurm && !stop_signal())
     spdlog::info("starting {} worker{} ({}, {} CPU threads each)", o.workers,
                  o.workers == 1 ? "" : "s",
                  gpus.empty() ? std::string("cpu") : fmt::format("GPUs {}", fmt::join(gpus, ",")),
                  pool.threads_per_worker());
-  pool.start();
-  std::unique_ptr<SlurmLauncher> launcher = start_slurm_tasks(config, o, coordinator, plan);
+  if (!stop_signal()) pool.start();
+  std::unique_ptr<SlurmLauncher> launcher =
+      stop_signal() ? nullptr : start_slurm_tasks(config, o, coordinator, plan);
 
   // 4. Run.
   ProgressLine progress(coordinator, config);

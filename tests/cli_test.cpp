@@ -1362,6 +1362,35 @@ TEST_F(CliTest, SigtermWithStdoutAClosedPipeRecordsTheEndAndRemovesTheSocket) {
   expect_consistent(stopped);
 }
 
+// A stop signal as soon as the coordinator says where it listens, while
+// its workers start: the stop handlers were installed only when its step
+// loop began, so the signal killed it there, leaving the ipc socket file
+// and the run's end unrecorded. Now they are installed before anything is
+// bound: the run stops as at any later time (exit 128 + SIGTERM).
+TEST_F(CliTest, SigtermAsTheWorkersStartStopsTheRunCleanly) {
+  dir_.write("space.json", sleep_space(2.0, 50, 4));
+  const std::string socket = dir_.file("coordinator.sock");
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    testsupport::PipedProcess run(
+        {HPSEARCH_CLI_PATH, "run", "space.json", "--workers", "4", "--bind", "ipc://" + socket},
+        dir_.path().string(), dir_.file("run.err"));
+    EXPECT_THAT(run.read_line().value_or("(none)"), HasSubstr("Coordinator listening on ipc://"));
+    run.send_signal(SIGTERM);
+    ProcessResult r = run.wait();
+    EXPECT_EQ(r.signal, 0) << "attempt " << attempt << ": killed by signal " << r.signal << "\n"
+                           << r.err;
+    EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
+    std::error_code ec;
+    EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(socket, ec)))
+        << "attempt " << attempt << ": the ipc socket file is left: " << socket;
+    ProcessResult status = cli({"status", "slow.db"});
+    ASSERT_EQ(status.exit_code, 0) << status.err;
+    EXPECT_THAT(status.out, HasSubstr(", interrupted; "));
+    EXPECT_THAT(status.out, Not(HasSubstr("without recording its end")));
+    expect_consistent(trials_or_fail("slow.db"));
+  }
+}
+
 // The same closed pipe without a signal: the run is not killed at its next
 // progress line; it runs its budget and exits 0, its end recorded and its
 // socket file removed. The coordinator ignores SIGPIPE, the programs of
