@@ -18,6 +18,23 @@ double Progress::elapsed_s() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 
+std::optional<double> time_left_s(const ProgressState& s, double elapsed_s) {
+  std::optional<double> left;
+  // The rate of this run's trials (a resumed study's earlier trials took
+  // none of its time): no estimate before one of them finished.
+  const std::int64_t finished_here = s.finished - s.finished_before;
+  if (s.n_trials && finished_here > 0 && *s.n_trials > s.finished) {
+    const double working = std::max(0.0, elapsed_s - s.work_started_s.value_or(0.0));
+    left = working / static_cast<double>(finished_here) *
+           static_cast<double>(*s.n_trials - s.finished);
+  }
+  if (s.timeout_s) {
+    double t = std::max(0.0, *s.timeout_s - elapsed_s);
+    left = left ? std::min(*left, t) : t;
+  }
+  return left;
+}
+
 void Progress::update(const ProgressState& s, const std::string& last, bool force) {
   if (tty_ && !force) {
     // A fast study finishes thousands of trials a second: redraw at most
@@ -33,17 +50,7 @@ void Progress::update(const ProgressState& s, const std::string& last, bool forc
                                                 s.best_number.value_or(-1))
                                   : std::string("best -");
   std::string eta;
-  std::optional<double> left;
-  // The rate of this run's trials (a resumed study's earlier trials took
-  // none of its time): no estimate before one of them finished.
-  const std::int64_t finished_here = s.finished - s.finished_before;
-  if (s.n_trials && finished_here > 0 && *s.n_trials > s.finished)
-    left = elapsed / static_cast<double>(finished_here) *
-           static_cast<double>(*s.n_trials - s.finished);
-  if (s.timeout_s) {
-    double t = std::max(0.0, *s.timeout_s - elapsed);
-    left = left ? std::min(*left, t) : t;
-  }
+  const std::optional<double> left = time_left_s(s, elapsed);
   if (left) eta = " | ~" + format_duration(*left) + " left";
   // Text from programs and workers is shown without control characters.
   std::string extra = s.extra.empty() ? "" : " | " + printable(s.extra);

@@ -18,6 +18,10 @@ struct ProgressState {
   std::int64_t finished_before = 0;      // of them, those finished before this run
   std::optional<std::int64_t> n_trials;  // the budget, if any
   std::optional<double> timeout_s;       // the time budget, if any
+  // Seconds into the run when its first trial was dispatched (nullopt:
+  // none yet). The estimate of the time left counts the trials' rate from
+  // here: the wait for the first worker to join is no trial's time.
+  std::optional<double> work_started_s;
   std::optional<double> best_value;
   std::optional<std::int64_t> best_number;
   std::string extra;  // e.g. "workers 6 busy / 2 idle"
@@ -51,6 +55,14 @@ class Progress {
   std::chrono::steady_clock::time_point last_draw_;  // tty: at most 10 redraws a second
   std::int64_t last_plain_finished_ = -1;
 };
+
+// The estimate of the time left, in seconds, of a run `elapsed_s` seconds
+// in: this run's rate so far (its `s.finished - s.finished_before` finished
+// trials over the seconds since `s.work_started_s`, or since its start)
+// times the trials left of `s.n_trials`, and at most what is left of
+// `s.timeout_s`. nullopt without a budget, or with only a trial budget
+// before one of this run's trials finished.
+std::optional<double> time_left_s(const ProgressState& s, double elapsed_s);
 
 // The end-of-run summary: best trial, its params and user attrs, counts by
 // state, elapsed time (seconds), and why the run ended when `end_reason` is

@@ -682,6 +682,10 @@ class ProgressLine {
   void fill() {
     CoordinatorStats s = coordinator_.stats();
     ps_.finished = s.finished;
+    // The first dispatch of this run (seen within a draw, 500 ms): the rate
+    // of its trials is counted from it, not from the wait for a worker.
+    if (!ps_.work_started_s && (s.running > 0 || s.finished > ps_.finished_before))
+      ps_.work_started_s = progress_.elapsed_s();
     ps_.best_value = s.best_value;
     ps_.best_number = s.best_number;
     ps_.extra = fmt::format("workers {} busy / {} idle", s.workers_busy, s.workers_idle);
