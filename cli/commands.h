@@ -236,6 +236,13 @@ using report::is_loopback_host;
 std::atomic<bool>* install_stop_handlers(bool announce = true);
 // 0 if no signal arrived, else the first signal number.
 int stop_signal();
+// The ipc socket file of `endpoint` ("ipc://PATH"; anything else: nothing)
+// is removed by a second stop signal before it exits, if PATH is still the
+// socket it is now (the run's own end removes it otherwise), and with
+// `with_folder` the folder holding it too, if that is then empty (the
+// coordinator's private folder). At most two endpoints. Call from the main
+// thread once the endpoint is bound.
+void remove_on_quit(const std::string& endpoint, bool with_folder = false);
 // Ignores SIGPIPE in this process, for the commands that own state to clean
 // up at their end (run, resume: the study's end recorded, the ipc socket
 // file removed; worker: its trial handed back). Without it, a write to a

@@ -2,6 +2,7 @@
 // process and N local worker processes (hpsearch worker) of this binary.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -241,8 +242,18 @@ void probe_bind(const std::string& endpoint) {
     socket.set(zmq::sockopt::linger, 0);
     socket.set(zmq::sockopt::ipv6, zmq_util::ipv6_endpoint(endpoint));
     socket.bind(endpoint);
+    // libzmq leaves the socket file of an ipc://PATH it bound (it removes
+    // only those of ipc://*): the probe's own file goes with it, so that a
+    // run refused or stopped before its coordinator binds leaves none.
+    struct stat probed {};
+    const bool ipc = endpoint.rfind("ipc://", 0) == 0 &&
+                     ::lstat(endpoint.c_str() + 6, &probed) == 0 && S_ISSOCK(probed.st_mode);
     socket.close();
     context.close();  // the listener is closed when this returns
+    struct stat now {};
+    if (ipc && ::lstat(endpoint.c_str() + 6, &now) == 0 && now.st_dev == probed.st_dev &&
+        now.st_ino == probed.st_ino)
+      (void)::unlink(endpoint.c_str() + 6);
   } catch (const zmq::error_t& e) {
     // ENODEV: a HOST that is no address or interface name (ZeroMQ looks up
     // no host names for bind).
@@ -920,17 +931,25 @@ int run_study(StudyConfig config, const RunOptions& o) {
         open_warm_start_source(*config.warm_start, config.name, config.direction, config.storage);
   };
   if (config.warm_start && (url.in_memory || !fs::exists(url.path))) check_warm_start();
+  // A stop signal before anything is written ends the run here; one that
+  // comes later stops the coordinator as soon as it exists (below), so its
+  // end is recorded.
+  if (int sig = stop_signal()) {
+    std::cout << "Interrupted before the run started; nothing ran.\n";
+    return 128 + sig;
+  }
   auto storage = open_storage(config.storage);
   check_existing_study(*storage, config, o);
   if (config.warm_start && !warm_source && !warm_started(*storage, config.name)) check_warm_start();
   Study study = open_study(config, storage, sampler, pruner);
   if (config.warm_start) apply_warm_start(config, warm_source, study, *sampler);
 
-  if (int sig = stop_signal()) {
-    std::cout << "Interrupted before the run started; nothing ran.\n";
-    return 128 + sig;
-  }
   Coordinator coordinator(study, config.objective, co);
+  // A second stop signal exits at once: the socket files go too (the
+  // private one with its folder).
+  remove_on_quit(coordinator.local_endpoint(), true);
+  if (coordinator.endpoint() != coordinator.local_endpoint())
+    remove_on_quit(coordinator.endpoint());
   // Once the coordinator runs (its endpoint bound, the study taken over),
   // the settings stored with the study become this run's.
   store_settings(*storage, study.study_id(), config, o);

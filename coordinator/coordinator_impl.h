@@ -108,6 +108,11 @@ struct Coordinator::Impl {
   void refuse_version(const std::string& rid, const protocol::VersionMismatch& e,
                       Steady::time_point now);
   void on_unknown_session(const std::string& rid, const protocol::Message& message);
+  // Ends the session of an older link of the worker process saying Hello
+  // from `rid`; true if `rid` is itself the older link (its Hello is
+  // dropped). See worker_messages.cpp.
+  bool supersede_older_link(const std::string& rid, const protocol::Hello& h,
+                            const std::string& key_name);
   void on_hello(const std::string& rid, const protocol::Hello& h, const std::string& key_name,
                 Steady::time_point now);
   bool refuse_full(const std::string& rid, const protocol::Hello& h, Steady::time_point now);

@@ -4,7 +4,11 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "coordinator/coordinator_impl.h"
 #include "search/json_util.h"
@@ -107,7 +111,61 @@ Session session_of(const std::string& rid, const proto::Hello& h, const std::str
   return s;
 }
 
+// The link number in an hpsearch worker's routing id, "<id>/<link>/<hex>"
+// (workers/worker.cpp: a worker process counts its connections 1, 2, ...),
+// or nullopt for any other routing id.
+std::optional<std::uint64_t> link_number(const std::string& rid) {
+  const std::size_t last = rid.rfind('/');
+  if (last == std::string::npos || last == 0) return std::nullopt;
+  const std::size_t before = rid.rfind('/', last - 1);
+  if (before == std::string::npos || before + 1 == last || last - before > 20) return std::nullopt;
+  std::uint64_t n = 0;
+  for (std::size_t i = before + 1; i < last; ++i) {
+    if (rid[i] < '0' || rid[i] > '9') return std::nullopt;
+    n = n * 10 + static_cast<std::uint64_t>(rid[i] - '0');
+  }
+  return n;
+}
+
 }  // namespace
+
+// A worker process keeps one link (connection) at a time: it opens another
+// only after giving the last one up (its Hello unanswered within liveness x
+// heartbeat, e.g. a handshake slowed by load). The Hello of the link it gave
+// up can still arrive, before or after the new link's: it then opened a
+// session that nobody reads, which was given trials and held them until it
+// expired (CurveCoordinator.TwoWorkersWithKeysFinishAStudyOverTcp under
+// TSan: 14 trials for 12). Of two sessions of the same worker process (id,
+// host, pid and key) the one of the older link goes: a late Hello of an
+// older link is dropped, and an older link's session ends at once, its
+// trials queued again. Returns whether `rid`'s Hello is such a late one.
+bool Coordinator::Impl::supersede_older_link(const std::string& rid, const proto::Hello& h,
+                                             const std::string& key_name) {
+  const std::optional<std::uint64_t> link = link_number(rid);
+  if (!link) return false;
+  const std::string name = printable(h.worker_id);
+  const std::string host = printable(h.hostname);
+  std::vector<std::string> older;
+  for (const auto& [other_rid, s] : sessions) {
+    if (other_rid == rid || s.name != name || s.hostname != host || s.pid != h.pid ||
+        s.key_name != key_name)
+      continue;
+    const std::optional<std::uint64_t> other = link_number(other_rid);
+    if (!other) continue;
+    if (*other > *link) {
+      spdlog::debug(
+          "coordinator: dropped the late Hello of worker {}'s given-up link {} (it "
+          "has link {})",
+          name, *link, *other);
+      return true;
+    }
+    older.push_back(other_rid);
+  }
+  for (const auto& other_rid : older)
+    if (Session* s = sessions.find(other_rid))
+      expire(*s, "it connected again (link " + std::to_string(*link) + ")");
+  return false;
+}
 
 // Refuses a new worker when max_workers are connected; returns whether it did.
 bool Coordinator::Impl::refuse_full(const std::string& rid, const proto::Hello& h,
@@ -136,6 +194,7 @@ void Coordinator::Impl::on_hello(const std::string& rid, const proto::Hello& h,
     send_to(rid, d);
     return;
   }
+  if (supersede_older_link(rid, h, key_name)) return;
   if (Session* old = sessions.find(rid)) {
     expire(*old, "worker said Hello again");
   } else if (refuse_full(rid, h, now)) {

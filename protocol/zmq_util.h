@@ -2,7 +2,10 @@
 // Internal: includes zmq.hpp, so only .cpp files include it.
 #pragma once
 
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -81,16 +84,41 @@ inline void check_endpoint(const std::string& endpoint, const std::string& field
   if (n > 65535 || (n == 0 && !bind)) fail(range);
 }
 
+// Whether a process accepts connections on the unix socket at `path` (a
+// connect() succeeds); false for a socket file nobody listens on any more
+// (ECONNREFUSED: one a killed run left) and for a path too long to try.
+inline bool unix_socket_listened(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof addr.sun_path) return false;
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  int rc = -1;
+  do {
+    rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+  } while (rc != 0 && errno == EINTR);
+  ::close(fd);
+  return rc == 0;
+}
+
 // Why an "ipc://PATH" endpoint may not be bound ("" if it may): PATH holds
 // a file that is no socket (a folder, a regular file, a link), which libzmq
-// would delete to bind there. A socket (one an earlier run left) is
-// replaced, as libzmq does.
+// would delete to bind there; or a socket that a live process listens on
+// (another coordinator), which libzmq would take over, leaving that process
+// unreachable by its workers. A socket nobody listens on (one an earlier
+// run left) is replaced, as libzmq does.
 inline std::string ipc_path_refusal(const std::string& endpoint) {
   if (endpoint.rfind("ipc://", 0) != 0) return "";
   const std::string path = endpoint.substr(6);
   struct stat st {};
-  if (path.empty() || path[0] == '*' || ::lstat(path.c_str(), &st) != 0 || S_ISSOCK(st.st_mode))
-    return "";
+  if (path.empty() || path[0] == '*' || ::lstat(path.c_str(), &st) != 0) return "";
+  if (S_ISSOCK(st.st_mode)) {
+    if (!unix_socket_listened(path)) return "";
+    return "'" + path +
+           "' is the socket of a running process (another coordinator?): binding there would "
+           "take its address from it; name another path, or stop that process first";
+  }
   return "'" + path +
          "' exists and is not a socket: binding ipc://PATH deletes the file at PATH; name a new "
          "path (or the socket an earlier run left there)";

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "protocol/zmq_util.h"
 #include "search/json_util.h"
 #include "search/search_space.h"
 #include "search/sqlite_storage.h"
@@ -1427,12 +1428,53 @@ TEST_F(CliTest, AClosedStdoutPipeDoesNotStopTheRun) {
   for (const auto& t : after) EXPECT_EQ(t["value"], 0) << "SIGPIPE ignored in the program";
 }
 
+// libzmq deletes the file at an ipc path to bind there, also the socket of
+// a running coordinator: a second run given the same --bind took the path
+// over (the first one's workers could no longer reach it, and the path was
+// gone once the second ended). It is refused now; a socket nobody listens
+// on (a killed run's) is still replaced. And a run refused before its
+// coordinator binds (exit 2) leaves no socket file: the early bind check
+// left one at PATH.
+TEST_F(CliTest, ABindPathInUseIsRefusedAndARefusedRunLeavesNoSocket) {
+  dir_.write("space.json", sleep_space(0.5, 50, 1));
+  dir_.write("other.json", branin_space(3));
+  const std::string socket = dir_.file("c.sock");
+  auto first =
+      cli_background({"run", "space.json", "--workers", "0", "--bind", "ipc://" + socket}, "first");
+  ASSERT_TRUE(wait_until([&] { return zmq_util::unix_socket_listened(socket); }))
+      << testsupport::read_file(dir_.file("first.err"));
+  ProcessResult second = cli({"run", "other.json", "--bind", "ipc://" + socket});
+  EXPECT_EQ(second.exit_code, 2) << second.out << second.err;
+  EXPECT_THAT(second.err, HasSubstr("--bind: '" + socket +
+                                    "' is the socket of a running process (another "
+                                    "coordinator?)"));
+  EXPECT_TRUE(zmq_util::unix_socket_listened(socket)) << "the first run lost its address";
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("branin.db")));
+  first->send_signal(SIGTERM);
+  ProcessResult r = first->wait();
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
+  std::error_code ec;
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(socket, ec)));
+
+  // Refused after the bind check (the study's direction changed): exit 2,
+  // and no socket file at PATH.
+  Json flipped = Json::parse(sleep_space(0.5, 50, 1));
+  flipped["study"]["direction"] = "maximize";
+  dir_.write("flipped.json", flipped.dump());
+  ProcessResult refused = cli({"run", "flipped.json", "--bind", "ipc://" + socket});
+  EXPECT_EQ(refused.exit_code, 2) << refused.out << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr("direction"));
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(socket, ec)))
+      << "a refused run left its socket file";
+}
+
 TEST_F(CliTest, SecondSigintQuitsAtOnceAndRerunRecovers) {
   // Two-second trials without reports: the second SIGINT comes while the
   // first one is still winding the run down.
   const int budget = 3;
   dir_.write("space.json", sleep_space(2.0, budget, 1));
-  auto run = cli_background({"run", "space.json"}, "run1");
+  const std::string socket = dir_.file("c.sock");
+  auto run = cli_background({"run", "space.json", "--bind", "ipc://" + socket}, "run1");
   ASSERT_TRUE(wait_until([&] {
     Json t = trials_json("slow.db");
     return t.is_array() && count_if(t, is_complete) >= 1;
@@ -1445,6 +1487,10 @@ TEST_F(CliTest, SecondSigintQuitsAtOnceAndRerunRecovers) {
   run->send_signal(SIGINT);
   ProcessResult r = run->wait();
   EXPECT_EQ(r.exit_code, 130) << r.out << r.err;
+  // Its socket file goes too (it was left: the next run replaced it).
+  std::error_code ec;
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(socket, ec)))
+      << "the ipc socket file is left: " << socket;
   // The store is readable. A trial left RUNNING by the immediate exit (if
   // the second signal came before the first was acted on) is failed and
   // queued again by the rerun.

@@ -451,6 +451,97 @@ TEST(Coordinator, AFailedCommitTellsTheWorkerNothingOfItsGroup) {
   EXPECT_EQ(fresh->count_trials(*fresh->find_study("sleepy")), 1);
 }
 
+// A worker that gave up its link (its Hello unanswered in time) connects
+// again; the Hello of the given-up link may still arrive, before or after
+// the new one's. The older link's session must not hold trials until it
+// expires: it ends when the newer link says Hello (its trial queued again
+// at once), and an older link's late Hello opens no session. Before, each
+// Hello opened a session and the given-up one was handed trials
+// (CurveCoordinator.TwoWorkersWithKeysFinishAStudyOverTcp under TSan).
+TEST(Coordinator, AWorkersGivenUpLinkIsReplacedByItsNewerOne) {
+  TempDir dir;
+  const fs::path db = dir.path() / "study.db";
+  StudyConfig config = StudyConfig::from_json(sleep_study(db.string(), 10, 60.0, 1));
+  auto storage = open_storage(db.string());
+  Study study = create_study(config, storage);
+  CoordinatorOptions co;
+  co.n_trials = 10;
+  Coordinator coordinator(study, config.objective, co);
+  zmq::context_t ctx;
+  auto link = [&](const std::string& rid) {
+    auto sock = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
+    sock->set(zmq::sockopt::linger, 0);
+    sock->set(zmq::sockopt::routing_id, rid);
+    sock->connect(coordinator.endpoint());
+    return sock;
+  };
+  const proto::Hello hello{"w", "h", 77, "cpu", "", 1, proto::kProtocolVersion};
+  auto send = [&](zmq::socket_t& sock, const proto::Message& m) {
+    sock.send(zmq::buffer(proto::encode(m)), zmq::send_flags::dontwait);
+  };
+  auto step_until = [&](const std::function<bool()>& done, int max_ms = 10000) {
+    auto until = Steady::now() + std::chrono::milliseconds(max_ms);
+    while (Steady::now() < until) {
+      coordinator.step(10);
+      if (done()) return true;
+    }
+    return false;
+  };
+  auto first = link("w/1/aa");
+  send(*first, hello);
+  send(*first, proto::RequestTrial{});
+  ASSERT_TRUE(step_until([&] {
+    auto w = coordinator.workers();
+    return w.size() == 1 && w[0].trial.has_value();
+  }));
+  const std::int64_t held = *coordinator.workers()[0].trial;
+
+  // The newer link: the older one's session ends, its trial queued again.
+  auto second = link("w/2/bb");
+  send(*second, hello);
+  ASSERT_TRUE(step_until([&] {
+    auto t = storage->get_trial_by_number(study.study_id(), held);
+    return t && t->state == TrialState::kFail;
+  })) << "the trial of the given-up link is still RUNNING";
+  EXPECT_NE(storage->get_trial_by_number(study.study_id(), held)->fail_reason.find("worker lost"),
+            std::string::npos);
+  std::vector<WorkerStatus> workers = coordinator.workers();
+  ASSERT_EQ(workers.size(), 1u);
+  EXPECT_FALSE(workers[0].trial.has_value());
+  // It is the newer link that runs the trial queued again.
+  send(*second, proto::RequestTrial{});
+  ASSERT_TRUE(step_until([&] {
+    auto w = coordinator.workers();
+    return w.size() == 1 && w[0].trial.has_value();
+  }));
+  std::vector<proto::Message> got;
+  ASSERT_TRUE(step_until([&] {
+    collect(*second, got);
+    return std::any_of(got.begin(), got.end(), [](const proto::Message& m) {
+      return std::holds_alternative<proto::Assignment>(m);
+    });
+  }));
+
+  // A late Hello of a link older than the newest: no session, no answer.
+  auto late = link("w/0/cc");
+  send(*late, hello);
+  std::vector<proto::Message> late_got;
+  step_until(
+      [&] {
+        collect(*late, late_got);
+        return false;
+      },
+      500);
+  EXPECT_TRUE(late_got.empty()) << "the given-up link was answered";
+  EXPECT_EQ(coordinator.workers().size(), 1u);
+  // Another worker process (another pid) on the same host keeps its own.
+  proto::Hello other = hello;
+  other.pid = 78;
+  auto third = link("w/1/dd");
+  send(*third, other);
+  EXPECT_TRUE(step_until([&] { return coordinator.workers().size() == 2; }));
+}
+
 TEST(Coordinator, GarbageFromRawSocketsDoesNotStopOrCorruptTheStudy) {
   testsupport::CapturedLog log;
   TempDir dir;
