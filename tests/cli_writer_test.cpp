@@ -286,7 +286,9 @@ TEST_F(CliWriterTest, StoreWalLockAndTrialLogsAreOwnerOnly) {
   auto run = cli_background({"run", "space.json", "--workers", "1"}, "run");
   ::umask(old_mask);
   // While it runs: the store, its WAL and shared memory, the lock file.
-  ASSERT_TRUE(wait_until([&] { return fs::exists(dir_.file("cmd.db-wal")); }));
+  // (SQLite makes the -wal file, then the -shm file: wait for both.)
+  ASSERT_TRUE(wait_until(
+      [&] { return fs::exists(dir_.file("cmd.db-wal")) && fs::exists(dir_.file("cmd.db-shm")); }));
   unsigned wal = mode_of(dir_.file("cmd.db-wal")), shm = mode_of(dir_.file("cmd.db-shm"));
   ProcessResult r = run->wait();
   ASSERT_EQ(r.exit_code, 0) << r.err;
