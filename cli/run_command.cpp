@@ -262,8 +262,11 @@ void probe_bind(const std::string& endpoint) {
                                                          "interface of this machine; host names "
                                                          "are not looked up)"
                                                        : "") +
-                                    " (name an address or interface of this machine, e.g. "
-                                    "tcp://0.0.0.0:5555, and a free port)");
+                                    (endpoint.rfind("ipc://", 0) == 0
+                                         ? " (name a path in a folder that exists and that "
+                                           "this user may write, under 107 bytes)"
+                                         : " (name an address or interface of this machine, "
+                                           "e.g. tcp://0.0.0.0:5555, and a free port)"));
   }
 }
 
