@@ -1,8 +1,10 @@
 #include "coordinator/transport.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -57,19 +59,70 @@ Transport::Transport(CoordinatorOptions& options) {
   socket_.set(zmq::sockopt::router_handover, true);
   socket_.set(zmq::sockopt::sndhwm, 100000);
   socket_.set(zmq::sockopt::rcvhwm, 100000);
-  bind_endpoints(options);
+  try {
+    bind_endpoints(options);
+  } catch (...) {
+    release_ipc_lock();  // no destructor runs for a constructor that throws
+    throw;
+  }
   socket_fd_ = socket_.get(zmq::sockopt::fd);
 }
 
-Transport::~Transport() {
-  if (ipc_file_.empty()) return;
-  // Only the socket this coordinator bound: a file put there since (another
-  // coordinator's socket, anything else) is left alone.
-  struct stat st {};
-  if (::lstat(ipc_file_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == ipc_device_ &&
-      st.st_ino == ipc_inode_)
-    (void)::unlink(ipc_file_.c_str());
+void Transport::release_ipc_lock() {
+  if (ipc_lock_fd_ < 0) return;
+  // Removed while held: a process that opened it before cannot keep it
+  // (lock_ipc_path checks that the file it locked is still the path's).
+  (void)::unlink(ipc_lock_file_.c_str());
+  ::close(ipc_lock_fd_);
+  ipc_lock_fd_ = -1;
 }
+
+Transport::~Transport() {
+  if (!ipc_file_.empty()) {
+    // Only the socket this coordinator bound: a file put there since
+    // (another coordinator's socket, anything else) is left alone.
+    struct stat st {};
+    if (::lstat(ipc_file_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == ipc_device_ &&
+        st.st_ino == ipc_inode_)
+      (void)::unlink(ipc_file_.c_str());
+  }
+  release_ipc_lock();
+}
+
+namespace {
+
+// Locks "<path>.lock" (flock, exclusive, not waiting): the fd, -1 when
+// another process holds it (`busy`), or -1 when no lock file can be made
+// there (the bind then fails or succeeds on its own: a folder that does not
+// exist, one this user may not write).
+int lock_ipc_path(const std::string& lock_file, bool& busy) {
+  busy = false;
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const int fd = ::open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return -1;
+    int rc = -1;
+    do {
+      rc = ::flock(fd, LOCK_EX | LOCK_NB);
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0) {
+      ::close(fd);
+      busy = errno == EWOULDBLOCK;
+      return -1;
+    }
+    // The file locked must still be the one at the path: its holder
+    // removes it before it lets go, and a lock on a removed file locks
+    // nothing (open it again).
+    struct stat held {
+    }, now{};
+    if (::fstat(fd, &held) == 0 && ::lstat(lock_file.c_str(), &now) == 0 &&
+        held.st_dev == now.st_dev && held.st_ino == now.st_ino)
+      return fd;
+    ::close(fd);
+  }
+  return -1;
+}
+
+}  // namespace
 
 std::string Transport::bind(const std::string& where) {
   // IPv6 addresses ("tcp://[::1]:5555") need ZMQ_IPV6 (libzmq applies the
@@ -112,6 +165,15 @@ void Transport::bind_endpoints(CoordinatorOptions& options) {
   const bool ipc_file =
       options.endpoint.rfind("ipc://", 0) == 0 && options.endpoint.rfind("ipc://*", 0) != 0;
   if (ipc_file) {
+    const std::string path = options.endpoint.substr(6);
+    bool busy = false;
+    ipc_lock_file_ = path + ".lock";
+    ipc_lock_fd_ = lock_ipc_path(ipc_lock_file_, busy);
+    if (busy)
+      throw ConfigError("coordinator.endpoint",
+                        "'" + path + "' is being bound by another process (another " +
+                            "coordinator? its lock, " + ipc_lock_file_ +
+                            ", is held): name another path, or stop that process first");
     // libzmq deletes whatever is at an ipc path to bind there.
     const std::string rule = zmq_util::ipc_path_refusal(options.endpoint);
     if (!rule.empty()) throw ConfigError("coordinator.endpoint", rule);

@@ -94,6 +94,8 @@ class Transport {
 
  private:
   void bind_endpoints(CoordinatorOptions& options);
+  // Removes and unlocks ipc_lock_file_, if held.
+  void release_ipc_lock();
   std::string bind(const std::string& where);
 
   PrivateDir private_dir_;  // holds the local ipc endpoint; outlives the socket
@@ -110,6 +112,13 @@ class Transport {
   std::string ipc_file_;
   dev_t ipc_device_ = 0;
   ino_t ipc_inode_ = 0;
+  // "<PATH>.lock" of an ipc endpoint, flock'ed (exclusive) from before the
+  // bind until the socket file is removed: of coordinators that start
+  // together on one path, one binds and the others are refused (the check
+  // for a listening socket alone let two pass, about 1 start in 10). -1 /
+  // "" when there is none.
+  int ipc_lock_fd_ = -1;
+  std::string ipc_lock_file_;
   std::vector<std::pair<std::string, std::string>> outbox_;  // (routing id, frame)
 };
 

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,6 +26,7 @@
 
 #include "algorithms/study_setup.h"
 #include "protocol/protocol.h"
+#include "protocol/zmq_util.h"
 #include "search/storage.h"
 #include "search/study.h"
 #include "tests/support/log_capture.h"
@@ -540,6 +542,59 @@ TEST(Coordinator, AWorkersGivenUpLinkIsReplacedByItsNewerOne) {
   auto third = link("w/1/dd");
   send(*third, other);
   EXPECT_TRUE(step_until([&] { return coordinator.workers().size() == 2; }));
+}
+
+// Coordinators that start together on one ipc path could both pass the
+// check for a listening socket and both bind (about 1 start in 10): one
+// then held an address no worker reached. The path's lock file decides:
+// while another process holds it, the coordinator is refused; the lock
+// file goes with the socket file when the coordinator ends.
+TEST(Coordinator, AnIpcPathIsBoundByOneCoordinatorAtATime) {
+  TempDir dir;
+  const fs::path db = dir.path() / "study.db";
+  const std::string socket = (dir.path() / "c.sock").string();
+  StudyConfig config = StudyConfig::from_json(sleep_study(db.string(), 10, 0.0, 1));
+  auto storage = open_storage(db.string());
+  Study study = create_study(config, storage);
+  CoordinatorOptions co;
+  co.endpoint = "ipc://" + socket;
+  // Another process holds the lock (a forked child, as flock locks are per
+  // open file and a child's is another process's).
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t holder = ::fork();
+  ASSERT_GE(holder, 0);
+  if (holder == 0) {
+    const int fd = ::open((socket + ".lock").c_str(), O_RDWR | O_CREAT, 0600);
+    const bool locked = fd >= 0 && ::flock(fd, LOCK_EX) == 0;
+    const char c = locked ? '1' : '0';
+    (void)!::write(ready[1], &c, 1);
+    ::pause();
+    ::_exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ASSERT_EQ(c, '1');
+  try {
+    Coordinator refused(study, config.objective, co);
+    ADD_FAILURE() << "bound while another process held the path's lock";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.path(), "coordinator.endpoint");
+    EXPECT_NE(std::string(e.what()).find("is being bound by another process"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(socket));
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  {
+    Coordinator bound(study, config.objective, co);  // the holder is gone: its lock too
+    EXPECT_TRUE(fs::exists(socket + ".lock"));
+    EXPECT_TRUE(zmq_util::unix_socket_listened(socket));
+  }
+  EXPECT_FALSE(fs::exists(socket));
+  EXPECT_FALSE(fs::exists(socket + ".lock"));
 }
 
 TEST(Coordinator, GarbageFromRawSocketsDoesNotStopOrCorruptTheStudy) {
