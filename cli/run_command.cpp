@@ -250,10 +250,8 @@ void probe_bind(const std::string& endpoint) {
                      ::lstat(endpoint.c_str() + 6, &probed) == 0 && S_ISSOCK(probed.st_mode);
     socket.close();
     context.close();  // the listener is closed when this returns
-    struct stat now {};
-    if (ipc && ::lstat(endpoint.c_str() + 6, &now) == 0 && now.st_dev == probed.st_dev &&
-        now.st_ino == probed.st_ino)
-      (void)::unlink(endpoint.c_str() + 6);
+    if (ipc)
+      (void)zmq_util::unlink_if_same_file(endpoint.c_str() + 6, probed.st_dev, probed.st_ino);
   } catch (const zmq::error_t& e) {
     // ENODEV: a HOST that is no address or interface name (ZeroMQ looks up
     // no host names for bind).

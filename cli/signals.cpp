@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "objectives/child_process.h"
+#include "protocol/zmq_util.h"
 
 namespace hps::cli {
 
@@ -35,10 +36,8 @@ void on_signal(int sig) {
     // lstat, unlink and rmdir are async-signal-safe.
     for (sig_atomic_t i = 0; i < g_quit_used; ++i) {
       const QuitFile& f = g_quit[i];
-      struct stat st {};
-      if (::lstat(f.path, &st) != 0 || st.st_dev != f.dev || st.st_ino != f.ino) continue;
-      (void)::unlink(f.path);
-      if (f.folder[0] != '\0') (void)::rmdir(f.folder);  // only if empty
+      if (zmq_util::unlink_if_same_file(f.path, f.dev, f.ino) && f.folder[0] != '\0')
+        (void)::rmdir(f.folder);  // only if empty
     }
     _exit(128 + sig);
   }

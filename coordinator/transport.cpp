@@ -81,10 +81,7 @@ Transport::~Transport() {
   if (!ipc_file_.empty()) {
     // Only the socket this coordinator bound: a file put there since
     // (another coordinator's socket, anything else) is left alone.
-    struct stat st {};
-    if (::lstat(ipc_file_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == ipc_device_ &&
-        st.st_ino == ipc_inode_)
-      (void)::unlink(ipc_file_.c_str());
+    (void)zmq_util::unlink_if_same_file(ipc_file_.c_str(), ipc_device_, ipc_inode_);
   }
   release_ipc_lock();
 }

@@ -84,6 +84,16 @@ inline void check_endpoint(const std::string& endpoint, const std::string& field
   if (n > 65535 || (n == 0 && !bind)) fail(range);
 }
 
+// Removes the file at `path` if it is still the file of device `dev` and
+// inode `ino` (the socket this process bound there), not one put there
+// since; returns whether it did. Async-signal-safe (lstat, unlink): a
+// signal handler may call it.
+inline bool unlink_if_same_file(const char* path, dev_t dev, ino_t ino) {
+  struct stat st {};
+  if (::lstat(path, &st) != 0 || st.st_dev != dev || st.st_ino != ino) return false;
+  return ::unlink(path) == 0;
+}
+
 // Whether a process accepts connections on the unix socket at `path` (a
 // connect() succeeds); false for a socket file nobody listens on any more
 // (ECONNREFUSED: one a killed run left) and for a path too long to try.
