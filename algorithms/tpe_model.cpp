@@ -53,12 +53,23 @@ EstimatorOptions estimator_options(const TpeOptions& o) {
   e.prior_weight = o.prior_weight;
   e.consider_magic_clip = o.consider_magic_clip.value_or(true);
   e.consider_endpoints = o.consider_endpoints;
-  e.bandwidth = o.bandwidth;
+  e.bandwidth = o.bandwidth.value_or(BandwidthRule::kNeighbor);
   e.bandwidth_factor = o.bandwidth_factor.value_or(1.0);
   e.min_bandwidth_factor = o.min_bandwidth_factor.value_or(0.0);
   e.min_bandwidth_cells = o.min_bandwidth_cells.value_or(0.0);
   e.equal_heights = o.equal_kernel_heights.value_or(false);
   e.categorical_kernel = o.categorical_kernel;
+  return e;
+}
+
+EstimatorOptions TpeModel::group_estimator_options(const std::vector<DimensionSpec>& dims) const {
+  EstimatorOptions e = eopt_;
+  if (options_.bandwidth) return e;
+  std::size_t categorical = 0;
+  for (const DimensionSpec& d : dims)
+    if (d.kind == DimensionSpec::Kind::kCategorical) ++categorical;
+  if (2 * categorical > dims.size() && categorical < dims.size())
+    e.bandwidth = BandwidthRule::kRange;
   return e;
 }
 
@@ -240,10 +251,11 @@ void TpeModel::estimate(const std::vector<std::string>& names,
   std::vector<DimensionSpec> dims;
   dims.reserve(dists.size());
   for (const auto& d : dists) dims.push_back(DimensionSpec::from(d));
+  const EstimatorOptions eopt = group_estimator_options(dims);
   const std::vector<double>& wb = group_weights(nb);
   const std::vector<double>& wa = group_weights(na);
   std::vector<std::vector<std::size_t>> below_orders(n_dims), above_orders(n_dims);
-  if (eopt_.bandwidth == BandwidthRule::kNeighbor)
+  if (eopt.bandwidth == BandwidthRule::kNeighbor)
     neighbor_orders(names, dists, dims, sel, is_below, above_x, below_orders, above_orders);
   struct GiveOrders {
     std::vector<std::vector<std::size_t>>& b;
@@ -273,8 +285,8 @@ void TpeModel::estimate(const std::vector<std::string>& names,
     below_memos = {below_slots, by_dim};
     above_memos = {above_slots, std::move(by_dim)};
   }
-  below = std::make_unique<ParzenEstimator>(dims, below_x, wb, eopt_, &below_orders, &below_memos);
-  EstimatorOptions above_opt = eopt_;
+  below = std::make_unique<ParzenEstimator>(dims, below_x, wb, eopt, &below_orders, &below_memos);
+  EstimatorOptions above_opt = eopt;
   above_opt.density_only = true;  // g(x) is only evaluated
   if (defer && n_dims == 1 && dims[0].kind != DimensionSpec::Kind::kCategorical) {
     auto in = std::make_unique<AboveInputs>();
@@ -293,7 +305,7 @@ void TpeModel::estimate(const std::vector<std::string>& names,
   if (promising && nb > 0) {
     // The paper's promising density: the below group alone, kernels at
     // least a tenth of the domain wide.
-    EstimatorOptions p = eopt_;
+    EstimatorOptions p = eopt;
     p.consider_prior = false;
     p.min_bandwidth_factor = std::max(p.min_bandwidth_factor, 0.1);
     *promising = std::make_unique<ParzenEstimator>(dims, below_x, wb, p, &below_orders);

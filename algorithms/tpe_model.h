@@ -231,6 +231,10 @@ class TpeModel {
   TpeSampler::Cache& cache_;
   const History& h_;
   EstimatorOptions eopt_;
+  // eopt_ for an estimator over params of `dims`, with TpeOptions::bandwidth's
+  // default resolved for them (the range rule when categorical params are
+  // more than half of them, else eopt_'s rule).
+  EstimatorOptions group_estimator_options(const std::vector<DimensionSpec>& dims) const;
   std::vector<std::pair<std::pair<std::string, Distribution>, Fitted>> uni_;
   struct Memo {
     std::string name;

@@ -187,10 +187,12 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
     o.marginal_mixture = *v;
   }
   if (auto v = optional_bool(config, path, "equal_kernel_heights")) o.equal_kernel_heights = *v;
-  if (auto v = optional_choice<tpe::BandwidthRule>(config, path, "bandwidth",
-                                                   {{"neighbor", tpe::BandwidthRule::kNeighbor},
-                                                    {"scott", tpe::BandwidthRule::kScott},
-                                                    {"range", tpe::BandwidthRule::kRange}}))
+  if (auto v = optional_choice<std::optional<tpe::BandwidthRule>>(
+          config, path, "bandwidth",
+          {{"auto", std::nullopt},
+           {"neighbor", tpe::BandwidthRule::kNeighbor},
+           {"scott", tpe::BandwidthRule::kScott},
+           {"range", tpe::BandwidthRule::kRange}}))
     o.bandwidth = *v;
   if (auto v = optional_number(config, path, "bandwidth_factor")) o.bandwidth_factor = *v;
   if (auto v = optional_choice<tpe::CategoricalKernel>(
@@ -236,7 +238,7 @@ Json TpeOptions::to_json() const {
                            : o.marginal_mixture_select ? Json("select")
                                                        : Json(*o.marginal_mixture)},
       {"equal_kernel_heights", *o.equal_kernel_heights},
-      {"bandwidth", to_string(bandwidth)},
+      {"bandwidth", bandwidth ? to_string(*bandwidth) : "auto"},
       {"bandwidth_factor", *o.bandwidth_factor},
       {"categorical_kernel", to_string(categorical_kernel)},
       {"weights", to_string(weights)},
