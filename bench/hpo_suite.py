@@ -51,6 +51,7 @@ Usage (run with /usr/bin/python3; `nice -n 19` for long runs):
                      [--problems a,b] [--jobs 1] [--optuna saved|live|none]
                      [--ours LABEL=JSON]... [--no-default-ours]
                      [--json FILE] [--trace FILE] [--time] [--load FILE]...
+                     [--reference FILE]...
                      [--save-optuna FILE] [--append]
 --optuna live runs Optuna now and saves bench/reference/optuna_hpo_suite.jsonl
 (or --save-optuna FILE; one line per problem/sampler/seed with the best
@@ -58,7 +59,9 @@ value, and a meta line whose seeds_complete names the seeds that have every
 problem and sampler); with --append it adds to that file: rows already there
 are not run again, the rows of a seed present only in part are dropped and
 the seed is run whole, and the meta line lists each appending run;
-saved (default) reads it. --time prints each problem's time per trial.
+saved (default) reads it, or the files named by --reference FILE
+(repeatable: the saved runs of other seeds, e.g. bench/reference/
+optuna_hpo_suite_heldout_2026-12-03.jsonl). --time prints each problem's time per trial.
 --load FILE (a --json output) prints those results of ours instead of
 running. Ctrl-C ends a run early with tables over the seeds finished.
 Default problems: all but et_cancer (its 10-tree fits cost the most time).
@@ -414,6 +417,9 @@ def main():
     ap.add_argument("--no-default-ours", action="store_true",
                     help="run only the --ours configs (not tpe and random)")
     ap.add_argument("--binary", default=DEFAULT_BIN)
+    ap.add_argument("--reference", action="append", default=[], metavar="FILE",
+                    help="with --optuna saved: read Optuna's results from FILE (repeatable) instead of "
+                    f"{os.path.relpath(REFERENCE, ROOT)}")
     ap.add_argument("--save-optuna", default=REFERENCE,
                     help="with --optuna live: where to write Optuna's results")
     ap.add_argument("--append", action="store_true",
@@ -449,13 +455,15 @@ def main():
         if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
             ap.error(f"--json: cannot write {args.json} (its folder is missing or not writable)")
     loaded_files = [(path, _read_loaded(ap, path, args.trials)) for path in args.load]
-    if args.optuna == "saved" and os.path.exists(REFERENCE):
-        with open(REFERENCE) as f:
-            first = json.loads(f.readline() or "{}")
-        if first.get("meta") and first.get("trials") != args.trials:
-            ap.error(f"--optuna saved: {REFERENCE} holds Optuna's bests after {first.get('trials')} "
-                     f"trials, this run compares after {args.trials} (use --trials "
-                     f"{first.get('trials')}, or --optuna live or none)")
+    if args.reference and args.optuna != "saved":
+        ap.error("--reference: only with --optuna saved")
+    for path in args.reference:
+        if not os.path.isfile(path):
+            ap.error(f"--reference: {path} is not a file")
+    saved, ref_note = {}, "run now"
+    if args.optuna == "saved":  # read (and checked) before anything runs
+        ref_note = _load_reference(ap, args.reference or [REFERENCE], saved, problems,
+                                   range(args.seed_offset, args.seed_offset + args.seeds), args.trials)
     if args.load:
         ours = []
     elif not ours and args.optuna != "live":
@@ -558,9 +566,7 @@ def main():
                 by_seed = dict(zip(loaded["seeds"], r["bests"]))
                 results[("ours", r["problem"], r["sampler"])] = {
                     s: v for s, v in by_seed.items() if v is not None and s in seeds}
-    ref_note = "run now"
-    if args.optuna == "saved":
-        ref_note = _load_reference(results, problems, seeds, args.trials)
+    results.update(saved)
 
     print(f"# hpo_suite: best value after {args.trials} trials, seeds {seeds.start}..{seeds.stop - 1}"
           f" (lower is better); {datetime.date.today().isoformat()}, {platform.machine()},"
@@ -673,23 +679,38 @@ def _read_loaded(ap, path, n_trials):
     return loaded
 
 
-def _load_reference(results, problems, seeds, n_trials):
-    if not os.path.exists(REFERENCE):
-        return "not available (run --optuna live)"
-    note = ""
-    with open(REFERENCE) as f:
-        for line in f:
-            row = json.loads(line)
+def _load_reference(ap, paths, results, problems, seeds, n_trials):
+    """Optuna's saved bests from the reference files `paths` (lines written by
+    --optuna live) into `results`; a note naming their dates and versions."""
+    notes = []
+    for path in paths:
+        if not os.path.exists(path):
+            notes.append(f"{os.path.basename(path)}: not available (run --optuna live)")
+            continue
+        try:
+            with open(path) as f:
+                rows = [json.loads(line) for line in f if line.strip()]
+        except (OSError, ValueError) as e:
+            ap.error(f"--optuna saved: cannot read {path}: {e}")
+        for row in rows:
+            if not isinstance(row, dict):
+                ap.error(f"--optuna saved: {path}: a line is not a JSON object")
             if row.get("meta"):
-                if row.get("trials") != n_trials:
-                    sys.exit(f"--optuna saved: {REFERENCE} holds Optuna's bests after "
+                if row.get("trials", n_trials) != n_trials:
+                    ap.error(f"--optuna saved: {path} holds Optuna's bests after "
                              f"{row.get('trials')} trials, this run compares after {n_trials} "
                              f"(use --trials {row.get('trials')}, or --optuna live or none)")
-                note = f"saved {row['date']} ({row['versions']['optuna']}, {row['machine']})"
+                versions = row.get("versions", {})
+                notes.append(f"saved {row.get('date', '?')} ({versions.get('optuna', '?')}, "
+                             f"{row.get('machine', '?')})")
                 continue
-            if row["problem"] in problems and row["seed"] in seeds:
-                results.setdefault(("optuna", row["problem"], row["sampler"]), {})[row["seed"]] = row["best"]
-    return note
+            try:
+                problem, sampler, seed, best = row["problem"], row["sampler"], row["seed"], row["best"]
+            except KeyError as e:
+                ap.error(f"--optuna saved: {path}: a row without {e}")
+            if problem in problems and seed in seeds:
+                results.setdefault(("optuna", problem, sampler), {})[seed] = best
+    return "; ".join(dict.fromkeys(notes)) or "saved (no meta line)"
 
 
 def _table(problem, results, seeds):
