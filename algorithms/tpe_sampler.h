@@ -236,8 +236,8 @@ struct TpeOptions {
   // tuning seeds (README.md, "Mostly categorical groups: the range rule"):
   // better on config_surrogate (5 categoricals of 7 params) and
   // et_cancer (3 of 5), level on sgd_cancer (2 of 3); the range rule
-  // everywhere was much worse on train_surrogate (1 of 4) and on the
-  // continuous functions, which keep the neighbour rule.
+  // everywhere was much worse on train_surrogate (1 of 4); the continuous
+  // functions, on which the neighbour rule was chosen, keep it.
   std::optional<tpe::BandwidthRule> bandwidth;
   // Multiplies every rule's bandwidth. Default (unset): 1.0 univariate, 0.7
   // multivariate, as measured best (bench/tpe_quality over seeds 0..79:
