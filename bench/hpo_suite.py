@@ -36,13 +36,13 @@ objective of a params dict (minimized), used identically by both sides:
 Real models use FIXED train/validation splits (half/half, stratified,
 random_state 0) and fixed model seeds, so only the sampler differs. The
 continuous functions (branin, hartmann6, ...) stay in the suite through
-build/dev/bench/tpe_quality (not duplicated here).
+build/release/bench/tpe_quality (not duplicated here).
 
 Samplers. Optuna 3.1: tpe (TPESampler defaults: univariate), tpe_mv
 (multivariate=True), tpe_mv_group (multivariate=True, group=True), random.
 Optuna's conditional params are suggested define-by-run (momentum only
 inside `if optimizer == "sgd"`), as Optuna users write them; ordinals are
-suggest_categorical. Ours, through build/dev/bench/hpo_suite_sampler (an
+suggest_categorical. Ours, through build/release/bench/hpo_suite_sampler (an
 ask/tell server): tpe ({"type":"tpe"}, our default), random, and any
 --ours LABEL=JSON.
 
@@ -85,7 +85,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, ".."))
 REFERENCE = os.path.join(HERE, "reference", "optuna_hpo_suite.jsonl")
-DEFAULT_BIN = os.path.join(ROOT, "build", "dev", "bench", "hpo_suite_sampler")
+DEFAULT_BIN = os.path.join(ROOT, "build", "release", "bench", "hpo_suite_sampler")
 
 
 def bowl(x, center, width):
@@ -708,9 +708,13 @@ def _load_reference(ap, paths, results, problems, seeds, n_trials):
                 problem, sampler, seed, best = row["problem"], row["sampler"], row["seed"], row["best"]
             except KeyError as e:
                 ap.error(f"--optuna saved: {path}: a row without {e}")
+            if not isinstance(best, (int, float)) or isinstance(best, bool) or not math.isfinite(best):
+                ap.error(f"--optuna saved: {path}: {problem} {sampler} seed {seed}: best must be a "
+                         f"finite number, got {best!r}")
             if problem in problems and seed in seeds:
                 results.setdefault(("optuna", problem, sampler), {})[seed] = best
-    return "; ".join(dict.fromkeys(notes)) or "saved (no meta line)"
+    names = ", ".join(os.path.relpath(p) for p in paths)
+    return "; ".join(dict.fromkeys(notes)) or f"saved in {names} (no meta line)"
 
 
 def _table(problem, results, seeds):
@@ -747,4 +751,7 @@ def _table(problem, results, seeds):
 
 
 if __name__ == "__main__":
+    import signal
+
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends the tables quietly
     main()

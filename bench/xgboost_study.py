@@ -16,7 +16,7 @@ N trials each (default 50), one after another in this run, one worker
 start to study end, imports included), best value, and the wall time as a
 ratio to Optuna's. The goal of issue #18: persistent within 2x of Optuna.
 
-Usage: bench/xgboost_study.py --hpsearch build/dev/hpsearch [--n-trials 50]
+Usage: bench/xgboost_study.py --hpsearch build/release/hpsearch [--n-trials 50]
                               [--modes optuna,per_trial,persistent]
 """
 import argparse
