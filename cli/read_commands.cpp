@@ -9,6 +9,8 @@
 #include <map>
 #include <set>
 
+#include "algorithms/factory.h"
+#include "algorithms/tpe_sampler.h"
 #include "cli/commands.h"
 #include "cli/table.h"
 #include "search/printable.h"
@@ -395,6 +397,26 @@ struct StudyStatus {
   CoordinatorStatus coordinator;
 };
 
+// The study's sampler settings as a run of it uses them: TPE's options with
+// every default resolved (TpeOptions::to_json: "bandwidth": "auto", the
+// multivariate defaults...), another sampler's stored "sampler" section
+// ({"type": "random"} when the stored document has none, as a run); null
+// when the study has no stored document (made through the C++ API), and
+// {"error": why} when the stored section is not valid (a store edited by
+// hand: status still answers).
+Json sampler_settings(const Json& config) {
+  if (!config.is_object()) return Json();
+  const Json section = config.contains("sampler") ? config["sampler"] : Json{{"type", "random"}};
+  try {
+    auto sampler = make_sampler(section);
+    if (const auto* tpe = dynamic_cast<const TpeSampler*>(sampler.get()))
+      return tpe->options().to_json();
+    return section;
+  } catch (const std::exception& e) {
+    return Json{{"error", valid_utf8(e.what())}};
+  }
+}
+
 void print_status_json(const StudyStatus& s) {
   const auto& holder = s.coordinator.lock.holder;
   Json out;
@@ -408,6 +430,7 @@ void print_status_json(const StudyStatus& s) {
   out["n_trials"] = s.budget ? Json(*s.budget) : Json();
   out["timeout_s"] = s.timeout_s ? Json(*s.timeout_s) : Json();
   out["best"] = s.best ? trial_to_json(*s.best) : Json();
+  out["sampler"] = sampler_settings(s.info.config);
   out["coordinator"] = s.coordinator.attr;
   out["coordinator_running"] = holder                     ? Json(true)
                                : s.coordinator.lock.asked ? Json(false)
@@ -510,6 +533,13 @@ void print_status_text(const StudyStatus& s, const std::string& storage_name) {
                              format_value(*best->value));
   else
     std::cout << "Best: " << no_best_trial_yet(s.counts.count(TrialState::kComplete)) << "\n";
+  if (const Json sampler = sampler_settings(s.info.config); !sampler.is_null())
+    std::cout << "Sampler: "
+              << (sampler.contains("error")
+                      ? "the stored settings are not valid: " +
+                            printable(sampler["error"].get<std::string>())
+                      : printable(sampler.dump(-1, ' ', false, Json::error_handler_t::replace)))
+              << "\n";
   std::cout << "Coordinator: " << s.coordinator.line << "\n";
   print_workers(s);
 }

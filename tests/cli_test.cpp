@@ -484,6 +484,51 @@ TEST_F(CliTest, AStudyWhoseOnlyCompleteTrialsAreWarmCopiesSaysSo) {
   EXPECT_THAT(empty.err, HasSubstr("study 'empty' has no COMPLETE trial yet"));
 }
 
+// status shows the sampler settings a run of the study uses, with every
+// default resolved (TPE's "bandwidth": "auto" is otherwise visible nowhere);
+// a stored section that is not valid (a store edited by hand) is named, and
+// status still answers; a study without a stored document has no line.
+TEST_F(CliTest, StatusShowsTheSamplerSettingsWithItsDefaultsResolved) {
+  Json doc = Json::parse(sleep_space(0, 2));
+  doc["sampler"] = {{"type", "tpe"}, {"n_startup_trials", 5}, {"seed", 4}};
+  dir_.write("space.json", doc.dump());
+  ASSERT_EQ(cli({"run", "space.json"}).exit_code, 0);
+  ProcessResult text = cli({"status", "slow.db"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("Sampler: {"));
+  EXPECT_THAT(text.out, HasSubstr("\"bandwidth\":\"auto\""));
+  EXPECT_THAT(text.out, HasSubstr("\"n_startup_trials\":5"));
+  EXPECT_THAT(text.out, HasSubstr("\"min_bandwidth_factor\":0.04"));  // multivariate's default
+  ProcessResult json = cli({"status", "slow.db", "--format", "json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const Json out = Json::parse(json.out);
+  EXPECT_EQ(out["sampler"]["bandwidth"], "auto");
+  EXPECT_EQ(out["sampler"]["multivariate"], true);
+  EXPECT_EQ(out["sampler"]["seed"], 4);
+
+  {
+    auto storage = open_storage(dir_.file("slow.db"));
+    const std::int64_t id = *storage->find_study("slow");
+    doc["sampler"] = {{"type", "tpe"}, {"bandwidth", "silverman\x1b[2J"}};
+    storage->set_study_config(id, doc);
+    storage->create_study("api", StudyDirection::kMinimize, Json());
+  }
+  ProcessResult bad = cli({"status", "slow.db", "--study", "slow"});
+  ASSERT_EQ(bad.exit_code, 0) << bad.err;
+  EXPECT_THAT(bad.out, HasSubstr("Sampler: the stored settings are not valid: sampler.bandwidth"));
+  EXPECT_THAT(bad.out, Not(HasSubstr("\x1b"))) << "control bytes from the store reach the terminal";
+  ProcessResult bad_json = cli({"status", "slow.db", "--study", "slow", "--format", "json"});
+  ASSERT_EQ(bad_json.exit_code, 0) << bad_json.err;
+  EXPECT_THAT(Json::parse(bad_json.out)["sampler"]["error"].get<std::string>(),
+              HasSubstr("sampler.bandwidth"));
+  ProcessResult api = cli({"status", "slow.db", "--study", "api"});
+  ASSERT_EQ(api.exit_code, 0) << api.err;
+  EXPECT_THAT(api.out, Not(HasSubstr("Sampler:")));
+  EXPECT_TRUE(
+      Json::parse(cli({"status", "slow.db", "--study", "api", "--format", "json"}).out)["sampler"]
+          .is_null());
+}
+
 TEST_F(CliTest, TrialsFiltersSortsLimitsAndStreams) {
   // A store made through the storage API: 40 trials of every state, values
   // with ties, a warm-start copy with the best value.
