@@ -8,6 +8,8 @@
 #include <set>
 #include <sstream>
 
+#include "search/printable.h"
+
 namespace hps {
 
 std::string join_path(std::string_view parent, std::string_view key) {
@@ -268,7 +270,29 @@ std::string json_detail(const std::exception& e) {
 // nlohmann::json sees each container open and each key.
 class DuplicateKeyCheck {
  public:
-  explicit DuplicateKeyCheck(const std::string& origin) : origin_(origin) {}
+  struct Frame {
+    bool is_object = false;
+    std::string name;  // how the container is reached from its parent
+    std::string key;   // an object's key being read
+    std::set<std::string> keys;
+  };
+
+  // `frames` (the open containers) outlives the check and its copies
+  // (Json::parse copies the callback), so that an error raised while a
+  // value is read can name where it is (value_path).
+  DuplicateKeyCheck(const std::string& origin, std::vector<Frame>& frames)
+      : origin_(origin), frames_(&frames) {}
+
+  // The value being read, as a path of keys ("space.x.high"; "[]" for an
+  // array's element), or "" outside any container.
+  static std::string value_path(const std::vector<Frame>& frames) {
+    std::string path = container_path(frames);
+    if (frames.empty()) return path;
+    const Frame& top = frames.back();
+    const std::string last = top.is_object ? top.key : "[]";
+    if (last.empty()) return path;
+    return last == "[]" ? path + last : (path.empty() ? last : path + "." + last);
+  }
 
   bool operator()(int /*depth*/, Json::parse_event_t event, Json& parsed) {
     switch (event) {
@@ -278,11 +302,11 @@ class DuplicateKeyCheck {
         break;
       case Json::parse_event_t::object_end:
       case Json::parse_event_t::array_end:
-        if (!frames_.empty()) frames_.pop_back();
+        if (!frames_->empty()) frames_->pop_back();
         break;
       case Json::parse_event_t::key: {
-        if (frames_.empty()) break;
-        Frame& top = frames_.back();
+        if (frames_->empty()) break;
+        Frame& top = frames_->back();
         top.key = parsed.get<std::string>();
         if (!top.keys.insert(top.key).second)
           throw ConfigError(origin_, "invalid JSON: key '" + top.key + "' appears twice in " +
@@ -296,30 +320,29 @@ class DuplicateKeyCheck {
   }
 
  private:
-  struct Frame {
-    bool is_object = false;
-    std::string name;  // how the container is reached from its parent
-    std::string key;   // an object's key being read
-    std::set<std::string> keys;
-  };
-
   void open(bool is_object) {
     Frame f;
     f.is_object = is_object;
-    if (!frames_.empty()) f.name = frames_.back().is_object ? frames_.back().key : "[]";
-    frames_.push_back(std::move(f));
+    if (!frames_->empty()) f.name = frames_->back().is_object ? frames_->back().key : "[]";
+    frames_->push_back(std::move(f));
+  }
+
+  // The open containers as a path of keys ("space.x"), "" at the top.
+  static std::string container_path(const std::vector<Frame>& frames) {
+    std::string path;
+    for (std::size_t i = 1; i < frames.size(); ++i)
+      path += (frames[i].name == "[]" ? "" : (path.empty() ? "" : ".")) + frames[i].name;
+    return path;
   }
 
   // The open object, as a path of keys ("space.x"), or "the top-level object".
   std::string where() const {
-    std::string path;
-    for (std::size_t i = 1; i < frames_.size(); ++i)
-      path += (frames_[i].name == "[]" ? "" : (path.empty() ? "" : ".")) + frames_[i].name;
+    const std::string path = container_path(*frames_);
     return path.empty() ? std::string("the top-level object") : "'" + path + "'";
   }
 
   const std::string& origin_;
-  std::vector<Frame> frames_;
+  std::vector<Frame>* frames_;
 };
 
 }  // namespace
@@ -333,13 +356,22 @@ Json parse_json_text(const std::string& text, const std::string& origin) {
   if (std::size_t at = json_too_deep_at(text); at != std::string_view::npos)
     throw ConfigError(origin, "invalid JSON at " + line_column(text, at) + ": nested deeper than " +
                                   std::to_string(kMaxJsonDepth) + " levels");
+  std::vector<DuplicateKeyCheck::Frame> frames;
   try {
-    return Json::parse(text, DuplicateKeyCheck(origin));
+    return Json::parse(text, DuplicateKeyCheck(origin, frames));
   } catch (const Json::parse_error& e) {
     // nlohmann reports the byte offset just past the error.
     throw ConfigError(origin, "invalid JSON at " + line_column(text, e.byte == 0 ? 0 : e.byte - 1) +
                                   ": " + json_detail(e));
-  } catch (const Json::exception& e) {  // e.g. out_of_range.406: number overflow
+  } catch (const Json::out_of_range& e) {  // 406: a number beyond a double's range
+    const std::string path = DuplicateKeyCheck::value_path(frames);
+    throw ConfigError(origin, "invalid JSON" +
+                                  (path.empty() ? "" : " at '" + printable(path) + "'") + ": " +
+                                  json_detail(e) +
+                                  (e.id == 406 ? " (a number must lie within +-1.8e308, the "
+                                                 "range of a double)"
+                                               : ""));
+  } catch (const Json::exception& e) {
     throw ConfigError(origin, "invalid JSON: " + json_detail(e));
   }
 }

@@ -628,8 +628,21 @@ TEST_F(StudyConfigFileTest, DeepNestingAndNumberOverflowAreConfigErrors) {
 
   auto e = config_error([] { parse_json_text(R"({"low": -1e400})", "space.json"); });
   EXPECT_EQ(e.path(), "space.json");
-  EXPECT_TRUE(contains_text(e.what(), "invalid JSON")) << e.what();
+  EXPECT_TRUE(contains_text(e.what(), "invalid JSON at 'low'")) << e.what();
   EXPECT_TRUE(contains_text(e.what(), "1e400")) << e.what();
+  EXPECT_TRUE(contains_text(e.what(), "range of a double")) << e.what();
+  // The field is named however deep it is (keys read before it do not
+  // leak into the path), and an array's element as "[]".
+  e = config_error([] {
+    parse_json_text(R"({"study": {"name": "s"}, "space": {"x": {"type": "float", "low": 0,
+                          "high": 1e309}}})",
+                    "space.json");
+  });
+  EXPECT_TRUE(contains_text(e.what(), "invalid JSON at 'space.x.high'")) << e.what();
+  e = config_error([] { parse_json_text(R"({"values": [1, 2e999]})", "space.json"); });
+  EXPECT_TRUE(contains_text(e.what(), "invalid JSON at 'values[]'")) << e.what();
+  e = config_error([] { parse_json_text("1e999", "space.json"); });
+  EXPECT_TRUE(contains_text(e.what(), "space.json: invalid JSON: number overflow")) << e.what();
 }
 
 TEST_F(StudyConfigFileTest, StudyNameLengthIsBounded) {
