@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "search/json_util.h"
+#include "search/printable.h"
 
 namespace hps::sqlite {
 
@@ -49,7 +50,10 @@ Json decode_json(const std::string& text, const Where& where, const char* column
   try {
     return parse_json_nonfinite(text);
   } catch (const Json::exception& e) {
-    throw StorageError(where.str() + ": column " + column + ": invalid JSON: " + e.what());
+    // nlohmann quotes the offending text, bytes of the store: escaped, so
+    // that a corrupt row cannot send control bytes to a terminal.
+    throw StorageError(where.str() + ": column " + column +
+                       ": invalid JSON: " + printable(e.what()));
   }
 }
 
