@@ -406,7 +406,7 @@ struct StudyStatus {
 // hand: status still answers).
 Json sampler_settings(const Json& config) {
   if (!config.is_object()) return Json();
-  Json section = config.contains("sampler") ? config["sampler"] : Json{{"type", "random"}};
+  Json section = sampler_section(config);
   try {
     auto sampler = make_sampler(section);
     if (const auto* tpe = dynamic_cast<const TpeSampler*>(sampler.get()))

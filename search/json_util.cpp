@@ -286,12 +286,12 @@ class DuplicateKeyCheck {
   // The value being read, as a path of keys ("space.x.high"; "[]" for an
   // array's element), or "" outside any container.
   static std::string value_path(const std::vector<Frame>& frames) {
-    std::string path = container_path(frames);
-    if (frames.empty()) return path;
+    if (frames.empty()) return "";
+    const std::string path = container_path(frames);
     const Frame& top = frames.back();
-    const std::string last = top.is_object ? top.key : "[]";
-    if (last.empty()) return path;
-    return last == "[]" ? path + last : (path.empty() ? last : path + "." + last);
+    if (!top.is_object) return path + "[]";
+    if (top.key.empty()) return path;
+    return path.empty() ? top.key : path + "." + top.key;
   }
 
   bool operator()(int /*depth*/, Json::parse_event_t event, Json& parsed) {

@@ -292,6 +292,11 @@ void check_study_name(const std::string& name, const std::string& field) {
   }
 }
 
+Json sampler_section(const Json& doc) {
+  if (doc.is_object() && doc.contains("sampler")) return doc["sampler"];
+  return Json{{"type", "random"}};
+}
+
 StudyConfig StudyConfig::from_json(const Json& doc) {
   if (!doc.is_object()) throw ConfigError("", "the top level of space.json must be an object");
   check_keys(doc, "", {"study", "sampler", "pruner", "budget", "objective", "space", "warm_start"});
@@ -310,10 +315,7 @@ StudyConfig StudyConfig::from_json(const Json& doc) {
 
   require_type(doc, "sampler");
   require_type(doc, "pruner");
-  if (doc.contains("sampler"))
-    c.sampler = doc["sampler"];
-  else
-    c.sampler = Json{{"type", "random"}};
+  c.sampler = sampler_section(doc);
   if (doc.contains("pruner"))
     c.pruner = doc["pruner"];
   else

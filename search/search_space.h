@@ -134,6 +134,11 @@ struct WarmStartConfig {
 // in file names, log directories and worker command lines.
 inline constexpr std::size_t kMaxStudyNameBytes = 255;
 
+// The "sampler" section of a space.json document `doc`, or the default
+// sampler's, {"type": "random"}, when it has none (not validated: the
+// caller builds the sampler, e.g. make_sampler, which raises ConfigError).
+Json sampler_section(const Json& doc);
+
 // The parsed space.json. Sections that later components interpret (sampler,
 // pruner, objective) are kept as JSON and validated by their factories,
 // which report errors under "sampler.", "pruner." and "objective.".
