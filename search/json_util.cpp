@@ -287,7 +287,7 @@ class DuplicateKeyCheck {
   // array's element), or "" outside any container.
   static std::string value_path(const std::vector<Frame>& frames) {
     if (frames.empty()) return "";
-    const std::string path = container_path(frames);
+    std::string path = container_path(frames);
     const Frame& top = frames.back();
     if (!top.is_object) return path + "[]";
     if (top.key.empty()) return path;
