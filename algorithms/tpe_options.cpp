@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "algorithms/tpe_sampler.h"
+#include "search/printable.h"
 
 namespace hps {
 
@@ -119,6 +120,16 @@ void TpeOptions::validate(const std::string& path) const {
   if (duplicate_retries < 1) fail("duplicate_retries", "must be >= 1");
 }
 
+std::size_t TpeOptions::startup_trials(std::optional<std::int64_t> max_complete) const {
+  if (n_startup_trials) return *n_startup_trials;
+  if (!max_complete) return kAutoStartupMax;
+  // ceil(max_complete / 10) within [kAutoStartupMin, kAutoStartupMax].
+  const std::int64_t tenth = *max_complete / 10 + (*max_complete % 10 > 0 ? 1 : 0);
+  return static_cast<std::size_t>(
+      std::clamp<std::int64_t>(tenth, static_cast<std::int64_t>(kAutoStartupMin),
+                               static_cast<std::int64_t>(kAutoStartupMax)));
+}
+
 TpeOptions TpeOptions::resolved() const {
   TpeOptions o = *this;
   if (!o.consider_magic_clip) o.consider_magic_clip = !multivariate;
@@ -161,7 +172,16 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
               "duplicate_retries"});
   TpeOptions o;
   o.seed = optional_seed(config, path);
-  read_count(config, path, "n_startup_trials", o.n_startup_trials);
+  if (auto it = config.find("n_startup_trials"); it != config.end() && it->is_string()) {
+    if (it->get<std::string>() != "auto")
+      throw ConfigError(
+          join_path(path, "n_startup_trials"),
+          "must be a count >= 0 or \"auto\", got '" + printable(it->get<std::string>()) + "'");
+  } else if (it != config.end()) {
+    std::size_t n = 0;
+    read_count(config, path, "n_startup_trials", n);
+    o.n_startup_trials = n;
+  }
   if (auto v = optional_choice<std::optional<QmcSequence>>(config, path, "startup",
                                                            {{"random", std::nullopt},
                                                             {"sobol", QmcSequence::kSobol},
@@ -223,7 +243,7 @@ Json TpeOptions::to_json() const {
   const TpeOptions& o = r;
   Json j = {
       {"type", "tpe"},
-      {"n_startup_trials", n_startup_trials},
+      {"n_startup_trials", n_startup_trials ? Json(*n_startup_trials) : Json("auto")},
       {"startup", startup ? to_string(*startup) : "random"},
       {"n_ei_candidates", n_ei_candidates},
       {"gamma", gamma_to_json(gamma)},

@@ -246,23 +246,32 @@ void TpeSampler::set_n_workers(int n_workers) {
 
 bool TpeSampler::constant_liar_active() const { return options_.constant_liar || n_workers_ > 1; }
 
-std::string TpeSampler::budget_warning(std::int64_t max_complete) const {
-  const auto startup = static_cast<std::int64_t>(options_.n_startup_trials);
+std::string TpeSampler::plan_budget(std::int64_t max_complete) {
+  std::lock_guard lock(mu_);
+  max_complete_ = max_complete;
+  const auto startup = static_cast<std::int64_t>(options_.startup_trials(max_complete_));
   if (max_complete > startup) return {};
   return "TPE sampler: the budget allows at most " + std::to_string(max_complete) +
          " COMPLETE trials, at or below n_startup_trials = " + std::to_string(startup) +
+         (options_.n_startup_trials ? "" : " (\"auto\")") +
          ", so every trial is drawn at random (a random search); raise the budget or lower "
          "sampler.n_startup_trials";
 }
 
+std::size_t TpeSampler::startup_trials() const {
+  std::lock_guard lock(mu_);
+  return options_.startup_trials(max_complete_);
+}
+
 void TpeSampler::sample(const SamplingContext& ctx, const SearchSpace& space, Params& params) {
   std::lock_guard lock(mu_);
+  const std::size_t n_startup = options_.startup_trials(max_complete_);
   if (auto complete = complete_in_view(ctx, *cache_);
-      complete && *complete < options_.n_startup_trials &&
+      complete && *complete < n_startup &&
       sample_startup_from_view(options_, seed_, startup_design_.get(), *cache_, ctx, space, params))
     return;
   const History h = tpe::prepare_history(ctx, *cache_, constant_liar_active() || ctx.n_workers > 1);
-  const bool startup = h.n_complete < options_.n_startup_trials;
+  const bool startup = h.n_complete < n_startup;
   if (!startup) {
     // A fresh sampler on a long history: the params' columns in one pass.
     std::vector<const ParamSpec*> specs;
@@ -315,15 +324,15 @@ double TpeSampler::sample_independent(const SamplingContext& ctx, const std::str
                                       const Distribution& distribution) {
   std::lock_guard lock(mu_);
   if (distribution.single_value()) return single_internal(distribution);
-  if (auto complete = complete_in_view(ctx, *cache_);
-      complete && *complete < options_.n_startup_trials) {
+  const std::size_t n_startup = options_.startup_trials(max_complete_);
+  if (auto complete = complete_in_view(ctx, *cache_); complete && *complete < n_startup) {
     std::mt19937_64 rng(stream_seed(seed_, ctx.trial.number, hash_name(name)));
     return startup_design_ ? startup_design_->sample_independent(ctx, name, distribution)
                            : RandomSampler::draw(rng, distribution);
   }
   const History h = tpe::prepare_history(ctx, *cache_, constant_liar_active() || ctx.n_workers > 1);
   std::mt19937_64 rng(stream_seed(seed_, ctx.trial.number, hash_name(name)));
-  if (h.n_complete < options_.n_startup_trials)
+  if (h.n_complete < n_startup)
     return startup_design_ ? startup_design_->sample_independent(ctx, name, distribution)
                            : RandomSampler::draw(rng, distribution);
   TpeModel model(options_, *cache_, h);

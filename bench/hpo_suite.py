@@ -365,7 +365,8 @@ def run_optuna(problem, label, seed, n_trials, trace):
 def run_ours(problem, config, seed, n_trials, trace, binary):
     space, objective = PROBLEMS[problem]
     proc = subprocess.Popen(
-        [binary, "--space", json.dumps(space), "--sampler", json.dumps(config), "--seed", str(seed)],
+        [binary, "--space", json.dumps(space), "--sampler", json.dumps(config), "--seed", str(seed),
+         "--budget", str(n_trials)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
 
     def call(req):

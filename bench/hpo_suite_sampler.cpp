@@ -3,11 +3,14 @@
 // surrogates) and our sampler chooses the params. One study, in memory.
 //
 //   hpo_suite_sampler --space JSON --sampler JSON [--seed 0] [--direction minimize]
+//                     [--budget N]
 //
 // --space: the "space" section of space.json (SearchSpace::from_json, with
 // conditions ("when"), ordinals, log ints, ...); --sampler: the "sampler"
 // section (make_sampler, algorithms/factory.h); --seed replaces the sampler's
-// seed; --direction: minimize or maximize.
+// seed; --direction: minimize or maximize; --budget: the study's trial budget,
+// given to the sampler as `hpsearch run` gives budget.n_trials
+// (Sampler::plan_budget: TPE's "auto" startup size follows it).
 //
 // Protocol: one JSON object a line on stdin, one answer a line on stdout.
 //   {"op":"ask"}                                -> {"number":N,"params":{...}}
@@ -38,6 +41,7 @@ struct Args {
   Json sampler = Json{{"type", "tpe"}};
   std::uint64_t seed = 0;
   hps::StudyDirection direction = hps::StudyDirection::kMinimize;
+  std::optional<std::int64_t> budget;
 };
 
 // --seed: cli::parse_whole_number's rule (the hpsearch flags' own).
@@ -62,6 +66,11 @@ Args parse_args(int argc, char** argv) {
       a.sampler = hps::parse_json_text(value, "--sampler");
     } else if (flag == "--seed") {
       a.seed = parse_seed(value);
+    } else if (flag == "--budget") {
+      std::string error;
+      auto v = hps::cli::parse_whole_number<std::int64_t>(value, error);
+      if (!v) throw std::runtime_error("--budget: " + error);
+      a.budget = *v;
     } else if (flag == "--direction") {
       a.direction = hps::parse_direction(value, "--direction");
     } else {
@@ -117,7 +126,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::cerr << "hpo_suite_sampler: " << e.what()
               << "\nusage: hpo_suite_sampler --space JSON --sampler JSON [--seed S] "
-                 "[--direction minimize|maximize]\n";
+                 "[--direction minimize|maximize] [--budget N]\n";
     return 2;
   }
   hps::StudyOptions opt;
@@ -129,6 +138,7 @@ int main(int argc, char** argv) {
     // needs values for continuous params, ...).
     study.emplace(hps::Study::create(std::make_shared<hps::InMemoryStorage>(), "hpo_suite",
                                      args.direction, opt));
+    if (args.budget) (void)study->sampler().plan_budget(*args.budget);
   } catch (const std::exception& e) {
     std::cerr << "hpo_suite_sampler: " << e.what() << "\n";
     return 2;

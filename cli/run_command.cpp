@@ -798,9 +798,10 @@ void after_study(const StudyConfig& config, Study& study) {
 // Copies the trials of the warm start checked before the study was opened
 // (`source`), or says that the study was warm-started before (a study is
 // warm-started once: another warm_start given later is not read); then the
-// TPE budget warning, counting the copies as the COMPLETE history they are.
+// sampler's budget (Sampler::plan_budget), counting the copies as the COMPLETE
+// history they are.
 void apply_warm_start(const StudyConfig& config, const std::optional<WarmStartSource>& source,
-                      Study& study, const Sampler& sampler) {
+                      Study& study, Sampler& sampler) {
   if (source) {  // before the coordinator reads the history
     spdlog::info("{}",
                  copy_warm_start(study, *source->storage, source->label, source->study).message());
@@ -821,7 +822,7 @@ void apply_warm_start(const StudyConfig& config, const std::optional<WarmStartSo
   if (config.budget.n_trials) {
     std::int64_t warm = 0;
     for (const auto& t : study.trials({TrialState::kComplete})) warm += t->is_warm_start() ? 1 : 0;
-    const std::string warning = sampler.budget_warning(*config.budget.n_trials + warm);
+    const std::string warning = sampler.plan_budget(*config.budget.n_trials + warm);
     if (!warning.empty()) spdlog::warn("{}", warning);
   }
 }
@@ -912,7 +913,7 @@ int run_study(StudyConfig config, const RunOptions& o) {
   if (config.budget.n_trials && !config.warm_start) {
     // The budget counts the study's finished trials, so at most this many
     // are COMPLETE (with a warm start: checked once the copies are made).
-    const std::string warning = sampler->budget_warning(*config.budget.n_trials);
+    const std::string warning = sampler->plan_budget(*config.budget.n_trials);
     if (!warning.empty()) spdlog::warn("{}", warning);
   }
   // What the store file cannot be is bad input (exit 2), as for the read

@@ -70,13 +70,16 @@ class Sampler {
   // A short name for logs ("random", "tpe").
   virtual std::string name() const = 0;
 
-  // A warning for a study whose budget ends with at most `max_complete`
-  // COMPLETE trials, when this sampler cannot work as configured within it
-  // (TPE: at or below n_startup_trials every trial is drawn at random), or
-  // "" (the default: nothing to say). Study::optimize (when n_trials is
-  // set) and `hpsearch run` (when budget.n_trials is set) log it with
-  // spdlog::warn at the start.
-  virtual std::string budget_warning(std::int64_t max_complete) const {
+  // Tells the sampler that the study's budget ends with at most
+  // `max_complete` COMPLETE trials (a count >= 0), before the run samples:
+  // Study::optimize (when n_trials is set: the COMPLETE trials so far plus
+  // n_trials) and `hpsearch run` / `resume` (when budget.n_trials is set)
+  // call it once at the start and log what it returns with spdlog::warn.
+  // A sampler may size itself to the budget (TPE's "auto" startup size).
+  // Returns a warning when this sampler cannot work as configured within
+  // the budget (TPE: at or below its startup size every trial is drawn at
+  // random), or "" (the default: nothing to say, nothing kept).
+  virtual std::string plan_budget(std::int64_t max_complete) {
     (void)max_complete;
     return {};
   }

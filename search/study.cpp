@@ -446,7 +446,7 @@ void Study::optimize(const Objective& objective, const OptimizeOptions& options)
   if (options.n_trials && *options.n_trials < 0) throw ConfigError("n_trials", "must be >= 0");
   if (options.n_trials) {
     const auto complete = static_cast<std::int64_t>(trials({TrialState::kComplete}).size());
-    const std::string warning = sampler().budget_warning(complete + *options.n_trials);
+    const std::string warning = sampler().plan_budget(complete + *options.n_trials);
     if (!warning.empty()) spdlog::warn("{}", warning);
   }
   impl_->interrupt = options.stop;

@@ -317,7 +317,7 @@ TEST_F(CliTest, FourWorkersOnAnIntParamTryEachValueOnceThenStopExhausted) {
 // the run says so.
 TEST_F(CliTest, RunWarnsWhenTheBudgetIsWithinTpeStartup) {
   Json doc = Json::parse(kBraninSpace);
-  doc["sampler"] = {{"type", "tpe"}, {"seed", 1}};
+  doc["sampler"] = {{"type", "tpe"}, {"seed", 1}, {"n_startup_trials", 10}};
   doc["budget"]["n_trials"] = 8;
   dir_.write("space.json", doc.dump());
   ProcessResult run = cli({"run", "space.json"});
@@ -325,6 +325,24 @@ TEST_F(CliTest, RunWarnsWhenTheBudgetIsWithinTpeStartup) {
   EXPECT_NE(run.err.find("at most 8 COMPLETE trials, at or below n_startup_trials = 10"),
             std::string::npos)
       << run.err;
+  // The default startup size ("auto") follows the budget: 5 of 8 trials,
+  // so the last 3 are modelled and nothing is said; 5 of 5 is said.
+  doc["sampler"].erase("n_startup_trials");
+  doc["study"]["storage"] = "auto8.db";
+  dir_.write("space.json", doc.dump());
+  ProcessResult auto8 = cli({"run", "space.json"});
+  ASSERT_EQ(auto8.exit_code, 0) << auto8.err;
+  EXPECT_EQ(auto8.err.find("n_startup_trials"), std::string::npos) << auto8.err;
+  doc["budget"]["n_trials"] = 5;
+  doc["study"]["storage"] = "auto5.db";
+  dir_.write("space.json", doc.dump());
+  ProcessResult auto5 = cli({"run", "space.json"});
+  ASSERT_EQ(auto5.exit_code, 0) << auto5.err;
+  EXPECT_NE(auto5.err.find("at most 5 COMPLETE trials, at or below n_startup_trials = 5 "
+                           "(\"auto\")"),
+            std::string::npos)
+      << auto5.err;
+  doc["sampler"]["n_startup_trials"] = 10;
   doc["budget"]["n_trials"] = 11;
   doc["study"]["storage"] = "more.db";
   dir_.write("space.json", doc.dump());

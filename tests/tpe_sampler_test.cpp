@@ -107,7 +107,8 @@ Study make_study(std::shared_ptr<Sampler> sampler, std::optional<SearchSpace> sp
 
 TEST(TpeOptionsTest, DocumentedDefaults) {
   TpeOptions o;
-  EXPECT_EQ(o.n_startup_trials, 10u);
+  EXPECT_FALSE(o.n_startup_trials.has_value());  // "auto"
+  EXPECT_EQ(o.startup_trials(std::nullopt), 10u);
   EXPECT_EQ(o.n_ei_candidates, 24u);
   EXPECT_EQ(o.gamma.rule, TpeGamma::Rule::kLinear);
   EXPECT_DOUBLE_EQ(o.gamma.factor, 0.1);
@@ -258,6 +259,10 @@ TEST(TpeOptionsTest, FromJsonReadsEveryOptionAndRoundTrips) {
   EXPECT_EQ(TpeOptions().to_json().at("bandwidth"), "auto");
   EXPECT_FALSE(TpeOptions().resolved().bandwidth.has_value());
   EXPECT_FALSE(TpeOptions::from_json({{"type", "tpe"}, {"bandwidth", "auto"}}).bandwidth);
+  // The startup size's default is "auto" too (resolved against the budget).
+  EXPECT_EQ(TpeOptions().to_json().at("n_startup_trials"), "auto");
+  EXPECT_FALSE(TpeOptions::from_json({{"type", "tpe"}, {"n_startup_trials", "auto"}})
+                   .n_startup_trials.has_value());
   // null: the branch choice is split with gamma.
   j["branch_gamma"] = nullptr;
   EXPECT_FALSE(TpeOptions::from_json(j).branch_gamma.has_value());
@@ -297,6 +302,8 @@ TEST(TpeOptionsTest, BadOptionsNameTheField) {
   expect_config_error({{"type", "tpe"}, {"branch_gamma", "sqrt"}}, "sampler.branch_gamma",
                       "must be an object");
   expect_config_error({{"type", "tpe"}, {"prior_weight", -1}}, "sampler.prior_weight", "> 0");
+  expect_config_error({{"type", "tpe"}, {"n_startup_trials", "some"}}, "sampler.n_startup_trials",
+                      "must be a count >= 0 or \"auto\", got 'some'");
   expect_config_error({{"type", "tpe"}, {"n_startup_trials", -1}}, "sampler.n_startup_trials",
                       ">= 0");
   expect_config_error({{"type", "tpe"}, {"n_ei_candidates", 0}}, "sampler.n_ei_candidates",
@@ -376,6 +383,64 @@ TEST(TpeSamplerTest, StartupIsRandomUntilEnoughTrialsAreComplete) {
     EXPECT_GT(differ, 0) << "the model ignored the values after the startup, multivariate "
                          << multi;
   }
+}
+
+// Issue #17: the "auto" startup size follows the budget the sampler is told
+// (Sampler::plan_budget): ceil(budget / 10) within [5, 10]; 10 without one;
+// an explicit n_startup_trials always wins.
+TEST(TpeOptionsTest, AutoStartupSizeFollowsTheBudget) {
+  TpeOptions o;
+  EXPECT_EQ(o.startup_trials(std::nullopt), 10u);
+  EXPECT_EQ(o.startup_trials(0), 5u);
+  EXPECT_EQ(o.startup_trials(8), 5u);
+  EXPECT_EQ(o.startup_trials(50), 5u);
+  EXPECT_EQ(o.startup_trials(51), 6u);
+  EXPECT_EQ(o.startup_trials(61), 7u);
+  EXPECT_EQ(o.startup_trials(100), 10u);
+  EXPECT_EQ(o.startup_trials(1000000), 10u);
+  o.n_startup_trials = 3;
+  EXPECT_EQ(o.startup_trials(std::nullopt), 3u);
+  EXPECT_EQ(o.startup_trials(1000), 3u);
+}
+
+TEST(TpeSamplerTest, AutoStartupModelsFromTheBudgetsStartupSize) {
+  const SearchSpace space = unit_space(2);
+  History h(space);
+  for (int i = 0; i < 6; ++i) {
+    const double x = (i + 0.5) / 6;
+    h.add(TrialState::kComplete, {{"x0", x}, {"x1", 1 - x}}, x);
+  }
+  auto with_startup = [](std::optional<std::size_t> n) {
+    TpeOptions o;
+    o.seed = 3;
+    o.n_startup_trials = n;
+    return std::make_shared<TpeSampler>(o);
+  };
+  // Told a budget of 20 trials, the default sampler models from the 6th
+  // trial on, exactly as n_startup_trials 5 does (the same draws).
+  auto told = with_startup(std::nullopt);
+  EXPECT_EQ(told->plan_budget(20), "");
+  EXPECT_EQ(told->startup_trials(), 5u);
+  auto five = with_startup(5);
+  auto ten = with_startup(10);
+  int differ_from_random = 0;
+  for (std::int64_t n = 100; n < 110; ++n) {
+    const Params p = h.suggest(*told, space, n);
+    EXPECT_EQ(p, h.suggest(*five, space, n)) << n;
+    differ_from_random += p != h.suggest(*ten, space, n);
+  }
+  EXPECT_GT(differ_from_random, 0);
+  // Not told a budget (ask and tell without optimize): 10, a random draw.
+  auto untold = with_startup(std::nullopt);
+  EXPECT_EQ(untold->startup_trials(), 10u);
+  for (std::int64_t n = 100; n < 105; ++n)
+    EXPECT_EQ(h.suggest(*untold, space, n), h.suggest(*ten, space, n)) << n;
+  // A budget within the startup: a random search, and the warning says so.
+  EXPECT_EQ(with_startup(std::nullopt)->plan_budget(5),
+            "TPE sampler: the budget allows at most 5 COMPLETE trials, at or below "
+            "n_startup_trials = 5 (\"auto\"), so every trial is drawn at random (a random "
+            "search); raise the budget or lower sampler.n_startup_trials");
+  EXPECT_NE(with_startup(10)->plan_budget(8).find("n_startup_trials = 10, so"), std::string::npos);
 }
 
 // Mean over seeds of best-value regret after n trials.

@@ -307,7 +307,21 @@ TEST(TriedPointsTest, OptimizeWarnsWhenTheBudgetIsWithinTpeStartup) {
     study.optimize(objective, oo);
     EXPECT_EQ(log.text().find("n_startup_trials"), std::string::npos) << log.text();
   }
-  EXPECT_EQ(RandomSampler(1).budget_warning(1), "");
+  EXPECT_EQ(RandomSampler(1).plan_budget(1), "");
+  // The default ("auto") startup size of a budget of 5 trials is 5.
+  TpeOptions a;
+  a.seed = 1;
+  Study small =
+      Study::create(std::make_shared<InMemoryStorage>(), "auto", StudyDirection::kMinimize,
+                    StudyOptions{std::make_shared<TpeSampler>(a), {}, space});
+  CapturedLog log;
+  OptimizeOptions oo;
+  oo.n_trials = 5;
+  small.optimize(objective, oo);
+  EXPECT_NE(log.text().find("at most 5 COMPLETE trials, at or below n_startup_trials = 5 "
+                            "(\"auto\")"),
+            std::string::npos)
+      << log.text();
 }
 
 }  // namespace
