@@ -44,7 +44,9 @@ Optuna's conditional params are suggested define-by-run (momentum only
 inside `if optimizer == "sgd"`), as Optuna users write them; ordinals are
 suggest_categorical. Ours, through build/release/bench/hpo_suite_sampler (an
 ask/tell server): tpe ({"type":"tpe"}, our default), random, and any
---ours LABEL=JSON.
+--ours LABEL=JSON. Our sampler is told the budget (--trials) as `hpsearch run`
+tells it budget.n_trials (TPE's "auto" startup size follows it: 10 at 100
+trials); Optuna's TPE has no such input (its startup size is 10).
 
 Usage (run with /usr/bin/python3; `nice -n 19` for long runs):
   bench/hpo_suite.py [--trials 100] [--seeds 20] [--seed-offset 0]

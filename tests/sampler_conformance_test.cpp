@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -363,9 +364,14 @@ TEST_P(SamplerConformanceTest, SameSeedSameSequence) {
 
 // One process's session on a study kept in `storage`: a fresh sampler (as
 // after a restart) runs `n` trials. Returns the params of the trials it ran.
+// Runs `n` trials of the study "resume" in `storage` with a fresh sampler.
+// Define-by-run: through Study::optimize with n_trials = the rest of a
+// budget of `budget` trials (what a resumed run asks for), stopped after
+// `n` (an interruption): the sampler is told the same budget in every
+// session (Sampler::plan_budget; TPE's "auto" startup size follows it).
 std::vector<std::string> session(const NamedSamplerFactory& factory,
                                  const std::shared_ptr<Storage>& storage, std::uint64_t seed, int n,
-                                 bool declared) {
+                                 bool declared, int budget) {
   StudyOptions o;
   o.sampler = factory.make(seed);
   if (declared) o.space = edge_case_space();
@@ -378,8 +384,13 @@ std::vector<std::string> session(const NamedSamplerFactory& factory,
     }
   } else {
     Seen seen;
+    std::atomic<bool> stop{false};
+    int finished = 0;
     study.optimize([&](Trial& t) { return define_by_run_objective(t, seen); },
-                   {.n_trials = n, .catch_exceptions = true});
+                   {.n_trials = budget - static_cast<std::int64_t>(before),
+                    .catch_exceptions = true,
+                    .callback = [&](const FrozenTrial&) { stop = ++finished >= n; },
+                    .stop = &stop});
   }
   std::vector<std::string> out;
   auto all = study.trials();
@@ -390,10 +401,10 @@ std::vector<std::string> session(const NamedSamplerFactory& factory,
 TEST_P(SamplerConformanceTest, ARestartContinuesTheSequence) {
   for (bool declared : {true, false}) {
     SCOPED_TRACE(declared ? "declared space" : "define-by-run");
-    auto straight = session(GetParam(), std::make_shared<InMemoryStorage>(), 21, 80, declared);
+    auto straight = session(GetParam(), std::make_shared<InMemoryStorage>(), 21, 80, declared, 80);
     auto storage = std::make_shared<InMemoryStorage>();
-    auto first = session(GetParam(), storage, 21, 40, declared);
-    auto second = session(GetParam(), storage, 21, 40, declared);
+    auto first = session(GetParam(), storage, 21, 40, declared, 80);
+    auto second = session(GetParam(), storage, 21, 40, declared, 80);
     // A restarted sampler must not repeat the trials already run ...
     std::set<std::string> earlier(first.begin(), first.end());
     for (const auto& p : second)
