@@ -271,6 +271,13 @@ GridOptions GridOptions::from_json(const Json& config, const std::string& path) 
   return o;
 }
 
+Json GridOptions::to_json() const {
+  Json j = {{"type", "grid"}, {"max_points", max_points}, {"values", Json::object()}};
+  for (const auto& [name, list] : values) j["values"][name] = list;
+  if (seed) j["seed"] = *seed;
+  return j;
+}
+
 GridSampler::GridSampler(GridOptions options)
     : options_(std::move(options)), seed_(options_.seed ? *options_.seed : util::entropy_seed()) {}
 

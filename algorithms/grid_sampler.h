@@ -35,6 +35,11 @@ struct GridOptions {
   // ConfigError naming the field (path.values.lr: "must be a non-empty
   // array of scalars", path.max_points: "must be >= 1").
   static GridOptions from_json(const Json& config, const std::string& path = "sampler");
+
+  // The options as a "sampler" section, every default resolved, as a run
+  // uses them ({"type": "grid", "max_points": 1000000, "values": {...}});
+  // "seed" only when one is set (without one, each run draws its own).
+  Json to_json() const;
 };
 
 // The grid of a declared search space is the set of its *active*

@@ -82,6 +82,13 @@ QmcOptions QmcOptions::from_json(const Json& config, const std::string& path) {
   return o;
 }
 
+Json QmcOptions::to_json() const {
+  return {{"type", "qmc"},
+          {"sequence", to_string(sequence)},
+          {"scramble", scramble},
+          {"seed", seed.value_or(0)}};
+}
+
 // ------------------------------------------------------------------ points
 
 struct QmcPoints::Impl {

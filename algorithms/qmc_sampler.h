@@ -90,6 +90,11 @@ struct QmcOptions {
   // naming the field (path.sequence: "must be one of sobol, halton";
   // path.seed: "must be >= 0"; unknown keys).
   static QmcOptions from_json(const Json& config, const std::string& path = "sampler");
+
+  // The options as a "sampler" section, every default resolved, as a run
+  // uses them: {"type": "qmc", "sequence": "sobol", "scramble": true,
+  // "seed": 0} (no seed reads as 0, see seed).
+  Json to_json() const;
 };
 
 // The points of one scrambled or plain sequence: coordinates in [0, 1).

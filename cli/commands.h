@@ -61,6 +61,21 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
 
+// Writes "hpsearch: error: WHAT" and a line break to stderr, with `what`
+// made printable (search/printable.h: control characters, C1 controls and
+// bytes that are not UTF-8 escaped), since an error quotes the user's
+// files, stores and peers (`unknown type 'tp\x1b[31me'`). The one place a
+// command's error is printed.
+void print_error(std::string_view what);
+
+// Why the settings stored with study `info` (studies.config_json: its
+// space.json document as its last run stored it) are not valid, or "" when
+// they are or when it has none (a study made through the C++ API): the
+// column did not parse (StudyInfo::config_error), or it is not a JSON
+// object. Such a study is a store edited by hand: status shows it with this
+// note, run and resume refuse it (exit 2).
+std::string stored_settings_error(const StudyInfo& info);
+
 struct RunOptions {
   std::string space_file;                         // run: the space.json file
   std::optional<std::string> storage;             // --storage (resume: the STORAGE argument)

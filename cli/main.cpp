@@ -434,15 +434,17 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (std::string rule = unknown_command_rule(app); !rule.empty()) {
-      std::cerr << "hpsearch: error: " << rule << "\nRun with --help for more information.\n";
+      print_error(rule);
+      std::cerr << "Run with --help for more information.\n";
       return kExitUsage;
     }
     if (std::string rule = unknown_option_rule(app, e); !rule.empty()) {
-      std::cerr << "hpsearch: error: " << rule << "\n";
+      print_error(rule);
       return kExitUsage;
     }
     if (std::string help, rule = missing_rule(app, e, help); !rule.empty()) {
-      std::cerr << "hpsearch: error: " << rule << "\n\n" << help;
+      print_error(rule);
+      std::cerr << "\n" << help;
       return kExitUsage;
     }
     int rc = app.exit(e);
@@ -470,19 +472,19 @@ int main(int argc, char** argv) {
     if (*import_cmd) return import_command(imp);
     if (*dash_cmd) return dashboard_command(dash);
   } catch (const hps::ConfigError& e) {
-    std::cerr << "hpsearch: error: " << e.what() << "\n";
+    print_error(e.what());
     return kExitUsage;
   } catch (const hps::StoreRefused& e) {
     // Bad input or state, as a ConfigError: a newer schema, a store an
     // older coordinator runs, a file of another program.
-    std::cerr << "hpsearch: error: " << e.what() << "\n";
+    print_error(e.what());
     return kExitUsage;
   } catch (const hps::WriterLockBusy& e) {
     // The study is run by another coordinator: refused, nothing done.
-    std::cerr << "hpsearch: error: " << e.what() << "\n";
+    print_error(e.what());
     return kExitUsage;
   } catch (const std::exception& e) {
-    std::cerr << "hpsearch: error: " << e.what() << "\n";
+    print_error(e.what());
     return kExitFailure;
   }
   return kExitUsage;

@@ -10,6 +10,8 @@
 #include <set>
 
 #include "algorithms/factory.h"
+#include "algorithms/grid_sampler.h"
+#include "algorithms/qmc_sampler.h"
 #include "algorithms/tpe_sampler.h"
 #include "cli/commands.h"
 #include "cli/table.h"
@@ -63,6 +65,17 @@ std::int64_t pick_study(Storage& storage, const std::optional<std::string>& name
     throw ConfigError("--study", "the storage holds several studies (" + names + "); name one");
   }
   return studies[0].study_id;
+}
+
+void print_error(std::string_view what) {
+  std::cerr << "hpsearch: error: " << printable(what) << "\n";
+}
+
+std::string stored_settings_error(const StudyInfo& info) {
+  if (!info.config_error.empty()) return info.config_error;
+  if (info.config.is_null() || info.config.is_object()) return "";
+  return "column config_json: must be a JSON object (the study's space.json document), got " +
+         std::string(info.config.type_name());
 }
 
 std::string no_best_trial_yet(std::int64_t complete) {
@@ -397,20 +410,27 @@ struct StudyStatus {
   CoordinatorStatus coordinator;
 };
 
-// The study's sampler settings as a run of it uses them: TPE's options with
-// every default resolved (TpeOptions::to_json: "bandwidth": "auto", the
-// multivariate defaults...), another sampler's stored "sampler" section
-// ({"type": "random"} when the stored document has none, as a run); null
-// when the study has no stored document (made through the C++ API), and
-// {"error": why} when the stored section is not valid (a store edited by
-// hand: status still answers).
-Json sampler_settings(const Json& config) {
-  if (!config.is_object()) return Json();
-  Json section = sampler_section(config);
+// The study's sampler settings as a run of it uses them: TPE's, grid's and
+// QMC's options with every default resolved (TpeOptions::to_json:
+// "bandwidth": "auto", the multivariate defaults...; GridOptions::to_json,
+// QmcOptions::to_json), random's stored "sampler" section ({"type":
+// "random"} when the stored document has none, as a run); null when the
+// study has no stored document (made through the C++ API), and {"error":
+// why} when the stored settings are not valid (a store edited by hand: a
+// sampler section a run refuses, a document that is not an object or does
+// not parse at all): status still answers.
+Json sampler_settings(const StudyInfo& info) {
+  if (std::string why = stored_settings_error(info); !why.empty())
+    return Json{{"error", valid_utf8(why)}};
+  if (info.config.is_null()) return Json();
+  Json section = sampler_section(info.config);
   try {
     auto sampler = make_sampler(section);
     if (const auto* tpe = dynamic_cast<const TpeSampler*>(sampler.get()))
       return tpe->options().to_json();
+    const std::string type = section["type"].get<std::string>();  // make_sampler checked it
+    if (type == "grid") return GridOptions::from_json(section).to_json();
+    if (type == "qmc") return QmcOptions::from_json(section).to_json();
     return section;
   } catch (const std::exception& e) {
     return Json{{"error", valid_utf8(e.what())}};
@@ -430,7 +450,7 @@ void print_status_json(const StudyStatus& s) {
   out["n_trials"] = s.budget ? Json(*s.budget) : Json();
   out["timeout_s"] = s.timeout_s ? Json(*s.timeout_s) : Json();
   out["best"] = s.best ? trial_to_json(*s.best) : Json();
-  out["sampler"] = sampler_settings(s.info.config);
+  out["sampler"] = sampler_settings(s.info);
   out["coordinator"] = s.coordinator.attr;
   out["coordinator_running"] = holder                     ? Json(true)
                                : s.coordinator.lock.asked ? Json(false)
@@ -440,7 +460,11 @@ void print_status_json(const StudyStatus& s) {
                               {"pid", holder->pid},
                               {"since", holder->since},
                               {"endpoint", holder->endpoint}};
-  std::cout << out.dump(2) << "\n";
+  // ensure_ascii: every character past ASCII as \uXXXX, so that no C1
+  // control (U+0080..U+009F, e.g. U+009B, a one-byte CSI) from the store
+  // reaches a terminal raw; replace: bytes that are not UTF-8 (a store edited
+  // by hand) as U+FFFD rather than an exception.
+  std::cout << out.dump(2, ' ', true, Json::error_handler_t::replace) << "\n";
 }
 
 // One row of the workers table. Its trial comes from the store, like the
@@ -533,7 +557,7 @@ void print_status_text(const StudyStatus& s, const std::string& storage_name) {
                              format_value(*best->value));
   else
     std::cout << "Best: " << no_best_trial_yet(s.counts.count(TrialState::kComplete)) << "\n";
-  if (const Json sampler = sampler_settings(s.info.config); !sampler.is_null())
+  if (const Json sampler = sampler_settings(s.info); !sampler.is_null())
     std::cout << "Sampler: "
               << (sampler.contains("error")
                       ? "the stored settings are not valid: " +

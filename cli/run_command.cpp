@@ -411,6 +411,22 @@ void check_existing_study(Storage& storage, const StudyConfig& config, const Run
                           to_string(config.direction) +
                           ": a study keeps its direction; run the other direction as a new "
                           "study (--study NAME, or another study.name)");
+  if (std::string why = stored_settings_error(info); !why.empty()) {
+    // Settings that are not valid (a store edited by hand) hold no objective
+    // to compare: replaced by the file's only when told to.
+    if (!o.allow_objective_change)
+      throw StoreRefused(
+          config.storage + ": " + study + ": its stored settings are not valid (" + why +
+          "), so the file's objective cannot be compared with the study's; nothing was changed. "
+          "Pass --allow-objective-change to continue the study with the file's settings (they "
+          "replace the stored ones), or run it as a new study (--study NAME, or another "
+          "study.name)");
+    spdlog::warn(
+        "{}: its stored settings are not valid ({}); continuing with the file's "
+        "(--allow-objective-change), which replace them",
+        study, printable(why));
+    return;
+  }
   if (!info.config.is_object() || !config.source.is_object()) return;
   const auto stored = info.config.find("objective");
   const auto now = config.source.find("objective");
@@ -985,7 +1001,7 @@ int run_study(StudyConfig config, const RunOptions& o) {
     pool.shutdown(0.0);
     if (launcher) launcher->shutdown(0.0);
     progress.finish();
-    std::cerr << "hpsearch: error: " << *error << "\n";
+    print_error(*error);
     return kExitFailure;
   }
 
@@ -1023,9 +1039,17 @@ int resume_command(const RunOptions& o) {
   }
   auto storage = open_existing(path);
   const StudyInfo chosen = storage->get_study(pick_study(*storage, o.study, path));
-  if (chosen.config.is_null() || !chosen.config.is_object())
-    throw ConfigError(path, "study '" + chosen.name +
-                                "' has no stored settings (it was not created by hpsearch run); "
+  const std::string study = "study '" + printable(chosen.name) + "'";
+  // Settings that cannot be read (a store edited by hand): the state of the
+  // store refuses the command, nothing is written.
+  if (std::string why = stored_settings_error(chosen); !why.empty())
+    throw StoreRefused(path + ": " + study + ": its stored settings are not valid (" + why +
+                       "), so it cannot be resumed; nothing was changed. Run it from its "
+                       "space.json with hpsearch run SPACE --allow-objective-change (the file's "
+                       "settings replace the stored ones), or as a new study");
+  if (chosen.config.is_null())
+    throw ConfigError(path, study +
+                                " has no stored settings (it was not created by hpsearch run); "
                                 "use hpsearch run space.json");
   StudyConfig config = StudyConfig::from_json(chosen.config);
   RunOptions ro = o;

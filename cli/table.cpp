@@ -152,6 +152,7 @@ std::string format_param(const Json& v) {
 
 std::string format_duration(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
+  if (s >= kMaxSpelledSeconds) return "more than 100 years";
   if (s < 60) return fmt::format("{:.1f}s", s);
   const long long total = std::llround(s);
   long long h = total / 3600, m = (total % 3600) / 60, sec = total % 60;
@@ -161,8 +162,9 @@ std::string format_duration(double s) {
 
 std::string format_set_seconds(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
-  if (s >= 60 && s == std::floor(s)) return format_duration(s);  // whole seconds: exact
-  return fmt::format("{}s", s);                                  // the shortest round trip
+  if (s >= 60 && s < kMaxSpelledSeconds && s == std::floor(s))
+    return format_duration(s);   // whole seconds: exact
+  return fmt::format("{}s", s);  // the shortest round trip
 }
 
 }  // namespace hps::cli

@@ -63,12 +63,19 @@ std::string format_value(double v);
 // strings unquoted, unless they would read as another type or hide blanks
 // ("\"1\"", "\"inf\"", "\"true\"", "\"\"").
 std::string format_param(const Json& v);
-// Seconds as "1h02m03s", "4m05s" or "12.3s".
+// The longest duration format_duration spells out: 100 years (of 365.25
+// days), in seconds. A time budget may be longer (`budget.timeout_s` takes
+// any number > 0, up to 1.8e308).
+inline constexpr double kMaxSpelledSeconds = 100 * 365.25 * 86400;
+
+// Seconds as "1h02m03s", "4m05s" or "12.3s"; "more than 100 years" from
+// kMaxSpelledSeconds up (the hours would overflow a 64-bit count past
+// about 9.2e18 s); "?" when negative or not finite.
 std::string format_duration(double seconds);
 // A duration the user set (a budget's timeout_s), exactly: whole seconds
-// from a minute up as format_duration ("1m30s", "1h00m00s"), else the
-// shortest text that reads back as the same double ("0.15s", "30s",
-// "90.5s").
+// from a minute up to kMaxSpelledSeconds as format_duration ("1m30s",
+// "1h00m00s"), else the shortest text that reads back as the same double
+// ("0.15s", "30s", "90.5s", "1e+20s").
 std::string format_set_seconds(double seconds);
 
 }  // namespace hps::cli

@@ -7,10 +7,29 @@
 
 namespace hps {
 
-// Base class of every error hpsearch raises on purpose.
+// Base class of every error hpsearch raises on purpose. A NUL byte in the
+// message is kept as the four characters "\x00" (as printable() writes it,
+// search/printable.h): what() is a C string, so a NUL from a user's text (a
+// key or value of space.json or of a stored document) would end the message
+// there and lose the rest, the rule included.
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& what) : std::runtime_error(escape_nul(what)) {}
+  explicit Error(const char* what) : std::runtime_error(what) {}
+
+ private:
+  static std::string escape_nul(const std::string& text) {
+    if (text.find('\0') == std::string::npos) return text;
+    std::string out;
+    out.reserve(text.size() + 8);
+    for (char c : text) {
+      if (c == '\0')
+        out += "\\x00";
+      else
+        out += c;
+    }
+    return out;
+  }
 };
 
 // Bad configuration: space.json, a distribution, an options struct.

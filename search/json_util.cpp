@@ -236,7 +236,7 @@ std::size_t json_too_deep_at(std::string_view text, std::size_t max_depth) {
 namespace {
 
 // "line L, column C" of a byte offset.
-std::string line_column(const std::string& text, std::size_t offset) {
+std::string line_column(std::string_view text, std::size_t offset) {
   offset = std::min(offset, text.size());
   std::size_t line = 1, column = 1;
   for (std::size_t i = 0; i < offset; ++i) {
@@ -264,90 +264,187 @@ std::string json_detail(const std::exception& e) {
   return what;
 }
 
-// Refuses an object that names a key twice: nlohmann keeps the last value
-// silently (RFC 8259 section 4 leaves duplicate names to the parser), so a
-// setting written twice would be lost unnoticed. A parser callback of
-// nlohmann::json sees each container open and each key.
-class DuplicateKeyCheck {
+// The literal numbers that stand for NaN, +inf and -inf in text rewritten by
+// rewrite_nonfinite.
+struct NonfiniteLiterals {
+  std::string nan, inf, neg_inf;
+};
+
+// `text` with each literal NaN, Infinity and -Infinity outside strings
+// replaced by a number literal that cannot occur in `text` (it holds a longer
+// run of zeros than any in `text`), told apart by its spelling while
+// parsing; nullopt (and `rewritten` untouched) when `text` holds none.
+std::optional<NonfiniteLiterals> rewrite_nonfinite(std::string_view text, std::string& rewritten) {
+  std::size_t run = 0, longest = 0;
+  bool found = false, in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    run = c == '0' ? run + 1 : 0;
+    longest = std::max(longest, run);
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == 'N' || c == 'I') {
+      found = true;
+    }
+  }
+  if (!found) return std::nullopt;
+  const std::string zeros(longest + 1, '0');
+  NonfiniteLiterals lit{"0." + zeros + "1", "0." + zeros + "2", "-0." + zeros + "2"};
+  rewritten.clear();
+  rewritten.reserve(text.size() + 3 * zeros.size());
+  in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      rewritten += c;
+      if (c == '\\' && i + 1 < text.size())
+        rewritten += text[++i];
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+      rewritten += c;
+    } else if (text.compare(i, 3, "NaN") == 0) {
+      rewritten += lit.nan;
+      i += 2;
+    } else if (text.compare(i, 8, "Infinity") == 0) {
+      rewritten += lit.inf;
+      i += 7;
+    } else if (text.compare(i, 9, "-Infinity") == 0) {
+      rewritten += lit.neg_inf;
+      i += 8;
+    } else {
+      rewritten += c;
+    }
+  }
+  return lit;
+}
+
+// One open array or object while a document is parsed (DomSax).
+struct JsonFrame {
+  bool is_object = false;
+  bool is_element = false;  // an element of an array: `name` is "[i]"
+  std::string name;         // how the container is reached from its parent
+  std::string key;          // an object's key being read
+  std::set<std::string> keys;
+  std::size_t elements = 0;  // an array's elements begun
+};
+
+// Builds the DOM as Json::parse does. With `literals`, reads their number
+// literals (rewrite_nonfinite) as the floats they stand for. With `frames`,
+// keeps the open containers there, so that an error raised while a value is
+// read can name where it is (value_path), and refuses an object that names a
+// key twice: nlohmann keeps the last value silently (RFC 8259 section 4
+// leaves duplicate names to the parser), so a setting written twice would be
+// lost unnoticed.
+class DomSax : public nlohmann::detail::json_sax_dom_parser<Json> {
  public:
-  struct Frame {
-    bool is_object = false;
-    std::string name;  // how the container is reached from its parent
-    std::string key;   // an object's key being read
-    std::set<std::string> keys;
-  };
+  DomSax(Json& out, const NonfiniteLiterals* literals, std::vector<JsonFrame>* frames,
+         const std::string* origin)
+      : json_sax_dom_parser(out), lit_(literals), frames_(frames), origin_(origin) {}
 
-  // `frames` (the open containers) outlives the check and its copies
-  // (Json::parse copies the callback), so that an error raised while a
-  // value is read can name where it is (value_path).
-  DuplicateKeyCheck(const std::string& origin, std::vector<Frame>& frames)
-      : origin_(origin), frames_(&frames) {}
-
-  // The value being read, as a path of keys ("space.x.high"; "[]" for an
-  // array's element), or "" outside any container.
-  static std::string value_path(const std::vector<Frame>& frames) {
+  // The value being read, as a path of keys and indexes ("space.x.high",
+  // "space.x.values[3]"), or "" outside any container.
+  static std::string value_path(const std::vector<JsonFrame>& frames) {
     if (frames.empty()) return "";
     std::string path = container_path(frames);
-    const Frame& top = frames.back();
-    if (!top.is_object) return path + "[]";
+    const JsonFrame& top = frames.back();
+    if (!top.is_object) return path + "[" + std::to_string(top.elements) + "]";
     if (top.key.empty()) return path;
     return path.empty() ? top.key : path + "." + top.key;
   }
 
-  bool operator()(int /*depth*/, Json::parse_event_t event, Json& parsed) {
-    switch (event) {
-      case Json::parse_event_t::object_start:
-      case Json::parse_event_t::array_start:
-        open(event == Json::parse_event_t::object_start);
-        break;
-      case Json::parse_event_t::object_end:
-      case Json::parse_event_t::array_end:
-        if (!frames_->empty()) frames_->pop_back();
-        break;
-      case Json::parse_event_t::key: {
-        if (frames_->empty()) break;
-        Frame& top = frames_->back();
-        top.key = parsed.get<std::string>();
-        if (!top.keys.insert(top.key).second)
-          throw ConfigError(origin_, "invalid JSON: key '" + top.key + "' appears twice in " +
-                                         where() + " (each key may appear once)");
-        break;
-      }
-      case Json::parse_event_t::value:
-        break;
+  bool null() { return element() && json_sax_dom_parser::null(); }
+  bool boolean(bool v) { return element() && json_sax_dom_parser::boolean(v); }
+  bool number_integer(number_integer_t v) {
+    return element() && json_sax_dom_parser::number_integer(v);
+  }
+  bool number_unsigned(number_unsigned_t v) {
+    return element() && json_sax_dom_parser::number_unsigned(v);
+  }
+  bool number_float(number_float_t v, const string_t& text) {
+    if (lit_ && text == lit_->nan) v = std::numeric_limits<double>::quiet_NaN();
+    if (lit_ && text == lit_->inf) v = std::numeric_limits<double>::infinity();
+    if (lit_ && text == lit_->neg_inf) v = -std::numeric_limits<double>::infinity();
+    return element() && json_sax_dom_parser::number_float(v, text);
+  }
+  bool string(string_t& v) { return element() && json_sax_dom_parser::string(v); }
+  bool binary(binary_t& v) { return element() && json_sax_dom_parser::binary(v); }
+  bool start_object(std::size_t n) {
+    open(true);
+    return json_sax_dom_parser::start_object(n);
+  }
+  bool start_array(std::size_t n) {
+    open(false);
+    return json_sax_dom_parser::start_array(n);
+  }
+  bool end_object() {
+    if (frames_ && !frames_->empty()) frames_->pop_back();
+    return json_sax_dom_parser::end_object();
+  }
+  bool end_array() {
+    if (frames_ && !frames_->empty()) frames_->pop_back();
+    return json_sax_dom_parser::end_array();
+  }
+  bool key(string_t& k) {
+    if (frames_ && !frames_->empty()) {
+      JsonFrame& top = frames_->back();
+      top.key = k;
+      if (!top.keys.insert(k).second)
+        throw ConfigError(*origin_, "invalid JSON: key '" + printable(k) + "' appears twice in " +
+                                        where() + " (each key may appear once)");
     }
-    return true;
+    return json_sax_dom_parser::key(k);
   }
 
  private:
+  // A value begins: counted as the next element of an enclosing array.
+  bool element() {
+    if (frames_ && !frames_->empty() && !frames_->back().is_object) ++frames_->back().elements;
+    return true;
+  }
+
   void open(bool is_object) {
-    Frame f;
+    if (!frames_) return;
+    JsonFrame f;
     f.is_object = is_object;
-    if (!frames_->empty()) f.name = frames_->back().is_object ? frames_->back().key : "[]";
+    if (!frames_->empty()) {
+      const JsonFrame& parent = frames_->back();
+      f.is_element = !parent.is_object;
+      f.name = parent.is_object ? parent.key : "[" + std::to_string(parent.elements) + "]";
+    }
+    element();
     frames_->push_back(std::move(f));
   }
 
-  // The open containers as a path of keys ("space.x"), "" at the top.
-  static std::string container_path(const std::vector<Frame>& frames) {
+  // The open containers as a path of keys and indexes ("space.x",
+  // "space.x.values[3]"), "" at the top.
+  static std::string container_path(const std::vector<JsonFrame>& frames) {
     std::string path;
     for (std::size_t i = 1; i < frames.size(); ++i)
-      path += (frames[i].name == "[]" ? "" : (path.empty() ? "" : ".")) + frames[i].name;
+      path += (frames[i].is_element || path.empty() ? "" : ".") + frames[i].name;
     return path;
   }
 
-  // The open object, as a path of keys ("space.x"), or "the top-level object".
+  // The open object, as a path ("'space.x'"), or "the top-level object".
   std::string where() const {
     const std::string path = container_path(*frames_);
-    return path.empty() ? std::string("the top-level object") : "'" + path + "'";
+    return path.empty() ? std::string("the top-level object") : "'" + printable(path) + "'";
   }
 
-  const std::string& origin_;
-  std::vector<Frame>* frames_;
+  const NonfiniteLiterals* lit_;
+  std::vector<JsonFrame>* frames_;
+  const std::string* origin_;
 };
 
-}  // namespace
-
-Json parse_json_text(const std::string& text, const std::string& origin) {
+// parse_json_text and parse_stored_json_text: `nonfinite` reads the literals
+// NaN, Infinity and -Infinity.
+Json parse_checked(std::string_view text, const std::string& origin, bool nonfinite) {
   // nlohmann's lexer takes a NUL byte for the end of the input (for C
   // strings), so text after one would be ignored, not refused.
   if (std::size_t at = text.find('\0'); at != std::string::npos)
@@ -356,24 +453,42 @@ Json parse_json_text(const std::string& text, const std::string& origin) {
   if (std::size_t at = json_too_deep_at(text); at != std::string_view::npos)
     throw ConfigError(origin, "invalid JSON at " + line_column(text, at) + ": nested deeper than " +
                                   std::to_string(kMaxJsonDepth) + " levels");
-  std::vector<DuplicateKeyCheck::Frame> frames;
+  std::string rewritten;
+  const std::optional<NonfiniteLiterals> literals =
+      nonfinite ? rewrite_nonfinite(text, rewritten) : std::nullopt;
+  const std::string_view input = literals ? std::string_view(rewritten) : text;
+  std::vector<JsonFrame> frames;
+  Json root;
+  DomSax sax(root, literals ? &*literals : nullptr, &frames, &origin);
   try {
-    return Json::parse(text, DuplicateKeyCheck(origin, frames));
+    Json::sax_parse(input, &sax);
+    return root;
   } catch (const Json::parse_error& e) {
     // nlohmann reports the byte offset just past the error.
-    throw ConfigError(origin, "invalid JSON at " + line_column(text, e.byte == 0 ? 0 : e.byte - 1) +
-                                  ": " + json_detail(e));
+    throw ConfigError(origin, "invalid JSON at " +
+                                  line_column(input, e.byte == 0 ? 0 : e.byte - 1) + ": " +
+                                  printable(json_detail(e)));
   } catch (const Json::out_of_range& e) {  // 406: a number beyond a double's range
-    const std::string path = DuplicateKeyCheck::value_path(frames);
+    const std::string path = DomSax::value_path(frames);
     throw ConfigError(origin, "invalid JSON" +
                                   (path.empty() ? "" : " at '" + printable(path) + "'") + ": " +
-                                  json_detail(e) +
+                                  printable(json_detail(e)) +
                                   (e.id == 406 ? " (a number must lie within +-1.8e308, the "
                                                  "range of a double)"
                                                : ""));
   } catch (const Json::exception& e) {
-    throw ConfigError(origin, "invalid JSON: " + json_detail(e));
+    throw ConfigError(origin, "invalid JSON: " + printable(json_detail(e)));
   }
+}
+
+}  // namespace
+
+Json parse_json_text(const std::string& text, const std::string& origin) {
+  return parse_checked(text, origin, false);
+}
+
+Json parse_stored_json_text(std::string_view text, const std::string& origin) {
+  return parse_checked(text, origin, true);
 }
 
 Json read_json_file(const std::string& file) {
@@ -427,22 +542,6 @@ void dump_nonfinite(const Json& v, std::string& out) {
   }
 }
 
-// Builds the DOM as Json::parse does, but reads the number literals that
-// stand for NaN and +-inf (see parse_json_nonfinite) as those floats.
-class NonfiniteSax : public nlohmann::detail::json_sax_dom_parser<Json> {
- public:
-  NonfiniteSax(Json& out, const std::string* literals) : json_sax_dom_parser(out), lit_(literals) {}
-  bool number_float(double v, const std::string& text) {
-    if (text == lit_[0]) v = std::numeric_limits<double>::quiet_NaN();
-    if (text == lit_[1]) v = std::numeric_limits<double>::infinity();
-    if (text == lit_[2]) v = -std::numeric_limits<double>::infinity();
-    return json_sax_dom_parser::number_float(v, text);
-  }
-
- private:
-  const std::string* lit_;
-};
-
 }  // namespace
 
 std::string dump_json_nonfinite(const Json& value) {
@@ -456,58 +555,11 @@ Json parse_json_nonfinite(std::string_view text) {
   // As in parse_json_text: a NUL byte would end the input silently.
   if (std::size_t at = text.find('\0'); at != std::string_view::npos)
     throw Json::parse_error::create(101, at + 1, "a NUL byte (JSON text holds none)", nullptr);
-  // Each literal outside strings is replaced by a number literal that
-  // cannot occur in `text` (it holds a longer run of zeros than any in
-  // `text`), then told apart by its spelling while parsing.
-  std::size_t run = 0, longest = 0;
-  bool found = false, in_string = false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    run = c == '0' ? run + 1 : 0;
-    longest = std::max(longest, run);
-    if (in_string) {
-      if (c == '\\')
-        ++i;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == 'N' || c == 'I') {
-      found = true;
-    }
-  }
-  if (!found) return Json::parse(text);
-  const std::string zeros(longest + 1, '0');
-  const std::string literals[3] = {"0." + zeros + "1", "0." + zeros + "2", "-0." + zeros + "2"};
   std::string rewritten;
-  rewritten.reserve(text.size() + 3 * zeros.size());
-  in_string = false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      rewritten += c;
-      if (c == '\\' && i + 1 < text.size())
-        rewritten += text[++i];
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-      rewritten += c;
-    } else if (text.compare(i, 3, "NaN") == 0) {
-      rewritten += literals[0];
-      i += 2;
-    } else if (text.compare(i, 8, "Infinity") == 0) {
-      rewritten += literals[1];
-      i += 7;
-    } else if (text.compare(i, 9, "-Infinity") == 0) {
-      rewritten += literals[2];
-      i += 8;
-    } else {
-      rewritten += c;
-    }
-  }
+  const std::optional<NonfiniteLiterals> literals = rewrite_nonfinite(text, rewritten);
+  if (!literals) return Json::parse(text);
   Json root;
-  NonfiniteSax sax(root, literals);
+  DomSax sax(root, &*literals, nullptr, nullptr);
   Json::sax_parse(rewritten, &sax);
   return root;
 }

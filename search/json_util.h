@@ -103,12 +103,22 @@ Json read_json_file(const std::string& file);
 
 // Parses JSON text; `origin` names the source in errors. Invalid JSON throws
 // ConfigError(origin, "invalid JSON at line L, column C: ..."), as does text
-// nested deeper than kMaxJsonDepth, a NUL byte anywhere (nlohmann would end
-// the input there and ignore what follows) and a number out of the double
-// range; an
-// object with a key twice throws ConfigError(origin, "invalid JSON: key 'k'
-// appears twice in 'path.to.object' ...").
+// nested deeper than kMaxJsonDepth and a NUL byte anywhere (nlohmann would
+// end the input there and ignore what follows); a number out of the double
+// range throws ConfigError(origin, "invalid JSON at 'space.x.values[3]':
+// number overflow ..."), naming where it is; an object with a key twice
+// throws ConfigError(origin, "invalid JSON: key 'k' appears twice in
+// 'path.to.object' ..."). Bytes of the text quoted in a message (nlohmann's
+// "last read: ...") are escaped with printable().
 Json parse_json_text(const std::string& text, const std::string& origin);
+
+// parse_json_text for a document this program stored (a study's settings,
+// studies.config_json): the same rules and errors, and also the literals
+// NaN, Infinity and -Infinity outside strings (dump_json_nonfinite's: a
+// document given through the C++ API may hold them), read as the floats
+// they name. A line and column in an error count the text with each such
+// literal replaced by a longer number.
+Json parse_stored_json_text(std::string_view text, const std::string& origin);
 
 // Deepest nesting of arrays and objects accepted in any JSON we parse (files,
 // messages, stored columns, program output); deeper text is refused before

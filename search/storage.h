@@ -30,6 +30,12 @@ struct StudyInfo {
   std::string name;
   StudyDirection direction = StudyDirection::kMinimize;
   Json config = Json();  // the study's space.json document (null if none)
+  // Why the stored document could not be read (a store edited by hand: text
+  // that does not parse as JSON, a key twice, a number beyond a double's
+  // range), naming the row and column; `config` is then null. Empty when it
+  // was read. Commands that use the settings refuse such a study (exit 2);
+  // the read commands show the rest of it.
+  std::string config_error;
   Json user_attrs = Json::object();
   Json system_attrs = Json::object();
 };

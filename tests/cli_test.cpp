@@ -547,6 +547,218 @@ TEST_F(CliTest, StatusShowsTheSamplerSettingsWithItsDefaultsResolved) {
           .is_null());
 }
 
+// Sets studies.config_json of every study in `file` to `text` (any bytes),
+// as a store edited by hand with sqlite3.
+void set_config_text(const std::string& file, const std::string& text) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "UPDATE studies SET config_json = ?1", -1, &st, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(db);
+  sqlite3_bind_text(st, 1, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+  EXPECT_EQ(sqlite3_step(st), SQLITE_DONE) << sqlite3_errmsg(db);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
+// Whether `text` holds a byte that is a raw control character (C0 but line
+// breaks, DEL), a raw C1 control in UTF-8 (U+0080..U+009F), or a byte that
+// is not UTF-8 (0xFF, a lone 0x9B).
+bool has_raw_control_bytes(const std::string& text) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 && c != '\n') || c == 0x7f || c == 0xff || c == 0xfe) return true;
+    if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) <= 0x9f)
+      return true;
+    if (c >= 0x80 && c <= 0xbf && (i == 0 || static_cast<unsigned char>(text[i - 1]) < 0x80))
+      return true;  // a continuation byte with no lead byte
+  }
+  return false;
+}
+
+// A stored settings document that does not parse at all (a store edited by
+// hand: a number beyond a double's range, nesting deeper than 256 levels,
+// bytes that are not UTF-8, a raw control character, a NUL byte, a key
+// twice) or is not an object: status still shows the study (name, counts,
+// best trial), with one note naming the column and the reason where the
+// settings' lines were, and exits 0 as for a sampler section that is not
+// valid; --format json stays valid JSON (ASCII only), "sampler": {"error":
+// ...}. resume, run and export refuse the study (exit 2) naming the column
+// and the reason, nothing in the store changed.
+TEST_F(CliTest, StatusShowsWhatItCanOfAStudyWhoseStoredSettingsDoNotParse) {
+  dir_.write("space.json", branin_space(3));
+  ASSERT_EQ(cli({"run", "space.json"}).exit_code, 0);
+  const std::string db = dir_.file("branin.db");
+  const std::string deep = R"({"sampler": )" + std::string(300, '[') + std::string(300, ']') + "}";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"sampler": {"type": "tpe", "seed": 1e309}, "budget": {"n_trials": 3}})",
+       "invalid JSON at 'sampler.seed': number overflow parsing '1e309' (a number must lie "
+       "within +-1.8e308"},
+      {deep, "nested deeper than 256 levels"},
+      {"{\"sampler\": {\"type\": \"tp\xff\"}}", "ill-formed UTF-8 byte"},
+      {"{\"sampler\": {\"type\": \"tp\x9b\"}}", "ill-formed UTF-8 byte"},
+      {"{\"sampler\": {\"type\": \"tp\x1b[31me\"}}", "control character U+001B (ESC)"},
+      {std::string("{\"sampler\": {\"type\": \"tp") + '\0' + "e\"}}", "a NUL byte"},
+      {R"({"sampler": {"type": "tpe", "type": "random"}})",
+       "key 'type' appears twice in 'sampler'"},
+      {"[]", "must be a JSON object (the study's space.json document), got array"},
+  };
+  for (const auto& [text, reason] : cases) {
+    SCOPED_TRACE(reason);
+    set_config_text(db, text);
+    const std::string before = testsupport::read_file(db);
+    ProcessResult status = cli({"status", "branin.db"});
+    ASSERT_EQ(status.exit_code, 0) << status.err;
+    EXPECT_THAT(status.out, HasSubstr("Study 'branin' (minimize) in branin.db"));
+    EXPECT_THAT(status.out, HasSubstr("Trials: 3 (3 COMPLETE"));
+    EXPECT_THAT(status.out, HasSubstr("Best: trial "));
+    EXPECT_THAT(status.out, HasSubstr("Sampler: the stored settings are not valid: "));
+    EXPECT_THAT(status.out, HasSubstr("column config_json"));
+    EXPECT_THAT(status.out, HasSubstr(reason));
+    EXPECT_THAT(status.out, HasSubstr("Coordinator: "));
+    EXPECT_FALSE(has_raw_control_bytes(status.out)) << status.out;
+    ProcessResult json = cli({"status", "branin.db", "--format", "json"});
+    ASSERT_EQ(json.exit_code, 0) << json.err;
+    EXPECT_FALSE(has_raw_control_bytes(json.out)) << json.out;
+    const Json out = Json::parse(json.out);
+    EXPECT_EQ(out["study"], "branin");
+    EXPECT_EQ(out["counts"]["COMPLETE"], 3);
+    EXPECT_TRUE(out["best"].is_object());
+    EXPECT_THAT(out["sampler"]["error"].get<std::string>(), HasSubstr(reason));
+    ProcessResult resume = cli({"resume", "branin.db"});
+    EXPECT_EQ(resume.exit_code, 2) << resume.err;
+    EXPECT_THAT(resume.err, HasSubstr("column config_json"));
+    EXPECT_THAT(resume.err, HasSubstr(reason));
+    EXPECT_FALSE(has_raw_control_bytes(resume.err)) << resume.err;
+    EXPECT_THAT(resume.err, HasSubstr("its stored settings are not valid ("));
+    EXPECT_THAT(resume.err, HasSubstr("nothing was changed"));
+    ProcessResult run = cli({"run", "space.json"});
+    EXPECT_EQ(run.exit_code, 2) << run.err;
+    EXPECT_THAT(run.err, HasSubstr("its stored settings are not valid ("));
+    EXPECT_THAT(run.err, HasSubstr(reason));
+    EXPECT_THAT(run.err, HasSubstr("--allow-objective-change"));
+    if (text != "[]") {  // the export carries the settings: refused, not written without them
+      ProcessResult exported = cli({"export", "branin.db", "--format", "optuna", "-o", "o.db"});
+      EXPECT_EQ(exported.exit_code, 2) << exported.err;
+      EXPECT_THAT(exported.err, HasSubstr(reason));
+      EXPECT_FALSE(std::filesystem::exists(dir_.file("o.db")));
+    }
+    EXPECT_EQ(testsupport::read_file(db), before) << "a refused command changed the store";
+  }
+  // --allow-objective-change continues the study with the file's settings.
+  set_config_text(db, cases[0].first);
+  ProcessResult allowed = cli({"run", "space.json", "--allow-objective-change", "--n-trials", "4"});
+  ASSERT_EQ(allowed.exit_code, 0) << allowed.err;
+  EXPECT_THAT(allowed.out + allowed.err, HasSubstr("its stored settings are not valid ("));
+  ProcessResult status = cli({"status", "branin.db"});
+  EXPECT_THAT(status.out, HasSubstr("Trials: 4 (4 COMPLETE"));
+  EXPECT_THAT(status.out, HasSubstr("Sampler: {\"seed\":1,\"type\":\"random\"}"));
+}
+
+// A config error of run, resume or status quotes the user's text in full:
+// control characters (ESC, BEL, CR, LF) and C1 controls escaped (never sent
+// to the terminal raw; in --format json as \u00XX), and a NUL byte as "\x00"
+// with the text after it and the rule kept (what() is a C string).
+TEST_F(CliTest, ConfigErrorsQuoteTheUsersTextEscapedAndInFull) {
+  Json doc = Json::parse(kBraninSpace);
+  doc["sampler"] = {{"type", "tp\x1b[31me\x07"}};
+  dir_.write("ctl.json", doc.dump());
+  ProcessResult run = cli({"run", "ctl.json"});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("sampler.type: unknown type 'tp\\x1b[31me\\x07'"));
+  EXPECT_FALSE(has_raw_control_bytes(run.err)) << run.err;
+
+  dir_.write("space.json", branin_space(2));
+  ASSERT_EQ(cli({"run", "space.json"}).exit_code, 0);
+  const auto store = [&](const Json& sampler) {
+    auto storage = open_storage(dir_.file("branin.db"));
+    Json stored = doc;
+    stored["sampler"] = sampler;
+    storage->set_study_config(*storage->find_study("branin"), stored);
+  };
+  store({{"type", "tp\x1b[2J\r\ne\x07"}});
+  ProcessResult resume = cli({"resume", "branin.db"});
+  EXPECT_EQ(resume.exit_code, 2) << resume.err;
+  EXPECT_THAT(resume.err, HasSubstr("unknown type 'tp\\x1b[2J\\r\\ne\\x07'"));
+  EXPECT_FALSE(has_raw_control_bytes(resume.err)) << resume.err;
+
+  // NUL bytes in a stored value and a stored key.
+  store({{"type", std::string("tp\0e", 4)}});
+  ProcessResult value = cli({"status", "branin.db"});
+  ASSERT_EQ(value.exit_code, 0) << value.err;
+  EXPECT_THAT(value.out, HasSubstr("not valid: sampler.type: unknown type 'tp\\x00e'"));
+  EXPECT_THAT(Json::parse(cli({"status", "branin.db", "--format", "json"}).out)["sampler"]["error"]
+                  .get<std::string>(),
+              HasSubstr("unknown type 'tp\\x00e'"));
+  ProcessResult resume_nul = cli({"resume", "branin.db"});
+  EXPECT_EQ(resume_nul.exit_code, 2) << resume_nul.err;
+  EXPECT_THAT(resume_nul.err, HasSubstr("unknown type 'tp\\x00e'"));
+  store({{"type", "random"}, {std::string("a\0b", 3), 1}});
+  ProcessResult key = cli({"status", "branin.db"});
+  ASSERT_EQ(key.exit_code, 0) << key.err;
+  EXPECT_THAT(key.out, HasSubstr("not valid: sampler.a\\x00b: unknown key"));
+  EXPECT_THAT(key.out, HasSubstr("allowed keys: type, seed"));
+
+  // A C1 control (U+009B, the one-byte CSI) in valid UTF-8: \u009b in both
+  // forms, never the raw bytes C2 9B.
+  store({{"type",
+          "tp\xc2\x9b"
+          "31m"}});
+  ProcessResult c1 = cli({"status", "branin.db"});
+  EXPECT_THAT(c1.out, HasSubstr("tp\\u009b31m"));
+  ProcessResult c1_json = cli({"status", "branin.db", "--format", "json"});
+  ASSERT_EQ(c1_json.exit_code, 0) << c1_json.err;
+  EXPECT_FALSE(has_raw_control_bytes(c1_json.out)) << c1_json.out;
+  EXPECT_THAT(c1_json.out, HasSubstr("tp\\u009b31m"));
+  EXPECT_THAT(Json::parse(c1_json.out)["sampler"]["error"].get<std::string>(),
+              HasSubstr("tp\xc2\x9b"
+                        "31m"));
+}
+
+// status resolves the defaults of every sampler as a run uses them: grid's
+// max_points (and its seed when set: without one each run draws its own),
+// QMC's sequence, scramble and seed (0 without one); and a time budget too
+// long to spell (>= 100 years; up to 1.8e308 s is accepted) is shown
+// exactly, never as a negative time.
+TEST_F(CliTest, StatusResolvesGridAndQmcDefaultsAndShowsAHugeTimeout) {
+  Json doc = Json::parse(kBraninSpace);
+  const auto status_of = [&](const Json& sampler) {
+    auto storage = open_storage(dir_.file("s.db"));
+    Json stored = doc;
+    stored["sampler"] = sampler;
+    if (auto id = storage->find_study("s"))
+      storage->set_study_config(*id, stored);
+    else
+      storage->create_study("s", StudyDirection::kMinimize, stored);
+    ProcessResult r = cli({"status", "s.db", "--format", "json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? Json::parse(r.out) : Json();
+  };
+  EXPECT_EQ(status_of({{"type", "grid"}, {"values", {{"x0", {1, 2}}, {"x1", {3}}}}})["sampler"],
+            Json::parse(R"({"type": "grid", "max_points": 1000000,
+                            "values": {"x0": [1, 2], "x1": [3]}})"));
+  EXPECT_EQ(status_of({{"type", "grid"}, {"seed", 7}, {"max_points", 10}})["sampler"],
+            Json::parse(R"({"type": "grid", "max_points": 10, "values": {}, "seed": 7})"));
+  EXPECT_EQ(status_of({{"type", "qmc"}})["sampler"],
+            Json::parse(R"({"type": "qmc", "sequence": "sobol", "scramble": true, "seed": 0})"));
+  EXPECT_EQ(
+      status_of(
+          {{"type", "qmc"}, {"sequence", "halton"}, {"scramble", false}, {"seed", 3}})["sampler"],
+      Json::parse(R"({"type": "qmc", "sequence": "halton", "scramble": false, "seed": 3})"));
+  ProcessResult text = cli({"status", "s.db"});
+  EXPECT_THAT(
+      text.out,
+      HasSubstr(R"(Sampler: {"scramble":false,"seed":3,"sequence":"halton","type":"qmc"})"));
+
+  doc["budget"] = {{"n_trials", 5}, {"timeout_s", 1e20}};
+  EXPECT_EQ(status_of({{"type", "random"}})["timeout_s"], 1e20);
+  ProcessResult huge = cli({"status", "s.db"});
+  ASSERT_EQ(huge.exit_code, 0) << huge.err;
+  EXPECT_THAT(huge.out, HasSubstr("; timeout 1e+20s a run"));
+  EXPECT_THAT(huge.out, Not(HasSubstr("timeout -")));
+}
+
 TEST_F(CliTest, TrialsFiltersSortsLimitsAndStreams) {
   // A store made through the storage API: 40 trials of every state, values
   // with ties, a warm-start copy with the best value.

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "search/errors.h"
+
 namespace hps {
 namespace {
 
@@ -37,6 +39,21 @@ TEST(Printable, ReplacesBytesThatAreNotUtf8) {
 TEST(Printable, IsIdempotent) {
   for (std::string s : {"a\nb", "\x1b[31mred", "x\\ny", "plain", "caf\xe9"})
     EXPECT_EQ(printable(printable(s)), printable(s)) << s;
+}
+
+// An error's what() is a C string: a NUL byte from a user's text (a key or
+// value of space.json or of a stored document) would end the message there,
+// losing the rest of the text and the rule. It is kept as "\x00", as
+// printable() writes it.
+TEST(Printable, ErrorsKeepTheTextAfterANulByte) {
+  const ConfigError key(std::string("sampler.a") + '\0' + "b",
+                        "unknown key (did you mean 'seed'?)");
+  EXPECT_STREQ(key.what(), "sampler.a\\x00b: unknown key (did you mean 'seed'?)");
+  const ConfigError value("sampler.type", std::string("unknown type 'tp") + '\0' + "e'");
+  EXPECT_STREQ(value.what(), "sampler.type: unknown type 'tp\\x00e'");
+  EXPECT_STREQ(StorageError(std::string("a\0\0b", 4)).what(), "a\\x00\\x00b");
+  EXPECT_EQ(printable(value.what()), value.what());  // printed as it is
+  EXPECT_STREQ(Error("plain").what(), "plain");
 }
 
 }  // namespace

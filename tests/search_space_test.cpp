@@ -5,9 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "search/errors.h"
+#include "search/printable.h"
 #include "search/study_name.h"
 #include "tests/support/temp_dir.h"
 
@@ -585,7 +590,7 @@ TEST_F(StudyConfigFileTest, AKeyTwiceInAnObjectIsRefusedWithItsPlace) {
       << top.what();
   auto nested =
       config_error([] { parse_json_text(R"({"b": [{"c": 1}, {"c": 2, "c": 3}]})", "in"); });
-  EXPECT_TRUE(contains_text(nested.what(), "key 'c' appears twice in 'b[]'")) << nested.what();
+  EXPECT_TRUE(contains_text(nested.what(), "key 'c' appears twice in 'b[1]'")) << nested.what();
   // Equal keys in different objects, or in objects of an array, are fine.
   EXPECT_NO_THROW(parse_json_text(R"({"a": {"a": {"a": 1}}, "b": [{"a": 1}, {"a": 2}]})", "in"));
 }
@@ -632,7 +637,7 @@ TEST_F(StudyConfigFileTest, DeepNestingAndNumberOverflowAreConfigErrors) {
   EXPECT_TRUE(contains_text(e.what(), "1e400")) << e.what();
   EXPECT_TRUE(contains_text(e.what(), "range of a double")) << e.what();
   // The field is named however deep it is (keys read before it do not
-  // leak into the path), and an array's element as "[]".
+  // leak into the path), and an array's element by its index.
   e = config_error([] {
     parse_json_text(R"({"study": {"name": "s"}, "space": {"x": {"type": "float", "low": 0,
                           "high": 1e309}}})",
@@ -640,9 +645,57 @@ TEST_F(StudyConfigFileTest, DeepNestingAndNumberOverflowAreConfigErrors) {
   });
   EXPECT_TRUE(contains_text(e.what(), "invalid JSON at 'space.x.high'")) << e.what();
   e = config_error([] { parse_json_text(R"({"values": [1, 2e999]})", "space.json"); });
-  EXPECT_TRUE(contains_text(e.what(), "invalid JSON at 'values[]'")) << e.what();
+  EXPECT_TRUE(contains_text(e.what(), "invalid JSON at 'values[1]'")) << e.what();
+  e = config_error([] {
+    parse_json_text(
+        R"({"space": {"x1": {"type": "ordinal", "values": [1, [2], {"a": 3}, 1e309]}}})",
+        "space.json");
+  });
+  EXPECT_TRUE(contains_text(e.what(), "invalid JSON at 'space.x1.values[3]'")) << e.what();
+  e = config_error([] { parse_json_text(R"({"zz": [[[1e309]]]})", "space.json"); });
+  EXPECT_TRUE(contains_text(e.what(), "invalid JSON at 'zz[0][0][0]'")) << e.what();
+  e = config_error([] { parse_json_text(R"([0, [1, {"a": [5, -1e309]}]])", "space.json"); });
+  EXPECT_TRUE(contains_text(e.what(), "invalid JSON at '[1][1].a[1]'")) << e.what();
   e = config_error([] { parse_json_text("1e999", "space.json"); });
   EXPECT_TRUE(contains_text(e.what(), "space.json: invalid JSON: number overflow")) << e.what();
+}
+
+// nlohmann quotes the bytes it read last ("last read: ..."): a file's raw
+// control bytes and bytes that are not UTF-8 are escaped in the message
+// (printable()), never sent to the terminal.
+TEST_F(StudyConfigFileTest, BytesQuotedInAJsonErrorAreEscaped) {
+  for (const auto& [text, kept] : std::vector<std::pair<std::string, std::string>>{
+           {"{\"a\": \"tp\xff\"}", "ill-formed UTF-8 byte"},
+           {"{\"a\": \"tp\x9b\"}", "ill-formed UTF-8 byte"},
+           {"{\"a\": \xc2\x9b}", "invalid literal"},
+           {"{\"a\": \"tp\x1b[31m\"}", "control character U+001B (ESC)"}}) {
+    auto e = config_error([&] { parse_json_text(text, "space.json"); });
+    const std::string what = e.what();
+    EXPECT_TRUE(contains_text(what, kept)) << what;
+    EXPECT_EQ(printable(what), what) << "raw bytes in: " << what;
+  }
+}
+
+// A document this program stored (studies.config_json) is read as a file
+// is, and may hold the literals NaN and +-Infinity (the C++ API's config).
+TEST_F(StudyConfigFileTest, StoredDocumentsAreReadAsFilesAre) {
+  const Json doc =
+      parse_stored_json_text(R"({"a": NaN, "b": [Infinity, -Infinity], "c": "NaN"})", "stored");
+  EXPECT_TRUE(std::isnan(doc["a"].get<double>()));
+  EXPECT_EQ(doc["b"][0].get<double>(), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(doc["b"][1].get<double>(), -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(doc["c"], "NaN");
+  auto e = config_error(
+      [] { parse_stored_json_text(R"({"sampler": {"type": "tpe", "type": "random"}})", "col"); });
+  EXPECT_EQ(e.path(), "col");
+  EXPECT_TRUE(contains_text(e.what(), "key 'type' appears twice in 'sampler'")) << e.what();
+  e = config_error([] { parse_stored_json_text(R"({"x": NaN, "s": {"seed": 1e309}})", "col"); });
+  EXPECT_TRUE(contains_text(e.what(),
+                            "invalid JSON at 's.seed': number overflow parsing '1e309' "
+                            "(a number must lie within +-1.8e308"))
+      << e.what();
+  e = config_error([] { parse_stored_json_text(std::string("{\"a\": 1}\0", 9), "col"); });
+  EXPECT_TRUE(contains_text(e.what(), "a NUL byte")) << e.what();
 }
 
 TEST_F(StudyConfigFileTest, StudyNameLengthIsBounded) {

@@ -29,9 +29,11 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "search/caching_storage.h"
+#include "search/printable.h"
 #include "search/storage.h"
 #include "tests/support/temp_dir.h"
 
@@ -1194,7 +1196,6 @@ TEST_P(SqliteReads, DamagedRowsGiveClearErrors) {
       {"UPDATE trial_attrs SET kind = 5", "unknown attr kind 5"},
       {"UPDATE trial_intermediate_values SET value = X'00'", "trial_intermediate_values"},
       {"UPDATE studies SET direction = 7", "unknown study direction 7"},
-      {"UPDATE studies SET config_json = '{'", "studies row"},
       {"UPDATE study_attrs SET value_json = ''", "study_attrs"},
   };
   const std::string pristine = dir_.file("pristine.db");
@@ -1225,6 +1226,64 @@ TEST_P(SqliteReads, DamagedRowsGiveClearErrors) {
       other->get_all_trials(study, {});
     });
     EXPECT_NE(msg2.find(c.expect), std::string::npos) << msg2;
+  }
+}
+
+// A study's stored settings (studies.config_json) that cannot be read (a
+// store edited by hand) are not an error of the whole study: its name,
+// direction, attrs and trials are read, its config is null and
+// config_error names the row, the column and the rule, as a space.json
+// file's error would (a key twice, a number out of range, bytes that are not
+// UTF-8, a NUL byte, nesting deeper than kMaxJsonDepth, a column that is not
+// text). Stored literals NaN and +-Infinity are read as before.
+TEST_P(SqliteReads, StoredSettingsThatDoNotParseAreNamedNotThrown) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"UPDATE studies SET config_json = '{'", "invalid JSON at line 1"},
+      {"UPDATE studies SET config_json = '{\"sampler\": {\"seed\": 1e309}}'",
+       "invalid JSON at 'sampler.seed': number overflow parsing '1e309' (a number must lie "
+       "within +-1.8e308"},
+      {"UPDATE studies SET config_json = '{\"sampler\": {\"type\": \"tpe\", \"type\": 1}}'",
+       "invalid JSON: key 'type' appears twice in 'sampler'"},
+      {"UPDATE studies SET config_json = CAST(X'7B2261223A2022FF227D' AS TEXT)",
+       "ill-formed UTF-8 byte"},
+      {"UPDATE studies SET config_json = CAST(X'7B2261223A20317D00' AS TEXT)", "a NUL byte"},
+      {"UPDATE studies SET config_json = '{\"a\": ' || printf('%.300c', '[') || "
+       "printf('%.300c', ']') || '}'",
+       "nested deeper than 256 levels"},
+      {"UPDATE studies SET config_json = X'7B7D'", "column config_json is not text"},
+  };
+  const std::string pristine = dir_.file("pristine.db");
+  std::int64_t study = 0;
+  {
+    SqliteStorage storage(pristine);
+    study = storage.create_study("s", StudyDirection::kMinimize,
+                                 Json{{"x", std::numeric_limits<double>::quiet_NaN()}});
+    storage.set_study_user_attr(study, "k", 1);
+    populate(storage, study);
+  }
+  {
+    auto storage = open(pristine);
+    const StudyInfo info = storage->get_study(study);
+    EXPECT_TRUE(info.config_error.empty()) << info.config_error;
+    EXPECT_TRUE(std::isnan(info.config["x"].get<double>()));
+  }
+  for (const auto& [sql, rule] : cases) {
+    SCOPED_TRACE(sql);
+    fs::copy_file(pristine, path(), fs::copy_options::overwrite_existing);
+    raw_exec(path(), sql);
+    auto storage = open(path());
+    for (const StudyInfo& info : {storage->get_study(study), storage->list_studies().at(0)}) {
+      EXPECT_EQ(info.name, "s");
+      EXPECT_EQ(info.user_attrs["k"], 1);
+      EXPECT_TRUE(info.config.is_null());
+      EXPECT_NE(info.config_error.find("studies row study_id=" + std::to_string(study) +
+                                       ": column config_json"),
+                std::string::npos)
+          << info.config_error;
+      EXPECT_NE(info.config_error.find(rule), std::string::npos) << info.config_error;
+      EXPECT_EQ(printable(info.config_error), info.config_error) << "raw bytes in the error";
+    }
+    EXPECT_FALSE(storage->get_all_trials(study, {}).empty());
   }
 }
 

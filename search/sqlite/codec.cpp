@@ -57,6 +57,16 @@ Json decode_json(const std::string& text, const Where& where, const char* column
   }
 }
 
+Json decode_config_json(Statement& s, int col, const Where& where, std::string& error) {
+  try {
+    return parse_stored_json_text(col_text(s, col, where, "config_json"),
+                                  where.str() + ": column config_json");
+  } catch (const Error& e) {  // ConfigError (the text), StorageError (not text)
+    error = e.what();
+    return Json();
+  }
+}
+
 Json decode_keyed(const std::string& text, const char* table, std::int64_t trial_id,
                   const char* key_name, const std::string& key) {
   Where where = trial_row_where(table, trial_id);

@@ -60,6 +60,17 @@ inline Where study_row_where(const char* table, std::int64_t study_id) {
 // naming the row and column.
 Json decode_json(const std::string& text, const Where& where, const char* column);
 
+// A study's settings, the studies.config_json column `col` of `s`: read as
+// a space.json file is (parse_stored_json_text: a key twice, a number
+// beyond a double's range, a NUL byte, deeper than kMaxJsonDepth are
+// refused, naming where), NaN and +-Infinity accepted as in decode_json.
+// Text that cannot be read gives null and sets `error` (StudyInfo::
+// config_error: "studies row study_id=1: column config_json: invalid JSON
+// at 'sampler.seed': number overflow ..."), so that the rest of the study can
+// still be read; `error` is left as it is otherwise. Never throws (but
+// std::bad_alloc).
+Json decode_config_json(Statement& s, int col, const Where& where, std::string& error);
+
 // A value_json column of a trial's keyed row (trial_attrs by key), decoded
 // as a read of that row decodes it.
 Json decode_keyed(const std::string& text, const char* table, std::int64_t trial_id,

@@ -418,6 +418,12 @@ void export_optuna(Storage& storage, std::int64_t study_id, const std::string& p
     if (!force) throw ConfigError("-o", "'" + path + "' exists; pass --force to replace it");
   }
   StudyInfo info = storage.get_study(study_id);
+  // The export carries the study's settings: a study whose stored ones
+  // cannot be read (a store edited by hand) is refused, not exported
+  // without them.
+  if (!info.config_error.empty())
+    throw StoreRefused("study '" + info.name + "': its stored settings cannot be read (" +
+                       info.config_error + "); nothing was exported");
   auto trials = storage.get_all_trials(study_id);
   const std::optional<SearchSpace> space = study_space(info.config);
   const std::string tmp = path + ".tmp" + std::to_string(::getpid());

@@ -300,7 +300,7 @@ std::vector<StudyInfo> load_studies_unchecked(Connection& conn,
       info.study_id = id;
       info.name = col_text(s, 1, where, "name");
       info.direction = decode_direction(col_int(s, 2, where, "direction"), where);
-      info.config = decode_json(col_text(s, 3, where, "config_json"), where, "config_json");
+      info.config = decode_config_json(s, 3, where, info.config_error);
       index[id] = loaded.size();
       loaded.push_back(std::move(info));
     }
