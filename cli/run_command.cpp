@@ -1042,16 +1042,28 @@ int resume_command(const RunOptions& o) {
   const std::string study = "study '" + printable(chosen.name) + "'";
   // Settings that cannot be read (a store edited by hand): the state of the
   // store refuses the command, nothing is written.
-  if (std::string why = stored_settings_error(chosen); !why.empty())
-    throw StoreRefused(path + ": " + study + ": its stored settings are not valid (" + why +
-                       "), so it cannot be resumed; nothing was changed. Run it from its "
-                       "space.json with hpsearch run SPACE --allow-objective-change (the file's "
-                       "settings replace the stored ones), or as a new study");
+  auto refuse = [&](const std::string& why) {
+    return StoreRefused(path + ": " + study + ": its stored settings are not valid (" + why +
+                        "), so it cannot be resumed; nothing was changed. Run it from its "
+                        "space.json with hpsearch run SPACE --allow-objective-change (the file's "
+                        "settings replace the stored ones), or as a new study");
+  };
+  if (std::string why = stored_settings_error(chosen); !why.empty()) throw refuse(why);
   if (chosen.config.is_null())
     throw ConfigError(path, study +
                                 " has no stored settings (it was not created by hpsearch run); "
                                 "use hpsearch run space.json");
-  StudyConfig config = StudyConfig::from_json(chosen.config);
+  // A document that parses but breaks a rule of space.json (a bad sampler
+  // or pruner setting, a negative budget): refused as the store's state,
+  // naming the column, before anything is said or started.
+  StudyConfig config;
+  try {
+    config = StudyConfig::from_json(chosen.config);
+    (void)make_sampler(config.sampler, o.seed);
+    (void)make_pruner(config.pruner);
+  } catch (const ConfigError& e) {
+    throw refuse(std::string("column config_json: ") + e.what());
+  }
   RunOptions ro = o;
   keep_stored_workers(chosen, ro);
   keep_stored_bind(chosen, ro);

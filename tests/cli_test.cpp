@@ -586,6 +586,35 @@ bool has_raw_control_bytes(const std::string& text) {
 // valid; --format json stays valid JSON (ASCII only), "sampler": {"error":
 // ...}. resume, run and export refuse the study (exit 2) naming the column
 // and the reason, nothing in the store changed.
+// Stored settings that parse but break a rule of space.json (a hand-edited
+// store): resume refuses them as the store's state (exit 2), naming the
+// column and the rule, before it says or starts anything; nothing changes.
+TEST_F(CliTest, ResumeRefusesStoredSettingsThatBreakARuleNamingTheColumn) {
+  dir_.write("space.json", branin_space(3));
+  ASSERT_EQ(cli({"run", "space.json"}).exit_code, 0);
+  const std::string db = dir_.file("branin.db");
+  const Json good = Json::parse(branin_space(3));
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"/sampler", R"({"type": "tpe", "n_startup_trials": "Auto"})"},
+      {"/pruner", R"({"type": "median", "n_warmup_steps": -1})"},
+      {"/budget", R"({"n_trials": -5})"},
+  };
+  for (const auto& [where, value] : cases) {
+    SCOPED_TRACE(where);
+    Json doc = good;
+    doc[Json::json_pointer(where)] = Json::parse(value);
+    set_config_text(db, doc.dump());
+    const std::string before = testsupport::read_file(db);
+    ProcessResult resume = cli({"resume", "branin.db"});
+    EXPECT_EQ(resume.exit_code, 2) << resume.err;
+    EXPECT_THAT(resume.err, HasSubstr("its stored settings are not valid (column config_json: " +
+                                      where.substr(1) + "."));
+    EXPECT_THAT(resume.err, HasSubstr("nothing was changed"));
+    EXPECT_THAT(resume.err, Not(HasSubstr("resume: 1 worker")));
+    EXPECT_EQ(testsupport::read_file(db), before) << "a refused resume changed the store";
+  }
+}
+
 TEST_F(CliTest, StatusShowsWhatItCanOfAStudyWhoseStoredSettingsDoNotParse) {
   dir_.write("space.json", branin_space(3));
   ASSERT_EQ(cli({"run", "space.json"}).exit_code, 0);
