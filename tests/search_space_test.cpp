@@ -669,7 +669,8 @@ TEST_F(StudyConfigFileTest, BytesQuotedInAJsonErrorAreEscaped) {
            {"{\"a\": \"tp\x9b\"}", "ill-formed UTF-8 byte"},
            {"{\"a\": \xc2\x9b}", "invalid literal"},
            {"{\"a\": \"tp\x1b[31m\"}", "control character U+001B (ESC)"}}) {
-    auto e = config_error([&] { parse_json_text(text, "space.json"); });
+    const std::string input = text;  // clang cannot capture a structured binding
+    auto e = config_error([&] { parse_json_text(input, "space.json"); });
     const std::string what = e.what();
     EXPECT_TRUE(contains_text(what, kept)) << what;
     EXPECT_EQ(printable(what), what) << "raw bytes in: " << what;
