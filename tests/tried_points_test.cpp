@@ -276,29 +276,34 @@ TEST(TriedPointsTest, OptimizeWarnsWhenTheBudgetIsWithinTpeStartup) {
   const SearchSpace space =
       SearchSpace::from_json(Json::parse(R"({"x": {"type": "float", "low": 0, "high": 1}})"));
   auto objective = [](Trial& t) { return t.param("x").get<double>(); };
-  TpeOptions o;
-  o.seed = 1;
-  o.n_startup_trials = 10;
-  Study study =
-      Study::create(std::make_shared<InMemoryStorage>(), "warn", StudyDirection::kMinimize,
-                    StudyOptions{std::make_shared<TpeSampler>(o), {}, space});
-  {
+  // A TPE study of `space` (seed 1) with this startup size (nullopt: "auto").
+  auto tpe_study = [&](const std::string& name, std::optional<std::size_t> n_startup) {
+    TpeOptions o;
+    o.seed = 1;
+    o.n_startup_trials = n_startup;
+    return Study::create(std::make_shared<InMemoryStorage>(), name, StudyDirection::kMinimize,
+                         StudyOptions{std::make_shared<TpeSampler>(o), {}, space});
+  };
+  // What optimize(n_trials) logs.
+  auto optimize_log = [&](Study& study, std::int64_t n_trials) {
     CapturedLog log;
     OptimizeOptions oo;
-    oo.n_trials = 8;
+    oo.n_trials = n_trials;
     study.optimize(objective, oo);
-    EXPECT_NE(log.text().find("warning: TPE sampler: the budget allows at most 8 COMPLETE trials, "
-                              "at or below n_startup_trials = 10"),
+    return log.text();
+  };
+  Study study = tpe_study("warn", 10);
+  {
+    const std::string text = optimize_log(study, 8);
+    EXPECT_NE(text.find("warning: TPE sampler: the budget allows at most 8 COMPLETE trials, "
+                        "at or below n_startup_trials = 10"),
               std::string::npos)
-        << log.text();
+        << text;
   }
   {
     // 8 COMPLETE + 3 more > 10: the last trials are modelled, no warning.
-    CapturedLog log;
-    OptimizeOptions oo;
-    oo.n_trials = 3;
-    study.optimize(objective, oo);
-    EXPECT_EQ(log.text().find("n_startup_trials"), std::string::npos) << log.text();
+    const std::string text = optimize_log(study, 3);
+    EXPECT_EQ(text.find("n_startup_trials"), std::string::npos) << text;
   }
   {
     CapturedLog log;
@@ -309,19 +314,11 @@ TEST(TriedPointsTest, OptimizeWarnsWhenTheBudgetIsWithinTpeStartup) {
   }
   EXPECT_EQ(RandomSampler(1).plan_budget(1), "");
   // The default ("auto") startup size of a budget of 5 trials is 5.
-  TpeOptions a;
-  a.seed = 1;
-  Study small =
-      Study::create(std::make_shared<InMemoryStorage>(), "auto", StudyDirection::kMinimize,
-                    StudyOptions{std::make_shared<TpeSampler>(a), {}, space});
-  CapturedLog log;
-  OptimizeOptions oo;
-  oo.n_trials = 5;
-  small.optimize(objective, oo);
-  EXPECT_NE(log.text().find("at most 5 COMPLETE trials, at or below n_startup_trials = 5 "
-                            "(\"auto\")"),
+  Study small = tpe_study("auto", std::nullopt);
+  const std::string text = optimize_log(small, 5);
+  EXPECT_NE(text.find("at most 5 COMPLETE trials, at or below n_startup_trials = 5 (\"auto\")"),
             std::string::npos)
-      << log.text();
+      << text;
 }
 
 }  // namespace
