@@ -390,6 +390,9 @@ Json build_page_data_with(const StudyInfo& info, const std::vector<TrialPtr>& tr
   out["generated"] = format_iso8601(Clock::now());
   out["study"] = Json{{"name", info.name}, {"direction", to_string(info.direction)}};
   out["settings"] = info.config;
+  // Stored settings that could not be read (StudyInfo::config_error): the
+  // page says so instead of "no stored space.json".
+  if (!info.config_error.empty()) out["settings_error"] = info.config_error;
   Json params = Json::array();
   for (const auto& spec : space.params()) params.push_back(param_info(spec));
   out["params"] = params;

@@ -80,7 +80,10 @@ std::optional<double> effective_value(const ParamSpec& spec, const Params& param
 // Unix epoch, every value a finite number or null, non-finite values also
 // spelled in "vt": "inf", "-inf"):
 //   version 1; generated (ISO 8601); study {name, direction};
-//   settings (the stored space.json document, or null);
+//   settings (the stored space.json document, or null); settings_error
+//     (only when the stored document could not be read:
+//     StudyInfo::config_error, e.g. "studies row study_id=1: column
+//     config_json: invalid JSON ..."; settings is null then);
 //   params [{name, kind, log, low, high, step, labels (indexed kinds),
 //            when {parent: [labels]} or null, scale_with or null}];
 //   counts {state: n}; n_trials;

@@ -33,6 +33,7 @@ import os
 import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -122,7 +123,7 @@ class Dom(html.parser.HTMLParser):
                 self.plots[pid] = {"attrs": a, "points": 0, "segments": 0, "bars": 0, "svg": 0,
                                    "dims": 0, "contour": 0, "traces": [], "trace_points": []}
             if a["id"] in ("summary", "hps-errors", "downsampled", "importance-note", "curves-note",
-                           "failed", "curves", "contour", "importance", "top"):
+                           "failed", "curves", "contour", "importance", "top", "settings"):
                 self.capture.append([a["id"], len(self.stack), ""])
         plot = self.current_plot() if pid is None else self.plots[pid]
         cls = a.get("class", "").split()
@@ -297,10 +298,11 @@ def check_failed_table(d, trials, tag):
               f"{tag}: the failed trials table misses trial {t['number']}'s reason '{reason}'")
 
 
-def small_report_page(name, seed, n_trials, space):
+def small_report_page(name, seed, n_trials, space, before_report=None):
     """Runs a study `name` of `n_trials` sleep trials (one step, so no
-    intermediate values) over `space`, writes its report and opens it in
-    Chromium; checks it got ready without errors. Returns (dom, parsed)."""
+    intermediate values) over `space`, calls before_report(db) if given,
+    writes its report and opens it in Chromium; checks it got ready without
+    errors. Returns (dom, parsed)."""
     db = os.path.join(WORK, name + ".db")
     space_file = os.path.join(WORK, name + ".json")
     with open(space_file, "w") as f:
@@ -310,6 +312,8 @@ def small_report_page(name, seed, n_trials, space):
                    "space": space}, f)
     subprocess.run([HPSEARCH, "run", space_file, "--workers", "1"], check=True, cwd=WORK,
                    stdout=subprocess.DEVNULL, timeout=120)
+    if before_report:
+        before_report(db)
     report = os.path.join(WORK, name + ".html")
     subprocess.run([HPSEARCH, "report", db, "-o", report], check=True, timeout=120,
                    stdout=subprocess.DEVNULL)
@@ -357,6 +361,28 @@ def check_names_are_text():
           "names: a choice written <b>y</b> became bold")
     check("&lt;b&gt;y&lt;/b&gt;</text>" in dom, "names: the choice '<b>y</b>' is not shown as written")
     check("&lt;i&gt;p&lt;/i&gt;" in dom, "names: the param '<i>p</i>' is not shown as written")
+
+
+def check_damaged_settings():
+    """A study whose stored settings (studies.config_json) no longer parse:
+    the report still opens, draws the trials, and says the settings could
+    not be read (with the reason) instead of "no stored space.json"."""
+    def damage(db):
+        con = sqlite3.connect(db)
+        with con:
+            con.execute("UPDATE studies SET config_json = '{\"space\": ' ")
+        con.close()
+
+    _, d = small_report_page("damaged", 7, 4, {"x": {"type": "float", "low": 0, "high": 1}}, damage)
+    text = d.texts.get("settings", "")
+    check("could not be read" in text and "config_json" in text,
+          f"damaged: the settings section says '{text[:300]}', want that the stored settings "
+          "could not be read, naming column config_json")
+    check("no stored space.json" not in text,
+          "damaged: the page calls damaged settings missing (a study made through the C++ API)")
+    p = d.plots.get("history-number", {"attrs": {}, "svg": 0})
+    check(p["svg"] > 0 and int(p["attrs"].get("data-marks", "0")) == 4,
+          f"damaged: the history plot drew data-marks {p['attrs'].get('data-marks')}, want 4")
 
 
 def check_large_report():
@@ -454,6 +480,7 @@ def main():
     check_large_report()
     check_empty_plots()
     check_names_are_text()
+    check_damaged_settings()
 
     # The dashboard, while the study runs on: new trials appear without reload.
     # Slower trials than the first run's (0.1 s, not 0.06): another

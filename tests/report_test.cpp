@@ -231,6 +231,25 @@ TEST_F(PageData, HoldsEveryTrialCountsBestSoFarRungsAndTheEffectiveValue) {
   EXPECT_EQ(d["settings"], info_.config);
 }
 
+TEST_F(PageData, StoredSettingsThatCouldNotBeReadAreNamedNotCalledMissing) {
+  // A study made through the C++ API: no settings and no error.
+  StudyInfo api = info_;
+  api.config = Json();
+  Json d = build_page_data(api, trials_);
+  EXPECT_TRUE(d["settings"].is_null());
+  EXPECT_FALSE(d.contains("settings_error"));
+  // Settings that did not parse (StudyInfo::config_error): the page data
+  // carries the reason, and the page shows it instead of "no stored space.json".
+  StudyInfo damaged = api;
+  damaged.config_error = "studies row study_id=1: column config_json: invalid JSON";
+  d = build_page_data(damaged, trials_);
+  EXPECT_TRUE(d["settings"].is_null());
+  EXPECT_EQ(d["settings_error"], damaged.config_error);
+  // The params still come from the trials.
+  EXPECT_EQ(d["params"].size(), build_page_data(info_, trials_)["params"].size());
+  // (tests/report_browser_test.py checks that the page shows it.)
+}
+
 TEST_F(PageData, StudiesUpToTheThresholdAreNeverDownsampled) {
   // Caps below the study's size do not apply at or below downsample_above.
   PageOptions o;
