@@ -54,14 +54,15 @@ std::int64_t pick_study(Storage& storage, const std::optional<std::string>& name
     auto id = storage.find_study(*name);
     if (!id)
       throw ConfigError("--study",
-                        "no study named '" + printable(*name) + "' in " + printable(path));
+                        "no study named '" + printable_excerpt(*name) + "' in " + printable(path));
     return *id;
   }
   auto studies = storage.list_studies();
   if (studies.empty()) throw ConfigError(path, "the storage holds no study");
   if (studies.size() > 1) {
     std::string names;
-    for (const auto& s : studies) names += (names.empty() ? "" : ", ") + ("'" + s.name + "'");
+    for (const auto& s : studies)
+      names += (names.empty() ? "" : ", ") + ("'" + printable_excerpt(s.name) + "'");
     throw ConfigError("--study", "the storage holds several studies (" + names + "); name one");
   }
   return studies[0].study_id;
@@ -90,13 +91,13 @@ int best_command(const ReadOptions& o) {
   auto id = pick_study(*storage, o.study, o.storage);
   TrialPtr best = storage->best_trial(id);  // an indexed query, not a full load
   if (!best) {
-    std::cerr << "hpsearch: study '" << storage->get_study(id).name << "' has "
+    std::cerr << "hpsearch: study '" << printable_excerpt(storage->get_study(id).name) << "' has "
               << no_best_trial_yet(storage->count_trials_by_state(id).count(TrialState::kComplete))
               << "\n";
     return kExitFailure;
   }
   if (o.format == "json") {
-    std::cout << trial_to_json(*best).dump(2) << "\n";
+    std::cout << json_output(trial_to_json(*best)) << "\n";
     return kExitOk;
   }
   Table t({"field", "value"});

@@ -404,7 +404,7 @@ void check_existing_study(Storage& storage, const StudyConfig& config, const Run
   const std::optional<std::int64_t> id = storage.find_study(config.name);
   if (!id) return;
   const StudyInfo info = storage.get_study(*id);
-  const std::string study = "study '" + printable(config.name) + "' in " + config.storage;
+  const std::string study = "study '" + printable_excerpt(config.name) + "' in " + config.storage;
   if (info.direction != config.direction)
     throw ConfigError("study.direction",
                       study + " was created to " + to_string(info.direction) + ", the file says " +
@@ -507,7 +507,7 @@ void refuse_insecure_again_missing(const StudyInfo& study, const RunOptions& o) 
   if (const char* env = std::getenv(kKeysDirEnv); env && *env) return;
   throw ConfigError(
       "--insecure",
-      "is needed again: the last run of study '" + printable(study.name) +
+      "is needed again: the last run of study '" + printable_excerpt(study.name) +
           "' was --insecure (it listened on " + printable(*o.bind) +
           " without CURVE keys) and resume listens there again; give --insecure to resume it "
           "so (anyone who reaches that endpoint can join as a worker), --keys KEYS to admit "

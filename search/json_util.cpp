@@ -13,10 +13,10 @@
 namespace hps {
 
 std::string join_path(std::string_view parent, std::string_view key) {
-  if (parent.empty()) return std::string(key);
+  if (parent.empty()) return printable_excerpt(key);
   std::string out(parent);
   out += '.';
-  out += key;
+  out += printable_excerpt(key);
   return out;
 }
 
@@ -39,6 +39,9 @@ std::string nearest_name(std::string_view got, const std::vector<std::string_vie
   std::string_view best;
   std::size_t best_d = limit + 1;
   for (std::string_view name : names) {
+    // The distance is at least the difference in length: a huge name (a
+    // key of a store edited by hand) is not compared letter by letter.
+    if (got.size() > name.size() + limit || name.size() > got.size() + limit) continue;
     const std::size_t d = edit_distance(got, name);
     if (d < best_d) {
       best_d = d;
@@ -172,7 +175,7 @@ void bad_choice(std::string_view field, const std::vector<std::string_view>& nam
     rule += '\'';
   }
   rule += ", got '";
-  rule += got;
+  rule += printable_excerpt(got);
   rule += '\'';
   if (std::string best = nearest_name(got, names); !best.empty())
     rule += " (did you mean '" + best + "'?)";
@@ -261,6 +264,12 @@ std::string json_detail(const std::exception& e) {
     auto colon = what.find(": ");
     if (colon != std::string::npos) what = what.substr(colon + 2);
   }
+  // The token it quotes last ("last read: '...'", "number overflow parsing
+  // '...'") may be a string of megabytes.
+  const std::size_t open = what.find('\'');
+  if (open != std::string::npos && what.size() >= open + 2 && what.back() == '\'')
+    what = what.substr(0, open + 1) +
+           printable_excerpt(std::string_view(what).substr(open + 1, what.size() - open - 2)) + "'";
   return what;
 }
 
@@ -356,7 +365,7 @@ class DomSax : public nlohmann::detail::json_sax_dom_parser<Json> {
     const JsonFrame& top = frames.back();
     if (!top.is_object) return path + "[" + std::to_string(top.elements) + "]";
     if (top.key.empty()) return path;
-    return path.empty() ? top.key : path + "." + top.key;
+    return path.empty() ? printable_excerpt(top.key) : path + "." + printable_excerpt(top.key);
   }
 
   bool null() { return element() && json_sax_dom_parser::null(); }
@@ -396,8 +405,9 @@ class DomSax : public nlohmann::detail::json_sax_dom_parser<Json> {
       JsonFrame& top = frames_->back();
       top.key = k;
       if (!top.keys.insert(k).second)
-        throw ConfigError(*origin_, "invalid JSON: key '" + printable(k) + "' appears twice in " +
-                                        where() + " (each key may appear once)");
+        throw ConfigError(*origin_, "invalid JSON: key '" + printable_excerpt(k) +
+                                        "' appears twice in " + where() +
+                                        " (each key may appear once)");
     }
     return json_sax_dom_parser::key(k);
   }
@@ -416,7 +426,8 @@ class DomSax : public nlohmann::detail::json_sax_dom_parser<Json> {
     if (!frames_->empty()) {
       const JsonFrame& parent = frames_->back();
       f.is_element = !parent.is_object;
-      f.name = parent.is_object ? parent.key : "[" + std::to_string(parent.elements) + "]";
+      f.name = parent.is_object ? printable_excerpt(parent.key)
+                                : "[" + std::to_string(parent.elements) + "]";
     }
     element();
     frames_->push_back(std::move(f));
