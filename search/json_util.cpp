@@ -102,6 +102,40 @@ const Json* field(const Json& object, std::string_view path, std::string_view ke
 
 std::string type_name(const Json& v) { return v.type_name(); }
 
+// The value of `v` when it is an integer within int64's range: a JSON
+// integer, or a finite float with an exact integer value; nullopt
+// otherwise.
+std::optional<std::int64_t> exact_int(const Json& v) {
+  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  if (v.is_number_unsigned()) {
+    if (v.get<std::uint64_t>() > kMax) return std::nullopt;
+    return static_cast<std::int64_t>(v.get<std::uint64_t>());
+  }
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  if (!v.is_number_float()) return std::nullopt;
+  const double d = v.get<double>();
+  // -2^63 is the least double in range; 2^63 is the least one above it.
+  if (!std::isfinite(d) || d != std::floor(d) || d < -9.2233720368547758e18 ||
+      d >= 9.2233720368547758e18)
+    return std::nullopt;
+  return static_cast<std::int64_t>(d);
+}
+
+// Whether `v` is an integer outside int64's range (a JSON integer above
+// 2^63 - 1, or a finite float with an integer value beyond +-2^63).
+bool integer_out_of_range(const Json& v) {
+  if (exact_int(v)) return false;
+  if (v.is_number_integer()) return true;
+  if (!v.is_number_float()) return false;
+  const double d = v.get<double>();
+  return std::isfinite(d) && d == std::floor(d);
+}
+
+// "must be an integer from LO to HI", the rule of optional_int_in.
+std::string integer_range_rule(std::int64_t lo, std::int64_t hi) {
+  return "must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
+}
+
 }  // namespace
 
 void check_keys(const Json& object, std::string_view path,
@@ -134,20 +168,33 @@ std::optional<std::int64_t> optional_int(const Json& object, std::string_view pa
                                          std::string_view key) {
   const Json* v = field(object, path, key);
   if (!v) return std::nullopt;
-  if (v->is_number_integer()) {
-    if (v->is_number_unsigned() &&
-        v->get<std::uint64_t>() >
-            static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-      throw ConfigError(join_path(path, key), "integer out of range");
-    return v->get<std::int64_t>();
-  }
-  if (v->is_number_float()) {
-    double d = v->get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18)
-      return static_cast<std::int64_t>(d);
-    throw ConfigError(join_path(path, key), "must be an integer, got " + v->dump());
-  }
-  throw ConfigError(join_path(path, key), "must be an integer, got " + type_name(*v));
+  if (auto n = exact_int(*v)) return n;
+  if (integer_out_of_range(*v))
+    throw ConfigError(join_path(path, key),
+                      integer_range_rule(std::numeric_limits<std::int64_t>::min(),
+                                         std::numeric_limits<std::int64_t>::max()) +
+                          ", got " + v->dump());
+  throw ConfigError(join_path(path, key),
+                    "must be an integer, got " + (v->is_number() ? v->dump() : type_name(*v)));
+}
+
+std::optional<std::int64_t> optional_int_in(const Json& object, std::string_view path,
+                                            std::string_view key, std::int64_t lo, std::int64_t hi,
+                                            std::string_view alternative) {
+  const Json* v = field(object, path, key);
+  if (!v) return std::nullopt;
+  const std::optional<std::int64_t> n = exact_int(*v);
+  if (n && *n >= lo && *n <= hi) return n;
+  std::string rule = integer_range_rule(lo, hi);
+  if (!alternative.empty()) rule += " or " + std::string(alternative);
+  rule += ", got ";
+  if (v->is_string())
+    rule += "'" + printable(v->get<std::string>()) + "'";
+  else if (v->is_primitive())  // a number, true, false or null
+    rule += v->dump();
+  else
+    rule += type_name(*v);
+  throw ConfigError(join_path(path, key), rule);
 }
 
 std::int64_t require_int(const Json& object, std::string_view path, std::string_view key) {
