@@ -476,6 +476,21 @@ TEST(TpeSamplerTest, AutoStartupModelsFromTheBudgetsStartupSize) {
   EXPECT_NE(with_startup(10)->plan_budget(8).find("n_startup_trials = 10, so"), std::string::npos);
 }
 
+// The budget warning counts its trials in words: "1 COMPLETE trial", not
+// "1 COMPLETE trials".
+TEST(TpeSamplerTest, BudgetWarningSaysTrialForOneTrial) {
+  TpeOptions o;
+  o.n_startup_trials = 3;
+  TpeSampler sampler(o);
+  const std::string one = sampler.plan_budget(1);
+  EXPECT_NE(one.find("the budget allows at most 1 COMPLETE trial, at or below n_startup_trials "
+                     "= 3, so"),
+            std::string::npos)
+      << one;
+  const std::string two = sampler.plan_budget(2);
+  EXPECT_NE(two.find("at most 2 COMPLETE trials, at or"), std::string::npos) << two;
+}
+
 // Mean over seeds of best-value regret after n trials.
 // dims: for a function of any dimension (Styblinski-Tang); 0 for the others.
 double mean_regret(const std::string& func, const Json& sampler, int seeds, int n_trials,
