@@ -9,6 +9,8 @@
 #include "algorithms/successive_halving_pruner.h"
 #include "algorithms/threshold_pruner.h"
 #include "algorithms/tpe_sampler.h"
+#include "search/json_util.h"
+#include "search/printable.h"
 
 namespace hps {
 
@@ -16,21 +18,15 @@ namespace {
 
 [[noreturn]] void unknown_type(const std::string& path, const std::string& type,
                                std::initializer_list<std::string_view> known) {
-  std::string rule = "unknown type '" + type + "'";
-  std::string best;
-  std::size_t best_d = 99;
+  std::string rule = "unknown type '" + printable_excerpt(type) + "'";
+  if (const std::string best = nearest_name(type, std::vector<std::string_view>(known));
+      !best.empty())
+    rule += " (did you mean '" + best + "'?)";
   std::string list;
   for (auto k : known) {
-    std::size_t d = edit_distance(type, k);
-    if (d < best_d) {
-      best_d = d;
-      best = std::string(k);
-    }
     if (!list.empty()) list += ", ";
     list += k;
   }
-  if (best_d <= std::max<std::size_t>(2, type.size() / 3))
-    rule += " (did you mean '" + best + "'?)";
   rule += "; known types: " + list;
   throw ConfigError(path + ".type", rule);
 }

@@ -2,24 +2,22 @@
 // on the mode, validation, and the "sampler" config section.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "algorithms/tpe_sampler.h"
-#include "search/printable.h"
 
 namespace hps {
 
 namespace {
 
-// Reads a count (an integer >= 0) at obj[key] into `out`, if present.
-void read_count(const Json& obj, const std::string& p, const char* key, std::size_t& out) {
-  if (auto v = optional_int(obj, p, key)) {
-    if (*v < 0) {
-      std::string rule = "must be >= 0, got ";
-      rule += std::to_string(*v);
-      throw ConfigError(join_path(p, key), rule);
-    }
+// Reads a count (an integer from 0 to 2^63 - 1) at obj[key] into `out`, if
+// present; ConfigError "p.key: must be an integer from 0 to
+// 9223372036854775807[ or ALTERNATIVE], got X" otherwise.
+void read_count(const Json& obj, const std::string& p, const char* key, std::size_t& out,
+                std::string_view alternative = "") {
+  if (auto v =
+          optional_int_in(obj, p, key, 0, std::numeric_limits<std::int64_t>::max(), alternative))
     out = static_cast<std::size_t>(*v);
-  }
 }
 
 // Reads {"rule": "linear"|"sqrt", "factor": x, "cap": n} at `gp`.
@@ -172,14 +170,9 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
               "duplicate_retries"});
   TpeOptions o;
   o.seed = optional_seed(config, path);
-  if (auto it = config.find("n_startup_trials"); it != config.end() && it->is_string()) {
-    if (it->get<std::string>() != "auto")
-      throw ConfigError(
-          join_path(path, "n_startup_trials"),
-          "must be a count >= 0 or \"auto\", got '" + printable(it->get<std::string>()) + "'");
-  } else if (it != config.end()) {
+  if (auto it = config.find("n_startup_trials"); it != config.end() && *it != "auto") {
     std::size_t n = 0;
-    read_count(config, path, "n_startup_trials", n);
+    read_count(config, path, "n_startup_trials", n, "\"auto\"");
     o.n_startup_trials = n;
   }
   if (auto v = optional_choice<std::optional<QmcSequence>>(config, path, "startup",

@@ -252,7 +252,8 @@ std::string TpeSampler::plan_budget(std::int64_t max_complete) {
   const auto startup = static_cast<std::int64_t>(options_.startup_trials(max_complete_));
   if (max_complete > startup) return {};
   return "TPE sampler: the budget allows at most " + std::to_string(max_complete) +
-         " COMPLETE trials, at or below n_startup_trials = " + std::to_string(startup) +
+         " COMPLETE trial" + (max_complete == 1 ? "" : "s") +
+         ", at or below n_startup_trials = " + std::to_string(startup) +
          (options_.n_startup_trials ? "" : " (\"auto\")") +
          ", so every trial is drawn at random (a random search); raise the budget or lower "
          "sampler.n_startup_trials";

@@ -54,14 +54,15 @@ std::int64_t pick_study(Storage& storage, const std::optional<std::string>& name
     auto id = storage.find_study(*name);
     if (!id)
       throw ConfigError("--study",
-                        "no study named '" + printable(*name) + "' in " + printable(path));
+                        "no study named '" + printable_excerpt(*name) + "' in " + printable(path));
     return *id;
   }
   auto studies = storage.list_studies();
   if (studies.empty()) throw ConfigError(path, "the storage holds no study");
   if (studies.size() > 1) {
     std::string names;
-    for (const auto& s : studies) names += (names.empty() ? "" : ", ") + ("'" + s.name + "'");
+    for (const auto& s : studies)
+      names += (names.empty() ? "" : ", ") + ("'" + printable_excerpt(s.name) + "'");
     throw ConfigError("--study", "the storage holds several studies (" + names + "); name one");
   }
   return studies[0].study_id;
@@ -71,11 +72,36 @@ void print_error(std::string_view what) {
   std::cerr << "hpsearch: error: " << printable(what) << "\n";
 }
 
+namespace {
+
+// Where a study's stored settings are, as the store names a row and column
+// (StudyInfo::config_error's form): "studies row study_id=1: column
+// config_json: ".
+std::string stored_settings_where(const StudyInfo& info) {
+  return "studies row study_id=" + std::to_string(info.study_id) + ": column config_json: ";
+}
+
+}  // namespace
+
 std::string stored_settings_error(const StudyInfo& info) {
   if (!info.config_error.empty()) return info.config_error;
-  if (info.config.is_null() || info.config.is_object()) return "";
-  return "column config_json: must be a JSON object (the study's space.json document), got " +
-         std::string(info.config.type_name());
+  if (info.config.is_null()) return "";
+  if (!info.config.is_object())
+    return stored_settings_where(info) +
+           "must be a JSON object (the study's space.json document), got " +
+           std::string(info.config.type_name());
+  try {
+    const StudyConfig config = StudyConfig::from_json(info.config);
+    (void)make_sampler(config.sampler);
+    (void)make_pruner(config.pruner);
+  } catch (const ConfigError& e) {
+    return stored_settings_where(info) + e.what();
+  }
+  return "";
+}
+
+std::string json_output(const Json& value) {
+  return value.dump(2, ' ', true, Json::error_handler_t::replace);
 }
 
 std::string no_best_trial_yet(std::int64_t complete) {
@@ -90,13 +116,13 @@ int best_command(const ReadOptions& o) {
   auto id = pick_study(*storage, o.study, o.storage);
   TrialPtr best = storage->best_trial(id);  // an indexed query, not a full load
   if (!best) {
-    std::cerr << "hpsearch: study '" << storage->get_study(id).name << "' has "
+    std::cerr << "hpsearch: study '" << printable_excerpt(storage->get_study(id).name) << "' has "
               << no_best_trial_yet(storage->count_trials_by_state(id).count(TrialState::kComplete))
               << "\n";
     return kExitFailure;
   }
   if (o.format == "json") {
-    std::cout << trial_to_json(*best).dump(2) << "\n";
+    std::cout << json_output(trial_to_json(*best)) << "\n";
     return kExitOk;
   }
   Table t({"field", "value"});
@@ -152,7 +178,7 @@ TrialQuery trials_query(const ReadOptions& o) {
 void write_trials_json(Storage& storage, std::int64_t id, const TrialQuery& q) {
   bool first = true;
   storage.read_trials(id, q, [&](const TrialPtr& t) {
-    std::string text = trial_to_json(*t).dump(2);
+    std::string text = json_output(trial_to_json(*t));
     std::string indented = first ? "[\n  " : ",\n  ";
     indented.reserve(text.size() * 11 / 10 + 8);
     for (char c : text) {
@@ -292,7 +318,7 @@ int studies_command(const ReadOptions& o) {
                        {"best_value", best_v ? Json(*best_v) : Json()}});
   }
   if (o.format == "json")
-    std::cout << arr.dump(2) << "\n";
+    std::cout << json_output(arr) << "\n";
   else
     std::cout << (o.format == "csv" ? table.render_csv() : table.render());
   return kExitOk;
@@ -300,28 +326,16 @@ int studies_command(const ReadOptions& o) {
 
 namespace {
 
-// The study config's budget.`key` (nullptr when the config has no such
-// entry).
-const Json* budget_entry(const Json& config, const char* key) {
-  if (!config.is_object() || !config.contains("budget") || !config["budget"].is_object())
-    return nullptr;
-  auto it = config["budget"].find(key);
-  return it == config["budget"].end() ? nullptr : &*it;
-}
-
-// The study config's budget.n_trials, if it is there and an integer.
-std::optional<std::int64_t> budget_n_trials(const Json& config) {
-  const Json* n = budget_entry(config, "n_trials");
-  if (!n || !n->is_number_integer()) return std::nullopt;
-  return n->get<std::int64_t>();
-}
-
-// The study config's budget.timeout_s (the run's --timeout, or the file's),
-// if it is there and a number.
-std::optional<double> budget_timeout_s(const Json& config) {
-  const Json* t = budget_entry(config, "timeout_s");
-  if (!t || !t->is_number()) return std::nullopt;
-  return t->get<double>();
+// The budget stored with the study (its config's "budget" section, the
+// last run's --n-trials and --timeout included); none when it has no such
+// section or the section breaks a rule (stored_settings_error says which).
+Budget stored_budget(const Json& config) {
+  if (!config.is_object() || !config.contains("budget")) return {};
+  try {
+    return Budget::from_json(config["budget"]);
+  } catch (const ConfigError&) {
+    return {};
+  }
 }
 
 // Whether a coordinator runs the study: its writer lock says so
@@ -405,8 +419,13 @@ struct StudyStatus {
   TrialCounts counts;             // by state, and finished (an indexed count)
   TrialPtr best;                  // lifecycle::best_trial's answer (an indexed query)
   std::vector<TrialPtr> running;  // the RUNNING trials
-  std::optional<std::int64_t> budget;
-  std::optional<double> timeout_s;  // the time budget of a run (--timeout)
+  Budget budget;                  // stored_budget: n_trials, timeout_s (a run's --timeout)
+  std::string settings_error;     // stored_settings_error, "" when the settings are valid
+  Json sampler;                   // sampler_settings
+  // TPE's startup size in effect (startup_in_effect), when the settings are
+  // valid and the sampler is TPE.
+  std::optional<std::size_t> startup_trials;
+  std::string startup_reason;  // how "auto" sized it: "5 for a budget of 40 trials"
   CoordinatorStatus coordinator;
 };
 
@@ -416,13 +435,13 @@ struct StudyStatus {
 // QmcOptions::to_json), random's stored "sampler" section ({"type":
 // "random"} when the stored document has none, as a run); null when the
 // study has no stored document (made through the C++ API), and {"error":
-// why} when the stored settings are not valid (a store edited by hand: a
-// sampler section a run refuses, a document that is not an object or does
-// not parse at all): status still answers.
+// why} when they cannot be shown (a store edited by hand: a sampler section
+// a run refuses, a document that is not an object or does not parse at
+// all), `why` naming the row and column, with its control characters
+// escaped (printable()): status still answers.
 Json sampler_settings(const StudyInfo& info) {
-  if (std::string why = stored_settings_error(info); !why.empty())
-    return Json{{"error", valid_utf8(why)}};
-  if (info.config.is_null()) return Json();
+  if (info.config.is_null() && info.config_error.empty()) return Json();
+  if (!info.config.is_object()) return Json{{"error", printable(stored_settings_error(info))}};
   Json section = sampler_section(info.config);
   try {
     auto sampler = make_sampler(section);
@@ -433,8 +452,34 @@ Json sampler_settings(const StudyInfo& info) {
     if (type == "qmc") return QmcOptions::from_json(section).to_json();
     return section;
   } catch (const std::exception& e) {
-    return Json{{"error", valid_utf8(e.what())}};
+    return Json{{"error", printable(stored_settings_where(info) + e.what())}};
   }
+}
+
+// TPE's startup size for a run of study `s` (s.sampler and s.budget set):
+// TpeOptions::startup_trials of the study's trial budget as run and resume
+// tell it to the sampler (budget.n_trials and the warm-start copies, which
+// count as COMPLETE trials), with how "auto" sized it in s.startup_reason.
+// Nothing when the settings are not valid or the sampler is not TPE.
+void startup_in_effect(StudyStatus& s) {
+  if (!s.settings_error.empty() || !s.sampler.is_object() || s.sampler.value("type", "") != "tpe")
+    return;
+  const TpeOptions options = TpeOptions::from_json(sampler_section(s.info.config), "sampler");
+  std::int64_t copies = 0;
+  if (const auto warm = s.info.system_attrs.find(kAttrWarmStart);
+      warm != s.info.system_attrs.end() && warm->is_object())
+    copies = warm->value("copied", std::int64_t{0});
+  std::optional<std::int64_t> max_complete;
+  if (s.budget.n_trials) max_complete = *s.budget.n_trials + copies;
+  s.startup_trials = options.startup_trials(max_complete);
+  if (!max_complete)
+    s.startup_reason = fmt::format("{} without a trial budget", *s.startup_trials);
+  else
+    s.startup_reason = fmt::format(
+        "{} for a budget of {} trial{}{}", *s.startup_trials, *s.budget.n_trials,
+        *s.budget.n_trials == 1 ? "" : "s",
+        copies == 0 ? std::string()
+                    : fmt::format(" and {} warm-start cop{}", copies, copies == 1 ? "y" : "ies"));
 }
 
 void print_status_json(const StudyStatus& s) {
@@ -447,10 +492,12 @@ void print_status_json(const StudyStatus& s) {
                         TrialState::kPruned, TrialState::kFail})
     out["counts"][to_string(st)] = s.counts.count(st);
   out["finished"] = s.counts.finished;
-  out["n_trials"] = s.budget ? Json(*s.budget) : Json();
-  out["timeout_s"] = s.timeout_s ? Json(*s.timeout_s) : Json();
+  out["n_trials"] = s.budget.n_trials ? Json(*s.budget.n_trials) : Json();
+  out["timeout_s"] = s.budget.timeout_s ? Json(*s.budget.timeout_s) : Json();
   out["best"] = s.best ? trial_to_json(*s.best) : Json();
-  out["sampler"] = sampler_settings(s.info);
+  out["sampler"] = s.sampler;
+  out["startup_trials_in_effect"] = s.startup_trials ? Json(*s.startup_trials) : Json();
+  out["settings_error"] = s.settings_error.empty() ? Json() : Json(printable(s.settings_error));
   out["coordinator"] = s.coordinator.attr;
   out["coordinator_running"] = holder                     ? Json(true)
                                : s.coordinator.lock.asked ? Json(false)
@@ -460,11 +507,7 @@ void print_status_json(const StudyStatus& s) {
                               {"pid", holder->pid},
                               {"since", holder->since},
                               {"endpoint", holder->endpoint}};
-  // ensure_ascii: every character past ASCII as \uXXXX, so that no C1
-  // control (U+0080..U+009F, e.g. U+009B, a one-byte CSI) from the store
-  // reaches a terminal raw; replace: bytes that are not UTF-8 (a store edited
-  // by hand) as U+FFFD rather than an exception.
-  std::cout << out.dump(2, ' ', true, Json::error_handler_t::replace) << "\n";
+  std::cout << json_output(out) << "\n";
 }
 
 // One row of the workers table. Its trial comes from the store, like the
@@ -549,21 +592,29 @@ void print_status_text(const StudyStatus& s, const std::string& storage_name) {
         fmt::format("{}{} {}", by_state.empty() ? "" : ", ", s.counts.count(st), to_string(st));
   std::cout << fmt::format(
       "Trials: {} ({}); finished {}{}{}\n", s.counts.total(), by_state, s.counts.finished,
-      s.budget ? fmt::format(" of {}", *s.budget) : std::string(),
-      s.timeout_s ? fmt::format("; timeout {} a run", format_set_seconds(*s.timeout_s))
-                  : std::string());
+      s.budget.n_trials ? fmt::format(" of {}", *s.budget.n_trials) : std::string(),
+      s.budget.timeout_s
+          ? fmt::format("; timeout {} a run", format_set_seconds(*s.budget.timeout_s))
+          : std::string());
   if (const auto& best = s.best)
     std::cout << fmt::format("Best: trial {}, value {}\n", best->number,
                              format_value(*best->value));
   else
     std::cout << "Best: " << no_best_trial_yet(s.counts.count(TrialState::kComplete)) << "\n";
-  if (const Json sampler = sampler_settings(s.info); !sampler.is_null())
+  const std::string not_valid = "the stored settings are not valid: ";
+  Json sampler = s.sampler;
+  if (sampler.contains("error")) {
+    std::cout << "Sampler: " << not_valid << printable(sampler["error"].get<std::string>()) << "\n";
+  } else if (!sampler.is_null()) {
+    if (sampler.value("n_startup_trials", Json()) == "auto" && s.startup_trials)
+      sampler["n_startup_trials"] = "auto (" + s.startup_reason + ")";
     std::cout << "Sampler: "
-              << (sampler.contains("error")
-                      ? "the stored settings are not valid: " +
-                            printable(sampler["error"].get<std::string>())
-                      : printable(sampler.dump(-1, ' ', false, Json::error_handler_t::replace)))
-              << "\n";
+              << printable(sampler.dump(-1, ' ', false, Json::error_handler_t::replace)) << "\n";
+  }
+  // The rule the stored settings break, unless the sampler line said it.
+  if (const std::string why = printable(s.settings_error);
+      !why.empty() && !(sampler.contains("error") && sampler["error"] == why))
+    std::cout << "Settings: " << not_valid << why << "\n";
   std::cout << "Coordinator: " << s.coordinator.line << "\n";
   print_workers(s);
 }
@@ -581,8 +632,10 @@ int status_command(const ReadOptions& o) {
   TrialQuery running;
   running.states = {TrialState::kRunning};
   storage->read_trials(id, running, [&](const TrialPtr& t) { s.running.push_back(t); });
-  s.budget = budget_n_trials(s.info.config);
-  s.timeout_s = budget_timeout_s(s.info.config);
+  s.budget = stored_budget(s.info.config);
+  s.settings_error = stored_settings_error(s.info);
+  s.sampler = sampler_settings(s.info);
+  startup_in_effect(s);
   s.coordinator = coordinator_status(*storage, id, s.info);
   if (o.format == "json")
     print_status_json(s);

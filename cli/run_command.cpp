@@ -404,7 +404,7 @@ void check_existing_study(Storage& storage, const StudyConfig& config, const Run
   const std::optional<std::int64_t> id = storage.find_study(config.name);
   if (!id) return;
   const StudyInfo info = storage.get_study(*id);
-  const std::string study = "study '" + printable(config.name) + "' in " + config.storage;
+  const std::string study = "study '" + printable_excerpt(config.name) + "' in " + config.storage;
   if (info.direction != config.direction)
     throw ConfigError("study.direction",
                       study + " was created to " + to_string(info.direction) + ", the file says " +
@@ -412,15 +412,17 @@ void check_existing_study(Storage& storage, const StudyConfig& config, const Run
                           ": a study keeps its direction; run the other direction as a new "
                           "study (--study NAME, or another study.name)");
   if (std::string why = stored_settings_error(info); !why.empty()) {
-    // Settings that are not valid (a store edited by hand) hold no objective
-    // to compare: replaced by the file's only when told to.
+    // Settings that are not valid (a store edited by hand: they do not
+    // parse, or break a rule of space.json) cannot be checked against the
+    // file's: replaced by the file's only when told to, as a changed
+    // objective is.
     if (!o.allow_objective_change)
       throw StoreRefused(
           config.storage + ": " + study + ": its stored settings are not valid (" + why +
-          "), so the file's objective cannot be compared with the study's; nothing was changed. "
-          "Pass --allow-objective-change to continue the study with the file's settings (they "
-          "replace the stored ones), or run it as a new study (--study NAME, or another "
-          "study.name)");
+          "), so the file's settings cannot be checked against the study's (its objective); "
+          "nothing was changed. Pass --allow-objective-change to continue the study with the "
+          "file's settings (they replace the stored ones), or run it as a new study (--study "
+          "NAME, or another study.name)");
     spdlog::warn(
         "{}: its stored settings are not valid ({}); continuing with the file's "
         "(--allow-objective-change), which replace them",
@@ -507,7 +509,7 @@ void refuse_insecure_again_missing(const StudyInfo& study, const RunOptions& o) 
   if (const char* env = std::getenv(kKeysDirEnv); env && *env) return;
   throw ConfigError(
       "--insecure",
-      "is needed again: the last run of study '" + printable(study.name) +
+      "is needed again: the last run of study '" + printable_excerpt(study.name) +
           "' was --insecure (it listened on " + printable(*o.bind) +
           " without CURVE keys) and resume listens there again; give --insecure to resume it "
           "so (anyone who reaches that endpoint can join as a worker), --keys KEYS to admit "
@@ -1039,31 +1041,22 @@ int resume_command(const RunOptions& o) {
   }
   auto storage = open_existing(path);
   const StudyInfo chosen = storage->get_study(pick_study(*storage, o.study, path));
-  const std::string study = "study '" + printable(chosen.name) + "'";
-  // Settings that cannot be read (a store edited by hand): the state of the
-  // store refuses the command, nothing is written.
-  auto refuse = [&](const std::string& why) {
-    return StoreRefused(path + ": " + study + ": its stored settings are not valid (" + why +
-                        "), so it cannot be resumed; nothing was changed. Run it from its "
-                        "space.json with hpsearch run SPACE --allow-objective-change (the file's "
-                        "settings replace the stored ones), or as a new study");
-  };
-  if (std::string why = stored_settings_error(chosen); !why.empty()) throw refuse(why);
+  const std::string study = "study '" + printable_excerpt(chosen.name) + "'";
+  // Settings that are not valid (a store edited by hand: a document that
+  // does not parse, is not an object, or breaks a rule of space.json such
+  // as a bad sampler or pruner setting or a negative budget): the state of
+  // the store refuses the command, naming the row and column, before
+  // anything is said, started or written.
+  if (std::string why = stored_settings_error(chosen); !why.empty())
+    throw StoreRefused(path + ": " + study + ": its stored settings are not valid (" + why +
+                       "), so it cannot be resumed; nothing was changed. Run it from its "
+                       "space.json with hpsearch run SPACE --allow-objective-change (the file's "
+                       "settings replace the stored ones), or as a new study");
   if (chosen.config.is_null())
     throw ConfigError(path, study +
                                 " has no stored settings (it was not created by hpsearch run); "
                                 "use hpsearch run space.json");
-  // A document that parses but breaks a rule of space.json (a bad sampler
-  // or pruner setting, a negative budget): refused as the store's state,
-  // naming the column, before anything is said or started.
-  StudyConfig config;
-  try {
-    config = StudyConfig::from_json(chosen.config);
-    (void)make_sampler(config.sampler, o.seed);
-    (void)make_pruner(config.pruner);
-  } catch (const ConfigError& e) {
-    throw refuse(std::string("column config_json: ") + e.what());
-  }
+  StudyConfig config = StudyConfig::from_json(chosen.config);
   RunOptions ro = o;
   keep_stored_workers(chosen, ro);
   keep_stored_bind(chosen, ro);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 
+#include "search/printable.h"
 #include "search/writer_lock.h"
 
 namespace hps {
@@ -32,9 +33,9 @@ void refuse_if_run_elsewhere(const StudyInfo& info, const std::string& study_nam
   bool alive = host == this_host ? (pid != static_cast<long>(getpid()) && process_alive(pid))
                                  : unix_now() - updated < stale_after_s;
   if (alive)
-    throw WriterLockBusy("study '" + study_name + "' is being run by another coordinator (" + host +
-                             ":" + std::to_string(pid) + ", " +
-                             it->value("endpoint", std::string("?")) +
+    throw WriterLockBusy("study '" + printable_excerpt(study_name) +
+                             "' is being run by another coordinator (" + host + ":" +
+                             std::to_string(pid) + ", " + it->value("endpoint", std::string("?")) +
                              "); stop it first, or connect workers to it",
                          std::nullopt);
 }

@@ -17,6 +17,7 @@
 #include "objectives/sleep.h"
 #include "objectives/synthetic.h"
 #include "search/errors.h"
+#include "search/printable.h"
 
 namespace hps {
 namespace {
@@ -233,7 +234,7 @@ ObjectiveType find_type(const Json& config) {
   if (auto type = registry().find(name)) return std::move(*type);
 
   const std::vector<std::string> known = registry().names();
-  std::string rule = "unknown type '" + name + "' (known: ";
+  std::string rule = "unknown type '" + printable_excerpt(name) + "' (known: ";
   for (std::size_t i = 0; i < known.size(); ++i) {
     if (i > 0) rule += ", ";
     rule += known[i];

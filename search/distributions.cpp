@@ -6,6 +6,9 @@
 #include <functional>
 #include <limits>
 #include <sstream>
+#include <string_view>
+
+#include "search/printable.h"
 
 namespace hps {
 
@@ -231,10 +234,13 @@ Distribution Distribution::from_json(const Json& spec, const std::string& path) 
     return type == "categorical" ? make_categorical(std::move(values), path)
                                  : make_ordinal(std::move(values), path);
   }
-  std::string rule = "unknown type '" + type + "'";
+  std::string rule = "unknown type '" + printable_excerpt(type) + "'";
   std::string best;
   std::size_t best_d = 99;
+  // A distance is at least the difference in length: a huge type (a store
+  // edited by hand) is near none of them.
   for (const char* t : {"float", "int", "categorical", "ordinal"}) {
+    if (type.size() > std::string_view(t).size() + 3) continue;
     std::size_t dd = edit_distance(type, t);
     if (dd < best_d) {
       best_d = dd;

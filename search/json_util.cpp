@@ -13,10 +13,10 @@
 namespace hps {
 
 std::string join_path(std::string_view parent, std::string_view key) {
-  if (parent.empty()) return std::string(key);
+  if (parent.empty()) return printable_excerpt(key);
   std::string out(parent);
   out += '.';
-  out += key;
+  out += printable_excerpt(key);
   return out;
 }
 
@@ -39,6 +39,9 @@ std::string nearest_name(std::string_view got, const std::vector<std::string_vie
   std::string_view best;
   std::size_t best_d = limit + 1;
   for (std::string_view name : names) {
+    // The distance is at least the difference in length: a huge name (a
+    // key of a store edited by hand) is not compared letter by letter.
+    if (got.size() > name.size() + limit || name.size() > got.size() + limit) continue;
     const std::size_t d = edit_distance(got, name);
     if (d < best_d) {
       best_d = d;
@@ -99,6 +102,40 @@ const Json* field(const Json& object, std::string_view path, std::string_view ke
 
 std::string type_name(const Json& v) { return v.type_name(); }
 
+// The value of `v` when it is an integer within int64's range: a JSON
+// integer, or a finite float with an exact integer value; nullopt
+// otherwise.
+std::optional<std::int64_t> exact_int(const Json& v) {
+  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  if (v.is_number_unsigned()) {
+    if (v.get<std::uint64_t>() > kMax) return std::nullopt;
+    return static_cast<std::int64_t>(v.get<std::uint64_t>());
+  }
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  if (!v.is_number_float()) return std::nullopt;
+  const double d = v.get<double>();
+  // -2^63 is the least double in range; 2^63 is the least one above it.
+  if (!std::isfinite(d) || d != std::floor(d) || d < -9.2233720368547758e18 ||
+      d >= 9.2233720368547758e18)
+    return std::nullopt;
+  return static_cast<std::int64_t>(d);
+}
+
+// Whether `v` is an integer outside int64's range (a JSON integer above
+// 2^63 - 1, or a finite float with an integer value beyond +-2^63).
+bool integer_out_of_range(const Json& v) {
+  if (exact_int(v)) return false;
+  if (v.is_number_integer()) return true;
+  if (!v.is_number_float()) return false;
+  const double d = v.get<double>();
+  return std::isfinite(d) && d == std::floor(d);
+}
+
+// "must be an integer from LO to HI", the rule of optional_int_in.
+std::string integer_range_rule(std::int64_t lo, std::int64_t hi) {
+  return "must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
+}
+
 }  // namespace
 
 void check_keys(const Json& object, std::string_view path,
@@ -131,20 +168,33 @@ std::optional<std::int64_t> optional_int(const Json& object, std::string_view pa
                                          std::string_view key) {
   const Json* v = field(object, path, key);
   if (!v) return std::nullopt;
-  if (v->is_number_integer()) {
-    if (v->is_number_unsigned() &&
-        v->get<std::uint64_t>() >
-            static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-      throw ConfigError(join_path(path, key), "integer out of range");
-    return v->get<std::int64_t>();
-  }
-  if (v->is_number_float()) {
-    double d = v->get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18)
-      return static_cast<std::int64_t>(d);
-    throw ConfigError(join_path(path, key), "must be an integer, got " + v->dump());
-  }
-  throw ConfigError(join_path(path, key), "must be an integer, got " + type_name(*v));
+  if (auto n = exact_int(*v)) return n;
+  if (integer_out_of_range(*v))
+    throw ConfigError(join_path(path, key),
+                      integer_range_rule(std::numeric_limits<std::int64_t>::min(),
+                                         std::numeric_limits<std::int64_t>::max()) +
+                          ", got " + v->dump());
+  throw ConfigError(join_path(path, key),
+                    "must be an integer, got " + (v->is_number() ? v->dump() : type_name(*v)));
+}
+
+std::optional<std::int64_t> optional_int_in(const Json& object, std::string_view path,
+                                            std::string_view key, std::int64_t lo, std::int64_t hi,
+                                            std::string_view alternative) {
+  const Json* v = field(object, path, key);
+  if (!v) return std::nullopt;
+  const std::optional<std::int64_t> n = exact_int(*v);
+  if (n && *n >= lo && *n <= hi) return n;
+  std::string rule = integer_range_rule(lo, hi);
+  if (!alternative.empty()) rule += " or " + std::string(alternative);
+  rule += ", got ";
+  if (v->is_string())
+    rule += "'" + printable(v->get<std::string>()) + "'";
+  else if (v->is_primitive())  // a number, true, false or null
+    rule += v->dump();
+  else
+    rule += type_name(*v);
+  throw ConfigError(join_path(path, key), rule);
 }
 
 std::int64_t require_int(const Json& object, std::string_view path, std::string_view key) {
@@ -172,7 +222,7 @@ void bad_choice(std::string_view field, const std::vector<std::string_view>& nam
     rule += '\'';
   }
   rule += ", got '";
-  rule += got;
+  rule += printable_excerpt(got);
   rule += '\'';
   if (std::string best = nearest_name(got, names); !best.empty())
     rule += " (did you mean '" + best + "'?)";
@@ -261,6 +311,12 @@ std::string json_detail(const std::exception& e) {
     auto colon = what.find(": ");
     if (colon != std::string::npos) what = what.substr(colon + 2);
   }
+  // The token it quotes last ("last read: '...'", "number overflow parsing
+  // '...'") may be a string of megabytes.
+  const std::size_t open = what.find('\'');
+  if (open != std::string::npos && what.size() >= open + 2 && what.back() == '\'')
+    what = what.substr(0, open + 1) +
+           printable_excerpt(std::string_view(what).substr(open + 1, what.size() - open - 2)) + "'";
   return what;
 }
 
@@ -356,7 +412,7 @@ class DomSax : public nlohmann::detail::json_sax_dom_parser<Json> {
     const JsonFrame& top = frames.back();
     if (!top.is_object) return path + "[" + std::to_string(top.elements) + "]";
     if (top.key.empty()) return path;
-    return path.empty() ? top.key : path + "." + top.key;
+    return path.empty() ? printable_excerpt(top.key) : path + "." + printable_excerpt(top.key);
   }
 
   bool null() { return element() && json_sax_dom_parser::null(); }
@@ -396,8 +452,9 @@ class DomSax : public nlohmann::detail::json_sax_dom_parser<Json> {
       JsonFrame& top = frames_->back();
       top.key = k;
       if (!top.keys.insert(k).second)
-        throw ConfigError(*origin_, "invalid JSON: key '" + printable(k) + "' appears twice in " +
-                                        where() + " (each key may appear once)");
+        throw ConfigError(*origin_, "invalid JSON: key '" + printable_excerpt(k) +
+                                        "' appears twice in " + where() +
+                                        " (each key may appear once)");
     }
     return json_sax_dom_parser::key(k);
   }
@@ -416,7 +473,8 @@ class DomSax : public nlohmann::detail::json_sax_dom_parser<Json> {
     if (!frames_->empty()) {
       const JsonFrame& parent = frames_->back();
       f.is_element = !parent.is_object;
-      f.name = parent.is_object ? parent.key : "[" + std::to_string(parent.elements) + "]";
+      f.name = parent.is_object ? printable_excerpt(parent.key)
+                                : "[" + std::to_string(parent.elements) + "]";
     }
     element();
     frames_->push_back(std::move(f));

@@ -40,10 +40,22 @@ void check_keys(const Json& object, std::string_view path, const std::vector<std
 double require_number(const Json& object, std::string_view path, std::string_view key);
 std::optional<double> optional_number(const Json& object, std::string_view path,
                                       std::string_view key);
-// Integers: JSON integers, or floats with an exact integer value.
+// Integers: JSON integers, or floats with an exact integer value, within
+// a 64-bit integer's range (one beyond it: "must be an integer from
+// -9223372036854775808 to 9223372036854775807, got 1e+30").
 std::int64_t require_int(const Json& object, std::string_view path, std::string_view key);
 std::optional<std::int64_t> optional_int(const Json& object, std::string_view path,
                                          std::string_view key);
+// An integer field (as optional_int reads one) within [lo, hi], or nullopt
+// when absent. Any other value (of another type, beyond a 64-bit integer's
+// range, or outside [lo, hi]) throws ConfigError "path.key: must be an
+// integer from LO to HI, got X" (X: the number or literal; a string quoted
+// and escaped; an array's or object's type), with " or " + `alternative`
+// after HI when it is not empty (`"auto"`, for a field that also takes
+// that string, read by the caller).
+std::optional<std::int64_t> optional_int_in(const Json& object, std::string_view path,
+                                            std::string_view key, std::int64_t lo, std::int64_t hi,
+                                            std::string_view alternative = "");
 std::string require_string(const Json& object, std::string_view path, std::string_view key);
 std::optional<std::string> optional_string(const Json& object, std::string_view path,
                                            std::string_view key);

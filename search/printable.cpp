@@ -1,5 +1,8 @@
 #include "search/printable.h"
 
+#include <algorithm>
+#include <string>
+
 namespace hps {
 
 std::size_t utf8_sequence_length(std::string_view text, std::size_t at) {
@@ -55,6 +58,30 @@ std::string valid_utf8(std::string_view text) {
   return out;
 }
 
+namespace {
+
+// The code point of the well-formed UTF-8 sequence `seq` (1 to 4 bytes).
+char32_t code_point(std::string_view seq) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(seq[k]); };
+  static constexpr unsigned char kLeadBits[] = {0x7f, 0x1f, 0x0f, 0x07};
+  char32_t cp = byte(0) & kLeadBits[seq.size() - 1];
+  for (std::size_t k = 1; k < seq.size(); ++k) cp = (cp << 6) | (byte(k) & 0x3f);
+  return cp;
+}
+
+// Whether `cp` is a C1 control (U+0080..U+009F, e.g. the one-byte CSI
+// U+009B) or a character that changes how the text around it shows while
+// showing nothing itself: the bidirectional embeddings and overrides
+// (U+202A..U+202E), isolates (U+2066..U+2069), the zero-width space, joiners
+// and direction marks (U+200B..U+200F) and the zero-width no-break space /
+// byte order mark (U+FEFF). A name holding U+202E shows its text backwards.
+bool hidden_format(char32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9f) || (cp >= 0x200b && cp <= 0x200f) ||
+         (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069) || cp == 0xfeff;
+}
+
+}  // namespace
+
 std::string printable(std::string_view text) {
   static const char* kHex = "0123456789abcdef";
   std::string out;
@@ -75,11 +102,9 @@ std::string printable(std::string_view text) {
       const std::size_t len = utf8_sequence_length(text, i);
       if (len == 0) {
         out += "\xEF\xBF\xBD";
-      } else if (c == 0xc2 && static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
-        const auto c1 = static_cast<unsigned char>(text[i + 1]);  // a C1 control
-        out += "\\u00";
-        out += kHex[c1 >> 4];
-        out += kHex[c1 & 15];
+      } else if (const char32_t cp = code_point(text.substr(i, len)); hidden_format(cp)) {
+        out += "\\u";
+        for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(cp >> shift) & 15];
       } else {
         out.append(text.substr(i, len));
       }
@@ -91,6 +116,14 @@ std::string printable(std::string_view text) {
     ++i;
   }
   return out;
+}
+
+std::string printable_excerpt(std::string_view text) {
+  std::size_t end = 0;
+  for (std::size_t chars = 0; end < text.size() && chars < kMaxQuotedChars; ++chars)
+    end += std::max<std::size_t>(1, utf8_sequence_length(text, end));
+  if (end >= text.size()) return printable(text);
+  return printable(text.substr(0, end)) + "... (" + std::to_string(text.size()) + " bytes in all)";
 }
 
 }  // namespace hps

@@ -14,12 +14,31 @@ namespace hps {
 // `text` with every control character escaped: "\n", "\r" and "\t" as
 // those two characters, other C0 bytes and DEL as "\xHH", and C1 controls
 // in UTF-8 (U+0080..U+009F, e.g. the one-byte CSI U+009B) as "\u00HH";
-// each byte that is not part of a well-formed UTF-8 sequence replaced by
-// U+FFFD. Everything else (printable ASCII, other UTF-8) is kept.
+// likewise, as "\uHHHH", the characters that show nothing but change how
+// the text around them shows: bidirectional embeddings, overrides and
+// isolates (U+202A..U+202E, U+2066..U+2069; "\u202e" shows the rest of a
+// line backwards), zero-width spaces, joiners and marks (U+200B..U+200F)
+// and U+FEFF; each byte that is not part of a well-formed UTF-8 sequence
+// replaced by U+FFFD. Everything else (printable ASCII, other UTF-8) is
+// kept.
 // Backslashes are not escaped, so printable(printable(s)) == printable(s):
 // text stored already escaped prints the same. The result is valid UTF-8.
 // Never throws (but std::bad_alloc).
 std::string printable(std::string_view text);
+
+// The most characters of a user's text that an error quotes
+// (printable_excerpt).
+inline constexpr std::size_t kMaxQuotedChars = 200;
+
+// `text` as an error quotes a user's text (a name, key or value from
+// space.json, a store or the command line): printable(text), and when
+// `text` has more than kMaxQuotedChars characters (code points; a byte that
+// is not UTF-8 counts as one), only its first kMaxQuotedChars, escaped,
+// then "... (N bytes in all)" with N = text.size(). So a 10 MB study or
+// param name in a store edited by hand does not fill the terminal, and the
+// rule the error states after it stays in view. Never throws (but
+// std::bad_alloc).
+std::string printable_excerpt(std::string_view text);
 
 // `text` with every byte that is not part of a well-formed UTF-8 sequence
 // (RFC 3629: no overlong forms, surrogates or code points above U+10FFFF)

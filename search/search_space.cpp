@@ -297,6 +297,23 @@ Json sampler_section(const Json& doc) {
   return Json{{"type", "random"}};
 }
 
+Budget Budget::from_json(const Json& section) {
+  check_keys(section, "budget", {"n_trials", "timeout_s", "max_failed_trials", "fail_fast"});
+  Budget b;
+  b.n_trials = optional_int(section, "budget", "n_trials");
+  if (b.n_trials && *b.n_trials <= 0)
+    throw ConfigError("budget.n_trials", "must be > 0, got " + std::to_string(*b.n_trials));
+  b.timeout_s = optional_number(section, "budget", "timeout_s");
+  if (b.timeout_s && !(*b.timeout_s > 0))
+    throw ConfigError("budget.timeout_s", "must be > 0 (seconds)");
+  b.max_failed_trials = optional_int(section, "budget", "max_failed_trials");
+  if (b.max_failed_trials && *b.max_failed_trials < 1)
+    throw ConfigError("budget.max_failed_trials",
+                      "must be >= 1, got " + std::to_string(*b.max_failed_trials));
+  b.fail_fast = optional_bool(section, "budget", "fail_fast").value_or(true);
+  return b;
+}
+
 StudyConfig StudyConfig::from_json(const Json& doc) {
   if (!doc.is_object()) throw ConfigError("", "the top level of space.json must be an object");
   check_keys(doc, "", {"study", "sampler", "pruner", "budget", "objective", "space", "warm_start"});
@@ -321,21 +338,7 @@ StudyConfig StudyConfig::from_json(const Json& doc) {
   else
     c.pruner = Json{{"type", "none"}};
 
-  if (auto b = doc.find("budget"); b != doc.end()) {
-    check_keys(*b, "budget", {"n_trials", "timeout_s", "max_failed_trials", "fail_fast"});
-    c.budget.n_trials = optional_int(*b, "budget", "n_trials");
-    if (c.budget.n_trials && *c.budget.n_trials <= 0)
-      throw ConfigError("budget.n_trials",
-                        "must be > 0, got " + std::to_string(*c.budget.n_trials));
-    c.budget.timeout_s = optional_number(*b, "budget", "timeout_s");
-    if (c.budget.timeout_s && !(*c.budget.timeout_s > 0))
-      throw ConfigError("budget.timeout_s", "must be > 0 (seconds)");
-    c.budget.max_failed_trials = optional_int(*b, "budget", "max_failed_trials");
-    if (c.budget.max_failed_trials && *c.budget.max_failed_trials < 1)
-      throw ConfigError("budget.max_failed_trials",
-                        "must be >= 1, got " + std::to_string(*c.budget.max_failed_trials));
-    c.budget.fail_fast = optional_bool(*b, "budget", "fail_fast").value_or(true);
-  }
+  if (auto b = doc.find("budget"); b != doc.end()) c.budget = Budget::from_json(*b);
 
   auto obj = doc.find("objective");
   if (obj == doc.end()) throw ConfigError("objective", "is required ({\"type\": ...})");

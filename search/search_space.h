@@ -112,6 +112,12 @@ struct Budget {
   // A run stops when its first min(5, n_trials) finished trials all ended
   // FAIL (the objective looks broken). Default true.
   bool fail_fast = true;
+
+  // Parses the "budget" section of a space.json document (an object of the
+  // fields above; n_trials > 0, timeout_s > 0 seconds, max_failed_trials >=
+  // 1). Throws ConfigError naming the field ("budget.n_trials: must be > 0,
+  // got -5"), or "budget: must be an object".
+  static Budget from_json(const Json& section);
 };
 
 // The "warm_start" section of space.json: an earlier study whose COMPLETE

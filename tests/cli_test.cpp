@@ -533,7 +533,8 @@ TEST_F(CliTest, StatusShowsTheSamplerSettingsWithItsDefaultsResolved) {
   }
   ProcessResult bad = cli({"status", "slow.db", "--study", "slow"});
   ASSERT_EQ(bad.exit_code, 0) << bad.err;
-  EXPECT_THAT(bad.out, HasSubstr("Sampler: the stored settings are not valid: sampler.bandwidth"));
+  EXPECT_THAT(bad.out, HasSubstr("Sampler: the stored settings are not valid: studies row "
+                                 "study_id=1: column config_json: sampler.bandwidth"));
   EXPECT_THAT(bad.out, Not(HasSubstr("\x1b"))) << "control bytes from the store reach the terminal";
   ProcessResult bad_json = cli({"status", "slow.db", "--study", "slow", "--format", "json"});
   ASSERT_EQ(bad_json.exit_code, 0) << bad_json.err;
@@ -607,7 +608,8 @@ TEST_F(CliTest, ResumeRefusesStoredSettingsThatBreakARuleNamingTheColumn) {
     const std::string before = testsupport::read_file(db);
     ProcessResult resume = cli({"resume", "branin.db"});
     EXPECT_EQ(resume.exit_code, 2) << resume.err;
-    EXPECT_THAT(resume.err, HasSubstr("its stored settings are not valid (column config_json: " +
+    EXPECT_THAT(resume.err, HasSubstr("its stored settings are not valid (studies row study_id=1: "
+                                      "column config_json: " +
                                       where.substr(1) + "."));
     EXPECT_THAT(resume.err, HasSubstr("nothing was changed"));
     EXPECT_THAT(resume.err, Not(HasSubstr("resume: 1 worker")));
@@ -716,7 +718,9 @@ TEST_F(CliTest, ConfigErrorsQuoteTheUsersTextEscapedAndInFull) {
   store({{"type", std::string("tp\0e", 4)}});
   ProcessResult value = cli({"status", "branin.db"});
   ASSERT_EQ(value.exit_code, 0) << value.err;
-  EXPECT_THAT(value.out, HasSubstr("not valid: sampler.type: unknown type 'tp\\x00e'"));
+  EXPECT_THAT(value.out,
+              HasSubstr("not valid: studies row study_id=1: column config_json: sampler.type: "
+                        "unknown type 'tp\\x00e'"));
   EXPECT_THAT(Json::parse(cli({"status", "branin.db", "--format", "json"}).out)["sampler"]["error"]
                   .get<std::string>(),
               HasSubstr("unknown type 'tp\\x00e'"));
@@ -726,7 +730,7 @@ TEST_F(CliTest, ConfigErrorsQuoteTheUsersTextEscapedAndInFull) {
   store({{"type", "random"}, {std::string("a\0b", 3), 1}});
   ProcessResult key = cli({"status", "branin.db"});
   ASSERT_EQ(key.exit_code, 0) << key.err;
-  EXPECT_THAT(key.out, HasSubstr("not valid: sampler.a\\x00b: unknown key"));
+  EXPECT_THAT(key.out, HasSubstr("column config_json: sampler.a\\x00b: unknown key"));
   EXPECT_THAT(key.out, HasSubstr("allowed keys: type, seed"));
 
   // A C1 control (U+009B, the one-byte CSI) in valid UTF-8: \u009b in both
@@ -739,10 +743,263 @@ TEST_F(CliTest, ConfigErrorsQuoteTheUsersTextEscapedAndInFull) {
   ProcessResult c1_json = cli({"status", "branin.db", "--format", "json"});
   ASSERT_EQ(c1_json.exit_code, 0) << c1_json.err;
   EXPECT_FALSE(has_raw_control_bytes(c1_json.out)) << c1_json.out;
-  EXPECT_THAT(c1_json.out, HasSubstr("tp\\u009b31m"));
+  EXPECT_THAT(c1_json.out, HasSubstr("tp\\\\u009b31m"));  // the note's "\u009b", in JSON
+  // The note itself is escaped (not only its JSON string): a consumer that
+  // prints the field sends no control to the terminal.
   EXPECT_THAT(Json::parse(c1_json.out)["sampler"]["error"].get<std::string>(),
-              HasSubstr("tp\xc2\x9b"
-                        "31m"));
+              HasSubstr("tp\\u009b31m"));
+}
+
+// A store made through the storage API (no run: no worker starts): study
+// "branin" with settings `config` and `complete` COMPLETE trials.
+void make_branin_store(const std::string& file, const Json& config, int complete) {
+  auto storage = open_storage(file);
+  const std::int64_t id = storage->create_study("branin", StudyDirection::kMinimize, config);
+  for (int i = 0; i < complete; ++i) {
+    NewTrial t;
+    t.state = TrialState::kComplete;
+    t.params = {{"x0", Json(1.0 * i)}, {"x1", Json(2.0)}};
+    t.value = 10.0 - i;
+    storage->create_trial(id, t);
+  }
+}
+
+// Stored settings that parse but break a rule outside the sampler section
+// (a negative budget): status shows what it can (counts, best, the
+// sampler), leaves the budget out rather than "finished 3 of -5", and
+// names the row, column and rule in a note (exit 0); --format json says
+// the same in "settings_error" with "n_trials": null. A document that is
+// not an object is named by row and column as every other stored-settings
+// error is.
+TEST_F(CliTest, StatusNamesAStoredBudgetThatBreaksARule) {
+  Json doc = Json::parse(branin_space(3));
+  doc["budget"]["n_trials"] = -5;
+  make_branin_store(dir_.file("branin.db"), doc, 3);
+  ProcessResult text = cli({"status", "branin.db"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("Trials: 3 (3 COMPLETE, 0 PRUNED, 0 FAIL, 0 RUNNING, 0 WAITING); "
+                                  "finished 3\n"));
+  EXPECT_THAT(text.out, Not(HasSubstr("of -5")));
+  EXPECT_THAT(text.out, HasSubstr("Best: trial 2, value "));
+  EXPECT_THAT(text.out, HasSubstr("Sampler: {\"seed\":1,\"type\":\"random\"}\n"));
+  EXPECT_THAT(text.out, HasSubstr("Settings: the stored settings are not valid: studies row "
+                                  "study_id=1: column config_json: budget.n_trials: must be > 0, "
+                                  "got -5\n"));
+  ProcessResult json = cli({"status", "branin.db", "--format", "json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const Json out = Json::parse(json.out);
+  EXPECT_TRUE(out["n_trials"].is_null());
+  EXPECT_EQ(out["sampler"], Json::parse(R"({"type": "random", "seed": 1})"));
+  EXPECT_EQ(out["settings_error"],
+            "studies row study_id=1: column config_json: budget.n_trials: must be > 0, got -5");
+
+  // A valid document: no note, "settings_error": null.
+  set_config_text(dir_.file("branin.db"), branin_space(3));
+  ProcessResult good = cli({"status", "branin.db"});
+  EXPECT_THAT(good.out, HasSubstr("finished 3 of 3\n"));
+  EXPECT_THAT(good.out, Not(HasSubstr("Settings:")));
+  EXPECT_TRUE(Json::parse(cli({"status", "branin.db", "--format", "json"}).out)["settings_error"]
+                  .is_null());
+  // Not an object: the note names the row like the other stored-settings
+  // errors, once (the sampler line says it).
+  set_config_text(dir_.file("branin.db"), "[1]");
+  ProcessResult array = cli({"status", "branin.db"});
+  ASSERT_EQ(array.exit_code, 0) << array.err;
+  EXPECT_THAT(array.out, HasSubstr("Sampler: the stored settings are not valid: studies row "
+                                   "study_id=1: column config_json: must be a JSON object"));
+  EXPECT_THAT(array.out, Not(HasSubstr("Settings:")));
+}
+
+// For TPE's n_startup_trials "auto", the text form shows the size a run
+// uses beside it (TpeOptions::startup_trials of the trial budget, the
+// warm-start copies counted as a run counts them); --format json keeps the
+// stored "auto" in the sampler object (it reads back as a sampler section)
+// and gives the size in "startup_trials_in_effect".
+TEST_F(CliTest, StatusShowsTheStartupSizeInEffectForAuto) {
+  Json doc = Json::parse(kBraninSpace);
+  doc["sampler"] = {{"type", "tpe"}};
+  make_branin_store(dir_.file("branin.db"), doc, 0);
+  // `hpsearch status` of the study with `budget`, in `format`.
+  const auto status_of = [&](const Json& budget, const std::string& format) {
+    Json stored = doc;
+    stored["budget"] = budget;
+    set_config_text(dir_.file("branin.db"), stored.dump());
+    ProcessResult r = cli({"status", "branin.db", "--format", format});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  };
+  const auto json_of = [&](const Json& budget) { return Json::parse(status_of(budget, "json")); };
+  EXPECT_THAT(status_of({{"n_trials", 40}}, "table"),
+              HasSubstr("\"n_startup_trials\":\"auto (5 for a budget of 40 trials)\""));
+  const Json json = json_of({{"n_trials", 40}});
+  EXPECT_EQ(json["sampler"]["n_startup_trials"], "auto");
+  EXPECT_EQ(json["startup_trials_in_effect"], 5);
+  EXPECT_THAT(status_of({{"n_trials", 200}}, "table"),
+              HasSubstr("\"auto (10 for a budget of 200 trials)\""));
+  EXPECT_THAT(status_of(Json::object(), "table"),
+              HasSubstr("\"auto (10 without a trial budget)\""));
+  {
+    auto storage = open_storage(dir_.file("branin.db"));
+    storage->set_study_system_attr(*storage->find_study("branin"), "warm_start",
+                                   Json{{"copied", 40}});
+  }
+  EXPECT_THAT(status_of({{"n_trials", 50}}, "table"),
+              HasSubstr("\"auto (9 for a budget of 50 trials and 40 warm-start copies)\""));
+  // A size given is shown as it is.
+  doc["sampler"]["n_startup_trials"] = 7;
+  EXPECT_THAT(status_of({{"n_trials", 40}}, "table"), HasSubstr("\"n_startup_trials\":7,"));
+  EXPECT_EQ(json_of({{"n_trials", 40}})["startup_trials_in_effect"], 7);
+  // Not TPE: null.
+  doc["sampler"] = {{"type", "random"}};
+  EXPECT_TRUE(json_of({{"n_trials", 40}})["startup_trials_in_effect"].is_null());
+}
+
+// status --format json carries an error note escaped as the text form
+// prints it: a stored sampler.type holding ESC reads "\x1b" in the parsed
+// field (a consumer that prints it sends no escape sequence), not the ESC
+// character that JSON's own \u001b would give back.
+TEST_F(CliTest, StatusJsonEscapesControlCharactersInErrorNotes) {
+  Json doc = Json::parse(branin_space(3));
+  doc["sampler"] = {{"type", "tp\x1b[31me"}};
+  doc["budget"]["n_trials"] = -1;
+  make_branin_store(dir_.file("branin.db"), doc, 1);
+  ProcessResult json = cli({"status", "branin.db", "--format", "json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const Json out = Json::parse(json.out);
+  const std::string sampler_error = out["sampler"]["error"].get<std::string>();
+  EXPECT_THAT(sampler_error, HasSubstr("sampler.type: unknown type 'tp\\x1b[31me'"));
+  EXPECT_EQ(sampler_error.find('\x1b'), std::string::npos) << sampler_error;
+  // The whole document's note (its first rule broken is the budget's).
+  EXPECT_THAT(out["settings_error"].get<std::string>(), HasSubstr("budget.n_trials: must be > 0"));
+  // The text form shows both, escaped.
+  ProcessResult text = cli({"status", "branin.db"});
+  EXPECT_THAT(text.out, HasSubstr("unknown type 'tp\\x1b[31me'"));
+  EXPECT_THAT(text.out, HasSubstr("Settings: the stored settings are not valid: studies row "
+                                  "study_id=1: column config_json: budget.n_trials"));
+  EXPECT_FALSE(has_raw_control_bytes(text.out)) << text.out;
+}
+
+// run on an existing study whose stored settings parse but break a rule
+// (a store edited by hand) refuses them as resume does: exit 2, naming the
+// row, column, field and rule, the store unchanged; with
+// --allow-objective-change it continues with the file's settings, which
+// replace them, and says so.
+TEST_F(CliTest, RunRefusesStoredSettingsThatBreakARuleUnlessAllowed) {
+  dir_.write("space.json", branin_space(2));
+  const Json good = Json::parse(branin_space(2));
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {"/sampler", R"({"type": "tpe", "n_startup_trials": "Auto"})",
+       "sampler.n_startup_trials: must be an integer from 0 to 9223372036854775807 or \"auto\", "
+       "got 'Auto'"},
+      {"/budget", R"({"n_trials": -5})", "budget.n_trials: must be > 0, got -5"},
+      {"/pruner", R"({"type": "median", "n_warmup_steps": -1})", "pruner.n_warmup_steps: "},
+  };
+  for (const auto& [where, value, rule] : cases) {
+    SCOPED_TRACE(where);
+    std::filesystem::remove(dir_.file("branin.db"));
+    Json doc = good;
+    doc[Json::json_pointer(where)] = Json::parse(value);
+    make_branin_store(dir_.file("branin.db"), doc, 1);
+    const std::string before = testsupport::read_file(dir_.file("branin.db"));
+    ProcessResult run = cli({"run", "space.json"});
+    EXPECT_EQ(run.exit_code, 2) << run.err;
+    EXPECT_THAT(run.err, HasSubstr("its stored settings are not valid (studies row study_id=1: "
+                                   "column config_json: " +
+                                   rule));
+    EXPECT_THAT(run.err, HasSubstr("nothing was changed"));
+    EXPECT_THAT(run.err, HasSubstr("--allow-objective-change"));
+    EXPECT_EQ(testsupport::read_file(dir_.file("branin.db")), before)
+        << "a refused run changed the store";
+  }
+  ProcessResult allowed = cli({"run", "space.json", "--allow-objective-change"});
+  ASSERT_EQ(allowed.exit_code, 0) << allowed.err;
+  EXPECT_THAT(allowed.err, HasSubstr("its stored settings are not valid (studies row study_id=1: "
+                                     "column config_json: pruner.n_warmup_steps"));
+  EXPECT_THAT(allowed.err, HasSubstr("which replace them"));
+  ProcessResult status = cli({"status", "branin.db", "--format", "json"});
+  EXPECT_TRUE(Json::parse(status.out)["settings_error"].is_null()) << status.out;
+  EXPECT_EQ(Json::parse(status.out)["n_trials"], 2);
+}
+
+// A huge name or key from a store edited by hand is cut in an error to its
+// first 200 characters and its size ("... (262144 bytes in all)"), the
+// rule after it kept; bidirectional overrides and zero-width characters in
+// a stored name are escaped (\u202e) in errors, never printed raw.
+TEST_F(CliTest, ErrorsCutHugeStoredTextAndEscapeHiddenCharacters) {
+  const std::string huge(1 << 18, 'N');
+  Json doc = Json::parse(branin_space(2));
+  doc["space"][huge] = {{"type", "float"}, {"low", 1}, {"high", 0}};
+  make_branin_store(dir_.file("big.db"), doc, 1);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(dir_.file("big.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, ("UPDATE studies SET name = '" + huge + "'").c_str(), nullptr, nullptr,
+                         nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  const std::string cut = std::string(200, 'N') + "... (262144 bytes in all)";
+  ProcessResult resume = cli({"resume", "big.db"});
+  EXPECT_EQ(resume.exit_code, 2);
+  EXPECT_LT(resume.err.size(), 2000u);
+  EXPECT_THAT(resume.err, HasSubstr("study '" + cut + "': its stored settings are not valid"));
+  EXPECT_THAT(resume.err, HasSubstr("column config_json: space." + cut + ": "));
+  {
+    auto storage = open_storage(dir_.file("big.db"));
+    storage->create_study("other", StudyDirection::kMinimize, Json());
+  }
+  ProcessResult several = cli({"trials", "big.db"});
+  EXPECT_EQ(several.exit_code, 2);
+  EXPECT_LT(several.err.size(), 1000u);
+  EXPECT_THAT(several.err, HasSubstr("several studies ('" + cut + "', 'other'); name one"));
+
+  // U+202E (shows the rest of a line backwards) and U+200B in a stored name.
+  {
+    auto storage = open_storage(dir_.file("w.db"));
+    storage->create_study(
+        "a\xe2\x80\xae"
+        "b\xe2\x80\x8b",
+        StudyDirection::kMinimize, Json());
+  }
+  ProcessResult best = cli({"best", "w.db"});
+  EXPECT_EQ(best.exit_code, 1);
+  EXPECT_THAT(best.err, HasSubstr("study 'a\\u202eb\\u200b' has no COMPLETE trial yet"));
+  EXPECT_EQ(best.err.find("\xe2\x80"), std::string::npos) << best.err;
+}
+
+// Every --format json of the read commands is ASCII (ensure_ascii, as
+// status): a stored param value or attr holding a C1 control or a
+// bidirectional override is written as \uXXXX, and reads back the same.
+TEST_F(CliTest, TrialsAndBestJsonAreAscii) {
+  const std::string odd = "caf\xc3\xa9 \xc2\x9b\xe2\x80\xae";
+  {
+    auto storage = open_storage(dir_.file("u.db"));
+    const std::int64_t id =
+        storage->create_study("\xc3\xa9t\xc3\xa9", StudyDirection::kMinimize, Json());
+    NewTrial t;
+    t.state = TrialState::kComplete;
+    t.params = {{"opt", Json(odd)}};
+    t.value = 1.0;
+    t.user_attrs = {{"note", odd}};
+    storage->create_trial(id, t);
+  }
+  const auto ascii = [](const std::string& text) {
+    for (char c : text)
+      if (static_cast<unsigned char>(c) >= 0x80) return false;
+    return true;
+  };
+  for (const std::string command : {"trials", "best"}) {
+    SCOPED_TRACE(command);
+    ProcessResult r = cli({command, "u.db", "--format", "json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(ascii(r.out)) << r.out;
+    EXPECT_THAT(r.out, HasSubstr("caf\\u00e9 \\u009b\\u202e"));
+    const Json out = Json::parse(r.out);
+    const Json& trial = out.is_array() ? out[0] : out;
+    EXPECT_EQ(trial["params"]["opt"], odd);
+    EXPECT_EQ(trial["user_attrs"]["note"], odd);
+  }
+  ProcessResult studies = cli({"studies", "u.db", "--format", "json"});
+  EXPECT_TRUE(ascii(studies.out)) << studies.out;
+  EXPECT_EQ(Json::parse(studies.out)[0]["name"], "\xc3\xa9t\xc3\xa9");
 }
 
 // status resolves the defaults of every sampler as a run uses them: grid's

@@ -546,7 +546,9 @@ TEST(DistributionsTest, FromJsonErrorsNameTheField) {
       {R"({"type": "int", "low": 0, "high": 4, "log": true})", "space.lr.low",
        "log scale needs low > 0"},
       {R"({"type": "int", "low": 1, "high": 4, "step": 0})", "space.lr.step", "> 0"},
-      {R"({"type": "int", "low": 1, "high": 18446744073709551615})", "space.lr.high", "range"},
+      {R"({"type": "int", "low": 1, "high": 18446744073709551615})", "space.lr.high",
+       "must be an integer from -9223372036854775808 to 9223372036854775807, got "
+       "18446744073709551615"},
       {R"({"type": "categorical"})", "space.lr.choices", "required"},
       {R"({"type": "categorical", "choices": "adam"})", "space.lr.choices", "array"},
       {R"({"type": "categorical", "choices": []})", "space.lr.choices", "empty"},

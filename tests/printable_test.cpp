@@ -21,6 +21,25 @@ TEST(Printable, EscapesControlCharactersAndKeepsTheRest) {
   EXPECT_EQ(printable("gr\xc3\xbc\xc3\x9f"), "gr\xc3\xbc\xc3\x9f");  // UTF-8 text is kept
 }
 
+// Characters that show nothing but change how the text around them shows
+// (a stored study name holding U+202E prints the rest of the line
+// backwards): bidirectional overrides and isolates, zero-width characters
+// and the BOM, escaped as \uHHHH; their neighbours are kept.
+TEST(Printable, EscapesBidiOverridesAndZeroWidthCharacters) {
+  EXPECT_EQ(printable("a\xe2\x80\xae"
+                      "b"),
+            "a\\u202eb");  // U+202E RIGHT-TO-LEFT OVERRIDE
+  EXPECT_EQ(printable("\xe2\x80\xaa\xe2\x80\xac"), "\\u202a\\u202c");
+  EXPECT_EQ(printable("\xe2\x81\xa6x\xe2\x81\xa9"), "\\u2066x\\u2069");  // isolates
+  EXPECT_EQ(printable("\xe2\x80\x8b\xe2\x80\x8f"), "\\u200b\\u200f");    // ZWSP, RLM
+  EXPECT_EQ(printable("\xef\xbb\xbfname"), "\\ufeffname");               // BOM
+  // Their neighbours in the same blocks are ordinary text.
+  for (const char* kept : {"\xe2\x80\x90", "\xe2\x80\xaf", "\xe2\x81\xa5", "\xe2\x81\xaa",
+                           "\xe2\x80\x8a", "\xef\xbb\xbe", "\xe2\x82\xac"})
+    EXPECT_EQ(printable(kept), kept);
+  EXPECT_EQ(printable(printable("\xe2\x80\xae")), printable("\xe2\x80\xae"));
+}
+
 // Bytes that are not UTF-8 (a Latin-1 worker name) become U+FFFD: the
 // result can be stored as JSON and printed.
 TEST(Printable, ReplacesBytesThatAreNotUtf8) {
@@ -34,6 +53,27 @@ TEST(Printable, ReplacesBytesThatAreNotUtf8) {
                                    6)),
             "a\xEF\xBF\xBD"
             "b\\0c\n");  // NUL as "\0"; lines kept
+}
+
+// An error quotes at most kMaxQuotedChars (200) characters of a user's
+// text, then its size: the head escaped, a UTF-8 sequence never split, a
+// short text whole.
+TEST(Printable, ExcerptCutsLongTextAndSaysItsSize) {
+  EXPECT_EQ(printable_excerpt("lr\x1b"), "lr\\x1b");
+  EXPECT_EQ(printable_excerpt(std::string(200, 'a')), std::string(200, 'a'));
+  EXPECT_EQ(printable_excerpt(std::string(201, 'a')),
+            std::string(200, 'a') + "... (201 bytes in all)");
+  EXPECT_EQ(printable_excerpt(std::string(10 << 20, 'a')),
+            std::string(200, 'a') + "... (10485760 bytes in all)");
+  std::string umlauts;
+  for (int i = 0; i < 300; ++i) umlauts += "\xc3\xbc";
+  std::string head;
+  for (int i = 0; i < 200; ++i) head += "\xc3\xbc";
+  EXPECT_EQ(printable_excerpt(umlauts), head + "... (600 bytes in all)");
+  // Controls count as one character each and are escaped.
+  EXPECT_EQ(printable_excerpt(std::string(300, '\x1b')).substr(0, 8), "\\x1b\\x1b");
+  EXPECT_NE(printable_excerpt(std::string(300, '\x1b')).find("... (300 bytes in all)"),
+            std::string::npos);
 }
 
 TEST(Printable, IsIdempotent) {

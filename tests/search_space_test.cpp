@@ -503,6 +503,12 @@ TEST(StudyConfigTest, WrongTypes) {
   expect_config_error(R"({"budget": 64})", "budget", "object");
   expect_config_error(R"({"budget": {"n_trials": "64"}})", "budget.n_trials", "integer");
   expect_config_error(R"({"budget": {"n_trials": 2.5}})", "budget.n_trials", "integer");
+  // Integers beyond a 64-bit integer's range name that range.
+  expect_config_error(R"({"budget": {"n_trials": 1e30}})", "budget.n_trials",
+                      "must be an integer from -9223372036854775808 to 9223372036854775807, got "
+                      "1e+30");
+  expect_config_error(R"({"budget": {"n_trials": 9223372036854775808}})", "budget.n_trials",
+                      "from -9223372036854775808 to 9223372036854775807, got 9223372036854775808");
   expect_config_error(R"({"budget": {"n_trials": 0}})", "budget.n_trials", "> 0");
   expect_config_error(R"({"budget": {"n_trials": -3}})", "budget.n_trials", "> 0");
   expect_config_error(R"({"budget": {"timeout_s": 0}})", "budget.timeout_s", "> 0");

@@ -303,9 +303,9 @@ TEST(TpeOptionsTest, BadOptionsNameTheField) {
                       "must be an object");
   expect_config_error({{"type", "tpe"}, {"prior_weight", -1}}, "sampler.prior_weight", "> 0");
   expect_config_error({{"type", "tpe"}, {"n_startup_trials", "some"}}, "sampler.n_startup_trials",
-                      "must be a count >= 0 or \"auto\", got 'some'");
+                      "must be an integer from 0 to 9223372036854775807 or \"auto\", got 'some'");
   expect_config_error({{"type", "tpe"}, {"n_startup_trials", -1}}, "sampler.n_startup_trials",
-                      ">= 0");
+                      "from 0 to 9223372036854775807 or \"auto\", got -1");
   expect_config_error({{"type", "tpe"}, {"n_ei_candidates", 0}}, "sampler.n_ei_candidates",
                       "must be between 1 and 100000, got 0");
   // A huge count would allocate gigabytes at the first suggestion.
@@ -330,6 +330,39 @@ TEST(TpeOptionsTest, BadOptionsNameTheField) {
   // ("startup" is 2 edits from "n_startup", n_startup_trials 7).
   expect_config_error({{"type", "tpe"}, {"n_startup", 5}}, "sampler.n_startup",
                       "did you mean 'n_startup_trials'?");
+}
+
+// n_startup_trials is "auto" or an integer from 0 to 2^63 - 1: every other
+// value (true, false, null, a number beyond a 64-bit integer's range, a
+// string other than "auto") is refused with both, naming the field and the
+// range. The other counts name their range too.
+TEST(TpeOptionsTest, BadStartupSizesNameTheRangeAndAuto) {
+  const std::string rule = "must be an integer from 0 to 9223372036854775807 or \"auto\", got ";
+  for (const auto& [value, shown] : std::vector<std::pair<Json, std::string>>{
+           {Json(true), "true"},
+           {Json(false), "false"},
+           {Json(nullptr), "null"},
+           {Json(1e30), "1e+30"},
+           {Json::parse("18446744073709551616"), "1.8446744073709552e+19"},
+           {Json::parse("9223372036854775808"), "9223372036854775808"},
+           {Json(2.5), "2.5"},
+           {Json::array({5}), "array"},
+           {Json("Auto"), "'Auto'"}}) {
+    SCOPED_TRACE(value.dump());
+    expect_config_error({{"type", "tpe"}, {"n_startup_trials", value}}, "sampler.n_startup_trials",
+                        rule + shown);
+  }
+  // The largest count is accepted, as is "auto".
+  EXPECT_EQ(TpeOptions::from_json(
+                Json{{"type", "tpe"}, {"n_startup_trials", Json::parse("9223372036854775807")}})
+                .n_startup_trials,
+            std::size_t{9223372036854775807u});
+  EXPECT_FALSE(
+      TpeOptions::from_json(Json{{"type", "tpe"}, {"n_startup_trials", "auto"}}).n_startup_trials);
+  expect_config_error({{"type", "tpe"}, {"weights_window", 1e30}}, "sampler.weights_window",
+                      "must be an integer from 0 to 9223372036854775807, got 1e+30");
+  expect_config_error({{"type", "tpe"}, {"gamma", {{"cap", true}}}}, "sampler.gamma.cap",
+                      "must be an integer from 0 to 9223372036854775807, got true");
 }
 
 TEST(TpeOptionsTest, FactoryBuildsTpeWithSeedOverride) {
@@ -441,6 +474,21 @@ TEST(TpeSamplerTest, AutoStartupModelsFromTheBudgetsStartupSize) {
             "n_startup_trials = 5 (\"auto\"), so every trial is drawn at random (a random "
             "search); raise the budget or lower sampler.n_startup_trials");
   EXPECT_NE(with_startup(10)->plan_budget(8).find("n_startup_trials = 10, so"), std::string::npos);
+}
+
+// The budget warning counts its trials in words: "1 COMPLETE trial", not
+// "1 COMPLETE trials".
+TEST(TpeSamplerTest, BudgetWarningSaysTrialForOneTrial) {
+  TpeOptions o;
+  o.n_startup_trials = 3;
+  TpeSampler sampler(o);
+  const std::string one = sampler.plan_budget(1);
+  EXPECT_NE(one.find("the budget allows at most 1 COMPLETE trial, at or below n_startup_trials "
+                     "= 3, so"),
+            std::string::npos)
+      << one;
+  const std::string two = sampler.plan_budget(2);
+  EXPECT_NE(two.find("at most 2 COMPLETE trials, at or"), std::string::npos) << two;
 }
 
 // Mean over seeds of best-value regret after n trials.

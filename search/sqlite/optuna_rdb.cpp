@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "search/json_util.h"
+#include "search/printable.h"
 #include "search/private_files.h"
 #include "search/search_space.h"
 #include "search/sqlite/statement.h"
@@ -422,8 +423,9 @@ void export_optuna(Storage& storage, std::int64_t study_id, const std::string& p
   // cannot be read (a store edited by hand) is refused, not exported
   // without them.
   if (!info.config_error.empty())
-    throw StoreRefused("study '" + info.name + "': its stored settings cannot be read (" +
-                       info.config_error + "); nothing was exported");
+    throw StoreRefused("study '" + printable_excerpt(info.name) +
+                       "': its stored settings cannot be read (" + info.config_error +
+                       "); nothing was exported");
   auto trials = storage.get_all_trials(study_id);
   const std::optional<SearchSpace> space = study_space(info.config);
   const std::string tmp = path + ".tmp" + std::to_string(::getpid());
