@@ -12,11 +12,29 @@
 
 namespace hps {
 
+namespace {
+bool plain_key(std::string_view key) {
+  return !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == '/';
+  });
+}
+}  // namespace
+
 std::string join_path(std::string_view parent, std::string_view key) {
-  if (parent.empty()) return printable_excerpt(key);
   std::string out(parent);
-  out += '.';
-  out += printable_excerpt(key);
+  const std::string shown = printable_excerpt(key);
+  if (plain_key(key)) {
+    if (!out.empty()) out += '.';
+    out += shown;
+    return out;
+  }
+  out += "[\"";
+  for (char c : shown) {
+    if (c == '"') out += '\\';
+    out += c;
+  }
+  out += "\"]";
   return out;
 }
 
@@ -412,7 +430,7 @@ class DomSax : public nlohmann::detail::json_sax_dom_parser<Json> {
     const JsonFrame& top = frames.back();
     if (!top.is_object) return path + "[" + std::to_string(top.elements) + "]";
     if (top.key.empty()) return path;
-    return path.empty() ? printable_excerpt(top.key) : path + "." + printable_excerpt(top.key);
+    return join_path(path, top.key);
   }
 
   bool null() { return element() && json_sax_dom_parser::null(); }
@@ -473,7 +491,7 @@ class DomSax : public nlohmann::detail::json_sax_dom_parser<Json> {
     if (!frames_->empty()) {
       const JsonFrame& parent = frames_->back();
       f.is_element = !parent.is_object;
-      f.name = parent.is_object ? printable_excerpt(parent.key)
+      f.name = parent.is_object ? parent.key  // join_path escapes it (container_path)
                                 : "[" + std::to_string(parent.elements) + "]";
     }
     element();
@@ -485,7 +503,7 @@ class DomSax : public nlohmann::detail::json_sax_dom_parser<Json> {
   static std::string container_path(const std::vector<JsonFrame>& frames) {
     std::string path;
     for (std::size_t i = 1; i < frames.size(); ++i)
-      path += (frames[i].is_element || path.empty() ? "" : ".") + frames[i].name;
+      path = frames[i].is_element ? path + frames[i].name : join_path(path, frames[i].name);
     return path;
   }
 

@@ -15,7 +15,15 @@ namespace hps {
 
 using Json = nlohmann::json;
 
-// Joins a dotted config path: join_path("space", "lr") == "space.lr".
+// Joins a dotted config path: join_path("space", "lr") == "space.lr". A key
+// that is not plain (empty, or any byte other than ASCII letters, digits,
+// '_', '-', '/') is written as a quoted JSON string in brackets, so that a
+// param named "a.b" is told apart from a nested key:
+// join_path("space", "a.b") == "space[\"a.b\"]" and
+// join_path("space[\"a.b\"]", "low") == "space[\"a.b\"].low". The key is
+// written as printable_excerpt(key) (escaped, at most kMaxQuotedChars
+// characters; bytes that are not UTF-8 become U+FFFD), with '"' as '\"'
+// inside brackets. Never throws (but std::bad_alloc).
 std::string join_path(std::string_view parent, std::string_view key);
 
 // Levenshtein edit distance between two ASCII strings (bytes).

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "search/errors.h"
+#include "search/json_util.h"
 #include "search/printable.h"
 #include "search/study_name.h"
 #include "tests/support/temp_dir.h"
@@ -297,6 +298,34 @@ TEST(SearchSpaceTest, ConditionErrors) {
     EXPECT_EQ(e.path(), c.path) << c.space << "\n -> " << e.what();
     EXPECT_TRUE(contains_text(e.what(), c.words)) << c.space << "\n -> " << e.what();
   }
+}
+
+// A param named "a.b" (or with a quote, a space, a bracket) is not a nested
+// key "a" then "b": such names are quoted in paths, plain names are not.
+TEST(SearchSpaceTest, PathsQuoteNamesThatAreNotPlainSoTheyAreNotAmbiguous) {
+  EXPECT_EQ(join_path("space", "lr"), "space.lr");
+  EXPECT_EQ(join_path("space", "optimizer/lr"), "space.optimizer/lr");
+  EXPECT_EQ(join_path("space", "a.b"), R"(space["a.b"])");
+  EXPECT_EQ(join_path(join_path("space", "a.b"), "low"), R"(space["a.b"].low)");
+  EXPECT_EQ(join_path("space", "it's"), R"(space["it's"])");
+  EXPECT_EQ(join_path("space", R"(q"x)"), R"(space["q\"x"])");
+  EXPECT_EQ(join_path("", "a b"), R"(["a b"])");
+  EXPECT_EQ(join_path("space", ""), R"(space[""])");
+  EXPECT_EQ(join_path("space", "\xff"), "space[\"\xEF\xBF\xBD\"]");  // not UTF-8: U+FFFD
+  // The two spaces that used to give the same path "space.a.b.low":
+  auto dotted =
+      config_error([] { parse_space(R"({"a.b": {"type": "float", "low": 2, "high": 1}})"); });
+  EXPECT_EQ(dotted.path(), R"(space["a.b"])") << dotted.what();
+  auto when = config_error([] {
+    parse_space(R"({"a.b": {"type": "float", "low": 0, "high": 1, "when": {"c.d": 1}}})");
+  });
+  EXPECT_EQ(when.path(), R"(space["a.b"].when["c.d"])") << when.what();
+  // A key written twice in a param with a dot in its name.
+  auto twice = config_error([] {
+    parse_json_text(R"({"space": {"a.b": {"type": "float", "low": 0, "low": 1}}})", "in");
+  });
+  EXPECT_TRUE(contains_text(twice.what(), R"(key 'low' appears twice in 'space["a.b"]')"))
+      << twice.what();
 }
 
 TEST(SearchSpaceTest, AddRejectsDuplicatesAndUnknownParents) {
