@@ -85,8 +85,13 @@ const char* to_string(tpe::CategoricalKernel kernel) {
 }
 
 void TpeOptions::validate(const std::string& path) const {
-  auto fail = [&](const char* key, const std::string& rule) {
-    throw ConfigError(join_path(path, key), rule);
+  // key: a field, or a field of a nested section ("gamma.factor").
+  auto fail = [&](std::string_view key, const std::string& rule) {
+    std::string where(path);
+    for (std::size_t dot; (dot = key.find('.')) != std::string_view::npos;
+         key.remove_prefix(dot + 1))
+      where = join_path(where, key.substr(0, dot));
+    throw ConfigError(join_path(where, key), rule);
   };
   if (n_ei_candidates < 1 || n_ei_candidates > kMaxEiCandidates)
     fail("n_ei_candidates", "must be between 1 and " + std::to_string(kMaxEiCandidates) + ", got " +

@@ -730,7 +730,7 @@ TEST_F(CliTest, ConfigErrorsQuoteTheUsersTextEscapedAndInFull) {
   store({{"type", "random"}, {std::string("a\0b", 3), 1}});
   ProcessResult key = cli({"status", "branin.db"});
   ASSERT_EQ(key.exit_code, 0) << key.err;
-  EXPECT_THAT(key.out, HasSubstr("column config_json: sampler.a\\x00b: unknown key"));
+  EXPECT_THAT(key.out, HasSubstr("column config_json: sampler[\"a\\x00b\"]: unknown key"));
   EXPECT_THAT(key.out, HasSubstr("allowed keys: type, seed"));
 
   // A C1 control (U+009B, the one-byte CSI) in valid UTF-8: \u009b in both

@@ -818,7 +818,7 @@ TEST(CommandConfigTest, ErrorsNameTheField) {
       {R"({"type": "command", "argv": ["p"], "env": {"A": 1}})", "objective.env.A", "string"},
       {R"({"type": "command", "argv": ["p"], "env": {"CUDA_VISIBLE_DEVICES": "0"}})",
        "objective.env.CUDA_VISIBLE_DEVICES", "set by hpsearch"},
-      {R"({"type": "command", "argv": ["p"], "env": {"A=B": "1"}})", "objective.env.A=B",
+      {R"({"type": "command", "argv": ["p"], "env": {"A=B": "1"}})", R"(objective.env["A=B"])",
        "variable name"},
       {R"({"type": "command", "argv": ["p"], "env": {"A": "{q}"}})", "objective.env.A",
        "names no param"},
