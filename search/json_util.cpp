@@ -502,8 +502,12 @@ class DomSax : public nlohmann::detail::json_sax_dom_parser<Json> {
   // "space.x.values[3]"), "" at the top.
   static std::string container_path(const std::vector<JsonFrame>& frames) {
     std::string path;
-    for (std::size_t i = 1; i < frames.size(); ++i)
-      path = frames[i].is_element ? path + frames[i].name : join_path(path, frames[i].name);
+    for (std::size_t i = 1; i < frames.size(); ++i) {
+      if (frames[i].is_element)
+        path += frames[i].name;
+      else
+        path = join_path(path, frames[i].name);
+    }
     return path;
   }
 
