@@ -11,12 +11,12 @@
 namespace hps {
 
 void HyperbandPrunerOptions::validate(const std::string& path) const {
-  if (min_resource < 1) throw ConfigError(join_path(path, "min_resource"), "must be >= 1");
+  require_at_least(join_path(path, "min_resource"), min_resource, 1);
   if (max_resource < min_resource)
     throw ConfigError(join_path(path, "max_resource"),
                       "must be >= min_resource (" + std::to_string(min_resource) + "), got " +
                           std::to_string(max_resource));
-  if (reduction_factor < 2) throw ConfigError(join_path(path, "reduction_factor"), "must be >= 2");
+  require_at_least(join_path(path, "reduction_factor"), reduction_factor, 2);
 }
 
 std::int64_t HyperbandPruner::n_brackets(std::int64_t min_resource, std::int64_t max_resource,

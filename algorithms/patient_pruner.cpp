@@ -9,7 +9,7 @@
 namespace hps {
 
 void PatientPrunerOptions::validate(const std::string& path) const {
-  if (patience < 0) throw ConfigError(join_path(path, "patience"), "must be >= 0");
+  require_at_least(join_path(path, "patience"), patience, 0);
   if (!(min_delta >= 0.0) || std::isinf(min_delta))
     throw ConfigError(join_path(path, "min_delta"), "must be finite and >= 0");
 }

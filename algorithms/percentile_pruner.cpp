@@ -12,10 +12,10 @@ namespace hps {
 void PercentilePrunerOptions::validate(const std::string& path) const {
   if (!(percentile >= 0.0 && percentile <= 100.0))
     throw ConfigError(join_path(path, "percentile"), "must be in [0, 100]");
-  if (n_startup_trials < 0) throw ConfigError(join_path(path, "n_startup_trials"), "must be >= 0");
-  if (n_warmup_steps < 0) throw ConfigError(join_path(path, "n_warmup_steps"), "must be >= 0");
-  if (interval_steps < 1) throw ConfigError(join_path(path, "interval_steps"), "must be >= 1");
-  if (n_min_trials < 1) throw ConfigError(join_path(path, "n_min_trials"), "must be >= 1");
+  require_at_least(join_path(path, "n_startup_trials"), n_startup_trials, 0);
+  require_at_least(join_path(path, "n_warmup_steps"), n_warmup_steps, 0);
+  require_at_least(join_path(path, "interval_steps"), interval_steps, 1);
+  require_at_least(join_path(path, "n_min_trials"), n_min_trials, 1);
 }
 
 PercentilePruner::PercentilePruner(PercentilePrunerOptions options) : options_(options) {

@@ -14,4 +14,25 @@ Study create_study(const StudyConfig& config, std::shared_ptr<Storage> storage) 
   return Study::create(std::move(storage), config.name, config.direction, so, config.source);
 }
 
+std::string stored_settings_where(const StudyInfo& info) {
+  return "studies row study_id=" + std::to_string(info.study_id) + ": column config_json: ";
+}
+
+std::string stored_settings_error(const StudyInfo& info) {
+  if (!info.config_error.empty()) return info.config_error;
+  if (info.config.is_null()) return "";
+  if (!info.config.is_object())
+    return stored_settings_where(info) +
+           "must be a JSON object (the study's space.json document), got " +
+           std::string(info.config.type_name());
+  try {
+    const StudyConfig config = StudyConfig::from_json(info.config);
+    (void)make_sampler(config.sampler);
+    (void)make_pruner(config.pruner);
+  } catch (const ConfigError& e) {
+    return stored_settings_where(info) + e.what();
+  }
+  return "";
+}
+
 }  // namespace hps

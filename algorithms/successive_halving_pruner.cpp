@@ -55,9 +55,8 @@ bool promotable(double value, std::vector<double> competing, std::int64_t eta,
 void SuccessiveHalvingPrunerOptions::validate(const std::string& path) const {
   if (min_resource && *min_resource < 1)
     throw ConfigError(join_path(path, "min_resource"), "must be >= 1 or \"auto\"");
-  if (reduction_factor < 2) throw ConfigError(join_path(path, "reduction_factor"), "must be >= 2");
-  if (min_early_stopping_rate < 0)
-    throw ConfigError(join_path(path, "min_early_stopping_rate"), "must be >= 0");
+  require_at_least(join_path(path, "reduction_factor"), reduction_factor, 2);
+  require_at_least(join_path(path, "min_early_stopping_rate"), min_early_stopping_rate, 0);
 }
 
 SuccessiveHalvingPruner::SuccessiveHalvingPruner(SuccessiveHalvingPrunerOptions options)

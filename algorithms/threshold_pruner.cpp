@@ -14,8 +14,8 @@ void ThresholdPrunerOptions::validate(const std::string& path) const {
   if (upper && std::isnan(*upper)) throw ConfigError(join_path(path, "upper"), "must not be NaN");
   if (lower && upper && *lower > *upper)
     throw ConfigError(join_path(path, "lower"), "must be <= upper");
-  if (n_warmup_steps < 0) throw ConfigError(join_path(path, "n_warmup_steps"), "must be >= 0");
-  if (interval_steps < 1) throw ConfigError(join_path(path, "interval_steps"), "must be >= 1");
+  require_at_least(join_path(path, "n_warmup_steps"), n_warmup_steps, 0);
+  require_at_least(join_path(path, "interval_steps"), interval_steps, 1);
 }
 
 ThresholdPruner::ThresholdPruner(ThresholdPrunerOptions options) : options_(options) {

@@ -68,19 +68,6 @@ inline constexpr int kExitUsage = 2;
 // command's error is printed.
 void print_error(std::string_view what);
 
-// Why the settings stored with study `info` (studies.config_json: its
-// space.json document as its last run stored it) are not valid, or "" when
-// they are or when it has none (a study made through the C++ API): the
-// column did not parse (StudyInfo::config_error), it is not a JSON object,
-// or it breaks a rule of space.json (StudyConfig::from_json, and the
-// sampler and pruner sections as make_sampler and make_pruner read them).
-// Each names the row and column: "studies row study_id=1: column
-// config_json: budget.n_trials: must be > 0, got -5". Such a study is a
-// store edited by hand: status shows it with this note, run (unless
-// --allow-objective-change) and resume refuse it (exit 2). Never throws
-// (but std::bad_alloc).
-std::string stored_settings_error(const StudyInfo& info);
-
 // `value` as the JSON text the commands print (`--format json`), indented
 // by 2: ASCII only (ensure_ascii: every other character as \uXXXX, so no C1
 // control or bidirectional override from the store reaches a terminal

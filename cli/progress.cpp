@@ -101,14 +101,11 @@ std::string summary(const Study& study, double elapsed_s, const std::string& end
   std::string out;
   Storage& storage = study.storage();
   // Counts from the store's per-state counts (an indexed read), not a load
-  // of every trial; the warm-start copies are counted only in a study that
-  // was warm-started (a streamed pass).
+  // of every trial; the warm-start copies (of an earlier study's trials,
+  // search/warm_start.h) from the study's warm_start attr.
   const TrialCounts counts = storage.count_trials_by_state(study.study_id());
-  std::int64_t warm = 0;  // copies of an earlier study's trials (search/warm_start.h)
-  if (warm_started(storage, study.name()))
-    storage.read_trials(study.study_id(), {},
-                        [&](const TrialPtr& t) { warm += t->is_warm_start() ? 1 : 0; });
-  out += fmt::format("Study '{}' ({}): {} trials in {}{}\n", study.name(),
+  const std::int64_t warm = warm_start_copies(storage.get_study(study.study_id()));
+  out += fmt::format("Study '{}' ({}): {} trials in {}{}\n", printable(study.name()),
                      to_string(study.direction()), counts.total(), format_duration(elapsed_s),
                      end_reason.empty() ? std::string() : " (" + end_reason + ")");
   std::string by_state;

@@ -12,6 +12,7 @@
 #include "algorithms/factory.h"
 #include "algorithms/grid_sampler.h"
 #include "algorithms/qmc_sampler.h"
+#include "algorithms/study_setup.h"
 #include "algorithms/tpe_sampler.h"
 #include "cli/commands.h"
 #include "cli/table.h"
@@ -21,6 +22,7 @@
 #include "search/study.h"
 #include "search/trial_lifecycle.h"
 #include "search/util/storage_url.h"
+#include "search/warm_start.h"
 #include "search/writer_lock.h"
 
 namespace hps::cli {
@@ -70,34 +72,6 @@ std::int64_t pick_study(Storage& storage, const std::optional<std::string>& name
 
 void print_error(std::string_view what) {
   std::cerr << "hpsearch: error: " << printable(what) << "\n";
-}
-
-namespace {
-
-// Where a study's stored settings are, as the store names a row and column
-// (StudyInfo::config_error's form): "studies row study_id=1: column
-// config_json: ".
-std::string stored_settings_where(const StudyInfo& info) {
-  return "studies row study_id=" + std::to_string(info.study_id) + ": column config_json: ";
-}
-
-}  // namespace
-
-std::string stored_settings_error(const StudyInfo& info) {
-  if (!info.config_error.empty()) return info.config_error;
-  if (info.config.is_null()) return "";
-  if (!info.config.is_object())
-    return stored_settings_where(info) +
-           "must be a JSON object (the study's space.json document), got " +
-           std::string(info.config.type_name());
-  try {
-    const StudyConfig config = StudyConfig::from_json(info.config);
-    (void)make_sampler(config.sampler);
-    (void)make_pruner(config.pruner);
-  } catch (const ConfigError& e) {
-    return stored_settings_where(info) + e.what();
-  }
-  return "";
 }
 
 std::string json_output(const Json& value) {
@@ -465,10 +439,7 @@ void startup_in_effect(StudyStatus& s) {
   if (!s.settings_error.empty() || !s.sampler.is_object() || s.sampler.value("type", "") != "tpe")
     return;
   const TpeOptions options = TpeOptions::from_json(sampler_section(s.info.config), "sampler");
-  std::int64_t copies = 0;
-  if (const auto warm = s.info.system_attrs.find(kAttrWarmStart);
-      warm != s.info.system_attrs.end() && warm->is_object())
-    copies = warm->value("copied", std::int64_t{0});
+  const std::int64_t copies = warm_start_copies(s.info);
   std::optional<std::int64_t> max_complete;
   if (s.budget.n_trials) max_complete = *s.budget.n_trials + copies;
   s.startup_trials = options.startup_trials(max_complete);
@@ -583,8 +554,8 @@ void print_workers(const StudyStatus& s) {
 }
 
 void print_status_text(const StudyStatus& s, const std::string& storage_name) {
-  std::cout << fmt::format("Study '{}' ({}) in {}\n", s.info.name, to_string(s.info.direction),
-                           storage_name);
+  std::cout << fmt::format("Study '{}' ({}) in {}\n", printable(s.info.name),
+                           to_string(s.info.direction), storage_name);
   std::string by_state;
   for (TrialState st : {TrialState::kComplete, TrialState::kPruned, TrialState::kFail,
                         TrialState::kRunning, TrialState::kWaiting})

@@ -17,6 +17,7 @@
 #include <zmq.hpp>
 
 #include "algorithms/factory.h"
+#include "algorithms/study_setup.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "cli/table.h"
@@ -838,8 +839,7 @@ void apply_warm_start(const StudyConfig& config, const std::optional<WarmStartSo
       spdlog::info("{}", done.message());
   }
   if (config.budget.n_trials) {
-    std::int64_t warm = 0;
-    for (const auto& t : study.trials({TrialState::kComplete})) warm += t->is_warm_start() ? 1 : 0;
+    const std::int64_t warm = warm_start_copies(study.storage().get_study(study.study_id()));
     const std::string warning = sampler.plan_budget(*config.budget.n_trials + warm);
     if (!warning.empty()) spdlog::warn("{}", warning);
   }
@@ -928,12 +928,6 @@ int run_study(StudyConfig config, const RunOptions& o) {
     throw ConfigError("--workers", "must be <= " + std::to_string(LocalPoolOptions::kMaxWorkers));
   if (!config.budget.n_trials && !config.budget.timeout_s)
     spdlog::warn("no budget (n_trials or timeout_s): running until interrupted");
-  if (config.budget.n_trials && !config.warm_start) {
-    // The budget counts the study's finished trials, so at most this many
-    // are COMPLETE (with a warm start: checked once the copies are made).
-    const std::string warning = sampler->plan_budget(*config.budget.n_trials);
-    if (!warning.empty()) spdlog::warn("{}", warning);
-  }
   // What the store file cannot be is bad input (exit 2), as for the read
   // commands, not a failure of the run.
   if (const util::StorageUrl store = util::parse_storage_url(config.storage); !store.in_memory)
@@ -960,6 +954,14 @@ int run_study(StudyConfig config, const RunOptions& o) {
   }
   auto storage = open_storage(config.storage);
   check_existing_study(*storage, config, o);
+  // After the checks that refuse the run (a warning about a run that does
+  // not happen would mislead).
+  if (config.budget.n_trials && !config.warm_start) {
+    // The budget counts the study's finished trials, so at most this many
+    // are COMPLETE (with a warm start: checked once the copies are made).
+    const std::string warning = sampler->plan_budget(*config.budget.n_trials);
+    if (!warning.empty()) spdlog::warn("{}", warning);
+  }
   if (config.warm_start && !warm_source && !warm_started(*storage, config.name)) check_warm_start();
   Study study = open_study(config, storage, sampler, pruner);
   if (config.warm_start) apply_warm_start(config, warm_source, study, *sampler);
@@ -975,7 +977,7 @@ int run_study(StudyConfig config, const RunOptions& o) {
   store_settings(*storage, study.study_id(), config, o);
   CoordinatorStats start = coordinator.stats();
   if (start.finished > 0 || start.waiting > 0)
-    spdlog::info("continuing study '{}': {} finished trials, {} queued", config.name,
+    spdlog::info("continuing study '{}': {} finished trials, {} queued", printable(config.name),
                  start.finished, start.waiting);
   if (config.budget.n_trials && start.finished >= *config.budget.n_trials) {
     std::cout << "Budget of " << *config.budget.n_trials << " trials already reached.\n\n"

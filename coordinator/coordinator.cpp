@@ -12,6 +12,7 @@
 #include "coordinator/coordinator_record.h"
 #include "protocol/curve_keys.h"
 #include "protocol/zmq_util.h"
+#include "search/json_util.h"
 #include "search/printable.h"
 #include "search/util/hash.h"
 
@@ -20,21 +21,21 @@ namespace hps {
 void CoordinatorOptions::validate() const {
   protocol::check_heartbeat_settings(heartbeat_interval_ms, "coordinator.heartbeat_interval_ms",
                                      liveness, "coordinator.liveness");
-  if (max_retries < 0) throw ConfigError("coordinator.max_retries", "must be >= 0");
+  require_at_least("coordinator.max_retries", max_retries, 0);
   if (n_trials && *n_trials < 0) throw ConfigError("coordinator.n_trials", "must be >= 0");
   if (timeout_s && !(*timeout_s >= 0))
     throw ConfigError("coordinator.timeout_s", "must be >= 0 (seconds)");
   if (max_failed_trials && *max_failed_trials < 1)
     throw ConfigError("coordinator.max_failed_trials",
                       "must be >= 1, got " + std::to_string(*max_failed_trials));
-  if (max_batch < 1) throw ConfigError("coordinator.max_batch", "must be >= 1");
-  if (min_workers < 0) throw ConfigError("coordinator.min_workers", "must be >= 0");
+  require_at_least("coordinator.max_batch", max_batch, 1);
+  require_at_least("coordinator.min_workers", min_workers, 0);
   if (!(min_workers_wait_s >= 0))
     throw ConfigError("coordinator.min_workers_wait_s", "must be >= 0 (seconds)");
   if (!(status_interval_s > 0))
     throw ConfigError("coordinator.status_interval_s", "must be > 0 (seconds)");
   if (!endpoint.empty()) zmq_util::check_endpoint(endpoint, "coordinator.endpoint", true);
-  if (max_workers < 1) throw ConfigError("coordinator.max_workers", "must be >= 1");
+  require_at_least("coordinator.max_workers", max_workers, 1);
   if (!curve_secret_key.empty() && !curve::is_key(curve_secret_key))
     throw ConfigError("coordinator.curve_secret_key", "is not a Z85 CURVE key (40 characters)");
   for (const auto& [key, name] : authorized_keys)

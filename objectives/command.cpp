@@ -167,10 +167,11 @@ void check_placeholders(const Template& t, const SearchSpace& space, const std::
       throw ConfigError(path, rule);
     }
     if (spec->condition && !p.optional)
-      throw ConfigError(path, "param '" + p.text +
+      throw ConfigError(path, "param '" + printable_excerpt(p.text) +
                                   "' is conditional (\"when\") and absent from some trials; "
                                   "write {" +
-                                  p.text + "?} to drop " + drop_what + " when it is inactive");
+                                  printable_excerpt(p.text) + "?} to drop " + drop_what +
+                                  " when it is inactive");
   }
 }
 

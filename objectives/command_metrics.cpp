@@ -14,6 +14,7 @@
 
 #include "objectives/command_report.h"
 #include "search/errors.h"
+#include "search/printable.h"
 
 namespace hps {
 
@@ -125,8 +126,8 @@ MetricRule parse_rule(const Json& j, const std::string& path, bool allow_regex) 
   for (const auto& [group, index] : named) {
     (void)index;
     if (group != "value" && group != "step")
-      throw ConfigError(
-          rpath, "names a group '" + group + "'; only (?<value>...) and (?<step>...) are read");
+      throw ConfigError(rpath, "names a group '" + printable_excerpt(group) +
+                                   "'; only (?<value>...) and (?<step>...) are read");
   }
   if (auto it = named.find("value"); it != named.end()) {
     r.value_group = it->second;
@@ -159,7 +160,7 @@ void parse_source(const Json& metrics, MetricsConfig& c) {
       c.source = MetricsConfig::Source::kStderr;
     else
       throw ConfigError(path,
-                        "unknown source '" + v +
+                        "unknown source '" + printable_excerpt(v) +
                             "' (known: \"output\", \"stdout\", \"stderr\", or {\"file\": ...})");
     return;
   }
@@ -269,9 +270,11 @@ MetricsConfig parse_metrics_config(const Json& metrics) {
       std::string p = field("attrs") + "[" + std::to_string(i) + "]";
       MetricRule r = parse_rule(attrs[i], p, output);
       if (r.name == c.objective.name)
-        throw ConfigError(p, "'" + r.name + "' is the objective's metric (metrics.name)");
+        throw ConfigError(
+            p, "'" + printable_excerpt(r.name) + "' is the objective's metric (metrics.name)");
       for (const MetricRule& other : c.attrs)
-        if (other.name == r.name) throw ConfigError(p, "'" + r.name + "' is listed twice");
+        if (other.name == r.name)
+          throw ConfigError(p, "'" + printable_excerpt(r.name) + "' is listed twice");
       c.attrs.push_back(std::move(r));
     }
   }

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "search/errors.h"
+#include "search/printable.h"
 
 namespace hps {
 
@@ -57,7 +58,8 @@ ObjectiveType sleep_objective_type() {
     if (c.fail_param.empty()) return;
     const ParamSpec* param = space.find(c.fail_param);
     if (!param)
-      throw ConfigError("objective.fail_param", "no param named '" + c.fail_param + "' in space");
+      throw ConfigError("objective.fail_param",
+                        "no param named '" + printable_excerpt(c.fail_param) + "' in space");
     // A trial fails when the param is true: a param that cannot be true (a
     // float, an int, categorical choices without true) would never fail.
     const Distribution& d = param->distribution;
@@ -65,7 +67,7 @@ ObjectiveType sleep_objective_type() {
       throw ConfigError("objective.fail_param",
                         "must name a bool param (a categorical with true among its choices: a "
                         "trial fails when it is true); '" +
-                            c.fail_param + "' is " + to_string(d.kind()) +
+                            printable_excerpt(c.fail_param) + "' is " + to_string(d.kind()) +
                             (d.is_indexed() ? " without true among its values" : "") +
                             ", so no trial would ever fail");
   };

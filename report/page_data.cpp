@@ -7,6 +7,8 @@
 #include <limits>
 #include <set>
 
+#include "algorithms/study_setup.h"
+#include "search/json_util.h"
 #include "search/trial_lifecycle.h"
 
 namespace hps::report {
@@ -17,7 +19,7 @@ void PageOptions::validate() const {
   if (max_slice_points < 1) throw ConfigError("report.max_slice_points", "must be >= 1");
   if (max_curves < 1) throw ConfigError("report.max_curves", "must be >= 1");
   if (max_timeline < 1) throw ConfigError("report.max_timeline", "must be >= 1");
-  if (contour_bins < 2) throw ConfigError("report.contour_bins", "must be >= 2");
+  require_at_least("report.contour_bins", contour_bins, 2);
   importance.validate();
 }
 
@@ -180,8 +182,15 @@ Axis make_axis(const ParamSpec& spec, int bins) {
 }  // namespace
 
 SearchSpace study_space(const StudyInfo& info, const std::vector<TrialPtr>& trials) {
-  if (info.config.is_object() && info.config.contains("space") && info.config["space"].is_object())
-    return SearchSpace::from_json(info.config["space"]);
+  if (info.config.is_object() && info.config.contains("space") &&
+      info.config["space"].is_object()) {
+    try {
+      return SearchSpace::from_json(info.config["space"]);
+    } catch (const ConfigError&) {
+      // A stored space that breaks a rule (a store edited by hand; the
+      // page names it: settings_error): the trials' own distributions.
+    }
+  }
   std::map<std::string, Distribution> seen;
   for (const auto& t : trials)
     for (const auto& [name, d] : t->distributions) seen.insert_or_assign(name, d);
@@ -390,9 +399,11 @@ Json build_page_data_with(const StudyInfo& info, const std::vector<TrialPtr>& tr
   out["generated"] = format_iso8601(Clock::now());
   out["study"] = Json{{"name", info.name}, {"direction", to_string(info.direction)}};
   out["settings"] = info.config;
-  // Stored settings that could not be read (StudyInfo::config_error): the
-  // page says so instead of "no stored space.json".
-  if (!info.config_error.empty()) out["settings_error"] = info.config_error;
+  // Stored settings that could not be read or break a rule
+  // (stored_settings_error): the page says so instead of showing them as
+  // what the study runs with, or "no stored space.json".
+  if (std::string why = stored_settings_error(info); !why.empty())
+    out["settings_error"] = std::move(why);
   Json params = Json::array();
   for (const auto& spec : space.params()) params.push_back(param_info(spec));
   out["params"] = params;

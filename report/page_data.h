@@ -67,8 +67,8 @@ struct PageOptions {
 };
 
 // The search space of a study: the "space" of its stored space.json when it
-// has one, else one unconditional param per name seen in the trials, with
-// the distribution of its most recent trial.
+// has one that is valid, else one unconditional param per name seen in the
+// trials, with the distribution of its most recent trial.
 SearchSpace study_space(const StudyInfo& info, const std::vector<TrialPtr>& trials);
 
 // The value of a param with "scale_with" as the objective uses it:
@@ -81,9 +81,11 @@ std::optional<double> effective_value(const ParamSpec& spec, const Params& param
 // spelled in "vt": "inf", "-inf"):
 //   version 1; generated (ISO 8601); study {name, direction};
 //   settings (the stored space.json document, or null); settings_error
-//     (only when the stored document could not be read:
-//     StudyInfo::config_error, e.g. "studies row study_id=1: column
-//     config_json: invalid JSON ..."; settings is null then);
+//     (only when the stored document could not be read or breaks a rule:
+//     stored_settings_error, algorithms/study_setup.h, e.g. "studies row
+//     study_id=1: column config_json: invalid JSON ..." (settings is null
+//     then) or "... budget.n_trials: must be > 0, got -5"; params then
+//     come from the trials when the stored space is not valid);
 //   params [{name, kind, log, low, high, step, labels (indexed kinds),
 //            when {parent: [labels]} or null, scale_with or null}];
 //   counts {state: n}; n_trials;

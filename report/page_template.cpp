@@ -430,7 +430,7 @@ const char* const kPageScript = R"JS(
       add('param ' + p.name, d);
     }
     set.appendChild(tbl);
-    if (data.settings_error) set.appendChild(text('The stored settings (space.json) could not be read, so only what the trials show is listed: ' + clean(data.settings_error)));
+    if (data.settings_error) set.appendChild(text('The stored settings (space.json) could not be read or are not valid (a run refuses them): ' + clean(data.settings_error)));
     else if (!data.settings) set.appendChild(text('The study has no stored space.json (made through the C++ API).'));
   }
 

@@ -24,7 +24,9 @@ bool plain_key(std::string_view key) {
 std::string join_path(std::string_view parent, std::string_view key) {
   std::string out(parent);
   const std::string shown = printable_excerpt(key);
-  if (plain_key(key)) {
+  // A plain key that is cut is bracketed too, so that "... (N bytes in
+  // all)" does not read as more of the path.
+  if (plain_key(key) && key.size() <= kMaxQuotedChars) {
     if (!out.empty()) out += '.';
     out += shown;
     return out;
@@ -36,6 +38,12 @@ std::string join_path(std::string_view parent, std::string_view key) {
   }
   out += "\"]";
   return out;
+}
+
+void require_at_least(std::string_view path, std::int64_t value, std::int64_t lo) {
+  if (value < lo)
+    throw ConfigError(std::string(path),
+                      "must be >= " + std::to_string(lo) + ", got " + std::to_string(value));
 }
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -207,7 +215,7 @@ std::optional<std::int64_t> optional_int_in(const Json& object, std::string_view
   if (!alternative.empty()) rule += " or " + std::string(alternative);
   rule += ", got ";
   if (v->is_string())
-    rule += "'" + printable(v->get<std::string>()) + "'";
+    rule += "'" + printable_excerpt(v->get<std::string>()) + "'";
   else if (v->is_primitive())  // a number, true, false or null
     rule += v->dump();
   else

@@ -20,11 +20,15 @@ using Json = nlohmann::json;
 // '_', '-', '/') is written as a quoted JSON string in brackets, so that a
 // param named "a.b" is told apart from a nested key:
 // join_path("space", "a.b") == "space[\"a.b\"]" and
-// join_path("space[\"a.b\"]", "low") == "space[\"a.b\"].low". The key is
+// join_path("space[\"a.b\"]", "low") == "space[\"a.b\"].low". A plain
+// key longer than kMaxQuotedChars is bracketed too (it is cut). The key is
 // written as printable_excerpt(key) (escaped, at most kMaxQuotedChars
 // characters; bytes that are not UTF-8 become U+FFFD), with '"' as '\"'
 // inside brackets. Never throws (but std::bad_alloc).
 std::string join_path(std::string_view parent, std::string_view key);
+
+// Throws ConfigError(path, "must be >= LO, got VALUE") when value < lo.
+void require_at_least(std::string_view path, std::int64_t value, std::int64_t lo);
 
 // Levenshtein edit distance between two ASCII strings (bytes).
 std::size_t edit_distance(std::string_view a, std::string_view b);

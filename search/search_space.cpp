@@ -4,6 +4,7 @@
 #include <functional>
 #include <set>
 
+#include "search/printable.h"
 #include "search/study_name.h"
 
 namespace hps {
@@ -17,7 +18,9 @@ SearchSpace& SearchSpace::add(ParamSpec spec) {
     std::string wpath = join_path(join_path(path, "when"), spec.condition->parent);
     if (spec.condition->parent == spec.name)
       throw ConfigError(wpath, "a param cannot depend on itself");
-    if (!parent) throw ConfigError(wpath, "unknown parent param '" + spec.condition->parent + "'");
+    if (!parent)
+      throw ConfigError(wpath,
+                        "unknown parent param '" + printable_excerpt(spec.condition->parent) + "'");
     if (spec.condition->values.empty()) throw ConfigError(wpath, "needs at least one value");
     // A float without a step takes any real in [low, high]: a trial would
     // (almost) never draw the value named, and the param would never be
@@ -25,16 +28,18 @@ SearchSpace& SearchSpace::add(ParamSpec spec) {
     // one value (low = high).
     const Distribution& pd = parent->distribution;
     if (pd.kind() == DistributionKind::kFloat && pd.step() == 0 && !pd.single_value())
-      throw ConfigError(wpath, "'" + parent->name +
+      throw ConfigError(wpath, "'" + printable_excerpt(parent->name) +
                                    "' is a float without a step, so a trial almost never draws " +
-                                   spec.condition->values.front().dump() + " and '" + spec.name +
+                                   printable_excerpt(spec.condition->values.front().dump()) +
+                                   " and '" + printable_excerpt(spec.name) +
                                    "' would never be active; condition on a categorical, ordinal "
                                    "or int param, or give '" +
-                                   parent->name + "' a step");
+                                   printable_excerpt(parent->name) + "' a step");
     for (Json& v : spec.condition->values) {
       if (!parent->distribution.contains(v))
-        throw ConfigError(
-            wpath, "value " + v.dump() + " is not a possible value of '" + parent->name + "'");
+        throw ConfigError(wpath, "value " + printable_excerpt(v.dump()) +
+                                     " is not a possible value of '" +
+                                     printable_excerpt(parent->name) + "'");
       // is_active() compares JSON types too: write a numeric value as the
       // parent's sampled values are (integers for int, floats on the grid
       // for float), so "when": {"n": 2.0} or {"scale": 1} can hold.
@@ -49,8 +54,9 @@ SearchSpace& SearchSpace::add(ParamSpec spec) {
     if (!(spec.scale_with->reference > 0))
       throw ConfigError(join_path(spath, "reference"), "must be > 0");
     if (spec.scale_with->rule != "sqrt" && spec.scale_with->rule != "linear")
-      throw ConfigError(join_path(spath, "rule"),
-                        "must be \"sqrt\" or \"linear\", got \"" + spec.scale_with->rule + "\"");
+      throw ConfigError(join_path(spath, "rule"), "must be \"sqrt\" or \"linear\", got \"" +
+                                                      printable_excerpt(spec.scale_with->rule) +
+                                                      "\"");
     if (spec.scale_with->param == spec.name)
       throw ConfigError(join_path(spath, "param"), "a param cannot scale with itself");
   }
@@ -157,7 +163,7 @@ void check_parent_declared(const ParamSpec& spec, const std::vector<ParamSpec>& 
       std::any_of(specs.begin(), specs.end(), [&](const ParamSpec& q) { return q.name == parent; });
   if (!declared)
     throw ConfigError(join_path(join_path(join_path(path, spec.name), "when"), parent),
-                      "unknown parent param '" + parent + "'");
+                      "unknown parent param '" + printable_excerpt(parent) + "'");
 }
 
 // `specs` (in name order) added parents first, each pass adding those whose
@@ -181,7 +187,7 @@ SearchSpace add_parents_first(const std::vector<ParamSpec>& specs, const std::st
     for (const auto& p : specs)
       if (!added.count(p.name))
         throw ConfigError(join_path(join_path(path, p.name), "when"),
-                          "conditions form a cycle through '" + p.name + "'");
+                          "conditions form a cycle through '" + printable_excerpt(p.name) + "'");
   }
   return out;
 }
@@ -192,7 +198,8 @@ void check_scale_with_params(const SearchSpace& space, const std::string& path) 
     if (!p.scale_with) continue;
     std::string spath = join_path(join_path(join_path(path, p.name), "scale_with"), "param");
     const ParamSpec* other = space.find(p.scale_with->param);
-    if (!other) throw ConfigError(spath, "unknown param '" + p.scale_with->param + "'");
+    if (!other)
+      throw ConfigError(spath, "unknown param '" + printable_excerpt(p.scale_with->param) + "'");
     const Distribution& d = other->distribution;
     bool positive = d.is_numeric()
                         ? d.low() > 0
@@ -200,7 +207,8 @@ void check_scale_with_params(const SearchSpace& space, const std::string& path) 
                             return v.is_number() && v.get<double>() > 0;
                           });
     if (!positive)
-      throw ConfigError(spath, "'" + other->name + "' must take only positive numbers");
+      throw ConfigError(spath,
+                        "'" + printable_excerpt(other->name) + "' must take only positive numbers");
   }
 }
 
@@ -285,10 +293,19 @@ void check_study_name(const std::string& name, const std::string& field) {
       throw ConfigError(field,
                         "must not contain control characters (byte " + std::to_string(u) + ")");
   }
-  try {
-    (void)Json(name).dump();  // nlohmann refuses to dump anything but UTF-8
-  } catch (const Json::exception&) {
-    throw ConfigError(field, "must be valid UTF-8");
+  for (std::size_t at = 0; at < name.size();) {
+    const std::size_t len = utf8_sequence_length(name, at);
+    if (len == 0)
+      throw ConfigError(field, "must be valid UTF-8 (byte " + std::to_string(at) + " is not)");
+    // A character that printable() escapes (a C1 control, a bidirectional
+    // override or isolate, a zero-width character) would print as other
+    // text than it is, or not at all.
+    const std::string_view ch(name.data() + at, len);
+    if (const std::string shown = printable(ch); shown != ch)
+      throw ConfigError(
+          field, "must not contain control, bidirectional or zero-width characters (" + shown +
+                     " at byte " + std::to_string(at) + ")");
+    at += len;
   }
 }
 

@@ -141,7 +141,7 @@ WarmStartSummary copy_warm_start(Study& study, Storage& source, const std::strin
     const StudyInfo info = storage.get_study(study.study_id());
     if (info.system_attrs.is_object() && info.system_attrs.contains(kAttrWarmStart)) {
       summary.already_done = true;
-      summary.copied = info.system_attrs[kAttrWarmStart].value("copied", std::int64_t{0});
+      summary.copied = warm_start_copies(info);
       return;
     }
     for (const auto& init : copies) storage.create_trial(study.study_id(), init);
@@ -156,6 +156,16 @@ WarmStartSummary copy_warm_start(Study& study, Storage& source, const std::strin
                                        {"no_value", summary.no_value}});
   });
   return summary;
+}
+
+std::int64_t warm_start_copies(const StudyInfo& info) {
+  if (!info.system_attrs.is_object()) return 0;
+  const auto attr = info.system_attrs.find(kAttrWarmStart);
+  if (attr == info.system_attrs.end() || !attr->is_object()) return 0;
+  const auto copied = attr->find("copied");
+  if (copied == attr->end() || !copied->is_number_integer()) return 0;
+  const auto n = copied->get<std::int64_t>();  // an unsigned above int64 reads negative
+  return n >= 0 ? n : 0;
 }
 
 bool warm_started(Storage& storage, const std::string& study_name) {

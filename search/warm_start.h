@@ -101,6 +101,13 @@ WarmStartSummary copy_warm_start(Study& study, Storage& source, const std::strin
 // system attr warm_start is set); false if there is no such study.
 bool warm_started(Storage& storage, const std::string& study_name);
 
+// How many trials the warm start of study `info` copied into it (its system
+// attr warm_start's "copied"): 0 when it was not warm-started, or when that
+// attr is damaged (a store edited by hand: not an object, or "copied" not
+// an integer >= 0). The one count of the copies that `status`, `run`'s
+// budget (Sampler::plan_budget) and the end summary use. Never throws.
+std::int64_t warm_start_copies(const StudyInfo& info);
+
 // An earlier study, opened and checked (open_warm_start_source).
 struct WarmStartSource {
   std::shared_ptr<Storage> storage;  // the earlier store

@@ -941,7 +941,7 @@ TEST_F(CliTest, ErrorsCutHugeStoredTextAndEscapeHiddenCharacters) {
   EXPECT_EQ(resume.exit_code, 2);
   EXPECT_LT(resume.err.size(), 2000u);
   EXPECT_THAT(resume.err, HasSubstr("study '" + cut + "': its stored settings are not valid"));
-  EXPECT_THAT(resume.err, HasSubstr("column config_json: space." + cut + ": "));
+  EXPECT_THAT(resume.err, HasSubstr("column config_json: space[\"" + cut + "\"]: "));
   {
     auto storage = open_storage(dir_.file("big.db"));
     storage->create_study("other", StudyDirection::kMinimize, Json());
@@ -963,6 +963,20 @@ TEST_F(CliTest, ErrorsCutHugeStoredTextAndEscapeHiddenCharacters) {
   EXPECT_EQ(best.exit_code, 1);
   EXPECT_THAT(best.err, HasSubstr("study 'a\\u202eb\\u200b' has no COMPLETE trial yet"));
   EXPECT_EQ(best.err.find("\xe2\x80"), std::string::npos) << best.err;
+  // Every command that prints the name prints it escaped: status, report
+  // and export (whose load_study hint is an ASCII Python string).
+  ProcessResult status = cli({"status", "w.db"});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_THAT(status.out, HasSubstr("Study 'a\\u202eb\\u200b' (minimize)"));
+  ProcessResult report = cli({"report", "w.db", "-o", "w.html"});
+  EXPECT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_THAT(report.out, HasSubstr("(study 'a\\u202eb\\u200b', 0 trials"));
+  ProcessResult exported = cli({"export", "w.db", "--format", "optuna", "-o", "w-optuna.db"});
+  EXPECT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_THAT(exported.out, HasSubstr("Wrote study 'a\\u202eb\\u200b' (0 trials)"));
+  EXPECT_THAT(exported.out, HasSubstr("study_name=\"a\\u202eb\\u200b\""));
+  for (const ProcessResult* r : {&status, &report, &exported})
+    EXPECT_EQ((r->out + r->err).find("\xe2\x80"), std::string::npos) << r->out << r->err;
 }
 
 // Every --format json of the read commands is ASCII (ensure_ascii, as

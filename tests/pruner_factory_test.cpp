@@ -175,6 +175,13 @@ TEST(PrunerFactoryTest, ErrorsNameTheField) {
   EXPECT_EQ(error_of(R"({"type": "median", "n_startup_trials": 1e30})").first,
             "pruner.n_startup_trials");
   EXPECT_EQ(error_of(R"({"type": "none", "x": 1})").first, "pruner.x");
+  // A number below the least allowed is quoted beside the rule.
+  EXPECT_EQ(error_of(R"({"type": "median", "n_startup_trials": -3})").second,
+            "pruner.n_startup_trials: must be >= 0, got -3");
+  EXPECT_EQ(error_of(R"({"type": "asha", "reduction_factor": 1})").second,
+            "pruner.reduction_factor: must be >= 2, got 1");
+  EXPECT_EQ(error_of(R"({"type": "patient", "patience": -1})").second,
+            "pruner.patience: must be >= 0, got -1");
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 // report/: PED-ANOVA importances, the page data, the HTML page.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +15,9 @@
 
 namespace hps::report {
 namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
 
 // n COMPLETE trials with params drawn uniformly from `space` (seeded) and
 // value f(params).
@@ -248,6 +252,39 @@ TEST_F(PageData, StoredSettingsThatCouldNotBeReadAreNamedNotCalledMissing) {
   // The params still come from the trials.
   EXPECT_EQ(d["params"].size(), build_page_data(info_, trials_)["params"].size());
   // (tests/report_browser_test.py checks that the page shows it.)
+}
+
+TEST_F(PageData, StoredSettingsThatBreakARuleAreNamed) {
+  // A valid stored document: no note.
+  ASSERT_TRUE(info_.config.is_object());
+  EXPECT_FALSE(build_page_data(info_, trials_).contains("settings_error"));
+  // Parsed, but not an object.
+  StudyInfo odd = info_;
+  odd.config = Json::parse("[1, 2]");
+  Json d = build_page_data(odd, trials_);
+  EXPECT_THAT(d["settings_error"].get<std::string>(),
+              AllOf(HasSubstr("column config_json"), HasSubstr("must be a JSON object")));
+  // An object whose budget breaks a rule: named, the stored space still used.
+  StudyInfo bad_budget = info_;
+  bad_budget.config["budget"] = Json{{"n_trials", -5}};
+  d = build_page_data(bad_budget, trials_);
+  EXPECT_THAT(d["settings_error"].get<std::string>(),
+              HasSubstr("budget.n_trials: must be > 0, got -5"));
+  EXPECT_EQ(d["params"], build_page_data(info_, trials_)["params"]);
+  // A misspelt pruner type.
+  StudyInfo bad_pruner = info_;
+  bad_pruner.config["pruner"] = Json{{"type", "medain"}};
+  EXPECT_THAT(build_page_data(bad_pruner, trials_)["settings_error"].get<std::string>(),
+              HasSubstr("pruner.type: unknown type 'medain'"));
+  // A stored space that breaks a rule (low > high): the page is still built,
+  // its params from the trials' distributions.
+  StudyInfo bad_space = info_;
+  bad_space.config["space"]["lr"]["low"] = 10;
+  bad_space.config["space"]["lr"]["high"] = 1;
+  d = build_page_data(bad_space, trials_);
+  EXPECT_THAT(d["settings_error"].get<std::string>(), HasSubstr("space.lr"));
+  EXPECT_FALSE(d["params"].empty());
+  EXPECT_EQ(d["n_trials"], 40);
 }
 
 TEST_F(PageData, StudiesUpToTheThresholdAreNeverDownsampled) {

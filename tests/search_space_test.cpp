@@ -326,6 +326,58 @@ TEST(SearchSpaceTest, PathsQuoteNamesThatAreNotPlainSoTheyAreNotAmbiguous) {
   });
   EXPECT_TRUE(contains_text(twice.what(), R"(key 'low' appears twice in 'space["a.b"]')"))
       << twice.what();
+  // A plain name too long to quote whole is cut, and bracketed so that the
+  // size note does not read as more of the path.
+  const std::string long_name(300, 'p');
+  EXPECT_EQ(join_path("space", long_name),
+            "space[\"" + std::string(kMaxQuotedChars, 'p') + "... (300 bytes in all)\"]");
+  EXPECT_EQ(join_path("space", std::string(kMaxQuotedChars, 'p')),
+            "space." + std::string(kMaxQuotedChars, 'p'));
+}
+
+TEST(SearchSpaceTest, NamesAndValuesQuotedInRulesAreCut) {
+  // The rule's own text quotes a user's name or value: at most
+  // kMaxQuotedChars characters of it, so the rule stays in view.
+  const std::string huge(100000, 'q');
+  const auto short_enough = [](const ConfigError& e) {
+    return std::string(e.what()).size() < 2000;
+  };
+  // "when" naming an unknown parent.
+  Json space = {{"x", {{"type", "float"}, {"low", 0}, {"high", 1}, {"when", {{huge, 1}}}}}};
+  auto e = config_error([&] { SearchSpace::from_json(space); });
+  EXPECT_TRUE(short_enough(e)) << std::string(e.what()).size();
+  EXPECT_TRUE(contains_text(e.what(), "unknown parent param")) << e.what();
+  EXPECT_TRUE(contains_text(e.what(), "(100000 bytes in all)")) << e.what();
+  // "when" naming a value the parent does not take.
+  space = {{"c", {{"type", "categorical"}, {"choices", {"a", "b"}}}},
+           {"x", {{"type", "float"}, {"low", 0}, {"high", 1}, {"when", {{"c", huge}}}}}};
+  e = config_error([&] { SearchSpace::from_json(space); });
+  EXPECT_TRUE(short_enough(e)) << std::string(e.what()).size();
+  EXPECT_TRUE(contains_text(e.what(), "is not a possible value of 'c'")) << e.what();
+  // scale_with naming an unknown param, and an unknown rule.
+  space = {{"lr",
+            {{"type", "float"},
+             {"low", 0.1},
+             {"high", 1},
+             {"scale_with", {{"param", huge}, {"reference", 32}}}}}};
+  e = config_error([&] { SearchSpace::from_json(space); });
+  EXPECT_TRUE(short_enough(e)) << std::string(e.what()).size();
+  EXPECT_TRUE(contains_text(e.what(), "unknown param")) << e.what();
+  space = {{"b", {{"type", "int"}, {"low", 1}, {"high", 8}}},
+           {"lr",
+            {{"type", "float"},
+             {"low", 0.1},
+             {"high", 1},
+             {"scale_with", {{"param", "b"}, {"reference", 32}, {"rule", huge}}}}}};
+  e = config_error([&] { SearchSpace::from_json(space); });
+  EXPECT_TRUE(short_enough(e)) << std::string(e.what()).size();
+  // An integer field (or "auto") given a huge string.
+  e = config_error([&] {
+    (void)optional_int_in(Json{{"n_startup_trials", huge}}, "sampler", "n_startup_trials", 0, 9,
+                          "\"auto\"");
+  });
+  EXPECT_TRUE(short_enough(e)) << std::string(e.what()).size();
+  EXPECT_TRUE(contains_text(e.what(), "or \"auto\", got 'qqq")) << e.what();
 }
 
 TEST(SearchSpaceTest, AddRejectsDuplicatesAndUnknownParents) {
@@ -751,6 +803,27 @@ TEST_F(StudyConfigFileTest, StudyNameLengthIsBounded) {
   }
   EXPECT_NO_THROW(check_study_name("résumé-研究", "--study"));
   EXPECT_THROW(check_study_name("", "--study"), ConfigError);
+  // Characters that print as something else or as nothing: a C1 control
+  // (the one-byte CSI), a right-to-left override, a zero-width space and a
+  // byte order mark. The error names the character and where it is.
+  const std::pair<std::string, std::string> hidden[] = {{"a\xc2\x9b"
+                                                         "31mb",
+                                                         "\\u009b at byte 1"},
+                                                        {"evil\xe2\x80\xae"
+                                                         "txt.exe",
+                                                         "\\u202e at byte 4"},
+                                                        {"ab\xe2\x80\x8b"
+                                                         "c",
+                                                         "\\u200b at byte 2"},
+                                                        {"\xef\xbb\xbf"
+                                                         "name",
+                                                         "\\ufeff at byte 0"}};
+  for (const auto& [name, where] : hidden) {
+    auto err = config_error([&] { check_study_name(name, "study.name"); });
+    EXPECT_EQ(err.path(), "study.name") << err.what();
+    EXPECT_TRUE(contains_text(err.what(), "bidirectional or zero-width")) << err.what();
+    EXPECT_TRUE(contains_text(err.what(), where)) << err.what();
+  }
 }
 
 // ------------------------------------------------------------ json_util
