@@ -249,7 +249,7 @@ GridOptions GridOptions::from_json(const Json& config, const std::string& path) 
   GridOptions o;
   o.seed = optional_seed(config, path);
   if (auto max = optional_int(config, path, "max_points")) {
-    if (*max < 1) throw ConfigError(path + ".max_points", "must be >= 1");
+    require_at_least(join_path(path, "max_points"), *max, 1);
     o.max_points = static_cast<std::uint64_t>(*max);
   }
   if (config.contains("values")) {

@@ -11,7 +11,8 @@ namespace hps {
 void PatientPrunerOptions::validate(const std::string& path) const {
   require_at_least(join_path(path, "patience"), patience, 0);
   if (!(min_delta >= 0.0) || std::isinf(min_delta))
-    throw ConfigError(join_path(path, "min_delta"), "must be finite and >= 0");
+    throw ConfigError(join_path(path, "min_delta"),
+                      "must be finite and >= 0" + got_number(min_delta));
 }
 
 PatientPruner::PatientPruner(std::shared_ptr<Pruner> wrapped, PatientPrunerOptions options)

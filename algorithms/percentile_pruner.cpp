@@ -11,7 +11,8 @@ namespace hps {
 
 void PercentilePrunerOptions::validate(const std::string& path) const {
   if (!(percentile >= 0.0 && percentile <= 100.0))
-    throw ConfigError(join_path(path, "percentile"), "must be in [0, 100]");
+    throw ConfigError(join_path(path, "percentile"),
+                      "must be in [0, 100]" + got_number(percentile));
   require_at_least(join_path(path, "n_startup_trials"), n_startup_trials, 0);
   require_at_least(join_path(path, "n_warmup_steps"), n_warmup_steps, 0);
   require_at_least(join_path(path, "interval_steps"), interval_steps, 1);

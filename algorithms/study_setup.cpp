@@ -29,6 +29,11 @@ std::string stored_settings_error(const StudyInfo& info) {
     const StudyConfig config = StudyConfig::from_json(info.config);
     (void)make_sampler(config.sampler);
     (void)make_pruner(config.pruner);
+    // The study's direction is its row's (studies.direction); settings that
+    // say the other one are not this study's.
+    if (config.direction != info.direction)
+      return stored_settings_where(info) + "study.direction: says " + to_string(config.direction) +
+             ", but the study was created to " + to_string(info.direction);
   } catch (const ConfigError& e) {
     return stored_settings_where(info) + e.what();
   }

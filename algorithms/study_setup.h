@@ -30,7 +30,8 @@ std::string stored_settings_where(const StudyInfo& info);
 // they are or when it has none (a study made through the C++ API): the
 // column did not parse (StudyInfo::config_error), it is not a JSON object,
 // or it breaks a rule of space.json (StudyConfig::from_json, and the
-// sampler and pruner sections as make_sampler and make_pruner read them).
+// sampler and pruner sections as make_sampler and make_pruner read them),
+// or names the other direction than the study's own (studies.direction).
 // Each names the row and column: "studies row study_id=1: column
 // config_json: budget.n_trials: must be > 0, got -5". Such a study is a
 // store edited by hand: `status`, `report` and the dashboard show it with

@@ -54,7 +54,8 @@ bool promotable(double value, std::vector<double> competing, std::int64_t eta,
 
 void SuccessiveHalvingPrunerOptions::validate(const std::string& path) const {
   if (min_resource && *min_resource < 1)
-    throw ConfigError(join_path(path, "min_resource"), "must be >= 1 or \"auto\"");
+    throw ConfigError(join_path(path, "min_resource"),
+                      "must be >= 1 or \"auto\", got " + std::to_string(*min_resource));
   require_at_least(join_path(path, "reduction_factor"), reduction_factor, 2);
   require_at_least(join_path(path, "min_early_stopping_rate"), min_early_stopping_rate, 0);
 }

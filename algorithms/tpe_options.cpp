@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "algorithms/tpe_sampler.h"
+#include "search/json_util.h"
 
 namespace hps {
 
@@ -97,30 +98,34 @@ void TpeOptions::validate(const std::string& path) const {
     fail("n_ei_candidates", "must be between 1 and " + std::to_string(kMaxEiCandidates) + ", got " +
                                 std::to_string(n_ei_candidates));
   if (!(gamma.factor > 0) || !std::isfinite(gamma.factor))
-    fail("gamma.factor", "must be a finite number > 0");
+    fail("gamma.factor", "must be a finite number > 0" + got_number(gamma.factor));
   if (gamma.rule == TpeGamma::Rule::kLinear && gamma.factor > 1)
-    fail("gamma.factor", "must be <= 1 for the linear rule");
-  if (gamma.cap < 1) fail("gamma.cap", "must be >= 1");
+    fail("gamma.factor", "must be <= 1 for the linear rule" + got_number(gamma.factor));
+  if (gamma.cap < 1) fail("gamma.cap", "must be >= 1, got " + std::to_string(gamma.cap));
   if (branch_gamma) {
     if (!(branch_gamma->factor > 0) || !std::isfinite(branch_gamma->factor))
-      fail("branch_gamma.factor", "must be a finite number > 0");
+      fail("branch_gamma.factor", "must be a finite number > 0" + got_number(branch_gamma->factor));
     if (branch_gamma->rule == TpeGamma::Rule::kLinear && branch_gamma->factor > 1)
-      fail("branch_gamma.factor", "must be <= 1 for the linear rule");
-    if (branch_gamma->cap < 1) fail("branch_gamma.cap", "must be >= 1");
+      fail("branch_gamma.factor",
+           "must be <= 1 for the linear rule" + got_number(branch_gamma->factor));
+    if (branch_gamma->cap < 1)
+      fail("branch_gamma.cap", "must be >= 1, got " + std::to_string(branch_gamma->cap));
   }
   if (!(prior_weight > 0) || !std::isfinite(prior_weight))
-    fail("prior_weight", "must be a finite number > 0");
+    fail("prior_weight", "must be a finite number > 0" + got_number(prior_weight));
   if (min_bandwidth_factor && !(*min_bandwidth_factor >= 0 && *min_bandwidth_factor <= 1))
-    fail("min_bandwidth_factor", "must be in [0, 1]");
+    fail("min_bandwidth_factor", "must be in [0, 1]" + got_number(*min_bandwidth_factor));
   if (min_bandwidth_cells && !(*min_bandwidth_cells >= 0 && *min_bandwidth_cells <= 10))
-    fail("min_bandwidth_cells", "must be in [0, 10]");
+    fail("min_bandwidth_cells", "must be in [0, 10]" + got_number(*min_bandwidth_cells));
   if (marginal_mixture && !(*marginal_mixture >= 0 && *marginal_mixture <= 1))
-    fail("marginal_mixture", "must be in [0, 1]");
+    fail("marginal_mixture", "must be in [0, 1]" + got_number(*marginal_mixture));
   if (bandwidth_factor && (!(*bandwidth_factor > 0) || !std::isfinite(*bandwidth_factor)))
-    fail("bandwidth_factor", "must be a finite number > 0");
-  if (weights_window < 1) fail("weights_window", "must be >= 1");
+    fail("bandwidth_factor", "must be a finite number > 0" + got_number(*bandwidth_factor));
+  if (weights_window < 1)
+    fail("weights_window", "must be >= 1, got " + std::to_string(weights_window));
   if (group && !multivariate) fail("group", "needs multivariate: true");
-  if (duplicate_retries < 1) fail("duplicate_retries", "must be >= 1");
+  if (duplicate_retries < 1)
+    fail("duplicate_retries", "must be >= 1, got " + std::to_string(duplicate_retries));
 }
 
 std::size_t TpeOptions::startup_trials(std::optional<std::int64_t> max_complete) const {

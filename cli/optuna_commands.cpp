@@ -22,7 +22,7 @@ int export_command(const ExportOptions& o) {
   std::cout << fmt::format(
       "Wrote study '{}' ({} trials) to {} in Optuna's storage format; open it with\n"
       "  optuna.load_study(study_name={}, storage=\"sqlite:///{}\")\n",
-      printable(info.name), storage->count_trials(id), o.output,
+      printable_excerpt(info.name), storage->count_trials(id), o.output,
       Json(info.name).dump(-1, ' ', true, Json::error_handler_t::replace), o.output);
   return kExitOk;
 }

@@ -105,7 +105,7 @@ std::string summary(const Study& study, double elapsed_s, const std::string& end
   // search/warm_start.h) from the study's warm_start attr.
   const TrialCounts counts = storage.count_trials_by_state(study.study_id());
   const std::int64_t warm = warm_start_copies(storage.get_study(study.study_id()));
-  out += fmt::format("Study '{}' ({}): {} trials in {}{}\n", printable(study.name()),
+  out += fmt::format("Study '{}' ({}): {} trials in {}{}\n", printable_excerpt(study.name()),
                      to_string(study.direction()), counts.total(), format_duration(elapsed_s),
                      end_reason.empty() ? std::string() : " (" + end_reason + ")");
   std::string by_state;

@@ -185,7 +185,7 @@ int report_command(const ReportOptions& o) {
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << fmt::format(
       "hpsearch report: wrote {} (study '{}', {} trials, {:.1f} MB, {:.2f} s)\n", o.output,
-      printable(info.name), trials.size(), static_cast<double>(page.size()) / 1e6, s);
+      printable_excerpt(info.name), trials.size(), static_cast<double>(page.size()) / 1e6, s);
   return kExitOk;
 }
 

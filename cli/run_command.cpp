@@ -818,9 +818,11 @@ void after_study(const StudyConfig& config, Study& study) {
 // (`source`), or says that the study was warm-started before (a study is
 // warm-started once: another warm_start given later is not read); then the
 // sampler's budget (Sampler::plan_budget), counting the copies as the COMPLETE
-// history they are.
-void apply_warm_start(const StudyConfig& config, const std::optional<WarmStartSource>& source,
-                      Study& study, Sampler& sampler) {
+// history they are. Returns plan_budget's warning ("" for none), which the
+// caller prints once the run is sure to go ahead.
+std::string apply_warm_start(const StudyConfig& config,
+                             const std::optional<WarmStartSource>& source, Study& study,
+                             Sampler& sampler) {
   if (source) {  // before the coordinator reads the history
     spdlog::info("{}",
                  copy_warm_start(study, *source->storage, source->label, source->study).message());
@@ -838,11 +840,9 @@ void apply_warm_start(const StudyConfig& config, const std::optional<WarmStartSo
     else
       spdlog::info("{}", done.message());
   }
-  if (config.budget.n_trials) {
-    const std::int64_t warm = warm_start_copies(study.storage().get_study(study.study_id()));
-    const std::string warning = sampler.plan_budget(*config.budget.n_trials + warm);
-    if (!warning.empty()) spdlog::warn("{}", warning);
-  }
+  if (!config.budget.n_trials) return "";
+  const std::int64_t warm = warm_start_copies(study.storage().get_study(study.study_id()));
+  return sampler.plan_budget(*config.budget.n_trials + warm);
 }
 
 // A command objective's "cwd" must be a folder where local workers run (the
@@ -954,19 +954,19 @@ int run_study(StudyConfig config, const RunOptions& o) {
   }
   auto storage = open_storage(config.storage);
   check_existing_study(*storage, config, o);
-  // After the checks that refuse the run (a warning about a run that does
-  // not happen would mislead).
-  if (config.budget.n_trials && !config.warm_start) {
-    // The budget counts the study's finished trials, so at most this many
-    // are COMPLETE (with a warm start: checked once the copies are made).
-    const std::string warning = sampler->plan_budget(*config.budget.n_trials);
-    if (!warning.empty()) spdlog::warn("{}", warning);
-  }
+  // The budget counts the study's finished trials, so at most this many are
+  // COMPLETE (with a warm start: planned once the copies are made). Its
+  // warning is printed once the coordinator holds the study: a warning
+  // about a run that is then refused would mislead.
+  std::string budget_warning;
+  if (config.budget.n_trials && !config.warm_start)
+    budget_warning = sampler->plan_budget(*config.budget.n_trials);
   if (config.warm_start && !warm_source && !warm_started(*storage, config.name)) check_warm_start();
   Study study = open_study(config, storage, sampler, pruner);
-  if (config.warm_start) apply_warm_start(config, warm_source, study, *sampler);
+  if (config.warm_start) budget_warning = apply_warm_start(config, warm_source, study, *sampler);
 
   Coordinator coordinator(study, config.objective, co);
+  if (!budget_warning.empty()) spdlog::warn("{}", budget_warning);
   // A second stop signal exits at once: the socket files go too (the
   // private one with its folder).
   remove_on_quit(coordinator.local_endpoint(), true);
@@ -1054,6 +1054,16 @@ int resume_command(const RunOptions& o) {
                        "), so it cannot be resumed; nothing was changed. Run it from its "
                        "space.json with hpsearch run SPACE --allow-objective-change (the file's "
                        "settings replace the stored ones), or as a new study");
+  // A name edited by hand into the store breaks the rule of study names
+  // (it would be refused as a new study's name): named as the store's.
+  try {
+    check_study_name(chosen.name,
+                     "studies row study_id=" + std::to_string(chosen.study_id) + ": column name");
+  } catch (const ConfigError& e) {
+    throw StoreRefused(path + ": " + study + ": its stored name is not valid (" + e.what() +
+                       "), so it cannot be resumed; nothing was changed. Run it from its "
+                       "space.json as a new study");
+  }
   if (chosen.config.is_null())
     throw ConfigError(path, study +
                                 " has no stored settings (it was not created by hpsearch run); "

@@ -46,6 +46,18 @@ void require_at_least(std::string_view path, std::int64_t value, std::int64_t lo
                       "must be >= " + std::to_string(lo) + ", got " + std::to_string(value));
 }
 
+std::string got_number(double value) {
+  if (std::isnan(value)) return ", got nan";
+  if (std::isinf(value)) return value > 0 ? ", got inf" : ", got -inf";
+  return ", got " + Json(value).dump();
+}
+
+std::string quoted_value(const Json& value) {
+  if (value.is_string())
+    return "\"" + printable_excerpt(value.get_ref<const std::string&>()) + "\"";
+  return printable_excerpt(value.dump(-1, ' ', false, Json::error_handler_t::replace));
+}
+
 std::size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
   for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
@@ -282,7 +294,7 @@ std::optional<std::uint64_t> optional_seed(const Json& object, std::string_view 
                                            std::string_view key) {
   const auto seed = optional_int(object, path, key);
   if (!seed) return std::nullopt;
-  if (*seed < 0) throw ConfigError(join_path(path, key), "must be >= 0");
+  require_at_least(join_path(path, key), *seed, 0);
   return static_cast<std::uint64_t>(*seed);
 }
 

@@ -30,6 +30,17 @@ std::string join_path(std::string_view parent, std::string_view key);
 // Throws ConfigError(path, "must be >= LO, got VALUE") when value < lo.
 void require_at_least(std::string_view path, std::int64_t value, std::int64_t lo);
 
+// ", got V" for a rule's message: V is `value` in JSON's shortest form
+// (0.25, 1e-05, -3) or "nan", "inf", "-inf". Never throws (but
+// std::bad_alloc).
+std::string got_number(double value);
+
+// A JSON value of a user's as a rule quotes it: a string in double quotes,
+// its text as printable_excerpt gives it ("vvv... (1000 bytes in all)",
+// the size that of the text, not of its JSON); any other value as its JSON
+// text, cut the same way. Never throws (but std::bad_alloc).
+std::string quoted_value(const Json& value);
+
 // Levenshtein edit distance between two ASCII strings (bytes).
 std::size_t edit_distance(std::string_view a, std::string_view b);
 

@@ -30,15 +30,14 @@ SearchSpace& SearchSpace::add(ParamSpec spec) {
     if (pd.kind() == DistributionKind::kFloat && pd.step() == 0 && !pd.single_value())
       throw ConfigError(wpath, "'" + printable_excerpt(parent->name) +
                                    "' is a float without a step, so a trial almost never draws " +
-                                   printable_excerpt(spec.condition->values.front().dump()) +
-                                   " and '" + printable_excerpt(spec.name) +
+                                   quoted_value(spec.condition->values.front()) + " and '" +
+                                   printable_excerpt(spec.name) +
                                    "' would never be active; condition on a categorical, ordinal "
                                    "or int param, or give '" +
                                    printable_excerpt(parent->name) + "' a step");
     for (Json& v : spec.condition->values) {
       if (!parent->distribution.contains(v))
-        throw ConfigError(wpath, "value " + printable_excerpt(v.dump()) +
-                                     " is not a possible value of '" +
+        throw ConfigError(wpath, "value " + quoted_value(v) + " is not a possible value of '" +
                                      printable_excerpt(parent->name) + "'");
       // is_active() compares JSON types too: write a numeric value as the
       // parent's sampled values are (integers for int, floats on the grid
@@ -52,7 +51,8 @@ SearchSpace& SearchSpace::add(ParamSpec spec) {
     if (!spec.distribution.is_numeric())
       throw ConfigError(spath, "only float and int params can be scaled");
     if (!(spec.scale_with->reference > 0))
-      throw ConfigError(join_path(spath, "reference"), "must be > 0");
+      throw ConfigError(join_path(spath, "reference"),
+                        "must be > 0" + got_number(spec.scale_with->reference));
     if (spec.scale_with->rule != "sqrt" && spec.scale_with->rule != "linear")
       throw ConfigError(join_path(spath, "rule"), "must be \"sqrt\" or \"linear\", got \"" +
                                                       printable_excerpt(spec.scale_with->rule) +
@@ -322,7 +322,7 @@ Budget Budget::from_json(const Json& section) {
     throw ConfigError("budget.n_trials", "must be > 0, got " + std::to_string(*b.n_trials));
   b.timeout_s = optional_number(section, "budget", "timeout_s");
   if (b.timeout_s && !(*b.timeout_s > 0))
-    throw ConfigError("budget.timeout_s", "must be > 0 (seconds)");
+    throw ConfigError("budget.timeout_s", "must be > 0 (seconds)" + got_number(*b.timeout_s));
   b.max_failed_trials = optional_int(section, "budget", "max_failed_trials");
   if (b.max_failed_trials && *b.max_failed_trials < 1)
     throw ConfigError("budget.max_failed_trials",

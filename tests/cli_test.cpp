@@ -979,6 +979,43 @@ TEST_F(CliTest, ErrorsCutHugeStoredTextAndEscapeHiddenCharacters) {
     EXPECT_EQ((r->out + r->err).find("\xe2\x80"), std::string::npos) << r->out << r->err;
 }
 
+// A store edited by hand: settings that name the other direction than the
+// study's row are not valid (status names them, resume refuses them), and a
+// stored name that breaks the rule of study names is named as the store's
+// row and column, not as a --study that was never given.
+TEST_F(CliTest, StoredDirectionOrNameEditedByHandAreNamedAsTheStores) {
+  Json doc = Json::parse(branin_space(2));
+  doc["study"]["direction"] = "maximize";
+  make_branin_store(dir_.file("branin.db"), doc, 2);  // the row says minimize
+  ProcessResult status = cli({"status", "branin.db", "--format", "json"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_EQ(Json::parse(status.out)["settings_error"],
+            "studies row study_id=1: column config_json: study.direction: says maximize, but "
+            "the study was created to minimize");
+  const std::string before = testsupport::read_file(dir_.file("branin.db"));
+  ProcessResult resume = cli({"resume", "branin.db"});
+  EXPECT_EQ(resume.exit_code, 2) << resume.err;
+  EXPECT_THAT(resume.err, HasSubstr("column config_json: study.direction: says maximize"));
+  EXPECT_THAT(resume.err, Not(HasSubstr("the file says")));
+
+  doc["study"]["direction"] = "minimize";
+  {
+    auto storage = open_storage(dir_.file("named.db"));
+    storage->create_study(
+        "a\xe2\x80\xae"
+        "b",
+        StudyDirection::kMinimize, doc);
+  }
+  resume = cli({"resume", "named.db"});
+  EXPECT_EQ(resume.exit_code, 2) << resume.err;
+  EXPECT_THAT(resume.err,
+              HasSubstr("its stored name is not valid (studies row study_id=1: column name: must "
+                        "not contain control, bidirectional or zero-width characters (\\u202e "
+                        "at byte 1))"));
+  EXPECT_THAT(resume.err, Not(HasSubstr("--study")));
+  EXPECT_EQ(testsupport::read_file(dir_.file("branin.db")), before);
+}
+
 // Every --format json of the read commands is ASCII (ensure_ascii, as
 // status): a stored param value or attr holding a C1 control or a
 // bidirectional override is written as \uXXXX, and reads back the same.

@@ -354,6 +354,8 @@ TEST(SearchSpaceTest, NamesAndValuesQuotedInRulesAreCut) {
   e = config_error([&] { SearchSpace::from_json(space); });
   EXPECT_TRUE(short_enough(e)) << std::string(e.what()).size();
   EXPECT_TRUE(contains_text(e.what(), "is not a possible value of 'c'")) << e.what();
+  // The quote around the cut string value closes, and the size is the text's.
+  EXPECT_TRUE(contains_text(e.what(), "qqq... (100000 bytes in all)\" is not")) << e.what();
   // scale_with naming an unknown param, and an unknown rule.
   space = {{"lr",
             {{"type", "float"},
@@ -378,6 +380,25 @@ TEST(SearchSpaceTest, NamesAndValuesQuotedInRulesAreCut) {
   });
   EXPECT_TRUE(short_enough(e)) << std::string(e.what()).size();
   EXPECT_TRUE(contains_text(e.what(), "or \"auto\", got 'qqq")) << e.what();
+}
+
+TEST(JsonUtilTest, RulesQuoteTheNumberGiven) {
+  EXPECT_EQ(got_number(0.25), ", got 0.25");
+  EXPECT_EQ(got_number(-3), ", got -3.0");
+  EXPECT_EQ(got_number(std::nan("")), ", got nan");
+  EXPECT_EQ(got_number(-INFINITY), ", got -inf");
+  EXPECT_EQ(quoted_value(Json("ab")), "\"ab\"");
+  EXPECT_EQ(quoted_value(Json::parse("[1, 2]")), "[1,2]");
+  Json space = {{"b", {{"type", "int"}, {"low", 1}, {"high", 8}}},
+                {"lr",
+                 {{"type", "float"},
+                  {"low", 0.1},
+                  {"high", 1},
+                  {"scale_with", {{"param", "b"}, {"reference", -2}}}}}};
+  EXPECT_TRUE(contains_text(config_error([&] { SearchSpace::from_json(space); }).what(),
+                            "scale_with.reference: must be > 0, got -2"));
+  auto e = config_error([] { Budget::from_json(Json{{"timeout_s", -1.5}}); });
+  EXPECT_STREQ(e.what(), "budget.timeout_s: must be > 0 (seconds), got -1.5");
 }
 
 TEST(SearchSpaceTest, AddRejectsDuplicatesAndUnknownParents) {
