@@ -839,7 +839,9 @@ TEST_F(StudyConfigFileTest, StudyNameLengthIsBounded) {
                                                         {"\xef\xbb\xbf"
                                                          "name",
                                                          "\\ufeff at byte 0"}};
-  for (const auto& [name, where] : hidden) {
+  for (const auto& [hidden_name, where] : hidden) {
+    // (clang 14 cannot capture a structured binding.)
+    const std::string name = hidden_name;
     auto err = config_error([&] { check_study_name(name, "study.name"); });
     EXPECT_EQ(err.path(), "study.name") << err.what();
     EXPECT_TRUE(contains_text(err.what(), "bidirectional or zero-width")) << err.what();
