@@ -419,7 +419,7 @@ void check_existing_study(Storage& storage, const StudyConfig& config, const Run
     // objective is.
     if (!o.allow_objective_change)
       throw StoreRefused(
-          config.storage + ": " + study + ": its stored settings are not valid (" + why +
+          study + ": its stored settings are not valid (" + why +
           "), so the file's settings cannot be checked against the study's (its objective); "
           "nothing was changed. Pass --allow-objective-change to continue the study with the "
           "file's settings (they replace the stored ones), or run it as a new study (--study "
