@@ -14,8 +14,13 @@ Study create_study(const StudyConfig& config, std::shared_ptr<Storage> storage) 
   return Study::create(std::move(storage), config.name, config.direction, so, config.source);
 }
 
+std::string stored_column(const StudyInfo& info, std::string_view column) {
+  return "studies row study_id=" + std::to_string(info.study_id) + ": column " +
+         std::string(column);
+}
+
 std::string stored_settings_where(const StudyInfo& info) {
-  return "studies row study_id=" + std::to_string(info.study_id) + ": column config_json: ";
+  return stored_column(info, "config_json") + ": ";
 }
 
 std::string stored_settings_error(const StudyInfo& info) {

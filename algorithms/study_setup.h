@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "search/search_space.h"
 #include "search/storage.h"
@@ -20,9 +21,13 @@ namespace hps {
 // there, ConfigError from make_sampler()/make_pruner().
 Study create_study(const StudyConfig& config, std::shared_ptr<Storage> storage);
 
-// Where study `info`'s stored settings are, as the store names a row and
-// column (StudyInfo::config_error's form): "studies row study_id=1: column
-// config_json: ".
+// Where a value of study `info` is stored, as the store's errors name a row
+// and column (StudyInfo::config_error's form): stored_column(info, "name")
+// == "studies row study_id=1: column name".
+std::string stored_column(const StudyInfo& info, std::string_view column);
+
+// stored_column(info, "config_json") + ": ", the prefix of a stored
+// settings error.
 std::string stored_settings_where(const StudyInfo& info);
 
 // Why the settings stored with study `info` (studies.config_json: its

@@ -1057,8 +1057,7 @@ int resume_command(const RunOptions& o) {
   // A name edited by hand into the store breaks the rule of study names
   // (it would be refused as a new study's name): named as the store's.
   try {
-    check_study_name(chosen.name,
-                     "studies row study_id=" + std::to_string(chosen.study_id) + ": column name");
+    check_study_name(chosen.name, stored_column(chosen, "name"));
   } catch (const ConfigError& e) {
     throw StoreRefused(path + ": " + study + ": its stored name is not valid (" + e.what() +
                        "), so it cannot be resumed; nothing was changed. Run it from its "

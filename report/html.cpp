@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "search/errors.h"
+#include "search/printable.h"
 
 namespace hps::report {
 
@@ -99,7 +100,9 @@ std::string render_page(const Json& data, const std::string& plotly_js, const Pa
     throw Error("the Plotly.js text holds \"</script\" and cannot be inlined");
   std::string title = "hpsearch report";
   if (data.contains("study") && data["study"].contains("name"))
-    title += ": " + data["study"]["name"].get<std::string>();
+    // Escaped as the CLI prints it: a bidirectional override in a stored
+    // name would reorder the browser tab's title.
+    title += ": " + printable_excerpt(data["study"]["name"].get<std::string>());
   // The report may load nothing; the dashboard only its own endpoint.
   std::string csp = mode.live ? kLivePageCsp : kReportPageCsp;
   Json config{{"live", mode.live}, {"poll_url", mode.poll_url}, {"poll_ms", mode.poll_ms}};

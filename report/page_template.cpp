@@ -435,7 +435,7 @@ const char* const kPageScript = R"JS(
   }
 
   function header() {
-    document.getElementById('title').textContent = 'hpsearch report: ' + data.study.name;
+    document.getElementById('title').textContent = 'hpsearch report: ' + clean(data.study.name);
     const c = data.counts;
     const best = data.top.length ? 'best value ' + valueText(data.top[0]) + ' (trial ' + data.top[0].n + ')' : 'no COMPLETE trial yet';
     document.getElementById('summary').textContent = data.n_trials + ' trials (' + Object.keys(c).map(k => c[k] + ' ' + k).join(', ') + '); ' +

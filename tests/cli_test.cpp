@@ -971,6 +971,9 @@ TEST_F(CliTest, ErrorsCutHugeStoredTextAndEscapeHiddenCharacters) {
   ProcessResult report = cli({"report", "w.db", "-o", "w.html"});
   EXPECT_EQ(report.exit_code, 0) << report.err;
   EXPECT_THAT(report.out, HasSubstr("(study 'a\\u202eb\\u200b', 0 trials"));
+  // The page's title too (the browser tab); its data keeps the name as stored.
+  EXPECT_THAT(testsupport::read_file(dir_.file("w.html")),
+              HasSubstr("<title>hpsearch report: a\\u202eb\\u200b</title>"));
   ProcessResult exported = cli({"export", "w.db", "--format", "optuna", "-o", "w-optuna.db"});
   EXPECT_EQ(exported.exit_code, 0) << exported.err;
   EXPECT_THAT(exported.out, HasSubstr("Wrote study 'a\\u202eb\\u200b' (0 trials)"));
