@@ -75,7 +75,8 @@ std::shared_ptr<Pruner> make_pruner_at(const Json& config, const std::string& pa
   if (depth > kMaxPrunerNesting)
     throw ConfigError(path,
                       "pruners nested more than " + std::to_string(kMaxPrunerNesting) + " deep");
-  if (!config.is_object()) throw ConfigError(path, "must be an object");
+  if (!config.is_object())
+    throw ConfigError(path, "must be an object, got " + quoted_value(config));
   std::string type = require_type_field(config, path);
   if (type == "none") {
     check_keys(config, path, {"type"});

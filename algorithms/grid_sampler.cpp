@@ -255,14 +255,17 @@ GridOptions GridOptions::from_json(const Json& config, const std::string& path) 
   if (config.contains("values")) {
     const Json& values = config["values"];
     if (!values.is_object())
-      throw ConfigError(path + ".values", "must be an object: param name -> array of values");
+      throw ConfigError(path + ".values", "must be an object: param name -> array of values, got " +
+                                              quoted_value(values));
     for (const auto& [name, list] : values.items()) {
       const std::string where = join_path(path + ".values", name);
       if (!list.is_array() || list.empty())
-        throw ConfigError(where, "must be a non-empty array of scalars");
+        throw ConfigError(where, "must be a non-empty array of scalars, got " + quoted_value(list));
       std::vector<Json> out;
       for (const Json& v : list) {
-        if (v.is_structured()) throw ConfigError(where, "must be a non-empty array of scalars");
+        if (v.is_structured())
+          throw ConfigError(
+              where, "must be a non-empty array of scalars, got an element " + quoted_value(v));
         out.push_back(v);
       }
       o.values.emplace(name, std::move(out));

@@ -26,7 +26,8 @@ TpeGamma gamma_from_json(const Json& j, const std::string& gp) {
   TpeGamma gamma;  // missing keys: the defaults of TpeGamma
   if (!j.is_object())
     throw ConfigError(
-        gp, "must be an object {\"rule\": \"linear\"|\"sqrt\", \"factor\": x, \"cap\": n}");
+        gp, "must be an object {\"rule\": \"linear\"|\"sqrt\", \"factor\": x, \"cap\": n}, got " +
+                quoted_value(j));
   check_keys(j, gp, {"rule", "factor", "cap"});
   if (auto rule = optional_choice<TpeGamma::Rule>(
           j, gp, "rule", {{"linear", TpeGamma::Rule::kLinear}, {"sqrt", TpeGamma::Rule::kSqrt}}))

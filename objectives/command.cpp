@@ -236,7 +236,8 @@ void parse_argv(const Json& config, const SearchSpace* space, CommandConfig& c) 
                       "required: the program and its arguments, e.g. [\"python3\", \"train.py\", "
                       "\"--lr\", \"{lr}\"]");
   const Json& argv = config.at("argv");
-  if (!argv.is_array()) throw ConfigError("objective.argv", "must be an array of strings");
+  if (!argv.is_array())
+    throw ConfigError("objective.argv", "must be an array of strings, got " + quoted_value(argv));
   if (argv.empty()) throw ConfigError("objective.argv", "must not be empty: name the program");
   for (std::size_t i = 0; i < argv.size(); ++i) {
     std::string path = argv_path(i);

@@ -105,7 +105,8 @@ MetricRule parse_rule(const Json& j, const std::string& path, bool allow_regex) 
     return default_rule(j.get<std::string>());
   }
   if (!j.is_object())
-    throw ConfigError(path, "must be a metric name or {\"name\": ..., \"regex\": ...}");
+    throw ConfigError(
+        path, "must be a metric name or {\"name\": ..., \"regex\": ...}, got " + quoted_value(j));
   check_keys(j, path, {"name", "regex"});
   std::string name = require_string(j, path, "name");
   if (name.empty()) throw ConfigError(join_path(path, "name"), "must not be empty");
@@ -244,7 +245,8 @@ std::string shorten(std::string_view s, std::size_t n = 200) {
 MetricsConfig parse_metrics_config(const Json& metrics) {
   std::string path(kPath);
   if (!metrics.is_object())
-    throw ConfigError(path, "must be an object such as {\"name\": \"val_loss\"}");
+    throw ConfigError(
+        path, "must be an object such as {\"name\": \"val_loss\"}, got " + quoted_value(metrics));
   check_keys(metrics, path, {"name", "regex", "final", "source", "attrs"});
   MetricsConfig c;
   parse_source(metrics, c);
@@ -253,7 +255,8 @@ MetricsConfig parse_metrics_config(const Json& metrics) {
     throw ConfigError(field("name"), "required: the objective's metric, e.g. \"val_loss\"");
   Json rule = {{"name", metrics.at("name")}};
   if (metrics.contains("regex")) rule["regex"] = metrics.at("regex");
-  if (!metrics.at("name").is_string()) throw ConfigError(field("name"), "must be a string");
+  if (!metrics.at("name").is_string())
+    throw ConfigError(field("name"), "must be a string, got " + quoted_value(metrics.at("name")));
   c.objective = parse_rule(rule, path, output);
   if (auto final = optional_string(metrics, path, "final")) {
     if (*final == "best")
@@ -264,8 +267,9 @@ MetricsConfig parse_metrics_config(const Json& metrics) {
   if (metrics.contains("attrs")) {
     const Json& attrs = metrics.at("attrs");
     if (!attrs.is_array())
-      throw ConfigError(field("attrs"),
-                        "must be an array of metric names or {\"name\", \"regex\"}");
+      throw ConfigError(
+          field("attrs"),
+          "must be an array of metric names or {\"name\", \"regex\"}, got " + quoted_value(attrs));
     for (std::size_t i = 0; i < attrs.size(); ++i) {
       std::string p = field("attrs") + "[" + std::to_string(i) + "]";
       MetricRule r = parse_rule(attrs[i], p, output);

@@ -129,7 +129,8 @@ void parse_early_stopping(const Json& o, FashionMnistConfig& c) {
   if (auto it = o.find("early_stopping"); it != o.end()) {
     const std::string epath = "objective.early_stopping";
     if (!it->is_object())
-      throw ConfigError(epath, "must be an object {\"patience\": ..., \"min_delta\": ...}");
+      throw ConfigError(epath, "must be an object {\"patience\": ..., \"min_delta\": ...}, got " +
+                                   quoted_value(*it));
     check_keys(*it, epath, {"patience", "min_delta"});
     if (auto v = optional_int(*it, epath, "patience")) {
       if (*v < 0)

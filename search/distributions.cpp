@@ -205,8 +205,9 @@ Distribution Distribution::make_ordinal(std::vector<Json> values, const std::str
 
 Distribution Distribution::from_json(const Json& spec, const std::string& path) {
   if (!spec.is_object())
-    throw ConfigError(path,
-                      "must be an object like {\"type\": \"float\", \"low\": 0, \"high\": 1}");
+    throw ConfigError(
+        path, "must be an object like {\"type\": \"float\", \"low\": 0, \"high\": 1}, got " +
+                  quoted_value(spec));
   std::string type = require_type_field(spec, path);
   if (type == "float") {
     check_keys(spec, path, {"type", "low", "high", "log", "step", "when", "scale_with"});
@@ -229,7 +230,8 @@ Distribution Distribution::from_json(const Json& spec, const std::string& path) 
     check_keys(spec, path, {"type", key, "when", "scale_with"});
     auto it = spec.find(key);
     if (it == spec.end()) throw ConfigError(join_path(path, key), "is required (an array)");
-    if (!it->is_array()) throw ConfigError(join_path(path, key), "must be an array");
+    if (!it->is_array())
+      throw ConfigError(join_path(path, key), "must be an array, got " + quoted_value(*it));
     std::vector<Json> values(it->begin(), it->end());
     return type == "categorical" ? make_categorical(std::move(values), path)
                                  : make_ordinal(std::move(values), path);

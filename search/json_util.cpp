@@ -93,7 +93,8 @@ namespace {
 
 template <typename Range>
 void check_keys_impl(const Json& object, std::string_view path, const Range& allowed) {
-  if (!object.is_object()) throw ConfigError(std::string(path), "must be an object");
+  if (!object.is_object())
+    throw ConfigError(std::string(path), "must be an object, got " + quoted_value(object));
   for (const auto& [key, value] : object.items()) {
     bool ok = false;
     for (const auto& a : allowed) {
@@ -132,7 +133,8 @@ void check_keys_impl(const Json& object, std::string_view path, const Range& all
 }
 
 const Json* field(const Json& object, std::string_view path, std::string_view key) {
-  if (!object.is_object()) throw ConfigError(std::string(path), "must be an object");
+  if (!object.is_object())
+    throw ConfigError(std::string(path), "must be an object, got " + quoted_value(object));
   auto it = object.find(std::string(key));
   if (it == object.end()) return nullptr;
   return &*it;

@@ -119,8 +119,9 @@ namespace {
 Condition parse_condition(const Json& when, const std::string& ppath) {
   std::string wpath = join_path(ppath, "when");
   if (!when.is_object() || when.size() != 1)
-    throw ConfigError(wpath,
-                      "must be an object with exactly one parent, like {\"optimizer\": \"sgd\"}");
+    throw ConfigError(
+        wpath, "must be an object with exactly one parent, like {\"optimizer\": \"sgd\"}, got " +
+                   quoted_value(when));
   Condition c;
   c.parent = when.begin().key();
   const Json& vals = when.begin().value();
@@ -215,7 +216,8 @@ void check_scale_with_params(const SearchSpace& space, const std::string& path) 
 }  // namespace
 
 SearchSpace SearchSpace::from_json(const Json& space, const std::string& path) {
-  if (!space.is_object()) throw ConfigError(path, "must be an object of params");
+  if (!space.is_object())
+    throw ConfigError(path, "must be an object of params, got " + quoted_value(space));
   // Parse every spec first, then add them parents-first.
   std::vector<ParamSpec> specs;
   for (const auto& [name, spec] : space.items()) specs.push_back(parse_param(name, spec, path));
@@ -260,7 +262,8 @@ namespace {
 void require_type(const Json& doc, const char* section) {
   auto it = doc.find(section);
   if (it == doc.end()) return;
-  if (!it->is_object()) throw ConfigError(section, "must be an object with a \"type\"");
+  if (!it->is_object())
+    throw ConfigError(section, "must be an object with a \"type\", got " + quoted_value(*it));
   require_type_field(*it, section);
 }
 
@@ -332,7 +335,9 @@ Budget Budget::from_json(const Json& section) {
 }
 
 StudyConfig StudyConfig::from_json(const Json& doc) {
-  if (!doc.is_object()) throw ConfigError("", "the top level of space.json must be an object");
+  if (!doc.is_object())
+    throw ConfigError(
+        "", "the top level of space.json must be an object, got " + std::string(doc.type_name()));
   check_keys(doc, "", {"study", "sampler", "pruner", "budget", "objective", "space", "warm_start"});
   StudyConfig c;
   c.source = doc;

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "algorithms/tpe_sampler.h"
 #include "search/errors.h"
 #include "search/json_util.h"
 #include "search/printable.h"
@@ -399,6 +400,37 @@ TEST(JsonUtilTest, RulesQuoteTheNumberGiven) {
                             "scale_with.reference: must be > 0, got -2"));
   auto e = config_error([] { Budget::from_json(Json{{"timeout_s", -1.5}}); });
   EXPECT_STREQ(e.what(), "budget.timeout_s: must be > 0 (seconds), got -1.5");
+}
+
+// A value of the wrong type is quoted in the rule it broke (cut as every
+// quoted value is), so a user sees what was read, not only what was wanted.
+TEST(JsonUtilTest, TypeRulesQuoteTheValueGiven) {
+  auto what = [](auto&& f) { return std::string(config_error(f).what()); };
+  EXPECT_EQ(what([] {
+              TpeOptions::from_json(Json{{"type", "tpe"}, {"gamma", 0}});
+            }),
+            "sampler.gamma: must be an object {\"rule\": \"linear\"|\"sqrt\", \"factor\": x, "
+            "\"cap\": n}, got 0");
+  EXPECT_EQ(what([] { check_keys(Json("x"), "pruner", {"type"}); }),
+            "pruner: must be an object, got \"x\"");
+  EXPECT_EQ(what([] {
+              Distribution::from_json(Json::array({1, 2}), "space.lr");
+            }),
+            "space.lr: must be an object like {\"type\": \"float\", \"low\": 0, \"high\": 1}, "
+            "got [1,2]");
+  EXPECT_EQ(what([] {
+              Distribution::from_json(Json{{"type", "categorical"}, {"choices", "ab"}}, "space.c");
+            }),
+            "space.c.choices: must be an array, got \"ab\"");
+  EXPECT_EQ(what([] { SearchSpace::from_json(Json(true)); }),
+            "space: must be an object of params, got true");
+  Json when = {{"x", {{"type", "float"}, {"low", 0}, {"high", 1}, {"when", "y"}}}};
+  EXPECT_TRUE(contains_text(what([&] { SearchSpace::from_json(when); }), "}, got \"y\""));
+  // A long value is cut, not quoted whole.
+  std::string big(5000, 'v');
+  std::string e = what([&] { TpeOptions::from_json(Json{{"type", "tpe"}, {"gamma", big}}); });
+  EXPECT_TRUE(contains_text(e, "(5000 bytes in all)")) << e;
+  EXPECT_LT(e.size(), 400u);
 }
 
 TEST(SearchSpaceTest, AddRejectsDuplicatesAndUnknownParents) {

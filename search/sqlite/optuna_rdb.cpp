@@ -500,14 +500,16 @@ double read_float(Statement& st, int col, const std::string& type, const std::st
 }
 
 double num(const Json& attrs, const char* key, const std::string& where) {
-  if (!attrs.contains(key) || !attrs[key].is_number())
-    throw ConfigError(where + "." + key, "must be a number");
+  if (!attrs.contains(key)) throw ConfigError(where + "." + key, "is required (a number)");
+  if (!attrs[key].is_number())
+    throw ConfigError(where + "." + key, "must be a number, got " + quoted_value(attrs[key]));
   return attrs[key].get<double>();
 }
 
 std::int64_t integer(const Json& attrs, const char* key, const std::string& where) {
-  if (!attrs.contains(key) || !attrs[key].is_number_integer())
-    throw ConfigError(where + "." + key, "must be an integer");
+  if (!attrs.contains(key)) throw ConfigError(where + "." + key, "is required (an integer)");
+  if (!attrs[key].is_number_integer())
+    throw ConfigError(where + "." + key, "must be an integer, got " + quoted_value(attrs[key]));
   return attrs[key].get<std::int64_t>();
 }
 
@@ -546,8 +548,9 @@ Distribution from_optuna(const std::string& text, const std::string& where) {
                                   flag("log") || name == "IntLogUniformDistribution", step, where);
   }
   if (name == "CategoricalDistribution") {
-    if (!a.contains("choices") || !a["choices"].is_array())
-      throw ConfigError(where + ".choices", "must be an array");
+    if (!a.contains("choices")) throw ConfigError(where + ".choices", "is required (an array)");
+    if (!a["choices"].is_array())
+      throw ConfigError(where + ".choices", "must be an array, got " + quoted_value(a["choices"]));
     std::vector<Json> choices(a["choices"].begin(), a["choices"].end());
     return Distribution::make_categorical(std::move(choices), where);
   }
