@@ -20,6 +20,7 @@
 #include "search/private_files.h"
 #include "search/storage.h"
 #include "search/study.h"
+#include "search/study_name.h"
 #include "search/trial_lifecycle.h"
 #include "search/util/storage_url.h"
 #include "search/warm_start.h"
@@ -62,10 +63,10 @@ std::int64_t pick_study(Storage& storage, const std::optional<std::string>& name
   auto studies = storage.list_studies();
   if (studies.empty()) throw ConfigError(path, "the storage holds no study");
   if (studies.size() > 1) {
-    std::string names;
-    for (const auto& s : studies)
-      names += (names.empty() ? "" : ", ") + ("'" + printable_excerpt(s.name) + "'");
-    throw ConfigError("--study", "the storage holds several studies (" + names + "); name one");
+    std::vector<std::string> names;
+    for (const auto& s : studies) names.push_back(s.name);
+    throw ConfigError(
+        "--study", "the storage holds several studies (" + study_name_list(names) + "); name one");
   }
   return studies[0].study_id;
 }

@@ -424,13 +424,15 @@ std::string visible_devices(const std::string& device) {
   if (device == "cpu" || device.empty()) return "";
   std::string_view d = device;
   if (d.substr(0, 5) != "cuda:" && d != "cuda")
-    throw Error("worker device '" + device + "': expected \"cpu\" or \"cuda:N\"");
+    throw Error("worker device '" + printable_excerpt(device) +
+                "': expected \"cpu\" or \"cuda:N\"");
   std::size_t index = 0;
   if (d.size() > 5) {
     auto digits = d.substr(5);
     auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
     if (ec != std::errc() || ptr != digits.data() + digits.size())
-      throw Error("worker device '" + device + "': expected \"cpu\" or \"cuda:N\"");
+      throw Error("worker device '" + printable_excerpt(device) +
+                  "': expected \"cpu\" or \"cuda:N\"");
   }
   const char* mine = std::getenv("CUDA_VISIBLE_DEVICES");
   if (!mine) return std::to_string(index);
@@ -443,7 +445,7 @@ std::string visible_devices(const std::string& device) {
     rest.remove_prefix(comma + 1);
   }
   if (index >= list.size())
-    throw Error("worker device '" + device + "': this worker sees only " +
+    throw Error("worker device '" + printable_excerpt(device) + "': this worker sees only " +
                 std::to_string(list.size()) + " GPU(s) (CUDA_VISIBLE_DEVICES=" + mine + ")");
   return list[index];
 }
@@ -1027,7 +1029,7 @@ double run_trial(const CommandConfig& c, const ObjectiveContext& ctx, Trial& tri
   if (!c.cwd.empty()) {
     std::error_code ec;
     if (!std::filesystem::is_directory(c.cwd, ec))
-      throw Error("objective.cwd: '" + c.cwd + "' is not a directory");
+      throw Error("objective.cwd: '" + printable_excerpt(c.cwd) + "' is not a directory");
   }
   const std::string metrics_file = trial_metrics_file(c, trial, trial_dir, log);
 
@@ -1218,7 +1220,7 @@ double run_persistent_trial(const CommandConfig& c, const ObjectiveContext& ctx,
   if (!c.cwd.empty()) {
     std::error_code ec;
     if (!std::filesystem::is_directory(c.cwd, ec))
-      throw Error("objective.cwd: '" + c.cwd + "' is not a directory");
+      throw Error("objective.cwd: '" + printable_excerpt(c.cwd) + "' is not a directory");
   }
   struct Lease {
     PersistentProgramPool& pool;

@@ -312,6 +312,16 @@ void check_study_name(const std::string& name, const std::string& field) {
   }
 }
 
+std::string study_name_list(const std::vector<std::string>& names) {
+  if (names.empty()) return "none";
+  std::string out;
+  for (std::size_t i = 0; i < names.size() && i < kMaxListedStudyNames; ++i)
+    out += (i == 0 ? "'" : ", '") + printable_excerpt(names[i]) + "'";
+  if (names.size() > kMaxListedStudyNames)
+    out += ", ... (" + std::to_string(names.size() - kMaxListedStudyNames) + " more)";
+  return out;
+}
+
 Json sampler_section(const Json& doc) {
   if (doc.is_object() && doc.contains("sampler")) return doc["sampler"];
   return Json{{"type", "random"}};

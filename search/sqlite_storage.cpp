@@ -10,6 +10,7 @@
 #include <mutex>
 #include <utility>
 
+#include "search/printable.h"
 #include "search/sqlite/codec.h"
 #include "search/sqlite/connection.h"
 #include "search/sqlite/reads.h"
@@ -173,7 +174,7 @@ std::int64_t SqliteStorage::create_study(const std::string& name, StudyDirection
   std::string config_text = sqlite::encode_json(config, "study '" + name + "' config");
   return impl_->write([&] {
     if (sqlite::find_study_id(impl_->conn, name))
-      throw StorageError("a study named '" + name + "' already exists");
+      throw StorageError("a study named '" + printable_excerpt(name) + "' already exists");
     return sqlite::insert_study(impl_->conn, name, direction, config_text,
                                 sqlite::encode_time(sqlite::now_us()));
   });
@@ -278,7 +279,8 @@ TrialPtr SqliteStorage::claim_waiting_trial(std::int64_t study_id, const std::st
 void SqliteStorage::set_trial_param(std::int64_t trial_id, const std::string& name,
                                     const Json& value, const Distribution& distribution) {
   if (!distribution.contains(value))
-    throw StorageError("param '" + name + "': value " + sqlite::encode_json(value, name) +
+    throw StorageError("param '" + printable_excerpt(name) + "': value " +
+                       printable_excerpt(sqlite::encode_json(value, name)) +
                        " is not in its distribution");
   impl_->write([&] {
     sqlite::Connection& conn = impl_->conn;
@@ -287,9 +289,10 @@ void SqliteStorage::set_trial_param(std::int64_t trial_id, const std::string& na
     auto set = impl_->params.set(conn, trial_id, name, value, distribution);
     using Outcome = sqlite::ParamWriter::SetOutcome;
     if (set.outcome == Outcome::kConflict)
-      throw StorageError("param '" + name + "' of trial " + std::to_string(row.number) +
-                         " is already set to " + sqlite::encode_json(set.value, name) +
-                         "; cannot change it to " + sqlite::encode_json(value, name));
+      throw StorageError("param '" + printable_excerpt(name) + "' of trial " +
+                         std::to_string(row.number) + " is already set to " +
+                         sqlite::encode_json(set.value, name) + "; cannot change it to " +
+                         sqlite::encode_json(value, name));
     if (set.outcome == Outcome::kReplaced) {
       // Same value: the distribution given now replaces the stored one.
       impl_->notify(trial_id,

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "search/caching_storage.h"
+#include "search/printable.h"
 #include "search/sqlite_storage.h"
 #include "search/trial_lifecycle.h"
 #include "search/trial_view.h"
@@ -179,7 +180,8 @@ std::int64_t InMemoryStorage::create_study(const std::string& name, StudyDirecti
   std::lock_guard lock(impl_->mu);
   if (name.empty()) throw StorageError("study name must not be empty");
   for (const auto& [id, s] : impl_->studies)
-    if (s.name == name) throw StorageError("a study named '" + name + "' already exists");
+    if (s.name == name)
+      throw StorageError("a study named '" + printable_excerpt(name) + "' already exists");
   StudyInfo info;
   info.study_id = impl_->next_study_id++;
   info.name = name;
@@ -241,7 +243,8 @@ void InMemoryStorage::set_study_system_attr(std::int64_t study_id, const std::st
 void check_new_trial(const NewTrial& init) {
   for (const auto& [name, dist] : init.distributions)
     if (!init.params.count(name))
-      throw StorageError("distribution given for param '" + name + "' without a value");
+      throw StorageError("distribution given for param '" + printable_excerpt(name) +
+                         "' without a value");
   if (!init.system_attrs.is_object())
     throw StorageError("new trial system_attrs must be a JSON object");
   if (!init.user_attrs.is_object())
@@ -315,16 +318,16 @@ void InMemoryStorage::set_trial_param(std::int64_t trial_id, const std::string& 
                                       const Json& value, const Distribution& distribution) {
   std::lock_guard lock(impl_->mu);
   if (!distribution.contains(value))
-    throw StorageError("param '" + name + "': value " + value.dump() +
-                       " is not in its distribution");
+    throw StorageError("param '" + printable_excerpt(name) + "': value " +
+                       printable_excerpt(value.dump()) + " is not in its distribution");
   impl_->update(trial_id, [&](FrozenTrial& t) {
     if (is_finished(t.state))
       throw StorageError("trial " + std::to_string(t.number) + " is finished; cannot set param '" +
                          name + "'");
     auto it = t.params.find(name);
     if (it != t.params.end() && !same_json_scalar(it->second, value))
-      throw StorageError("param '" + name + "' of trial " + std::to_string(t.number) +
-                         " is already set");
+      throw StorageError("param '" + printable_excerpt(name) + "' of trial " +
+                         std::to_string(t.number) + " is already set");
     t.params[name] = value;
     t.distributions.insert_or_assign(name, distribution);
   });

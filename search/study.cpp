@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "search/printable.h"
 #include "search/sampling_context.h"
 #include "search/trial_lifecycle.h"
 #include "search/trial_view.h"
@@ -43,11 +44,11 @@ Json Trial::suggest(const std::string& name, const Distribution& distribution) {
   if (space_) {
     if (const ParamSpec* spec = space_->find(name)) {
       if (!(spec->distribution == distribution))
-        throw Error("suggest '" + name + "': " + distribution.to_json().dump() +
+        throw Error("suggest '" + printable_excerpt(name) + "': " + distribution.to_json().dump() +
                     " does not agree with the declared space " +
                     spec->distribution.to_json().dump());
       if (!params_.count(name))
-        throw Error("suggest '" + name + "': the param is inactive in trial " +
+        throw Error("suggest '" + printable_excerpt(name) + "': the param is inactive in trial " +
                     std::to_string(number_) + " (its condition on '" +
                     (spec->condition ? spec->condition->parent : std::string("?")) +
                     "' does not hold)");
@@ -92,7 +93,7 @@ Json Trial::suggest_categorical(const std::string& name, std::vector<Json> choic
 Json Trial::param(const std::string& name) const {
   auto it = params_.find(name);
   if (it == params_.end())
-    throw Error("trial " + std::to_string(number_) + " has no param '" + name +
+    throw Error("trial " + std::to_string(number_) + " has no param '" + printable_excerpt(name) +
                 "' (inactive or never suggested)");
   return it->second;
 }
@@ -230,7 +231,7 @@ Study Study::create(std::shared_ptr<Storage> storage, const std::string& name,
 Study Study::load(std::shared_ptr<Storage> storage, const std::string& name, StudyOptions options) {
   if (!storage) throw Error("Study: storage must not be null");
   auto id = storage->find_study(name);
-  if (!id) throw StorageError("no study named '" + name + "' in the storage");
+  if (!id) throw StorageError("no study named '" + printable_excerpt(name) + "' in the storage");
   return Study(make_impl(std::move(storage), *id, std::move(options)));
 }
 
@@ -249,8 +250,8 @@ Study Study::load_if_exists(std::shared_ptr<Storage> storage, const std::string&
   }
   StudyInfo info = storage->get_study(*id);
   if (info.direction != direction)
-    throw StorageError("study '" + name + "' exists with direction " + to_string(info.direction) +
-                       ", not " + to_string(direction));
+    throw StorageError("study '" + printable_excerpt(name) + "' exists with direction " +
+                       to_string(info.direction) + ", not " + to_string(direction));
   return Study(make_impl(std::move(storage), *id, std::move(options)));
 }
 
@@ -472,7 +473,8 @@ TrialPtr Study::enqueue_trial(const Params& params, const Json& system_attrs) {
 TrialPtr Study::best_trial() const {
   TrialPtr best = lifecycle::best_trial(
       impl_->direction, impl_->storage->get_all_trials(impl_->study_id, {TrialState::kComplete}));
-  if (!best) throw Error("study '" + impl_->name + "' has no COMPLETE trial yet");
+  if (!best)
+    throw Error("study '" + printable_excerpt(impl_->name) + "' has no COMPLETE trial yet");
   return best;
 }
 

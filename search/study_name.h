@@ -1,7 +1,9 @@
 // The rule of a study name. Private to hpsearch: not installed.
 #pragma once
 
+#include <cstddef>
 #include <string>
+#include <vector>
 
 #include "search/search_space.h"  // kMaxStudyNameBytes
 
@@ -17,5 +19,14 @@ namespace hps {
 // character printable() escapes, search/printable.h). Throws
 // ConfigError(field, ...) naming the rule broken.
 void check_study_name(const std::string& name, const std::string& field);
+
+// The most study names an error lists (study_name_list).
+inline constexpr std::size_t kMaxListedStudyNames = 20;
+
+// Study names for an error that lists what a store holds: "'a', 'b'", each
+// name as printable_excerpt() gives it (escaped, at most kMaxQuotedChars
+// characters), the first kMaxListedStudyNames of them and then
+// ", ... (N more)"; "none" for no name. Never throws (but std::bad_alloc).
+std::string study_name_list(const std::vector<std::string>& names);
 
 }  // namespace hps

@@ -11,7 +11,9 @@
 
 #include "search/caching_storage.h"
 #include "search/errors.h"
+#include "search/printable.h"
 #include "search/sqlite_storage.h"
+#include "search/study_name.h"
 #include "search/util/storage_url.h"
 
 namespace hps {
@@ -22,10 +24,9 @@ namespace fs = std::filesystem;
 
 // The names of the studies in `storage`, quoted and comma-separated.
 std::string study_names(Storage& storage) {
-  std::string names;
-  for (const auto& info : storage.list_studies())
-    names += (names.empty() ? "'" : ", '") + info.name + "'";
-  return names.empty() ? "none" : names;
+  std::vector<std::string> names;
+  for (const auto& info : storage.list_studies()) names.push_back(info.name);
+  return study_name_list(names);
 }
 
 // The same file, whether named by two paths or not (an absent file compares
@@ -41,11 +42,11 @@ bool same_file(const std::string& a, const std::string& b) {
 void check_direction(StudyDirection earlier, StudyDirection now, const std::string& source_study,
                      const std::string& source_label, const std::string& study_name) {
   if (earlier != now)
-    throw ConfigError(
-        "warm_start.study",
-        fmt::format("study '{}' in {} is to {}, the new study '{}' to {}: its "
-                    "values are no observations of the new objective",
-                    source_study, source_label, to_string(earlier), study_name, to_string(now)));
+    throw ConfigError("warm_start.study",
+                      fmt::format("study '{}' in {} is to {}, the new study '{}' to {}: its "
+                                  "values are no observations of the new objective",
+                                  printable_excerpt(source_study), source_label, to_string(earlier),
+                                  printable_excerpt(study_name), to_string(now)));
 }
 
 // The new trial that copies `from` (which fits, as `params`).
@@ -107,7 +108,8 @@ WarmStartSummary copy_warm_start(Study& study, Storage& source, const std::strin
   const SearchSpace& space = *study.space();
   const std::optional<std::int64_t> source_id = source.find_study(source_study);
   if (!source_id)
-    throw ConfigError("warm_start.study", "no study '" + source_study + "' in " + source_label +
+    throw ConfigError("warm_start.study", "no study '" + printable_excerpt(source_study) + "' in " +
+                                              source_label +
                                               " (studies there: " + study_names(source) + ")");
   check_direction(source.get_study(*source_id).direction, study.direction(), source_study,
                   source_label, study.name());
@@ -201,9 +203,9 @@ WarmStartSource open_checked_source(const WarmStartConfig& config, const std::st
   }
   const std::optional<std::int64_t> id = source.storage->find_study(source.study);
   if (!id)
-    throw ConfigError("warm_start.study", "no study '" + source.study + "' in " + path +
-                                              " (studies there: " + study_names(*source.storage) +
-                                              ")");
+    throw ConfigError("warm_start.study",
+                      "no study '" + printable_excerpt(source.study) + "' in " + path +
+                          " (studies there: " + study_names(*source.storage) + ")");
   const util::StorageUrl own = util::parse_storage_url(study_storage);
   if (!own.in_memory && source.study == study_name && same_file(path, own.path))
     throw ConfigError("warm_start.study", "is the new study itself ('" + study_name + "' in " +

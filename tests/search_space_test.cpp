@@ -900,5 +900,24 @@ TEST(JsonUtilTest, NoSuggestionForAFarKey) {
   EXPECT_TRUE(contains_text(e.what(), "n_trials")) << e.what();  // the allowed keys are listed
 }
 
+// An error that lists a store's studies names at most kMaxListedStudyNames
+// of them, each escaped and cut, so a store of thousands of studies (or one
+// edited by hand) gives a readable line.
+TEST(StudyNameListTest, ListsAreBoundedAndNamesEscapedAndCut) {
+  EXPECT_EQ(study_name_list({}), "none");
+  EXPECT_EQ(study_name_list({"a", "b"}), "'a', 'b'");
+  std::vector<std::string> many;
+  for (int i = 0; i < 25; ++i) many.push_back("s" + std::to_string(i));
+  const std::string list = study_name_list(many);
+  EXPECT_TRUE(contains_text(list, "'s19', ... (5 more)")) << list;
+  EXPECT_FALSE(contains_text(list, "'s20'")) << list;
+  const std::string odd = study_name_list({std::string(5000, 'n'),
+                                           "a\xe2\x80\xae"
+                                           "b"});
+  EXPECT_TRUE(contains_text(odd, "(5000 bytes in all)")) << odd;
+  EXPECT_TRUE(contains_text(odd, "'a\\u202eb'")) << odd;
+  EXPECT_LT(odd.size(), 400u);
+}
+
 }  // namespace
 }  // namespace hps

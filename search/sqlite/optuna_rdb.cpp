@@ -194,7 +194,7 @@ std::optional<TimePoint> parse_datetime(const std::string& text, const std::stri
   char frac[16] = {0};
   int n = std::sscanf(text.c_str(), "%4d-%2d-%2d%*1[ T]%2d:%2d:%2d.%9[0-9]", &y, &mo, &d, &h, &mi,
                       &sec, frac);
-  if (n < 6) throw ConfigError(where, "cannot read the time '" + text + "'");
+  if (n < 6) throw ConfigError(where, "cannot read the time '" + printable_excerpt(text) + "'");
   std::tm tm{};
   tm.tm_year = y - 1900;
   tm.tm_mon = mo - 1;
@@ -281,7 +281,7 @@ const Distribution& param_distribution(const FrozenTrial& t, const std::string& 
   if (auto it = t.distributions.find(name); it != t.distributions.end()) return it->second;
   if (space)
     if (const ParamSpec* spec = space->find(name)) return spec->distribution;
-  throw StorageError("trial " + std::to_string(t.number) + " param '" + name +
+  throw StorageError("trial " + std::to_string(t.number) + " param '" + printable_excerpt(name) +
                      "': no distribution stored (Optuna needs one per param)");
 }
 
@@ -375,8 +375,8 @@ class OptunaWriter {
     try {
       internal = d.to_internal(value);
     } catch (const Error& e) {
-      throw StorageError("trial " + std::to_string(t.number) + " param '" + name +
-                         "': " + e.what());
+      throw StorageError("trial " + std::to_string(t.number) + " param '" +
+                         printable_excerpt(name) + "': " + e.what());
     }
     param_.bind(1, id);
     param_.bind(2, name);
@@ -493,7 +493,8 @@ double read_float(Statement& st, int col, const std::string& type, const std::st
   if (type == "INF_POS") return std::numeric_limits<double>::infinity();
   if (type == "INF_NEG") return -std::numeric_limits<double>::infinity();
   if (type == "NAN") return std::numeric_limits<double>::quiet_NaN();
-  if (type != "FINITE") throw ConfigError(where, "unknown value type '" + type + "'");
+  if (type != "FINITE")
+    throw ConfigError(where, "unknown value type '" + printable_excerpt(type) + "'");
   if (st.type(col) != SQLITE_FLOAT && st.type(col) != SQLITE_INTEGER)
     throw ConfigError(where, "a FINITE value is not a number");
   return st.real(col);
@@ -554,7 +555,7 @@ Distribution from_optuna(const std::string& text, const std::string& where) {
     std::vector<Json> choices(a["choices"].begin(), a["choices"].end());
     return Distribution::make_categorical(std::move(choices), where);
   }
-  throw ConfigError(where, "distribution '" + name +
+  throw ConfigError(where, "distribution '" + printable_excerpt(name) +
                                "' is not supported (hpsearch has FloatDistribution, "
                                "IntDistribution and CategoricalDistribution)");
 }
@@ -593,7 +594,7 @@ std::int64_t find_optuna_study(sqlite3* db, const std::string& path, std::string
     st.bind(1, name);
     if (st.step()) return st.int64(0);
   }
-  std::string names;
+  std::vector<std::string> all_names;
   std::size_t n_studies = 0;
   std::int64_t only_id = -1;
   std::string only_name;
@@ -602,10 +603,9 @@ std::int64_t find_optuna_study(sqlite3* db, const std::string& path, std::string
     ++n_studies;
     only_id = st.int64(0);
     only_name = st.text(1);
-    names += names.empty() ? "'" : ", '";
-    names += only_name;
-    names += "'";
+    all_names.push_back(only_name);
   }
+  const std::string names = n_studies == 0 ? "" : study_name_list(all_names);
   if (name.empty()) {
     if (n_studies == 1) {
       name = only_name;
@@ -617,7 +617,7 @@ std::int64_t find_optuna_study(sqlite3* db, const std::string& path, std::string
                                            names + "); name one with --study");
   }
   throw ConfigError("--study",
-                    "no study named '" + name + "' in " + path +
+                    "no study named '" + printable_excerpt(name) + "' in " + path +
                         (names.empty() ? " (it holds none)" : " (it holds " + names + ")"));
 }
 
@@ -627,11 +627,13 @@ StudyDirection read_direction(sqlite3* db, std::int64_t sid, const std::string& 
   std::vector<std::string> dirs;
   while (st.step()) dirs.push_back(st.text(0));
   if (dirs.size() != 1)
-    throw ConfigError("--study", "study '" + name + "' has " + std::to_string(dirs.size()) +
+    throw ConfigError("--study", "study '" + printable_excerpt(name) + "' has " +
+                                     std::to_string(dirs.size()) +
                                      " objectives; hpsearch imports single-objective studies only");
   if (dirs[0] == "MAXIMIZE") return StudyDirection::kMaximize;
   if (dirs[0] == "MINIMIZE" || dirs[0] == "NOT_SET") return StudyDirection::kMinimize;
-  throw ConfigError("--study", "study '" + name + "': unknown direction '" + dirs[0] + "'");
+  throw ConfigError("--study", "study '" + printable_excerpt(name) + "': unknown direction '" +
+                                   printable_excerpt(dirs[0]) + "'");
 }
 
 // A param row's value in hpsearch's external form, checked against `d`.
@@ -706,7 +708,8 @@ class OptunaTrialReader {
     const std::int64_t tid = trials.int64(0);
     NewTrial t;
     auto state = parse_trial_state(trials.text(2));
-    if (!state) throw ConfigError(where, "unknown state '" + trials.text(2) + "'");
+    if (!state)
+      throw ConfigError(where, "unknown state '" + printable_excerpt(trials.text(2)) + "'");
     t.state = *state;
     if (trials.type(3) == SQLITE_TEXT && t.state != TrialState::kWaiting)
       t.datetime_start = parse_datetime(trials.text(3), where + " datetime_start");
@@ -736,8 +739,9 @@ class OptunaTrialReader {
     Use in(inter_);
     in->bind(1, tid);
     while (in->step())
-      t.intermediate_values[in->int64(0)] = read_float(
-          in.get(), 1, in->text(2), where + " intermediate value at step " + in->text(0));
+      t.intermediate_values[in->int64(0)] =
+          read_float(in.get(), 1, in->text(2),
+                     where + " intermediate value at step " + printable_excerpt(in->text(0)));
   }
 
   void read_params(NewTrial& t, std::int64_t tid, const std::string& where) {
@@ -746,7 +750,7 @@ class OptunaTrialReader {
     while (p->step()) {
       const std::string pname = p->text(0);
       std::string pwhere = where;
-      pwhere.append(" param '").append(pname).append("'");
+      pwhere.append(" param '").append(printable_excerpt(pname)).append("'");
       Distribution d = from_optuna(p->text(2), pwhere);
       t.params[pname] = external_value(p.get(), d, pwhere);
       t.distributions.emplace(pname, std::move(d));
@@ -761,7 +765,7 @@ OptunaStudy read_optuna_study(sqlite3* db, const std::string& path, std::string&
   const std::int64_t sid = find_optuna_study(db, path, name);
   OptunaStudy out;
   out.direction = read_direction(db, sid, name);
-  const std::string swhere = "study '" + name + "'";
+  const std::string swhere = "study '" + printable_excerpt(name) + "'";
   out.user_attrs = read_attrs(db, "study_user_attributes", "study_id", sid, swhere + " user");
   out.system_attrs = read_attrs(db, "study_system_attributes", "study_id", sid, swhere + " system");
   if (out.system_attrs.contains(kConfigAttr)) {
