@@ -20,16 +20,17 @@ constexpr std::uint32_t kInactive = std::numeric_limits<std::uint32_t>::max();
 // the distribution), or every value of a finite distribution.
 std::vector<Json> axis_values(const ParamSpec& spec, const GridOptions& options) {
   const Distribution& d = spec.distribution;
-  const std::string path = "sampler.values." + spec.name;
+  const std::string path = join_path("sampler.values", spec.name);
   if (auto it = options.values.find(spec.name); it != options.values.end()) {
     std::vector<Json> out;
     for (const Json& v : it->second) {
       if (!d.contains(v))
-        throw ConfigError(path, "value " + v.dump() + " is not in the param's distribution " +
-                                    d.to_json().dump());
+        throw ConfigError(path, "value " + quoted_value(v) +
+                                    " is not in the param's distribution " +
+                                    quoted_value(d.to_json()));
       for (const Json& seen : out)
         if (same_json_scalar(seen, v))
-          throw ConfigError(path, "lists the value " + v.dump() + " twice");
+          throw ConfigError(path, "lists the value " + quoted_value(v) + " twice");
       out.push_back(v);
     }
     return out;
@@ -292,7 +293,7 @@ std::shared_ptr<const GridSampler::Grid> GridSampler::grid_for(const SearchSpace
   taken_ = std::make_unique<Taken>();
   for (const auto& [name, values] : options_.values)
     if (!space.find(name))
-      throw ConfigError("sampler.values." + name, "no param of that name in the space");
+      throw ConfigError(join_path("sampler.values", name), "no param of that name in the space");
   auto grid = std::make_shared<Grid>();
   const auto& specs = space.params();
   for (const auto& spec : specs) {
@@ -357,6 +358,15 @@ std::uint64_t GridSampler::grid_size(const SearchSpace& space) {
 
 void GridSampler::sample(const SamplingContext& ctx, const SearchSpace& space, Params& params) {
   if (space.empty()) return;  // nothing to sample (sampler.values is not checked)
+  // Params that fix every active param (a retry of a lost or interrupted
+  // trial, enqueued with the params it had; a trial enqueued whole) are run
+  // as given: the grid picks nothing, even for a point that a finished
+  // trial holds (the interrupted trial itself).
+  const bool all_fixed =
+      std::all_of(space.params().begin(), space.params().end(), [&](const ParamSpec& spec) {
+        return params.count(spec.name) > 0 || !SearchSpace::is_active(spec, params);
+      });
+  if (all_fixed) return;
   std::lock_guard lock(mutex_);
   std::shared_ptr<const Grid> grid = grid_for(space);
   const std::size_t point = next_point(*grid, *taken_, ctx.trials, ctx.trial.trial_id, params);
@@ -414,10 +424,11 @@ double GridSampler::sample_independent(const SamplingContext& ctx, const std::st
     mine = dbr_points_.emplace(me, take_define_by_run_point(ctx, grid)).first;
   const Json& value = grid.axes[param][grid.digit(mine->second, param)];
   if (!distribution.contains(value))
-    throw ConfigError("sampler.values." + name, "value " + value.dump() +
-                                                    " is not in the distribution of the suggest "
-                                                    "call " +
-                                                    distribution.to_json().dump());
+    throw ConfigError(join_path("sampler.values", name),
+                      "value " + quoted_value(value) +
+                          " is not in the distribution of the suggest "
+                          "call " +
+                          quoted_value(distribution.to_json()));
   return distribution.to_internal(value);
 }
 

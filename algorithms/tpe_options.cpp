@@ -204,8 +204,9 @@ TpeOptions TpeOptions::from_json(const Json& config, const std::string& path) {
   if (auto it = config.find("marginal_mixture"); it != config.end() && it->is_string()) {
     const std::string v = it->get<std::string>();
     if (v != "auto" && v != "select")
-      throw ConfigError(join_path(path, "marginal_mixture"),
-                        "must be a number in [0, 1], \"auto\" or \"select\"");
+      throw ConfigError(
+          join_path(path, "marginal_mixture"),
+          "must be a number in [0, 1], \"auto\" or \"select\", got " + quoted_value(*it));
     (v == "auto" ? o.marginal_mixture_auto : o.marginal_mixture_select) = true;
   } else if (auto v = optional_number(config, path, "marginal_mixture")) {
     o.marginal_mixture = *v;

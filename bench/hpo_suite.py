@@ -437,6 +437,8 @@ def main():
     args = ap.parse_args()
 
     problems = [p for p in args.problems.split(",") if p]
+    if not problems:
+        ap.error(f"--problems: names no problem (known: {', '.join(PROBLEMS)})")
     for p in problems:
         if p not in PROBLEMS:
             ap.error(f"--problems: unknown problem '{p}' (known: {', '.join(PROBLEMS)})")
@@ -453,17 +455,18 @@ def main():
                              ("--seed-offset", args.seed_offset, 0), ("--jobs", args.jobs, 1)):
         if value < low:
             ap.error(f"{flag}: must be >= {low}, got {value}")
-    if args.json:
-        folder = os.path.dirname(os.path.abspath(args.json))
-        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-            ap.error(f"--json: cannot write {args.json} (its folder is missing or not writable)")
+    for flag, path in (("--json", args.json), ("--trace", args.trace)):
+        if path:
+            folder = os.path.dirname(os.path.abspath(path))
+            if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+                ap.error(f"{flag}: cannot write {path} (its folder is missing or not writable)")
     loaded_files = [(path, _read_loaded(ap, path, args.trials)) for path in args.load]
     if args.reference and args.optuna != "saved":
         ap.error("--reference: only with --optuna saved")
     for path in args.reference:
         if not os.path.isfile(path):
             ap.error(f"--reference: {path} is not a file")
-    saved, ref_note = {}, "run now"
+    saved, ref_note = {}, ("run now" if args.optuna == "live" else "not run (--optuna none)")
     if args.optuna == "saved":  # read (and checked) before anything runs
         ref_note = _load_reference(ap, args.reference or [REFERENCE], saved, problems,
                                    range(args.seed_offset, args.seed_offset + args.seeds), args.trials)
@@ -480,7 +483,8 @@ def main():
                                 "--sampler", json.dumps(cfg)], stdin=subprocess.DEVNULL,
                                capture_output=True, text=True)
         if check.returncode != 0:
-            ap.error(f"--ours {label}: {check.stderr.strip()}")
+            why = check.stderr.strip() or f"{args.binary} exited with status {check.returncode} and no message"
+            ap.error(f"--ours {label}: {why}")
 
     if args.time:
         import random

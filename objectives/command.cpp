@@ -148,8 +148,8 @@ void check_placeholders(const Template& t, const SearchSpace& space, const std::
     }
     const ParamSpec* spec = space.find(p.text);
     if (!spec) {
-      std::string rule =
-          "placeholder {" + p.text + (p.optional ? "?" : "") + "} names no param in space";
+      std::string rule = "placeholder {" + printable_excerpt(p.text) + (p.optional ? "?" : "") +
+                         "} names no param in space";
       std::string best;
       std::size_t best_d = std::numeric_limits<std::size_t>::max();
       for (const ParamSpec& s : space.params()) {

@@ -54,7 +54,8 @@ void check_choices(const std::vector<Json>& choices, const std::string& path, co
       throw ConfigError(path, std::string(what) + "[" + std::to_string(i) + "] must be finite");
     for (std::size_t j = 0; j < i; ++j)
       if (same_json_scalar(choices[i], choices[j]))
-        throw ConfigError(path, std::string(what) + " has a duplicate: " + choices[i].dump());
+        throw ConfigError(path,
+                          std::string(what) + " has a duplicate: " + quoted_value(choices[i]));
   }
 }
 
@@ -149,8 +150,11 @@ Distribution Distribution::make_int(std::int64_t low, std::int64_t high, bool lo
   // Compared as integers: 2^53 + 1 rounds to 2^53 as a double.
   constexpr std::int64_t kLimit = std::int64_t{1} << 53;
   auto in_range = [](std::int64_t v) { return v <= kLimit && v >= -kLimit; };
-  if (!in_range(low)) throw ConfigError(join_path(path, "low"), "must be within +-2^53");
-  if (!in_range(high)) throw ConfigError(join_path(path, "high"), "must be within +-2^53");
+  if (!in_range(low))
+    throw ConfigError(join_path(path, "low"), "must be within +-2^53, got " + std::to_string(low));
+  if (!in_range(high))
+    throw ConfigError(join_path(path, "high"),
+                      "must be within +-2^53, got " + std::to_string(high));
   if (low > high)
     throw ConfigError(path, "needs low <= high, got low = " + std::to_string(low) +
                                 ", high = " + std::to_string(high));

@@ -192,7 +192,7 @@ std::optional<double> optional_number(const Json& object, std::string_view path,
   const Json* v = field(object, path, key);
   if (!v) return std::nullopt;
   if (!v->is_number())
-    throw ConfigError(join_path(path, key), "must be a number, got " + type_name(*v));
+    throw ConfigError(join_path(path, key), "must be a number, got " + quoted_value(*v));
   double d = v->get<double>();
   if (!std::isfinite(d)) throw ConfigError(join_path(path, key), "must be finite");
   return d;
@@ -214,8 +214,7 @@ std::optional<std::int64_t> optional_int(const Json& object, std::string_view pa
                       integer_range_rule(std::numeric_limits<std::int64_t>::min(),
                                          std::numeric_limits<std::int64_t>::max()) +
                           ", got " + v->dump());
-  throw ConfigError(join_path(path, key),
-                    "must be an integer, got " + (v->is_number() ? v->dump() : type_name(*v)));
+  throw ConfigError(join_path(path, key), "must be an integer, got " + quoted_value(*v));
 }
 
 std::optional<std::int64_t> optional_int_in(const Json& object, std::string_view path,
@@ -248,7 +247,7 @@ std::optional<std::string> optional_string(const Json& object, std::string_view 
   const Json* v = field(object, path, key);
   if (!v) return std::nullopt;
   if (!v->is_string())
-    throw ConfigError(join_path(path, key), "must be a string, got " + type_name(*v));
+    throw ConfigError(join_path(path, key), "must be a string, got " + quoted_value(*v));
   return v->get<std::string>();
 }
 
@@ -288,7 +287,7 @@ std::optional<bool> optional_bool(const Json& object, std::string_view path, std
   const Json* v = field(object, path, key);
   if (!v) return std::nullopt;
   if (!v->is_boolean())
-    throw ConfigError(join_path(path, key), "must be true or false, got " + type_name(*v));
+    throw ConfigError(join_path(path, key), "must be true or false, got " + quoted_value(*v));
   return v->get<bool>();
 }
 

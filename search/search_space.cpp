@@ -253,11 +253,15 @@ StudyDirection parse_direction(const std::string& text, const std::string& path)
   if (text == "minimize") return StudyDirection::kMinimize;
   if (text == "maximize") return StudyDirection::kMaximize;
   const std::string best = nearest_name(text, {"minimize", "maximize"});
-  throw ConfigError(path, "must be \"minimize\" or \"maximize\", got \"" + text + "\"" +
+  throw ConfigError(path, "must be \"minimize\" or \"maximize\", got " + quoted_value(Json(text)) +
                               (best.empty() ? "" : " (did you mean \"" + best + "\"?)"));
 }
 
 namespace {
+
+// The longest study.storage: Linux's PATH_MAX, with its NUL (a longer path
+// cannot be opened: "File name too long").
+constexpr std::size_t kMaxStoragePathBytes = 4095;
 
 void require_type(const Json& doc, const char* section) {
   auto it = doc.find(section);
@@ -361,6 +365,10 @@ StudyConfig StudyConfig::from_json(const Json& doc) {
                                 "study.direction");
   c.storage = optional_string(*study, "study", "storage").value_or(c.name + ".db");
   if (c.storage.empty()) throw ConfigError("study.storage", "must not be empty");
+  if (c.storage.size() > kMaxStoragePathBytes)
+    throw ConfigError("study.storage", "must be at most " + std::to_string(kMaxStoragePathBytes) +
+                                           " bytes (a file path or storage URL), got " +
+                                           std::to_string(c.storage.size()) + " bytes");
 
   require_type(doc, "sampler");
   require_type(doc, "pruner");

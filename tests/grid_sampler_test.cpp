@@ -126,6 +126,38 @@ TEST(GridSamplerTest, AResumedStudyOnSqliteContinuesTheOrder) {
   EXPECT_EQ(resumed, all);
 }
 
+// A trial enqueued with every param fixed runs as given, even when a
+// finished trial holds that point: the coordinator's retry of a trial that
+// an interrupted run left FAIL ("interrupted") is enqueued with the params
+// it had. Before, the grid found no free point that agreed with the fixed
+// params and failed the retry with "search space exhausted", which ended the
+// resumed study with points never tried.
+TEST(GridSamplerTest, ARetryOfAnInterruptedTrialRunsItsPointAndTheRestFollow) {
+  testsupport::TempDir dir("grid_retry");
+  const SearchSpace space = space_of(kSmall);
+  std::string first_point;
+  {
+    Study first = grid_study(open_storage(dir.file("study.db")), space, Json{{"type", "grid"}});
+    Trial done = first.ask();
+    first.tell(done, 1.0);
+    Trial cut = first.ask();
+    first_point = Json(cut.params()).dump();
+    first.tell(cut, TrialState::kFail, std::nullopt, "interrupted");
+    first.enqueue_trial(cut.params());  // what the coordinator's retry does
+  }
+  // A new process: the retry first, then the four points not tried yet.
+  Study second = grid_study(open_storage(dir.file("study.db")), space, Json{{"type", "grid"}});
+  auto rest = run_to_exhaustion(second, TrialState::kComplete);
+  ASSERT_EQ(rest.size(), 5u);
+  EXPECT_EQ(rest[0], first_point);
+  EXPECT_EQ(std::set<std::string>(rest.begin(), rest.end()).size(), 5u);
+  auto trials = second.trials();
+  std::set<std::string> complete;
+  for (const auto& t : trials)
+    if (t->state == TrialState::kComplete) complete.insert(Json(t->params).dump());
+  EXPECT_EQ(complete.size(), 6u);  // every point of the grid COMPLETE once
+}
+
 TEST(GridSamplerTest, SeedsGiveDifferentOrders) {
   const SearchSpace space = space_of(R"({"x": {"type": "int", "low": 0, "high": 99}})");
   auto order = [&](int seed) {

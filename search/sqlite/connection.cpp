@@ -49,7 +49,7 @@ void Connection::open() {
     try {
       create_private_file(path_);
     } catch (const Error& e) {
-      throw StorageError(path_ + ": cannot open database file (" + e.what() + ")");
+      throw StorageError(e.what());  // "PATH: cannot create the file: why"
     }
   }
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
