@@ -255,8 +255,10 @@ std::string TpeSampler::plan_budget(std::int64_t max_complete) {
          " COMPLETE trial" + (max_complete == 1 ? "" : "s") +
          ", at or below n_startup_trials = " + std::to_string(startup) +
          (options_.n_startup_trials ? "" : " (\"auto\")") +
-         ", so every trial is drawn at random (a random search); raise the budget or lower "
-         "sampler.n_startup_trials";
+         (options_.startup ? std::string(", so every trial is a point of the startup design (") +
+                                 to_string(*options_.startup) + "), never modelled"
+                           : std::string(", so every trial is drawn at random (a random search)")) +
+         "; raise the budget or lower sampler.n_startup_trials";
 }
 
 std::size_t TpeSampler::startup_trials() const {

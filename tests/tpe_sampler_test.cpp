@@ -474,6 +474,13 @@ TEST(TpeSamplerTest, AutoStartupModelsFromTheBudgetsStartupSize) {
             "n_startup_trials = 5 (\"auto\"), so every trial is drawn at random (a random "
             "search); raise the budget or lower sampler.n_startup_trials");
   EXPECT_NE(with_startup(10)->plan_budget(8).find("n_startup_trials = 10, so"), std::string::npos);
+  // With a startup design the startup trials are its points, not random ones.
+  TpeOptions sobol;
+  sobol.startup = QmcSequence::kSobol;
+  EXPECT_NE(TpeSampler(sobol).plan_budget(5).find(
+                "so every trial is a point of the startup design (sobol), never modelled; raise"),
+            std::string::npos)
+      << TpeSampler(sobol).plan_budget(5);
 }
 
 // The budget warning counts its trials in words: "1 COMPLETE trial", not
