@@ -64,6 +64,7 @@ std::int64_t pick_study(Storage& storage, const std::optional<std::string>& name
   if (studies.empty()) throw ConfigError(path, "the storage holds no study");
   if (studies.size() > 1) {
     std::vector<std::string> names;
+    names.reserve(studies.size());
     for (const auto& s : studies) names.push_back(s.name);
     throw ConfigError(
         "--study", "the storage holds several studies (" + study_name_list(names) + "); name one");
