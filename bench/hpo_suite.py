@@ -412,7 +412,8 @@ def main():
     ap.add_argument("--trials", type=int, default=100)
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--seed-offset", type=int, default=0)
-    ap.add_argument("--problems", default=",".join(p for p in PROBLEMS if p != "et_cancer"))
+    ap.add_argument("--problems", default=",".join(p for p in PROBLEMS if p != "et_cancer"),
+                    help="comma-separated, of: " + ", ".join(PROBLEMS) + " (default: all but et_cancer)")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--optuna", choices=["saved", "live", "none"], default="saved")
     ap.add_argument("--ours", action="append", default=[], metavar="LABEL=JSON",
