@@ -23,14 +23,18 @@ std::vector<Json> axis_values(const ParamSpec& spec, const GridOptions& options)
   const std::string path = join_path("sampler.values", spec.name);
   if (auto it = options.values.find(spec.name); it != options.values.end()) {
     std::vector<Json> out;
-    for (const Json& v : it->second) {
-      if (!d.contains(v))
-        throw ConfigError(path, "value " + quoted_value(v) +
+    for (const Json& listed : it->second) {
+      if (!d.contains(listed))
+        throw ConfigError(path, "value " + quoted_value(listed) +
                                     " is not in the param's distribution " +
                                     quoted_value(d.to_json()));
+      // An int param's value as an integer: 1.0 is the value 1 (listed
+      // twice with 1, and stored as the int the param's trials hold).
+      const Json v =
+          d.kind() == DistributionKind::kInt ? d.to_external(d.to_internal(listed)) : listed;
       for (const Json& seen : out)
         if (same_json_scalar(seen, v))
-          throw ConfigError(path, "lists the value " + quoted_value(v) + " twice");
+          throw ConfigError(path, "lists the value " + quoted_value(listed) + " twice");
       out.push_back(v);
     }
     return out;

@@ -557,7 +557,7 @@ void print_workers(const StudyStatus& s) {
 
 void print_status_text(const StudyStatus& s, const std::string& storage_name) {
   std::cout << fmt::format("Study '{}' ({}) in {}\n", printable_excerpt(s.info.name),
-                           to_string(s.info.direction), storage_name);
+                           to_string(s.info.direction), printable(storage_name));
   std::string by_state;
   for (TrialState st : {TrialState::kComplete, TrialState::kPruned, TrialState::kFail,
                         TrialState::kRunning, TrialState::kWaiting})

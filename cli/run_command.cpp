@@ -875,7 +875,7 @@ int failure_exit(const Coordinator& coordinator, const StudyConfig& config) {
   if (coordinator.stopped_for_failures()) {
     // The reason is on the summary's first line.
     std::cout << "Stopped early for failed trials: fix the objective and run `hpsearch resume "
-              << config.storage
+              << printable(config.storage)
               << "` to continue the budget (--no-fail-fast and --max-failed-trials N change "
                  "the rules).\n";
     return kExitFailure;
@@ -1017,10 +1017,10 @@ int run_study(StudyConfig config, const RunOptions& o) {
   // failures stopped.
   if (!coordinator.stopped_for_failures()) after_study(config, study);
   std::cout << "\n" << summary(study, progress.elapsed_s(), coordinator.done_reason());
-  std::cout << "Storage: " << config.storage << "\n";
+  std::cout << "Storage: " << printable(config.storage) << "\n";
   if (int sig = stop_signal()) {
-    std::cout << "Interrupted; run the same command again (or hpsearch resume " << config.storage
-              << ") to continue.\n";
+    std::cout << "Interrupted; run the same command again (or hpsearch resume "
+              << printable(config.storage) << ") to continue.\n";
     return 128 + sig;
   }
   return failure_exit(coordinator, config);

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
@@ -156,6 +157,24 @@ TEST(GridSamplerTest, ARetryOfAnInterruptedTrialRunsItsPointAndTheRestFollow) {
   for (const auto& t : trials)
     if (t->state == TrialState::kComplete) complete.insert(Json(t->params).dump());
   EXPECT_EQ(complete.size(), 6u);  // every point of the grid COMPLETE once
+}
+
+// An int param's listed 1.0 is the value 1: listed beside 1 it is a
+// duplicate, and alone it is given to trials as the int 1.
+TEST(GridSamplerTest, AnIntParamsListedFloatsAreItsInts) {
+  const SearchSpace space = space_of(R"({"a": {"type": "int", "low": 1, "high": 5}})");
+  GridSampler twice(GridOptions{.seed = 1, .values = {{"a", {Json(1), Json(1.0), Json(2)}}}});
+  try {
+    (void)twice.grid_size(space);
+    FAIL() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "sampler.values.a: lists the value 1.0 twice");
+  }
+  Study study = grid_study(std::make_shared<InMemoryStorage>(), space,
+                           Json::parse(R"({"type": "grid", "values": {"a": [2.0, 3]}})"));
+  auto seen = run_to_exhaustion(study, TrialState::kComplete);
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<std::string>{R"({"a":2})", R"({"a":3})"}));
 }
 
 TEST(GridSamplerTest, SeedsGiveDifferentOrders) {

@@ -49,7 +49,8 @@ void Connection::open() {
     try {
       create_private_file(path_);
     } catch (const Error& e) {
-      throw StorageError(e.what());  // "PATH: cannot create the file: why"
+      // e: "PATH: cannot create the file: why" (the path once).
+      throw StorageError(std::string("cannot open database file: ") + e.what());
     }
   }
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;

@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "search/errors.h"
+#include "search/printable.h"
 #include "search/private_files.h"
 
 namespace hps::util {
@@ -60,7 +61,7 @@ inline void check_store_file_if_present(const std::string& path, const std::stri
   std::error_code ec;
   check_store_path_not_empty(path, field);
   if (std::string why = dangling_link_refusal(path); !why.empty())
-    throw ConfigError(field, why + ": " + path);
+    throw ConfigError(field, why + ": " + printable_excerpt(path));
   if (!path.starts_with("file:")) {
     if (auto refused = store_files_refusal(path)) throw ConfigError(refused->file, refused->rule);
   }
@@ -69,13 +70,15 @@ inline void check_store_file_if_present(const std::string& path, const std::stri
     // (A "file:" URI is SQLite's to read: no folder of its own to check.)
     if (parent.empty() || path.starts_with("file:") || fs::is_directory(parent, ec)) return;
     if (fs::exists(parent, ec))
-      throw ConfigError(field, "'" + parent.string() + "' is not a folder: " + path);
-    throw ConfigError(field, "the folder '" + parent.string() +
+      throw ConfigError(field, "'" + printable_excerpt(parent.string()) +
+                                   "' is not a folder: " + printable_excerpt(path));
+    throw ConfigError(field, "the folder '" + printable_excerpt(parent.string()) +
                                  "' does not exist (hpsearch makes the store, not its folder: "
                                  "create the folder first): " +
-                                 path);
+                                 printable_excerpt(path));
   }
-  if (!fs::is_regular_file(path, ec)) throw ConfigError(field, "is not a regular file: " + path);
+  if (!fs::is_regular_file(path, ec))
+    throw ConfigError(field, "is not a regular file: " + printable_excerpt(path));
   const std::uintmax_t size = fs::file_size(path, ec);
   if (ec || size == 0) return;
   constexpr char kHeader[] = "SQLite format 3";  // and its NUL: 16 bytes
@@ -85,7 +88,8 @@ inline void check_store_file_if_present(const std::string& path, const std::stri
   in.read(head, sizeof head);
   if (in.gcount() != static_cast<std::streamsize>(sizeof head) ||
       std::memcmp(head, kHeader, sizeof kHeader) != 0)
-    throw ConfigError(field, "is not a SQLite database (no SQLite header): " + path);
+    throw ConfigError(field,
+                      "is not a SQLite database (no SQLite header): " + printable_excerpt(path));
 }
 
 // Checks that `path` is the file of an existing store before open_storage()
@@ -99,10 +103,13 @@ inline void check_existing_store_file(const std::string& path, const std::string
   namespace fs = std::filesystem;
   std::error_code ec;
   check_store_path_not_empty(path, field);
-  if (!fs::exists(path, ec)) throw ConfigError(field, "no such storage file: " + path);
-  if (!fs::is_regular_file(path, ec)) throw ConfigError(field, "is not a regular file: " + path);
+  if (!fs::exists(path, ec))
+    throw ConfigError(field, "no such storage file: " + printable_excerpt(path));
+  if (!fs::is_regular_file(path, ec))
+    throw ConfigError(field, "is not a regular file: " + printable_excerpt(path));
   const std::uintmax_t size = fs::file_size(path, ec);
-  if (ec || size == 0) throw ConfigError(field, "is empty, not a hpsearch store: " + path);
+  if (ec || size == 0)
+    throw ConfigError(field, "is empty, not a hpsearch store: " + printable_excerpt(path));
   check_store_file_if_present(path, field);
 }
 
