@@ -294,11 +294,12 @@ void check_study_name(const std::string& name, const std::string& field) {
   if (name.size() > kMaxStudyNameBytes)
     throw ConfigError(field, "must be at most " + std::to_string(kMaxStudyNameBytes) +
                                  " bytes, got " + std::to_string(name.size()));
-  for (char ch : name) {
-    const auto u = static_cast<unsigned char>(ch);
+  for (std::size_t at = 0; at < name.size(); ++at) {
+    const auto u = static_cast<unsigned char>(name[at]);
     if (u < 0x20 || u == 0x7f)
-      throw ConfigError(field,
-                        "must not contain control characters (byte " + std::to_string(u) + ")");
+      throw ConfigError(field, "must not contain control characters (" +
+                                   printable(std::string_view(&name[at], 1)) + " at byte " +
+                                   std::to_string(at) + ")");
   }
   for (std::size_t at = 0; at < name.size();) {
     const std::size_t len = utf8_sequence_length(name, at);

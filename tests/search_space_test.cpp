@@ -856,6 +856,9 @@ TEST_F(StudyConfigFileTest, StudyNameLengthIsBounded) {
   }
   EXPECT_NO_THROW(check_study_name("résumé-研究", "--study"));
   EXPECT_THROW(check_study_name("", "--study"), ConfigError);
+  // A C0 control is named escaped, with its place (not its value).
+  EXPECT_STREQ(config_error([] { check_study_name("abcdef\x07", "study.name"); }).what(),
+               "study.name: must not contain control characters (\\x07 at byte 6)");
   // Characters that print as something else or as nothing: a C1 control
   // (the one-byte CSI), a right-to-left override, a zero-width space and a
   // byte order mark. The error names the character and where it is.
