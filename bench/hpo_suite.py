@@ -407,6 +407,34 @@ def fmt(v):
     return f"{v:.4g}"
 
 
+def parse_names(ap, flag, text, known, what):
+    """The comma-separated names of `text`, each one of `known`; otherwise
+    ap.error naming `flag` (also for a list that names nothing)."""
+    names = [n for n in text.split(",") if n]
+    if not names:
+        ap.error(f"{flag}: names no {what} (known: {', '.join(known)})")
+    for n in names:
+        if n not in known:
+            ap.error(f"{flag}: unknown {what} '{n}' (known: {', '.join(known)})")
+    return names
+
+
+def check_minimums(ap, items):
+    """ap.error for the first (flag, value, low) of `items` with value < low."""
+    for flag, value, low in items:
+        if value < low:
+            ap.error(f"{flag}: must be >= {low}, got {value}")
+
+
+def check_writable(ap, flag, path):
+    """ap.error unless the folder of `path` exists and this user may write it
+    (checked before a long run, not after it)."""
+    if path:
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            ap.error(f"{flag}: cannot write {path} (its folder is missing or not writable)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--trials", type=int, default=100)
@@ -437,12 +465,7 @@ def main():
                     "results (beside --optuna saved) instead of running ours")
     args = ap.parse_args()
 
-    problems = [p for p in args.problems.split(",") if p]
-    if not problems:
-        ap.error(f"--problems: names no problem (known: {', '.join(PROBLEMS)})")
-    for p in problems:
-        if p not in PROBLEMS:
-            ap.error(f"--problems: unknown problem '{p}' (known: {', '.join(PROBLEMS)})")
+    problems = parse_names(ap, "--problems", args.problems, list(PROBLEMS), "problem")
     ours = [] if args.no_default_ours else [("tpe", {"type": "tpe"}), ("random", {"type": "random"})]
     for item in args.ours:
         label, sep, text = item.partition("=")
@@ -452,15 +475,10 @@ def main():
             ours.append((label, json.loads(text)))
         except json.JSONDecodeError as e:
             ap.error(f"--ours {label}: not JSON: {e}")
-    for flag, value, low in (("--trials", args.trials, 1), ("--seeds", args.seeds, 1),
-                             ("--seed-offset", args.seed_offset, 0), ("--jobs", args.jobs, 1)):
-        if value < low:
-            ap.error(f"{flag}: must be >= {low}, got {value}")
-    for flag, path in (("--json", args.json), ("--trace", args.trace)):
-        if path:
-            folder = os.path.dirname(os.path.abspath(path))
-            if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-                ap.error(f"{flag}: cannot write {path} (its folder is missing or not writable)")
+    check_minimums(ap, (("--trials", args.trials, 1), ("--seeds", args.seeds, 1),
+                        ("--seed-offset", args.seed_offset, 0), ("--jobs", args.jobs, 1)))
+    check_writable(ap, "--json", args.json)
+    check_writable(ap, "--trace", args.trace)
     loaded_files = [(path, _read_loaded(ap, path, args.trials)) for path in args.load]
     if args.reference and args.optuna != "saved":
         ap.error("--reference: only with --optuna saved")

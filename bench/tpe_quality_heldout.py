@@ -33,6 +33,8 @@ import tempfile
 import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from hpo_suite import check_minimums, check_writable, parse_names  # noqa: E402 (the suite's argument rules)
 ROOT = os.path.normpath(os.path.join(HERE, ".."))
 REFERENCE_SCRIPT = os.path.normpath(os.path.join(ROOT, "..", "shared", "bench", "optuna_reference.py"))
 BINARY = os.path.join(ROOT, "build", "release", "bench", "tpe_quality")
@@ -75,22 +77,12 @@ def main():
     ap.add_argument("--load-ours", help="a tpe_quality --json file of the same seeds instead of running it")
     ap.add_argument("--binary", default=BINARY)
     args = ap.parse_args()
-    funcs = [f for f in args.funcs.split(",") if f]
-    if not funcs:
-        ap.error(f"--funcs: names no function (known: {', '.join(FUNCS)})")
-    for f in funcs:
-        if f not in FUNCS:
-            ap.error(f"--funcs: unknown function '{f}' (known: {', '.join(FUNCS)})")
-    for flag, value, low in (("--seeds", args.seeds, 1), ("--seed-offset", args.seed_offset, 0),
-                             ("--trials", args.trials, 1)):
-        if value < low:
-            ap.error(f"{flag}: must be >= {low}, got {value}")
+    funcs = parse_names(ap, "--funcs", args.funcs, FUNCS, "function")
+    check_minimums(ap, (("--seeds", args.seeds, 1), ("--seed-offset", args.seed_offset, 0),
+                        ("--trials", args.trials, 1)))
     if args.load_optuna and args.save_optuna:
         ap.error("--save-optuna: not with --load-optuna")
-    if args.save_optuna:
-        folder = os.path.dirname(os.path.abspath(args.save_optuna))
-        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-            ap.error(f"--save-optuna: cannot write {args.save_optuna} (its folder is missing or not writable)")
+    check_writable(ap, "--save-optuna", args.save_optuna)
     if not args.load_optuna and not os.path.isfile(REFERENCE_SCRIPT):
         ap.error(f"Optuna's functions are read from {REFERENCE_SCRIPT}, which is missing (or use --load-optuna)")
     if not args.load_ours and not os.access(args.binary, os.X_OK):
