@@ -369,7 +369,7 @@ StudyConfig StudyConfig::from_json(const Json& doc) {
   if (c.storage.size() > kMaxStoragePathBytes)
     throw ConfigError("study.storage", "must be at most " + std::to_string(kMaxStoragePathBytes) +
                                            " bytes (a file path or storage URL), got " +
-                                           std::to_string(c.storage.size()) + " bytes");
+                                           printable_excerpt(c.storage));
 
   require_type(doc, "sampler");
   require_type(doc, "pruner");

@@ -285,6 +285,13 @@ TEST(UtilStorageUrlTest, StoreFileCheckRefusesEmptyPathsMissingFoldersAndDanglin
     return "no error";
   };
   EXPECT_EQ(error_of(""), "--storage: must not be empty (name a SQLite file, e.g. study.db)");
+  // Longer than PATH_MAX: the length rule, with the path cut, not a false
+  // "folder does not exist".
+  const std::string too_long = error_of(dir.file(std::string(5000, 'p')));
+  EXPECT_NE(too_long.find("--storage: must be at most 4095 bytes (a file path), got "),
+            std::string::npos)
+      << too_long;
+  EXPECT_NE(too_long.find("bytes in all)"), std::string::npos) << too_long;
   const std::string nodir = dir.file("nodir/x.db");
   EXPECT_EQ(error_of(nodir), "--storage: the folder '" + dir.file("nodir") +
                                  "' does not exist (hpsearch makes the store, not its folder: "

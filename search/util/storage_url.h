@@ -34,10 +34,17 @@ inline StorageUrl parse_storage_url(std::string_view url) {
 }
 
 // Throws ConfigError(field, "must not be empty (name a SQLite file, e.g.
-// study.db)") when `path` is "" (hpsearch resume "").
+// study.db)") when `path` is "" (hpsearch resume ""), and ConfigError(field,
+// "must be at most 4095 bytes (a file path), got PATH") (PATH cut and
+// escaped, printable_excerpt) when it is longer than Linux's PATH_MAX.
 inline void check_store_path_not_empty(const std::string& path, const std::string& field) {
   if (path.empty())
     throw ConfigError(field, "must not be empty (name a SQLite file, e.g. study.db)");
+  // Linux's PATH_MAX with its NUL: a longer path cannot be opened.
+  constexpr std::size_t kMaxPathBytes = 4095;
+  if (path.size() > kMaxPathBytes)
+    throw ConfigError(field,
+                      "must be at most 4095 bytes (a file path), got " + printable_excerpt(path));
 }
 
 // Checks that `path` can be a store before open_storage() opens or creates
