@@ -29,7 +29,7 @@ myst_enable_extensions = ["colon_fence", "deflist"]
 # are checked by the build like page links.
 myst_heading_anchors = 3
 
-html_theme = "furo"
+html_theme = "sphinx_rtd_theme"
 html_title = "hpsearch"
 html_static_path = ["_static"]
 html_css_files = ["hpsearch.css"]
