@@ -21,6 +21,11 @@ WHOLE = re.compile(r"^(\s*)//(?!/)(.*)$")
 TRAILING = re.compile(r"^(.*?[;,{)])(\s*)//(?!/)\s?(.*)$")
 
 
+def doc(text):
+    """Comment text with "--" kept as written (Doxygen would print a dash)."""
+    return re.sub(r"(?<!\\)--", r"\\--", text)
+
+
 def main():
     with open(sys.argv[1], encoding="utf-8") as f:
         lines = f.read().split("\n")
@@ -34,17 +39,17 @@ def main():
                 text = m.group(2)
                 # "@file NAME" names this file; the rest of the line (and
                 # the block) is its description.
-                out.append(("/// @file " + os.path.basename(sys.argv[1]) + text)
-                           if first else ("///" + text))
+                out.append(("/// @file " + os.path.basename(sys.argv[1]) + doc(text))
+                           if first else ("///" + doc(text)))
                 first = False
                 continue
             in_header = False
         if m:
-            out.append(m.group(1) + "///" + m.group(2))
+            out.append(m.group(1) + "///" + doc(m.group(2)))
             continue
         t = TRAILING.match(line)
         if t and '"' not in t.group(1):
-            out.append(t.group(1) + t.group(2) + "///< " + t.group(3))
+            out.append(t.group(1) + t.group(2) + "///< " + doc(t.group(3)))
             continue
         out.append(line)
     sys.stdout.write("\n".join(out))
