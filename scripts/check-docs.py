@@ -57,6 +57,11 @@ def runnable_blocks(path):
     while i < len(lines):
         m = MARK.match(lines[i].strip())
         if not m:
+            fence = FENCE.match(lines[i])
+            if fence:  # skip a block that is not marked (a mark inside it is text)
+                ticks, i = fence.group(2), i + 1
+                while i < len(lines) and not lines[i].strip().startswith(ticks):
+                    i += 1
             i += 1
             continue
         j = i + 1
@@ -98,7 +103,12 @@ def run_page(path, hpsearch, work, timeout_s):
     shutil.copytree(os.path.join(ROOT, "examples"), os.path.join(scratch, "examples"),
                     ignore=shutil.ignore_patterns("*.db", "*.db-*", "*.logs", "__pycache__"))
     env = dict(os.environ)
-    env["PATH"] = os.path.dirname(os.path.abspath(hpsearch)) + os.pathsep + env.get("PATH", "")
+    # hpsearch's folder first, then the system's programs (Debian's python3,
+    # with the packages scripts/install-deps.sh installs), as on a fresh
+    # Debian machine: a python3 of pyenv or a virtualenv earlier on PATH
+    # would lack them.
+    env["PATH"] = os.pathsep.join([os.path.dirname(os.path.abspath(hpsearch)), "/usr/bin",
+                                   env.get("PATH", "")])
     env.pop("HPSEARCH_KEYS_DIR", None)
     start = time.monotonic()
     try:
