@@ -11,7 +11,9 @@
 #      a requeue would) and checks that the budget is finished with nothing
 #      lost and nothing left RUNNING;
 #  (d) cancels the worker job of a `--launcher slurm` run: the launcher
-#      starts its workers again and the study still finishes.
+#      starts its workers again and the study still finishes;
+#  (e) cancels the job of a trial that checkpoints each epoch and resubmits
+#      it: the trial continues from its last reported epoch.
 # Everything it started is stopped at the end, on failure too. A machine
 # where Slurm cannot start FAILS this test (it never skips).
 #
@@ -376,5 +378,74 @@ print(len({t["user_attrs"]["slurm_job"] for t in json.load(sys.stdin) if t["stat
 grep -q "starting it again" run.err || fail "(d) the launcher did not say it restarted the step"
 no_jobs_left
 log "(d) ok: the study finished on a second worker job"
+
+# ---- (e) a checkpointing trial cancelled with its job continues where it stopped --
+# The batch-script way again (one task): a Python program that saves its
+# state to HPSEARCH_CHECKPOINT_DIR before each report; scancel while it
+# trains, resubmit: the retry starts from HPSEARCH_RESUME_STEP with the
+# whole learning curve and the value of an uninterrupted run (docs, "Long
+# trials").
+mkdir "$T/e" && cd "$T/e"
+cat > train.py << 'PY'
+import json, os, time
+ck = os.environ["HPSEARCH_CHECKPOINT_DIR"]
+x = json.loads(os.environ["HPSEARCH_PARAMS"])["x"]
+resume = os.environ.get("HPSEARCH_RESUME_STEP")
+start, loss = 1, x
+if resume is not None:
+    with open(os.path.join(ck, "state.json")) as f:
+        st = json.load(f)
+    start, loss = st["epoch"] + 1, st["loss"]
+for epoch in range(start, 11):
+    with open("epochs.log", "a") as f:
+        f.write("%s %d\n" % (os.environ["HPSEARCH_TRIAL_NUMBER"], epoch))
+    time.sleep(0.5)
+    loss = loss * 0.9
+    with open(os.path.join(ck, "state.tmp"), "w") as f:
+        json.dump({"epoch": epoch, "loss": loss}, f)
+    os.replace(os.path.join(ck, "state.tmp"), os.path.join(ck, "state.json"))
+    print("hpsearch: " + json.dumps({"step": epoch, "value": loss}), flush=True)
+print("hpsearch: " + json.dumps({"value": loss}), flush=True)
+PY
+cat > space.json << JSON
+{
+  "study": {"name": "e", "direction": "minimize", "storage": "e.db"},
+  "sampler": {"type": "random", "seed": 7},
+  "budget": {"n_trials": 1},
+  "objective": {"type": "command", "argv": ["/usr/bin/python3", "$T/e/train.py"]},
+  "space": {"x": {"type": "float", "low": 1, "high": 2}}
+}
+JSON
+log "(e) sbatch a checkpointing trial, scancel mid-trial, resubmit"
+job=$(sbatch --parsable --overcommit --ntasks=1 --output="$T/e/hpsearch-%j.out" \
+  "$sbatch_example" space.json)
+epochs_started() { [[ -f epochs.log ]] && wc -l < epochs.log || echo 0; }
+deadline=$((SECONDS + 120))
+while [[ $SECONDS -lt $deadline && $(epochs_started) -lt 4 ]]; do sleep 0.2; done
+[[ $(epochs_started) -ge 4 ]] || fail "(e) the trial did not get going: $(cat hpsearch-*.out)"
+scancel "$job"
+no_jobs_left
+sbatch --wait --overcommit --ntasks=1 --output="$T/e/hpsearch-%j.out" "$sbatch_example" \
+  space.json > /dev/null || fail "(e) the resubmitted job failed: $(cat hpsearch-*.out)"
+"$hpsearch" trials e.db --format json > after.json
+python3 - << 'PY' || fail "(e) the cancelled trial did not continue from its checkpoint"
+import json
+trials = json.load(open("after.json"))
+done = [t for t in trials if t["state"] == "COMPLETE"]
+assert len(done) == 1, [(t["number"], t["state"], t["fail_reason"][:80]) for t in trials]
+t = done[0]
+frm = t["system_attrs"].get("resumed_from")
+assert frm and 1 <= frm["step"] < 10, t["system_attrs"]
+assert sorted(int(k) for k in t["intermediate_values"]) == list(range(1, 11)), t["intermediate_values"]
+v = t["params"]["x"]
+for _ in range(10):
+    v *= 0.9
+assert t["value"] == v, (t["value"], v)
+epochs = [l.split() for l in open("epochs.log") if l.strip()]
+assert len(epochs) <= 11, epochs
+print(f"resumed after step {frm['step']}; {len(epochs)} epochs trained for 10")
+PY
+no_jobs_left
+log "(e) ok"
 
 log "all Slurm tests passed"
