@@ -98,8 +98,7 @@ Json manifest_json(std::int64_t step, const Manifest& m) {
 }
 
 // Reads a manifest; throws Error naming what is wrong.
-Manifest read_manifest(const OwnerOnlyFolder& folder, const std::string& name,
-                       std::int64_t step) {
+Manifest read_manifest(const OwnerOnlyFolder& folder, const std::string& name, std::int64_t step) {
   Json j = parse_json_text(folder.read_file(name, kMaxManifestBytes), name);
   if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer() ||
       j["step"].get<std::int64_t>() != step || !j.contains("files") || !j["files"].is_array())
@@ -151,8 +150,8 @@ void remove_quietly(const fs::path& p) {
 void copy_regular(const fs::path& from, const fs::path& to) {
   int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (in < 0) throw Error(from.string() + ": " + errno_text(errno));
-  int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-                   kPrivateFileMode);
+  int out =
+      ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, kPrivateFileMode);
   if (out < 0) {
     int err = errno;
     ::close(in);
@@ -206,7 +205,8 @@ std::string snapshot_name(std::int64_t step) { return kSnapshotPrefix + std::to_
 // The step of "snapshot-<S>", or nullopt.
 std::optional<std::int64_t> parse_snapshot_name(const std::string& name) {
   const std::string prefix = kSnapshotPrefix;
-  if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size() || name.size() > prefix.size() + 18)
+  if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size() ||
+      name.size() > prefix.size() + 18)
     return std::nullopt;
   std::int64_t v = 0;
   for (std::size_t i = prefix.size(); i < name.size(); ++i) {
@@ -263,7 +263,8 @@ std::string lineage_path(const std::string& root, std::int64_t lineage) {
 // ------------------------------------------------------------ options
 
 void ArtifactOptions::validate() const {
-  if (keep_best < 0) throw ConfigError("artifacts.keep_best", "must be >= 0, got " + std::to_string(keep_best));
+  if (keep_best < 0)
+    throw ConfigError("artifacts.keep_best", "must be >= 0, got " + std::to_string(keep_best));
   if (max_snapshot_bytes == 0) throw ConfigError("artifacts.max_snapshot_bytes", "must be >= 1");
 }
 
@@ -278,8 +279,8 @@ ArtifactOptions ArtifactOptions::from_json(const Json& section) {
     if (key == "keep_best") {
       if (!value.is_number_integer() || value.get<std::int64_t>() < 0 ||
           value.get<std::int64_t>() > 1000000)
-        throw ConfigError(path, "must be an integer from 0 to 1000000, got " +
-                                    printable_excerpt(value.dump()));
+        throw ConfigError(
+            path, "must be an integer from 0 to 1000000, got " + printable_excerpt(value.dump()));
       o.keep_best = value.get<int>();
     } else if (key == "keep_pruned" || key == "keep_failed" || key == "checkpoints") {
       if (!value.is_boolean())
@@ -289,12 +290,13 @@ ArtifactOptions ArtifactOptions::from_json(const Json& section) {
                               : o.checkpoints) = value.get<bool>();
     } else if (key == "max_snapshot_bytes") {
       if (!value.is_number_integer() || value.get<std::int64_t>() < 1)
-        throw ConfigError(path, "must be an integer >= 1 (bytes), got " +
-                                    printable_excerpt(value.dump()));
+        throw ConfigError(
+            path, "must be an integer >= 1 (bytes), got " + printable_excerpt(value.dump()));
       o.max_snapshot_bytes = value.get<std::uint64_t>();
     } else {
-      throw ConfigError(path, "unknown key (known: checkpoints, keep_best, keep_failed, "
-                              "keep_pruned, max_snapshot_bytes)");
+      throw ConfigError(path,
+                        "unknown key (known: checkpoints, keep_best, keep_failed, "
+                        "keep_pruned, max_snapshot_bytes)");
     }
   }
   o.validate();
@@ -342,9 +344,9 @@ Prepared LineageFolder::prepare(std::optional<std::int64_t> resume_step) {
     return out;
   }
   if (S_ISLNK(st.st_mode) || !S_ISDIR(st.st_mode)) {
-    from_scratch(snap.string() + ": " +
-                 (S_ISLNK(st.st_mode) ? "is a symbolic link: refused (never followed)"
-                                      : "is not a folder"));
+    from_scratch(
+        snap.string() + ": " +
+        (S_ISLNK(st.st_mode) ? "is a symbolic link: refused (never followed)" : "is not a folder"));
     return out;
   }
   try {
@@ -370,8 +372,9 @@ Prepared LineageFolder::prepare(std::optional<std::int64_t> resume_step) {
         std::uint64_t size = 0;
         std::string h = hash_file(snap / rel, &size);
         if (size != e.size)
-          throw Error(name + "/" + rel + ": " + std::to_string(size) + " bytes, the manifest says " +
-                      std::to_string(e.size) + (size < e.size ? " (truncated?)" : ""));
+          throw Error(name + "/" + rel + ": " + std::to_string(size) +
+                      " bytes, the manifest says " + std::to_string(e.size) +
+                      (size < e.size ? " (truncated?)" : ""));
         if (h != e.hash)
           throw Error(name + "/" + rel + ": its bytes differ from those snapshot (FNV-1a " + h +
                       ", the manifest says " + e.hash + "): damaged");
@@ -410,9 +413,9 @@ LineageFolder::Snapshot LineageFolder::snapshot(std::int64_t step) {
   const fs::path lineage(path_), work(work_);
   struct stat wst {};
   if (!lstat_path(work, wst) || !S_ISDIR(wst.st_mode))
-    return {false, work.string() + (S_ISLNK(wst.st_mode)
-                                        ? ": is a symbolic link: refused (never followed)"
-                                        : ": missing or not a folder")};
+    return {false,
+            work.string() + (S_ISLNK(wst.st_mode) ? ": is a symbolic link: refused (never followed)"
+                                                  : ": missing or not a folder")};
   const std::string name = snapshot_name(step);
   const fs::path tmp = lineage / (std::string(kTmpPrefix) + name);
   try {
@@ -521,6 +524,16 @@ std::vector<std::int64_t> LineageFolder::snapshot_steps() const {
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+bool LineageFolder::remove_if_unused() {
+  try {
+    if (!snapshot_steps().empty()) return false;
+  } catch (const std::exception&) {
+    return false;
+  }
+  std::error_code ec;
+  return fs::remove_all(fs::path(path_), ec) > 0 && !ec;
 }
 
 bool remove_lineage(const std::string& root, std::int64_t lineage) {

@@ -153,6 +153,12 @@ class LineageFolder {
   // The steps of the complete snapshots present, ascending.
   std::vector<std::int64_t> snapshot_steps() const;
 
+  // When the trial ended: removes the lineage's folder if it holds no
+  // snapshot (nothing a retry or retention could use: an objective that
+  // keeps no checkpoint leaves no folder behind). Returns true if removed;
+  // never throws.
+  bool remove_if_unused();
+
  private:
   std::int64_t lineage_;
   std::uint64_t max_bytes_;

@@ -111,6 +111,10 @@ void Trial::set_checkpoint(std::shared_ptr<checkpoints::LineageFolder> folder,
   snapshot_step_.reset();
 }
 
+void Trial::drop_unused_checkpoint() {
+  if (checkpoint_) checkpoint_->remove_if_unused();
+}
+
 bool Trial::report(std::int64_t step, double value) {
   check_interrupt();
   if (step < 0) throw Error("report: step must be >= 0, got " + std::to_string(step));
@@ -448,6 +452,7 @@ class OptimizeRun {
 
   void run_one(Trial& trial) {
     const lifecycle::Outcome outcome = lifecycle::run_objective(objective_, trial);
+    trial.drop_unused_checkpoint();
     const lifecycle::TrialEnd asked = lifecycle::requested_end(outcome);
     TrialPtr done;
     if (outcome.kind == lifecycle::OutcomeKind::kInterrupted) {

@@ -131,6 +131,10 @@ class Trial {
   // For backends: the step whose snapshot the report in progress (or the
   // newest one) took; nullopt if none.
   std::optional<std::int64_t> snapshot_step() const { return snapshot_step_; }
+  // For runners, once the objective returned or threw: removes the
+  // lineage's folder if it holds no snapshot
+  // (checkpoints::LineageFolder::remove_if_unused). Never throws.
+  void drop_unused_checkpoint();
 
   // For backends: record the value chosen for a param.
   void record_param(const std::string& name, const Json& value, const Distribution& d);

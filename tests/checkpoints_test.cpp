@@ -120,8 +120,8 @@ TEST(LineageFolderTest, DamagedSnapshotsStartFromScratchNamingTheFile) {
   const std::vector<Case> cases = {
       {"truncated", [](const fs::path& l) { fs::resize_file(l / "snapshot-5/model.pt", 3); },
        "model.pt: 3 bytes, the manifest says 8 (truncated?)"},
-      {"flipped byte",
-       [](const fs::path& l) { write(l / "snapshot-5/model.pt", "weightsX"); }, "damaged"},
+      {"flipped byte", [](const fs::path& l) { write(l / "snapshot-5/model.pt", "weightsX"); },
+       "damaged"},
       {"file removed", [](const fs::path& l) { fs::remove(l / "snapshot-5/model.pt"); },
        "model.pt: missing"},
       {"file added", [](const fs::path& l) { write(l / "snapshot-5/planted", "x"); },
@@ -129,9 +129,7 @@ TEST(LineageFolderTest, DamagedSnapshotsStartFromScratchNamingTheFile) {
       {"manifest garbage", [](const fs::path& l) { write(l / "snapshot-5.manifest", "{]"); },
        "snapshot-5.manifest"},
       {"manifest of another step",
-       [](const fs::path& l) {
-         write(l / "snapshot-5.manifest", R"({"step": 4, "files": []})");
-       },
+       [](const fs::path& l) { write(l / "snapshot-5.manifest", R"({"step": 4, "files": []})"); },
        "not a manifest of step 5"},
       {"manifest escapes",
        [](const fs::path& l) {

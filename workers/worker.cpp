@@ -935,6 +935,7 @@ struct Worker::Impl : TrialBackend {
     // The coordinator applies the tell rules (lifecycle::resolve_end) to
     // what is sent here.
     const lifecycle::Outcome outcome = lifecycle::run_objective(built->objective, trial);
+    trial.drop_unused_checkpoint();
     switch (outcome.kind) {
       case lifecycle::OutcomeKind::kValue:
       case lifecycle::OutcomeKind::kPruned: {
