@@ -17,6 +17,7 @@
 #include "search/printable.h"
 #include "search/sampling_context.h"
 #include "search/trial_lifecycle.h"
+#include "search/checkpoints.h"
 #include "search/trial_view.h"
 #include "search/util/host.h"
 
@@ -98,10 +99,35 @@ Json Trial::param(const std::string& name) const {
   return it->second;
 }
 
+const std::string& Trial::checkpoint_dir() const {
+  static const std::string kNone;
+  return checkpoint_ ? checkpoint_->work_dir() : kNone;
+}
+
+void Trial::set_checkpoint(std::shared_ptr<checkpoints::LineageFolder> folder,
+                           std::optional<std::int64_t> resume_step) {
+  checkpoint_ = std::move(folder);
+  resume_step_ = checkpoint_ ? resume_step : std::nullopt;
+  snapshot_step_.reset();
+}
+
 bool Trial::report(std::int64_t step, double value) {
   check_interrupt();
   if (step < 0) throw Error("report: step must be >= 0, got " + std::to_string(step));
+  // The checkpoint of this step is written (the rule for programs): copy it
+  // before the store hears of the step, so a retry never finds a step
+  // recorded whose snapshot is missing.
+  snapshot_step_.reset();
+  if (checkpoint_) {
+    std::string why = checkpoint_->snapshot(step);
+    if (why.empty())
+      snapshot_step_ = step;
+    else
+      spdlog::warn("trial {}: no checkpoint snapshot at step {}: {}", number_, step, why);
+  }
   bool stored = backend_->report(*this, step, value);
+  // The store names this step's snapshot now: the older ones can go.
+  if (snapshot_step_) checkpoint_->keep_only(*snapshot_step_);
   if (!stored) {
     spdlog::warn("trial {}: step {} was already reported; keeping the first value", number_, step);
     return false;

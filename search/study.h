@@ -27,6 +27,9 @@
 namespace hps {
 
 class Trial;
+namespace checkpoints {
+class LineageFolder;  // search/checkpoints.h
+}
 
 // Where a Trial's calls go: the in-process Study, or a remote coordinator
 // (hps::Worker). Implementations must be thread-safe across trials.
@@ -107,6 +110,28 @@ class Trial {
   std::optional<std::int64_t> last_step() const { return last_step_; }
   std::optional<double> last_value() const { return last_value_; }
 
+  // ---- Long trials (search/checkpoints.h; docs "Long trials").
+  // The trial's checkpoint folder: an absolute path, shared by the trial
+  // and its retries (its lineage), or "" when the runner gives none
+  // (Study without StudyOptions::checkpoint_root). Save the training state
+  // there, then report() the step: report() snapshots the folder before it
+  // reports, and a retry starts with the folder as it was at the last
+  // reported step.
+  const std::string& checkpoint_dir() const;
+  // On a retry that continues an earlier trial: the step its folder was
+  // restored to (the last step reported with a snapshot); load the state
+  // and go on with step + 1. nullopt on a first run, or when the snapshot
+  // could not be used (then the folder is empty and the runner logged why).
+  // The steps up to it are already the trial's intermediate values.
+  std::optional<std::int64_t> resume_step() const { return resume_step_; }
+  // For runners: the lineage folder report() snapshots, and the step it was
+  // restored to.
+  void set_checkpoint(std::shared_ptr<checkpoints::LineageFolder> folder,
+                      std::optional<std::int64_t> resume_step);
+  // For backends: the step whose snapshot the report in progress (or the
+  // newest one) took; nullopt if none.
+  std::optional<std::int64_t> snapshot_step() const { return snapshot_step_; }
+
   // For backends: record the value chosen for a param.
   void record_param(const std::string& name, const Json& value, const Distribution& d);
 
@@ -123,6 +148,9 @@ class Trial {
   std::atomic<bool>* interrupt_;
   std::optional<std::int64_t> last_step_;
   std::optional<double> last_value_;
+  std::shared_ptr<checkpoints::LineageFolder> checkpoint_;
+  std::optional<std::int64_t> resume_step_;
+  std::optional<std::int64_t> snapshot_step_;
 };
 
 // The objective: returns the value to minimize or maximize. Throw
@@ -156,6 +184,10 @@ struct StudyOptions {
   std::optional<SearchSpace> space{};
   // Recorded as the trial's worker; default "host:pid".
   std::string worker{};
+  // The folder under which each lineage gets its checkpoint folder
+  // (Trial::checkpoint_dir(); search/checkpoints.h), made owner-only when
+  // needed. Default "": trials have no checkpoint folder.
+  std::string checkpoint_root{};
 };
 
 class Study {

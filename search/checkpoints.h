@@ -1,0 +1,165 @@
+// Trial checkpoints (long trials): a trial and its retries form a lineage,
+// and the lineage owns one checkpoint folder, so a retry (a lost or
+// preempted worker, Ctrl-C, a coordinator restart) continues where its
+// trial stopped instead of training again from step 0.
+//
+// On disk, under a checkpoint root (`hpsearch run`: <study>.logs/checkpoints,
+// owner-only):
+//
+//   lineage-<L>/                 L: the number of the lineage's first trial
+//     work/                      the folder the objective writes
+//                                (HPSEARCH_CHECKPOINT_DIR, Trial::checkpoint_dir)
+//     snapshot-<S>/              a copy of work/ taken when step S was reported
+//     snapshot-<S>.manifest      its files: name, kind, size, FNV-1a 64 of the bytes
+//
+// The rule for programs: save the checkpoint, then report the step. When a
+// trial reports step S, its runner copies work/ to snapshot-<S> (files that
+// did not change since the previous snapshot are hard links to it, so an
+// unchanged 1 GB data file costs nothing), then reports; once the store has
+// recorded the step (system attr "checkpoint": {"step": S}), older
+// snapshots are removed. A retry restores work/ from the snapshot of the
+// step the store names, so the folder holds the files as they were at the
+// last reported step, whatever the program wrote after it.
+//
+// Like Ray Tune's trial checkpoints (Tuner.restore, FailureConfig), and the
+// snapshot-per-report of its train.report(checkpoint=...), here taken by the
+// framework from a folder the program writes in place.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "search/json_util.h"
+#include "search/trial.h"
+
+namespace hps::checkpoints {
+
+// System attrs (trial.system_attrs):
+// The number of the lineage's first trial (set on every retry; a trial
+// without it is the first of its own lineage).
+inline constexpr const char* kAttrLineage = "lineage";
+// The newest snapshot the store knows of for this trial: {"step": S}. Set
+// when a report of step S arrived with its snapshot taken; {"step": S,
+// "deleted": true} once retention removed the lineage's folder.
+inline constexpr const char* kAttrCheckpoint = "checkpoint";
+// On a retry that continues a trial: {"trial": N, "step": S}: the trial it
+// continues and the step whose snapshot it starts from. Its intermediate
+// values at steps <= S are copied from trial N when it starts.
+inline constexpr const char* kAttrResumedFrom = "resumed_from";
+
+// The lineage of `trial`: its system attr lineage, else its own number.
+std::int64_t lineage_of(const FrozenTrial& trial);
+
+// The step of the newest snapshot of `trial`'s lineage as of `trial`: its
+// "checkpoint" step unless deleted, else its "resumed_from" step (a retry
+// that restored step S and was lost before its next report still has the
+// snapshot of S); nullopt if neither.
+std::optional<std::int64_t> snapshot_step(const FrozenTrial& trial);
+
+// The step a WAITING or RUNNING retry starts from (its resumed_from step),
+// if any.
+std::optional<std::int64_t> resume_step_of(const FrozenTrial& trial);
+
+// "<root>/lineage-<L>".
+std::string lineage_path(const std::string& root, std::int64_t lineage);
+
+// Size limits and what is kept (space.json "artifacts"; README/docs
+// "Long trials").
+struct RetentionOptions {
+  // Keep the snapshots of the best K COMPLETE trials (by the study's
+  // direction) after they end; the others' lineage folders are removed.
+  // Default 3; 0 keeps none.
+  int keep_best = 3;
+  // Keep the folders of PRUNED trials and of FAIL trials that are not
+  // retried. Default false (removed when the trial ends).
+  bool keep_pruned = false;
+  bool keep_failed = false;
+  // The largest snapshot taken, bytes. Default 16 GiB. A larger work/
+  // folder is not snapshot at that step (a warning; the step is reported
+  // without a checkpoint, so a retry starts from the previous snapshot).
+  std::uint64_t max_snapshot_bytes = 16ULL << 30;
+
+  // Throws ConfigError naming "artifacts.<field>".
+  void validate() const;
+  // From the "artifacts" section of space.json (absent or null: defaults).
+  // Unknown keys and wrong types throw ConfigError("artifacts.<field>").
+  static RetentionOptions from_json(const Json& section);
+};
+
+// What LineageFolder::prepare did.
+struct Prepared {
+  // The step the folder was restored to; nullopt: work/ is empty (a first
+  // run, or a resume whose snapshot could not be used).
+  std::optional<std::int64_t> resume_step;
+  // Why a resume asked for could not be used ("" when none was asked for
+  // or it was): names the file and the rule ("snapshot-4/model.pt: 1048576
+  // bytes, the manifest says 2097152 (truncated?)").
+  std::string warning;
+};
+
+// A lineage's folder on this machine. Not thread-safe; one runner uses it.
+class LineageFolder {
+ public:
+  // Opens (creating, 0700) <root> and <root>/lineage-<lineage>. Throws Error
+  // "<path>: <rule>" when either is a symbolic link, another user's, or
+  // writable by others (search/private_files.h: OwnerOnlyFolder).
+  LineageFolder(const std::string& root, std::int64_t lineage,
+                std::uint64_t max_snapshot_bytes = RetentionOptions{}.max_snapshot_bytes);
+
+  std::int64_t lineage() const { return lineage_; }
+  // Absolute path of lineage-<L>.
+  const std::string& path() const { return path_; }
+  // Absolute path of lineage-<L>/work.
+  const std::string& work_dir() const { return work_; }
+
+  // Makes work/ ready for a run. Without `resume_step`: work/ emptied (made
+  // if missing). With it: work/ replaced by a copy of snapshot-<step>,
+  // after checking it against its manifest (every file there, sizes and
+  // hashes equal, nothing that is a link to a folder outside); when the
+  // snapshot is missing, damaged, larger than max_snapshot_bytes, or
+  // work/ or the snapshot was replaced by a symbolic link, work/ is emptied
+  // and the warning says which file and which rule (a run from scratch).
+  // Throws Error only when work/ cannot be made at all.
+  Prepared prepare(std::optional<std::int64_t> resume_step);
+
+  // Copies work/ to snapshot-<step> (a temporary folder renamed into
+  // place, with its manifest). Returns "" when taken, else why not (work/
+  // larger than max_snapshot_bytes, a disk error), and no snapshot of that
+  // step exists then. Links inside work/ are kept as links (never
+  // followed); other special files (FIFOs, sockets) are skipped.
+  std::string snapshot(std::int64_t step);
+
+  // Removes every snapshot except that of `step` (after the store recorded
+  // it) and any temporary folder left by an interrupted snapshot.
+  void keep_only(std::int64_t step);
+
+  // The steps of the complete snapshots present, ascending.
+  std::vector<std::int64_t> snapshot_steps() const;
+
+ private:
+  std::int64_t lineage_;
+  std::uint64_t max_bytes_;
+  std::string path_;
+  std::string work_;
+};
+
+// Removes <root>/lineage-<L> (a link there is removed, never followed).
+// Returns true if something was removed; never throws.
+bool remove_lineage(const std::string& root, std::int64_t lineage);
+
+// The lineages whose folders retention removes once `ended` has ended
+// (`trials`: the study's trials, any order, `ended` among them in its
+// final state): `ended`'s own lineage when it is PRUNED (unless
+// keep_pruned) or FAIL and not retried (unless keep_failed); when it is
+// COMPLETE, the lineage of every COMPLETE trial with a kept snapshot that
+// is no longer among the best keep_best (`ended`'s own included). Only
+// trials whose "checkpoint" attr is set and not deleted are considered.
+std::vector<const FrozenTrial*> retention_victims(const std::vector<TrialPtr>& trials,
+                                                  const FrozenTrial& ended,
+                                                  StudyDirection direction,
+                                                  const RetentionOptions& options);
+
+}  // namespace hps::checkpoints
