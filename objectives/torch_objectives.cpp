@@ -330,28 +330,49 @@ bool beats_by(double value, double reference, bool minimize, double delta) {
 TrainingOutcome run_epochs(Trial* trial, std::int64_t max_epochs, TrainMetric metric,
                            const EarlyStoppingOptions& early,
                            const std::function<EpochMetrics(std::int64_t epoch)>& run_epoch,
-                           const std::function<void(std::int64_t epoch)>& on_best) {
+                           const std::function<void(std::int64_t epoch)>& on_best,
+                           const EpochLoopResume& resume) {
   if (max_epochs < 1) throw ConfigError("max_epochs", "must be >= 1");
   if (early.patience < 0) throw ConfigError("early_stopping.patience", "must be >= 0");
   const bool minimize = metric == TrainMetric::kValLoss;
   auto better = [&](double a, double b) { return minimize ? a < b : a > b; };
+  auto patience_exhausted = [&](const EpochLoopState& s) {
+    return early.patience > 0 && s.since_improvement >= early.patience && s.epoch < max_epochs;
+  };
 
-  TrainingOutcome out;
-  bool have_best = false;
   // The patience counter compares with `reference`, which moves only on an
   // improvement by more than min_delta (Keras); the best value itself is the
   // best ever seen.
-  double reference = 0.0;
-  std::int64_t since_improvement = 0;
+  EpochLoopState st;
+  TrainingOutcome out;
+  if (resume.from) {
+    st = *resume.from;
+    if (st.epoch < 1 || !st.have_best)
+      throw Error(fmt::format("run_epochs: cannot resume from epoch {} without a best epoch",
+                              st.epoch));
+  }
+  auto sync_outcome = [&] {
+    out.best_value = st.best_value;
+    out.best_epoch = st.best_epoch;
+    out.best = st.best;
+    out.epochs_run = st.epoch;
+  };
+  sync_outcome();
+  auto set_attrs = [&] { set_outcome_attrs(trial, out, st.have_best); };
 
-  auto set_attrs = [&] { set_outcome_attrs(trial, out, have_best); };
+  // A resumed loop whose last epoch ended training ends now, as it did.
+  if (resume.from && patience_exhausted(st)) {
+    out.stopped_early = true;
+    set_attrs();
+    return out;
+  }
 
-  for (std::int64_t epoch = 1; epoch <= max_epochs; ++epoch) {
+  for (std::int64_t epoch = st.epoch + 1; epoch <= max_epochs; ++epoch) {
     EpochMetrics m = run_epoch(epoch);
     out.epochs_run = epoch;
     if (!std::isfinite(m.train_loss) || !std::isfinite(m.val_loss)) {
       out.diverged = true;
-      if (!have_best) {
+      if (!st.have_best) {
         set_attrs();
         throw Error(fmt::format("diverged: {} is {} after epoch {} (learning rate too high?)",
                                 std::isfinite(m.train_loss) ? "val_loss" : "train_loss",
@@ -360,25 +381,30 @@ TrainingOutcome run_epochs(Trial* trial, std::int64_t max_epochs, TrainMetric me
       break;
     }
     const double value = minimize ? m.val_loss : m.val_accuracy;
-    if (trial) trial->report(epoch, value);
-    if (!have_best || better(value, out.best_value)) {
-      have_best = true;
-      out.best_value = value;
-      out.best_epoch = epoch;
-      out.best = m;
+    st.epoch = epoch;
+    if (!st.have_best || better(value, st.best_value)) {
+      st.have_best = true;
+      st.best_value = value;
+      st.best_epoch = epoch;
+      st.best = m;
       if (on_best) on_best(epoch);
     }
-    if (epoch == 1 || beats_by(value, reference, minimize, early.min_delta)) {
-      reference = value;
-      since_improvement = 0;
+    if (epoch == 1 || beats_by(value, st.reference, minimize, early.min_delta)) {
+      st.reference = value;
+      st.since_improvement = 0;
     } else {
-      ++since_improvement;
+      ++st.since_improvement;
     }
+    sync_outcome();
+    // The rule for programs: the state of this epoch is saved before the
+    // step is reported (Trial::report snapshots the checkpoint folder).
+    if (resume.save_state) resume.save_state(st);
+    if (trial) trial->report(epoch, value);
     if (trial && trial->should_prune()) {
       set_attrs();
       throw TrialPruned();
     }
-    if (early.patience > 0 && since_improvement >= early.patience && epoch < max_epochs) {
+    if (patience_exhausted(st)) {
       out.stopped_early = true;
       break;
     }
