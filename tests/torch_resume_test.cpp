@@ -1,0 +1,389 @@
+// Tests of the LibTorch objective's training state and resume (issue #43;
+// "Resume" in objectives/torch_objectives.h): a trial interrupted at epoch
+// k and continued from its lineage folder ends as one never interrupted,
+// and a state that cannot be used is a warning and a run from scratch.
+// They train a small MLP on a subset of Fashion-MNIST
+// (/usr/share/datasets/fashion-mnist) with one thread on the CPU and are
+// skipped when the data set is absent.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "objectives/objective.h"
+#include "objectives/torch_objectives.h"
+#include "search/checkpoints.h"
+#include "search/errors.h"
+#include "search/study.h"
+#include "tests/support/log_capture.h"
+#include "tests/support/temp_dir.h"
+
+namespace hps {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool have_data() {
+  return fs::exists(std::string(kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz") ||
+         fs::exists(std::string(kFashionMnistDefaultDir) + "/train-images-idx3-ubyte");
+}
+
+#define REQUIRE_DATA() \
+  if (!have_data()) GTEST_SKIP() << "Fashion-MNIST not installed in " << kFashionMnistDefaultDir
+
+// A trial backend standing for the store: keeps the first value of each
+// step (a second report of a step is refused, as Storage does), records
+// every report asked for and the user attrs, and sets the run's interrupt
+// flag once step `interrupt_at` is stored (so the objective's next
+// should_prune() throws Interrupted, as on Ctrl-C or a lost lease).
+class StoreBackend : public TrialBackend {
+ public:
+  std::map<std::int64_t, double> values;  // step -> the first value reported
+  std::vector<std::int64_t> asked;        // every step reported, refused ones too
+  Json attrs = Json::object();
+  std::optional<std::int64_t> interrupt_at;
+  std::atomic<bool> interrupt{false};
+
+  Json suggest(Trial&, const std::string& name, const Distribution&) override {
+    throw Error("unexpected suggest of " + name);
+  }
+  bool report(Trial&, std::int64_t step, double value) override {
+    asked.push_back(step);
+    const bool stored = values.emplace(step, value).second;
+    if (interrupt_at && step == *interrupt_at) interrupt = true;
+    return stored;
+  }
+  bool should_prune(Trial&) override { return false; }
+  void set_user_attr(Trial&, const std::string& key, const Json& value) override {
+    attrs[key] = value;
+  }
+};
+
+// Every tensor of a LibTorch archive file by its path of keys
+// ("model/layers/1/weight"), and its other values as text.
+struct ArchiveContents {
+  std::map<std::string, torch::Tensor> tensors;
+  std::map<std::string, std::string> values;
+};
+
+void flatten(torch::serialize::InputArchive& archive, const std::string& prefix,
+             ArchiveContents& out) {
+  for (const std::string& key : archive.keys()) {
+    torch::Tensor t;
+    torch::serialize::InputArchive sub;
+    c10::IValue v;
+    if (archive.try_read(key, t)) {
+      out.tensors[prefix + key] = t;
+    } else if (archive.try_read(key, sub)) {
+      flatten(sub, prefix + key + "/", out);
+    } else if (archive.try_read(key, v)) {
+      std::ostringstream text;
+      text << v;
+      out.values[prefix + key] = text.str();
+    }
+  }
+}
+
+// LibTorch's optimizer archives name each parameter's state by the
+// address of the parameter's TensorImpl ("optimizer/state/0x55.../exp_avg"),
+// listed in order under "optimizer/param_groups/.../params/<i>": the
+// addresses are replaced by "param<i>" so that two runs compare.
+ArchiveContents normalize_optimizer_keys(const ArchiveContents& in) {
+  const std::string list = "optimizer/param_groups/param_groups/0/params/";
+  std::map<std::string, std::string> names;  // address -> param<i>
+  for (const auto& [key, value] : in.values) {
+    if (key.rfind(list, 0) != 0 || key == list + "size") continue;
+    std::string address = value;
+    if (address.size() >= 2 && address.front() == '"') address = address.substr(1, address.size() - 2);
+    names[address] = "param" + key.substr(list.size());
+  }
+  auto rename = [&](std::string text) {
+    for (const auto& [address, name] : names)
+      for (auto at = text.find(address); at != std::string::npos; at = text.find(address))
+        text.replace(at, address.size(), name);
+    return text;
+  };
+  ArchiveContents out;
+  for (const auto& [key, t] : in.tensors) out.tensors[rename(key)] = t;
+  for (const auto& [key, v] : in.values) out.values[rename(key)] = rename(v);
+  return out;
+}
+
+ArchiveContents read_archive(const std::string& path) {
+  torch::serialize::InputArchive archive;
+  archive.load_from(path);
+  ArchiveContents out;
+  flatten(archive, "", out);
+  return normalize_optimizer_keys(out);
+}
+
+// Expects the two archives to hold the same keys and bit-identical tensors
+// (same shapes, types and values) and values.
+void expect_identical(const std::string& a_path, const std::string& b_path) {
+  const ArchiveContents a = read_archive(a_path), b = read_archive(b_path);
+  ASSERT_FALSE(a.tensors.empty()) << a_path;
+  std::vector<std::string> a_keys, b_keys;
+  for (const auto& [k, _] : a.tensors) a_keys.push_back(k);
+  for (const auto& [k, _] : b.tensors) b_keys.push_back(k);
+  ASSERT_EQ(a_keys, b_keys);
+  for (const auto& [key, t] : a.tensors) {
+    const torch::Tensor& u = b.tensors.at(key);
+    EXPECT_EQ(t.scalar_type(), u.scalar_type()) << key;
+    EXPECT_EQ(t.sizes(), u.sizes()) << key;
+    // torch::equal compares values; the bytes too, so that -0.0 and 0.0 (or
+    // two NaN payloads) would differ.
+    EXPECT_TRUE(torch::equal(t, u)) << key;
+    const torch::Tensor tc = t.contiguous(), uc = u.contiguous();
+    EXPECT_EQ(0, std::memcmp(tc.data_ptr(), uc.data_ptr(), tc.nbytes())) << key;
+  }
+  EXPECT_EQ(a.values, b.values);
+}
+
+// The objective, params and folders of the tests: a 1-hidden-layer MLP
+// with dropout (so that the dropout generator matters), patience 2, on 600
+// images, one CPU thread.
+struct ResumeSetup {
+  testsupport::TempDir dir{"torch_resume"};
+  SearchSpace space;
+  Json config = {{"type", kFashionMnistType},
+                 {"train_subset", 600},
+                 {"max_epochs", 5},
+                 {"early_stopping", {{"patience", 2}, {"min_delta", 0.0}}},
+                 {"metric", "val_loss"}};
+  ObjectiveContext context;
+
+  ResumeSetup() {
+    context.threads = 1;
+    context.direction = StudyDirection::kMinimize;
+    context.log_dir = dir.file("logs");  // best-epoch checkpoints in logs/checkpoints
+  }
+  Objective objective() const { return make_fashion_mnist_objective(config, space, context); }
+  // The lineage folder `name` under the test's checkpoint root.
+  std::shared_ptr<checkpoints::LineageFolder> lineage(std::int64_t lineage) const {
+    return std::make_shared<checkpoints::LineageFolder>(dir.file("ckpt"), lineage);
+  }
+};
+
+Params mlp_params(const std::string& optimizer, std::int64_t hidden = 32) {
+  Params p = {{"optimizer", optimizer}, {"hidden", hidden},     {"dropout", 0.25},
+              {"batch_size", 50},       {"lr", 3e-3},           {"weight_decay", 1e-4}};
+  if (optimizer == "rmsprop") p["momentum"] = 0.5;
+  return p;
+}
+
+// A trial of number `number` on `backend` with `params`, given `folder`
+// restored to `resume_step`.
+Trial make_trial(StoreBackend& backend, std::int64_t number, const Params& params,
+                 const std::shared_ptr<checkpoints::LineageFolder>& folder,
+                 std::optional<std::int64_t> resume_step) {
+  Trial trial(&backend, number + 1, number, params, {}, {}, nullptr, &backend.interrupt);
+  trial.set_checkpoint(folder, resume_step);
+  return trial;
+}
+
+// One uninterrupted trial in lineage `lineage`: its value, backend and the
+// path of its final training state.
+struct Reference {
+  double value = 0.0;
+  StoreBackend backend;
+  std::string state;
+};
+
+void run_reference(const ResumeSetup& s, const Params& params, std::int64_t lineage,
+                   Reference& ref) {
+  auto folder = s.lineage(lineage);
+  (void)folder->prepare(std::nullopt);
+  Trial trial = make_trial(ref.backend, 100 + lineage, params, folder, std::nullopt);
+  ref.value = s.objective()(trial);
+  ref.state = folder->work_dir() + "/training_state.pt";
+}
+
+// Removes the batch hook when a test ends, whatever happens.
+struct HookGuard {
+  ~HookGuard() { torch_testing::set_batch_hook({}); }
+};
+
+// Interrupts a trial right after epoch `k` was stored, then continues it in
+// a new trial (another number, as a retry has) from the lineage folder
+// restored to the snapshot of step k, and expects the outcome of `ref`
+// bit for bit: value, intermediate values, user attrs, the final training
+// state (weights, optimizer, generators, best weights, counters) and the
+// best-epoch checkpoint file.
+void interrupt_and_resume(const ResumeSetup& s, const Params& params, std::int64_t lineage,
+                          std::int64_t k, const Reference& ref) {
+  SCOPED_TRACE(fmt::format("optimizer {}, interrupted after epoch {}", params.at("optimizer"), k));
+  HookGuard guard;
+  std::vector<std::int64_t> epochs_trained;
+  torch_testing::set_batch_hook([&](std::int64_t epoch, std::int64_t batch) {
+    if (batch == 0) epochs_trained.push_back(epoch);
+  });
+  StoreBackend store;  // the study's store of this lineage's intermediate values
+  store.interrupt_at = k;
+  auto folder = s.lineage(lineage);
+  (void)folder->prepare(std::nullopt);
+  {
+    Trial first = make_trial(store, 2 * lineage, params, folder, std::nullopt);
+    EXPECT_THROW((void)s.objective()(first), Interrupted);
+  }
+  ASSERT_EQ(store.values.size(), static_cast<std::size_t>(k));
+
+  // The retry: the folder restored to step k (the runner's part), the
+  // earlier values already the trial's.
+  store.interrupt_at.reset();
+  store.interrupt = false;
+  store.asked.clear();
+  store.attrs = Json::object();
+  epochs_trained.clear();
+  auto retry_folder = s.lineage(lineage);
+  const checkpoints::Prepared prepared = retry_folder->prepare(k);
+  ASSERT_EQ(prepared.resume_step, k) << prepared.warning;
+  Trial retry = make_trial(store, 2 * lineage + 1, params, retry_folder, prepared.resume_step);
+  const double value = s.objective()(retry);
+
+  // Only the epochs after k were trained and reported.
+  std::vector<std::int64_t> expected_epochs;
+  for (const auto& [step, _] : ref.backend.values)
+    if (step > k) expected_epochs.push_back(step);
+  EXPECT_EQ(epochs_trained, expected_epochs);
+  EXPECT_EQ(store.asked, expected_epochs);
+  // The same outcome, bit for bit.
+  EXPECT_EQ(std::memcmp(&value, &ref.value, sizeof value), 0) << value << " vs " << ref.value;
+  EXPECT_EQ(store.values, ref.backend.values);
+  Json attrs = store.attrs, ref_attrs = ref.backend.attrs;
+  ASSERT_TRUE(attrs.contains("checkpoint"));
+  ASSERT_TRUE(ref_attrs.contains("checkpoint"));
+  const std::string best_file = attrs["checkpoint"].get<std::string>();
+  const std::string ref_best_file = ref_attrs["checkpoint"].get<std::string>();
+  EXPECT_NE(best_file, ref_best_file);  // trial-<number>.pt of each trial
+  attrs.erase("checkpoint");
+  ref_attrs.erase("checkpoint");
+  EXPECT_EQ(attrs, ref_attrs);
+  expect_identical(ref.state, retry_folder->work_dir() + "/training_state.pt");
+  // The best-epoch checkpoint (used to score the test set) holds the same
+  // weights and epoch, even when the best epoch was before the interruption.
+  expect_identical(ref_best_file, best_file);
+}
+
+TEST(TorchResume, InterruptedAndResumedEndsBitIdentical) {
+  REQUIRE_DATA();
+  ResumeSetup s;
+  std::int64_t lineage = 0;
+  for (const std::string optimizer : {"adam", "rmsprop"}) {
+    const Params params = mlp_params(optimizer);
+    Reference ref;
+    run_reference(s, params, lineage++, ref);
+    const auto last = static_cast<std::int64_t>(ref.backend.values.size());
+    ASSERT_GE(last, 3) << "too few epochs to interrupt in the middle";
+    EXPECT_EQ(ref.backend.attrs.at("epochs_run"), last);
+    // In the middle, and after the last epoch (the retry trains nothing: the
+    // trial had ended, by patience or max_epochs, when it was interrupted).
+    for (std::int64_t k : {std::int64_t{1}, last - 1, last})
+      interrupt_and_resume(s, params, lineage++, k, ref);
+  }
+}
+
+// The state the retry finds is unusable: the warning names the file and
+// the reason, the trial trains from epoch 1 and completes, the store keeps
+// the values it had (epochs 1..k are refused as duplicates), and, the
+// training being deterministic, the value is the uninterrupted one.
+TEST(TorchResume, UnusableStateTrainsFromScratchWithAWarning) {
+  REQUIRE_DATA();
+  ResumeSetup s;
+  const Params params = mlp_params("adam");
+  Reference ref;
+  run_reference(s, params, 0, ref);
+  // A training state of another model: the same params but hidden 16.
+  Reference other;
+  run_reference(s, mlp_params("adam", 16), 1, other);
+  const std::string good = testsupport::read_file(ref.state);
+  ASSERT_FALSE(good.empty());
+
+  struct Damage {
+    std::string name;
+    std::string bytes;   // what training_state.pt holds when the retry starts
+    std::string reason;  // a part of the warning's reason
+  };
+  const std::vector<Damage> damages = {
+      {"truncated", good.substr(0, good.size() / 2), ""},
+      {"corrupted", std::string(good.size(), 'x'), ""},
+      {"another model", testsupport::read_file(other.state), "another model"},
+  };
+  const std::int64_t k = 2;
+  std::int64_t lineage = 10;
+  for (const Damage& damage : damages) {
+    SCOPED_TRACE(damage.name);
+    StoreBackend store;
+    store.interrupt_at = k;
+    auto folder = s.lineage(lineage);
+    (void)folder->prepare(std::nullopt);
+    {
+      Trial first = make_trial(store, 2 * lineage, params, folder, std::nullopt);
+      EXPECT_THROW((void)s.objective()(first), Interrupted);
+    }
+    const std::map<std::int64_t, double> stored = store.values;
+    ASSERT_EQ(stored.size(), static_cast<std::size_t>(k));
+    store.interrupt_at.reset();
+    store.interrupt = false;
+    store.asked.clear();
+
+    auto retry_folder = s.lineage(lineage);
+    const checkpoints::Prepared prepared = retry_folder->prepare(k);
+    ASSERT_EQ(prepared.resume_step, k) << prepared.warning;
+    const std::string path = retry_folder->work_dir() + "/training_state.pt";
+    {
+      std::ofstream f(path, std::ios::binary | std::ios::trunc);
+      f << damage.bytes;
+    }
+    Trial retry = make_trial(store, 2 * lineage + 1, params, retry_folder, prepared.resume_step);
+    testsupport::CapturedLog log(spdlog::level::warn);
+    const double value = s.objective()(retry);
+    const std::string text = log.text();
+
+    const std::string warning = "warning: trial " + std::to_string(2 * lineage + 1) +
+                                ": training state " + path + " not usable: ";
+    const auto at = text.find(warning);
+    ASSERT_NE(at, std::string::npos) << text;
+    const std::string line = text.substr(at, text.find('\n', at) - at);
+    EXPECT_NE(line.find("training from scratch"), std::string::npos) << line;
+    EXPECT_NE(line.find(damage.reason), std::string::npos) << line;
+    // From epoch 1: the first k reports refused (the first values stay),
+    // the trial completes with the uninterrupted run's outcome.
+    ASSERT_GE(store.asked.size(), static_cast<std::size_t>(k));
+    EXPECT_EQ(store.asked.front(), 1);
+    for (const auto& [step, v] : stored) EXPECT_EQ(store.values.at(step), v) << step;
+    EXPECT_EQ(store.values, ref.backend.values);
+    EXPECT_EQ(value, ref.value);
+    EXPECT_EQ(store.attrs.at("epochs_run"), ref.backend.attrs.at("epochs_run"));
+    // The folder holds a good state again (of the new run's last epoch).
+    expect_identical(ref.state, path);
+    ++lineage;
+  }
+}
+
+// A trial without a checkpoint folder (StudyOptions::checkpoint_root not
+// set) saves no training state and trains as before.
+TEST(TorchResume, NoCheckpointFolderNoState) {
+  REQUIRE_DATA();
+  ResumeSetup s;
+  StoreBackend store;
+  Trial trial(&store, 1, 0, mlp_params("adam"), {}, {}, nullptr);
+  EXPECT_EQ(trial.checkpoint_dir(), "");
+  Reference ref;
+  run_reference(s, mlp_params("adam"), 0, ref);
+  EXPECT_EQ(s.objective()(trial), ref.value);
+  EXPECT_EQ(store.values, ref.backend.values);
+  EXPECT_FALSE(fs::exists(s.dir.file("ckpt/lineage-1")));
+}
+
+}  // namespace
+}  // namespace hps
