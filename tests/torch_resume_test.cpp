@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -150,14 +151,15 @@ void expect_identical(const std::string& a_path, const std::string& b_path) {
 }
 
 // The objective, params and folders of the tests: a 1-hidden-layer MLP
-// with dropout (so that the dropout generator matters), patience 2, on 600
-// images, one CPU thread.
+// with dropout (so that the dropout generator matters), patience 2 (so
+// that early stopping ends it before max_epochs), on 600 images, one CPU
+// thread.
 struct ResumeSetup {
   testsupport::TempDir dir{"torch_resume"};
   SearchSpace space;
   Json config = {{"type", kFashionMnistType},
                  {"train_subset", 600},
-                 {"max_epochs", 5},
+                 {"max_epochs", 12},
                  {"early_stopping", {{"patience", 2}, {"min_delta", 0.0}}},
                  {"metric", "val_loss"}};
   ObjectiveContext context;
@@ -176,7 +178,7 @@ struct ResumeSetup {
 
 Params mlp_params(const std::string& optimizer, std::int64_t hidden = 32) {
   Params p = {{"optimizer", optimizer}, {"hidden", hidden},     {"dropout", 0.25},
-              {"batch_size", 50},       {"lr", 3e-3},           {"weight_decay", 1e-4}};
+              {"batch_size", 50},       {"lr", 1e-2},           {"weight_decay", 1e-4}};
   if (optimizer == "rmsprop") p["momentum"] = 0.5;
   return p;
 }
@@ -274,6 +276,87 @@ void interrupt_and_resume(const ResumeSetup& s, const Params& params, std::int64
   expect_identical(ref_best_file, best_file);
 }
 
+// run_epochs alone: for every epoch k, a loop stopped after k (its saved
+// state taken) and resumed from that state reports, calls on_best and ends
+// as the uninterrupted loop: same outcome, attrs, reports after k, and
+// early stopping at the same epoch (the counters come from the state).
+TEST(TorchResume, EpochLoopResumedFromEachEpochEndsAsTheUninterruptedOne) {
+  // Best 0.5 at epoch 3; 0.495 at epoch 5 is the best value but not an
+  // improvement by more than min_delta; patience 3 stops after epoch 6.
+  const std::vector<double> losses = {0.9, 0.7, 0.5, 0.6, 0.495, 0.55, 0.3, 0.2};
+  const EarlyStoppingOptions early{.patience = 3, .min_delta = 0.01};
+  auto epoch_metrics = [&](std::int64_t epoch) {
+    EpochMetrics m;
+    m.train_loss = 1.0 + static_cast<double>(epoch);
+    m.val_loss = losses.at(static_cast<std::size_t>(epoch - 1));
+    m.val_accuracy = 1.0 - m.val_loss;
+    return m;
+  };
+  struct Run {
+    StoreBackend backend;
+    std::vector<std::int64_t> trained, bests;
+    std::vector<EpochLoopState> saved;
+    TrainingOutcome out;
+  };
+  auto run = [&](Run& r, std::optional<EpochLoopState> from) {
+    Trial trial(&r.backend, 1, 0, {}, {}, {}, nullptr, &r.backend.interrupt);
+    EpochLoopResume resume;
+    resume.from = from;
+    resume.save_state = [&](const EpochLoopState& st) {
+      // Saved before the report of its epoch.
+      EXPECT_EQ(r.backend.values.count(st.epoch), 0u);
+      r.saved.push_back(st);
+    };
+    auto train = [&](std::int64_t epoch) {
+      r.trained.push_back(epoch);
+      return epoch_metrics(epoch);
+    };
+    auto on_best = [&](std::int64_t epoch) { r.bests.push_back(epoch); };
+    try {
+      r.out = run_epochs(&trial, 8, TrainMetric::kValLoss, early, train, on_best, resume);
+    } catch (const Interrupted&) {
+    }
+  };
+  Run ref;
+  run(ref, std::nullopt);
+  ASSERT_TRUE(ref.out.stopped_early);
+  ASSERT_EQ(ref.out.epochs_run, 6);
+  ASSERT_EQ(ref.saved.size(), 6u);
+  EXPECT_EQ(ref.out.best_epoch, 5);
+  for (std::int64_t k = 1; k <= 6; ++k) {
+    SCOPED_TRACE("stopped after epoch " + std::to_string(k));
+    Run first;
+    first.backend.interrupt_at = k;
+    run(first, std::nullopt);
+    ASSERT_EQ(first.saved.size(), static_cast<std::size_t>(k));
+    Run retry;
+    retry.backend.values = first.backend.values;
+    run(retry, first.saved.back());
+    std::vector<std::int64_t> after;
+    for (std::int64_t e = k + 1; e <= 6; ++e) after.push_back(e);
+    EXPECT_EQ(retry.trained, after);
+    EXPECT_EQ(retry.backend.asked, after);
+    EXPECT_EQ(retry.backend.values, ref.backend.values);
+    EXPECT_EQ(retry.out.best_value, ref.out.best_value);
+    EXPECT_EQ(retry.out.best_epoch, ref.out.best_epoch);
+    EXPECT_EQ(retry.out.best.train_loss, ref.out.best.train_loss);
+    EXPECT_EQ(retry.out.epochs_run, ref.out.epochs_run);
+    EXPECT_EQ(retry.out.stopped_early, ref.out.stopped_early);
+    EXPECT_EQ(retry.backend.attrs, ref.backend.attrs);
+    // on_best only for the epochs after k.
+    std::vector<std::int64_t> bests;
+    for (std::int64_t e : ref.bests)
+      if (e > k) bests.push_back(e);
+    EXPECT_EQ(retry.bests, bests);
+  }
+  // A state without a best epoch is refused.
+  StoreBackend backend;
+  Trial trial(&backend, 1, 0, {}, {}, {}, nullptr);
+  EpochLoopResume bad;
+  bad.from = EpochLoopState{};
+  EXPECT_THROW(run_epochs(&trial, 8, TrainMetric::kValLoss, early, epoch_metrics, {}, bad), Error);
+}
+
 TEST(TorchResume, InterruptedAndResumedEndsBitIdentical) {
   REQUIRE_DATA();
   ResumeSetup s;
@@ -283,12 +366,18 @@ TEST(TorchResume, InterruptedAndResumedEndsBitIdentical) {
     Reference ref;
     run_reference(s, params, lineage++, ref);
     const auto last = static_cast<std::int64_t>(ref.backend.values.size());
+
     ASSERT_GE(last, 3) << "too few epochs to interrupt in the middle";
     EXPECT_EQ(ref.backend.attrs.at("epochs_run"), last);
-    // In the middle, and after the last epoch (the retry trains nothing: the
-    // trial had ended, by patience or max_epochs, when it was interrupted).
-    for (std::int64_t k : {std::int64_t{1}, last - 1, last})
-      interrupt_and_resume(s, params, lineage++, k, ref);
+    // After the first epoch, at the best epoch, after it (the best weights
+    // and early stopping's counters come from the state), and after the
+    // last epoch (the retry trains nothing: the trial had ended, by
+    // patience or max_epochs, when it was interrupted). With these params
+    // (LibTorch 1.13, x86-64) both curves stop early after epoch 9, the
+    // best being epoch 7.
+    const std::int64_t best = ref.backend.attrs.at("best_epoch").get<std::int64_t>();
+    std::set<std::int64_t> ks = {1, best, last - 1, last};
+    for (std::int64_t k : ks) interrupt_and_resume(s, params, lineage++, k, ref);
   }
 }
 
