@@ -874,8 +874,8 @@ EpochLoopState load_training_state(TrainingRun& run, const std::string& bytes,
     a.read("best_weights", best);
     const std::int64_t n = read_int64(best, "size");
     if (n != static_cast<std::int64_t>(expected.size()))
-      throw Error(fmt::format("holds {} best-weight tensors, the model has {}", n,
-                              expected.size()));
+      throw Error(
+          fmt::format("holds {} best-weight tensors, the model has {}", n, expected.size()));
     std::vector<torch::Tensor> weights(expected.size());
     for (std::size_t i = 0; i < weights.size(); ++i) {
       if (!best.try_read(std::to_string(i), weights[i], /*is_buffer=*/true))
@@ -956,12 +956,12 @@ TrainingOutcome train(const FashionMnistState& s, const TrainingParams& p, std::
     const std::int64_t step = *trial->resume_step();
     const std::string path = state_folder->path() + "/" + kTrainingStateFile;
     try {
-      const std::string bytes = state_folder->read_file(
-          kTrainingStateFile, max_training_state_bytes(*run.model.ptr()));
+      const std::string bytes =
+          state_folder->read_file(kTrainingStateFile, max_training_state_bytes(*run.model.ptr()));
       EpochLoopState st = load_training_state(run, bytes, fingerprint, s.device, &best);
       if (st.epoch > step)
-        throw Error(fmt::format("holds epoch {}, later than the snapshot's step {}", st.epoch,
-                                step));
+        throw Error(
+            fmt::format("holds epoch {}, later than the snapshot's step {}", st.epoch, step));
       if (st.epoch < step)
         spdlog::warn(
             "trial {}: training state {} holds epoch {}, the snapshot is of step {}: epochs {}..{} "

@@ -348,8 +348,8 @@ TrainingOutcome run_epochs(Trial* trial, std::int64_t max_epochs, TrainMetric me
   if (resume.from) {
     st = *resume.from;
     if (st.epoch < 1 || !st.have_best)
-      throw Error(fmt::format("run_epochs: cannot resume from epoch {} without a best epoch",
-                              st.epoch));
+      throw Error(
+          fmt::format("run_epochs: cannot resume from epoch {} without a best epoch", st.epoch));
   }
   auto sync_outcome = [&] {
     out.best_value = st.best_value;

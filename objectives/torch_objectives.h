@@ -275,8 +275,8 @@ struct TrainingOutcome {
 // The epoch loop's bookkeeping after an epoch: what a resumed trial must
 // restore so that it ends as if it had never stopped (run_epochs()).
 struct EpochLoopState {
-  std::int64_t epoch = 0;  // epochs done (1-based: the step reported last)
-  bool have_best = false;  // an epoch was reported (always true once one was)
+  std::int64_t epoch = 0;       // epochs done (1-based: the step reported last)
+  bool have_best = false;       // an epoch was reported (always true once one was)
   double best_value = 0.0;      // the best metric so far
   std::int64_t best_epoch = 0;  // its epoch
   EpochMetrics best;            // the metrics of best_epoch

@@ -105,7 +105,8 @@ ArchiveContents normalize_optimizer_keys(const ArchiveContents& in) {
   for (const auto& [key, value] : in.values) {
     if (key.rfind(list, 0) != 0 || key == list + "size") continue;
     std::string address = value;
-    if (address.size() >= 2 && address.front() == '"') address = address.substr(1, address.size() - 2);
+    if (address.size() >= 2 && address.front() == '"')
+      address = address.substr(1, address.size() - 2);
     names[address] = "param" + key.substr(list.size());
   }
   auto rename = [&](std::string text) {
@@ -177,8 +178,8 @@ struct ResumeSetup {
 };
 
 Params mlp_params(const std::string& optimizer, std::int64_t hidden = 32) {
-  Params p = {{"optimizer", optimizer}, {"hidden", hidden},     {"dropout", 0.25},
-              {"batch_size", 50},       {"lr", 1e-2},           {"weight_decay", 1e-4}};
+  Params p = {{"optimizer", optimizer}, {"hidden", hidden}, {"dropout", 0.25},
+              {"batch_size", 50},       {"lr", 1e-2},       {"weight_decay", 1e-4}};
   if (optimizer == "rmsprop") p["momentum"] = 0.5;
   return p;
 }
