@@ -765,12 +765,18 @@ double read_double(torch::serialize::InputArchive& a, const std::string& key) {
   return read_scalar(a, key, torch::kFloat64).item<double>();
 }
 
+// Sets `gen` to the state `state` (Generator::get_state()'s bytes); throws
+// c10::Error when it is not a state of that kind of generator.
+void set_generator(at::Generator& gen, const torch::Tensor& state) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state.to(torch::kCPU));
+}
+
 // Sets `gen` to the state record `key` of `a`.
 void read_generator(torch::serialize::InputArchive& a, const std::string& key, at::Generator& gen) {
   torch::Tensor t;
   if (!a.try_read(key, t)) throw Error("no record '" + key + "'");
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_state(t.to(torch::kCPU));
+  set_generator(gen, t);
 }
 
 // The tensors of an optimizer's per-parameter state (LibTorch's Adam,
@@ -846,15 +852,16 @@ EpochLoopState load_training_state(TrainingRun& run, const std::string& bytes,
     check_optimizer_state(*run.optimizer);
     read_generator(a, "rng_init", run.init_gen);
     read_generator(a, "rng_shuffle", run.shuffle_gen);
-    if (run.dropout_gen) read_generator(a, "rng_dropout", *run.dropout_gen);
-    if (!device.is_cpu()) {
-      // Saved on a GPU: the device's generator draws the dropout masks.
+    torch::Tensor saved_dropout;
+    // A state saved on a GPU has no dropout generator: this run's seeded
+    // one goes on (another device: not bit-exact anyway).
+    if (run.dropout_gen && a.try_read("rng_dropout", saved_dropout))
+      set_generator(*run.dropout_gen, saved_dropout);
+    // On a GPU the device's generator draws the dropout masks (a state
+    // saved on the CPU has none: the device's goes on).
+    if (torch::Tensor t; !device.is_cpu() && a.try_read("rng_device", t)) {
       at::Generator gen = at::globalContext().defaultGenerator(device);
-      torch::Tensor t;
-      if (a.try_read("rng_device", t)) {
-        std::lock_guard<std::mutex> lock(gen.mutex());
-        gen.set_state(t.to(torch::kCPU));
-      }
+      set_generator(gen, t);
     }
     st.have_best = read_int64(a, "have_best") == 1;
     st.best_value = read_double(a, "best_value");

@@ -305,13 +305,15 @@ struct EpochLoopResume {
 
 // The epoch loop shared by the LibTorch objectives, independent of LibTorch.
 //
-// For epoch = 1, 2, ..., max_epochs: m = run_epoch(epoch); the metric value
-// v (m.val_loss or m.val_accuracy) is reported to `trial` at step = epoch;
-// when the pruner answers prune, training stops and TrialPruned is thrown
-// (after the user attrs below are set). An epoch improves when v beats the
-// best value by more than early.min_delta (lower for val_loss, higher for
-// val_accuracy); then on_best(epoch) is called (e.g. to keep the weights).
-// After early.patience epochs in a row without improvement training stops
+// For epoch = 1, 2, ..., max_epochs: m = run_epoch(epoch), whose metric
+// value is v (m.val_loss or m.val_accuracy); when v is the best so far
+// (lower for val_loss, higher for val_accuracy) on_best(epoch) is called
+// (e.g. to keep the weights); early stopping's counters are updated;
+// resume.save_state is called (below); then v is reported to `trial` at
+// step = epoch; when the pruner answers prune, training stops and
+// TrialPruned is thrown (after the user attrs below are set). An epoch
+// improves (for early stopping) when v beats the reference by more than
+// early.min_delta. After early.patience epochs in a row without improvement training stops
 // (patience 0: never). A non-finite train or validation loss ends training
 // as diverged (it is not reported): the best epoch so far is kept, or, at
 // epoch 1, Error("diverged: ...") is thrown.
@@ -346,7 +348,9 @@ TrainingOutcome run_epochs(Trial* trial, std::int64_t max_epochs, TrainMetric me
 // from generators of the trial's own, so trials running concurrently in one
 // process do not disturb each other (on a GPU, dropout draws from the
 // device's generator and only one trial at a time per process is
-// reproducible). Returns the best
+// reproducible). With a checkpoint folder from the runner
+// (Trial::checkpoint_dir()) each epoch's training state is saved there and
+// a retry continues from it (see "Resume" at the top). Returns the best
 // metric reached (run_epochs()); sets the user attrs of run_epochs() plus
 // lr_effective (the rate used) and n_train (training images).
 //
