@@ -934,6 +934,44 @@ std::unique_ptr<OwnerOnlyFolder> training_state_folder(const Trial* trial) {
   }
 }
 
+// The loop state a retry of `trial` (trial.resume_step() set) continues
+// from: the training state in `state_folder` loaded into `run` and *best.
+// When it cannot be used: a warning naming the file and the reason,
+// nullopt, and `run` started again (from scratch, epoch 1).
+std::optional<EpochLoopState> resume_run(const FashionMnistState& s, const TrainingParams& p,
+                                         std::uint64_t seed, const Trial& trial,
+                                         const OwnerOnlyFolder& state_folder,
+                                         const std::string& fingerprint, TrainingRun& run,
+                                         std::vector<torch::Tensor>& best) {
+  const std::int64_t step = *trial.resume_step();
+  const std::string path = state_folder.path() + "/" + kTrainingStateFile;
+  try {
+    const std::string bytes =
+        state_folder.read_file(kTrainingStateFile, max_training_state_bytes(*run.model.ptr()));
+    EpochLoopState st = load_training_state(run, bytes, fingerprint, s.device, &best);
+    if (st.epoch > step)
+      throw Error(fmt::format("holds epoch {}, later than the snapshot's step {}", st.epoch, step));
+    if (st.epoch < step)
+      spdlog::warn(
+          "trial {}: training state {} holds epoch {}, the snapshot is of step {}: epochs {}..{} "
+          "are trained again (their reports keep the first values)",
+          trial.number(), path, st.epoch, step, st.epoch + 1, step);
+    spdlog::info("trial {}: resuming from the training state of epoch {} ({})", trial.number(),
+                 st.epoch, path);
+    return st;
+  } catch (const std::exception& e) {
+    std::string why = e.what();
+    if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);  // no path twice
+    spdlog::warn(
+        "trial {}: training state {} not usable: {}; training from scratch (epoch 1; the "
+        "reports of epochs 1..{} keep their first values)",
+        trial.number(), path, why, step);
+    run = start_run(s, p, seed);
+    best.clear();
+    return std::nullopt;
+  }
+}
+
 // Trains one model: returns the outcome and the model (with its final
 // weights); keeps the best epoch's weights in *best_weights when given, and
 // in the checkpoint file `checkpoint` when not empty (a write error is a
@@ -950,6 +988,13 @@ TrainingOutcome train(const FashionMnistState& s, const TrainingParams& p, std::
   const std::int64_t n = d.train_x.size(0);
   const std::int64_t batch = std::min<std::int64_t>(p.batch_size, n);
   bool save = folder != nullptr && !checkpoint.empty();
+  // A best-epoch checkpoint that cannot be written: the trial goes on without.
+  auto drop_checkpoint = [&](const std::exception& e) {
+    spdlog::warn("cannot write checkpoint {}/{} (the trial goes on without one): {}",
+                 folder->path(), checkpoint, e.what());
+    remove_checkpoint(*folder, checkpoint);
+    save = false;
+  };
 
   // The full training state (issue #43): saved when the runner gives the
   // trial a checkpoint folder; loaded on a retry.
@@ -960,33 +1005,7 @@ TrainingOutcome train(const FashionMnistState& s, const TrainingParams& p, std::
   const bool keep_best = best_weights != nullptr || state_folder != nullptr;
   EpochLoopResume resume;
   if (state_folder && trial->resume_step()) {
-    const std::int64_t step = *trial->resume_step();
-    const std::string path = state_folder->path() + "/" + kTrainingStateFile;
-    try {
-      const std::string bytes =
-          state_folder->read_file(kTrainingStateFile, max_training_state_bytes(*run.model.ptr()));
-      EpochLoopState st = load_training_state(run, bytes, fingerprint, s.device, &best);
-      if (st.epoch > step)
-        throw Error(
-            fmt::format("holds epoch {}, later than the snapshot's step {}", st.epoch, step));
-      if (st.epoch < step)
-        spdlog::warn(
-            "trial {}: training state {} holds epoch {}, the snapshot is of step {}: epochs {}..{} "
-            "are trained again (their reports keep the first values)",
-            trial->number(), path, st.epoch, step, st.epoch + 1, step);
-      spdlog::info("trial {}: resuming from the training state of epoch {} ({})", trial->number(),
-                   st.epoch, path);
-      resume.from = st;
-    } catch (const std::exception& e) {
-      std::string why = e.what();
-      if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);  // no path twice
-      spdlog::warn(
-          "trial {}: training state {} not usable: {}; training from scratch (epoch 1; the "
-          "reports of epochs 1..{} keep their first values)",
-          trial->number(), path, why, step);
-      run = start_run(s, p, seed);
-      best.clear();
-    }
+    resume.from = resume_run(s, p, seed, *trial, *state_folder, fingerprint, run, best);
     // The best-epoch checkpoint of this trial holds the restored best
     // weights, as it would after an uninterrupted run.
     if (resume.from && save) {
@@ -994,10 +1013,7 @@ TrainingOutcome train(const FashionMnistState& s, const TrainingParams& p, std::
         save_weights_checkpoint(*run.model.ptr(), best, resume.from->best_epoch, *folder,
                                 checkpoint);
       } catch (const std::exception& e) {
-        spdlog::warn("cannot write checkpoint {}/{} (the trial goes on without one): {}",
-                     folder->path(), checkpoint, e.what());
-        remove_checkpoint(*folder, checkpoint);
-        save = false;
+        drop_checkpoint(e);
       }
     }
   }
@@ -1035,10 +1051,7 @@ TrainingOutcome train(const FashionMnistState& s, const TrainingParams& p, std::
     try {
       save_checkpoint(module, epoch, *folder, checkpoint);
     } catch (const std::exception& e) {
-      spdlog::warn("cannot write checkpoint {}/{} (the trial goes on without one): {}",
-                   folder->path(), checkpoint, e.what());
-      remove_checkpoint(*folder, checkpoint);
-      save = false;
+      drop_checkpoint(e);
     }
   };
   bool state_warned = false;
