@@ -5,7 +5,13 @@
 #   make demo                 install deps, build (release), run the demo study,
 #                             write its report and print the report's path
 #   make test                 install deps, check formatting, run clang-tidy,
-#                             build + test release, then asan, fuzz and tsan
+#                             build + test release, check the docs, then asan,
+#                             fuzz and tsan
+#   make docs                 build the documentation site (docs/, Sphinx) into
+#                             build/docs/html, warnings as errors
+#   make check-docs           make docs, then check it: internal links, the
+#                             runnable blocks of the pages (with the release
+#                             hpsearch), every page in headless Chromium
 #   make check-tidy           clang-tidy over our sources (scripts/run-clang-tidy.sh)
 #   make test-fuzz            build the libFuzzer targets (asan preset, clang) and
 #                             run each for FUZZ_SECONDS on a copy of its seed corpus
@@ -25,8 +31,8 @@ RELEASE_DIR := build/release
 # The demo study: one worker per core (one LibTorch thread each). OpenMP
 # threads that wait sleep instead of spinning (OMP_WAIT_POLICY=passive): a
 # test-set scoring that has to retrain (no checkpoint) uses every core, and
-# on a busy 2-core machine it took 526 s without this, 79 s with it (README,
-# "The main job").
+# on a busy 2-core machine it took 526 s without this, 79 s with it (docs:
+# tutorials/torch-objectives.md).
 DEMO_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 DEMO_CMD ?= OMP_WAIT_POLICY=passive ./$(RELEASE_DIR)/hpsearch run examples/fashion_mnist/space.json --workers $(DEMO_WORKERS)
 # The demo study's report (hpsearch report), written after the study.
@@ -36,7 +42,13 @@ BENCH_CMD ?= found=0; for b in $(RELEASE_DIR)/bench/*; do \
 	  if [ -f "$$b" ] && [ -x "$$b" ]; then found=1; echo "== $$b"; "$$b" || exit 1; fi; \
 	done; [ $$found = 1 ] || echo "bench: no benchmark programs yet (bench/*.cpp)"
 
-.PHONY: all deps build test check-format check-tidy test-release test-asan test-tsan test-fuzz demo install bench clean
+# The hpsearch binary the docs describe: its --help makes the CLI reference,
+# and the runnable blocks of the pages run it. The default is the release
+# build's, built by `make docs` when missing.
+HPSEARCH ?= $(RELEASE_DIR)/hpsearch
+DOCS_DIR ?= build/docs/html
+
+.PHONY: all deps build test check-format check-tidy test-release test-asan test-tsan test-fuzz demo install bench clean docs check-docs
 
 all: build
 
@@ -52,7 +64,7 @@ build: deps
 
 # Runs every suite even if one fails (make -k), and fails if any did.
 test: deps
-	$(MAKE) -k check-format check-tidy test-release test-asan test-fuzz test-tsan
+	$(MAKE) -k check-format check-tidy test-release check-docs test-asan test-fuzz test-tsan
 
 check-format:
 	scripts/check-format.sh
@@ -94,6 +106,22 @@ test-fuzz:
 	cmake --preset asan
 	cmake --build --preset asan -j $(JOBS) --target fuzz_targets
 	FUZZ_BUILD_DIR=build/asan FUZZ_JOBS=$(FUZZ_JOBS) scripts/run-fuzz.sh $(FUZZ_SECONDS)
+
+# The documentation site (docs/contributing/docs.md). Doxygen reads
+# the public headers and the CLI reference runs $(HPSEARCH) --help, so the
+# binary is built first when it is the release build's and missing.
+docs: deps
+	@if [ "$(HPSEARCH)" = "$(RELEASE_DIR)/hpsearch" ] && [ ! -x "$(HPSEARCH)" ]; then \
+	  cmake --preset release && cmake --build --preset release -j $(JOBS) --target hpsearch_cli; \
+	fi
+	rm -rf $(DOCS_DIR)
+	HPSEARCH="$(HPSEARCH)" sphinx-build -W --keep-going -q -b html docs $(DOCS_DIR)
+
+# The docs as a test: built with warnings as errors (make docs), internal
+# links, every runnable block of the pages run with $(HPSEARCH) on PATH, and
+# every page opened in headless Chromium (scripts/check-docs.py).
+check-docs: docs
+	python3 scripts/check-docs.py --hpsearch "$(HPSEARCH)" --html $(DOCS_DIR)
 
 demo: build
 	$(DEMO_CMD)

@@ -300,6 +300,10 @@ CoordinatorOptions coordinator_options(const StudyConfig& config, const RunOptio
   co.max_failed_trials = config.budget.max_failed_trials;
   co.fail_fast = config.budget.fail_fast;
   co.max_workers = o.max_workers;
+  // The local workers' (and a shared-folder Slurm step's) checkpoint folders.
+  co.checkpoint_root =
+      (fs::absolute(study_log_dir(config.name, storage_parent(config))) / "checkpoints").string();
+  co.artifacts = checkpoints::ArtifactOptions::from_json(config.artifacts);
   if (bind) check_bind(*bind);
   // Trust: a tcp --bind needs keys (--keys or $HPSEARCH_KEYS_DIR) or --insecure.
   const bool tcp = bind && bind->rfind("tcp://", 0) == 0;

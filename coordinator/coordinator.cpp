@@ -22,6 +22,7 @@ void CoordinatorOptions::validate() const {
   protocol::check_heartbeat_settings(heartbeat_interval_ms, "coordinator.heartbeat_interval_ms",
                                      liveness, "coordinator.liveness");
   require_at_least("coordinator.max_retries", max_retries, 0);
+  artifacts.validate();
   if (n_trials && *n_trials < 0) throw ConfigError("coordinator.n_trials", "must be >= 0");
   if (timeout_s && !(*timeout_s >= 0))
     throw ConfigError("coordinator.timeout_s", "must be >= 0 (seconds)");
@@ -56,11 +57,14 @@ CoordinatorOptions validated(CoordinatorOptions o) {
   return o;
 }
 
-std::string config_text(const Study& study, Json objective_config, const SearchSpace& space) {
+std::string config_text(const Study& study, Json objective_config, const SearchSpace& space,
+                        const checkpoints::ArtifactOptions& artifacts) {
   Json config{{"study", study.name()},
               {"direction", to_string(study.direction())},
               {"objective", std::move(objective_config)},
               {"space", space.to_json()}};
+  // What a worker needs of "artifacts" (search/checkpoints.h).
+  config["artifacts"] = Json{{"max_snapshot_bytes", artifacts.max_snapshot_bytes}};
   return config.dump();
 }
 
@@ -75,7 +79,7 @@ Coordinator::Impl::Impl(Study s, Json objective_config, CoordinatorOptions o)
       space(study.space() ? *study.space() : SearchSpace()),
       options(validated(std::move(o))),
       nop_pruner(!study.pruner().prunes()),
-      config_json(config_text(study, std::move(objective_config), space)),
+      config_json(config_text(study, std::move(objective_config), space, options.artifacts)),
       config_id(util::fnv1a64(config_json)),
       transport(options),
       mirror(storage, study_id, direction, study.name()),

@@ -59,6 +59,7 @@
 #include <string>
 #include <vector>
 
+#include "search/checkpoints.h"
 #include "search/study.h"
 
 namespace hps {
@@ -112,6 +113,18 @@ struct CoordinatorOptions {
   // Seconds between updates of the study's "coordinator" system attr (the
   // workers table that `hpsearch status` shows). Default 1.0.
   double status_interval_s = 1.0;
+
+  // ---- Long trials (search/checkpoints.h).
+  // The folder of the lineages' checkpoint folders, as the workers see it
+  // (`hpsearch run`: <study>.logs/checkpoints, the folder local workers
+  // use). When a trial ends, retention removes lineage folders there
+  // (`artifacts`) and marks the trial's checkpoint attr deleted. Default
+  // "": the coordinator removes nothing (the workers' folders are not its).
+  std::string checkpoint_root{};
+  // space.json's "artifacts": checkpoints on or off (off: assignments name
+  // no lineage, so workers give trials no checkpoint folder), retention
+  // and the snapshot size limit.
+  checkpoints::ArtifactOptions artifacts{};
 
   // ---- Trust (CurveZMQ + ZAP, ZeroMQ RFC 26/27; README "Security").
   // A keys folder made by `hpsearch keys init`: coordinator.secret and

@@ -42,6 +42,10 @@ void Coordinator::Impl::send_assignment(Session& s, const TrialSource::Dispatch&
   a.params = proto::to_wire(t->params);
   a.fixed = proto::to_wire(lifecycle::pending_fixed_params(d.fixed, t->params));
   a.config_id = config_id;
+  if (options.artifacts.checkpoints) {
+    a.lineage = checkpoints::lineage_of(*t);
+    a.resume_step = checkpoints::resume_step_of(*t).value_or(-1);
+  }
   if (!s.config_sent) {
     a.config_json = config_json;
     s.config_sent = true;

@@ -17,7 +17,26 @@ void Coordinator::Impl::end_trial(Session& s, std::int64_t number) {
   running.erase(number);
   ended.push_back(mirror.refresh(number));
   limits.trial_ended(*ended.back());
+  apply_retention(number);
   status_dirty = true;
+}
+
+// Checkpoint retention once trial `number` ended (search/checkpoints.h):
+// removes the lineage folders it no longer keeps, then marks each such
+// trial's checkpoint attr deleted, so the store never names a folder that
+// is gone.
+void Coordinator::Impl::apply_retention(std::int64_t number) {
+  if (options.checkpoint_root.empty()) return;
+  const FrozenTrial& t = mirror.at(number);
+  for (const FrozenTrial* v :
+       checkpoints::retention_victims(mirror.trials(), t, direction, options.artifacts)) {
+    checkpoints::remove_lineage(options.checkpoint_root, checkpoints::lineage_of(*v));
+    Json attr = v->system_attrs.value(checkpoints::kAttrCheckpoint, Json::object());
+    attr["deleted"] = true;
+    const std::int64_t n = v->number;
+    storage.set_trial_system_attr(v->trial_id, checkpoints::kAttrCheckpoint, attr);
+    mirror.refresh(n);
+  }
 }
 
 // A running trial whose worker is gone (or stopped, or the run was
@@ -42,6 +61,7 @@ void Coordinator::Impl::end_lost_trial(std::int64_t number, const std::string& r
                retry ? "; queued again with the same params" : "; no retries left");
   ended.push_back(mirror.ptr(number));
   limits.trial_ended(*ended.back());  // a retried FAIL does not count
+  if (!retry) apply_retention(number);
   status_dirty = true;
 }
 

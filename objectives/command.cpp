@@ -55,9 +55,10 @@ constexpr std::chrono::milliseconds kOutsideSignalWait{500};
 
 // Environment variables that hpsearch sets itself.
 const std::vector<std::string>& reserved_env() {
-  static const std::vector<std::string> names = {"HPSEARCH_PARAMS", "HPSEARCH_TRIAL_NUMBER",
-                                                 "HPSEARCH_STUDY",  "HPSEARCH_THREADS",
-                                                 "HPSEARCH_MODE",   "CUDA_VISIBLE_DEVICES"};
+  static const std::vector<std::string> names = {"HPSEARCH_PARAMS",         "HPSEARCH_TRIAL_NUMBER",
+                                                 "HPSEARCH_STUDY",          "HPSEARCH_THREADS",
+                                                 "HPSEARCH_MODE",           "CUDA_VISIBLE_DEVICES",
+                                                 "HPSEARCH_CHECKPOINT_DIR", "HPSEARCH_RESUME_STEP"};
   return names;
 }
 
@@ -65,6 +66,9 @@ const std::vector<std::string>& reserved_env() {
 
 // The built-in placeholder of the per-trial folder.
 constexpr std::string_view kTrialDir = "trial_dir";
+// The built-in placeholder of the lineage's checkpoint folder
+// (search/checkpoints.h; HPSEARCH_CHECKPOINT_DIR).
+constexpr std::string_view kCheckpointDir = "checkpoint_dir";
 
 // One piece of an argument: literal text, or a placeholder.
 struct Piece {
@@ -135,6 +139,17 @@ void check_placeholders(const Template& t, const SearchSpace& space, const std::
                         const std::string& drop_what) {
   for (const Piece& p : t) {
     if (!p.is_param) continue;
+    if (p.text == kCheckpointDir) {
+      if (p.optional)
+        throw ConfigError(path,
+                          "{checkpoint_dir?}: the checkpoint folder is always there; write "
+                          "{checkpoint_dir}");
+      if (space.find(p.text))
+        throw ConfigError(path,
+                          "{checkpoint_dir} is the trial's checkpoint folder, and the space has a "
+                          "param named 'checkpoint_dir' too: rename the param");
+      continue;
+    }
     if (p.text == kTrialDir) {
       if (p.optional)
         throw ConfigError(path,
@@ -177,9 +192,11 @@ void check_placeholders(const Template& t, const SearchSpace& space, const std::
 
 // Fills a template. nullopt when an optional placeholder's param is absent;
 // throws Error(path: ...) when a required one is.
-// `trial_dir`: the value of {trial_dir} ("" when the trial has none yet).
+// `trial_dir`: the value of {trial_dir} ("" when the trial has none yet);
+// `checkpoint_dir`: of {checkpoint_dir} (Trial::checkpoint_dir()).
 std::optional<std::string> expand(const Template& t, const Params& params, const std::string& path,
-                                  const std::string& trial_dir = "") {
+                                  const std::string& trial_dir = "",
+                                  const std::string& checkpoint_dir = "") {
   std::string out;
   bool drop = false;
   for (const Piece& p : t) {
@@ -189,6 +206,10 @@ std::optional<std::string> expand(const Template& t, const Params& params, const
     }
     if (p.text == kTrialDir && !p.optional) {
       out += trial_dir;
+      continue;
+    }
+    if (p.text == kCheckpointDir && !p.optional) {
+      out += checkpoint_dir;
       continue;
     }
     auto it = params.find(p.text);
@@ -388,11 +409,13 @@ CommandConfig parse_config(const Json& config, const SearchSpace* space) {
 }
 
 std::vector<std::string> expand_argv(const CommandConfig& c, const Params& params,
-                                     const std::string& trial_dir = "") {
+                                     const std::string& trial_dir = "",
+                                     const std::string& checkpoint_dir = "") {
   std::vector<std::string> out;
   std::vector<bool> literal_flag;  // out[i] is a kept literal starting with '-'
   for (std::size_t i = 0; i < c.argv.size(); ++i) {
-    std::optional<std::string> arg = expand(c.argv[i], params, argv_path(i), trial_dir);
+    std::optional<std::string> arg =
+        expand(c.argv[i], params, argv_path(i), trial_dir, checkpoint_dir);
     if (arg) {
       bool flag = i > 0 && !has_param(c.argv[i]) && !arg->empty() && (*arg)[0] == '-';
       out.push_back(std::move(*arg));
@@ -465,7 +488,8 @@ std::vector<std::string> build_env(const CommandConfig& c, const ObjectiveContex
   }
   for (const auto& [name, t] : c.env) {
     std::optional<std::string> value =
-        expand(t, trial ? trial->params() : kNoParams, join_path("objective.env", name), trial_dir);
+        expand(t, trial ? trial->params() : kNoParams, join_path("objective.env", name), trial_dir,
+               trial ? trial->checkpoint_dir() : std::string());
     if (value)
       env[name] = *value;
     else
@@ -475,6 +499,11 @@ std::vector<std::string> build_env(const CommandConfig& c, const ObjectiveContex
     env["HPSEARCH_PARAMS"] =
         params_json(trial->params()).dump(-1, ' ', false, Json::error_handler_t::replace);
     env["HPSEARCH_TRIAL_NUMBER"] = std::to_string(trial->number());
+    // Long trials: the lineage's folder, and on a retry the step it holds.
+    env.erase("HPSEARCH_CHECKPOINT_DIR");
+    env.erase("HPSEARCH_RESUME_STEP");
+    if (!trial->checkpoint_dir().empty()) env["HPSEARCH_CHECKPOINT_DIR"] = trial->checkpoint_dir();
+    if (trial->resume_step()) env["HPSEARCH_RESUME_STEP"] = std::to_string(*trial->resume_step());
   } else {
     env["HPSEARCH_MODE"] = "persistent";
   }
@@ -685,6 +714,13 @@ class ProgramOutput {
   // How a persistent-mode trial ended (kRunning until the program says).
   enum class End { kRunning, kValue, kDone, kPruned, kFail };
 
+  // Long trials: `pause(true)` stops the program (its process group) and
+  // `pause(false)` lets it go on; each report of a trial with a checkpoint
+  // folder runs between the two, so the snapshot Trial::report() takes
+  // (search/checkpoints.h) sees the folder as it was when the program
+  // printed the step, not half of the next step's files.
+  void set_pause(std::function<void(bool)> pause) { pause_ = std::move(pause); }
+
   // `persistent`: the program serves many trials (objective.mode): a final
   // value line or a "status" line ends the trial, and report lines are read
   // after the prune notice too (for the program's acknowledgement).
@@ -811,7 +847,17 @@ class ProgramOutput {
       late_values_.emplace_back(step, value);
       return;
     }
-    trial_.report(step, value);
+    {
+      const bool pause = pause_ && !trial_.checkpoint_dir().empty();
+      if (pause) pause_(true);
+      struct Resume {
+        const std::function<void(bool)>* pause;
+        ~Resume() {
+          if (pause) (*pause)(false);
+        }
+      } resume{pause ? &pause_ : nullptr};
+      trial_.report(step, value);
+    }
     if (trial_.should_prune()) prune_step_ = step;
   }
 
@@ -826,6 +872,7 @@ class ProgramOutput {
   std::optional<std::int64_t> prune_step_;
   std::vector<std::pair<std::int64_t, double>> late_values_;  // after prune_step_
   bool persistent_ = false;
+  std::function<void(bool)> pause_;
   End end_ = End::kRunning;
   std::string fail_reason_;
   std::int64_t lines_ = 0;
@@ -839,14 +886,33 @@ constexpr std::string_view kCompleteDespitePrune =
     "the program printed its final value before it acted on the prune decision: the trial "
     "counts COMPLETE; pruned after step ";
 
+// ProgramOutput::set_pause's function for the process group `group` (the
+// program's pid): SIGSTOP, then SIGCONT.
+std::function<void(bool)> group_pauser(pid_t group) {
+  return [group](bool stop) {
+    if (group > 1) ::kill(-group, stop ? SIGSTOP : SIGCONT);
+  };
+}
+
+// What supervise() saw when it returned.
+struct Supervised {
+  // The program printed its final value and was still running grace_s
+  // later: it was stopped, and the trial keeps the value (a data loader's
+  // workers, a logging thread or a distributed shutdown that hangs).
+  bool lingered = false;
+};
+
 // Waits for the program to end, passing its output to `output`. Stops it
 // (SIGTERM to its group, SIGKILL after grace_s) and throws TrialPruned when
 // the pruner says to prune (unless the program printed its final value and
 // exited with status 0 before it was stopped: then it returns, COMPLETE), Interrupted when the
 // trial is interrupted, Error("timeout: ...") after timeout_s; on any other exception (from
-// Trial::report(), ...) stops it and passes the exception on.
-void supervise(const CommandConfig& c, Trial& trial, ChildProcess& child, TrialLog& log,
-               ProgramOutput& output) {
+// Trial::report(), ...) stops it and passes the exception on. A program
+// that printed its final value and still runs grace_s later is stopped
+// (SIGTERM, SIGKILL after grace_s) and the trial keeps the value
+// (Supervised::lingered).
+Supervised supervise(const CommandConfig& c, Trial& trial, ChildProcess& child, TrialLog& log,
+                     ProgramOutput& output) {
   auto on_line = [&output, &child](ChildProcess::Stream s, std::string_view line) {
     output.read_line(s, line, child.continued());
   };
@@ -863,6 +929,7 @@ void supervise(const CommandConfig& c, Trial& trial, ChildProcess& child, TrialL
   if (c.timeout_s)
     deadline = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
                                         std::chrono::duration<double>(*c.timeout_s));
+  std::optional<SteadyClock::time_point> linger_deadline;
   try {
     while (true) {
       // Short waits, so an interrupted run (Ctrl-C, a worker told to stop)
@@ -888,11 +955,24 @@ void supervise(const CommandConfig& c, Trial& trial, ChildProcess& child, TrialL
         if (output.final_value_reported() && child.exit_code() == 0) {
           log.note(std::string(kCompleteDespitePrune) + std::to_string(*step));
           output.report_late_values();
-          return;
+          return {};
         }
         throw TrialPruned();  // the metrics' attrs: MetricAttrsOnExit
       }
-      if (done) return;
+      if (done) return {};
+      if (output.final_value_reported()) {
+        const auto now = SteadyClock::now();
+        if (!linger_deadline) {
+          linger_deadline = now + std::chrono::duration_cast<SteadyClock::duration>(grace);
+        } else if (now >= *linger_deadline) {
+          log.note("the program printed its final value and still runs " +
+                   format_seconds(c.grace_s) +
+                   " s later (objective.grace_s): stopping it; the trial keeps its value");
+          child.terminate(grace, log_only);
+          log.note("stopped: " + child.describe_status());
+          return Supervised{true};
+        }
+      }
       if (trial.interrupted()) {
         stop("interrupted: stopping the program");
         throw Interrupted();
@@ -1021,7 +1101,8 @@ struct MetricAttrsOnExit {
 double run_trial(const CommandConfig& c, const ObjectiveContext& ctx, Trial& trial) {
   const auto started = std::chrono::system_clock::now();
   TrialDir trial_dir(c, ctx, trial.number());
-  std::vector<std::string> argv = expand_argv(c, trial.params(), trial_dir.path());
+  std::vector<std::string> argv =
+      expand_argv(c, trial.params(), trial_dir.path(), trial.checkpoint_dir());
   SpawnOptions spawn{argv, c.cwd, build_env(c, ctx, &trial, trial_dir.path())};
 
   TrialLog log(ctx.log_dir, trial.number(), c.log_max_bytes);
@@ -1038,15 +1119,22 @@ double run_trial(const CommandConfig& c, const ObjectiveContext& ctx, Trial& tri
   ProgramOutput output(trial, log, tail, c, ctx, metrics_file, started);
   MetricAttrsOnExit attrs{output};
   ChildProcess child(spawn);  // Error("cannot run ...") -> FAIL
-  supervise(c, trial, child, log, output);
+  if (!trial.checkpoint_dir().empty()) {
+    log.note("checkpoint folder " + trial.checkpoint_dir() +
+             (trial.resume_step() ? "; resuming after step " + std::to_string(*trial.resume_step())
+                                  : std::string()));
+    output.set_pause(group_pauser(child.pid()));
+  }
+  const Supervised supervised = supervise(c, trial, child, log, output);
   output.store_metric_attrs();
   const std::optional<double> final_value = output.final_value();
   const std::string& malformed = output.malformed();
 
   std::string status = child.describe_status();
   log.note("program ended: " + status);
-  throw_if_stopped_with_worker(child, trial, log);
-  bool ok = child.exit_code() == 0 || (!child.exit_code() && !child.term_signal());
+  if (!supervised.lingered) throw_if_stopped_with_worker(child, trial, log);
+  bool ok = child.exit_code() == 0 || (!child.exit_code() && !child.term_signal()) ||
+            (supervised.lingered && final_value);
   if (!ok) throw Error(with_tail("the program failed (" + status + ")", tail));
   if (!final_value && output.collects())
     throw Error(with_tail(output.never_seen_reason(), output.output_tail(), "output"));
@@ -1192,6 +1280,11 @@ std::optional<double> persistent_attempt(const CommandConfig& c, const Objective
   Json line = {
       {"type", "trial"}, {"number", trial.number()}, {"params", params_json(trial.params())}};
   if (c.uses_trial_dir) line["trial_dir"] = trial_dir.path();
+  if (!trial.checkpoint_dir().empty()) {
+    line["checkpoint_dir"] = trial.checkpoint_dir();
+    if (trial.resume_step()) line["resume_step"] = *trial.resume_step();
+    output.set_pause(group_pauser(program.pid()));
+  }
   if (std::string error = program.send(line); !error.empty())
     log.note("cannot send the trial: " + error);
   supervise_persistent(c, trial, program, log, output);

@@ -230,8 +230,12 @@ void serialize(A& ar, Assignment& m, std::uint32_t const version) {
   field_list(ar, m.fixed);
   ar(m.config_id);
   field_string(ar, m.config_json);
-  if constexpr (kLoading<A>)
+  ar(m.lineage, m.resume_step);
+  if constexpr (kLoading<A>) {
     if (m.number < 0) throw ProtocolError("Assignment: trial number must be >= 0");
+    if (m.lineage < -1 || m.resume_step < -1)
+      throw ProtocolError("Assignment: lineage and resume_step must be >= -1");
+  }
 }
 
 template <class A>
@@ -259,6 +263,7 @@ template <class A>
 void serialize(A& ar, Report& m, std::uint32_t const version) {
   check_version(version, "Report");
   ar(m.number, m.step, m.value);
+  field_bool(ar, m.checkpoint);
   if constexpr (kLoading<A>)
     if (m.number < 0 || m.step < 0)
       throw ProtocolError("Report: trial number and step must be >= 0");

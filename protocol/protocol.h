@@ -63,7 +63,8 @@
 namespace hps::protocol {
 
 inline constexpr char kMagic[4] = {'H', 'P', 'S', 'W'};
-inline constexpr std::uint16_t kProtocolVersion = 2;
+// 3: Assignment.lineage and resume_step, Report.checkpoint (long trials).
+inline constexpr std::uint16_t kProtocolVersion = 3;
 inline constexpr std::size_t kEnvelopeBytes = 8;
 // Largest frame either side accepts (envelope included): 4 MiB. Larger
 // frames are dropped unread (the coordinator also sets ZMQ_MAXMSGSIZE).
@@ -215,6 +216,12 @@ struct Assignment {
   // only in the first assignment of a session with this config_id, empty
   // otherwise.
   std::string config_json{};
+  // Long trials (search/checkpoints.h; version 3): the trial's lineage (the
+  // number of its first trial, >= 0), whose checkpoint folder the worker
+  // uses, and on a retry that continues an earlier trial the step whose
+  // snapshot it starts from (-1: none, a first run).
+  std::int64_t lineage = -1;
+  std::int64_t resume_step = -1;
 };
 
 // worker -> coordinator: a define-by-run suggest call for a param the
@@ -238,6 +245,9 @@ struct Report {
   std::int64_t number = -1;
   std::int64_t step = 0;  // >= 0
   double value = 0.0;
+  // The worker took a snapshot of the lineage's checkpoint folder at this
+  // step (version 3): the coordinator records it (system attr checkpoint).
+  bool checkpoint = false;
 };
 
 struct Decision {

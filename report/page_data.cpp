@@ -8,6 +8,7 @@
 #include <set>
 
 #include "algorithms/study_setup.h"
+#include "search/checkpoints.h"
 #include "search/json_util.h"
 #include "search/trial_lifecycle.h"
 
@@ -234,6 +235,9 @@ Json trial_record(const FrozenTrial& t, const SearchSpace& space, bool with_curv
     for (const auto& [step, v] : t.intermediate_values)
       iv.push_back(Json::array({step, number_or_null(v)}));
     r["iv"] = std::move(iv);
+    // A retry that continued an earlier trial from its checkpoint: the
+    // step it resumed after (marked on its curve).
+    if (auto rs = checkpoints::resume_step_of(t)) r["rs"] = *rs;
   }
   return r;
 }
@@ -417,10 +421,18 @@ Json build_page_data_with(const StudyInfo& info, const std::vector<TrialPtr>& tr
   std::vector<const FrozenTrial*> complete;
   std::vector<const FrozenTrial*> curved;  // trials with intermediate values
   std::int64_t max_step = 0;
+  // Trials continued by a retry from their checkpoint: the retry carries
+  // their curve, so it is drawn once (the retry's).
+  std::set<std::int64_t> continued;
+  for (const auto& t : trials)
+    if (auto it = t->system_attrs.find(checkpoints::kAttrResumedFrom);
+        it != t->system_attrs.end() && it->is_object() && it->contains("trial") &&
+        (*it)["trial"].is_number_integer())
+      continued.insert((*it)["trial"].get<std::int64_t>());
   for (const auto& t : trials) {
     counts[to_string(t->state)] = counts[to_string(t->state)].get<std::int64_t>() + 1;
     if (lifecycle::is_best_candidate(*t)) complete.push_back(t.get());
-    if (!t->intermediate_values.empty()) {
+    if (!t->intermediate_values.empty() && !continued.count(t->number)) {
       curved.push_back(t.get());
       max_step = std::max(max_step, t->intermediate_values.rbegin()->first);
     }

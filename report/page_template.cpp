@@ -215,6 +215,7 @@ const char* const kPageScript = R"JS(
     // step; rungs.
     const byCurveState = {};
     const ends = {x: [], y: [], text: []};
+    const resumed = {x: [], y: [], text: []};
     let nCurves = 0, maxStep = 0;
     for (const t of trials.values()) {
       if (!t.iv || t.iv.length === 0) continue;
@@ -224,6 +225,7 @@ const char* const kPageScript = R"JS(
       for (const p of t.iv) { c.x.push(p[0]); c.y.push(p[1]); c.text.push('trial ' + t.n); }
       c.x.push(null); c.y.push(null); c.text.push(null);
       if (t.s === 'PRUNED') { const l = t.iv[t.iv.length - 1]; ends.x.push(l[0]); ends.y.push(l[1]); ends.text.push('trial ' + t.n + ' pruned'); }
+      if (t.rs !== undefined) { const r = t.iv.find(p => p[0] === t.rs); if (r) { resumed.x.push(r[0]); resumed.y.push(r[1]); resumed.text.push('trial ' + t.n + ' resumed after step ' + t.rs + ' (checkpoint)'); } }
     }
     // Lines and small markers: a trial that reported one step is a point.
     const curves = Object.keys(byCurveState).map(s => ({type: 'scatter', mode: 'lines+markers', x: byCurveState[s].x, y: byCurveState[s].y,
@@ -231,6 +233,8 @@ const char* const kPageScript = R"JS(
       opacity: 0.6, hoverinfo: 'text+x+y'}));
     if (ends.x.length) curves.push({type: 'scatter', mode: 'markers', name: 'pruned here', x: ends.x, y: ends.y, text: ends.text,
       marker: {symbol: 'x', size: 8, color: '#ff7f0e'}});
+    if (resumed.x.length) curves.push({type: 'scatter', mode: 'markers', name: 'resumed here', x: resumed.x, y: resumed.y, text: resumed.text,
+      marker: {symbol: 'triangle-right', size: 9, color: '#2ca02c'}});
     const rungShapes = (data.rungs || []).map(s => ({type: 'line', xref: 'x', yref: 'paper', x0: s, x1: s, y0: 0, y1: 1, line: {dash: 'dot', color: '#888'}}));
     document.getElementById('curves-note').textContent = nCurves && data.rungs && data.rungs.length ? 'Dotted lines: the pruner\'s rungs at steps ' + data.rungs.join(', ') + '.' : '';
     specs.push({id: 'curves', marks: nCurves, empty: 'No trial reported intermediate values (Trial::report, or \'hpsearch: {"step": ..., "value": ...}\' lines).', data: curves,

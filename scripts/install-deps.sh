@@ -17,13 +17,15 @@ PACKAGES=(
   libboost-dev                                  # Sobol sequence of the QMC sampler (Boost.Random, headers)
   libgtest-dev libgmock-dev                     # tests
   dataset-fashion-mnist                         # data of the Fashion-MNIST objectives
-  python3-optuna python3-sklearn python3-xgboost python3-plotly python3-pandas # bench/ comparisons (xgboost: bench/hpo_suite.py; plotly: Optuna's plots; pandas: trials_dataframe in the README); importances checked against Optuna (fANOVA)
+  python3-optuna python3-sklearn python3-xgboost python3-plotly python3-pandas # bench/ comparisons (xgboost: bench/hpo_suite.py; plotly: Optuna's plots; pandas: trials_dataframe in the docs); importances checked against Optuna (fANOVA)
   clang clang-format clang-tidy                 # format check, analysis, fuzzing
   libclang-rt-14-dev                            # libFuzzer and sanitizer runtimes of clang 14
   slurmctld slurmd slurm-client munge           # tests/slurm_cluster_test.sh (--launcher slurm)
   libcpp-httplib-dev                            # hpsearch dashboard (HTTP server)
   libre2-dev                                    # command objective: metrics regexes
-  chromium                                      # report tests: the page in a headless browser
+  chromium                                      # report and docs tests: pages in a headless browser
+  python3-sphinx python3-myst-parser python3-sphinx-rtd-theme # make docs: the site from docs/*.md
+  doxygen python3-breathe                       # make docs: the C++ API reference from the public headers
 )
 # npm fetches the pinned Plotly.js of the report (scripts/fetch-plotly.sh).
 # Debian's npm package, unless an npm is already installed (e.g. with a

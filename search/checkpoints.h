@@ -50,6 +50,10 @@ inline constexpr const char* kAttrCheckpoint = "checkpoint";
 // values at steps <= S are copied from trial N when it starts.
 inline constexpr const char* kAttrResumedFrom = "resumed_from";
 
+// The value of the system attr checkpoint for a snapshot of `step`:
+// {"step": step}.
+Json checkpoint_attr(std::int64_t step);
+
 // The lineage of `trial`: its system attr lineage, else its own number.
 std::int64_t lineage_of(const FrozenTrial& trial);
 
@@ -66,9 +70,13 @@ std::optional<std::int64_t> resume_step_of(const FrozenTrial& trial);
 // "<root>/lineage-<L>".
 std::string lineage_path(const std::string& root, std::int64_t lineage);
 
-// Size limits and what is kept (space.json "artifacts"; README/docs
-// "Long trials").
-struct RetentionOptions {
+// Checkpoints on or off, what is kept, and size limits (space.json
+// "artifacts"; docs "Long trials").
+struct ArtifactOptions {
+  // Give each trial its lineage's checkpoint folder and continue retries
+  // from it. Default true. False: trials get no folder and a retry starts
+  // from step 0 (the behaviour before checkpoints; bench/ compares both).
+  bool checkpoints = true;
   // Keep the snapshots of the best K COMPLETE trials (by the study's
   // direction) after they end; the others' lineage folders are removed.
   // Default 3; 0 keeps none.
@@ -86,7 +94,7 @@ struct RetentionOptions {
   void validate() const;
   // From the "artifacts" section of space.json (absent or null: defaults).
   // Unknown keys and wrong types throw ConfigError("artifacts.<field>").
-  static RetentionOptions from_json(const Json& section);
+  static ArtifactOptions from_json(const Json& section);
 };
 
 // What LineageFolder::prepare did.
@@ -107,7 +115,7 @@ class LineageFolder {
   // "<path>: <rule>" when either is a symbolic link, another user's, or
   // writable by others (search/private_files.h: OwnerOnlyFolder).
   LineageFolder(const std::string& root, std::int64_t lineage,
-                std::uint64_t max_snapshot_bytes = RetentionOptions{}.max_snapshot_bytes);
+                std::uint64_t max_snapshot_bytes = ArtifactOptions{}.max_snapshot_bytes);
 
   std::int64_t lineage() const { return lineage_; }
   // Absolute path of lineage-<L>.
@@ -125,12 +133,18 @@ class LineageFolder {
   // Throws Error only when work/ cannot be made at all.
   Prepared prepare(std::optional<std::int64_t> resume_step);
 
+  // What snapshot() did.
+  struct Snapshot {
+    bool taken = false;  // snapshot-<step> exists now, with its manifest
+    std::string why;     // not taken: why ("" when work/ is empty: nothing to keep)
+  };
   // Copies work/ to snapshot-<step> (a temporary folder renamed into
-  // place, with its manifest). Returns "" when taken, else why not (work/
-  // larger than max_snapshot_bytes, a disk error), and no snapshot of that
-  // step exists then. Links inside work/ are kept as links (never
-  // followed); other special files (FIFOs, sockets) are skipped.
-  std::string snapshot(std::int64_t step);
+  // place, with its manifest). Not taken when work/ is empty (a program
+  // that keeps no checkpoint costs nothing), larger than
+  // max_snapshot_bytes, or on a disk error; no snapshot of that step exists
+  // then. Links inside work/ are kept as links (never followed); other
+  // special files (FIFOs, sockets) are skipped.
+  Snapshot snapshot(std::int64_t step);
 
   // Removes every snapshot except that of `step` (after the store recorded
   // it) and any temporary folder left by an interrupted snapshot.
@@ -160,6 +174,6 @@ bool remove_lineage(const std::string& root, std::int64_t lineage);
 std::vector<const FrozenTrial*> retention_victims(const std::vector<TrialPtr>& trials,
                                                   const FrozenTrial& ended,
                                                   StudyDirection direction,
-                                                  const RetentionOptions& options);
+                                                  const ArtifactOptions& options);
 
 }  // namespace hps::checkpoints

@@ -4,6 +4,7 @@
 #include <functional>
 #include <set>
 
+#include "search/checkpoints.h"
 #include "search/printable.h"
 #include "search/study_name.h"
 
@@ -353,7 +354,9 @@ StudyConfig StudyConfig::from_json(const Json& doc) {
   if (!doc.is_object())
     throw ConfigError(
         "", "the top level of space.json must be an object, got " + std::string(doc.type_name()));
-  check_keys(doc, "", {"study", "sampler", "pruner", "budget", "objective", "space", "warm_start"});
+  check_keys(
+      doc, "",
+      {"study", "sampler", "pruner", "budget", "objective", "space", "warm_start", "artifacts"});
   StudyConfig c;
   c.source = doc;
   auto study = doc.find("study");
@@ -391,6 +394,10 @@ StudyConfig StudyConfig::from_json(const Json& doc) {
   c.space = SearchSpace::from_json(*space, "space");
   if (auto w = doc.find("warm_start"); w != doc.end())
     c.warm_start = WarmStartConfig::from_json(*w);
+  if (auto a = doc.find("artifacts"); a != doc.end()) {
+    checkpoints::ArtifactOptions::from_json(*a);  // throws ConfigError("artifacts.<field>")
+    c.artifacts = *a;
+  }
   return c;
 }
 

@@ -161,6 +161,9 @@ struct StudyConfig {
   SearchSpace space;
   // warm_start: an earlier study to start from; nullopt (the default): none.
   std::optional<WarmStartConfig> warm_start{};
+  // artifacts: checkpoint retention and limits (checkpoints::ArtifactOptions
+  // in search/checkpoints.h reads it); null (the default): defaults.
+  Json artifacts{};
   Json source;  // the whole file as read
 
   // Parses and validates the structure of a whole space.json document.

@@ -14,10 +14,10 @@
 #include <type_traits>
 #include <utility>
 
+#include "search/checkpoints.h"
 #include "search/printable.h"
 #include "search/sampling_context.h"
 #include "search/trial_lifecycle.h"
-#include "search/checkpoints.h"
 #include "search/trial_view.h"
 #include "search/util/host.h"
 
@@ -119,11 +119,11 @@ bool Trial::report(std::int64_t step, double value) {
   // recorded whose snapshot is missing.
   snapshot_step_.reset();
   if (checkpoint_) {
-    std::string why = checkpoint_->snapshot(step);
-    if (why.empty())
+    checkpoints::LineageFolder::Snapshot snap = checkpoint_->snapshot(step);
+    if (snap.taken)
       snapshot_step_ = step;
-    else
-      spdlog::warn("trial {}: no checkpoint snapshot at step {}: {}", number_, step, why);
+    else if (!snap.why.empty())
+      spdlog::warn("trial {}: no checkpoint snapshot at step {}: {}", number_, step, snap.why);
   }
   bool stored = backend_->report(*this, step, value);
   // The store names this step's snapshot now: the older ones can go.
@@ -160,6 +160,7 @@ struct Study::Impl : TrialBackend {
   std::shared_ptr<Pruner> pruner;
   std::optional<SearchSpace> space;
   std::string worker;
+  std::string checkpoint_root;  // StudyOptions::checkpoint_root
   // Guards the sampler and `view` (held while a sampler or pruner reads it).
   std::mutex sampler_mu;
   // The study's trials, updated from the storage's change feed before each
@@ -202,7 +203,14 @@ struct Study::Impl : TrialBackend {
   }
 
   bool report(Trial& trial, std::int64_t step, double value) override {
-    return storage->set_trial_intermediate_value(trial.trial_id(), step, value);
+    bool stored = false;
+    storage->run_in_transaction([&] {
+      stored = storage->set_trial_intermediate_value(trial.trial_id(), step, value);
+      if (trial.snapshot_step() == step)
+        storage->set_trial_system_attr(trial.trial_id(), checkpoints::kAttrCheckpoint,
+                                       checkpoints::checkpoint_attr(step));
+    });
+    return stored;
   }
 
   bool should_prune(Trial& trial) override {
@@ -241,6 +249,7 @@ std::shared_ptr<Study::Impl> make_impl(std::shared_ptr<Storage> storage, std::in
   impl->pruner = options.pruner ? options.pruner : std::make_shared<NopPruner>();
   impl->space = std::move(options.space);
   impl->worker = options.worker.empty() ? default_worker_name() : options.worker;
+  impl->checkpoint_root = std::move(options.checkpoint_root);
   return impl;
 }
 
@@ -297,6 +306,8 @@ Trial Study::ask() {
     NewTrial init;
     init.worker = s.worker;
     t = s.storage->create_trial(s.study_id, init);
+  } else {
+    t = lifecycle::start_resumed_trial(*s.storage, s.study_id, t);
   }
   Params fixed = lifecycle::fixed_params_of(*t);
   Params params = t->params;
@@ -326,8 +337,18 @@ Trial Study::ask() {
       });
     }
   }
-  return Trial(impl_.get(), t->trial_id, t->number, std::move(params), std::move(dists),
-               std::move(fixed), s.space ? &*s.space : nullptr, s.interrupt);
+  Trial trial(impl_.get(), t->trial_id, t->number, std::move(params), std::move(dists),
+              std::move(fixed), s.space ? &*s.space : nullptr, s.interrupt);
+  if (!s.checkpoint_root.empty()) {
+    auto folder = std::make_shared<checkpoints::LineageFolder>(s.checkpoint_root,
+                                                               checkpoints::lineage_of(*t));
+    checkpoints::Prepared p = folder->prepare(checkpoints::resume_step_of(*t));
+    if (!p.warning.empty())
+      spdlog::warn("trial {}: starts from scratch, not from its checkpoint: {}", t->number,
+                   p.warning);
+    trial.set_checkpoint(std::move(folder), p.resume_step);
+  }
+  return trial;
 }
 
 TrialPtr Study::tell(Trial& trial, double value) {

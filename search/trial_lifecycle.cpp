@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "search/checkpoints.h"
 #include "search/json_util.h"
 
 namespace hps::lifecycle {
@@ -179,13 +180,40 @@ TrialPtr queue_retry(Storage& storage, std::int64_t study_id, const FrozenTrial&
   init.state = TrialState::kWaiting;
   init.system_attrs = Json{{kAttrRetryOf, failed.number},
                            {kAttrRetryCause, to_string(cause)},
-                           {kAttrFixedParams, fixed}};
+                           {kAttrFixedParams, fixed},
+                           {checkpoints::kAttrLineage, checkpoints::lineage_of(failed)}};
+  // The retry continues from the lineage's newest snapshot, if there is one.
+  if (auto step = checkpoints::snapshot_step(failed))
+    init.system_attrs[checkpoints::kAttrResumedFrom] =
+        Json{{"trial", failed.number}, {"step", *step}};
   TrialPtr t;
   storage.run_in_transaction([&] {
     t = storage.create_trial(study_id, init);
     storage.set_trial_system_attr(failed.trial_id, kAttrRetriedAs, t->number);
   });
   return t;
+}
+
+TrialPtr start_resumed_trial(Storage& storage, std::int64_t study_id, const TrialPtr& claimed) {
+  if (!claimed) return claimed;
+  auto it = claimed->system_attrs.find(checkpoints::kAttrResumedFrom);
+  auto step = checkpoints::resume_step_of(*claimed);
+  if (it == claimed->system_attrs.end() || !step || !it->contains("trial") ||
+      !(*it)["trial"].is_number_integer())
+    return claimed;
+  const std::int64_t from = (*it)["trial"].get<std::int64_t>();
+  if (from < 0 || from >= claimed->number) return claimed;
+  TrialPtr source = storage.get_trial_by_number(study_id, from);
+  if (!source) return claimed;
+  bool wrote = false;
+  storage.run_in_transaction([&] {
+    for (const auto& [s, v] : source->intermediate_values) {
+      if (s > *step) break;
+      if (!claimed->intermediate_values.count(s))
+        wrote = storage.set_trial_intermediate_value(claimed->trial_id, s, v) || wrote;
+    }
+  });
+  return wrote ? storage.get_trial(claimed->trial_id) : claimed;
 }
 
 namespace {

@@ -172,6 +172,19 @@ bool counts_against_retry_limit(RetryCause cause);
 TrialPtr queue_retry(Storage& storage, std::int64_t study_id, const FrozenTrial& failed,
                      RetryCause cause);
 
+// Long trials (search/checkpoints.h): queue_retry also sets the retry's
+// system attr lineage (the lineage of `failed`) and, when `failed`'s
+// lineage has a snapshot (checkpoints::snapshot_step), resumed_from
+// {"trial": failed.number, "step": S}, so the retry continues from step S.
+
+// Called by a runner right after it claimed a WAITING trial (Study::ask,
+// the coordinator's dispatch): a retry with resumed_from {"trial": N,
+// "step": S} gets trial N's intermediate values at steps <= S (those it
+// lacks), so its learning curve is whole and pruners judge the whole of
+// it. Returns the trial as stored after that (`claimed` itself when
+// nothing was copied). Throws StorageError from the store.
+TrialPtr start_resumed_trial(Storage& storage, std::int64_t study_id, const TrialPtr& claimed);
+
 // How many times the params of trial `number` were already queued again for
 // a cause that counts against the retry limit: the trials of its retry_of
 // chain whose retry counts. `trials`: the study's trials by number

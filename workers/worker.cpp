@@ -24,6 +24,7 @@
 #include "protocol/curve_keys.h"
 #include "protocol/protocol.h"
 #include "protocol/zmq_util.h"
+#include "search/checkpoints.h"
 #include "search/json_util.h"
 #include "search/printable.h"
 #include "search/trial_lifecycle.h"
@@ -226,6 +227,8 @@ struct Worker::Impl : TrialBackend {
     SearchSpace space;
     Objective objective;
     std::string study;
+    // The study's artifacts.max_snapshot_bytes (search/checkpoints.h).
+    std::uint64_t max_snapshot_bytes = checkpoints::ArtifactOptions{}.max_snapshot_bytes;
   };
   std::map<std::uint64_t, Built> objectives;
   std::map<std::uint64_t, std::string> refused;  // config id -> why its objective may not run
@@ -806,7 +809,7 @@ struct Worker::Impl : TrialBackend {
   }
 
   bool report(Trial& trial, std::int64_t step, double value) override {
-    send(proto::Report{trial.number(), step, value}, trial_epoch);
+    send(proto::Report{trial.number(), step, value, trial.snapshot_step() == step}, trial_epoch);
     for (;;) {
       auto d = await<proto::Decision>(trial.number());
       if (d.step != step) continue;
@@ -839,6 +842,9 @@ struct Worker::Impl : TrialBackend {
       Built b;
       b.space = SearchSpace::from_json(config.at("space"));
       b.study = config.value("study", std::string());
+      if (config.contains("artifacts"))
+        b.max_snapshot_bytes =
+            checkpoints::ArtifactOptions::from_json(config["artifacts"]).max_snapshot_bytes;
       if (!options.objective) {
         std::string refusal = command_refusal(config.at("objective"), options);
         if (!refusal.empty()) {
@@ -862,6 +868,34 @@ struct Worker::Impl : TrialBackend {
     } catch (const std::exception& e) {
       error = std::string("cannot build the objective: ") + e.what();
       return nullptr;
+    }
+  }
+
+  // The lineage's checkpoint folder under <log_dir>/checkpoints
+  // (search/checkpoints.h), restored to the assignment's resume step. A
+  // folder that cannot be used (refused, a disk error) or a snapshot that
+  // cannot: the trial runs from scratch; the warning is logged and kept as
+  // the trial's user attr checkpoint_warning.
+  void attach_checkpoint(Trial& trial, const proto::Assignment& a, const Built& built) {
+    if (a.lineage < 0) return;
+    const std::string log_dir =
+        options.log_dir.empty() ? study_log_dir(built.study, ".") : options.log_dir;
+    std::optional<std::int64_t> resume;
+    if (a.resume_step >= 0) resume = a.resume_step;
+    try {
+      auto folder = std::make_shared<checkpoints::LineageFolder>(
+          (std::filesystem::path(log_dir) / "checkpoints").string(), a.lineage,
+          built.max_snapshot_bytes);
+      checkpoints::Prepared p = folder->prepare(resume);
+      if (!p.warning.empty()) {
+        spdlog::warn("worker: trial {} starts from scratch, not from step {}: {}", a.number,
+                     a.resume_step, p.warning);
+        user_attrs["checkpoint_warning"] = p.warning;
+      }
+      trial.set_checkpoint(std::move(folder), p.resume_step);
+    } catch (const std::exception& e) {
+      spdlog::warn("worker: trial {} runs without a checkpoint folder: {}", a.number, e.what());
+      user_attrs["checkpoint_warning"] = e.what();
     }
   }
 
@@ -897,6 +931,7 @@ struct Worker::Impl : TrialBackend {
         dists.insert_or_assign(name, spec->distribution);
     Trial trial(this, a.trial_id, a.number, params, dists, proto::from_wire(a.fixed), &built->space,
                 &interrupt);
+    attach_checkpoint(trial, a, *built);
     // The coordinator applies the tell rules (lifecycle::resolve_end) to
     // what is sent here.
     const lifecycle::Outcome outcome = lifecycle::run_objective(built->objective, trial);

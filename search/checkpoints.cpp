@@ -1,0 +1,562 @@
+#include "search/checkpoints.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <system_error>
+
+#include "search/errors.h"
+#include "search/json_util.h"
+#include "search/printable.h"
+#include "search/private_files.h"
+#include "search/trial_lifecycle.h"
+
+namespace hps::checkpoints {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kSnapshotPrefix = "snapshot-";
+constexpr const char* kManifestSuffix = ".manifest";
+constexpr const char* kTmpPrefix = ".tmp-";
+constexpr const char* kWork = "work";
+// The largest manifest read back (a manifest lists file names and numbers).
+constexpr std::uint64_t kMaxManifestBytes = 64ULL << 20;
+
+std::string errno_text(int err) {
+  const char* d = strerrordesc_np(err);
+  return d ? d : "error " + std::to_string(err);
+}
+
+// 64-bit FNV-1a of a file's bytes (search/util/hash.h's function, streamed),
+// as 16 hex digits; throws Error "<path>: <why>".
+std::string hash_file(const fs::path& path, std::uint64_t* size_out = nullptr) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) throw Error(path.string() + ": " + errno_text(errno));
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  std::uint64_t size = 0;
+  std::vector<unsigned char> buf(1 << 20);
+  for (;;) {
+    ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      throw Error(path.string() + ": " + errno_text(err));
+    }
+    if (n == 0) break;
+    for (ssize_t i = 0; i < n; ++i) {
+      h ^= buf[static_cast<std::size_t>(i)];
+      h *= 0x100000001b3ULL;
+    }
+    size += static_cast<std::uint64_t>(n);
+  }
+  ::close(fd);
+  if (size_out) *size_out = size;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+std::int64_t mtime_ns(const struct stat& st) {
+  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000LL +
+         static_cast<std::int64_t>(st.st_mtim.tv_nsec);
+}
+
+// One entry of a manifest.
+struct Entry {
+  std::string kind;  // "file", "dir", "link"
+  std::uint64_t size = 0;
+  std::int64_t mtime = 0;  // of the file in work/ when it was copied
+  std::string hash;        // file: FNV-1a 64, hex
+  std::string target;      // link: what it points to
+};
+using Manifest = std::map<std::string, Entry>;  // relative path -> entry
+
+Json manifest_json(std::int64_t step, const Manifest& m) {
+  Json files = Json::array();
+  for (const auto& [path, e] : m) {
+    Json j{{"path", path}, {"kind", e.kind}};
+    if (e.kind == "file") {
+      j["size"] = e.size;
+      j["mtime_ns"] = e.mtime;
+      j["fnv1a64"] = e.hash;
+    } else if (e.kind == "link") {
+      j["target"] = e.target;
+    }
+    files.push_back(std::move(j));
+  }
+  return Json{{"step", step}, {"files", std::move(files)}};
+}
+
+// Reads a manifest; throws Error naming what is wrong.
+Manifest read_manifest(const OwnerOnlyFolder& folder, const std::string& name,
+                       std::int64_t step) {
+  Json j = parse_json_text(folder.read_file(name, kMaxManifestBytes), name);
+  if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer() ||
+      j["step"].get<std::int64_t>() != step || !j.contains("files") || !j["files"].is_array())
+    throw Error(name + ": not a manifest of step " + std::to_string(step));
+  Manifest m;
+  for (const Json& f : j["files"]) {
+    if (!f.is_object() || !f.contains("path") || !f["path"].is_string() || !f.contains("kind") ||
+        !f["kind"].is_string())
+      throw Error(name + ": an entry without path or kind");
+    const std::string path = f["path"].get<std::string>();
+    fs::path p(path);
+    if (path.empty() || p.is_absolute() || path.find("..") != std::string::npos)
+      throw Error(name + ": entry '" + printable_excerpt(path) + "' is not a plain relative path");
+    Entry e;
+    e.kind = f["kind"].get<std::string>();
+    if (e.kind == "file") {
+      if (!f.contains("size") || !f["size"].is_number_unsigned() || !f.contains("fnv1a64") ||
+          !f["fnv1a64"].is_string())
+        throw Error(name + ": file entry '" + printable_excerpt(path) + "' lacks size or hash");
+      e.size = f["size"].get<std::uint64_t>();
+      e.hash = f["fnv1a64"].get<std::string>();
+      if (f.contains("mtime_ns") && f["mtime_ns"].is_number_integer())
+        e.mtime = f["mtime_ns"].get<std::int64_t>();
+    } else if (e.kind == "link") {
+      if (!f.contains("target") || !f["target"].is_string())
+        throw Error(name + ": link entry '" + printable_excerpt(path) + "' lacks its target");
+      e.target = f["target"].get<std::string>();
+    } else if (e.kind != "dir") {
+      throw Error(name + ": entry '" + printable_excerpt(path) + "' has unknown kind '" +
+                  printable_excerpt(e.kind) + "'");
+    }
+    m.emplace(path, std::move(e));
+  }
+  return m;
+}
+
+// lstat; false if missing.
+bool lstat_path(const fs::path& p, struct stat& st) { return ::lstat(p.c_str(), &st) == 0; }
+
+// Removes a path (a link itself, never its target; a folder with its
+// contents); never throws.
+void remove_quietly(const fs::path& p) {
+  std::error_code ec;
+  fs::remove_all(p, ec);
+}
+
+// Copies the regular file `from` to `to` (created 0600, O_EXCL |
+// O_NOFOLLOW); throws Error.
+void copy_regular(const fs::path& from, const fs::path& to) {
+  int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (in < 0) throw Error(from.string() + ": " + errno_text(errno));
+  int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                   kPrivateFileMode);
+  if (out < 0) {
+    int err = errno;
+    ::close(in);
+    throw Error(to.string() + ": " + errno_text(err));
+  }
+  std::vector<char> buf(1 << 20);
+  std::string error;
+  for (;;) {
+    ssize_t n = ::read(in, buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      error = from.string() + ": " + errno_text(errno);
+      break;
+    }
+    if (n == 0) break;
+    const char* p = buf.data();
+    while (n > 0) {
+      ssize_t w = ::write(out, p, static_cast<std::size_t>(n));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        error = to.string() + ": " + errno_text(errno);
+        break;
+      }
+      p += w;
+      n -= w;
+    }
+    if (!error.empty()) break;
+  }
+  ::close(in);
+  if (::close(out) != 0 && error.empty()) error = to.string() + ": " + errno_text(errno);
+  if (!error.empty()) throw Error(error);
+}
+
+// Walks `dir` (links not followed): relative path -> lstat of each entry.
+std::map<std::string, struct stat> walk(const fs::path& dir) {
+  std::map<std::string, struct stat> out;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec), end;
+  if (ec) throw Error(dir.string() + ": " + ec.message());
+  for (; it != end; it.increment(ec)) {
+    if (ec) throw Error(dir.string() + ": " + ec.message());
+    struct stat st {};
+    if (!lstat_path(it->path(), st)) continue;  // removed meanwhile
+    out.emplace(it->path().lexically_relative(dir).string(), st);
+  }
+  return out;
+}
+
+std::string snapshot_name(std::int64_t step) { return kSnapshotPrefix + std::to_string(step); }
+
+// The step of "snapshot-<S>", or nullopt.
+std::optional<std::int64_t> parse_snapshot_name(const std::string& name) {
+  const std::string prefix = kSnapshotPrefix;
+  if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size() || name.size() > prefix.size() + 18)
+    return std::nullopt;
+  std::int64_t v = 0;
+  for (std::size_t i = prefix.size(); i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return std::nullopt;
+    v = v * 10 + (name[i] - '0');
+  }
+  return v;
+}
+
+std::optional<std::int64_t> step_in(const Json& attrs, const char* key) {
+  auto it = attrs.find(key);
+  if (it == attrs.end() || !it->is_object()) return std::nullopt;
+  auto s = it->find("step");
+  if (s == it->end() || !s->is_number_integer()) return std::nullopt;
+  std::int64_t v = s->get<std::int64_t>();
+  if (v < 0) return std::nullopt;
+  return v;
+}
+
+bool deleted(const Json& attrs) {
+  auto it = attrs.find(kAttrCheckpoint);
+  if (it == attrs.end() || !it->is_object()) return false;
+  auto d = it->find("deleted");
+  return d != it->end() && d->is_boolean() && d->get<bool>();
+}
+
+}  // namespace
+
+// ------------------------------------------------------------ attrs
+
+Json checkpoint_attr(std::int64_t step) { return Json{{"step", step}}; }
+
+std::int64_t lineage_of(const FrozenTrial& trial) {
+  auto it = trial.system_attrs.find(kAttrLineage);
+  if (it != trial.system_attrs.end() && it->is_number_integer() && it->get<std::int64_t>() >= 0)
+    return it->get<std::int64_t>();
+  return trial.number;
+}
+
+std::optional<std::int64_t> snapshot_step(const FrozenTrial& trial) {
+  if (deleted(trial.system_attrs)) return std::nullopt;
+  if (auto s = step_in(trial.system_attrs, kAttrCheckpoint)) return s;
+  return step_in(trial.system_attrs, kAttrResumedFrom);
+}
+
+std::optional<std::int64_t> resume_step_of(const FrozenTrial& trial) {
+  return step_in(trial.system_attrs, kAttrResumedFrom);
+}
+
+std::string lineage_path(const std::string& root, std::int64_t lineage) {
+  return (fs::path(root) / ("lineage-" + std::to_string(lineage))).string();
+}
+
+// ------------------------------------------------------------ options
+
+void ArtifactOptions::validate() const {
+  if (keep_best < 0) throw ConfigError("artifacts.keep_best", "must be >= 0, got " + std::to_string(keep_best));
+  if (max_snapshot_bytes == 0) throw ConfigError("artifacts.max_snapshot_bytes", "must be >= 1");
+}
+
+ArtifactOptions ArtifactOptions::from_json(const Json& section) {
+  ArtifactOptions o;
+  if (section.is_null()) return o;
+  if (!section.is_object())
+    throw ConfigError("artifacts", "must be an object {\"keep_best\": ..., ...}, got " +
+                                       printable_excerpt(section.dump()));
+  for (const auto& [key, value] : section.items()) {
+    const std::string path = join_path("artifacts", key);
+    if (key == "keep_best") {
+      if (!value.is_number_integer() || value.get<std::int64_t>() < 0 ||
+          value.get<std::int64_t>() > 1000000)
+        throw ConfigError(path, "must be an integer from 0 to 1000000, got " +
+                                    printable_excerpt(value.dump()));
+      o.keep_best = value.get<int>();
+    } else if (key == "keep_pruned" || key == "keep_failed" || key == "checkpoints") {
+      if (!value.is_boolean())
+        throw ConfigError(path, "must be true or false, got " + printable_excerpt(value.dump()));
+      (key == "keep_pruned"   ? o.keep_pruned
+       : key == "keep_failed" ? o.keep_failed
+                              : o.checkpoints) = value.get<bool>();
+    } else if (key == "max_snapshot_bytes") {
+      if (!value.is_number_integer() || value.get<std::int64_t>() < 1)
+        throw ConfigError(path, "must be an integer >= 1 (bytes), got " +
+                                    printable_excerpt(value.dump()));
+      o.max_snapshot_bytes = value.get<std::uint64_t>();
+    } else {
+      throw ConfigError(path, "unknown key (known: checkpoints, keep_best, keep_failed, "
+                              "keep_pruned, max_snapshot_bytes)");
+    }
+  }
+  o.validate();
+  return o;
+}
+
+// ------------------------------------------------------------ LineageFolder
+
+LineageFolder::LineageFolder(const std::string& root, std::int64_t lineage,
+                             std::uint64_t max_snapshot_bytes)
+    : lineage_(lineage), max_bytes_(max_snapshot_bytes) {
+  if (lineage < 0) throw Error("checkpoint lineage must be >= 0, got " + std::to_string(lineage));
+  const std::string hint =
+      "hpsearch makes this folder itself: remove the one found there (after checking who made "
+      "it) and run the trial again";
+  { const OwnerOnlyFolder r(root, true, hint); }
+  const OwnerOnlyFolder l(lineage_path(root, lineage), true, hint);
+  path_ = l.path();
+  work_ = (fs::path(path_) / kWork).string();
+}
+
+Prepared LineageFolder::prepare(std::optional<std::int64_t> resume_step) {
+  Prepared out;
+  const fs::path lineage(path_), work(work_);
+  // Leftovers of an interrupted restore or snapshot.
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(lineage, ec))
+    if (e.path().filename().string().rfind(kTmpPrefix, 0) == 0) remove_quietly(e.path());
+
+  auto from_scratch = [&](const std::string& why) {
+    out.resume_step.reset();
+    out.warning = why;
+    remove_quietly(work);
+    create_private_directories(work.string());
+  };
+  if (!resume_step) {
+    from_scratch("");
+    return out;
+  }
+  const std::string name = snapshot_name(*resume_step);
+  const fs::path snap = lineage / name;
+  struct stat st {};
+  if (!lstat_path(snap, st)) {
+    from_scratch(snap.string() + ": missing (removed, or taken on another machine)");
+    return out;
+  }
+  if (S_ISLNK(st.st_mode) || !S_ISDIR(st.st_mode)) {
+    from_scratch(snap.string() + ": " +
+                 (S_ISLNK(st.st_mode) ? "is a symbolic link: refused (never followed)"
+                                      : "is not a folder"));
+    return out;
+  }
+  try {
+    const OwnerOnlyFolder folder(path_, false);
+    Manifest m = read_manifest(folder, name + kManifestSuffix, *resume_step);
+    auto found = walk(snap);
+    std::uint64_t total = 0;
+    for (const auto& [rel, e] : m) {
+      auto f = found.find(rel);
+      if (f == found.end()) throw Error(name + "/" + rel + ": missing (listed in the manifest)");
+      const struct stat& fst = f->second;
+      if (e.kind == "dir" && !S_ISDIR(fst.st_mode))
+        throw Error(name + "/" + rel + ": not a folder (the manifest says folder)");
+      if (e.kind == "link" && !S_ISLNK(fst.st_mode))
+        throw Error(name + "/" + rel + ": not a symbolic link (the manifest says link)");
+      if (e.kind == "file") {
+        if (!S_ISREG(fst.st_mode))
+          throw Error(name + "/" + rel + ": not a regular file (the manifest says file)");
+        total += e.size;
+        if (total > max_bytes_)
+          throw Error(name + ": over " + std::to_string(max_bytes_) +
+                      " bytes (artifacts.max_snapshot_bytes)");
+        std::uint64_t size = 0;
+        std::string h = hash_file(snap / rel, &size);
+        if (size != e.size)
+          throw Error(name + "/" + rel + ": " + std::to_string(size) + " bytes, the manifest says " +
+                      std::to_string(e.size) + (size < e.size ? " (truncated?)" : ""));
+        if (h != e.hash)
+          throw Error(name + "/" + rel + ": its bytes differ from those snapshot (FNV-1a " + h +
+                      ", the manifest says " + e.hash + "): damaged");
+      }
+    }
+    for (const auto& [rel, fst] : found)
+      if (!m.count(rel)) throw Error(name + "/" + rel + ": not in the manifest");
+    // Copy into a temporary folder, then swap it in.
+    const fs::path tmp = lineage / (std::string(kTmpPrefix) + kWork);
+    remove_quietly(tmp);
+    create_private_directories(tmp.string());
+    for (const auto& [rel, e] : m) {  // map order: a folder before its contents
+      const fs::path to = tmp / rel;
+      if (e.kind == "dir") {
+        create_private_directories(to.string());
+      } else if (e.kind == "link") {
+        fs::create_symlink(e.target, to);
+      } else {
+        copy_regular(snap / rel, to);
+        struct timespec times[2] = {{0, UTIME_OMIT},
+                                    {static_cast<time_t>(e.mtime / 1000000000LL),
+                                     static_cast<long>(e.mtime % 1000000000LL)}};
+        ::utimensat(AT_FDCWD, to.c_str(), times, AT_SYMLINK_NOFOLLOW);
+      }
+    }
+    remove_quietly(work);
+    fs::rename(tmp, work);
+    out.resume_step = resume_step;
+  } catch (const std::exception& e) {
+    from_scratch(lineage.string() + "/" + e.what());
+  }
+  return out;
+}
+
+LineageFolder::Snapshot LineageFolder::snapshot(std::int64_t step) {
+  const fs::path lineage(path_), work(work_);
+  struct stat wst {};
+  if (!lstat_path(work, wst) || !S_ISDIR(wst.st_mode))
+    return {false, work.string() + (S_ISLNK(wst.st_mode)
+                                        ? ": is a symbolic link: refused (never followed)"
+                                        : ": missing or not a folder")};
+  const std::string name = snapshot_name(step);
+  const fs::path tmp = lineage / (std::string(kTmpPrefix) + name);
+  try {
+    auto found = walk(work);
+    if (found.empty()) return {};
+    std::uint64_t total = 0;
+    for (const auto& [rel, st] : found)
+      if (S_ISREG(st.st_mode)) total += static_cast<std::uint64_t>(st.st_size);
+    if (total > max_bytes_)
+      return {false, work.string() + " holds " + std::to_string(total) + " bytes, over " +
+                         std::to_string(max_bytes_) + " (artifacts.max_snapshot_bytes)"};
+    // The newest earlier snapshot: unchanged files are hard links to it.
+    Manifest previous;
+    std::string previous_name;
+    auto steps = snapshot_steps();
+    const OwnerOnlyFolder folder(path_, false);
+    for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+      if (*it == step) continue;
+      try {
+        previous = read_manifest(folder, snapshot_name(*it) + kManifestSuffix, *it);
+        previous_name = snapshot_name(*it);
+        break;
+      } catch (const std::exception&) {
+        continue;
+      }
+    }
+    remove_quietly(tmp);
+    create_private_directories(tmp.string());
+    Manifest m;
+    for (const auto& [rel, st] : found) {
+      const fs::path to = tmp / rel;
+      Entry e;
+      if (S_ISDIR(st.st_mode)) {
+        e.kind = "dir";
+        create_private_directories(to.string());
+      } else if (S_ISLNK(st.st_mode)) {
+        e.kind = "link";
+        e.target = fs::read_symlink(work / rel).string();
+        fs::create_symlink(e.target, to);
+      } else if (S_ISREG(st.st_mode)) {
+        e.kind = "file";
+        e.size = static_cast<std::uint64_t>(st.st_size);
+        e.mtime = mtime_ns(st);
+        auto p = previous.find(rel);
+        bool linked = false;
+        if (p != previous.end() && p->second.kind == "file" && p->second.size == e.size &&
+            p->second.mtime == e.mtime && e.mtime != 0) {
+          std::error_code ec;
+          fs::create_hard_link(lineage / previous_name / rel, to, ec);
+          if (!ec) {
+            e.hash = p->second.hash;
+            linked = true;
+          }
+        }
+        if (!linked) {
+          copy_regular(work / rel, to);
+          e.hash = hash_file(to);
+        }
+      } else {
+        continue;  // FIFOs, sockets, devices: not state
+      }
+      m.emplace(rel, std::move(e));
+    }
+    // The manifest, then the folder, each renamed into place: a snapshot
+    // whose folder is there has its manifest.
+    const std::string manifest = name + kManifestSuffix;
+    const std::string text = manifest_json(step, m).dump();
+    folder.replace_file(manifest, [&](const auto& sink) { sink(text.data(), text.size()); });
+    remove_quietly(lineage / name);
+    fs::rename(tmp, lineage / name);
+  } catch (const std::exception& e) {
+    remove_quietly(tmp);
+    return {false, e.what()};
+  }
+  return {true, ""};
+}
+
+void LineageFolder::keep_only(std::int64_t step) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::path(path_), ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind(kTmpPrefix, 0) == 0) {
+      remove_quietly(e.path());
+      continue;
+    }
+    std::string base = name;
+    if (base.size() > std::strlen(kManifestSuffix) &&
+        base.compare(base.size() - std::strlen(kManifestSuffix), std::string::npos,
+                     kManifestSuffix) == 0)
+      base.resize(base.size() - std::strlen(kManifestSuffix));
+    auto s = parse_snapshot_name(base);
+    if (s && *s != step) remove_quietly(e.path());
+  }
+}
+
+std::vector<std::int64_t> LineageFolder::snapshot_steps() const {
+  std::vector<std::int64_t> out;
+  std::error_code ec;
+  const fs::path lineage(path_);
+  for (const auto& e : fs::directory_iterator(lineage, ec)) {
+    auto s = parse_snapshot_name(e.path().filename().string());
+    struct stat st {};
+    if (s && lstat_path(e.path(), st) && S_ISDIR(st.st_mode) &&
+        lstat_path(lineage / (e.path().filename().string() + kManifestSuffix), st))
+      out.push_back(*s);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool remove_lineage(const std::string& root, std::int64_t lineage) {
+  std::error_code ec;
+  return fs::remove_all(lineage_path(root, lineage), ec) > 0 && !ec;
+}
+
+// ------------------------------------------------------------ retention
+
+std::vector<const FrozenTrial*> retention_victims(const std::vector<TrialPtr>& trials,
+                                                  const FrozenTrial& ended,
+                                                  StudyDirection direction,
+                                                  const ArtifactOptions& options) {
+  std::vector<const FrozenTrial*> out;
+  auto holds = [](const FrozenTrial& t) {
+    return step_in(t.system_attrs, kAttrCheckpoint).has_value() && !deleted(t.system_attrs);
+  };
+  if (ended.state == TrialState::kPruned) {
+    if (!options.keep_pruned && holds(ended)) out.push_back(&ended);
+    return out;
+  }
+  if (ended.state == TrialState::kFail) {
+    if (!ended.was_retried() && !options.keep_failed && holds(ended)) out.push_back(&ended);
+    return out;
+  }
+  if (ended.state != TrialState::kComplete) return out;
+  std::vector<const FrozenTrial*> kept;
+  for (const auto& t : trials)
+    if (t && t->state == TrialState::kComplete && lifecycle::is_best_candidate(*t) && holds(*t))
+      kept.push_back(t.get());
+  std::sort(kept.begin(), kept.end(), [&](const FrozenTrial* a, const FrozenTrial* b) {
+    return lifecycle::ranks_before(direction, *a, *b);
+  });
+  for (std::size_t i = static_cast<std::size_t>(options.keep_best); i < kept.size(); ++i)
+    out.push_back(kept[i]);
+  return out;
+}
+
+}  // namespace hps::checkpoints

@@ -1,0 +1,282 @@
+// Tests of long trials through the hpsearch executable (search/checkpoints.h;
+// docs "Long trials"): a Python program that checkpoints each epoch into
+// HPSEARCH_CHECKPOINT_DIR is lost mid-trial (kill -9 of its worker, kill -9
+// of the coordinator then resume, Ctrl-C then resume) and its retry
+// continues from the last reported epoch with the whole learning curve; a
+// program that lingers after its final value keeps it; retention keeps the
+// folders it documents.
+//
+// HPSEARCH_TEST_CLI=/path/to/hpsearch runs them against another build.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "search/checkpoints.h"
+#include "search/json_util.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace hps {
+namespace {
+
+namespace fs = std::filesystem;
+using testsupport::BackgroundProcess;
+using testsupport::ProcessResult;
+using testsupport::read_file;
+using testsupport::TempDir;
+using testsupport::wait_until;
+
+std::string cli_path() {
+  const char* other = std::getenv("HPSEARCH_TEST_CLI");
+  return other && *other ? other : HPSEARCH_CLI_PATH;
+}
+
+// The training program: `epochs` epochs of `delay` seconds; its state
+// (epoch, loss) saved to the checkpoint folder before each report, as the
+// docs ask. Appends "<trial> <epoch>" to epochs.log at each epoch's start
+// and "<worker pid> <resume step>" to starts.log at its start. The loss is
+// x * 0.9^epoch, so an interrupted and resumed trial ends with the same
+// value bit for bit.
+constexpr const char* kTrainPy = R"(import json, os, sys, time
+ck = os.environ["HPSEARCH_CHECKPOINT_DIR"]
+assert sys.argv[1] == ck, (sys.argv[1], ck)
+epochs, delay = int(sys.argv[2]), float(sys.argv[3])
+x = json.loads(os.environ["HPSEARCH_PARAMS"])["x"]
+trial = os.environ["HPSEARCH_TRIAL_NUMBER"]
+resume = os.environ.get("HPSEARCH_RESUME_STEP")
+with open("starts.log", "a") as f:
+    f.write("%d %s %s\n" % (os.getppid(), trial, resume))
+start, loss = 1, x
+if resume is not None:
+    with open(os.path.join(ck, "state.json")) as f:
+        st = json.load(f)
+    assert st["epoch"] == int(resume), (st, resume)
+    start, loss = st["epoch"] + 1, st["loss"]
+for epoch in range(start, epochs + 1):
+    with open("epochs.log", "a") as f:
+        f.write("%s %d\n" % (trial, epoch))
+    time.sleep(delay)
+    loss = loss * 0.9
+    tmp = os.path.join(ck, "state.tmp")
+    with open(tmp, "w") as f:
+        json.dump({"epoch": epoch, "loss": loss}, f)
+    os.replace(tmp, os.path.join(ck, "state.json"))
+    print("hpsearch: " + json.dumps({"step": epoch, "value": loss}), flush=True)
+print("hpsearch: " + json.dumps({"value": loss}), flush=True)
+)";
+
+std::string train_space(int n_trials, int epochs, double delay, const Json& artifacts = Json()) {
+  Json doc = {{"study", {{"name", "long"}, {"direction", "minimize"}, {"storage", "long.db"}}},
+              {"sampler", {{"type", "random"}, {"seed", 5}}},
+              {"budget", {{"n_trials", n_trials}}},
+              {"objective",
+               {{"type", "command"},
+                {"argv",
+                 {"/usr/bin/python3", "train.py", "{checkpoint_dir}", std::to_string(epochs),
+                  std::to_string(delay)}},
+                {"grace_s", 2}}},
+              {"space", {{"x", {{"type", "float"}, {"low", 1}, {"high", 2}}}}}};
+  if (!artifacts.is_null()) doc["artifacts"] = artifacts;
+  return doc.dump();
+}
+
+std::vector<std::vector<std::string>> lines_of(const std::string& path) {
+  std::vector<std::vector<std::string>> out;
+  std::istringstream in(read_file(path));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::vector<std::string> w;
+    std::string s;
+    while (words >> s) w.push_back(s);
+    if (!w.empty()) out.push_back(w);
+  }
+  return out;
+}
+
+class LongTrialsTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_.write("train.py", kTrainPy); }
+  ProcessResult cli(const std::vector<std::string>& args) const {
+    std::vector<std::string> argv = {cli_path()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return testsupport::run_process(argv, dir_.path().string());
+  }
+  std::unique_ptr<BackgroundProcess> cli_background(const std::vector<std::string>& args,
+                                                    const std::string& label) const {
+    std::vector<std::string> argv = {cli_path()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return std::make_unique<BackgroundProcess>(
+        argv, dir_.path().string(), dir_.file(label + ".out"), dir_.file(label + ".err"));
+  }
+  Json trials() const {
+    ProcessResult r = cli({"trials", "long.db", "--format", "json"});
+    if (r.exit_code != 0) return Json();
+    Json j = Json::parse(r.out, nullptr, false);
+    return j.is_array() ? j : Json();
+  }
+  // Epochs started so far (lines of epochs.log).
+  std::size_t epochs_started() const { return lines_of(dir_.file("epochs.log")).size(); }
+  // Waits until `n` epochs started; then the test interrupts the run.
+  void wait_for_epochs(std::size_t n) const {
+    ASSERT_TRUE(wait_until([&] { return epochs_started() >= n; })) << "no progress";
+  }
+
+  // The checks after one trial of `epochs` epochs was interrupted once and
+  // continued: trial 0 FAIL, its retry COMPLETE resumed from trial 0 with
+  // the value of an uninterrupted run, steps 1..epochs whole, and at most
+  // epochs + 1 epochs trained in all.
+  void expect_resumed_once(int epochs) const {
+    Json t = trials();
+    ASSERT_TRUE(t.is_array());
+    ASSERT_EQ(t.size(), 2u) << t.dump(1);
+    EXPECT_EQ(t[0]["state"], "FAIL");
+    EXPECT_EQ(t[0]["system_attrs"]["retried_as"], 1);
+    const Json& r = t[1];
+    ASSERT_EQ(r["state"], "COMPLETE") << r.dump(1);
+    const Json& from = r["system_attrs"]["resumed_from"];
+    ASSERT_TRUE(from.is_object()) << r.dump(1);
+    EXPECT_EQ(from["trial"], 0);
+    const std::int64_t k = from["step"].get<std::int64_t>();
+    EXPECT_GE(k, 1);
+    EXPECT_LT(k, epochs);
+    EXPECT_EQ(r["system_attrs"]["lineage"], 0);
+    // The value of an uninterrupted run, bit for bit.
+    double expected = r["params"]["x"].get<double>();
+    for (int e = 0; e < epochs; ++e) expected *= 0.9;
+    EXPECT_EQ(r["value"].get<double>(), expected);
+    // One whole curve: steps 1..epochs, each the uninterrupted run's value.
+    const Json& iv = r["intermediate_values"];
+    ASSERT_EQ(iv.size(), static_cast<std::size_t>(epochs)) << iv.dump();
+    double v = r["params"]["x"].get<double>();
+    for (int e = 1; e <= epochs; ++e) {
+      v *= 0.9;
+      EXPECT_EQ(iv[std::to_string(e)].get<double>(), v) << "step " << e;
+    }
+    // The retry trained only the epochs after k; at most the epoch that
+    // was running when it was lost was trained twice.
+    std::map<std::string, int> per_trial;
+    for (const auto& l : lines_of(dir_.file("epochs.log"))) ++per_trial[l.at(0)];
+    EXPECT_EQ(per_trial["1"], epochs - k);
+    EXPECT_LE(per_trial["0"] + per_trial["1"], epochs + 1)
+        << read_file(dir_.file("epochs.log"));
+    // The retry started from HPSEARCH_RESUME_STEP=k; the first run had none.
+    auto starts = lines_of(dir_.file("starts.log"));
+    ASSERT_GE(starts.size(), 2u);
+    EXPECT_EQ(starts.front().at(2), "None");
+    EXPECT_EQ(starts.back().at(1), "1");
+    EXPECT_EQ(starts.back().at(2), std::to_string(k));
+  }
+
+  TempDir dir_{"long_trials"};
+};
+
+TEST_F(LongTrialsTest, AWorkerKilledMidTrialIsContinuedFromItsCheckpoint) {
+  dir_.write("space.json", train_space(1, 10, 0.4));
+  auto run = cli_background({"run", "space.json", "--workers", "1"}, "run");
+  wait_for_epochs(5);
+  auto starts = lines_of(dir_.file("starts.log"));
+  ASSERT_FALSE(starts.empty());
+  const pid_t worker = static_cast<pid_t>(std::stol(starts.front().at(0)));
+  ASSERT_EQ(::kill(worker, SIGKILL), 0);
+  ProcessResult r = run->wait();
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  expect_resumed_once(10);
+}
+
+TEST_F(LongTrialsTest, ACoordinatorKilledThenResumedContinuesTheTrial) {
+  dir_.write("space.json", train_space(1, 10, 0.4));
+  {
+    auto run = cli_background({"run", "space.json", "--workers", "1"}, "run1");
+    wait_for_epochs(5);
+    run->send_signal(SIGKILL);
+    run->wait();
+  }
+  // Its worker and program end with it (PR_SET_PDEATHSIG); wait for them.
+  ASSERT_TRUE(wait_until([&] {
+    auto n = epochs_started();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    return epochs_started() == n;
+  }));
+  ProcessResult again = cli({"resume", "long.db"});
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  expect_resumed_once(10);
+}
+
+TEST_F(LongTrialsTest, CtrlCThenResumeContinuesTheTrial) {
+  dir_.write("space.json", train_space(1, 10, 0.4));
+  {
+    auto run = cli_background({"run", "space.json", "--workers", "1"}, "run1");
+    wait_for_epochs(5);
+    run->send_signal(SIGINT);
+    ProcessResult r = run->wait();
+    EXPECT_NE(r.exit_code, 0);
+  }
+  ProcessResult again = cli({"run", "space.json", "--workers", "1"});
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  expect_resumed_once(10);
+}
+
+TEST_F(LongTrialsTest, AProgramThatLingersAfterItsFinalValueKeepsIt) {
+  // Prints its final value, then never exits (a data loader's workers, a
+  // logging thread, a hung distributed shutdown).
+  Json doc = Json::parse(train_space(1, 1, 0.0));
+  doc["objective"]["argv"] = {"/bin/sh", "-c",
+                              "echo 'hpsearch: {{\"value\": 0.25}}'; exec sleep 600"};
+  doc["objective"]["grace_s"] = 1;
+  dir_.write("space.json", doc.dump());
+  const auto t0 = std::chrono::steady_clock::now();
+  ProcessResult r = cli({"run", "space.json", "--workers", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(300));
+  Json t = trials();
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0]["state"], "COMPLETE") << t.dump(1);
+  EXPECT_EQ(t[0]["value"], 0.25);
+  EXPECT_NE(read_file(dir_.file("long.logs/trial-0.log")).find("still runs"), std::string::npos);
+}
+
+TEST_F(LongTrialsTest, RetentionKeepsTheBestKAndTheStoreNamesNoRemovedFolder) {
+  dir_.write("space.json", train_space(4, 2, 0.0, Json{{"keep_best", 2}}));
+  ProcessResult r = cli({"run", "space.json", "--workers", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  Json t = trials();
+  ASSERT_EQ(t.size(), 4u);
+  std::vector<std::pair<double, int>> by_value;
+  for (const auto& trial : t) {
+    ASSERT_EQ(trial["state"], "COMPLETE");
+    by_value.emplace_back(trial["value"].get<double>(), trial["number"].get<int>());
+  }
+  std::sort(by_value.begin(), by_value.end());
+  const std::string root = dir_.file("long.logs/checkpoints");
+  for (std::size_t i = 0; i < by_value.size(); ++i) {
+    const int n = by_value[i].second;
+    const Json& attr = t[static_cast<std::size_t>(n)]["system_attrs"]["checkpoint"];
+    ASSERT_TRUE(attr.is_object()) << t.dump(1);
+    EXPECT_EQ(attr["step"], 2);
+    const bool kept = i < 2;
+    EXPECT_EQ(fs::exists(checkpoints::lineage_path(root, n)), kept) << "trial " << n;
+    EXPECT_EQ(attr.value("deleted", false), !kept) << "trial " << n;
+    if (kept) {
+      const std::string state =
+          read_file(checkpoints::lineage_path(root, n) + "/snapshot-2/state.json");
+      EXPECT_NE(state.find("\"epoch\": 2"), std::string::npos) << state;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hps
