@@ -25,6 +25,7 @@
 #include "objectives/torch_objectives.h"
 #include "search/checkpoints.h"
 #include "search/errors.h"
+#include "search/storage.h"
 #include "search/study.h"
 #include "tests/support/log_capture.h"
 #include "tests/support/temp_dir.h"
@@ -458,6 +459,69 @@ TEST(TorchResume, UnusableStateTrainsFromScratchWithAWarning) {
     expect_identical(ref.state, path);
     ++lineage;
   }
+}
+
+// Through a Study with a checkpoint root (the runner's side, search/study.h
+// and search/checkpoints.h): a trial stopped while it trains epoch k + 1
+// ends FAIL and is queued again; its retry continues from the snapshot of
+// epoch k, trains only the epochs after k, and completes with the value,
+// the whole learning curve and the user attrs of a study never stopped.
+TEST(TorchResume, StudyRetryOfAStoppedTrialContinuesFromItsCheckpoint) {
+  REQUIRE_DATA();
+  ResumeSetup s;
+  s.context.log_dir.clear();  // no best-epoch files: the Study's folders only
+  Json space_json = Json::object();
+  for (const auto& [name, value] : mlp_params("adam"))
+    space_json[name] = {{"type", "categorical"}, {"choices", {value}}};
+  s.space = SearchSpace::from_json(space_json);
+  auto run_study = [&](const std::string& root, std::atomic<bool>* stop) {
+    StudyOptions so;
+    so.space = s.space;
+    so.checkpoint_root = root;
+    Study study = Study::create(open_storage("memory"), "resume", StudyDirection::kMinimize, so);
+    OptimizeOptions opt;
+    opt.n_trials = 1;
+    opt.stop = stop;
+    study.optimize(s.objective(), opt);
+    return study;
+  };
+  Study reference = run_study(s.dir.file("ref"), nullptr);
+  const TrialPtr ref = reference.trials().at(0);
+  ASSERT_EQ(ref->state, TrialState::kComplete);
+  const auto last = static_cast<std::int64_t>(ref->intermediate_values.size());
+  ASSERT_GE(last, 3);
+  const std::int64_t k = last - 2;
+
+  HookGuard guard;
+  std::atomic<bool> stop{false};
+  std::vector<std::int64_t> epochs_trained;
+  torch_testing::set_batch_hook([&](std::int64_t epoch, std::int64_t batch) {
+    if (batch == 0) epochs_trained.push_back(epoch);
+    if (epoch == k + 1) stop = true;  // Ctrl-C while epoch k + 1 trains
+  });
+  Study study = run_study(s.dir.file("stopped"), &stop);
+  ASSERT_EQ(study.trials().size(), 2u);  // the stopped trial and its retry
+  EXPECT_EQ(study.trials()[0]->state, TrialState::kFail);
+  EXPECT_EQ(study.trials()[1]->state, TrialState::kWaiting);
+
+  torch_testing::set_batch_hook([&](std::int64_t epoch, std::int64_t batch) {
+    if (batch == 0) epochs_trained.push_back(epoch);
+  });
+  epochs_trained.clear();
+  stop = false;
+  OptimizeOptions opt;
+  opt.n_trials = 1;
+  study.optimize(s.objective(), opt);
+  const TrialPtr retry = study.trials().at(1);
+  ASSERT_EQ(retry->state, TrialState::kComplete) << retry->fail_reason;
+  std::vector<std::int64_t> after;
+  for (std::int64_t e = k + 1; e <= last; ++e) after.push_back(e);
+  EXPECT_EQ(epochs_trained, after);
+  EXPECT_EQ(retry->system_attrs.at(checkpoints::kAttrResumedFrom),
+            (Json{{"trial", 0}, {"step", k}}));
+  EXPECT_EQ(*retry->value, *ref->value);
+  EXPECT_EQ(retry->intermediate_values, ref->intermediate_values);
+  EXPECT_EQ(retry->user_attrs, ref->user_attrs);
 }
 
 // A trial without a checkpoint folder (StudyOptions::checkpoint_root not
