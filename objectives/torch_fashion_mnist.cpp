@@ -638,35 +638,391 @@ std::int64_t load_checkpoint(torch::nn::Module& module, const std::string& path,
   return epoch.item<std::int64_t>();
 }
 
-// Trains one model: returns the outcome and the model (with its final
-// weights); keeps the best epoch's weights in *best_weights when given, and
-// in the checkpoint file `checkpoint` when not empty (a write error is a
-// warning; the trial goes on without a checkpoint).
-TrainingOutcome train(const FashionMnistState& s, const TrainingParams& p, std::uint64_t seed,
-                      Trial* trial, torch::nn::AnyModule* model_out,
-                      std::vector<torch::Tensor>* best_weights,
-                      const OwnerOnlyFolder* folder = nullptr, const std::string& checkpoint = {}) {
+// ------------------------------------------------------------------ training state
+
+// The file of a trial's full training state in its checkpoint folder
+// (Trial::checkpoint_dir(); torch_objectives.h, "Resume").
+constexpr const char* kTrainingStateFile = "training_state.pt";
+// The layout of that file; a file of another format is not loaded.
+constexpr std::int64_t kTrainingStateFormat = 1;
+
+// What one training run changes as it trains: the trial's generators, the
+// model and its optimizer.
+struct TrainingRun {
+  at::Generator init_gen;     // initial weights
+  at::Generator shuffle_gen;  // batch order
+  // Dropout masks on the CPU; none on a GPU (the device's generator).
+  c10::optional<at::Generator> dropout_gen;
+  torch::nn::AnyModule model;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+};
+
+// A fresh run of `p` seeded with `seed`: the model initialized from the
+// trial's generators, on the state's device, with a new optimizer.
+TrainingRun start_run(const FashionMnistState& s, const TrainingParams& p, std::uint64_t seed) {
   const PreparedData& d = *s.data;
   // The trial's generators: initial weights, batch order, dropout masks (on
   // the CPU; on a GPU the masks come from the device's generator, seeded by
   // manual_seed, so concurrent GPU trials in one process can interfere).
   torch::manual_seed(seed);
-  auto init_gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  auto shuffle_gen = at::make_generator<at::CPUGeneratorImpl>(splitmix64(seed));
-  c10::optional<at::Generator> dropout_gen;
+  TrainingRun run;
+  run.init_gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  run.shuffle_gen = at::make_generator<at::CPUGeneratorImpl>(splitmix64(seed));
   if (s.device.is_cpu())
-    dropout_gen = at::make_generator<at::CPUGeneratorImpl>(splitmix64(splitmix64(seed)));
-  torch::nn::AnyModule model = make_model(s.config.model, p, d.rows, d.cols, dropout_gen);
-  torch::nn::Module& module = *model.ptr();
-  init_weights(module, init_gen);
+    run.dropout_gen = at::make_generator<at::CPUGeneratorImpl>(splitmix64(splitmix64(seed)));
+  run.model = make_model(s.config.model, p, d.rows, d.cols, run.dropout_gen);
+  torch::nn::Module& module = *run.model.ptr();
+  init_weights(module, run.init_gen);
   module.to(s.device);
-  auto optimizer = make_optimizer(p, module.parameters());
+  run.optimizer = make_optimizer(p, module.parameters());
+  return run;
+}
+
+// What a training state must have been made by: the model, every
+// hyperparameter, the seed and the data's shape. A state of any other
+// training (another trial's, another model's) is not loaded.
+std::string training_fingerprint(const FashionMnistState& s, const TrainingParams& p,
+                                 std::uint64_t seed) {
+  const PreparedData& d = *s.data;
+  return fmt::format(
+      "model={} optimizer={} lr={} batch_size={} momentum={} nesterov={} weight_decay={} "
+      "layers={} hidden={} activation={} dropout={} channels={} kernel_size={} seed={} "
+      "n_train={} n_val={} image={}x{}",
+      s.config.model, p.optimizer, p.lr_effective, p.batch_size, p.momentum, p.nesterov,
+      p.weight_decay, p.layers, p.hidden, p.activation, p.dropout, p.channels, p.kernel_size, seed,
+      d.train_x.size(0), d.val_x.size(0), d.rows, d.cols);
+}
+
+// The largest training state file read for `module`: six times its tensors'
+// bytes plus 1 MiB (the weights, the best weights and up to three optimizer
+// buffers per parameter, plus the archive's own records).
+std::uint64_t max_training_state_bytes(const torch::nn::Module& module) {
+  return 3 * (max_checkpoint_bytes(module) - (std::uint64_t{1} << 20)) + (std::uint64_t{1} << 20);
+}
+
+torch::Tensor int64_record(std::int64_t v) { return torch::scalar_tensor(v, torch::kInt64); }
+torch::Tensor double_record(double v) { return torch::scalar_tensor(v, torch::kFloat64); }
+
+// Writes run's model, optimizer and generators, the loop state `st` and
+// the best weights to kTrainingStateFile in `folder` (a temporary file
+// renamed into place, 0600: OwnerOnlyFolder::replace_file). Throws on a
+// write error.
+void save_training_state(const TrainingRun& run, const EpochLoopState& st,
+                         const std::vector<torch::Tensor>& best_weights,
+                         const std::string& fingerprint, const torch::Device& device,
+                         const OwnerOnlyFolder& folder) {
+  torch::serialize::OutputArchive a;
+  a.write("format", int64_record(kTrainingStateFormat));
+  a.write("fingerprint", c10::IValue(fingerprint));
+  a.write("epoch", int64_record(st.epoch));
+  torch::serialize::OutputArchive model(a.compilation_unit());
+  run.model.ptr()->save(model);
+  a.write("model", model);
+  torch::serialize::OutputArchive optimizer(a.compilation_unit());
+  run.optimizer->save(optimizer);
+  a.write("optimizer", optimizer);
+  a.write("rng_init", run.init_gen.get_state());
+  a.write("rng_shuffle", run.shuffle_gen.get_state());
+  if (run.dropout_gen) a.write("rng_dropout", run.dropout_gen->get_state());
+  if (!device.is_cpu())
+    a.write("rng_device", at::globalContext().defaultGenerator(device).get_state());
+  a.write("have_best", int64_record(st.have_best ? 1 : 0));
+  a.write("best_value", double_record(st.best_value));
+  a.write("best_epoch", int64_record(st.best_epoch));
+  a.write("best_train_loss", double_record(st.best.train_loss));
+  a.write("best_val_loss", double_record(st.best.val_loss));
+  a.write("best_val_accuracy", double_record(st.best.val_accuracy));
+  a.write("reference", double_record(st.reference));
+  a.write("since_improvement", int64_record(st.since_improvement));
+  torch::serialize::OutputArchive best(a.compilation_unit());
+  best.write("size", int64_record(static_cast<std::int64_t>(best_weights.size())));
+  for (std::size_t i = 0; i < best_weights.size(); ++i)
+    best.write(std::to_string(i), best_weights[i], /*is_buffer=*/true);
+  a.write("best_weights", best);
+  folder.replace_file(kTrainingStateFile,
+                      [&](const std::function<void(const void*, std::size_t)>& sink) {
+                        a.save_to([&](const void* data, std::size_t size) -> std::size_t {
+                          sink(data, size);
+                          return size;
+                        });
+                      });
+}
+
+// The scalar record `key` of `a`, of type `type`; throws Error naming the
+// record when it is missing or not one value of that type.
+torch::Tensor read_scalar(torch::serialize::InputArchive& a, const std::string& key,
+                          torch::Dtype type) {
+  torch::Tensor t;
+  if (!a.try_read(key, t)) throw Error("no record '" + key + "'");
+  if (t.numel() != 1 || t.scalar_type() != type)
+    throw Error(fmt::format("record '{}' is not one {}", key, c10::toString(type)));
+  return t.to(torch::kCPU);
+}
+std::int64_t read_int64(torch::serialize::InputArchive& a, const std::string& key) {
+  return read_scalar(a, key, torch::kInt64).item<std::int64_t>();
+}
+double read_double(torch::serialize::InputArchive& a, const std::string& key) {
+  return read_scalar(a, key, torch::kFloat64).item<double>();
+}
+
+// Sets `gen` to the state `state` (Generator::get_state()'s bytes); throws
+// c10::Error when it is not a state of that kind of generator.
+void set_generator(at::Generator& gen, const torch::Tensor& state) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state.to(torch::kCPU));
+}
+
+// Sets `gen` to the state record `key` of `a`.
+void read_generator(torch::serialize::InputArchive& a, const std::string& key, at::Generator& gen) {
+  torch::Tensor t;
+  if (!a.try_read(key, t)) throw Error("no record '" + key + "'");
+  set_generator(gen, t);
+}
+
+// The tensors of an optimizer's per-parameter state (LibTorch's Adam,
+// AdamW, SGD, RMSprop), undefined ones included.
+std::vector<torch::Tensor> state_tensors(const torch::optim::OptimizerParamState& state) {
+  namespace optim = torch::optim;
+  if (const auto* s = dynamic_cast<const optim::AdamParamState*>(&state))
+    return {s->exp_avg(), s->exp_avg_sq(), s->max_exp_avg_sq()};
+  if (const auto* s = dynamic_cast<const optim::AdamWParamState*>(&state))
+    return {s->exp_avg(), s->exp_avg_sq(), s->max_exp_avg_sq()};
+  if (const auto* s = dynamic_cast<const optim::SGDParamState*>(&state))
+    return {s->momentum_buffer()};
+  if (const auto* s = dynamic_cast<const optim::RMSpropParamState*>(&state))
+    return {s->square_avg(), s->momentum_buffer(), s->grad_avg()};
+  return {};
+}
+
+// Throws Error when a state tensor of `optimizer` does not have its
+// parameter's shape, type and device (a state loaded from another model
+// would otherwise fail in the middle of a step).
+void check_optimizer_state(torch::optim::Optimizer& optimizer) {
+  for (auto& group : optimizer.param_groups()) {
+    for (auto& param : group.params()) {
+      auto it = optimizer.state().find(c10::guts::to_string(param.unsafeGetTensorImpl()));
+      if (it == optimizer.state().end()) continue;
+      for (const auto& t : state_tensors(*it->second)) {
+        if (t.defined() && (t.sizes() != param.sizes() || t.scalar_type() != param.scalar_type() ||
+                            t.device() != param.device()))
+          throw Error("the optimizer state is of another model (buffer shapes differ)");
+      }
+    }
+  }
+}
+
+// Loads a training state (the bytes of kTrainingStateFile) into `run`
+// (made by start_run for the same params) and *best_weights; returns the
+// loop state. Throws Error(reason) when the bytes are not a training state
+// of format kTrainingStateFormat made by the training `fingerprint`, or
+// any record is missing, of the wrong type or shape, or out of range.
+// `run` may be changed even then: start it again.
+EpochLoopState load_training_state(TrainingRun& run, const std::string& bytes,
+                                   const std::string& fingerprint, const torch::Device& device,
+                                   std::vector<torch::Tensor>* best_weights) {
+  torch::nn::Module& module = *run.model.ptr();
+  const auto expected = shapes(module);
+  const auto expected_dtypes = dtypes(module);
+  EpochLoopState st;
+  try {
+    torch::serialize::InputArchive a;
+    a.load_from(bytes.data(), bytes.size(), device);
+    if (std::int64_t f = read_int64(a, "format"); f != kTrainingStateFormat)
+      throw Error(fmt::format("format {}, this version reads format {}", f, kTrainingStateFormat));
+    c10::IValue saved;
+    if (!a.try_read("fingerprint", saved) || !saved.isString())
+      throw Error("no record 'fingerprint'");
+    if (saved.toStringRef() != fingerprint)
+      throw Error("the state of another model or params (saved by: " + saved.toStringRef() +
+                  "; this trial: " + fingerprint + ")");
+    st.epoch = read_int64(a, "epoch");
+    {
+      torch::serialize::InputArchive model;
+      a.read("model", model);
+      torch::NoGradGuard no_grad;
+      module.load(model);
+    }
+    if (shapes(module) != expected || dtypes(module) != expected_dtypes)
+      throw Error("holds the weights of another model (parameter shapes or types differ)");
+    {
+      torch::serialize::InputArchive optimizer;
+      a.read("optimizer", optimizer);
+      run.optimizer->load(optimizer);
+    }
+    check_optimizer_state(*run.optimizer);
+    read_generator(a, "rng_init", run.init_gen);
+    read_generator(a, "rng_shuffle", run.shuffle_gen);
+    torch::Tensor saved_dropout;
+    // A state saved on a GPU has no dropout generator: this run's seeded
+    // one goes on (another device: not bit-exact anyway).
+    if (run.dropout_gen && a.try_read("rng_dropout", saved_dropout))
+      set_generator(*run.dropout_gen, saved_dropout);
+    // On a GPU the device's generator draws the dropout masks (a state
+    // saved on the CPU has none: the device's goes on).
+    if (torch::Tensor t; !device.is_cpu() && a.try_read("rng_device", t)) {
+      at::Generator gen = at::globalContext().defaultGenerator(device);
+      set_generator(gen, t);
+    }
+    st.have_best = read_int64(a, "have_best") == 1;
+    st.best_value = read_double(a, "best_value");
+    st.best_epoch = read_int64(a, "best_epoch");
+    st.best.train_loss = read_double(a, "best_train_loss");
+    st.best.val_loss = read_double(a, "best_val_loss");
+    st.best.val_accuracy = read_double(a, "best_val_accuracy");
+    st.reference = read_double(a, "reference");
+    st.since_improvement = read_int64(a, "since_improvement");
+    if (st.epoch < 1 || !st.have_best || st.best_epoch < 1 || st.best_epoch > st.epoch ||
+        st.since_improvement < 0 || st.since_improvement >= st.epoch ||
+        !std::isfinite(st.best_value) || !std::isfinite(st.reference))
+      throw Error(fmt::format(
+          "its records are out of range (epoch {}, best_epoch {}, since_improvement {})", st.epoch,
+          st.best_epoch, st.since_improvement));
+    torch::serialize::InputArchive best;
+    a.read("best_weights", best);
+    const std::int64_t n = read_int64(best, "size");
+    if (n != static_cast<std::int64_t>(expected.size()))
+      throw Error(
+          fmt::format("holds {} best-weight tensors, the model has {}", n, expected.size()));
+    std::vector<torch::Tensor> weights(expected.size());
+    for (std::size_t i = 0; i < weights.size(); ++i) {
+      if (!best.try_read(std::to_string(i), weights[i], /*is_buffer=*/true))
+        throw Error("no best-weight record " + std::to_string(i));
+      if (weights[i].sizes().vec() != expected[i] || weights[i].scalar_type() != expected_dtypes[i])
+        throw Error("holds best weights of another model (shapes or types differ)");
+    }
+    if (best_weights) *best_weights = std::move(weights);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    // c10::Error from the archive reader or a LibTorch check, or a standard
+    // exception from the unpickler of a damaged file.
+    const auto* ce = dynamic_cast<const c10::Error*>(&e);
+    const std::string msg = ce ? ce->what_without_backtrace() : e.what();
+    throw Error(msg.substr(0, msg.find('\n')));
+  }
+  return st;
+}
+
+// Writes `weights` (parameters then buffers, as snapshot()) as the
+// best-epoch checkpoint `name` of `folder` (save_checkpoint's format),
+// through `module`, whose own weights are put back afterwards.
+void save_weights_checkpoint(torch::nn::Module& module, const std::vector<torch::Tensor>& weights,
+                             std::int64_t epoch, const OwnerOnlyFolder& folder,
+                             const std::string& name) {
+  const std::vector<torch::Tensor> current = snapshot(module);
+  restore(module, weights);
+  try {
+    save_checkpoint(module, epoch, folder, name);
+  } catch (...) {
+    restore(module, current);
+    throw;
+  }
+  restore(module, current);
+}
+
+// Where a trial keeps its training state: its checkpoint folder
+// (Trial::checkpoint_dir()) opened owner-only, or nullptr when it has none
+// or the folder is refused (a warning: the trial trains without saving).
+std::unique_ptr<OwnerOnlyFolder> training_state_folder(const Trial* trial) {
+  if (!trial || trial->checkpoint_dir().empty()) return nullptr;
+  try {
+    return std::make_unique<OwnerOnlyFolder>(trial->checkpoint_dir(), true);
+  } catch (const std::exception& e) {
+    spdlog::warn("trial {}: no training state is saved (a retry starts from scratch): {}",
+                 trial->number(), e.what());
+    return nullptr;
+  }
+}
+
+// The loop state a retry of `trial` (trial.resume_step() set) continues
+// from: the training state in `state_folder` loaded into `run` and *best.
+// When it cannot be used: a warning naming the file and the reason,
+// nullopt, and `run` started again (from scratch, epoch 1).
+std::optional<EpochLoopState> resume_run(const FashionMnistState& s, const TrainingParams& p,
+                                         std::uint64_t seed, const Trial& trial,
+                                         const OwnerOnlyFolder& state_folder,
+                                         const std::string& fingerprint, TrainingRun& run,
+                                         std::vector<torch::Tensor>& best) {
+  const std::int64_t step = *trial.resume_step();
+  const std::string path = state_folder.path() + "/" + kTrainingStateFile;
+  try {
+    const std::string bytes =
+        state_folder.read_file(kTrainingStateFile, max_training_state_bytes(*run.model.ptr()));
+    EpochLoopState st = load_training_state(run, bytes, fingerprint, s.device, &best);
+    if (st.epoch > step)
+      throw Error(fmt::format("holds epoch {}, later than the snapshot's step {}", st.epoch, step));
+    if (st.epoch < step)
+      spdlog::warn(
+          "trial {}: training state {} holds epoch {}, the snapshot is of step {}: epochs {}..{} "
+          "are trained again (their reports keep the first values)",
+          trial.number(), path, st.epoch, step, st.epoch + 1, step);
+    spdlog::info("trial {}: resuming from the training state of epoch {} ({})", trial.number(),
+                 st.epoch, path);
+    return st;
+  } catch (const std::exception& e) {
+    std::string why = e.what();
+    if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);  // no path twice
+    spdlog::warn(
+        "trial {}: training state {} not usable: {}; training from scratch (epoch 1; the "
+        "reports of epochs 1..{} keep their first values)",
+        trial.number(), path, why, step);
+    run = start_run(s, p, seed);
+    best.clear();
+    return std::nullopt;
+  }
+}
+
+// Trains one model: returns the outcome and the model (with its final
+// weights); keeps the best epoch's weights in *best_weights when given, and
+// in the checkpoint file `checkpoint` when not empty (a write error is a
+// warning; the trial goes on without a checkpoint). With a trial that has a
+// checkpoint folder, saves the training state there each epoch before its
+// report, and, on a retry (trial->resume_step()), continues from the state
+// found there (see "Resume" in torch_objectives.h).
+TrainingOutcome train(const FashionMnistState& s, const TrainingParams& p, std::uint64_t seed,
+                      Trial* trial, torch::nn::AnyModule* model_out,
+                      std::vector<torch::Tensor>* best_weights,
+                      const OwnerOnlyFolder* folder = nullptr, const std::string& checkpoint = {}) {
+  const PreparedData& d = *s.data;
+  TrainingRun run = start_run(s, p, seed);
   const std::int64_t n = d.train_x.size(0);
   const std::int64_t batch = std::min<std::int64_t>(p.batch_size, n);
+  bool save = folder != nullptr && !checkpoint.empty();
+  // A best-epoch checkpoint that cannot be written: the trial goes on without.
+  auto drop_checkpoint = [&](const std::exception& e) {
+    spdlog::warn("cannot write checkpoint {}/{} (the trial goes on without one): {}",
+                 folder->path(), checkpoint, e.what());
+    remove_checkpoint(*folder, checkpoint);
+    save = false;
+  };
+
+  // The full training state (issue #43): saved when the runner gives the
+  // trial a checkpoint folder; loaded on a retry.
+  const std::unique_ptr<OwnerOnlyFolder> state_folder = training_state_folder(trial);
+  const std::string fingerprint = state_folder ? training_fingerprint(s, p, seed) : "";
+  // The best epoch's weights, kept when they are asked for or saved.
+  std::vector<torch::Tensor> best;
+  const bool keep_best = best_weights != nullptr || state_folder != nullptr;
+  EpochLoopResume resume;
+  if (state_folder && trial->resume_step()) {
+    resume.from = resume_run(s, p, seed, *trial, *state_folder, fingerprint, run, best);
+    // The best-epoch checkpoint of this trial holds the restored best
+    // weights, as it would after an uninterrupted run.
+    if (resume.from && save) {
+      try {
+        save_weights_checkpoint(*run.model.ptr(), best, resume.from->best_epoch, *folder,
+                                checkpoint);
+      } catch (const std::exception& e) {
+        drop_checkpoint(e);
+      }
+    }
+  }
+  torch::nn::AnyModule& model = run.model;
+  torch::nn::Module& module = *model.ptr();
 
   auto run_epoch = [&](std::int64_t epoch) {
     module.train();
-    auto perm = torch::randperm(n, shuffle_gen, torch::kInt64).to(s.device);
+    auto perm = torch::randperm(n, run.shuffle_gen, torch::kInt64).to(s.device);
     // Summed on the device: no host synchronisation per batch.
     auto loss_sum =
         torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(s.device));
@@ -676,10 +1032,10 @@ TrainingOutcome train(const FashionMnistState& s, const TrainingParams& p, std::
       auto idx = perm.slice(0, start, std::min(n, start + batch));
       auto x = d.train_x.index_select(0, idx);
       auto y = d.train_y.index_select(0, idx);
-      optimizer->zero_grad();
+      run.optimizer->zero_grad();
       auto loss = torch::nn::functional::cross_entropy(model.forward(x), y);
       loss.backward();
-      optimizer->step();
+      run.optimizer->step();
       loss_sum += loss.detach().to(torch::kFloat64) * static_cast<double>(idx.size(0));
     }
     EpochMetrics m;
@@ -689,21 +1045,35 @@ TrainingOutcome train(const FashionMnistState& s, const TrainingParams& p, std::
                   m.train_loss, m.val_loss, m.val_accuracy);
     return m;
   };
-  bool save = folder != nullptr && !checkpoint.empty();
   auto on_best = [&](std::int64_t epoch) {
-    if (best_weights) *best_weights = snapshot(module);
+    if (keep_best) best = snapshot(module);
     if (!save) return;
     try {
       save_checkpoint(module, epoch, *folder, checkpoint);
     } catch (const std::exception& e) {
-      spdlog::warn("cannot write checkpoint {}/{} (the trial goes on without one): {}",
-                   folder->path(), checkpoint, e.what());
-      remove_checkpoint(*folder, checkpoint);
-      save = false;
+      drop_checkpoint(e);
     }
   };
-  TrainingOutcome out =
-      run_epochs(trial, s.config.max_epochs, s.metric, s.config.early_stopping, run_epoch, on_best);
+  bool state_warned = false;
+  if (state_folder) {
+    resume.save_state = [&](const EpochLoopState& st) {
+      try {
+        save_training_state(run, st, best, fingerprint, s.device, *state_folder);
+      } catch (const std::exception& e) {
+        // The folder keeps the previous epoch's state (the file is replaced
+        // atomically): a retry resumes from there.
+        if (!state_warned)
+          spdlog::warn(
+              "trial {}: cannot save the training state of epoch {} in {} (a retry resumes "
+              "from an earlier epoch): {}",
+              trial->number(), st.epoch, state_folder->path(), e.what());
+        state_warned = true;
+      }
+    };
+  }
+  TrainingOutcome out = run_epochs(trial, s.config.max_epochs, s.metric, s.config.early_stopping,
+                                   run_epoch, on_best, resume);
+  if (best_weights) *best_weights = best;
   if (model_out) *model_out = model;
   return out;
 }

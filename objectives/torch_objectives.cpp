@@ -325,63 +325,96 @@ bool beats_by(double value, double reference, bool minimize, double delta) {
   return minimize ? value < reference - delta : value > reference + delta;
 }
 
+// Records epoch `epoch` (metrics `m`, metric value `value`) in `st`: the
+// best so far (then on_best(epoch)) and early stopping's reference and
+// counter.
+void record_epoch(EpochLoopState& st, std::int64_t epoch, const EpochMetrics& m, double value,
+                  bool minimize, double min_delta,
+                  const std::function<void(std::int64_t epoch)>& on_best) {
+  st.epoch = epoch;
+  if (!st.have_best || (minimize ? value < st.best_value : value > st.best_value)) {
+    st.have_best = true;
+    st.best_value = value;
+    st.best_epoch = epoch;
+    st.best = m;
+    if (on_best) on_best(epoch);
+  }
+  if (epoch == 1 || beats_by(value, st.reference, minimize, min_delta)) {
+    st.reference = value;
+    st.since_improvement = 0;
+  } else {
+    ++st.since_improvement;
+  }
+}
+
+// The error of a first epoch whose loss is not finite.
+Error diverged_error(const EpochMetrics& m, std::int64_t epoch) {
+  const bool train_finite = std::isfinite(m.train_loss);
+  return Error(fmt::format("diverged: {} is {} after epoch {} (learning rate too high?)",
+                           train_finite ? "val_loss" : "train_loss",
+                           train_finite ? m.val_loss : m.train_loss, epoch));
+}
+
 }  // namespace
 
 TrainingOutcome run_epochs(Trial* trial, std::int64_t max_epochs, TrainMetric metric,
                            const EarlyStoppingOptions& early,
                            const std::function<EpochMetrics(std::int64_t epoch)>& run_epoch,
-                           const std::function<void(std::int64_t epoch)>& on_best) {
+                           const std::function<void(std::int64_t epoch)>& on_best,
+                           const EpochLoopResume& resume) {
   if (max_epochs < 1) throw ConfigError("max_epochs", "must be >= 1");
   if (early.patience < 0) throw ConfigError("early_stopping.patience", "must be >= 0");
   const bool minimize = metric == TrainMetric::kValLoss;
-  auto better = [&](double a, double b) { return minimize ? a < b : a > b; };
+  auto patience_exhausted = [&](const EpochLoopState& s) {
+    return early.patience > 0 && s.since_improvement >= early.patience && s.epoch < max_epochs;
+  };
 
-  TrainingOutcome out;
-  bool have_best = false;
   // The patience counter compares with `reference`, which moves only on an
   // improvement by more than min_delta (Keras); the best value itself is the
   // best ever seen.
-  double reference = 0.0;
-  std::int64_t since_improvement = 0;
+  EpochLoopState st;
+  if (resume.from) {
+    st = *resume.from;
+    if (st.epoch < 1 || !st.have_best)
+      throw Error(
+          fmt::format("run_epochs: cannot resume from epoch {} without a best epoch", st.epoch));
+  }
+  TrainingOutcome out;
+  auto sync_outcome = [&] {
+    out.best_value = st.best_value;
+    out.best_epoch = st.best_epoch;
+    out.best = st.best;
+    out.epochs_run = st.epoch;
+  };
+  sync_outcome();
+  auto set_attrs = [&] { set_outcome_attrs(trial, out, st.have_best); };
 
-  auto set_attrs = [&] { set_outcome_attrs(trial, out, have_best); };
-
-  for (std::int64_t epoch = 1; epoch <= max_epochs; ++epoch) {
+  // A resumed loop whose last epoch ended training ends now, as it did.
+  bool done = resume.from && patience_exhausted(st);
+  out.stopped_early = done;
+  for (std::int64_t epoch = st.epoch + 1; !done && epoch <= max_epochs; ++epoch) {
     EpochMetrics m = run_epoch(epoch);
     out.epochs_run = epoch;
     if (!std::isfinite(m.train_loss) || !std::isfinite(m.val_loss)) {
       out.diverged = true;
-      if (!have_best) {
+      if (!st.have_best) {
         set_attrs();
-        throw Error(fmt::format("diverged: {} is {} after epoch {} (learning rate too high?)",
-                                std::isfinite(m.train_loss) ? "val_loss" : "train_loss",
-                                std::isfinite(m.train_loss) ? m.val_loss : m.train_loss, epoch));
+        throw diverged_error(m, epoch);
       }
       break;
     }
     const double value = minimize ? m.val_loss : m.val_accuracy;
+    record_epoch(st, epoch, m, value, minimize, early.min_delta, on_best);
+    sync_outcome();
+    // The rule for programs: the state of this epoch is saved before the
+    // step is reported (Trial::report snapshots the checkpoint folder).
+    if (resume.save_state) resume.save_state(st);
     if (trial) trial->report(epoch, value);
-    if (!have_best || better(value, out.best_value)) {
-      have_best = true;
-      out.best_value = value;
-      out.best_epoch = epoch;
-      out.best = m;
-      if (on_best) on_best(epoch);
-    }
-    if (epoch == 1 || beats_by(value, reference, minimize, early.min_delta)) {
-      reference = value;
-      since_improvement = 0;
-    } else {
-      ++since_improvement;
-    }
     if (trial && trial->should_prune()) {
       set_attrs();
       throw TrialPruned();
     }
-    if (early.patience > 0 && since_improvement >= early.patience && epoch < max_epochs) {
-      out.stopped_early = true;
-      break;
-    }
+    done = out.stopped_early = patience_exhausted(st);
   }
   set_attrs();
   return out;

@@ -48,6 +48,78 @@
 // cannot be written (disk full) is a warning and that trial goes on without
 // a checkpoint.
 //
+// Resume (long trials, search/checkpoints.h; like Ray Tune's trial
+// checkpoints and Lightning's ckpt_path): when the runner gives the trial a
+// checkpoint folder (Trial::checkpoint_dir() not empty: a Study with
+// StudyOptions::checkpoint_root, `hpsearch run`), each epoch's full
+// training state is saved there, after the epoch's validation and BEFORE
+// its report (the rule for programs; Trial::report then snapshots the
+// folder), as one LibTorch archive (torch::serialize, the format of
+// torch::save) named "training_state.pt", replaced atomically (a temporary
+// file, mode 0600, renamed into place: OwnerOnlyFolder::replace_file; a
+// folder that breaks the owner-only rule is a warning and nothing is
+// saved). Its records:
+//
+//   format                int64 1 (another format is not loaded)
+//   fingerprint           string: model, every hyperparameter after
+//                         defaults and scale_with, the trial's seed, the
+//                         number of training and validation images
+//   epoch                 int64, the epoch just trained (1-based)
+//   model                 the module's parameters and buffers (Module::save)
+//   optimizer             the optimizer's state (Optimizer::save: Adam's
+//                         moments and step count, SGD's momentum buffers,
+//                         ...; its param groups hold the learning rate,
+//                         which is constant: there is no schedule)
+//   rng_init, rng_shuffle, rng_dropout
+//                         uint8 states of the trial's generators (initial
+//                         weights, batch order, dropout masks on the CPU);
+//                         rng_device: the GPU's generator (dropout on a GPU)
+//   have_best, best_value, best_epoch, best_train_loss, best_val_loss,
+//   best_val_accuracy     best-so-far (float64 records: bit-exact)
+//   reference, since_improvement
+//                         early stopping's counters (see run_epochs())
+//   best_weights          the best epoch's parameters and buffers
+//                         ("size", then "0", "1", ... in Module order)
+//
+// Size: the weights about 4 bytes per parameter, times 2 (weights and best
+// weights) plus the optimizer's buffers (Adam: 2 more; MLP 784-128-10:
+// 0.4 MB per copy, 1.6 MB in all); one write per epoch (milliseconds).
+//
+// On a retry (Trial::resume_step() = k: the folder is as it was when
+// epoch k was reported), the file is loaded and training continues with
+// epoch k + 1: the model, optimizer, generators, best-so-far, early
+// stopping counters and best weights are those of epoch k, epochs 1..k are
+// neither trained nor reported again (they are already the trial's
+// intermediate values), the best-epoch checkpoint file above is written
+// from the restored best weights, and a run whose epoch k had ended it
+// (patience exhausted, max_epochs reached) ends at once. The value, the
+// user attrs (best_epoch, epochs_run, stopped_early, val_loss, ...) and
+// the final and best weights are then those of a trial that never stopped:
+// on the CPU with the same thread count, bit for bit (the test
+// TorchResume.InterruptedAndResumedEndsBitIdentical). Nondeterminism
+// caveats: on a GPU, cuDNN/cuBLAS kernels are not deterministic and the
+// dropout masks come from the device's generator, shared by the process;
+// with another thread count (or on another machine or LibTorch build) the
+// reductions may round differently; a resume on another device than the
+// one that saved is allowed (the tensors are mapped) but is not bit-exact.
+//
+// A file that cannot be used (missing, truncated, corrupted, of another
+// format, written by another model or params, say another "hidden", a
+// record missing or of the wrong shape, type or range, larger than six
+// times the model's tensor bytes plus 1 MiB) is a warning "trial N:
+// training state <path> not usable: <reason>; training from scratch ..."
+// and the trial trains from epoch 1: the trial's intermediate values of
+// epochs 1..k are kept (the reports of those epochs are refused as
+// duplicates, Trial::report returning false, and the first values stay),
+// and the value and attrs are those of the new run. A file of an earlier
+// epoch than k (a failed save) resumes from that epoch: the epochs up to k
+// are trained again and their reports refused as duplicates. A save that
+// fails (disk full) is a warning (once per trial); the trial goes on and
+// the folder keeps the previous epoch's state. Without a checkpoint folder
+// (evaluate_on_test_set's retraining, a Study without checkpoint_root)
+// nothing is saved or loaded. The "checkpoints" option above is about the
+// best-epoch file only and does not turn this off.
+//
 // The params a trial may set (all optional; a param the space does not declare
 // takes its default, an inactive conditional param too):
 //
@@ -200,15 +272,48 @@ struct TrainingOutcome {
   bool diverged = false;        // a non-finite loss ended training
 };
 
+// The epoch loop's bookkeeping after an epoch: what a resumed trial must
+// restore so that it ends as if it had never stopped (run_epochs()).
+struct EpochLoopState {
+  std::int64_t epoch = 0;       // epochs done (1-based: the step reported last)
+  bool have_best = false;       // an epoch was reported (always true once one was)
+  double best_value = 0.0;      // the best metric so far
+  std::int64_t best_epoch = 0;  // its epoch
+  EpochMetrics best;            // the metrics of best_epoch
+  // Early stopping (Keras' rule): the value improvements are measured
+  // against (it moves only on an improvement by more than min_delta), and
+  // the epochs in a row without one.
+  double reference = 0.0;
+  std::int64_t since_improvement = 0;
+};
+
+// Resuming run_epochs() (issue #43, "Long trials" in docs): how the loop
+// saves its state and where it continues.
+struct EpochLoopResume {
+  // Called after each epoch's bookkeeping (best-so-far, on_best, early
+  // stopping counters) and BEFORE its report, with the state after that
+  // epoch: save everything a retry needs here (the rule for programs: save
+  // the checkpoint, then report the step). Exceptions propagate. Empty:
+  // nothing is saved.
+  std::function<void(const EpochLoopState& state)> save_state;
+  // The state to continue from: epochs 1..from->epoch are not run or
+  // reported again; the loop goes on with from->epoch + 1 (or ends at once
+  // when that epoch had ended training: max_epochs reached, or patience
+  // exhausted). nullopt (default): from epoch 1. Must have have_best.
+  std::optional<EpochLoopState> from;
+};
+
 // The epoch loop shared by the LibTorch objectives, independent of LibTorch.
 //
-// For epoch = 1, 2, ..., max_epochs: m = run_epoch(epoch); the metric value
-// v (m.val_loss or m.val_accuracy) is reported to `trial` at step = epoch;
-// when the pruner answers prune, training stops and TrialPruned is thrown
-// (after the user attrs below are set). An epoch improves when v beats the
-// best value by more than early.min_delta (lower for val_loss, higher for
-// val_accuracy); then on_best(epoch) is called (e.g. to keep the weights).
-// After early.patience epochs in a row without improvement training stops
+// For epoch = 1, 2, ..., max_epochs: m = run_epoch(epoch), whose metric
+// value is v (m.val_loss or m.val_accuracy); when v is the best so far
+// (lower for val_loss, higher for val_accuracy) on_best(epoch) is called
+// (e.g. to keep the weights); early stopping's counters are updated;
+// resume.save_state is called (below); then v is reported to `trial` at
+// step = epoch; when the pruner answers prune, training stops and
+// TrialPruned is thrown (after the user attrs below are set). An epoch
+// improves (for early stopping) when v beats the reference by more than
+// early.min_delta. After early.patience epochs in a row without improvement training stops
 // (patience 0: never). A non-finite train or validation loss ends training
 // as diverged (it is not reported): the best epoch so far is kept, or, at
 // epoch 1, Error("diverged: ...") is thrown.
@@ -217,10 +322,18 @@ struct TrainingOutcome {
 // val_loss, val_accuracy (of the best epoch, whichever metric is used),
 // train_loss, epochs_run and stopped_early on `trial`. `trial` may be null
 // (no reports, no pruning, no attrs). Exceptions of run_epoch propagate.
+//
+// With `resume` (see EpochLoopResume): resume.save_state(state) is called
+// after each reported epoch's bookkeeping and before its report, and a
+// loop given resume.from continues after that epoch with its best-so-far
+// and early stopping counters, so that the outcome and the attrs are those
+// of a loop that never stopped. Throws Error when resume.from has no best
+// epoch or an epoch < 1.
 TrainingOutcome run_epochs(Trial* trial, std::int64_t max_epochs, TrainMetric metric,
                            const EarlyStoppingOptions& early,
                            const std::function<EpochMetrics(std::int64_t epoch)>& run_epoch,
-                           const std::function<void(std::int64_t epoch)>& on_best = {});
+                           const std::function<void(std::int64_t epoch)>& on_best = {},
+                           const EpochLoopResume& resume = {});
 
 // The Fashion-MNIST objective, as the registry's make() builds it. Loads the
 // data (once per process and data_dir, kept for every later call), sets
@@ -235,7 +348,9 @@ TrainingOutcome run_epochs(Trial* trial, std::int64_t max_epochs, TrainMetric me
 // from generators of the trial's own, so trials running concurrently in one
 // process do not disturb each other (on a GPU, dropout draws from the
 // device's generator and only one trial at a time per process is
-// reproducible). Returns the best
+// reproducible). With a checkpoint folder from the runner
+// (Trial::checkpoint_dir()) each epoch's training state is saved there and
+// a retry continues from it (see "Resume" at the top). Returns the best
 // metric reached (run_epochs()); sets the user attrs of run_epochs() plus
 // lr_effective (the rate used) and n_train (training images).
 //

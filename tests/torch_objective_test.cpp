@@ -690,12 +690,24 @@ TEST(TorchObjective, EndToEndThroughTheCoordinatorSixTrialsTwoWorkersOnSubsetDat
     EXPECT_EQ(
         t->user_attrs.at("checkpoint"),
         fs::absolute(folder / fmt::format("trial-{}.pt", t->number)).lexically_normal().string());
-  // (Beside them, lineage-<N>/ folders: the full training states that
-  // retries continue from, search/checkpoints.h.)
-  EXPECT_EQ(
-      std::count_if(fs::directory_iterator(folder), fs::directory_iterator(),
-                    [](const fs::directory_entry& e) { return e.path().extension() == ".pt"; }),
-      6);
+  // Beside them, the lineage folders that retention keeps (search/checkpoints.h;
+  // the same root): each holds the training state of its last reported epoch.
+  std::int64_t files = 0;
+  for (const auto& entry : fs::directory_iterator(folder)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("trial-", 0) == 0 && entry.is_regular_file()) {
+      ++files;
+    } else if (name.rfind("lineage-", 0) == 0 && entry.is_directory()) {
+      std::int64_t states = 0;
+      for (const auto& sub : fs::directory_iterator(entry.path()))
+        if (sub.path().filename().string().rfind("snapshot-", 0) == 0 && sub.is_directory())
+          states += fs::is_regular_file(sub.path() / "training_state.pt") ? 1 : 0;
+      EXPECT_EQ(states, 1) << name;
+    } else {
+      ADD_FAILURE() << "unexpected " << entry.path();
+    }
+  }
+  EXPECT_EQ(files, 6);
   EXPECT_EQ(best->user_attrs.at("test_scored_from"), "checkpoint");
   EXPECT_NE(r.out.find("from its checkpoint"), std::string::npos) << r.out;
 
