@@ -123,7 +123,9 @@ TEST_F(ArtifactTransfer, AWholeUploadIsInstalledVerifiedAndRecorded) {
     ASSERT_TRUE(reply->ok) << reply->error;
     EXPECT_EQ(reply->next_offset, offset);
     // Recorded only once the whole snapshot arrived.
-    if (offset < r->total()) EXPECT_TRUE(checkpoint_attr(study, 0).is_null());
+    if (offset < r->total()) {
+      EXPECT_TRUE(checkpoint_attr(study, 0).is_null());
+    }
   }
   EXPECT_TRUE(reply->done);
   EXPECT_EQ(checkpoint_attr(study, 0), Json({{"step", 3}}));
