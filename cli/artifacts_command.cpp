@@ -80,14 +80,10 @@ int artifacts_command(const ArtifactsOptions& o) {
   if (o.format == "json") {
     Json out = Json::array();
     for (const Row& r : rows) {
-      Json j{{"trial", r.number},
-             {"state", r.state},
-             {"lineage", r.lineage},
-             {"checkpoint_step", r.step ? Json(*r.step) : Json()},
-             {"deleted", r.deleted},
-             {"folder", checkpoints::lineage_path(root, r.lineage)},
-             {"folder_exists", r.exists},
-             {"snapshot_exists", r.snapshot_exists},
+      Json j{{"trial", r.number},         {"state", r.state},
+             {"lineage", r.lineage},      {"checkpoint_step", r.step ? Json(*r.step) : Json()},
+             {"deleted", r.deleted},      {"folder", checkpoints::lineage_path(root, r.lineage)},
+             {"folder_exists", r.exists}, {"snapshot_exists", r.snapshot_exists},
              {"bytes", r.bytes}};
       out.push_back(std::move(j));
     }
@@ -111,8 +107,8 @@ int artifacts_get_command(const ArtifactsOptions& o) {
   std::error_code ec;
   const auto st = fs::symlink_status(o.output, ec);
   if (fs::exists(st) && (!fs::is_directory(st) || !fs::is_empty(o.output, ec)))
-    throw ConfigError("-o", printable(o.output) +
-                                " exists and is not an empty folder: refused (nothing copied)");
+    throw ConfigError(
+        "-o", printable(o.output) + " exists and is not an empty folder: refused (nothing copied)");
   auto storage = open_existing(o.storage);
   auto id = pick_study(*storage, o.study, o.storage);
   const std::string root = checkpoint_root_of(o.storage, storage->get_study(id).name);
@@ -124,9 +120,9 @@ int artifacts_get_command(const ArtifactsOptions& o) {
                 (r.deleted ? " (retention removed its lineage's folder)" : ""));
   const std::string lineage = checkpoints::lineage_path(root, r.lineage);
   checkpoints::copy_snapshot(lineage, *r.step, o.output);
-  std::cout << "copied the snapshot of step " << *r.step << " of trial " << *o.trial
-            << " (lineage " << r.lineage << ", " << checkpoints::folder_bytes(o.output)
-            << " bytes) to " << o.output << "\n";
+  std::cout << "copied the snapshot of step " << *r.step << " of trial " << *o.trial << " (lineage "
+            << r.lineage << ", " << checkpoints::folder_bytes(o.output) << " bytes) to " << o.output
+            << "\n";
   return kExitOk;
 }
 

@@ -191,10 +191,10 @@ int studies_command(const ReadOptions& options);
 // store.
 struct ArtifactsOptions {
   std::string storage;
-  std::optional<std::string> study;  // --study
+  std::optional<std::string> study;   // --study
   std::optional<std::int64_t> trial;  // --trial N
-  std::string format = "table";      // --format table | json
-  std::string output;                // get: -o DIR
+  std::string format = "table";       // --format table | json
+  std::string output;                 // get: -o DIR
 };
 int artifacts_command(const ArtifactsOptions& options);
 int artifacts_get_command(const ArtifactsOptions& options);

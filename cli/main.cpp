@@ -489,7 +489,8 @@ int main(int argc, char** argv) {
     if (*studies_cmd) return studies_command(read);
     if (*art_get) return artifacts_get_command(art);
     if (*art_cmd) {
-      if (art.storage.empty()) throw hps::ConfigError("STORAGE", "is required (the study's SQLite file)");
+      if (art.storage.empty())
+        throw hps::ConfigError("STORAGE", "is required (the study's SQLite file)");
       return artifacts_command(art);
     }
     if (*report_cmd) return report_command(report);

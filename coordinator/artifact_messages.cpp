@@ -53,8 +53,9 @@ void Coordinator::Impl::on_artifact_put(Session& s, const proto::ArtifactPut& m)
     send(s, reply);
   };
   if (!artifacts) {
-    refuse("this coordinator keeps no checkpoints (no checkpoint root, or artifacts.checkpoints "
-           "is false)");
+    refuse(
+        "this coordinator keeps no checkpoints (no checkpoint root, or artifacts.checkpoints "
+        "is false)");
     return;
   }
   if (!owns(s, m.number, "ArtifactPut")) {

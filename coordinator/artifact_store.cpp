@@ -131,8 +131,8 @@ ArtifactStore::Result ArtifactStore::put(Job& job) {
   const std::string piece = "the piece at offset " + std::to_string(job.offset) + " of the " +
                             "snapshot of step " + std::to_string(job.step);
   if (util::fnv1a64(job.data) != job.checksum)
-    return fail(piece + ": checksum mismatch (FNV-1a 64 of its " +
-                std::to_string(job.data.size()) + " bytes differs from the one sent): refused");
+    return fail(piece + ": checksum mismatch (FNV-1a 64 of its " + std::to_string(job.data.size()) +
+                " bytes differs from the one sent): refused");
   if (job.total - job.manifest_bytes > max_snapshot_bytes_)
     return fail("the snapshot of step " + std::to_string(job.step) + " holds " +
                 std::to_string(job.total - job.manifest_bytes) + " bytes, over " +

@@ -372,8 +372,7 @@ void serialize(A& ar, ArtifactGetReply& m, std::uint32_t const version) {
   ar(m.checksum);
   field_string(ar, m.error);
   if constexpr (kLoading<A>)
-    check_piece("ArtifactGetReply", m.number, m.step, m.offset, m.total, m.manifest_bytes,
-                m.data);
+    check_piece("ArtifactGetReply", m.number, m.step, m.offset, m.total, m.manifest_bytes, m.data);
 }
 
 }  // namespace hps::protocol
@@ -469,9 +468,10 @@ Message decode_as(std::uint16_t type, std::string_view frame) {
 
 std::string to_string(MessageType type) {
   static const char* const kNames[] = {
-      "Hello",  "Welcome",  "Disconnect", "RequestTrial", "Assignment", "Suggest", "SuggestReply",
-      "Report", "Decision", "Complete",   "Fail",         "Heartbeat",  "Shutdown",
-      "ArtifactPut", "ArtifactPutReply", "ArtifactGet", "ArtifactGetReply"};
+      "Hello",       "Welcome",         "Disconnect", "RequestTrial", "Assignment",
+      "Suggest",     "SuggestReply",    "Report",     "Decision",     "Complete",
+      "Fail",        "Heartbeat",       "Shutdown",   "ArtifactPut",  "ArtifactPutReply",
+      "ArtifactGet", "ArtifactGetReply"};
   auto n = static_cast<std::uint16_t>(type);
   if (n >= kFirstType && n <= kLastType) return kNames[n - 1];
   return "unknown(" + std::to_string(n) + ")";

@@ -138,8 +138,7 @@ Manifest parse_manifest(const std::string& text, const std::string& name, std::i
 }
 
 // Reads a manifest; throws Error naming what is wrong.
-Manifest read_manifest(const OwnerOnlyFolder& folder, const std::string& name,
-                       std::int64_t step) {
+Manifest read_manifest(const OwnerOnlyFolder& folder, const std::string& name, std::int64_t step) {
   return parse_manifest(folder.read_file(name, kMaxManifestBytes), name, step);
 }
 
@@ -158,8 +157,8 @@ void remove_quietly(const fs::path& p) {
 void copy_regular(const fs::path& from, const fs::path& to) {
   int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (in < 0) throw Error(from.string() + ": " + errno_text(errno));
-  int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-                   kPrivateFileMode);
+  int out =
+      ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, kPrivateFileMode);
   if (out < 0) {
     int err = errno;
     ::close(in);
@@ -213,7 +212,8 @@ std::string snapshot_name(std::int64_t step) { return kSnapshotPrefix + std::to_
 // The step of "snapshot-<S>", or nullopt.
 std::optional<std::int64_t> parse_snapshot_name(const std::string& name) {
   const std::string prefix = kSnapshotPrefix;
-  if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size() || name.size() > prefix.size() + 18)
+  if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size() ||
+      name.size() > prefix.size() + 18)
     return std::nullopt;
   std::int64_t v = 0;
   for (std::size_t i = prefix.size(); i < name.size(); ++i) {
@@ -239,7 +239,6 @@ bool deleted(const Json& attrs) {
   auto d = it->find("deleted");
   return d != it->end() && d->is_boolean() && d->get<bool>();
 }
-
 
 // Checks <lineage>/snapshot-<step> against its manifest (every file there,
 // sizes and hashes equal, nothing more, at most max_bytes of files);
@@ -294,9 +293,9 @@ void copy_tree(const fs::path& snap, const Manifest& m, const fs::path& to_dir) 
       fs::create_symlink(e.target, to);
     } else {
       copy_regular(snap / rel, to);
-      struct timespec times[2] = {{0, UTIME_OMIT},
-                                  {static_cast<time_t>(e.mtime / 1000000000LL),
-                                   static_cast<long>(e.mtime % 1000000000LL)}};
+      struct timespec times[2] = {
+          {0, UTIME_OMIT},
+          {static_cast<time_t>(e.mtime / 1000000000LL), static_cast<long>(e.mtime % 1000000000LL)}};
       ::utimensat(AT_FDCWD, to.c_str(), times, AT_SYMLINK_NOFOLLOW);
     }
   }
@@ -331,7 +330,8 @@ std::string lineage_path(const std::string& root, std::int64_t lineage) {
 // ------------------------------------------------------------ options
 
 void ArtifactOptions::validate() const {
-  if (keep_best < 0) throw ConfigError("artifacts.keep_best", "must be >= 0, got " + std::to_string(keep_best));
+  if (keep_best < 0)
+    throw ConfigError("artifacts.keep_best", "must be >= 0, got " + std::to_string(keep_best));
   if (max_snapshot_bytes == 0) throw ConfigError("artifacts.max_snapshot_bytes", "must be >= 1");
   if (max_study_bytes == 0) throw ConfigError("artifacts.max_study_bytes", "must be >= 1");
 }
@@ -347,8 +347,8 @@ ArtifactOptions ArtifactOptions::from_json(const Json& section) {
     if (key == "keep_best") {
       if (!value.is_number_integer() || value.get<std::int64_t>() < 0 ||
           value.get<std::int64_t>() > 1000000)
-        throw ConfigError(path, "must be an integer from 0 to 1000000, got " +
-                                    printable_excerpt(value.dump()));
+        throw ConfigError(
+            path, "must be an integer from 0 to 1000000, got " + printable_excerpt(value.dump()));
       o.keep_best = value.get<int>();
     } else if (key == "keep_pruned" || key == "keep_failed" || key == "checkpoints") {
       if (!value.is_boolean())
@@ -358,13 +358,14 @@ ArtifactOptions ArtifactOptions::from_json(const Json& section) {
                               : o.checkpoints) = value.get<bool>();
     } else if (key == "max_snapshot_bytes" || key == "max_study_bytes") {
       if (!value.is_number_integer() || value.get<std::int64_t>() < 1)
-        throw ConfigError(path, "must be an integer >= 1 (bytes), got " +
-                                    printable_excerpt(value.dump()));
+        throw ConfigError(
+            path, "must be an integer >= 1 (bytes), got " + printable_excerpt(value.dump()));
       (key == "max_snapshot_bytes" ? o.max_snapshot_bytes : o.max_study_bytes) =
           value.get<std::uint64_t>();
     } else {
-      throw ConfigError(path, "unknown key (known: checkpoints, keep_best, keep_failed, "
-                              "keep_pruned, max_snapshot_bytes, max_study_bytes)");
+      throw ConfigError(path,
+                        "unknown key (known: checkpoints, keep_best, keep_failed, "
+                        "keep_pruned, max_snapshot_bytes, max_study_bytes)");
     }
   }
   o.validate();
@@ -412,9 +413,9 @@ Prepared LineageFolder::prepare(std::optional<std::int64_t> resume_step) {
     return out;
   }
   if (S_ISLNK(st.st_mode) || !S_ISDIR(st.st_mode)) {
-    from_scratch(snap.string() + ": " +
-                 (S_ISLNK(st.st_mode) ? "is a symbolic link: refused (never followed)"
-                                      : "is not a folder"));
+    from_scratch(
+        snap.string() + ": " +
+        (S_ISLNK(st.st_mode) ? "is a symbolic link: refused (never followed)" : "is not a folder"));
     return out;
   }
   try {
@@ -436,9 +437,9 @@ LineageFolder::Snapshot LineageFolder::snapshot(std::int64_t step) {
   const fs::path lineage(path_), work(work_);
   struct stat wst {};
   if (!lstat_path(work, wst) || !S_ISDIR(wst.st_mode))
-    return {false, work.string() + (S_ISLNK(wst.st_mode)
-                                        ? ": is a symbolic link: refused (never followed)"
-                                        : ": missing or not a folder")};
+    return {false,
+            work.string() + (S_ISLNK(wst.st_mode) ? ": is a symbolic link: refused (never followed)"
+                                                  : ": missing or not a folder")};
   const std::string name = snapshot_name(step);
   const fs::path tmp = lineage / (std::string(kTmpPrefix) + name);
   try {
@@ -654,8 +655,7 @@ std::string read_store_id(const std::string& root) {
   }
 }
 
-SnapshotReader::SnapshotReader(const std::string& lineage_dir, std::int64_t step)
-    : step_(step) {
+SnapshotReader::SnapshotReader(const std::string& lineage_dir, std::int64_t step) : step_(step) {
   const std::string name = snapshot_name(step);
   const OwnerOnlyFolder folder(lineage_dir, false);
   snapshot_dir_ = (fs::path(folder.path()) / name).string();
@@ -756,9 +756,8 @@ void install_snapshot(const std::string& lineage_dir, std::int64_t step,
   }
   if (manifest_bytes + files != total)
     throw Error(name + ": " + std::to_string(total) + " bytes received, the manifest says " +
-                std::to_string(manifest_bytes + files) + (total < manifest_bytes + files
-                                                              ? " (truncated?)"
-                                                              : ""));
+                std::to_string(manifest_bytes + files) +
+                (total < manifest_bytes + files ? " (truncated?)" : ""));
   remove_quietly(tmp);
   try {
     create_private_directories(tmp.string());

@@ -222,7 +222,7 @@ class SnapshotReader {
 
  private:
   struct File {
-    std::string path;  // relative to snapshot-<step>
+    std::string path;         // relative to snapshot-<step>
     std::uint64_t start = 0;  // offset in the stream
     std::uint64_t size = 0;
   };
@@ -251,8 +251,7 @@ void install_snapshot(const std::string& lineage_dir, std::int64_t step,
 
 // "<lineage_dir>/.tmp-<what>-<step>": where a stream being received is
 // written (removed by LineageFolder::prepare and keep_only as a leftover).
-std::string stream_path(const std::string& lineage_dir, const std::string& what,
-                        std::int64_t step);
+std::string stream_path(const std::string& lineage_dir, const std::string& what, std::int64_t step);
 
 // The bytes of the regular files under `path` (links not followed); 0 when
 // it is missing. Never throws.

@@ -171,8 +171,7 @@ class LongTrialsTest : public ::testing::Test {
     std::map<std::string, int> per_trial;
     for (const auto& l : lines_of(dir_.file("epochs.log"))) ++per_trial[l.at(0)];
     EXPECT_EQ(per_trial["1"], epochs - k);
-    EXPECT_LE(per_trial["0"] + per_trial["1"], epochs + 1)
-        << read_file(dir_.file("epochs.log"));
+    EXPECT_LE(per_trial["0"] + per_trial["1"], epochs + 1) << read_file(dir_.file("epochs.log"));
     // The retry started from HPSEARCH_RESUME_STEP=k; the first run had none.
     auto starts = lines_of(dir_.file("starts.log"));
     ASSERT_GE(starts.size(), 2u);

@@ -53,8 +53,8 @@ std::vector<Message> samples() {
   ArtifactPutReply put_reply{5, 3, true, false, 4, ""};
   ArtifactGet get{5, 3, 4};
   ArtifactGetReply get_reply{5, 3, true, 4, 10, 4, "cdef", 0x99, ""};
-  return {h, w, d, RequestTrial{}, a, s, sr, r, dec, c, f, Heartbeat{}, sh,
-          put, put_reply, get, get_reply};
+  return {h,           w,  d,   RequestTrial{}, a,   s,        sr, r, dec, c, f,
+          Heartbeat{}, sh, put, put_reply,      get, get_reply};
 }
 
 TEST(Protocol, EveryMessageTypeRoundTrips) {

@@ -29,8 +29,8 @@
 #include "search/checkpoints.h"
 #include "search/json_util.h"
 #include "search/printable.h"
-#include "search/trial_lifecycle.h"
 #include "search/private_files.h"
+#include "search/trial_lifecycle.h"
 #include "search/util/hash.h"
 #include "search/util/host.h"
 
@@ -835,8 +835,9 @@ struct Worker::Impl : TrialBackend {
     if (snapshot && remote_folder) {
       std::string why = upload_snapshot(trial.number(), step);
       if (!why.empty())
-        spdlog::warn("worker: trial {}: the snapshot of step {} was not kept by the coordinator: {}",
-                     trial.number(), step, why);
+        spdlog::warn(
+            "worker: trial {}: the snapshot of step {} was not kept by the coordinator: {}",
+            trial.number(), step, why);
     }
     return stored;
   }
@@ -1039,9 +1040,10 @@ struct Worker::Impl : TrialBackend {
       if (remote && resume) {
         const auto have = folder->snapshot_steps();
         if (std::find(have.begin(), have.end(), *resume) == have.end()) {
-          spdlog::info("worker: trial {}: downloading the snapshot of step {} (lineage {}) from "
-                       "the coordinator (its checkpoint root {} is not this worker's {})",
-                       a.number, *resume, a.lineage, printable(a.store_root), root);
+          spdlog::info(
+              "worker: trial {}: downloading the snapshot of step {} (lineage {}) from "
+              "the coordinator (its checkpoint root {} is not this worker's {})",
+              a.number, *resume, a.lineage, printable(a.store_root), root);
           try {
             download_error = download_snapshot(a, *resume, *folder, built.max_snapshot_bytes);
           } catch (const Interrupted&) {

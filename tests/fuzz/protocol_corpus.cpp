@@ -95,8 +95,7 @@ int main(int argc, char** argv) {
   messages.push_back({"shutdown_stop", protocol::Shutdown{"interrupted", true}});
   messages.push_back({"artifact_put", protocol::ArtifactPut{5, 3, 0, 12, 2, "{}0123456789",
                                                             0xcbf29ce484222325ULL}});
-  messages.push_back(
-      {"artifact_put_reply", protocol::ArtifactPutReply{5, 3, true, true, 12, ""}});
+  messages.push_back({"artifact_put_reply", protocol::ArtifactPutReply{5, 3, true, true, 12, ""}});
   messages.push_back({"artifact_put_refused",
                       protocol::ArtifactPutReply{5, 3, false, false, 0, "checksum mismatch"}});
   messages.push_back({"artifact_get", protocol::ArtifactGet{5, 3, 0}});
