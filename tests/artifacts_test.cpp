@@ -219,5 +219,45 @@ TEST_F(ArtifactTransfer, ASnapshotOverTheStudyLimitIsRefusedWithTheLimitNamed) {
   EXPECT_TRUE(fs::exists(fs::path(lineage0()) / "snapshot-1"));
 }
 
+// A stream whose manifest names a path outside the snapshot, or a file
+// under a link, is refused before anything is written (install_snapshot:
+// paths come from the manifest only after these checks).
+TEST(InstallSnapshot, RefusesPathsOutsideTheSnapshotAndFilesUnderALink) {
+  testsupport::TempDir dir("install_snapshot");
+  checkpoints::LineageFolder folder(dir.file("root"), 0);
+  auto install = [&](const Json& files, const std::string& bytes) {
+    const std::string manifest = Json{{"step", 1}, {"files", files}}.dump();
+    const std::string stream = dir.file("stream");
+    std::ofstream(stream, std::ios::binary | std::ios::trunc) << manifest << bytes;
+    checkpoints::install_snapshot(folder.path(), 1, stream, manifest.size(), 1 << 20);
+  };
+  const std::string hash_of_x = "af63f54c86021707";  // FNV-1a 64 of "x"
+  auto expect_refused = [&](const Json& files, const std::string& bytes, const char* why) {
+    try {
+      install(files, bytes);
+      ADD_FAILURE() << "accepted: " << files.dump();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(fs::exists(fs::path(folder.path()) / "snapshot-1"));
+    EXPECT_FALSE(fs::exists(dir.file("escaped")));
+  };
+  Json file{{"kind", "file"}, {"size", 1}, {"fnv1a64", hash_of_x}};
+  Json up = file;
+  up["path"] = "../../escaped";
+  expect_refused(Json::array({up}), "x", "not a plain relative path");
+  Json link{{"path", "d"}, {"kind", "link"}, {"target", dir.path().string()}};
+  Json under = file;
+  under["path"] = "d/escaped";
+  expect_refused(Json::array({link, under}), "x", "not a folder of the manifest");
+  Json ok = file;
+  ok["path"] = "model.bin";
+  expect_refused(Json::array({ok}), "y", "damaged");          // hash differs
+  expect_refused(Json::array({ok}), "xx", "bytes received");  // longer than the manifest says
+  install(Json::array({ok}), "x");
+  EXPECT_TRUE(fs::exists(fs::path(folder.path()) / "snapshot-1" / "model.bin"));
+  EXPECT_TRUE(folder.prepare(1).warning.empty());
+}
+
 }  // namespace
 }  // namespace hps
