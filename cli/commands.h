@@ -183,6 +183,22 @@ std::int64_t pick_study(Storage& storage, const std::optional<std::string>& name
 int best_command(const ReadOptions& options);
 int trials_command(const ReadOptions& options);
 int studies_command(const ReadOptions& options);
+// hpsearch artifacts STORAGE [--trial N] [--format table|json]: each trial's
+// lineage, the checkpoint step the store names, whether its folder exists
+// and its size in bytes. hpsearch artifacts get STORAGE --trial N -o DIR:
+// copies that trial's newest snapshot (checked against its manifest) into
+// DIR (created; refused when it exists and is not empty). Read-only on the
+// store.
+struct ArtifactsOptions {
+  std::string storage;
+  std::optional<std::string> study;   // --study
+  std::optional<std::int64_t> trial;  // --trial N
+  std::string format = "table";       // --format table | json
+  std::string output;                 // get: -o DIR
+};
+int artifacts_command(const ArtifactsOptions& options);
+int artifacts_get_command(const ArtifactsOptions& options);
+
 // hpsearch status STORAGE: trials by state, the coordinator and what each
 // worker runs now, the best trial so far.
 int status_command(const ReadOptions& options);

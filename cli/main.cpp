@@ -385,6 +385,26 @@ int main(int argc, char** argv) {
   trials_cmd->add_option("--since", read.since, "only trials numbered N or higher")
       ->type_name("INT");
 
+  ArtifactsOptions art;
+  auto* art_cmd = app.add_subcommand(
+      "artifacts", "List the trials' checkpoint snapshots (or copy one: artifacts get)");
+  auto* art_get = art_cmd->add_subcommand(
+      "get", "Copy a trial's newest checkpoint snapshot into a new or empty folder");
+  art_cmd->require_subcommand(0, 1);
+  art_cmd->add_option("storage", art.storage, "SQLite file");
+  art_cmd->add_option("--study", art.study, "study name (needed if the file holds several)");
+  art_cmd->add_option("--trial", art.trial, "only this trial")->check(CLI::NonNegativeNumber);
+  art_cmd->add_option("--format", art.format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  art_get->add_option("storage", art.storage, "SQLite file")->required();
+  art_get->add_option("--study", art.study, "study name (needed if the file holds several)");
+  art_get->add_option("--trial", art.trial, "the trial whose snapshot is copied")
+      ->required()
+      ->check(CLI::NonNegativeNumber);
+  art_get->add_option("-o,--output", art.output, "the folder to copy into (new or empty)")
+      ->required();
+
   ExportOptions exp;
   auto* export_cmd =
       app.add_subcommand("export", "Write a study to another tool's storage (Optuna's SQLite)");
@@ -467,6 +487,12 @@ int main(int argc, char** argv) {
     if (*best_cmd) return best_command(read);
     if (*trials_cmd) return trials_command(read);
     if (*studies_cmd) return studies_command(read);
+    if (*art_get) return artifacts_get_command(art);
+    if (*art_cmd) {
+      if (art.storage.empty())
+        throw hps::ConfigError("STORAGE", "is required (the study's SQLite file)");
+      return artifacts_command(art);
+    }
     if (*report_cmd) return report_command(report);
     if (*export_cmd) return export_command(exp);
     if (*import_cmd) return import_command(imp);

@@ -94,6 +94,7 @@ Coordinator::Impl::Impl(Study s, Json objective_config, CoordinatorOptions o)
         "queued again",
         study.name(), stale);
   mirror.load();
+  open_artifact_store();
   write_status(true);
 }
 
@@ -139,8 +140,8 @@ bool Coordinator::Impl::step(int timeout_ms) {
   // cheaper than zmq::poll, which costs several system calls per call.
   bool drained = false;
   std::vector<Transport::Incoming> batch = transport.drain(options.max_batch, drained);
-  if (batch.empty() && wait > 0) {
-    transport.wait(wait);
+  if (batch.empty() && wait > 0 && !(artifacts && artifacts->has_results())) {
+    transport.wait(wait, artifacts ? artifacts->fd() : -1);
     batch = transport.drain(options.max_batch, drained);
   }
   auto now = Steady::now();
@@ -149,12 +150,14 @@ bool Coordinator::Impl::step(int timeout_ms) {
   // also when no later line of the kind comes.
   bad_frame_log.flush(now);
   late_log.flush(now);
-  if (batch.empty() && !writes_due(now, drained)) {
+  const bool artifact_results = artifacts && artifacts->has_results();
+  if (batch.empty() && !artifact_results && !writes_due(now, drained)) {
     heartbeats_and_expiry(now, false);  // heartbeats only: nothing to store
     transport.flush();
     return !is_done;
   }
   commit_then_reply([&] {
+    if (artifact_results) on_artifact_results();
     handle_group(batch, now);
     heartbeats_and_expiry(now, drained);
     if (!is_done) {
@@ -230,6 +233,10 @@ void Coordinator::Impl::handle(const Transport::Incoming& in, Steady::time_point
           on_fail(s, m);
         } else if constexpr (std::is_same_v<T, proto::Disconnect>) {
           on_leaving(s, m);
+        } else if constexpr (std::is_same_v<T, proto::ArtifactPut>) {
+          on_artifact_put(s, m);
+        } else if constexpr (std::is_same_v<T, proto::ArtifactGet>) {
+          on_artifact_get(s, m);
         } else {
           bad_frame(in.rid, proto::to_string(proto::type_of(message)) + " is not a worker message");
         }

@@ -17,10 +17,13 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "coordinator/artifact_store.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/descriptor_watch.h"
 #include "coordinator/log_limiter.h"
@@ -63,6 +66,14 @@ struct Coordinator::Impl {
   std::unordered_map<std::int64_t, std::string> running;  // trial number -> routing id
   int n_workers = 1;  // connected workers (at least 1), for SamplingContext
   RunLimits limits;
+  // Snapshots that travel (artifact_store.h): the I/O thread, null when the
+  // coordinator keeps no checkpoint root; the token of <checkpoint_root>/.store-id
+  // sent in assignments; the file bytes of each lineage's newest kept
+  // snapshot, and of the uploads under way (artifacts.max_study_bytes).
+  std::unique_ptr<ArtifactStore> artifacts;
+  std::string store_id;
+  std::map<std::int64_t, std::uint64_t> stored_bytes;
+  std::map<std::int64_t, std::uint64_t> pending_bytes;
 
   // ---- run state
   bool stopping = false;
@@ -127,6 +138,13 @@ struct Coordinator::Impl {
   // a signal): its session ends now, and a trial assigned to it (perhaps in
   // flight, unseen) is queued again as stopped, not lost.
   void on_leaving(Session& s, const protocol::Disconnect& m);
+  // Snapshots that travel (artifact_store.h): a piece of an upload, a
+  // request for a piece of the snapshot a retry resumes, and the I/O
+  // thread's results (replies; the checkpoint attr once an upload is whole).
+  void open_artifact_store();
+  void on_artifact_put(Session& s, const protocol::ArtifactPut& m);
+  void on_artifact_get(Session& s, const protocol::ArtifactGet& m);
+  void on_artifact_results();
 
   // ---- dispatch.cpp: trials to idle workers; the end of the study
   void dispatch(Steady::time_point now);

@@ -45,6 +45,9 @@ void Coordinator::Impl::send_assignment(Session& s, const TrialSource::Dispatch&
   if (options.artifacts.checkpoints) {
     a.lineage = checkpoints::lineage_of(*t);
     a.resume_step = checkpoints::resume_step_of(*t).value_or(-1);
+    a.store_id = store_id;
+    if (options.checkpoint_root.size() <= proto::kMaxStoreRootBytes)
+      a.store_root = options.checkpoint_root;
   }
   if (!s.config_sent) {
     a.config_json = config_json;

@@ -30,7 +30,17 @@ void Coordinator::Impl::apply_retention(std::int64_t number) {
   const FrozenTrial& t = mirror.at(number);
   for (const FrozenTrial* v :
        checkpoints::retention_victims(mirror.trials(), t, direction, options.artifacts)) {
-    checkpoints::remove_lineage(options.checkpoint_root, checkpoints::lineage_of(*v));
+    const std::int64_t lineage = checkpoints::lineage_of(*v);
+    stored_bytes.erase(lineage);
+    if (artifacts) {
+      // On the I/O thread, after any upload of the lineage queued before.
+      ArtifactStore::Job job;
+      job.kind = ArtifactStore::Job::Kind::kRemove;
+      job.lineage = lineage;
+      artifacts->submit(std::move(job));
+    } else {
+      checkpoints::remove_lineage(options.checkpoint_root, lineage);
+    }
     Json attr = v->system_attrs.value(checkpoints::kAttrCheckpoint, Json::object());
     attr["deleted"] = true;
     const std::int64_t n = v->number;

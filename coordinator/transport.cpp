@@ -230,9 +230,10 @@ std::vector<Transport::Incoming> Transport::drain(int max_batch, bool& drained) 
   return batch;
 }
 
-void Transport::wait(int timeout_ms) {
-  pollfd fd{socket_fd_, POLLIN, 0};
-  (void)::poll(&fd, 1, timeout_ms);  // EINTR (a signal): handled by the caller's next step
+void Transport::wait(int timeout_ms, int extra_fd) {
+  pollfd fds[2] = {{socket_fd_, POLLIN, 0}, {extra_fd, POLLIN, 0}};
+  // EINTR (a signal): handled by the caller's next step
+  (void)::poll(fds, extra_fd >= 0 ? 2 : 1, timeout_ms);
 }
 
 void Transport::flush() {

@@ -73,7 +73,9 @@ class Transport {
   // Sleeps until the socket may have a message, at most timeout_ms
   // milliseconds (the socket's ZMQ_FD wakes on an edge: call it only after
   // drain() emptied the socket). A signal ends the wait early.
-  void wait(int timeout_ms);
+  // `extra_fd` (when >= 0): another descriptor whose POLLIN also ends the
+  // wait (the artifact store's results).
+  void wait(int timeout_ms, int extra_fd = -1);
 
   // Queues a frame for `rid`; flush() sends everything queued (dropping,
   // with a debug log, what cannot be sent now).

@@ -231,10 +231,14 @@ void serialize(A& ar, Assignment& m, std::uint32_t const version) {
   ar(m.config_id);
   field_string(ar, m.config_json);
   ar(m.lineage, m.resume_step);
+  field_string(ar, m.store_id);
+  field_string(ar, m.store_root);
   if constexpr (kLoading<A>) {
     if (m.number < 0) throw ProtocolError("Assignment: trial number must be >= 0");
     if (m.lineage < -1 || m.resume_step < -1)
       throw ProtocolError("Assignment: lineage and resume_step must be >= -1");
+    if (m.store_id.size() > kMaxStoreIdBytes || m.store_root.size() > kMaxStoreRootBytes)
+      throw ProtocolError("Assignment: store_id or store_root too long");
   }
 }
 
@@ -313,8 +317,70 @@ void serialize(A& ar, Shutdown& m, std::uint32_t const version) {
   field_bool(ar, m.stop_trial);
 }
 
+namespace {
+
+// The rules of a piece of a snapshot stream (ArtifactPut, ArtifactGetReply).
+void check_piece(const char* what, std::int64_t number, std::int64_t step, std::uint64_t offset,
+                 std::uint64_t total, std::uint64_t manifest_bytes, const std::string& data) {
+  if (number < 0 || step < 0)
+    throw ProtocolError(std::string(what) + ": trial number and step must be >= 0");
+  if (data.size() > kMaxArtifactChunkBytes)
+    throw ProtocolError(std::string(what) + ": a piece of " + std::to_string(data.size()) +
+                        " bytes exceeds " + std::to_string(kMaxArtifactChunkBytes));
+  if (offset > total || data.size() > total - offset || manifest_bytes > total)
+    throw ProtocolError(std::string(what) + ": offset, size and manifest_bytes exceed total");
+}
+
+}  // namespace
+
+template <class A>
+void serialize(A& ar, ArtifactPut& m, std::uint32_t const version) {
+  check_version(version, "ArtifactPut");
+  ar(m.number, m.step, m.offset, m.total, m.manifest_bytes);
+  field_string(ar, m.data);
+  ar(m.checksum);
+  if constexpr (kLoading<A>)
+    check_piece("ArtifactPut", m.number, m.step, m.offset, m.total, m.manifest_bytes, m.data);
+}
+
+template <class A>
+void serialize(A& ar, ArtifactPutReply& m, std::uint32_t const version) {
+  check_version(version, "ArtifactPutReply");
+  ar(m.number, m.step);
+  field_bool(ar, m.ok);
+  field_bool(ar, m.done);
+  ar(m.next_offset);
+  field_string(ar, m.error);
+}
+
+template <class A>
+void serialize(A& ar, ArtifactGet& m, std::uint32_t const version) {
+  check_version(version, "ArtifactGet");
+  ar(m.number, m.step, m.offset);
+  if constexpr (kLoading<A>)
+    if (m.number < 0 || m.step < 0)
+      throw ProtocolError("ArtifactGet: trial number and step must be >= 0");
+}
+
+template <class A>
+void serialize(A& ar, ArtifactGetReply& m, std::uint32_t const version) {
+  check_version(version, "ArtifactGetReply");
+  ar(m.number, m.step);
+  field_bool(ar, m.ok);
+  ar(m.offset, m.total, m.manifest_bytes);
+  field_string(ar, m.data);
+  ar(m.checksum);
+  field_string(ar, m.error);
+  if constexpr (kLoading<A>)
+    check_piece("ArtifactGetReply", m.number, m.step, m.offset, m.total, m.manifest_bytes, m.data);
+}
+
 }  // namespace hps::protocol
 
+CEREAL_CLASS_VERSION(hps::protocol::ArtifactPut, 1)
+CEREAL_CLASS_VERSION(hps::protocol::ArtifactPutReply, 1)
+CEREAL_CLASS_VERSION(hps::protocol::ArtifactGet, 1)
+CEREAL_CLASS_VERSION(hps::protocol::ArtifactGetReply, 1)
 CEREAL_CLASS_VERSION(hps::protocol::Value, 1)
 CEREAL_CLASS_VERSION(hps::protocol::NamedValue, 1)
 CEREAL_CLASS_VERSION(hps::protocol::Hello, 1)
@@ -336,7 +402,7 @@ namespace hps::protocol {
 namespace {
 
 constexpr std::uint16_t kFirstType = 1;
-constexpr std::uint16_t kLastType = 13;
+constexpr std::uint16_t kLastType = 17;
 
 void put_u16(std::string& out, std::uint16_t v) {
   out.push_back(static_cast<char>(v & 0xff));
@@ -402,8 +468,10 @@ Message decode_as(std::uint16_t type, std::string_view frame) {
 
 std::string to_string(MessageType type) {
   static const char* const kNames[] = {
-      "Hello",  "Welcome",  "Disconnect", "RequestTrial", "Assignment", "Suggest", "SuggestReply",
-      "Report", "Decision", "Complete",   "Fail",         "Heartbeat",  "Shutdown"};
+      "Hello",       "Welcome",         "Disconnect", "RequestTrial", "Assignment",
+      "Suggest",     "SuggestReply",    "Report",     "Decision",     "Complete",
+      "Fail",        "Heartbeat",       "Shutdown",   "ArtifactPut",  "ArtifactPutReply",
+      "ArtifactGet", "ArtifactGetReply"};
   auto n = static_cast<std::uint16_t>(type);
   if (n >= kFirstType && n <= kLastType) return kNames[n - 1];
   return "unknown(" + std::to_string(n) + ")";

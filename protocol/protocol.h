@@ -30,6 +30,10 @@
 //                                                    without waiting)
 //   Heartbeat              <->     Heartbeat        (both ways, every
 //                                                    heartbeat interval)
+//   ArtifactPut            ->                       (a remote worker uploads the
+//                          <-      ArtifactPutReply  snapshot of a reported step)
+//   ArtifactGet            ->                       (a remote worker downloads
+//                          <-      ArtifactGetReply  the snapshot a retry resumes)
 //                          <-      Disconnect       (a message from an
 //                                                    unknown or expired worker)
 //   Disconnect             ->                       (the worker is leaving:
@@ -64,7 +68,9 @@ namespace hps::protocol {
 
 inline constexpr char kMagic[4] = {'H', 'P', 'S', 'W'};
 // 3: Assignment.lineage and resume_step, Report.checkpoint (long trials).
-inline constexpr std::uint16_t kProtocolVersion = 3;
+// 4: Assignment.store_id and store_root; ArtifactPut, ArtifactPutReply,
+//    ArtifactGet, ArtifactGetReply (snapshots that travel to remote workers).
+inline constexpr std::uint16_t kProtocolVersion = 4;
 inline constexpr std::size_t kEnvelopeBytes = 8;
 // Largest frame either side accepts (envelope included): 4 MiB. Larger
 // frames are dropped unread (the coordinator also sets ZMQ_MAXMSGSIZE).
@@ -84,6 +90,10 @@ enum class MessageType : std::uint16_t {
   kFail = 11,
   kHeartbeat = 12,
   kShutdown = 13,
+  kArtifactPut = 14,
+  kArtifactPutReply = 15,
+  kArtifactGet = 16,
+  kArtifactGetReply = 17,
 };
 
 // "Hello", "Welcome", ...; "unknown(N)" for other numbers.
@@ -222,7 +232,22 @@ struct Assignment {
   // snapshot it starts from (-1: none, a first run).
   std::int64_t lineage = -1;
   std::int64_t resume_step = -1;
+  // Snapshots that travel (version 4): the token the coordinator wrote to
+  // <its checkpoint root>/.store-id (at most kMaxStoreIdBytes; "" when the
+  // coordinator keeps no checkpoint root) and that root's path (at most
+  // kMaxStoreRootBytes; shown in logs). A worker whose own checkpoint root
+  // holds the same token shares the folder and transfers nothing; any other
+  // worker uploads each snapshot (ArtifactPut) and downloads the one a
+  // retry resumes (ArtifactGet).
+  std::string store_id{};
+  std::string store_root{};
 };
+
+inline constexpr std::size_t kMaxStoreIdBytes = 128;
+inline constexpr std::size_t kMaxStoreRootBytes = 4096;
+// The most bytes of a snapshot one ArtifactPut or ArtifactGetReply carries:
+// 1 MiB, well under kMaxFrameBytes.
+inline constexpr std::size_t kMaxArtifactChunkBytes = 1u << 20;
 
 // worker -> coordinator: a define-by-run suggest call for a param the
 // assignment did not carry.
@@ -280,6 +305,55 @@ struct Fail {
 
 struct Heartbeat {};
 
+// A snapshot travels as one byte stream (search/checkpoints.h,
+// SnapshotReader): its manifest's JSON text (manifest_bytes bytes), then
+// the bytes of its files in manifest order; `total` bytes in all.
+
+// worker -> coordinator: the piece of the stream of trial `number`'s
+// snapshot of `step` that starts at `offset` (pieces in order, from 0).
+// Answered by ArtifactPutReply once the coordinator wrote it.
+struct ArtifactPut {
+  std::int64_t number = -1;          // the trial; the worker must hold it
+  std::int64_t step = 0;             // the snapshot's step, >= 0
+  std::uint64_t offset = 0;          // bytes of the stream before `data`
+  std::uint64_t total = 0;           // the stream's length, bytes
+  std::uint64_t manifest_bytes = 0;  // the manifest's length, <= total
+  std::string data{};                // at most kMaxArtifactChunkBytes
+  std::uint64_t checksum = 0;        // FNV-1a 64 of `data` (search/util/hash.h)
+};
+
+// coordinator -> worker: the answer to an ArtifactPut.
+struct ArtifactPutReply {
+  std::int64_t number = -1;
+  std::int64_t step = 0;
+  bool ok = false;                // the piece was written (and, if done, the snapshot verified)
+  bool done = false;              // the whole snapshot arrived, verified: the store names it
+  std::uint64_t next_offset = 0;  // ok: the offset the next piece starts at
+  std::string error{};            // !ok: why it was refused (the upload is dropped)
+};
+
+// worker -> coordinator: the piece at `offset` of the stream of the
+// snapshot of `step` that trial `number` (which the worker holds) resumes
+// from.
+struct ArtifactGet {
+  std::int64_t number = -1;
+  std::int64_t step = 0;
+  std::uint64_t offset = 0;
+};
+
+// coordinator -> worker: the answer to an ArtifactGet.
+struct ArtifactGetReply {
+  std::int64_t number = -1;
+  std::int64_t step = 0;
+  bool ok = false;
+  std::uint64_t offset = 0;
+  std::uint64_t total = 0;
+  std::uint64_t manifest_bytes = 0;
+  std::string data{};          // at most kMaxArtifactChunkBytes
+  std::uint64_t checksum = 0;  // FNV-1a 64 of `data`
+  std::string error{};         // !ok: why not (e.g. the coordinator has no such snapshot)
+};
+
 // coordinator -> worker: no more trials; exit. stop_trial: stop the running
 // trial now (Ctrl-C at the coordinator) rather than finishing it.
 struct Shutdown {
@@ -288,7 +362,8 @@ struct Shutdown {
 };
 
 using Message = std::variant<Hello, Welcome, Disconnect, RequestTrial, Assignment, Suggest,
-                             SuggestReply, Report, Decision, Complete, Fail, Heartbeat, Shutdown>;
+                             SuggestReply, Report, Decision, Complete, Fail, Heartbeat, Shutdown,
+                             ArtifactPut, ArtifactPutReply, ArtifactGet, ArtifactGetReply>;
 
 MessageType type_of(const Message& message);
 

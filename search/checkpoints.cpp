@@ -9,7 +9,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
+#include <random>
 #include <system_error>
 
 #include "search/errors.h"
@@ -97,9 +99,9 @@ Json manifest_json(std::int64_t step, const Manifest& m) {
   return Json{{"step", step}, {"files", std::move(files)}};
 }
 
-// Reads a manifest; throws Error naming what is wrong.
-Manifest read_manifest(const OwnerOnlyFolder& folder, const std::string& name, std::int64_t step) {
-  Json j = parse_json_text(folder.read_file(name, kMaxManifestBytes), name);
+// Parses a manifest's text; throws Error naming what is wrong.
+Manifest parse_manifest(const std::string& text, const std::string& name, std::int64_t step) {
+  Json j = parse_json_text(text, name);
   if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer() ||
       j["step"].get<std::int64_t>() != step || !j.contains("files") || !j["files"].is_array())
     throw Error(name + ": not a manifest of step " + std::to_string(step));
@@ -133,6 +135,11 @@ Manifest read_manifest(const OwnerOnlyFolder& folder, const std::string& name, s
     m.emplace(path, std::move(e));
   }
   return m;
+}
+
+// Reads a manifest; throws Error naming what is wrong.
+Manifest read_manifest(const OwnerOnlyFolder& folder, const std::string& name, std::int64_t step) {
+  return parse_manifest(folder.read_file(name, kMaxManifestBytes), name, step);
 }
 
 // lstat; false if missing.
@@ -233,6 +240,66 @@ bool deleted(const Json& attrs) {
   return d != it->end() && d->is_boolean() && d->get<bool>();
 }
 
+// Checks <lineage>/snapshot-<step> against its manifest (every file there,
+// sizes and hashes equal, nothing more, at most max_bytes of files);
+// returns the manifest. Throws Error "snapshot-<S>/<file>: <why>".
+Manifest verify_snapshot(const std::string& lineage_dir, std::int64_t step,
+                         std::uint64_t max_bytes) {
+  const std::string name = snapshot_name(step);
+  const fs::path snap = fs::path(lineage_dir) / name;
+  const OwnerOnlyFolder folder(lineage_dir, false);
+  Manifest m = read_manifest(folder, name + kManifestSuffix, step);
+  auto found = walk(snap);
+  std::uint64_t total = 0;
+  for (const auto& [rel, e] : m) {
+    auto f = found.find(rel);
+    if (f == found.end()) throw Error(name + "/" + rel + ": missing (listed in the manifest)");
+    const struct stat& fst = f->second;
+    if (e.kind == "dir" && !S_ISDIR(fst.st_mode))
+      throw Error(name + "/" + rel + ": not a folder (the manifest says folder)");
+    if (e.kind == "link" && !S_ISLNK(fst.st_mode))
+      throw Error(name + "/" + rel + ": not a symbolic link (the manifest says link)");
+    if (e.kind == "file") {
+      if (!S_ISREG(fst.st_mode))
+        throw Error(name + "/" + rel + ": not a regular file (the manifest says file)");
+      total += e.size;
+      if (total > max_bytes)
+        throw Error(name + ": over " + std::to_string(max_bytes) +
+                    " bytes (artifacts.max_snapshot_bytes)");
+      std::uint64_t size = 0;
+      std::string h = hash_file(snap / rel, &size);
+      if (size != e.size)
+        throw Error(name + "/" + rel + ": " + std::to_string(size) + " bytes, the manifest says " +
+                    std::to_string(e.size) + (size < e.size ? " (truncated?)" : ""));
+      if (h != e.hash)
+        throw Error(name + "/" + rel + ": its bytes differ from those snapshot (FNV-1a " + h +
+                    ", the manifest says " + e.hash + "): damaged");
+    }
+  }
+  for (const auto& [rel, fst] : found)
+    if (!m.count(rel)) throw Error(name + "/" + rel + ": not in the manifest");
+  return m;
+}
+
+// Copies the verified snapshot folder `snap` (manifest `m`) to `to`
+// (created; must not exist yet or be empty).
+void copy_tree(const fs::path& snap, const Manifest& m, const fs::path& to_dir) {
+  create_private_directories(to_dir.string());
+  for (const auto& [rel, e] : m) {  // map order: a folder before its contents
+    const fs::path to = to_dir / rel;
+    if (e.kind == "dir") {
+      create_private_directories(to.string());
+    } else if (e.kind == "link") {
+      fs::create_symlink(e.target, to);
+    } else {
+      copy_regular(snap / rel, to);
+      struct timespec times[2] = {
+          {0, UTIME_OMIT},
+          {static_cast<time_t>(e.mtime / 1000000000LL), static_cast<long>(e.mtime % 1000000000LL)}};
+      ::utimensat(AT_FDCWD, to.c_str(), times, AT_SYMLINK_NOFOLLOW);
+    }
+  }
+}
 }  // namespace
 
 // ------------------------------------------------------------ attrs
@@ -266,6 +333,7 @@ void ArtifactOptions::validate() const {
   if (keep_best < 0)
     throw ConfigError("artifacts.keep_best", "must be >= 0, got " + std::to_string(keep_best));
   if (max_snapshot_bytes == 0) throw ConfigError("artifacts.max_snapshot_bytes", "must be >= 1");
+  if (max_study_bytes == 0) throw ConfigError("artifacts.max_study_bytes", "must be >= 1");
 }
 
 ArtifactOptions ArtifactOptions::from_json(const Json& section) {
@@ -288,15 +356,16 @@ ArtifactOptions ArtifactOptions::from_json(const Json& section) {
       (key == "keep_pruned"   ? o.keep_pruned
        : key == "keep_failed" ? o.keep_failed
                               : o.checkpoints) = value.get<bool>();
-    } else if (key == "max_snapshot_bytes") {
+    } else if (key == "max_snapshot_bytes" || key == "max_study_bytes") {
       if (!value.is_number_integer() || value.get<std::int64_t>() < 1)
         throw ConfigError(
             path, "must be an integer >= 1 (bytes), got " + printable_excerpt(value.dump()));
-      o.max_snapshot_bytes = value.get<std::uint64_t>();
+      (key == "max_snapshot_bytes" ? o.max_snapshot_bytes : o.max_study_bytes) =
+          value.get<std::uint64_t>();
     } else {
       throw ConfigError(path,
                         "unknown key (known: checkpoints, keep_best, keep_failed, "
-                        "keep_pruned, max_snapshot_bytes)");
+                        "keep_pruned, max_snapshot_bytes, max_study_bytes)");
     }
   }
   o.validate();
@@ -350,56 +419,11 @@ Prepared LineageFolder::prepare(std::optional<std::int64_t> resume_step) {
     return out;
   }
   try {
-    const OwnerOnlyFolder folder(path_, false);
-    Manifest m = read_manifest(folder, name + kManifestSuffix, *resume_step);
-    auto found = walk(snap);
-    std::uint64_t total = 0;
-    for (const auto& [rel, e] : m) {
-      auto f = found.find(rel);
-      if (f == found.end()) throw Error(name + "/" + rel + ": missing (listed in the manifest)");
-      const struct stat& fst = f->second;
-      if (e.kind == "dir" && !S_ISDIR(fst.st_mode))
-        throw Error(name + "/" + rel + ": not a folder (the manifest says folder)");
-      if (e.kind == "link" && !S_ISLNK(fst.st_mode))
-        throw Error(name + "/" + rel + ": not a symbolic link (the manifest says link)");
-      if (e.kind == "file") {
-        if (!S_ISREG(fst.st_mode))
-          throw Error(name + "/" + rel + ": not a regular file (the manifest says file)");
-        total += e.size;
-        if (total > max_bytes_)
-          throw Error(name + ": over " + std::to_string(max_bytes_) +
-                      " bytes (artifacts.max_snapshot_bytes)");
-        std::uint64_t size = 0;
-        std::string h = hash_file(snap / rel, &size);
-        if (size != e.size)
-          throw Error(name + "/" + rel + ": " + std::to_string(size) +
-                      " bytes, the manifest says " + std::to_string(e.size) +
-                      (size < e.size ? " (truncated?)" : ""));
-        if (h != e.hash)
-          throw Error(name + "/" + rel + ": its bytes differ from those snapshot (FNV-1a " + h +
-                      ", the manifest says " + e.hash + "): damaged");
-      }
-    }
-    for (const auto& [rel, fst] : found)
-      if (!m.count(rel)) throw Error(name + "/" + rel + ": not in the manifest");
+    Manifest m = verify_snapshot(path_, *resume_step, max_bytes_);
     // Copy into a temporary folder, then swap it in.
     const fs::path tmp = lineage / (std::string(kTmpPrefix) + kWork);
     remove_quietly(tmp);
-    create_private_directories(tmp.string());
-    for (const auto& [rel, e] : m) {  // map order: a folder before its contents
-      const fs::path to = tmp / rel;
-      if (e.kind == "dir") {
-        create_private_directories(to.string());
-      } else if (e.kind == "link") {
-        fs::create_symlink(e.target, to);
-      } else {
-        copy_regular(snap / rel, to);
-        struct timespec times[2] = {{0, UTIME_OMIT},
-                                    {static_cast<time_t>(e.mtime / 1000000000LL),
-                                     static_cast<long>(e.mtime % 1000000000LL)}};
-        ::utimensat(AT_FDCWD, to.c_str(), times, AT_SYMLINK_NOFOLLOW);
-      }
-    }
+    copy_tree(snap, m, tmp);
     remove_quietly(work);
     fs::rename(tmp, work);
     out.resume_step = resume_step;
@@ -570,6 +594,277 @@ std::vector<const FrozenTrial*> retention_victims(const std::vector<TrialPtr>& t
   for (std::size_t i = static_cast<std::size_t>(options.keep_best); i < kept.size(); ++i)
     out.push_back(kept[i]);
   return out;
+}
+
+// ------------------------------------------------------------ snapshots that travel
+
+namespace {
+
+bool is_store_token(const std::string& t) {
+  if (t.size() != 32) return false;
+  return std::all_of(t.begin(), t.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+// Reads exactly `n` bytes at `offset` of `fd` into `out`; throws Error.
+void pread_exact(int fd, std::uint64_t offset, char* out, std::size_t n, const std::string& what) {
+  while (n > 0) {
+    ssize_t r = ::pread(fd, out, n, static_cast<off_t>(offset));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw Error(what + ": " + errno_text(errno));
+    }
+    if (r == 0) throw Error(what + ": shorter than expected (changed while read?)");
+    out += r;
+    n -= static_cast<std::size_t>(r);
+    offset += static_cast<std::uint64_t>(r);
+  }
+}
+
+// Whether every component of `rel` is a plain name (not "", ".", "..").
+bool plain_relative(const std::string& rel) {
+  if (rel.empty() || rel.front() == '/') return false;
+  std::size_t start = 0;
+  while (start <= rel.size()) {
+    std::size_t end = rel.find('/', start);
+    if (end == std::string::npos) end = rel.size();
+    const std::string part = rel.substr(start, end - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    start = end + 1;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string ensure_store_id(const std::string& root) {
+  const OwnerOnlyFolder folder(root, true);
+  if (folder.is_regular_file(kStoreIdFile)) {
+    std::string t = folder.read_file(kStoreIdFile, 256);
+    if (is_store_token(t)) return t;
+  }
+  std::random_device rd;
+  std::string token;
+  for (int i = 0; i < 4; ++i) {
+    char hex[9];
+    std::snprintf(hex, sizeof hex, "%08x", static_cast<unsigned>(rd()));
+    token += hex;
+  }
+  folder.replace_file(kStoreIdFile, [&](const auto& sink) { sink(token.data(), token.size()); });
+  return token;
+}
+
+std::string read_store_id(const std::string& root) {
+  try {
+    const OwnerOnlyFolder folder(root, false);
+    if (!folder.is_regular_file(kStoreIdFile)) return "";
+    std::string t = folder.read_file(kStoreIdFile, 256);
+    return is_store_token(t) ? t : "";
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+SnapshotReader::SnapshotReader(const std::string& lineage_dir, std::int64_t step) : step_(step) {
+  const std::string name = snapshot_name(step);
+  const OwnerOnlyFolder folder(lineage_dir, false);
+  snapshot_dir_ = (fs::path(folder.path()) / name).string();
+  struct stat st {};
+  if (!lstat_path(snapshot_dir_, st) || !S_ISDIR(st.st_mode))
+    throw Error(name + ": missing or not a folder");
+  manifest_ = folder.read_file(name + kManifestSuffix, kMaxManifestBytes);
+  Manifest m = parse_manifest(manifest_, name + kManifestSuffix, step);
+  total_ = manifest_.size();
+  for (const auto& [rel, e] : m) {
+    if (e.kind != "file") continue;
+    files_.push_back({rel, total_, e.size});
+    total_ += e.size;
+  }
+}
+
+std::string SnapshotReader::read(std::uint64_t offset, std::size_t max) const {
+  std::string out;
+  if (offset >= total_) return out;
+  const std::uint64_t end = std::min<std::uint64_t>(total_, offset + max);
+  out.reserve(static_cast<std::size_t>(end - offset));
+  if (offset < manifest_.size()) {
+    const std::uint64_t n = std::min<std::uint64_t>(end, manifest_.size()) - offset;
+    out.append(manifest_, static_cast<std::size_t>(offset), static_cast<std::size_t>(n));
+    offset += n;
+  }
+  // The first file that ends after `offset`.
+  auto it = std::upper_bound(files_.begin(), files_.end(), offset,
+                             [](std::uint64_t o, const File& f) { return o < f.start + f.size; });
+  for (; it != files_.end() && offset < end; ++it) {
+    const std::uint64_t from = offset - it->start;
+    const std::uint64_t n = std::min<std::uint64_t>(end, it->start + it->size) - offset;
+    if (n == 0) continue;
+    const std::string path = snapshot_dir_ + "/" + it->path;
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) throw Error(snapshot_name(step_) + "/" + it->path + ": " + errno_text(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        static_cast<std::uint64_t>(st.st_size) != it->size) {
+      ::close(fd);
+      throw Error(snapshot_name(step_) + "/" + it->path + ": not the size its manifest says");
+    }
+    const std::size_t at = out.size();
+    out.resize(at + static_cast<std::size_t>(n));
+    try {
+      pread_exact(fd, from, out.data() + at, static_cast<std::size_t>(n),
+                  snapshot_name(step_) + "/" + it->path);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    ::close(fd);
+    offset += n;
+  }
+  return out;
+}
+
+void install_snapshot(const std::string& lineage_dir, std::int64_t step,
+                      const std::string& stream_path, std::uint64_t manifest_bytes,
+                      std::uint64_t max_bytes) {
+  const std::string name = snapshot_name(step);
+  const OwnerOnlyFolder folder(lineage_dir, false);
+  const fs::path lineage(folder.path());
+  const fs::path tmp = lineage / (std::string(kTmpPrefix) + name);
+  int in = ::open(stream_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (in < 0) throw Error(stream_path + ": " + errno_text(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{in};
+  struct stat st {};
+  if (::fstat(in, &st) != 0 || !S_ISREG(st.st_mode))
+    throw Error(stream_path + ": not a regular file");
+  const auto total = static_cast<std::uint64_t>(st.st_size);
+  if (manifest_bytes > total || manifest_bytes > kMaxManifestBytes)
+    throw Error(name + kManifestSuffix + ": " + std::to_string(manifest_bytes) +
+                " bytes: longer than the stream or than " + std::to_string(kMaxManifestBytes));
+  std::string text(static_cast<std::size_t>(manifest_bytes), '\0');
+  pread_exact(in, 0, text.data(), text.size(), stream_path);
+  Manifest m = parse_manifest(text, name + kManifestSuffix, step);
+  std::uint64_t files = 0;
+  for (const auto& [rel, e] : m) {
+    if (!plain_relative(rel))
+      throw Error(name + "/" + printable_excerpt(rel) + ": not a plain relative path: refused");
+    for (std::size_t slash = rel.find('/'); slash != std::string::npos;
+         slash = rel.find('/', slash + 1)) {
+      auto parent = m.find(rel.substr(0, slash));
+      if (parent == m.end() || parent->second.kind != "dir")
+        throw Error(name + "/" + printable_excerpt(rel) +
+                    ": its folder is not a folder of the manifest: refused");
+    }
+    if (e.kind == "file") {
+      files += e.size;
+      if (files > max_bytes)
+        throw Error(name + ": over " + std::to_string(max_bytes) +
+                    " bytes (artifacts.max_snapshot_bytes)");
+    }
+  }
+  if (manifest_bytes + files != total)
+    throw Error(name + ": " + std::to_string(total) + " bytes received, the manifest says " +
+                std::to_string(manifest_bytes + files) +
+                (total < manifest_bytes + files ? " (truncated?)" : ""));
+  remove_quietly(tmp);
+  try {
+    create_private_directories(tmp.string());
+    std::uint64_t offset = manifest_bytes;
+    std::vector<char> buf(1 << 20);
+    for (const auto& [rel, e] : m) {  // map order: a folder before its contents
+      const fs::path to = tmp / rel;
+      if (e.kind == "dir") {
+        if (::mkdir(to.c_str(), 0700) != 0)
+          throw Error(name + "/" + rel + ": " + errno_text(errno));
+      } else if (e.kind == "link") {
+        fs::create_symlink(e.target, to);
+      } else {
+        int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                         kPrivateFileMode);
+        if (out < 0) throw Error(name + "/" + rel + ": " + errno_text(errno));
+        std::uint64_t h = 0xcbf29ce484222325ULL;
+        std::uint64_t left = e.size;
+        std::string error;
+        while (left > 0 && error.empty()) {
+          const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(left, buf.size()));
+          try {
+            pread_exact(in, offset, buf.data(), n, stream_path);
+          } catch (const Error& err) {
+            error = err.what();
+            break;
+          }
+          for (std::size_t i = 0; i < n; ++i) {
+            h ^= static_cast<unsigned char>(buf[i]);
+            h *= 0x100000001b3ULL;
+          }
+          const char* p = buf.data();
+          std::size_t w_left = n;
+          while (w_left > 0) {
+            ssize_t w = ::write(out, p, w_left);
+            if (w < 0) {
+              if (errno == EINTR) continue;
+              error = name + "/" + rel + ": " + errno_text(errno);
+              break;
+            }
+            p += w;
+            w_left -= static_cast<std::size_t>(w);
+          }
+          offset += n;
+          left -= n;
+        }
+        if (error.empty() && ::fsync(out) != 0) error = name + "/" + rel + ": " + errno_text(errno);
+        ::close(out);
+        if (!error.empty()) throw Error(error);
+        char hex[17];
+        std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+        if (hex != e.hash)
+          throw Error(name + "/" + rel + ": its bytes differ from those snapshot (FNV-1a " +
+                      std::string(hex) + ", the manifest says " + e.hash + "): damaged");
+        struct timespec times[2] = {{0, UTIME_OMIT},
+                                    {static_cast<time_t>(e.mtime / 1000000000LL),
+                                     static_cast<long>(e.mtime % 1000000000LL)}};
+        ::utimensat(AT_FDCWD, to.c_str(), times, AT_SYMLINK_NOFOLLOW);
+      }
+    }
+    remove_quietly(lineage / name);
+    folder.replace_file(name + kManifestSuffix,
+                        [&](const auto& sink) { sink(text.data(), text.size()); });
+    fs::rename(tmp, lineage / name);
+  } catch (const Error&) {
+    remove_quietly(tmp);
+    throw;
+  } catch (const std::exception& e) {
+    remove_quietly(tmp);
+    throw Error(name + ": " + e.what());
+  }
+}
+
+std::string stream_path(const std::string& lineage_dir, const std::string& what,
+                        std::int64_t step) {
+  return (fs::path(lineage_dir) / (std::string(kTmpPrefix) + what + "-" + std::to_string(step)))
+      .string();
+}
+
+std::uint64_t folder_bytes(const std::string& path) {
+  std::uint64_t total = 0;
+  std::error_code ec;
+  struct stat st {};
+  if (!lstat_path(path, st)) return 0;
+  if (S_ISREG(st.st_mode)) return static_cast<std::uint64_t>(st.st_size);
+  if (!S_ISDIR(st.st_mode)) return 0;
+  for (auto it = fs::recursive_directory_iterator(path, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (lstat_path(it->path(), st) && S_ISREG(st.st_mode))
+      total += static_cast<std::uint64_t>(st.st_size);
+  }
+  return total;
+}
+
+void copy_snapshot(const std::string& lineage_dir, std::int64_t step, const std::string& to) {
+  Manifest m = verify_snapshot(lineage_dir, step, std::numeric_limits<std::uint64_t>::max());
+  copy_tree(fs::path(lineage_dir) / snapshot_name(step), m, to);
 }
 
 }  // namespace hps::checkpoints

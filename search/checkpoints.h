@@ -89,6 +89,13 @@ struct ArtifactOptions {
   // folder is not snapshot at that step (a warning; the step is reported
   // without a checkpoint, so a retry starts from the previous snapshot).
   std::uint64_t max_snapshot_bytes = 16ULL << 30;
+  // The most bytes of snapshots the coordinator keeps for the study's
+  // uploads (remote workers that share no folder with it), bytes. Default
+  // 100 GiB. An upload that would pass it is refused (a warning naming
+  // artifacts.max_study_bytes; the step's checkpoint is not recorded, so a
+  // retry starts from the lineage's previous snapshot). Counts the newest
+  // snapshot of each lineage folder, as found at start and as uploaded.
+  std::uint64_t max_study_bytes = 100ULL << 30;
 
   // Throws ConfigError naming "artifacts.<field>".
   void validate() const;
@@ -181,5 +188,84 @@ std::vector<const FrozenTrial*> retention_victims(const std::vector<TrialPtr>& t
                                                   const FrozenTrial& ended,
                                                   StudyDirection direction,
                                                   const ArtifactOptions& options);
+
+// ------------------------------------------------------------ snapshots that travel
+//
+// A worker that does not share the coordinator's checkpoint root (no same
+// token in <root>/.store-id) uploads each snapshot it takes to the
+// coordinator and downloads the one a retry resumes (protocol ArtifactPut /
+// ArtifactGet). A snapshot travels as one byte stream: the text of its
+// manifest, then the bytes of its files (kind "file") in manifest order.
+
+// The file in a checkpoint root that names its artifact store.
+inline constexpr const char* kStoreIdFile = ".store-id";
+
+// The token of the artifact store at `root` (created owner-only as
+// OwnerOnlyFolder when missing): the text of <root>/.store-id, 32 random hex
+// digits written (0600) when the file is missing or not such a token.
+// Throws Error "<path>: <why>".
+std::string ensure_store_id(const std::string& root);
+
+// The token in <root>/.store-id; "" when there is none or it cannot be read
+// (a missing root, a link, another user's file). Never throws.
+std::string read_store_id(const std::string& root);
+
+// Reads the stream of <lineage_dir>/snapshot-<step>.
+class SnapshotReader {
+ public:
+  // Reads and checks the manifest. Throws Error "<file>: <why>" when the
+  // snapshot or its manifest is missing or not valid.
+  SnapshotReader(const std::string& lineage_dir, std::int64_t step);
+  std::int64_t step() const { return step_; }
+  // The stream's length and its manifest's length, bytes.
+  std::uint64_t total() const { return total_; }
+  std::uint64_t manifest_bytes() const { return manifest_.size(); }
+  // The sum of the file sizes (total() - manifest_bytes()).
+  std::uint64_t file_bytes() const { return total_ - manifest_.size(); }
+  // Up to `max` bytes of the stream from `offset` (fewer only at its end).
+  // Throws Error naming the file when one changed size or cannot be read.
+  std::string read(std::uint64_t offset, std::size_t max) const;
+
+ private:
+  struct File {
+    std::string path;         // relative to snapshot-<step>
+    std::uint64_t start = 0;  // offset in the stream
+    std::uint64_t size = 0;
+  };
+  std::string snapshot_dir_;
+  std::int64_t step_;
+  std::string manifest_;
+  std::vector<File> files_;
+  std::uint64_t total_ = 0;
+};
+
+// Installs the stream in the file `stream_path` (of which the first
+// `manifest_bytes` bytes are the manifest) as <lineage_dir>/snapshot-<step>
+// and its manifest, replacing any snapshot of that step. Checks first that
+// the manifest is one of `step` whose entries are plain relative paths
+// (no "..", ".", empty or absolute components) each inside a folder the
+// manifest lists (nothing under a link), that the stream's length is the
+// manifest plus its files' sizes, at most `max_bytes` of files
+// (artifacts.max_snapshot_bytes), and that each file's bytes have the
+// manifest's FNV-1a 64 hash. Files are written 0600 with O_EXCL |
+// O_NOFOLLOW into a fresh temporary folder renamed into place: nothing
+// outside lineage_dir is written. Throws Error "snapshot-<S>/<file>: <why>"
+// and leaves no snapshot of `step` behind on any failure.
+void install_snapshot(const std::string& lineage_dir, std::int64_t step,
+                      const std::string& stream_path, std::uint64_t manifest_bytes,
+                      std::uint64_t max_bytes);
+
+// "<lineage_dir>/.tmp-<what>-<step>": where a stream being received is
+// written (removed by LineageFolder::prepare and keep_only as a leftover).
+std::string stream_path(const std::string& lineage_dir, const std::string& what, std::int64_t step);
+
+// The bytes of the regular files under `path` (links not followed); 0 when
+// it is missing. Never throws.
+std::uint64_t folder_bytes(const std::string& path);
+
+// Copies <lineage_dir>/snapshot-<step> (checked against its manifest, as
+// LineageFolder::prepare does) into the folder `to`, created owner-only if
+// missing. Throws Error naming the file and the rule.
+void copy_snapshot(const std::string& lineage_dir, std::int64_t step, const std::string& to);
 
 }  // namespace hps::checkpoints

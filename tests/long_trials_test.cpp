@@ -277,5 +277,74 @@ TEST_F(LongTrialsTest, RetentionKeepsTheBestKAndTheStoreNamesNoRemovedFolder) {
   }
 }
 
+// Snapshots that travel: a coordinator and two `hpsearch worker` processes
+// in different folders (different checkpoint roots, so no shared folder:
+// neither root holds the coordinator's .store-id token). Worker A runs the
+// trial and uploads each epoch's snapshot; it is killed mid-trial; worker B
+// gets the retry, downloads the snapshot from the coordinator and continues.
+// Then `hpsearch artifacts` lists the kept snapshot and `artifacts get`
+// copies it.
+TEST_F(LongTrialsTest, ARemoteWorkerRetryDownloadsTheSnapshotAndContinues) {
+  dir_.write("space.json", train_space(1, 10, 0.4));
+  const std::string endpoint = "ipc://" + dir_.file("sock");
+  auto run = cli_background({"run", "space.json", "--workers", "0", "--bind", endpoint}, "run");
+  auto worker_a = cli_background(
+      {"worker", "--connect", endpoint, "--log-dir", dir_.file("A"), "--allow-command"}, "a");
+  wait_for_epochs(5);
+  // The store names a snapshot that the coordinator holds (uploaded).
+  ASSERT_TRUE(wait_until([&] {
+    Json t = trials();
+    return t.is_array() && !t.empty() && t[0]["system_attrs"].contains("checkpoint");
+  }));
+  const std::string root = dir_.file("long.logs/checkpoints");
+  const std::string token = checkpoints::read_store_id(root);
+  ASSERT_EQ(token.size(), 32u);
+  EXPECT_NE(checkpoints::read_store_id(dir_.file("A/checkpoints")), token);
+  worker_a->send_signal(SIGKILL);
+  worker_a->wait();
+  auto worker_b = cli_background(
+      {"worker", "--connect", endpoint, "--log-dir", dir_.file("B"), "--allow-command"}, "b");
+  ProcessResult r = run->wait();
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err << read_file(dir_.file("b.err"));
+  worker_b->wait();
+  expect_resumed_once(10);
+  // The two runs were the two workers' (the program's parent).
+  auto starts = lines_of(dir_.file("starts.log"));
+  ASSERT_EQ(starts.size(), 2u);
+  EXPECT_EQ(starts[0].at(0), std::to_string(worker_a->pid()));
+  EXPECT_EQ(starts[1].at(0), std::to_string(worker_b->pid()));
+  // B restored the snapshot it downloaded into its own root; the
+  // coordinator holds the last one B uploaded (the retry's step 10).
+  const Json t = trials();
+  const std::int64_t k = t[1]["system_attrs"]["resumed_from"]["step"].get<std::int64_t>();
+  EXPECT_TRUE(fs::exists(dir_.file("B/checkpoints/lineage-0/snapshot-10"))) << k;
+  EXPECT_EQ(t[1]["system_attrs"]["checkpoint"], Json({{"step", 10}}));
+  EXPECT_FALSE(t[1]["user_attrs"].contains("checkpoint_warning")) << t[1].dump(1);
+  const std::string state = read_file(root + "/lineage-0/snapshot-10/state.json");
+  EXPECT_NE(state.find("\"epoch\": 10"), std::string::npos) << state;
+
+  // hpsearch artifacts: each trial's lineage, step, folder and size.
+  ProcessResult list = cli({"artifacts", "long.db", "--format", "json"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  Json rows = Json::parse(list.out);
+  ASSERT_EQ(rows.size(), 2u) << list.out;
+  EXPECT_EQ(rows[1]["trial"], 1);
+  EXPECT_EQ(rows[1]["lineage"], 0);
+  EXPECT_EQ(rows[1]["checkpoint_step"], 10);
+  EXPECT_EQ(rows[1]["folder_exists"], true);
+  EXPECT_EQ(rows[1]["snapshot_exists"], true);
+  EXPECT_GT(rows[1]["bytes"].get<std::uint64_t>(), 0u);
+  ProcessResult table = cli({"artifacts", "long.db", "--trial", "1"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("lineage"), std::string::npos) << table.out;
+  // hpsearch artifacts get: the newest snapshot, copied.
+  ProcessResult get = cli({"artifacts", "get", "long.db", "--trial", "1", "-o", "out"});
+  ASSERT_EQ(get.exit_code, 0) << get.out << get.err;
+  EXPECT_EQ(read_file(dir_.file("out/state.json")), state);
+  ProcessResult again = cli({"artifacts", "get", "long.db", "--trial", "1", "-o", "out"});
+  EXPECT_NE(again.exit_code, 0);
+  EXPECT_NE(again.err.find("not an empty folder"), std::string::npos) << again.err;
+}
+
 }  // namespace
 }  // namespace hps

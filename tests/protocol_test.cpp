@@ -49,7 +49,12 @@ std::vector<Message> samples() {
   Complete c{5, false, 3.25, R"({"acc":0.9})"};
   Fail f{5, Fail::Reason::kInterrupted, "stopped", "{}"};
   Shutdown sh{"budget reached", true};
-  return {h, w, d, RequestTrial{}, a, s, sr, r, dec, c, f, Heartbeat{}, sh};
+  ArtifactPut put{5, 3, 0, 10, 4, "{}ab", 0x1234};
+  ArtifactPutReply put_reply{5, 3, true, false, 4, ""};
+  ArtifactGet get{5, 3, 4};
+  ArtifactGetReply get_reply{5, 3, true, 4, 10, 4, "cdef", 0x99, ""};
+  return {h,           w,  d,   RequestTrial{}, a,   s,        sr, r, dec, c, f,
+          Heartbeat{}, sh, put, put_reply,      get, get_reply};
 }
 
 TEST(Protocol, EveryMessageTypeRoundTrips) {
@@ -325,6 +330,41 @@ TEST(Protocol, HeartbeatSettingsHaveOneSetOfBounds) {
   // A Welcome outside the bounds is refused by the worker's decoder.
   Welcome w{"s", kMaxHeartbeatIntervalMs + 1, 3};
   EXPECT_THROW(decode(encode(w)), ProtocolError);
+}
+
+// Version 4: the artifact store's token and root travel in an Assignment;
+// the pieces of a snapshot are checked on decode (size, offset, total).
+TEST(Protocol, ArtifactMessagesRoundTripAndAreChecked) {
+  Assignment a;
+  a.number = 3;
+  a.lineage = 1;
+  a.resume_step = 4;
+  a.store_id = "00ff";
+  a.store_root = "/tmp/x.logs/checkpoints";
+  Assignment back = round_trip(a);
+  EXPECT_EQ(back.store_id, "00ff");
+  EXPECT_EQ(back.store_root, "/tmp/x.logs/checkpoints");
+  a.store_id = std::string(kMaxStoreIdBytes + 1, 'a');
+  EXPECT_THROW(decode(encode(a)), ProtocolError);
+
+  ArtifactPut put{2, 5, 3, 10, 2, "abcd", 42};
+  ArtifactPut p = round_trip(put);
+  EXPECT_EQ(p.data, "abcd");
+  EXPECT_EQ(p.offset, 3u);
+  EXPECT_EQ(p.checksum, 42u);
+  put.offset = 8;  // 8 + 4 > 10
+  EXPECT_THROW(decode(encode(put)), ProtocolError);
+  put.offset = 0;
+  put.manifest_bytes = 11;
+  EXPECT_THROW(decode(encode(put)), ProtocolError);
+  put.manifest_bytes = 0;
+  put.total = kMaxArtifactChunkBytes + 10;
+  put.data = std::string(kMaxArtifactChunkBytes + 1, 'x');
+  EXPECT_THROW(decode(encode(put)), ProtocolError);
+  ArtifactGet get{-1, 0, 0};
+  EXPECT_THROW(decode(encode(get)), ProtocolError);
+  ArtifactGetReply reply{1, 2, false, 0, 0, 0, "", 0, "no snapshot"};
+  EXPECT_EQ(round_trip(reply).error, "no snapshot");
 }
 
 }  // namespace

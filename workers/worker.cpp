@@ -1,10 +1,12 @@
 #include "workers/worker.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -27,7 +29,9 @@
 #include "search/checkpoints.h"
 #include "search/json_util.h"
 #include "search/printable.h"
+#include "search/private_files.h"
 #include "search/trial_lifecycle.h"
+#include "search/util/hash.h"
 #include "search/util/host.h"
 
 namespace hps {
@@ -244,6 +248,13 @@ struct Worker::Impl : TrialBackend {
   bool asked = false;
   bool last_prune = false;
   Json user_attrs = Json::object();
+  // The running trial's lineage folder when it does not share the
+  // coordinator's checkpoint root (its .store-id differs from the
+  // assignment's): each snapshot is uploaded after its report. Null
+  // otherwise (the folder is used in place, nothing travels).
+  std::shared_ptr<checkpoints::LineageFolder> remote_folder;
+  // The most pieces of an upload sent ahead of the coordinator's replies.
+  static constexpr int kUploadWindow = 4;
 
   std::string curve_public_key;  // this worker's, derived from curve_secret_key
   std::string handshake_error;   // link thread: why the last handshake failed
@@ -809,13 +820,147 @@ struct Worker::Impl : TrialBackend {
   }
 
   bool report(Trial& trial, std::int64_t step, double value) override {
-    send(proto::Report{trial.number(), step, value, trial.snapshot_step() == step}, trial_epoch);
+    const bool snapshot = trial.snapshot_step() == step;
+    // A remote worker's snapshot is recorded by the coordinator once it
+    // arrived whole (ArtifactPutReply.done), not by the report.
+    send(proto::Report{trial.number(), step, value, snapshot && !remote_folder}, trial_epoch);
+    bool stored = false;
     for (;;) {
       auto d = await<proto::Decision>(trial.number());
       if (d.step != step) continue;
       last_prune = d.prune;
-      return d.stored;
+      stored = d.stored;
+      break;
     }
+    if (snapshot && remote_folder) {
+      std::string why = upload_snapshot(trial.number(), step);
+      if (!why.empty())
+        spdlog::warn(
+            "worker: trial {}: the snapshot of step {} was not kept by the coordinator: {}",
+            trial.number(), step, why);
+    }
+    return stored;
+  }
+
+  // Uploads snapshot-<step> of remote_folder (protocol ArtifactPut), at most
+  // kUploadWindow pieces ahead of the replies. Returns "" once the
+  // coordinator verified and recorded it, else why not. Throws Interrupted
+  // when the session ends meanwhile.
+  std::string upload_snapshot(std::int64_t trial, std::int64_t step) {
+    std::unique_ptr<checkpoints::SnapshotReader> reader;
+    try {
+      reader = std::make_unique<checkpoints::SnapshotReader>(remote_folder->path(), step);
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    const std::uint64_t total = reader->total();
+    std::uint64_t sent = 0;
+    int in_flight = 0;
+    for (;;) {
+      while (in_flight < kUploadWindow && sent < total) {
+        proto::ArtifactPut p;
+        p.number = trial;
+        p.step = step;
+        p.offset = sent;
+        p.total = total;
+        p.manifest_bytes = reader->manifest_bytes();
+        try {
+          p.data = reader->read(sent, proto::kMaxArtifactChunkBytes);
+        } catch (const std::exception& e) {
+          return e.what();
+        }
+        if (p.data.empty()) return "the snapshot's files are shorter than its manifest says";
+        p.checksum = util::fnv1a64(p.data);
+        sent += p.data.size();
+        send(p, trial_epoch);
+        ++in_flight;
+      }
+      auto r = await<proto::ArtifactPutReply>(trial);
+      if (r.step != step) continue;  // a late reply to an earlier upload
+      --in_flight;
+      if (!r.ok) return r.error;
+      if (r.done) return "";
+      if (in_flight == 0 && sent >= total)
+        return "the coordinator acknowledged every piece but did not record the snapshot";
+    }
+  }
+
+  // Downloads the snapshot of `step` of the assignment's trial (protocol
+  // ArtifactGet) and installs it in `folder` as snapshot-<step> with its
+  // manifest (checked: search/checkpoints.h install_snapshot). Returns ""
+  // when installed, else why not. Throws Interrupted when the session ends.
+  std::string download_snapshot(const proto::Assignment& a, std::int64_t step,
+                                const checkpoints::LineageFolder& folder,
+                                std::uint64_t max_snapshot_bytes) {
+    const std::string path = checkpoints::stream_path(folder.path(), "download", step);
+    ::unlink(path.c_str());
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                    kPrivateFileMode);
+    if (fd < 0) return path + ": " + std::strerror(errno);
+    std::string error;
+    std::uint64_t offset = 0, total = 0, manifest_bytes = 0;
+    try {
+      for (bool first = true;; first = false) {
+        send(proto::ArtifactGet{a.number, step, offset}, trial_epoch);
+        proto::ArtifactGetReply r;
+        do {
+          r = await<proto::ArtifactGetReply>(a.number);
+        } while (r.step != step || (r.ok && r.offset != offset));
+        if (!r.ok) {
+          error = "the coordinator cannot send it: " + printable(r.error);
+          break;
+        }
+        if (util::fnv1a64(r.data) != r.checksum) {
+          error = "the piece at offset " + std::to_string(offset) + " arrived damaged (checksum)";
+          break;
+        }
+        if (first) {
+          total = r.total;
+          manifest_bytes = r.manifest_bytes;
+          if (total - manifest_bytes > max_snapshot_bytes) {
+            error = "it holds " + std::to_string(total - manifest_bytes) + " bytes, over " +
+                    std::to_string(max_snapshot_bytes) + " (artifacts.max_snapshot_bytes)";
+            break;
+          }
+        } else if (r.total != total || r.manifest_bytes != manifest_bytes) {
+          error = "its length changed during the download";
+          break;
+        }
+        const char* p = r.data.data();
+        std::size_t left = r.data.size();
+        while (left > 0 && error.empty()) {
+          ssize_t w = ::pwrite(fd, p, left, static_cast<off_t>(offset));
+          if (w < 0) {
+            if (errno == EINTR) continue;
+            error = path + ": " + std::strerror(errno);
+            break;
+          }
+          p += w;
+          left -= static_cast<std::size_t>(w);
+          offset += static_cast<std::uint64_t>(w);
+        }
+        if (!error.empty() || offset >= total) break;
+        if (r.data.empty()) {
+          error = "the coordinator sent an empty piece before the end";
+          break;
+        }
+      }
+    } catch (...) {
+      ::close(fd);
+      ::unlink(path.c_str());
+      throw;
+    }
+    ::close(fd);
+    if (error.empty()) {
+      try {
+        checkpoints::install_snapshot(folder.path(), step, path, manifest_bytes,
+                                      max_snapshot_bytes);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    ::unlink(path.c_str());
+    return error;
   }
 
   bool should_prune(Trial&) override { return last_prune; }
@@ -877,21 +1022,45 @@ struct Worker::Impl : TrialBackend {
   // cannot: the trial runs from scratch; the warning is logged and kept as
   // the trial's user attr checkpoint_warning.
   void attach_checkpoint(Trial& trial, const proto::Assignment& a, const Built& built) {
+    remote_folder.reset();
     if (a.lineage < 0) return;
     const std::string log_dir =
         options.log_dir.empty() ? study_log_dir(built.study, ".") : options.log_dir;
     std::optional<std::int64_t> resume;
     if (a.resume_step >= 0) resume = a.resume_step;
     try {
-      auto folder = std::make_shared<checkpoints::LineageFolder>(
-          (std::filesystem::path(log_dir) / "checkpoints").string(), a.lineage,
-          built.max_snapshot_bytes);
+      const std::string root = (std::filesystem::path(log_dir) / "checkpoints").string();
+      auto folder =
+          std::make_shared<checkpoints::LineageFolder>(root, a.lineage, built.max_snapshot_bytes);
+      // The coordinator's checkpoint root is this worker's own (the same
+      // .store-id token): the folder is used in place. Otherwise snapshots
+      // travel through the coordinator.
+      const bool remote = !a.store_id.empty() && checkpoints::read_store_id(root) != a.store_id;
+      std::string download_error;
+      if (remote && resume) {
+        const auto have = folder->snapshot_steps();
+        if (std::find(have.begin(), have.end(), *resume) == have.end()) {
+          spdlog::info(
+              "worker: trial {}: downloading the snapshot of step {} (lineage {}) from "
+              "the coordinator (its checkpoint root {} is not this worker's {})",
+              a.number, *resume, a.lineage, printable(a.store_root), root);
+          try {
+            download_error = download_snapshot(a, *resume, *folder, built.max_snapshot_bytes);
+          } catch (const Interrupted&) {
+            interrupt = true;  // the session ended: the trial stops at once
+            download_error = "the session ended during the download";
+          }
+        }
+      }
       checkpoints::Prepared p = folder->prepare(resume);
       if (!p.warning.empty()) {
+        if (!download_error.empty())
+          p.warning = "download from the coordinator failed: " + download_error + "; " + p.warning;
         spdlog::warn("worker: trial {} starts from scratch, not from step {}: {}", a.number,
                      a.resume_step, p.warning);
         user_attrs["checkpoint_warning"] = p.warning;
       }
+      if (remote) remote_folder = folder;
       trial.set_checkpoint(std::move(folder), p.resume_step);
     } catch (const std::exception& e) {
       spdlog::warn("worker: trial {} runs without a checkpoint folder: {}", a.number, e.what());

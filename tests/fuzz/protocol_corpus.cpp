@@ -62,6 +62,12 @@ int main(int argc, char** argv) {
   a.config_json =
       R"({"objective": {"type": "branin"}, "space": {"x": {"type": "float", "low": -5, "high": 10}}, "study": "b"})";
   messages.push_back({"assignment", a});
+  protocol::Assignment a3 = a;
+  a3.lineage = 4;
+  a3.resume_step = 7;
+  a3.store_id = "3f2a9c0d4e5b6a7f8091a2b3c4d5e6f7";
+  a3.store_root = "/home/u/fmnist.logs/checkpoints";
+  messages.push_back({"assignment_resume", a3});
   protocol::Assignment a2;
   a2.trial_id = 1;
   a2.number = 0;
@@ -87,6 +93,14 @@ int main(int argc, char** argv) {
   messages.push_back({"heartbeat", protocol::Heartbeat{}});
   messages.push_back({"shutdown", protocol::Shutdown{"budget reached", false}});
   messages.push_back({"shutdown_stop", protocol::Shutdown{"interrupted", true}});
+  messages.push_back({"artifact_put", protocol::ArtifactPut{5, 3, 0, 12, 2, "{}0123456789",
+                                                            0xcbf29ce484222325ULL}});
+  messages.push_back({"artifact_put_reply", protocol::ArtifactPutReply{5, 3, true, true, 12, ""}});
+  messages.push_back({"artifact_put_refused",
+                      protocol::ArtifactPutReply{5, 3, false, false, 0, "checksum mismatch"}});
+  messages.push_back({"artifact_get", protocol::ArtifactGet{5, 3, 0}});
+  messages.push_back({"artifact_get_reply",
+                      protocol::ArtifactGetReply{5, 3, true, 0, 12, 2, "{}0123456789", 7, ""}});
 
   for (const auto& [name, message] : messages) write(dir, name, protocol::encode(message));
 
@@ -97,7 +111,7 @@ int main(int argc, char** argv) {
   v2[4] = 2;  // protocol version 2
   write(dir, "near_disconnect_v2", v2);
   std::string unknown = protocol::encode(protocol::Heartbeat{});
-  unknown[6] = 14;  // no such type
+  unknown[6] = 18;  // no such type
   write(dir, "near_unknown_type", unknown);
   write(dir, "near_envelope_only", std::string("HPSW\x01\x00\x0c\x00", 8));
   std::cout << "wrote " << messages.size() + 4 << " files to " << dir << "\n";

@@ -1,0 +1,182 @@
+// Coordinator::Impl: snapshots that travel (artifact_store.h). A remote
+// worker uploads the snapshot of each step it reports (ArtifactPut) and
+// downloads the one a retry resumes (ArtifactGet). Only the session that
+// holds the trial may do either, for that trial's lineage only; the files
+// are written and read on the store's I/O thread, and the trial's
+// checkpoint attr is set once the whole snapshot arrived and was verified.
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+
+#include "coordinator/coordinator_impl.h"
+#include "search/printable.h"
+
+namespace hps {
+
+namespace proto = hps::protocol;
+
+void Coordinator::Impl::open_artifact_store() {
+  if (options.checkpoint_root.empty() || !options.artifacts.checkpoints) return;
+  try {
+    store_id = checkpoints::ensure_store_id(options.checkpoint_root);
+  } catch (const std::exception& e) {
+    spdlog::warn(
+        "coordinator: no artifact store for remote workers ({}): their retries start from "
+        "scratch",
+        e.what());
+    return;
+  }
+  // The snapshots kept from earlier runs count against max_study_bytes.
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(options.checkpoint_root, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("lineage-", 0) != 0) continue;
+    try {
+      const std::int64_t lineage = std::stoll(name.substr(8));
+      if (lineage >= 0) stored_bytes[lineage] = checkpoints::folder_bytes(e.path().string());
+    } catch (const std::exception&) {
+    }
+  }
+  artifacts = std::make_unique<ArtifactStore>(options.checkpoint_root,
+                                              options.artifacts.max_snapshot_bytes);
+}
+
+void Coordinator::Impl::on_artifact_put(Session& s, const proto::ArtifactPut& m) {
+  proto::ArtifactPutReply reply;
+  reply.number = m.number;
+  reply.step = m.step;
+  auto refuse = [&](const std::string& why) {
+    spdlog::warn("coordinator: trial {}: the snapshot of step {} from worker {} is not kept: {}",
+                 m.number, m.step, s.name, why);
+    reply.ok = false;
+    reply.error = why;
+    send(s, reply);
+  };
+  if (!artifacts) {
+    refuse(
+        "this coordinator keeps no checkpoints (no checkpoint root, or artifacts.checkpoints "
+        "is false)");
+    return;
+  }
+  if (!owns(s, m.number, "ArtifactPut")) {
+    reply.error = "trial " + std::to_string(m.number) + " is not held by this worker: refused";
+    send(s, reply);
+    return;
+  }
+  const std::int64_t lineage = checkpoints::lineage_of(mirror.at(m.number));
+  if (m.offset == 0) {
+    const std::uint64_t bytes = m.total - m.manifest_bytes;
+    std::uint64_t others = 0;
+    for (const auto& [l, b] : stored_bytes)
+      if (l != lineage) others += b;
+    for (const auto& [l, b] : pending_bytes)
+      if (l != lineage) others += b;
+    if (others + bytes > options.artifacts.max_study_bytes) {
+      pending_bytes.erase(lineage);
+      refuse("the study's snapshots would take " + std::to_string(others + bytes) +
+             " bytes, over " + std::to_string(options.artifacts.max_study_bytes) +
+             " (artifacts.max_study_bytes); a retry starts from the lineage's previous snapshot");
+      return;
+    }
+    pending_bytes[lineage] = bytes;
+  }
+  ArtifactStore::Job job;
+  job.kind = ArtifactStore::Job::Kind::kPut;
+  job.rid = s.routing_id;
+  job.number = m.number;
+  job.lineage = lineage;
+  job.step = m.step;
+  job.offset = m.offset;
+  job.total = m.total;
+  job.manifest_bytes = m.manifest_bytes;
+  job.checksum = m.checksum;
+  job.data = m.data;
+  artifacts->submit(std::move(job));
+}
+
+void Coordinator::Impl::on_artifact_get(Session& s, const proto::ArtifactGet& m) {
+  proto::ArtifactGetReply reply;
+  reply.number = m.number;
+  reply.step = m.step;
+  if (!artifacts) {
+    reply.error = "this coordinator keeps no checkpoints";
+    send(s, reply);
+    return;
+  }
+  if (!owns(s, m.number, "ArtifactGet")) {
+    reply.error = "trial " + std::to_string(m.number) + " is not held by this worker: refused";
+    send(s, reply);
+    return;
+  }
+  // Only the snapshot the trial resumes from, of its own lineage.
+  const FrozenTrial& t = mirror.at(m.number);
+  const std::optional<std::int64_t> resume = checkpoints::resume_step_of(t);
+  if (!resume || *resume != m.step) {
+    reply.error = "trial " + std::to_string(m.number) + " does not resume from step " +
+                  std::to_string(m.step) + ": refused";
+    send(s, reply);
+    return;
+  }
+  ArtifactStore::Job job;
+  job.kind = ArtifactStore::Job::Kind::kGet;
+  job.rid = s.routing_id;
+  job.number = m.number;
+  job.lineage = checkpoints::lineage_of(t);
+  job.step = m.step;
+  job.offset = m.offset;
+  artifacts->submit(std::move(job));
+}
+
+void Coordinator::Impl::on_artifact_results() {
+  for (ArtifactStore::Result& r : artifacts->take()) {
+    Session* s = sessions.find(r.rid);
+    if (r.kind == ArtifactStore::Job::Kind::kGet) {
+      if (!s) continue;
+      proto::ArtifactGetReply reply;
+      reply.number = r.number;
+      reply.step = r.step;
+      reply.ok = r.ok;
+      reply.error = r.error;
+      if (r.ok) {
+        reply.offset = r.offset;
+        reply.total = r.total;
+        reply.manifest_bytes = r.manifest_bytes;
+        reply.data = std::move(r.data);
+        reply.checksum = r.checksum;
+      } else {
+        spdlog::warn("coordinator: trial {}: cannot send the snapshot of step {}: {}", r.number,
+                     r.step, r.error);
+      }
+      send(*s, reply);
+      continue;
+    }
+    proto::ArtifactPutReply reply;
+    reply.number = r.number;
+    reply.step = r.step;
+    reply.ok = r.ok;
+    reply.error = r.error;
+    reply.next_offset = r.next_offset;
+    if (!r.ok) {
+      pending_bytes.erase(r.lineage);
+      spdlog::warn("coordinator: trial {}: the snapshot of step {} is not kept: {}", r.number,
+                   r.step, r.error);
+    } else if (r.done) {
+      pending_bytes.erase(r.lineage);
+      stored_bytes[r.lineage] = r.file_bytes;
+      // The store names the snapshot only now that it is whole and verified,
+      // and only while the trial runs (its end may have been recorded meanwhile).
+      if (const TrialPtr t = mirror.ptr(r.number); t && t->state == TrialState::kRunning) {
+        storage.set_trial_system_attr(t->trial_id, checkpoints::kAttrCheckpoint,
+                                      checkpoints::checkpoint_attr(r.step));
+        mirror.refresh(r.number);
+        reply.done = true;
+      } else {
+        reply.ok = false;
+        reply.error = "trial " + std::to_string(r.number) + " ended before its snapshot arrived";
+      }
+    }
+    if (s) send(*s, reply);
+  }
+}
+
+}  // namespace hps

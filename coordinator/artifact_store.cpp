@@ -1,0 +1,231 @@
+#include "coordinator/artifact_store.h"
+
+#include <fcntl.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "protocol/protocol.h"
+#include "search/errors.h"
+#include "search/private_files.h"
+#include "search/util/hash.h"
+
+namespace hps {
+
+namespace {
+
+std::string errno_text(int err) {
+  const char* d = strerrordesc_np(err);
+  return d ? d : "error " + std::to_string(err);
+}
+
+void remove_file(const std::string& path) {
+  if (!path.empty()) ::unlink(path.c_str());
+}
+
+}  // namespace
+
+ArtifactStore::ArtifactStore(std::string root, std::uint64_t max_snapshot_bytes)
+    : root_(std::move(root)), max_snapshot_bytes_(max_snapshot_bytes) {
+  fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (fd_ < 0) throw Error(std::string("coordinator: eventfd failed: ") + errno_text(errno));
+  thread_ = std::thread([this] { run(); });
+}
+
+ArtifactStore::~ArtifactStore() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  ready_.notify_one();
+  if (thread_.joinable()) thread_.join();
+  for (auto& [lineage, u] : uploads_) remove_file(u.path);
+  ::close(fd_);
+}
+
+void ArtifactStore::submit(Job job) {
+  {
+    std::lock_guard lock(mutex_);
+    jobs_.push_back(std::move(job));
+  }
+  ready_.notify_one();
+}
+
+std::vector<ArtifactStore::Result> ArtifactStore::take() {
+  std::vector<Result> out;
+  std::lock_guard lock(mutex_);
+  out.swap(results_);
+  std::uint64_t count = 0;
+  (void)!::read(fd_, &count, sizeof count);  // not readable until the next result
+  return out;
+}
+
+bool ArtifactStore::has_results() {
+  std::lock_guard lock(mutex_);
+  return !results_.empty();
+}
+
+void ArtifactStore::run() {
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock lock(mutex_);
+      ready_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;  // stopping, and every job ran
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    Result r;
+    try {
+      r = handle(job);
+    } catch (const std::exception& e) {
+      r.ok = false;
+      r.error = e.what();
+    }
+    r.kind = job.kind;
+    r.rid = job.rid;
+    r.number = job.number;
+    r.lineage = job.lineage;
+    r.step = job.step;
+    if (job.kind == Job::Kind::kRemove) continue;  // nobody waits for it
+    std::lock_guard lock(mutex_);
+    results_.push_back(std::move(r));
+    std::uint64_t one = 1;
+    (void)!::write(fd_, &one, sizeof one);
+  }
+}
+
+ArtifactStore::Result ArtifactStore::handle(Job& job) {
+  switch (job.kind) {
+    case Job::Kind::kPut:
+      return put(job);
+    case Job::Kind::kGet:
+      return get(job);
+    case Job::Kind::kRemove: {
+      if (auto u = uploads_.find(job.lineage); u != uploads_.end()) {
+        remove_file(u->second.path);
+        uploads_.erase(u);
+      }
+      readers_.erase(job.lineage);
+      checkpoints::remove_lineage(root_, job.lineage);
+      return {};
+    }
+  }
+  return {};
+}
+
+ArtifactStore::Result ArtifactStore::put(Job& job) {
+  Result r;
+  auto fail = [&](const std::string& why) {
+    if (auto u = uploads_.find(job.lineage); u != uploads_.end()) {
+      remove_file(u->second.path);  // the partial file goes
+      uploads_.erase(u);
+    }
+    r.ok = false;
+    r.error = why;
+    return r;
+  };
+  const std::string piece = "the piece at offset " + std::to_string(job.offset) + " of the " +
+                            "snapshot of step " + std::to_string(job.step);
+  if (util::fnv1a64(job.data) != job.checksum)
+    return fail(piece + ": checksum mismatch (FNV-1a 64 of its " + std::to_string(job.data.size()) +
+                " bytes differs from the one sent): refused");
+  if (job.total - job.manifest_bytes > max_snapshot_bytes_)
+    return fail("the snapshot of step " + std::to_string(job.step) + " holds " +
+                std::to_string(job.total - job.manifest_bytes) + " bytes, over " +
+                std::to_string(max_snapshot_bytes_) + " (artifacts.max_snapshot_bytes): refused");
+  try {
+    if (job.offset == 0) {
+      if (auto u = uploads_.find(job.lineage); u != uploads_.end()) {
+        remove_file(u->second.path);  // an earlier upload left unfinished
+        uploads_.erase(u);
+      }
+      readers_.erase(job.lineage);
+      checkpoints::LineageFolder folder(root_, job.lineage, max_snapshot_bytes_);
+      Upload u;
+      u.step = job.step;
+      u.total = job.total;
+      u.manifest_bytes = job.manifest_bytes;
+      u.path = checkpoints::stream_path(folder.path(), "upload", job.step);
+      remove_file(u.path);
+      int fd = ::open(u.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                      kPrivateFileMode);
+      if (fd < 0) throw Error(u.path + ": " + errno_text(errno));
+      ::close(fd);
+      uploads_[job.lineage] = u;
+    }
+    auto it = uploads_.find(job.lineage);
+    if (it == uploads_.end())
+      return fail(piece + ": no upload of this lineage in progress (its first piece was " +
+                  "refused or never came): refused");
+    Upload& u = it->second;
+    if (u.step != job.step || u.total != job.total || u.manifest_bytes != job.manifest_bytes)
+      return fail(piece + ": its step, total or manifest length differ from the upload's " +
+                  "first piece: refused");
+    if (job.offset != u.written)
+      return fail(piece + ": expected offset " + std::to_string(u.written) + ": refused");
+    int fd = ::open(u.path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) throw Error(u.path + ": " + errno_text(errno));
+    const char* p = job.data.data();
+    std::size_t left = job.data.size();
+    auto at = static_cast<off_t>(job.offset);
+    while (left > 0) {
+      ssize_t w = ::pwrite(fd, p, left, at);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        int err = errno;
+        ::close(fd);
+        throw Error(u.path + ": " + errno_text(err));
+      }
+      p += w;
+      at += w;
+      left -= static_cast<std::size_t>(w);
+    }
+    ::close(fd);
+    u.written += job.data.size();
+    r.ok = true;
+    r.next_offset = u.written;
+    if (u.written == u.total) {
+      const std::string lineage_dir = checkpoints::lineage_path(root_, job.lineage);
+      checkpoints::install_snapshot(lineage_dir, u.step, u.path, u.manifest_bytes,
+                                    max_snapshot_bytes_);
+      remove_file(u.path);
+      r.file_bytes = u.total - u.manifest_bytes;
+      uploads_.erase(it);
+      checkpoints::LineageFolder(root_, job.lineage, max_snapshot_bytes_).keep_only(job.step);
+      r.done = true;
+    }
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+  return r;
+}
+
+ArtifactStore::Result ArtifactStore::get(const Job& job) {
+  Result r;
+  auto it = readers_.find(job.lineage);
+  if (it == readers_.end() || it->second->step() != job.step || job.offset == 0) {
+    readers_.erase(job.lineage);
+    it = readers_
+             .emplace(job.lineage, std::make_unique<checkpoints::SnapshotReader>(
+                                       checkpoints::lineage_path(root_, job.lineage), job.step))
+             .first;
+  }
+  const checkpoints::SnapshotReader& reader = *it->second;
+  if (reader.file_bytes() > max_snapshot_bytes_)
+    throw Error("snapshot-" + std::to_string(job.step) + ": over " +
+                std::to_string(max_snapshot_bytes_) + " bytes (artifacts.max_snapshot_bytes)");
+  r.offset = job.offset;
+  r.total = reader.total();
+  r.manifest_bytes = reader.manifest_bytes();
+  r.data = reader.read(job.offset, protocol::kMaxArtifactChunkBytes);
+  r.checksum = util::fnv1a64(r.data);
+  r.ok = true;
+  if (job.offset + r.data.size() >= r.total) readers_.erase(job.lineage);
+  return r;
+}
+
+}  // namespace hps

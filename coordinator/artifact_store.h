@@ -1,0 +1,118 @@
+// ArtifactStore: the coordinator's side of snapshots that travel
+// (search/checkpoints.h, protocol ArtifactPut / ArtifactGet). A remote
+// worker (one that does not share the coordinator's checkpoint root)
+// uploads each snapshot it takes and downloads the one a retry resumes, in
+// pieces of at most protocol::kMaxArtifactChunkBytes.
+//
+// Thread model: every file operation runs on the store's own I/O thread,
+// fed by a queue of jobs; the coordinator's loop submits a job and goes on
+// answering heartbeats, reports and requests; the I/O thread posts each
+// job's result to a second queue and makes fd() readable, which the loop
+// polls beside its socket (Transport::wait) and drains with take(). Jobs run
+// in the order submitted, so the pieces of one upload, and a lineage's
+// removal after them, keep their order. Private (not installed).
+//
+// Paths come from numbers only: a piece of trial N's upload goes to
+// <root>/lineage-<L>/.tmp-upload-<S> (L: the lineage the coordinator's store
+// names for N, S: an integer step), never to a name the peer sent.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "search/checkpoints.h"
+
+namespace hps {
+
+class ArtifactStore {
+ public:
+  struct Job {
+    enum class Kind : std::uint8_t {
+      kPut,     // write a piece of an upload; install the snapshot after its last piece
+      kGet,     // read a piece of a snapshot
+      kRemove,  // remove a lineage's folder (retention)
+    };
+    Kind kind = Kind::kPut;
+    std::string rid;  // the session's routing id (the reply goes there)
+    std::int64_t number = -1;
+    std::int64_t lineage = -1;
+    std::int64_t step = 0;
+    std::uint64_t offset = 0;
+    std::uint64_t total = 0;
+    std::uint64_t manifest_bytes = 0;
+    std::uint64_t checksum = 0;
+    std::string data;
+  };
+  struct Result {
+    Job::Kind kind = Job::Kind::kPut;
+    std::string rid;
+    std::int64_t number = -1;
+    std::int64_t lineage = -1;
+    std::int64_t step = 0;
+    bool ok = false;
+    std::string error;  // !ok: why (names the file and the rule)
+    // kPut
+    bool done = false;              // the snapshot is installed and verified
+    std::uint64_t next_offset = 0;  // the offset the next piece starts at
+    std::uint64_t file_bytes = 0;   // done: the snapshot's file bytes
+    // kGet
+    std::uint64_t offset = 0;
+    std::uint64_t total = 0;
+    std::uint64_t manifest_bytes = 0;
+    std::string data;
+    std::uint64_t checksum = 0;
+  };
+
+  // Starts the I/O thread. `root`: the coordinator's checkpoint root;
+  // `max_snapshot_bytes`: artifacts.max_snapshot_bytes (a larger upload is
+  // refused). Throws Error when an eventfd cannot be made.
+  ArtifactStore(std::string root, std::uint64_t max_snapshot_bytes);
+  // Runs the jobs still queued, then joins the I/O thread.
+  ~ArtifactStore();
+  ArtifactStore(const ArtifactStore&) = delete;
+  ArtifactStore& operator=(const ArtifactStore&) = delete;
+
+  void submit(Job job);
+  // The results posted since the last call, in order.
+  std::vector<Result> take();
+  bool has_results();
+  // Readable (POLLIN) while results wait.
+  int fd() const { return fd_; }
+
+ private:
+  void run();
+  Result handle(Job& job);
+  Result put(Job& job);
+  Result get(const Job& job);
+
+  std::string root_;
+  std::uint64_t max_snapshot_bytes_;
+  int fd_ = -1;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<Job> jobs_;
+  std::vector<Result> results_;
+  bool stopping_ = false;
+
+  // ---- I/O thread state
+  struct Upload {
+    std::int64_t step = 0;
+    std::uint64_t total = 0;
+    std::uint64_t manifest_bytes = 0;
+    std::uint64_t written = 0;
+    std::string path;
+  };
+  std::map<std::int64_t, Upload> uploads_;  // lineage -> the upload in progress
+  std::map<std::int64_t, std::unique_ptr<checkpoints::SnapshotReader>> readers_;  // lineage
+
+  std::thread thread_;  // last: started once the rest is made
+};
+
+}  // namespace hps
