@@ -299,10 +299,10 @@ TEST_F(CliWriterTest, StoreWalLockAndTrialLogsAreOwnerOnly) {
   EXPECT_EQ(mode_of(dir_.file("cmd.logs")), 0700u);
   int logs = 0;
   for (const auto& e : fs::recursive_directory_iterator(dir_.file("cmd.logs"))) {
-    // Files 0600 (the trial logs), folders 0700 (checkpoints/, made for
-    // the trials' checkpoint folders).
+    // Files 0600 (the trial logs; checkpoints/.store-id), folders 0700
+    // (checkpoints/, made for the trials' checkpoint folders).
     EXPECT_EQ(mode_of(e.path().string()), e.is_directory() ? 0700u : 0600u) << e.path();
-    logs += e.is_regular_file() ? 1 : 0;
+    logs += e.is_regular_file() && e.path().extension() == ".log" ? 1 : 0;
   }
   EXPECT_EQ(logs, 3);
 }
