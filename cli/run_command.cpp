@@ -628,15 +628,19 @@ void keep_stored_prefetch(const StudyInfo& study, RunOptions& o) {
 // Tells the user where remote workers connect (Slurm tasks: see
 // start_slurm_tasks).
 void print_endpoints(const Coordinator& coordinator, const CoordinatorOptions& co,
-                     const RunOptions& o, const LaunchPlan& plan) {
+                     const RunOptions& o, const LaunchPlan& plan, const StudyConfig& config) {
   if (plan.slurm) return;
+  // A worker runs a "command" objective (a program the coordinator names)
+  // only when told it may: say so in the hint, or each trial it takes FAILs.
+  const std::string allow =
+      config.objective.value("type", std::string()) == "command" ? " --allow-command" : "";
   // The command a worker runs, with the endpoint it reaches (with keys the
   // next line gives it, naming the keys folder).
   const std::string reachable = reachable_endpoint(coordinator.endpoint());
   std::string waiting;
   if (o.workers == 0 && co.keys_dir.empty())
     waiting = " (waiting for workers: hpsearch worker --connect " + reachable +
-              (reachable.rfind("tcp://", 0) == 0 ? " --insecure" : "") + ")";
+              (reachable.rfind("tcp://", 0) == 0 ? " --insecure" : "") + allow + ")";
   else if (o.workers == 0)
     waiting = " (waiting for workers)";
   if (o.bind || o.workers == 0)
@@ -644,7 +648,8 @@ void print_endpoints(const Coordinator& coordinator, const CoordinatorOptions& c
   // The hint names the host workers reach (not a wildcard such as 0.0.0.0).
   if (o.bind && !co.keys_dir.empty())
     std::cout << "Workers with keys from " << co.keys_dir << " connect with: hpsearch worker "
-              << "--connect " << reachable << " --keys " << co.keys_dir << "/worker-N\n";
+              << "--connect " << reachable << " --keys " << co.keys_dir << "/worker-N" << allow
+              << "\n";
   // At once, also into a pipe (`| tee`, a script waiting for the endpoint).
   std::cout.flush();
 }
@@ -988,7 +993,7 @@ int run_study(StudyConfig config, const RunOptions& o) {
               << summary(study, 0.0);
     return kExitOk;
   }
-  print_endpoints(coordinator, co, o, plan);
+  print_endpoints(coordinator, co, o, plan, config);
 
   // 3. Local workers, or Slurm tasks; none once a stop signal came (the
   // coordinator then records the end at its first step).

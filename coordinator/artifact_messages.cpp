@@ -166,9 +166,7 @@ void Coordinator::Impl::on_artifact_results() {
       // The store names the snapshot only now that it is whole and verified,
       // and only while the trial runs (its end may have been recorded meanwhile).
       if (const TrialPtr t = mirror.ptr(r.number); t && t->state == TrialState::kRunning) {
-        storage.set_trial_system_attr(t->trial_id, checkpoints::kAttrCheckpoint,
-                                      checkpoints::checkpoint_attr(r.step));
-        mirror.refresh(r.number);
+        record_checkpoint(r.number, r.step);
         reply.done = true;
       } else {
         reply.ok = false;

@@ -155,6 +155,8 @@ struct Coordinator::Impl {
   // ---- leases.cpp: ending trials and sessions; retries; heartbeats
   void end_trial(Session& s, std::int64_t number);
   void apply_retention(std::int64_t number);
+  void mark_checkpoint_deleted(const FrozenTrial& t);
+  void record_checkpoint(std::int64_t number, std::int64_t step);
   void end_lost_trial(std::int64_t number, const std::string& reason,
                       lifecycle::RetryCause cause = lifecycle::RetryCause::kWorkerLost,
                       bool always_retry = false);

@@ -41,12 +41,31 @@ void Coordinator::Impl::apply_retention(std::int64_t number) {
     } else {
       checkpoints::remove_lineage(options.checkpoint_root, lineage);
     }
-    Json attr = v->system_attrs.value(checkpoints::kAttrCheckpoint, Json::object());
-    attr["deleted"] = true;
-    const std::int64_t n = v->number;
-    storage.set_trial_system_attr(v->trial_id, checkpoints::kAttrCheckpoint, attr);
-    mirror.refresh(n);
+    mark_checkpoint_deleted(*v);
   }
+}
+
+// Sets {"deleted": true} in trial `t`'s checkpoint attr.
+void Coordinator::Impl::mark_checkpoint_deleted(const FrozenTrial& t) {
+  Json attr = t.system_attrs.value(checkpoints::kAttrCheckpoint, Json::object());
+  if (!attr.is_object()) attr = Json::object();
+  attr["deleted"] = true;
+  const std::int64_t n = t.number;
+  storage.set_trial_system_attr(t.trial_id, checkpoints::kAttrCheckpoint, attr);
+  mirror.refresh(n);
+}
+
+// Trial `number` has a snapshot of `step` (taken in place, or uploaded and
+// verified): the store names it, and the earlier trials of its lineage,
+// whose snapshots the worker removed once this one was recorded
+// (LineageFolder::keep_only), no longer name theirs.
+void Coordinator::Impl::record_checkpoint(std::int64_t number, std::int64_t step) {
+  const FrozenTrial& t = mirror.at(number);
+  storage.set_trial_system_attr(t.trial_id, checkpoints::kAttrCheckpoint,
+                                checkpoints::checkpoint_attr(step));
+  mirror.refresh(number);
+  for (const FrozenTrial* v : checkpoints::superseded_by(mirror.trials(), mirror.at(number)))
+    mark_checkpoint_deleted(*v);
 }
 
 // A running trial whose worker is gone (or stopped, or the run was

@@ -282,9 +282,7 @@ void Coordinator::Impl::on_report(Session& s, const proto::Report& m) {
   const FrozenTrial& t = mirror.at(m.number);
   d.stored = storage.set_trial_intermediate_value(t.trial_id, m.step, m.value);
   // The worker snapshot the lineage's folder at this step: a retry starts there.
-  if (m.checkpoint)
-    storage.set_trial_system_attr(t.trial_id, checkpoints::kAttrCheckpoint,
-                                  checkpoints::checkpoint_attr(m.step));
+  if (m.checkpoint) record_checkpoint(m.number, m.step);
   TrialPtr now = mirror.refresh(m.number);
   try {
     PruningContext ctx{direction, mirror.trials(), *now, m.step, &storage};

@@ -1,6 +1,7 @@
 #include "search/checkpoints.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,6 +33,11 @@ constexpr const char* kTmpPrefix = ".tmp-";
 constexpr const char* kWork = "work";
 // The largest manifest read back (a manifest lists file names and numbers).
 constexpr std::uint64_t kMaxManifestBytes = 64ULL << 20;
+
+// "<name>/<rel>: <why>": the message of a snapshot entry that breaks a rule.
+std::string entry_error(const std::string& name, const std::string& rel, std::string_view why) {
+  return fmt::format("{}/{}: {}", name, rel, why);
+}
 
 std::string errno_text(int err) {
   const char* d = strerrordesc_np(err);
@@ -253,31 +259,35 @@ Manifest verify_snapshot(const std::string& lineage_dir, std::int64_t step,
   std::uint64_t total = 0;
   for (const auto& [rel, e] : m) {
     auto f = found.find(rel);
-    if (f == found.end()) throw Error(name + "/" + rel + ": missing (listed in the manifest)");
+    if (f == found.end()) throw Error(entry_error(name, rel, "missing (listed in the manifest)"));
     const struct stat& fst = f->second;
     if (e.kind == "dir" && !S_ISDIR(fst.st_mode))
-      throw Error(name + "/" + rel + ": not a folder (the manifest says folder)");
+      throw Error(entry_error(name, rel, "not a folder (the manifest says folder)"));
     if (e.kind == "link" && !S_ISLNK(fst.st_mode))
-      throw Error(name + "/" + rel + ": not a symbolic link (the manifest says link)");
+      throw Error(entry_error(name, rel, "not a symbolic link (the manifest says link)"));
     if (e.kind == "file") {
       if (!S_ISREG(fst.st_mode))
-        throw Error(name + "/" + rel + ": not a regular file (the manifest says file)");
+        throw Error(entry_error(name, rel, "not a regular file (the manifest says file)"));
       total += e.size;
       if (total > max_bytes)
-        throw Error(name + ": over " + std::to_string(max_bytes) +
-                    " bytes (artifacts.max_snapshot_bytes)");
+        throw Error(
+            fmt::format("{}: over {} bytes (artifacts.max_snapshot_bytes)", name, max_bytes));
       std::uint64_t size = 0;
       std::string h = hash_file(snap / rel, &size);
       if (size != e.size)
-        throw Error(name + "/" + rel + ": " + std::to_string(size) + " bytes, the manifest says " +
-                    std::to_string(e.size) + (size < e.size ? " (truncated?)" : ""));
+        throw Error(entry_error(name, rel,
+                                fmt::format("{} bytes, the manifest says {}{}", size, e.size,
+                                            size < e.size ? " (truncated?)" : "")));
       if (h != e.hash)
-        throw Error(name + "/" + rel + ": its bytes differ from those snapshot (FNV-1a " + h +
-                    ", the manifest says " + e.hash + "): damaged");
+        throw Error(entry_error(
+            name, rel,
+            fmt::format("its bytes differ from those snapshot (FNV-1a {}, the manifest says {}): "
+                        "damaged",
+                        h, e.hash)));
     }
   }
   for (const auto& [rel, fst] : found)
-    if (!m.count(rel)) throw Error(name + "/" + rel + ": not in the manifest");
+    if (!m.count(rel)) throw Error(entry_error(name, rel, "not in the manifest"));
   return m;
 }
 
@@ -428,7 +438,9 @@ Prepared LineageFolder::prepare(std::optional<std::int64_t> resume_step) {
     fs::rename(tmp, work);
     out.resume_step = resume_step;
   } catch (const std::exception& e) {
-    from_scratch(lineage.string() + "/" + e.what());
+    // Messages name the file relative to the lineage, or already whole.
+    const std::string what = e.what();
+    from_scratch(what.rfind('/', 0) == 0 ? what : lineage.string() + "/" + what);
   }
   return out;
 }
@@ -563,6 +575,25 @@ bool LineageFolder::remove_if_unused() {
 bool remove_lineage(const std::string& root, std::int64_t lineage) {
   std::error_code ec;
   return fs::remove_all(lineage_path(root, lineage), ec) > 0 && !ec;
+}
+
+std::vector<const FrozenTrial*> superseded_by(const std::vector<TrialPtr>& trials,
+                                              const FrozenTrial& t) {
+  std::vector<const FrozenTrial*> out;
+  const auto step = step_in(t.system_attrs, kAttrCheckpoint);
+  const auto n = static_cast<std::int64_t>(trials.size());
+  const FrozenTrial* cur = &t;
+  for (int guard = 0; guard < 1000; ++guard) {
+    auto it = cur->system_attrs.find(kAttrRetryOf);
+    if (it == cur->system_attrs.end() || !it->is_number_integer()) break;
+    const std::int64_t prev = it->get<std::int64_t>();
+    if (prev < 0 || prev >= n || prev >= cur->number || !trials[static_cast<std::size_t>(prev)])
+      break;
+    cur = trials[static_cast<std::size_t>(prev)].get();
+    const auto s = step_in(cur->system_attrs, kAttrCheckpoint);
+    if (s && s != step && !deleted(cur->system_attrs)) out.push_back(cur);
+  }
+  return out;
 }
 
 // ------------------------------------------------------------ retention
@@ -723,6 +754,46 @@ std::string SnapshotReader::read(std::uint64_t offset, std::size_t max) const {
   return out;
 }
 
+namespace {
+
+// Writes `size` bytes of the stream `in` from `offset` to a new file `to`
+// (0600, O_EXCL | O_NOFOLLOW), synced; returns their FNV-1a 64 as 16 hex
+// digits. `buf`: a scratch buffer. Throws Error "<label><why>".
+std::string write_from_stream(int in, const std::string& stream, std::uint64_t offset,
+                              std::uint64_t size, const fs::path& to, std::vector<char>& buf,
+                              const std::string& label) {
+  int out =
+      ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, kPrivateFileMode);
+  if (out < 0) throw Error(label + errno_text(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{out};
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (std::uint64_t left = size; left > 0;) {
+    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(left, buf.size()));
+    pread_exact(in, offset, buf.data(), n, stream);
+    for (std::size_t i = 0; i < n; ++i) {
+      h ^= static_cast<unsigned char>(buf[i]);
+      h *= 0x100000001b3ULL;
+    }
+    for (std::size_t done = 0; done < n;) {
+      ssize_t w = ::write(out, buf.data() + done, n - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) throw Error(label + errno_text(errno));
+      done += static_cast<std::size_t>(w);
+    }
+    offset += n;
+    left -= n;
+  }
+  if (::fsync(out) != 0) throw Error(label + errno_text(errno));
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+}  // namespace
+
 void install_snapshot(const std::string& lineage_dir, std::int64_t step,
                       const std::string& stream_path, std::uint64_t manifest_bytes,
                       std::uint64_t max_bytes) {
@@ -749,19 +820,19 @@ void install_snapshot(const std::string& lineage_dir, std::int64_t step,
   std::uint64_t files = 0;
   for (const auto& [rel, e] : m) {
     if (!plain_relative(rel))
-      throw Error(name + "/" + printable_excerpt(rel) + ": not a plain relative path: refused");
+      throw Error(entry_error(name, printable_excerpt(rel), "not a plain relative path: refused"));
     for (std::size_t slash = rel.find('/'); slash != std::string::npos;
          slash = rel.find('/', slash + 1)) {
       auto parent = m.find(rel.substr(0, slash));
       if (parent == m.end() || parent->second.kind != "dir")
-        throw Error(name + "/" + printable_excerpt(rel) +
-                    ": its folder is not a folder of the manifest: refused");
+        throw Error(entry_error(name, printable_excerpt(rel),
+                                "its folder is not a folder of the manifest: refused"));
     }
     if (e.kind == "file") {
       files += e.size;
       if (files > max_bytes)
-        throw Error(name + ": over " + std::to_string(max_bytes) +
-                    " bytes (artifacts.max_snapshot_bytes)");
+        throw Error(
+            fmt::format("{}: over {} bytes (artifacts.max_snapshot_bytes)", name, max_bytes));
     }
   }
   if (manifest_bytes + files != total)
@@ -776,52 +847,19 @@ void install_snapshot(const std::string& lineage_dir, std::int64_t step,
     for (const auto& [rel, e] : m) {  // map order: a folder before its contents
       const fs::path to = tmp / rel;
       if (e.kind == "dir") {
-        if (::mkdir(to.c_str(), 0700) != 0)
-          throw Error(name + "/" + rel + ": " + errno_text(errno));
+        if (::mkdir(to.c_str(), 0700) != 0) throw Error(entry_error(name, rel, errno_text(errno)));
       } else if (e.kind == "link") {
         fs::create_symlink(e.target, to);
       } else {
-        int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-                         kPrivateFileMode);
-        if (out < 0) throw Error(name + "/" + rel + ": " + errno_text(errno));
-        std::uint64_t h = 0xcbf29ce484222325ULL;
-        std::uint64_t left = e.size;
-        std::string error;
-        while (left > 0 && error.empty()) {
-          const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(left, buf.size()));
-          try {
-            pread_exact(in, offset, buf.data(), n, stream_path);
-          } catch (const Error& err) {
-            error = err.what();
-            break;
-          }
-          for (std::size_t i = 0; i < n; ++i) {
-            h ^= static_cast<unsigned char>(buf[i]);
-            h *= 0x100000001b3ULL;
-          }
-          const char* p = buf.data();
-          std::size_t w_left = n;
-          while (w_left > 0) {
-            ssize_t w = ::write(out, p, w_left);
-            if (w < 0) {
-              if (errno == EINTR) continue;
-              error = name + "/" + rel + ": " + errno_text(errno);
-              break;
-            }
-            p += w;
-            w_left -= static_cast<std::size_t>(w);
-          }
-          offset += n;
-          left -= n;
-        }
-        if (error.empty() && ::fsync(out) != 0) error = name + "/" + rel + ": " + errno_text(errno);
-        ::close(out);
-        if (!error.empty()) throw Error(error);
-        char hex[17];
-        std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-        if (hex != e.hash)
-          throw Error(name + "/" + rel + ": its bytes differ from those snapshot (FNV-1a " +
-                      std::string(hex) + ", the manifest says " + e.hash + "): damaged");
+        const std::string h =
+            write_from_stream(in, stream_path, offset, e.size, to, buf, entry_error(name, rel, ""));
+        offset += e.size;
+        if (h != e.hash)
+          throw Error(entry_error(
+              name, rel,
+              fmt::format("its bytes differ from those snapshot (FNV-1a {}, the manifest says {}): "
+                          "damaged",
+                          h, e.hash)));
         struct timespec times[2] = {{0, UTIME_OMIT},
                                     {static_cast<time_t>(e.mtime / 1000000000LL),
                                      static_cast<long>(e.mtime % 1000000000LL)}};

@@ -173,6 +173,14 @@ class LineageFolder {
   std::string work_;
 };
 
+// The earlier trials of `t`'s lineage (its retry_of chain; `trials` by
+// number, trials[i]->number == i) whose checkpoint attr names a snapshot of
+// another step than `t`'s, not marked deleted: once `t` recorded its
+// snapshot, the runner removed theirs (LineageFolder::keep_only), so the
+// coordinator marks them deleted.
+std::vector<const FrozenTrial*> superseded_by(const std::vector<TrialPtr>& trials,
+                                              const FrozenTrial& t);
+
 // Removes <root>/lineage-<L> (a link there is removed, never followed).
 // Returns true if something was removed; never throws.
 bool remove_lineage(const std::string& root, std::int64_t lineage);

@@ -266,6 +266,28 @@ TEST(LineageAttrsTest, ARetryContinuesTheLineageFromItsNewestSnapshot) {
   EXPECT_FALSE(r3->system_attrs.contains(kAttrResumedFrom));
 }
 
+TEST(LineageAttrsTest, ARetrysSnapshotSupersedesItsPredecessors) {
+  auto trial = [](std::int64_t n, std::optional<std::int64_t> retry_of, std::int64_t step) {
+    auto t = std::make_shared<FrozenTrial>();
+    t->number = n;
+    if (retry_of) t->system_attrs["retry_of"] = *retry_of;
+    t->system_attrs[kAttrCheckpoint] = checkpoint_attr(step);
+    return TrialPtr(t);
+  };
+  std::vector<TrialPtr> trials = {trial(0, std::nullopt, 3), trial(1, std::nullopt, 2),
+                                  trial(2, 0, 5), trial(3, 2, 7)};
+  auto v = superseded_by(trials, *trials[3]);
+  ASSERT_EQ(v.size(), 2u);  // trials 2 and 0, not trial 1 (another lineage)
+  EXPECT_EQ(v[0]->number, 2);
+  EXPECT_EQ(v[1]->number, 0);
+  // Already marked, or the same step: not again.
+  auto marked = std::make_shared<FrozenTrial>(*trials[0]);
+  marked->system_attrs[kAttrCheckpoint]["deleted"] = true;
+  trials[0] = marked;
+  EXPECT_EQ(superseded_by(trials, *trials[3]).size(), 1u);
+  EXPECT_TRUE(superseded_by(trials, *trial(4, 3, 7)).size() == 1u);  // trial 2 only (3 has step 7)
+}
+
 // ------------------------------------------------------------ retention
 
 TEST(RetentionTest, KeepsTheBestKCompleteAndDropsPrunedAndFailed) {

@@ -46,7 +46,8 @@ std::string cli_path() {
 
 // The training program: `epochs` epochs of `delay` seconds; its state
 // (epoch, loss) saved to the checkpoint folder before each report, as the
-// docs ask. Appends "<trial> <epoch>" to epochs.log at each epoch's start
+// docs ask. Appends "<trial> <epoch>" to epochs.log when an epoch's training
+// is done (an epoch cut short by a kill is not counted)
 // and "<worker pid> <resume step>" to starts.log at its start. The loss is
 // x * 0.9^epoch, so an interrupted and resumed trial ends with the same
 // value bit for bit.
@@ -66,10 +67,10 @@ if resume is not None:
     assert st["epoch"] == int(resume), (st, resume)
     start, loss = st["epoch"] + 1, st["loss"]
 for epoch in range(start, epochs + 1):
-    with open("epochs.log", "a") as f:
-        f.write("%s %d\n" % (trial, epoch))
     time.sleep(delay)
     loss = loss * 0.9
+    with open("epochs.log", "a") as f:
+        f.write("%s %d\n" % (trial, epoch))
     tmp = os.path.join(ck, "state.tmp")
     with open(tmp, "w") as f:
         json.dump({"epoch": epoch, "loss": loss}, f)
@@ -128,11 +129,11 @@ class LongTrialsTest : public ::testing::Test {
     Json j = Json::parse(r.out, nullptr, false);
     return j.is_array() ? j : Json();
   }
-  // Epochs started so far (lines of epochs.log).
-  std::size_t epochs_started() const { return lines_of(dir_.file("epochs.log")).size(); }
-  // Waits until `n` epochs started; then the test interrupts the run.
+  // Epochs trained so far (lines of epochs.log).
+  std::size_t epochs_trained() const { return lines_of(dir_.file("epochs.log")).size(); }
+  // Waits until `n` epochs were trained; then the test interrupts the run.
   void wait_for_epochs(std::size_t n) const {
-    ASSERT_TRUE(wait_until([&] { return epochs_started() >= n; })) << "no progress";
+    ASSERT_TRUE(wait_until([&] { return epochs_trained() >= n; })) << "no progress";
   }
 
   // The checks after one trial of `epochs` epochs was interrupted once and
@@ -145,6 +146,8 @@ class LongTrialsTest : public ::testing::Test {
     ASSERT_EQ(t.size(), 2u) << t.dump(1);
     EXPECT_EQ(t[0]["state"], "FAIL");
     EXPECT_EQ(t[0]["system_attrs"]["retried_as"], 1);
+    // Its snapshot was replaced by its retry's: the store says so.
+    EXPECT_EQ(t[0]["system_attrs"]["checkpoint"].value("deleted", false), true) << t[0].dump(1);
     const Json& r = t[1];
     ASSERT_EQ(r["state"], "COMPLETE") << r.dump(1);
     const Json& from = r["system_attrs"]["resumed_from"];
@@ -166,8 +169,10 @@ class LongTrialsTest : public ::testing::Test {
       v *= 0.9;
       EXPECT_EQ(iv[std::to_string(e)].get<double>(), v) << "step " << e;
     }
-    // The retry trained only the epochs after k; at most the epoch that
-    // was running when it was lost was trained twice.
+    // The retry trained only the epochs after k; at most one epoch was
+    // trained twice: the one after k, when the run was lost after it was
+    // reported but before its snapshot was recorded (a remote worker's
+    // upload in progress).
     std::map<std::string, int> per_trial;
     for (const auto& l : lines_of(dir_.file("epochs.log"))) ++per_trial[l.at(0)];
     EXPECT_EQ(per_trial["1"], epochs - k);
@@ -206,9 +211,9 @@ TEST_F(LongTrialsTest, ACoordinatorKilledThenResumedContinuesTheTrial) {
   }
   // Its worker and program end with it (PR_SET_PDEATHSIG); wait for them.
   ASSERT_TRUE(wait_until([&] {
-    auto n = epochs_started();
+    auto n = epochs_trained();
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-    return epochs_started() == n;
+    return epochs_trained() == n;
   }));
   ProcessResult again = cli({"resume", "long.db"});
   ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
@@ -313,11 +318,13 @@ TEST_F(LongTrialsTest, ARemoteWorkerRetryDownloadsTheSnapshotAndContinues) {
   ASSERT_EQ(starts.size(), 2u);
   EXPECT_EQ(starts[0].at(0), std::to_string(worker_a->pid()));
   EXPECT_EQ(starts[1].at(0), std::to_string(worker_b->pid()));
-  // B restored the snapshot it downloaded into its own root; the
-  // coordinator holds the last one B uploaded (the retry's step 10).
+  // B restored the snapshot it downloaded into its own root and, the trial
+  // over, removed its copy (the coordinator keeps what retention keeps:
+  // the last one B uploaded, the retry's step 10). A, killed mid-trial,
+  // kept its own.
   const Json t = trials();
-  const std::int64_t k = t[1]["system_attrs"]["resumed_from"]["step"].get<std::int64_t>();
-  EXPECT_TRUE(fs::exists(dir_.file("B/checkpoints/lineage-0/snapshot-10"))) << k;
+  EXPECT_FALSE(fs::exists(dir_.file("B/checkpoints/lineage-0")));
+  EXPECT_TRUE(fs::exists(dir_.file("A/checkpoints/lineage-0")));
   EXPECT_EQ(t[1]["system_attrs"]["checkpoint"], Json({{"step", 10}}));
   EXPECT_FALSE(t[1]["user_attrs"].contains("checkpoint_warning")) << t[1].dump(1);
   const std::string state = read_file(root + "/lineage-0/snapshot-10/state.json");

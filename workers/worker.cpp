@@ -1105,6 +1105,14 @@ struct Worker::Impl : TrialBackend {
     // what is sent here.
     const lifecycle::Outcome outcome = lifecycle::run_objective(built->objective, trial);
     trial.drop_unused_checkpoint();
+    // A remote worker's copy of the lineage: the coordinator keeps what
+    // retention keeps. A trial that ended (not interrupted) is not retried,
+    // so the copy goes; an interrupted one stays (its retry may come back
+    // here and skip the download).
+    if (remote_folder && outcome.kind != lifecycle::OutcomeKind::kInterrupted) {
+      std::error_code ec;
+      std::filesystem::remove_all(remote_folder->path(), ec);
+    }
     switch (outcome.kind) {
       case lifecycle::OutcomeKind::kValue:
       case lifecycle::OutcomeKind::kPruned: {

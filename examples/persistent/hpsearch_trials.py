@@ -25,7 +25,10 @@ The contract (objectives/command.h in hpsearch):
   stdin   one JSON line per trial:
               {"type": "trial", "number": 3, "params": {"lr": 0.01, ...}}
           (with "trial_dir": the trial's own folder, when the objective
-          reads a metrics file from {trial_dir})
+          reads a metrics file from {trial_dir}; "checkpoint_dir": the
+          folder the trial and its retries share for checkpoints, and on
+          a retry that continues a trial "resume_step": the last step
+          reported with its checkpoint)
           one JSON line when the pruner stops the running trial:
               {"type": "prune", "number": 3}
           end of file: no more trials, exit.
@@ -121,12 +124,18 @@ class _Stdin:
 class Trial:
     """One trial: its number and params; report, prune and finish it."""
 
-    def __init__(self, number, params, stdin=None, trial_dir=None):
+    def __init__(self, number, params, stdin=None, trial_dir=None, checkpoint_dir=None,
+                 resume_step=None):
         self.number = number
         self.params = params
         # The trial's own folder (persistent mode, when the objective reads
         # a metrics file under {trial_dir}); None otherwise.
         self.trial_dir = trial_dir
+        # Long trials: the lineage's checkpoint folder (save there, then
+        # report), and on a retry the step it was restored to (None on a
+        # first run). None when the study keeps no checkpoints.
+        self.checkpoint_dir = checkpoint_dir
+        self.resume_step = resume_step
         self._stdin = stdin  # None in per-trial mode
         self._pruned = False
         self.ended = False
@@ -200,7 +209,10 @@ def trials():
     ends FAIL."""
     if "HPSEARCH_PARAMS" in os.environ and os.environ.get("HPSEARCH_MODE") != "persistent":
         number = os.environ.get("HPSEARCH_TRIAL_NUMBER")
-        yield Trial(int(number) if number else None, json.loads(os.environ["HPSEARCH_PARAMS"]))
+        resume = os.environ.get("HPSEARCH_RESUME_STEP")
+        yield Trial(int(number) if number else None, json.loads(os.environ["HPSEARCH_PARAMS"]),
+                    checkpoint_dir=os.environ.get("HPSEARCH_CHECKPOINT_DIR"),
+                    resume_step=int(resume) if resume is not None else None)
         return
     stdin = _Stdin()
     while True:
@@ -210,7 +222,8 @@ def trials():
         if message.get("type") != "trial":
             continue  # a prune notice for a trial that has ended
         trial = Trial(message["number"], message.get("params", {}), stdin,
-                      message.get("trial_dir"))
+                      message.get("trial_dir"), message.get("checkpoint_dir"),
+                      message.get("resume_step"))
         yield trial
         if not trial.ended:
             trial.fail("the program's loop went on without finish(), prune() or fail()")
