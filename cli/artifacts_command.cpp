@@ -19,13 +19,22 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The study's artifacts.path (relative to the store's folder), else
 // <study>.logs/checkpoints beside the store (run_command.cpp's root).
-std::string checkpoint_root_of(const std::string& storage_path, const std::string& study) {
+std::string checkpoint_root_of(const std::string& storage_path, const StudyInfo& study) {
   std::string parent = ".";
   if (util::StorageUrl url = util::parse_storage_url(storage_path); !url.in_memory)
     parent = fs::path(url.path).parent_path().string();
   if (parent.empty()) parent = ".";
-  return (fs::absolute(study_log_dir(study, parent)) / "checkpoints").string();
+  if (study.config.is_object() && study.config.contains("artifacts")) {
+    try {
+      const auto artifacts = checkpoints::ArtifactOptions::from_json(study.config["artifacts"]);
+      if (!artifacts.path.empty())
+        return fs::absolute(fs::path(parent) / artifacts.path).lexically_normal().string();
+    } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): a hand-edited section
+    }
+  }
+  return (fs::absolute(study_log_dir(study.name, parent)) / "checkpoints").string();
 }
 
 struct Row {
@@ -68,7 +77,7 @@ int artifacts_command(const ArtifactsOptions& o) {
     throw ConfigError("--format", "must be table or json, got '" + o.format + "'");
   auto storage = open_existing(o.storage);
   auto id = pick_study(*storage, o.study, o.storage);
-  const std::string root = checkpoint_root_of(o.storage, storage->get_study(id).name);
+  const std::string root = checkpoint_root_of(o.storage, storage->get_study(id));
   std::vector<Row> rows;
   if (o.trial) {
     auto t = storage->get_trial_by_number(id, *o.trial);
@@ -111,7 +120,7 @@ int artifacts_get_command(const ArtifactsOptions& o) {
         "-o", printable(o.output) + " exists and is not an empty folder: refused (nothing copied)");
   auto storage = open_existing(o.storage);
   auto id = pick_study(*storage, o.study, o.storage);
-  const std::string root = checkpoint_root_of(o.storage, storage->get_study(id).name);
+  const std::string root = checkpoint_root_of(o.storage, storage->get_study(id));
   auto t = storage->get_trial_by_number(id, *o.trial);
   if (!t) throw ConfigError("--trial", "no trial " + std::to_string(*o.trial) + " in the study");
   Row r = row_of(*t, root);

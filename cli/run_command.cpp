@@ -301,9 +301,17 @@ CoordinatorOptions coordinator_options(const StudyConfig& config, const RunOptio
   co.fail_fast = config.budget.fail_fast;
   co.max_workers = o.max_workers;
   // The local workers' (and a shared-folder Slurm step's) checkpoint folders.
-  co.checkpoint_root =
-      (fs::absolute(study_log_dir(config.name, storage_parent(config))) / "checkpoints").string();
   co.artifacts = checkpoints::ArtifactOptions::from_json(config.artifacts);
+  // artifacts.path (a folder every worker reaches), relative to the store's
+  // folder; else <study>.logs/checkpoints beside the store.
+  if (!co.artifacts.path.empty())
+    co.artifacts.path =
+        fs::absolute(fs::path(storage_parent(config)) / co.artifacts.path).lexically_normal();
+  co.checkpoint_root =
+      !co.artifacts.path.empty()
+          ? co.artifacts.path
+          : (fs::absolute(study_log_dir(config.name, storage_parent(config))) / "checkpoints")
+                .string();
   if (bind) check_bind(*bind);
   // Trust: a tcp --bind needs keys (--keys or $HPSEARCH_KEYS_DIR) or --insecure.
   const bool tcp = bind && bind->rfind("tcp://", 0) == 0;

@@ -65,6 +65,7 @@ std::string config_text(const Study& study, Json objective_config, const SearchS
               {"space", space.to_json()}};
   // What a worker needs of "artifacts" (search/checkpoints.h).
   config["artifacts"] = Json{{"max_snapshot_bytes", artifacts.max_snapshot_bytes}};
+  if (!artifacts.path.empty()) config["artifacts"]["path"] = artifacts.path;
   return config.dump();
 }
 

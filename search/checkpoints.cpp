@@ -366,6 +366,15 @@ ArtifactOptions ArtifactOptions::from_json(const Json& section) {
       (key == "keep_pruned"   ? o.keep_pruned
        : key == "keep_failed" ? o.keep_failed
                               : o.checkpoints) = value.get<bool>();
+    } else if (key == "path") {
+      if (!value.is_string() || value.get<std::string>().empty() ||
+          value.get<std::string>().size() > 4095 ||
+          value.get<std::string>().find('\0') != std::string::npos)
+        throw ConfigError(path,
+                          "must be a folder's path (a non-empty string of at most 4095 "
+                          "bytes), got " +
+                              printable_excerpt(value.dump()));
+      o.path = value.get<std::string>();
     } else if (key == "max_snapshot_bytes" || key == "max_study_bytes") {
       if (!value.is_number_integer() || value.get<std::int64_t>() < 1)
         throw ConfigError(
@@ -375,7 +384,7 @@ ArtifactOptions ArtifactOptions::from_json(const Json& section) {
     } else {
       throw ConfigError(path,
                         "unknown key (known: checkpoints, keep_best, keep_failed, "
-                        "keep_pruned, max_snapshot_bytes, max_study_bytes)");
+                        "keep_pruned, max_snapshot_bytes, max_study_bytes, path)");
     }
   }
   o.validate();

@@ -96,6 +96,13 @@ struct ArtifactOptions {
   // retry starts from the lineage's previous snapshot). Counts the newest
   // snapshot of each lineage folder, as found at start and as uploaded.
   std::uint64_t max_study_bytes = 100ULL << 30;
+  // A folder on a filesystem every worker reaches (NFS, Lustre, a shared
+  // volume) to hold the lineages' folders, instead of <study>.logs/checkpoints
+  // beside the store: workers use it in place (the coordinator's token in
+  // it tells them they share it) and nothing travels through the
+  // coordinator. A relative path is relative to the folder of the study's
+  // store. Default "": <study>.logs/checkpoints. At most 4,095 bytes.
+  std::string path{};
 
   // Throws ConfigError naming "artifacts.<field>".
   void validate() const;

@@ -353,5 +353,39 @@ TEST_F(LongTrialsTest, ARemoteWorkerRetryDownloadsTheSnapshotAndContinues) {
   EXPECT_NE(again.err.find("not an empty folder"), std::string::npos) << again.err;
 }
 
+// "artifacts": {"path": ...}: a folder both workers reach (here, beside the
+// store) holds the lineages, though their --log-dir differ: A's snapshots
+// are written there in place, B continues from them, nothing is uploaded
+// or downloaded, and `hpsearch artifacts` looks there.
+TEST_F(LongTrialsTest, ASharedArtifactsPathIsUsedInPlaceByEveryWorker) {
+  dir_.write("space.json", train_space(1, 10, 0.4, Json{{"path", "shared"}}));
+  const std::string endpoint = "ipc://" + dir_.file("sock");
+  auto run = cli_background({"run", "space.json", "--workers", "0", "--bind", endpoint}, "run");
+  auto worker_a = cli_background(
+      {"worker", "--connect", endpoint, "--log-dir", dir_.file("A"), "--allow-command"}, "a");
+  wait_for_epochs(5);
+  ASSERT_TRUE(wait_until([&] {
+    Json t = trials();
+    return t.is_array() && !t.empty() && t[0]["system_attrs"].contains("checkpoint");
+  }));
+  worker_a->send_signal(SIGKILL);
+  worker_a->wait();
+  auto worker_b = cli_background(
+      {"worker", "--connect", endpoint, "--log-dir", dir_.file("B"), "--allow-command"}, "b");
+  ProcessResult r = run->wait();
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err << read_file(dir_.file("b.err"));
+  worker_b->wait();
+  expect_resumed_once(10);
+  EXPECT_EQ(checkpoints::read_store_id(dir_.file("shared")).size(), 32u);
+  EXPECT_TRUE(fs::exists(dir_.file("shared/lineage-0/snapshot-10/state.json")));
+  // Neither worker kept a copy of its own, and none travelled.
+  EXPECT_FALSE(fs::exists(dir_.file("A/checkpoints/lineage-0")));
+  EXPECT_FALSE(fs::exists(dir_.file("B/checkpoints/lineage-0")));
+  EXPECT_EQ(read_file(dir_.file("b.err")).find("downloading"), std::string::npos);
+  ProcessResult get = cli({"artifacts", "get", "long.db", "--trial", "1", "-o", "out"});
+  ASSERT_EQ(get.exit_code, 0) << get.out << get.err;
+  EXPECT_NE(read_file(dir_.file("out/state.json")).find("\"epoch\": 10"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace hps

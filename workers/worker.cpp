@@ -233,6 +233,9 @@ struct Worker::Impl : TrialBackend {
     std::string study;
     // The study's artifacts.max_snapshot_bytes (search/checkpoints.h).
     std::uint64_t max_snapshot_bytes = checkpoints::ArtifactOptions{}.max_snapshot_bytes;
+    // The study's artifacts.path, made absolute by the coordinator ("":
+    // <log_dir>/checkpoints).
+    std::string checkpoint_path;
   };
   std::map<std::uint64_t, Built> objectives;
   std::map<std::uint64_t, std::string> refused;  // config id -> why its objective may not run
@@ -899,13 +902,28 @@ struct Worker::Impl : TrialBackend {
     if (fd < 0) return path + ": " + std::strerror(errno);
     std::string error;
     std::uint64_t offset = 0, total = 0, manifest_bytes = 0;
+    // The first piece tells the length; then up to kUploadWindow requests
+    // are in flight (the coordinator answers them in order), as uploads.
+    std::uint64_t requested = 0;  // the offset the next request asks for
+    int in_flight = 0;
     try {
       for (bool first = true;; first = false) {
-        send(proto::ArtifactGet{a.number, step, offset}, trial_epoch);
+        while (in_flight == 0 || (!first && in_flight < kUploadWindow && requested < total)) {
+          send(proto::ArtifactGet{a.number, step, requested}, trial_epoch);
+          ++in_flight;
+          requested += proto::kMaxArtifactChunkBytes;
+          if (first) break;
+        }
         proto::ArtifactGetReply r;
         do {
           r = await<proto::ArtifactGetReply>(a.number);
-        } while (r.step != step || (r.ok && r.offset != offset));
+        } while (r.step != step);
+        --in_flight;
+        if (r.ok && r.offset != offset) {
+          error = "the piece at offset " + std::to_string(r.offset) + " came while " +
+                  std::to_string(offset) + " was expected";
+          break;
+        }
         if (!r.ok) {
           error = "the coordinator cannot send it: " + printable(r.error);
           break;
@@ -917,6 +935,7 @@ struct Worker::Impl : TrialBackend {
         if (first) {
           total = r.total;
           manifest_bytes = r.manifest_bytes;
+          requested = r.data.size();  // the coordinator's piece size
           if (total - manifest_bytes > max_snapshot_bytes) {
             error = "it holds " + std::to_string(total - manifest_bytes) + " bytes, over " +
                     std::to_string(max_snapshot_bytes) + " (artifacts.max_snapshot_bytes)";
@@ -987,9 +1006,11 @@ struct Worker::Impl : TrialBackend {
       Built b;
       b.space = SearchSpace::from_json(config.at("space"));
       b.study = config.value("study", std::string());
-      if (config.contains("artifacts"))
-        b.max_snapshot_bytes =
-            checkpoints::ArtifactOptions::from_json(config["artifacts"]).max_snapshot_bytes;
+      if (config.contains("artifacts")) {
+        const auto artifacts = checkpoints::ArtifactOptions::from_json(config["artifacts"]);
+        b.max_snapshot_bytes = artifacts.max_snapshot_bytes;
+        b.checkpoint_path = artifacts.path;
+      }
       if (!options.objective) {
         std::string refusal = command_refusal(config.at("objective"), options);
         if (!refusal.empty()) {
@@ -1029,7 +1050,15 @@ struct Worker::Impl : TrialBackend {
     std::optional<std::int64_t> resume;
     if (a.resume_step >= 0) resume = a.resume_step;
     try {
-      const std::string root = (std::filesystem::path(log_dir) / "checkpoints").string();
+      // The study's artifacts.path, when this worker reaches it: the folder
+      // holds the coordinator's token (a coordinator cannot make a worker
+      // write where it has not set up the folder itself); else this
+      // worker's own folder, and snapshots travel through the coordinator.
+      const std::string root =
+          !built.checkpoint_path.empty() && !a.store_id.empty() &&
+                  checkpoints::read_store_id(built.checkpoint_path) == a.store_id
+              ? built.checkpoint_path
+              : (std::filesystem::path(log_dir) / "checkpoints").string();
       auto folder =
           std::make_shared<checkpoints::LineageFolder>(root, a.lineage, built.max_snapshot_bytes);
       // The coordinator's checkpoint root is this worker's own (the same
