@@ -888,6 +888,20 @@ struct Worker::Impl : TrialBackend {
     }
   }
 
+  // Writes `data` at `offset` of the file `fd` (`path`, for the message);
+  // returns "" or why not.
+  static std::string write_piece(int fd, const std::string& data, std::uint64_t offset,
+                                 const std::string& path) {
+    for (std::size_t done = 0; done < data.size();) {
+      ssize_t w =
+          ::pwrite(fd, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) return path + ": " + std::strerror(errno);
+      done += static_cast<std::size_t>(w);
+    }
+    return "";
+  }
+
   // Downloads the snapshot of `step` of the assignment's trial (protocol
   // ArtifactGet) and installs it in `folder` as snapshot-<step> with its
   // manifest (checked: search/checkpoints.h install_snapshot). Returns ""
@@ -945,19 +959,8 @@ struct Worker::Impl : TrialBackend {
           error = "its length changed during the download";
           break;
         }
-        const char* p = r.data.data();
-        std::size_t left = r.data.size();
-        while (left > 0 && error.empty()) {
-          ssize_t w = ::pwrite(fd, p, left, static_cast<off_t>(offset));
-          if (w < 0) {
-            if (errno == EINTR) continue;
-            error = path + ": " + std::strerror(errno);
-            break;
-          }
-          p += w;
-          left -= static_cast<std::size_t>(w);
-          offset += static_cast<std::uint64_t>(w);
-        }
+        error = write_piece(fd, r.data, offset, path);
+        offset += r.data.size();
         if (!error.empty() || offset >= total) break;
         if (r.data.empty()) {
           error = "the coordinator sent an empty piece before the end";
