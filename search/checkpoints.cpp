@@ -39,6 +39,18 @@ std::string entry_error(const std::string& name, const std::string& rel, std::st
   return fmt::format("{}/{}: {}", name, rel, why);
 }
 
+// Throws Error naming the entry when the bytes' hash `h` is not the
+// manifest's `expected`.
+void check_hash(const std::string& name, const std::string& rel, const std::string& h,
+                const std::string& expected) {
+  if (h != expected)
+    throw Error(entry_error(
+        name, rel,
+        fmt::format("its bytes differ from those snapshot (FNV-1a {}, the manifest says {}): "
+                    "damaged",
+                    h, expected)));
+}
+
 std::string errno_text(int err) {
   const char* d = strerrordesc_np(err);
   return d ? d : "error " + std::to_string(err);
@@ -278,12 +290,7 @@ Manifest verify_snapshot(const std::string& lineage_dir, std::int64_t step,
         throw Error(entry_error(name, rel,
                                 fmt::format("{} bytes, the manifest says {}{}", size, e.size,
                                             size < e.size ? " (truncated?)" : "")));
-      if (h != e.hash)
-        throw Error(entry_error(
-            name, rel,
-            fmt::format("its bytes differ from those snapshot (FNV-1a {}, the manifest says {}): "
-                        "damaged",
-                        h, e.hash)));
+      check_hash(name, rel, h, e.hash);
     }
   }
   for (const auto& [rel, fst] : found)
@@ -863,12 +870,7 @@ void install_snapshot(const std::string& lineage_dir, std::int64_t step,
         const std::string h =
             write_from_stream(in, stream_path, offset, e.size, to, buf, entry_error(name, rel, ""));
         offset += e.size;
-        if (h != e.hash)
-          throw Error(entry_error(
-              name, rel,
-              fmt::format("its bytes differ from those snapshot (FNV-1a {}, the manifest says {}): "
-                          "damaged",
-                          h, e.hash)));
+        check_hash(name, rel, h, e.hash);
         struct timespec times[2] = {{0, UTIME_OMIT},
                                     {static_cast<time_t>(e.mtime / 1000000000LL),
                                      static_cast<long>(e.mtime % 1000000000LL)}};
