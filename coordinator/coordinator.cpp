@@ -238,6 +238,8 @@ void Coordinator::Impl::handle(const Transport::Incoming& in, Steady::time_point
           on_artifact_put(s, m);
         } else if constexpr (std::is_same_v<T, proto::ArtifactGet>) {
           on_artifact_get(s, m);
+        } else if constexpr (std::is_same_v<T, proto::Restored>) {
+          on_restored(s, m);
         } else {
           bad_frame(in.rid, proto::to_string(proto::type_of(message)) + " is not a worker message");
         }

@@ -144,6 +144,7 @@ struct Coordinator::Impl {
   void open_artifact_store();
   void on_artifact_put(Session& s, const protocol::ArtifactPut& m);
   void on_artifact_get(Session& s, const protocol::ArtifactGet& m);
+  void on_restored(Session& s, const protocol::Restored& m);
   void on_artifact_results();
 
   // ---- dispatch.cpp: trials to idle workers; the end of the study

@@ -29,8 +29,8 @@ std::optional<TrialSource::Dispatch> TrialSource::claim_waiting(const std::strin
     mirror_.load();
     return create_new(worker, n_workers);
   }
-  // A retry that continues an earlier trial takes its curve up to the snapshot.
-  t = lifecycle::start_resumed_trial(storage_, study_.study_id(), t);
+  // A retry that continues an earlier trial takes its curve up to the
+  // snapshot once its worker restored it (Coordinator on_restored).
   mirror_.replace_claimed(t);
   Dispatch out;
   out.fixed = lifecycle::fixed_params_of(*t);

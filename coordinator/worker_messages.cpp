@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "coordinator/coordinator_impl.h"
+#include "search/checkpoints.h"
 #include "search/json_util.h"
 #include "search/printable.h"
 
@@ -55,6 +56,7 @@ void Coordinator::Impl::on_unknown_session(const std::string& rid, const proto::
   if (auto* c = std::get_if<proto::Complete>(&message)) number = c->number;
   if (auto* f = std::get_if<proto::Fail>(&message)) number = f->number;
   if (auto* r = std::get_if<proto::Report>(&message)) number = r->number;
+  if (auto* r = std::get_if<proto::Restored>(&message)) number = r->number;
   if (number) {
     ++counters.rejected_results;
     if (late_log.allow(Steady::now()))
@@ -294,6 +296,28 @@ void Coordinator::Impl::on_report(Session& s, const proto::Report& m) {
   }
   if (!nop_pruner) mirror.refresh(m.number);  // the pruner may have written bookkeeping attrs
   send(s, d);
+}
+
+// A retry's worker prepared its checkpoint folder: its curve continues
+// (values up to the step copied) or, when the snapshot could not be used,
+// resumed_from says so and nothing is copied (lifecycle::start_resumed_trial).
+void Coordinator::Impl::on_restored(Session& s, const proto::Restored& m) {
+  if (!owns(s, m.number, "Restored")) return;
+  const FrozenTrial& t = mirror.at(m.number);
+  const std::optional<std::int64_t> resume = checkpoints::resume_step_of(t);
+  if (!resume || *resume != m.step || checkpoints::continued_trial(t)) {
+    spdlog::warn(
+        "coordinator: worker {}: Restored for trial {} step {} does not match its "
+        "resume step; ignored",
+        s.name, m.number, m.step);
+    return;
+  }
+  if (!m.restored)
+    spdlog::warn("coordinator: trial {} starts from step 0, not from its checkpoint of step {}: {}",
+                 m.number, m.step, printable(m.warning));
+  lifecycle::start_resumed_trial(storage, study.study_id(), mirror.ptr(m.number), m.restored,
+                                 printable(m.warning));
+  mirror.refresh(m.number);
 }
 
 void Coordinator::Impl::set_user_attrs(const FrozenTrial& t, const std::string& text) {

@@ -306,6 +306,21 @@ void serialize(A& ar, Fail& m, std::uint32_t const version) {
 }
 
 template <class A>
+void serialize(A& ar, Restored& m, std::uint32_t const version) {
+  check_version(version, "Restored");
+  ar(m.number, m.step);
+  field_bool(ar, m.restored);
+  field_string(ar, m.warning);
+  if constexpr (kLoading<A>) {
+    if (m.number < 0 || m.step < 0)
+      throw ProtocolError("Restored: trial number and step must be >= 0");
+    if (m.warning.size() > kMaxRestoreWarningBytes)
+      throw ProtocolError("Restored.warning: at most " + std::to_string(kMaxRestoreWarningBytes) +
+                          " bytes, got " + std::to_string(m.warning.size()));
+  }
+}
+
+template <class A>
 void serialize(A&, Heartbeat&, std::uint32_t const version) {
   check_version(version, "Heartbeat");
 }
@@ -381,6 +396,7 @@ CEREAL_CLASS_VERSION(hps::protocol::ArtifactPut, 1)
 CEREAL_CLASS_VERSION(hps::protocol::ArtifactPutReply, 1)
 CEREAL_CLASS_VERSION(hps::protocol::ArtifactGet, 1)
 CEREAL_CLASS_VERSION(hps::protocol::ArtifactGetReply, 1)
+CEREAL_CLASS_VERSION(hps::protocol::Restored, 1)
 CEREAL_CLASS_VERSION(hps::protocol::Value, 1)
 CEREAL_CLASS_VERSION(hps::protocol::NamedValue, 1)
 CEREAL_CLASS_VERSION(hps::protocol::Hello, 1)
@@ -402,7 +418,7 @@ namespace hps::protocol {
 namespace {
 
 constexpr std::uint16_t kFirstType = 1;
-constexpr std::uint16_t kLastType = 17;
+constexpr std::uint16_t kLastType = 18;
 
 void put_u16(std::string& out, std::uint16_t v) {
   out.push_back(static_cast<char>(v & 0xff));
@@ -468,10 +484,10 @@ Message decode_as(std::uint16_t type, std::string_view frame) {
 
 std::string to_string(MessageType type) {
   static const char* const kNames[] = {
-      "Hello",       "Welcome",         "Disconnect", "RequestTrial", "Assignment",
-      "Suggest",     "SuggestReply",    "Report",     "Decision",     "Complete",
-      "Fail",        "Heartbeat",       "Shutdown",   "ArtifactPut",  "ArtifactPutReply",
-      "ArtifactGet", "ArtifactGetReply"};
+      "Hello",       "Welcome",          "Disconnect", "RequestTrial", "Assignment",
+      "Suggest",     "SuggestReply",     "Report",     "Decision",     "Complete",
+      "Fail",        "Heartbeat",        "Shutdown",   "ArtifactPut",  "ArtifactPutReply",
+      "ArtifactGet", "ArtifactGetReply", "Restored"};
   auto n = static_cast<std::uint16_t>(type);
   if (n >= kFirstType && n <= kLastType) return kNames[n - 1];
   return "unknown(" + std::to_string(n) + ")";

@@ -34,6 +34,9 @@
 //                          <-      ArtifactPutReply  snapshot of a reported step)
 //   ArtifactGet            ->                       (a remote worker downloads
 //                          <-      ArtifactGetReply  the snapshot a retry resumes)
+//   Restored               ->                       (a retry's checkpoint folder
+//                                                    was restored, or not: sent
+//                                                    before its first Report)
 //                          <-      Disconnect       (a message from an
 //                                                    unknown or expired worker)
 //   Disconnect             ->                       (the worker is leaving:
@@ -70,7 +73,9 @@ inline constexpr char kMagic[4] = {'H', 'P', 'S', 'W'};
 // 3: Assignment.lineage and resume_step, Report.checkpoint (long trials).
 // 4: Assignment.store_id and store_root; ArtifactPut, ArtifactPutReply,
 //    ArtifactGet, ArtifactGetReply (snapshots that travel to remote workers).
-inline constexpr std::uint16_t kProtocolVersion = 4;
+// 5: Restored (the coordinator carries a retry's earlier intermediate
+//    values only once its worker restored the snapshot).
+inline constexpr std::uint16_t kProtocolVersion = 5;
 inline constexpr std::size_t kEnvelopeBytes = 8;
 // Largest frame either side accepts (envelope included): 4 MiB. Larger
 // frames are dropped unread (the coordinator also sets ZMQ_MAXMSGSIZE).
@@ -94,6 +99,7 @@ enum class MessageType : std::uint16_t {
   kArtifactPutReply = 15,
   kArtifactGet = 16,
   kArtifactGetReply = 17,
+  kRestored = 18,
 };
 
 // "Hello", "Welcome", ...; "unknown(N)" for other numbers.
@@ -354,6 +360,21 @@ struct ArtifactGetReply {
   std::string error{};         // !ok: why not (e.g. the coordinator has no such snapshot)
 };
 
+// worker -> coordinator: a retry (Assignment.resume_step = `step` >= 0)
+// had its checkpoint folder restored to that step (restored = true), or
+// starts from step 0 because the snapshot could not be used (restored =
+// false; `warning` says why, at most kMaxRestoreWarningBytes). Sent before
+// the trial's first Report. On true the coordinator copies the continued
+// trial's intermediate values up to `step`; on false it marks the trial's
+// resumed_from as not restored (search/checkpoints.h).
+inline constexpr std::size_t kMaxRestoreWarningBytes = 4096;
+struct Restored {
+  std::int64_t number = -1;
+  std::int64_t step = 0;
+  bool restored = false;
+  std::string warning{};
+};
+
 // coordinator -> worker: no more trials; exit. stop_trial: stop the running
 // trial now (Ctrl-C at the coordinator) rather than finishing it.
 struct Shutdown {
@@ -361,9 +382,10 @@ struct Shutdown {
   bool stop_trial = false;
 };
 
-using Message = std::variant<Hello, Welcome, Disconnect, RequestTrial, Assignment, Suggest,
-                             SuggestReply, Report, Decision, Complete, Fail, Heartbeat, Shutdown,
-                             ArtifactPut, ArtifactPutReply, ArtifactGet, ArtifactGetReply>;
+using Message =
+    std::variant<Hello, Welcome, Disconnect, RequestTrial, Assignment, Suggest, SuggestReply,
+                 Report, Decision, Complete, Fail, Heartbeat, Shutdown, ArtifactPut,
+                 ArtifactPutReply, ArtifactGet, ArtifactGetReply, Restored>;
 
 MessageType type_of(const Message& message);
 

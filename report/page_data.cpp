@@ -237,7 +237,8 @@ Json trial_record(const FrozenTrial& t, const SearchSpace& space, bool with_curv
     r["iv"] = std::move(iv);
     // A retry that continued an earlier trial from its checkpoint: the
     // step it resumed after (marked on its curve).
-    if (auto rs = checkpoints::resume_step_of(t)) r["rs"] = *rs;
+    if (checkpoints::continued_trial(t))
+      if (auto rs = checkpoints::resume_step_of(t)) r["rs"] = *rs;
   }
   return r;
 }
@@ -425,10 +426,7 @@ Json build_page_data_with(const StudyInfo& info, const std::vector<TrialPtr>& tr
   // their curve, so it is drawn once (the retry's).
   std::set<std::int64_t> continued;
   for (const auto& t : trials)
-    if (auto it = t->system_attrs.find(checkpoints::kAttrResumedFrom);
-        it != t->system_attrs.end() && it->is_object() && it->contains("trial") &&
-        (*it)["trial"].is_number_integer())
-      continued.insert((*it)["trial"].get<std::int64_t>());
+    if (auto from = checkpoints::continued_trial(*t)) continued.insert(*from);
   for (const auto& t : trials) {
     counts[to_string(t->state)] = counts[to_string(t->state)].get<std::int64_t>() + 1;
     if (lifecycle::is_best_candidate(*t)) complete.push_back(t.get());

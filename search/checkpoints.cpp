@@ -251,6 +251,16 @@ std::optional<std::int64_t> step_in(const Json& attrs, const char* key) {
   return v;
 }
 
+// The resumed_from step, unless the restore is marked failed.
+std::optional<std::int64_t> resumed_step(const Json& attrs) {
+  auto it = attrs.find(kAttrResumedFrom);
+  if (it != attrs.end() && it->is_object()) {
+    auto r = it->find("restored");
+    if (r != it->end() && r->is_boolean() && !r->get<bool>()) return std::nullopt;
+  }
+  return step_in(attrs, kAttrResumedFrom);
+}
+
 bool deleted(const Json& attrs) {
   auto it = attrs.find(kAttrCheckpoint);
   if (it == attrs.end() || !it->is_object()) return false;
@@ -333,11 +343,22 @@ std::int64_t lineage_of(const FrozenTrial& trial) {
 std::optional<std::int64_t> snapshot_step(const FrozenTrial& trial) {
   if (deleted(trial.system_attrs)) return std::nullopt;
   if (auto s = step_in(trial.system_attrs, kAttrCheckpoint)) return s;
-  return step_in(trial.system_attrs, kAttrResumedFrom);
+  return resumed_step(trial.system_attrs);
 }
 
 std::optional<std::int64_t> resume_step_of(const FrozenTrial& trial) {
-  return step_in(trial.system_attrs, kAttrResumedFrom);
+  return resumed_step(trial.system_attrs);
+}
+
+std::optional<std::int64_t> continued_trial(const FrozenTrial& trial) {
+  auto it = trial.system_attrs.find(kAttrResumedFrom);
+  if (it == trial.system_attrs.end() || !it->is_object()) return std::nullopt;
+  auto r = it->find("restored");
+  auto n = it->find("trial");
+  if (r == it->end() || !r->is_boolean() || !r->get<bool>() || n == it->end() ||
+      !n->is_number_integer())
+    return std::nullopt;
+  return n->get<std::int64_t>();
 }
 
 std::string lineage_path(const std::string& root, std::int64_t lineage) {

@@ -46,8 +46,11 @@ inline constexpr const char* kAttrLineage = "lineage";
 // "deleted": true} once retention removed the lineage's folder.
 inline constexpr const char* kAttrCheckpoint = "checkpoint";
 // On a retry that continues a trial: {"trial": N, "step": S}: the trial it
-// continues and the step whose snapshot it starts from. Its intermediate
-// values at steps <= S are copied from trial N when it starts.
+// continues and the step whose snapshot it starts from. Once its runner
+// restored the snapshot, "restored": true is added and its intermediate
+// values at steps <= S are copied from trial N (the curve is whole); when
+// the snapshot could not be used, "restored": false and "warning": why, and
+// nothing is copied (the trial trains from step 0).
 inline constexpr const char* kAttrResumedFrom = "resumed_from";
 
 // The value of the system attr checkpoint for a snapshot of `step`:
@@ -64,8 +67,13 @@ std::int64_t lineage_of(const FrozenTrial& trial);
 std::optional<std::int64_t> snapshot_step(const FrozenTrial& trial);
 
 // The step a WAITING or RUNNING retry starts from (its resumed_from step),
-// if any.
+// if any and not marked "restored": false.
 std::optional<std::int64_t> resume_step_of(const FrozenTrial& trial);
+
+// The trial that `trial` continues: its resumed_from trial number once the
+// restore took effect ("restored": true); nullopt otherwise (no
+// resumed_from, not restored yet, or the restore failed).
+std::optional<std::int64_t> continued_trial(const FrozenTrial& trial);
 
 // "<root>/lineage-<L>".
 std::string lineage_path(const std::string& root, std::int64_t lineage);

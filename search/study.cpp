@@ -310,8 +310,6 @@ Trial Study::ask() {
     NewTrial init;
     init.worker = s.worker;
     t = s.storage->create_trial(s.study_id, init);
-  } else {
-    t = lifecycle::start_resumed_trial(*s.storage, s.study_id, t);
   }
   Params fixed = lifecycle::fixed_params_of(*t);
   Params params = t->params;
@@ -343,14 +341,22 @@ Trial Study::ask() {
   }
   Trial trial(impl_.get(), t->trial_id, t->number, std::move(params), std::move(dists),
               std::move(fixed), s.space ? &*s.space : nullptr, s.interrupt);
+  const std::optional<std::int64_t> resume = checkpoints::resume_step_of(*t);
   if (!s.checkpoint_root.empty()) {
     auto folder = std::make_shared<checkpoints::LineageFolder>(s.checkpoint_root,
                                                                checkpoints::lineage_of(*t));
-    checkpoints::Prepared p = folder->prepare(checkpoints::resume_step_of(*t));
+    checkpoints::Prepared p = folder->prepare(resume);
     if (!p.warning.empty())
       spdlog::warn("trial {}: starts from scratch, not from its checkpoint: {}", t->number,
                    p.warning);
     trial.set_checkpoint(std::move(folder), p.resume_step);
+    // A retry's curve continues only when its folder holds the snapshot.
+    if (resume)
+      lifecycle::start_resumed_trial(*s.storage, s.study_id, t, p.resume_step == resume, p.warning);
+  } else if (resume) {
+    lifecycle::start_resumed_trial(*s.storage, s.study_id, t, false,
+                                   "this study has no checkpoint folder "
+                                   "(StudyOptions::checkpoint_root is empty)");
   }
   return trial;
 }

@@ -194,26 +194,34 @@ TrialPtr queue_retry(Storage& storage, std::int64_t study_id, const FrozenTrial&
   return t;
 }
 
-TrialPtr start_resumed_trial(Storage& storage, std::int64_t study_id, const TrialPtr& claimed) {
+TrialPtr start_resumed_trial(Storage& storage, std::int64_t study_id, const TrialPtr& claimed,
+                             bool restored, const std::string& warning) {
   if (!claimed) return claimed;
   auto it = claimed->system_attrs.find(checkpoints::kAttrResumedFrom);
   auto step = checkpoints::resume_step_of(*claimed);
   if (it == claimed->system_attrs.end() || !step || !it->contains("trial") ||
       !(*it)["trial"].is_number_integer())
     return claimed;
+  Json attr = *it;
+  attr["restored"] = restored;
+  if (!restored) {
+    attr["warning"] = warning;
+    storage.set_trial_system_attr(claimed->trial_id, checkpoints::kAttrResumedFrom, attr);
+    return storage.get_trial(claimed->trial_id);
+  }
   const std::int64_t from = (*it)["trial"].get<std::int64_t>();
-  if (from < 0 || from >= claimed->number) return claimed;
-  TrialPtr source = storage.get_trial_by_number(study_id, from);
-  if (!source) return claimed;
-  bool wrote = false;
+  TrialPtr source =
+      from >= 0 && from < claimed->number ? storage.get_trial_by_number(study_id, from) : nullptr;
   storage.run_in_transaction([&] {
+    storage.set_trial_system_attr(claimed->trial_id, checkpoints::kAttrResumedFrom, attr);
+    if (!source) return;
     for (const auto& [s, v] : source->intermediate_values) {
       if (s > *step) break;
       if (!claimed->intermediate_values.count(s))
-        wrote = storage.set_trial_intermediate_value(claimed->trial_id, s, v) || wrote;
+        storage.set_trial_intermediate_value(claimed->trial_id, s, v);
     }
   });
-  return wrote ? storage.get_trial(claimed->trial_id) : claimed;
+  return storage.get_trial(claimed->trial_id);
 }
 
 namespace {

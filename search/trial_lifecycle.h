@@ -177,13 +177,19 @@ TrialPtr queue_retry(Storage& storage, std::int64_t study_id, const FrozenTrial&
 // lineage has a snapshot (checkpoints::snapshot_step), resumed_from
 // {"trial": failed.number, "step": S}, so the retry continues from step S.
 
-// Called by a runner right after it claimed a WAITING trial (Study::ask,
-// the coordinator's dispatch): a retry with resumed_from {"trial": N,
-// "step": S} gets trial N's intermediate values at steps <= S (those it
-// lacks), so its learning curve is whole and pruners judge the whole of
-// it. Returns the trial as stored after that (`claimed` itself when
-// nothing was copied). Throws StorageError from the store.
-TrialPtr start_resumed_trial(Storage& storage, std::int64_t study_id, const TrialPtr& claimed);
+// Called by a runner once the retry `claimed` (resumed_from {"trial": N,
+// "step": S}) has its checkpoint folder prepared (Study::ask; the
+// coordinator on the worker's Restored message). restored = true: the
+// folder holds the snapshot of step S; the trial gets trial N's
+// intermediate values at steps <= S (those it lacks), so its learning
+// curve is whole and pruners judge the whole of it, and resumed_from gets
+// "restored": true. restored = false: the snapshot could not be used and
+// the trial trains from step 0; resumed_from gets "restored": false and
+// "warning" (`warning`), nothing is copied, and a later retry of it does not
+// resume from S. Does nothing for a trial without resumed_from. Returns the
+// trial as stored after that. Throws StorageError from the store.
+TrialPtr start_resumed_trial(Storage& storage, std::int64_t study_id, const TrialPtr& claimed,
+                             bool restored, const std::string& warning = "");
 
 // How many times the params of trial `number` were already queued again for
 // a cause that counts against the retry limit: the trials of its retry_of

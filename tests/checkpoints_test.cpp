@@ -243,11 +243,16 @@ TEST(LineageAttrsTest, ARetryContinuesTheLineageFromItsNewestSnapshot) {
   EXPECT_TRUE(r1->intermediate_values.empty()) << "a WAITING trial has no values";
 
   TrialPtr claimed = storage->claim_waiting_trial(sid, "w");
-  claimed = lifecycle::start_resumed_trial(*storage, sid, claimed);
+  EXPECT_TRUE(claimed->intermediate_values.empty()) << "nothing is carried before the restore";
+  EXPECT_FALSE(continued_trial(*claimed));
+  claimed = lifecycle::start_resumed_trial(*storage, sid, claimed, true);
   // Steps 1..5 (the snapshot's), not step 6 (reported after it).
   ASSERT_EQ(claimed->intermediate_values.size(), 5u);
   EXPECT_EQ(claimed->intermediate_values.at(5), 5.0);
   EXPECT_EQ(claimed->intermediate_values.count(6), 0u);
+  EXPECT_EQ(claimed->system_attrs[kAttrResumedFrom],
+            (Json{{"trial", 0}, {"step", 5}, {"restored", true}}));
+  EXPECT_EQ(continued_trial(*claimed), 0);
 
   // Lost again before its next report: the next retry still starts at 5,
   // in the same lineage.
@@ -256,6 +261,25 @@ TEST(LineageAttrsTest, ARetryContinuesTheLineageFromItsNewestSnapshot) {
                                        lifecycle::RetryCause::kStale);
   EXPECT_EQ(lineage_of(*r2), 0);
   EXPECT_EQ(r2->system_attrs[kAttrResumedFrom], (Json{{"trial", 1}, {"step", 5}}));
+
+  // Its snapshot cannot be used: nothing carried, resumed_from says why,
+  // and a retry of it starts from scratch (not from the unusable step 5).
+  TrialPtr c2 = storage->claim_waiting_trial(sid, "w");
+  ASSERT_EQ(c2->number, r2->number);
+  c2 = lifecycle::start_resumed_trial(*storage, sid, c2, false, "snapshot-5/a: truncated");
+  EXPECT_TRUE(c2->intermediate_values.empty());
+  EXPECT_EQ(
+      c2->system_attrs[kAttrResumedFrom],
+      (Json{
+          {"trial", 1}, {"step", 5}, {"restored", false}, {"warning", "snapshot-5/a: truncated"}}));
+  EXPECT_FALSE(continued_trial(*c2));
+  EXPECT_FALSE(resume_step_of(*c2));
+  EXPECT_FALSE(snapshot_step(*c2));
+  storage->set_trial_state(c2->trial_id, TrialState::kFail, std::nullopt, "worker lost");
+  TrialPtr r2b = lifecycle::queue_retry(*storage, sid, *storage->get_trial(c2->trial_id),
+                                        lifecycle::RetryCause::kWorkerLost);
+  EXPECT_EQ(lineage_of(*r2b), 0);
+  EXPECT_FALSE(r2b->system_attrs.contains(kAttrResumedFrom));
 
   // A trial without a snapshot: a retry from scratch, in its lineage.
   TrialPtr plain = storage->create_trial(sid, init);
@@ -367,7 +391,8 @@ TEST(StudyCheckpointTest, AnInterruptedTrialContinuesFromItsLastReportedStep) {
   EXPECT_EQ(trials[0]->state, TrialState::kFail);
   EXPECT_EQ(trials[1]->state, TrialState::kComplete);
   // Step 5 was not stored (interrupted), so the retry restarts after step 4.
-  EXPECT_EQ(trials[1]->system_attrs[kAttrResumedFrom], (Json{{"trial", 0}, {"step", 4}}));
+  EXPECT_EQ(trials[1]->system_attrs[kAttrResumedFrom],
+            (Json{{"trial", 0}, {"step", 4}, {"restored", true}}));
   EXPECT_EQ(resumes, (std::vector<std::optional<std::int64_t>>{std::nullopt, 4}));
   EXPECT_EQ(epochs_run, (std::vector<std::int64_t>{1, 2, 3, 4, 5, 5, 6, 7, 8}));
   ASSERT_EQ(trials[1]->intermediate_values.size(), 8u);

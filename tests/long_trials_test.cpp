@@ -153,6 +153,7 @@ class LongTrialsTest : public ::testing::Test {
     const Json& from = r["system_attrs"]["resumed_from"];
     ASSERT_TRUE(from.is_object()) << r.dump(1);
     EXPECT_EQ(from["trial"], 0);
+    EXPECT_EQ(from["restored"], true) << r.dump(1);
     const std::int64_t k = from["step"].get<std::int64_t>();
     EXPECT_GE(k, 1);
     EXPECT_LT(k, epochs);
@@ -232,6 +233,49 @@ TEST_F(LongTrialsTest, CtrlCThenResumeContinuesTheTrial) {
   ProcessResult again = cli({"run", "space.json", "--workers", "1"});
   ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
   expect_resumed_once(10);
+}
+
+// A snapshot damaged while the study was stopped: the retry trains from
+// step 0, its curve is its own run's (nothing carried from the first run),
+// and the store says the restore failed and why.
+TEST_F(LongTrialsTest, ADamagedSnapshotMakesTheRetryStartFromScratchWithItsOwnCurve) {
+  dir_.write("space.json", train_space(1, 6, 0.4));
+  {
+    auto run = cli_background({"run", "space.json", "--workers", "1"}, "run1");
+    wait_for_epochs(3);
+    run->send_signal(SIGINT);
+    run->wait();
+  }
+  const fs::path lineage = dir_.path() / "long.logs" / "checkpoints" / "lineage-0";
+  std::vector<fs::path> snapshots;
+  for (const auto& e : fs::directory_iterator(lineage))
+    if (e.is_directory() && e.path().filename().string().rfind("snapshot-", 0) == 0)
+      snapshots.push_back(e.path());
+  ASSERT_EQ(snapshots.size(), 1u);
+  fs::resize_file(snapshots[0] / "state.json", 3);  // truncated
+  ProcessResult again = cli({"run", "space.json", "--workers", "1"});
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  Json t = trials();
+  ASSERT_EQ(t.size(), 2u) << t.dump(1);
+  const Json& r = t[1];
+  ASSERT_EQ(r["state"], "COMPLETE") << r.dump(1);
+  const Json& from = r["system_attrs"]["resumed_from"];
+  EXPECT_EQ(from["restored"], false) << r.dump(1);
+  EXPECT_NE(from["warning"].get<std::string>().find("state.json"), std::string::npos)
+      << from.dump();
+  EXPECT_NE(r["user_attrs"].value("checkpoint_warning", "").find("state.json"), std::string::npos)
+      << r.dump(1);
+  // Its own run from epoch 1: 6 epochs trained by trial 1, each step its own.
+  std::map<std::string, int> per_trial;
+  for (const auto& l : lines_of(dir_.file("epochs.log"))) ++per_trial[l.at(0)];
+  EXPECT_EQ(per_trial["1"], 6);
+  EXPECT_EQ(lines_of(dir_.file("starts.log")).back().at(2), "None");
+  ASSERT_EQ(r["intermediate_values"].size(), 6u) << r.dump(1);
+  double v = r["params"]["x"].get<double>();
+  for (int e = 1; e <= 6; ++e) {
+    v *= 0.9;
+    EXPECT_EQ(r["intermediate_values"][std::to_string(e)].get<double>(), v) << "step " << e;
+  }
 }
 
 TEST_F(LongTrialsTest, AProgramThatLingersAfterItsFinalValueKeepsIt) {

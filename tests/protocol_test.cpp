@@ -53,8 +53,9 @@ std::vector<Message> samples() {
   ArtifactPutReply put_reply{5, 3, true, false, 4, ""};
   ArtifactGet get{5, 3, 4};
   ArtifactGetReply get_reply{5, 3, true, 4, 10, 4, "cdef", 0x99, ""};
-  return {h,           w,  d,   RequestTrial{}, a,   s,        sr, r, dec, c, f,
-          Heartbeat{}, sh, put, put_reply,      get, get_reply};
+  Restored restored{5, 3, false, "snapshot-3/model.pt: truncated"};
+  return {h,           w,  d,   RequestTrial{}, a,   s,         sr,      r, dec, c, f,
+          Heartbeat{}, sh, put, put_reply,      get, get_reply, restored};
 }
 
 TEST(Protocol, EveryMessageTypeRoundTrips) {
@@ -365,6 +366,21 @@ TEST(Protocol, ArtifactMessagesRoundTripAndAreChecked) {
   EXPECT_THROW(decode(encode(get)), ProtocolError);
   ArtifactGetReply reply{1, 2, false, 0, 0, 0, "", 0, "no snapshot"};
   EXPECT_EQ(round_trip(reply).error, "no snapshot");
+}
+
+TEST(Protocol, RestoredIsChecked) {
+  Restored r{7, 4, true, ""};
+  Restored back = round_trip(r);
+  EXPECT_EQ(back.number, 7);
+  EXPECT_EQ(back.step, 4);
+  EXPECT_TRUE(back.restored);
+  EXPECT_THROW(decode(encode(Restored{-1, 4, true, ""})), ProtocolError);
+  EXPECT_THROW(decode(encode(Restored{7, -2, true, ""})), ProtocolError);
+  EXPECT_THROW(decode(encode(Restored{7, 4, false, std::string(kMaxRestoreWarningBytes + 1, 'w')})),
+               ProtocolError);
+  EXPECT_EQ(
+      round_trip(Restored{7, 4, false, std::string(kMaxRestoreWarningBytes, 'w')}).warning.size(),
+      kMaxRestoreWarningBytes);
 }
 
 }  // namespace

@@ -518,7 +518,7 @@ TEST(TorchResume, StudyRetryOfAStoppedTrialContinuesFromItsCheckpoint) {
   for (std::int64_t e = k + 1; e <= last; ++e) after.push_back(e);
   EXPECT_EQ(epochs_trained, after);
   EXPECT_EQ(retry->system_attrs.at(checkpoints::kAttrResumedFrom),
-            (Json{{"trial", 0}, {"step", k}}));
+            (Json{{"trial", 0}, {"step", k}, {"restored", true}}));
   EXPECT_EQ(*retry->value, *ref->value);
   EXPECT_EQ(retry->intermediate_values, ref->intermediate_values);
   EXPECT_EQ(retry->user_attrs, ref->user_attrs);

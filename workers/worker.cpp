@@ -1048,6 +1048,10 @@ struct Worker::Impl : TrialBackend {
   void attach_checkpoint(Trial& trial, const proto::Assignment& a, const Built& built) {
     remote_folder.reset();
     if (a.lineage < 0) return;
+    // A retry tells the coordinator whether its folder holds the snapshot
+    // (before its first Report): only then does its curve continue.
+    std::int64_t restored = -1;  // the step the folder holds (-1: none)
+    std::string warning;
     const std::string log_dir =
         options.log_dir.empty() ? study_log_dir(built.study, ".") : options.log_dir;
     std::optional<std::int64_t> resume;
@@ -1093,10 +1097,22 @@ struct Worker::Impl : TrialBackend {
         user_attrs["checkpoint_warning"] = p.warning;
       }
       if (remote) remote_folder = folder;
+      restored = p.resume_step.value_or(-1);
+      warning = p.warning;
       trial.set_checkpoint(std::move(folder), p.resume_step);
     } catch (const std::exception& e) {
       spdlog::warn("worker: trial {} runs without a checkpoint folder: {}", a.number, e.what());
       user_attrs["checkpoint_warning"] = e.what();
+      restored = -1;
+      warning = std::string("no checkpoint folder: ") + e.what();
+    }
+    if (a.resume_step >= 0) {
+      proto::Restored r;
+      r.number = a.number;
+      r.step = a.resume_step;
+      r.restored = restored == a.resume_step;
+      if (!r.restored) r.warning = warning.substr(0, proto::kMaxRestoreWarningBytes);
+      send(r, trial_epoch);
     }
   }
 

@@ -101,6 +101,9 @@ int main(int argc, char** argv) {
   messages.push_back({"artifact_get", protocol::ArtifactGet{5, 3, 0}});
   messages.push_back({"artifact_get_reply",
                       protocol::ArtifactGetReply{5, 3, true, 0, 12, 2, "{}0123456789", 7, ""}});
+  messages.push_back({"restored", protocol::Restored{5, 3, true, ""}});
+  messages.push_back(
+      {"restored_failed", protocol::Restored{5, 3, false, "snapshot-3/a: truncated"}});
 
   for (const auto& [name, message] : messages) write(dir, name, protocol::encode(message));
 
