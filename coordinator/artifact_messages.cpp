@@ -41,6 +41,24 @@ void Coordinator::Impl::open_artifact_store() {
                                               options.artifacts.max_snapshot_bytes);
 }
 
+std::string Coordinator::Impl::artifact_job_refusal(const Session& s) const {
+  auto it = artifact_jobs.find(s.routing_id);
+  if (it != artifact_jobs.end() && it->second >= kMaxArtifactJobsPerSession)
+    return "more than " + std::to_string(kMaxArtifactJobsPerSession) +
+           " snapshot pieces in flight from this worker (it sends at most 4 at a time): "
+           "refused";
+  if (artifact_jobs_total >= kMaxArtifactJobs)
+    return "the coordinator has " + std::to_string(kMaxArtifactJobs) +
+           " snapshot pieces queued (busy writing); try again later";
+  return "";
+}
+
+void Coordinator::Impl::submit_artifact_job(ArtifactStore::Job job) {
+  ++artifact_jobs[job.rid];
+  ++artifact_jobs_total;
+  artifacts->submit(std::move(job));
+}
+
 void Coordinator::Impl::on_artifact_put(Session& s, const proto::ArtifactPut& m) {
   proto::ArtifactPutReply reply;
   reply.number = m.number;
@@ -64,6 +82,15 @@ void Coordinator::Impl::on_artifact_put(Session& s, const proto::ArtifactPut& m)
     return;
   }
   const std::int64_t lineage = checkpoints::lineage_of(mirror.at(m.number));
+  if (std::string why = artifact_job_refusal(s); !why.empty()) {
+    pending_bytes.erase(lineage);
+    if (late_log.allow(Steady::now()))  // a flood: a few lines a second
+      spdlog::warn("coordinator: trial {}: a snapshot piece from worker {} is refused: {}",
+                   m.number, s.name, why);
+    reply.error = why;
+    send(s, reply);
+    return;
+  }
   if (m.offset == 0) {
     const std::uint64_t bytes = m.total - m.manifest_bytes;
     std::uint64_t others = 0;
@@ -91,7 +118,7 @@ void Coordinator::Impl::on_artifact_put(Session& s, const proto::ArtifactPut& m)
   job.manifest_bytes = m.manifest_bytes;
   job.checksum = m.checksum;
   job.data = m.data;
-  artifacts->submit(std::move(job));
+  submit_artifact_job(std::move(job));
 }
 
 void Coordinator::Impl::on_artifact_get(Session& s, const proto::ArtifactGet& m) {
@@ -117,6 +144,11 @@ void Coordinator::Impl::on_artifact_get(Session& s, const proto::ArtifactGet& m)
     send(s, reply);
     return;
   }
+  if (std::string why = artifact_job_refusal(s); !why.empty()) {
+    reply.error = why;
+    send(s, reply);
+    return;
+  }
   ArtifactStore::Job job;
   job.kind = ArtifactStore::Job::Kind::kGet;
   job.rid = s.routing_id;
@@ -124,11 +156,15 @@ void Coordinator::Impl::on_artifact_get(Session& s, const proto::ArtifactGet& m)
   job.lineage = checkpoints::lineage_of(t);
   job.step = m.step;
   job.offset = m.offset;
-  artifacts->submit(std::move(job));
+  submit_artifact_job(std::move(job));
 }
 
 void Coordinator::Impl::on_artifact_results() {
   for (ArtifactStore::Result& r : artifacts->take()) {
+    if (auto it = artifact_jobs.find(r.rid); it != artifact_jobs.end()) {
+      --artifact_jobs_total;
+      if (--it->second <= 0) artifact_jobs.erase(it);
+    }
     Session* s = sessions.find(r.rid);
     if (r.kind == ArtifactStore::Job::Kind::kGet) {
       if (!s) continue;

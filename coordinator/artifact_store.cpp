@@ -11,6 +11,7 @@
 #include "protocol/protocol.h"
 #include "search/errors.h"
 #include "search/private_files.h"
+#include "search/util/fd_io.h"
 #include "search/util/hash.h"
 
 namespace hps {
@@ -130,8 +131,8 @@ ArtifactStore::Result ArtifactStore::put(Job& job) {
   };
   const std::string piece = "the piece at offset " + std::to_string(job.offset) + " of the " +
                             "snapshot of step " + std::to_string(job.step);
-  if (util::fnv1a64(job.data) != job.checksum)
-    return fail(piece + ": checksum mismatch (FNV-1a 64 of its " + std::to_string(job.data.size()) +
+  if (util::xxh3_64(job.data) != job.checksum)
+    return fail(piece + ": checksum mismatch (XXH3 64 of its " + std::to_string(job.data.size()) +
                 " bytes differs from the one sent): refused");
   if (job.total - job.manifest_bytes > max_snapshot_bytes_)
     return fail("the snapshot of step " + std::to_string(job.step) + " holds " +
@@ -169,20 +170,9 @@ ArtifactStore::Result ArtifactStore::put(Job& job) {
       return fail(piece + ": expected offset " + std::to_string(u.written) + ": refused");
     int fd = ::open(u.path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) throw Error(u.path + ": " + errno_text(errno));
-    const char* p = job.data.data();
-    std::size_t left = job.data.size();
-    auto at = static_cast<off_t>(job.offset);
-    while (left > 0) {
-      ssize_t w = ::pwrite(fd, p, left, at);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        int err = errno;
-        ::close(fd);
-        throw Error(u.path + ": " + errno_text(err));
-      }
-      p += w;
-      at += w;
-      left -= static_cast<std::size_t>(w);
+    if (int err = util::write_all(fd, job.data.data(), job.data.size(), job.offset); err != 0) {
+      ::close(fd);
+      throw Error(u.path + ": " + errno_text(err));
     }
     ::close(fd);
     u.written += job.data.size();
@@ -222,7 +212,7 @@ ArtifactStore::Result ArtifactStore::get(const Job& job) {
   r.total = reader.total();
   r.manifest_bytes = reader.manifest_bytes();
   r.data = reader.read(job.offset, protocol::kMaxArtifactChunkBytes);
-  r.checksum = util::fnv1a64(r.data);
+  r.checksum = util::xxh3_64(r.data);
   r.ok = true;
   if (job.offset + r.data.size() >= r.total) readers_.erase(job.lineage);
   return r;

@@ -74,6 +74,17 @@ struct Coordinator::Impl {
   std::string store_id;
   std::map<std::int64_t, std::uint64_t> stored_bytes;
   std::map<std::int64_t, std::uint64_t> pending_bytes;
+  // Pieces (ArtifactPut/ArtifactGet) queued on the I/O thread, per session
+  // and in all: a worker keeps at most its window (4) in flight, so more
+  // than kMaxArtifactJobsPerSession is a peer that floods; the coordinator's
+  // memory for queued pieces stays under kMaxArtifactJobs x 1 MiB.
+  static constexpr int kMaxArtifactJobsPerSession = 16;
+  static constexpr int kMaxArtifactJobs = 256;
+  std::map<std::string, int> artifact_jobs;  // routing id -> pieces queued
+  int artifact_jobs_total = 0;
+  // Whether `s` may queue one more piece; else the reason to refuse it.
+  std::string artifact_job_refusal(const Session& s) const;
+  void submit_artifact_job(ArtifactStore::Job job);
 
   // ---- run state
   bool stopping = false;

@@ -74,7 +74,8 @@ inline constexpr char kMagic[4] = {'H', 'P', 'S', 'W'};
 // 4: Assignment.store_id and store_root; ArtifactPut, ArtifactPutReply,
 //    ArtifactGet, ArtifactGetReply (snapshots that travel to remote workers).
 // 5: Restored (the coordinator carries a retry's earlier intermediate
-//    values only once its worker restored the snapshot).
+//    values only once its worker restored the snapshot); the checksums of
+//    ArtifactPut/ArtifactGetReply pieces are XXH3 64 (were FNV-1a 64).
 inline constexpr std::uint16_t kProtocolVersion = 5;
 inline constexpr std::size_t kEnvelopeBytes = 8;
 // Largest frame either side accepts (envelope included): 4 MiB. Larger
@@ -325,7 +326,7 @@ struct ArtifactPut {
   std::uint64_t total = 0;           // the stream's length, bytes
   std::uint64_t manifest_bytes = 0;  // the manifest's length, <= total
   std::string data{};                // at most kMaxArtifactChunkBytes
-  std::uint64_t checksum = 0;        // FNV-1a 64 of `data` (search/util/hash.h)
+  std::uint64_t checksum = 0;        // XXH3 64 of `data` (util::xxh3_64, search/util/hash.h)
 };
 
 // coordinator -> worker: the answer to an ArtifactPut.
@@ -356,7 +357,7 @@ struct ArtifactGetReply {
   std::uint64_t total = 0;
   std::uint64_t manifest_bytes = 0;
   std::string data{};          // at most kMaxArtifactChunkBytes
-  std::uint64_t checksum = 0;  // FNV-1a 64 of `data`
+  std::uint64_t checksum = 0;  // XXH3 64 of `data`
   std::string error{};         // !ok: why not (e.g. the coordinator has no such snapshot)
 };
 

@@ -23,6 +23,7 @@ PACKAGES=(
   slurmctld slurmd slurm-client munge           # tests/slurm_cluster_test.sh (--launcher slurm)
   libcpp-httplib-dev                            # hpsearch dashboard (HTTP server)
   libre2-dev                                    # command objective: metrics regexes
+  libxxhash-dev                                 # checksums of checkpoint snapshots (XXH3)
   chromium                                      # report and docs tests: pages in a headless browser
   python3-sphinx python3-myst-parser python3-sphinx-rtd-theme # make docs: the site from docs/*.md
   doxygen python3-breathe                       # make docs: the C++ API reference from the public headers

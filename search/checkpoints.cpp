@@ -20,6 +20,8 @@
 #include "search/printable.h"
 #include "search/private_files.h"
 #include "search/trial_lifecycle.h"
+#include "search/util/fd_io.h"
+#include "search/util/hash.h"
 
 namespace hps::checkpoints {
 
@@ -46,7 +48,7 @@ void check_hash(const std::string& name, const std::string& rel, const std::stri
   if (h != expected)
     throw Error(entry_error(
         name, rel,
-        fmt::format("its bytes differ from those snapshot (FNV-1a {}, the manifest says {}): "
+        fmt::format("its bytes differ from those snapshot (hash {}, the manifest says {}): "
                     "damaged",
                     h, expected)));
 }
@@ -56,12 +58,40 @@ std::string errno_text(int err) {
   return d ? d : "error " + std::to_string(err);
 }
 
-// 64-bit FNV-1a of a file's bytes (search/util/hash.h's function, streamed),
-// as 16 hex digits; throws Error "<path>: <why>".
-std::string hash_file(const fs::path& path, std::uint64_t* size_out = nullptr) {
+// The hash a manifest names for a file: XXH3 64 ("xxh3_64"); manifests
+// written before it name FNV-1a 64 ("fnv1a64"), still verified.
+enum class HashKind : std::uint8_t { kXxh3, kFnv1a };
+
+// Streams bytes into the hash of `kind`.
+class FileHash {
+ public:
+  explicit FileHash(HashKind kind) : kind_(kind) {}
+  void update(const void* data, std::size_t n) {
+    if (kind_ == HashKind::kXxh3) {
+      xxh3_.update(data, n);
+      return;
+    }
+    const auto* b = static_cast<const unsigned char*>(data);
+    for (std::size_t i = 0; i < n; ++i) {
+      fnv_ ^= b[i];
+      fnv_ *= 0x100000001b3ULL;
+    }
+  }
+  std::string hex() const { return util::hex64(kind_ == HashKind::kXxh3 ? xxh3_.digest() : fnv_); }
+
+ private:
+  HashKind kind_;
+  util::Xxh3Stream xxh3_;
+  std::uint64_t fnv_ = 0xcbf29ce484222325ULL;  // util::fnv1a64, streamed
+};
+
+// The hash of `kind` of a file's bytes, as 16 hex digits; throws Error
+// "<path>: <why>".
+std::string hash_file(const fs::path& path, std::uint64_t* size_out = nullptr,
+                      HashKind kind = HashKind::kXxh3) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) throw Error(path.string() + ": " + errno_text(errno));
-  std::uint64_t h = 0xcbf29ce484222325ULL;
+  FileHash h(kind);
   std::uint64_t size = 0;
   std::vector<unsigned char> buf(1 << 20);
   for (;;) {
@@ -73,17 +103,12 @@ std::string hash_file(const fs::path& path, std::uint64_t* size_out = nullptr) {
       throw Error(path.string() + ": " + errno_text(err));
     }
     if (n == 0) break;
-    for (ssize_t i = 0; i < n; ++i) {
-      h ^= buf[static_cast<std::size_t>(i)];
-      h *= 0x100000001b3ULL;
-    }
+    h.update(buf.data(), static_cast<std::size_t>(n));
     size += static_cast<std::uint64_t>(n);
   }
   ::close(fd);
   if (size_out) *size_out = size;
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return hex;
+  return h.hex();
 }
 
 std::int64_t mtime_ns(const struct stat& st) {
@@ -96,8 +121,9 @@ struct Entry {
   std::string kind;  // "file", "dir", "link"
   std::uint64_t size = 0;
   std::int64_t mtime = 0;  // of the file in work/ when it was copied
-  std::string hash;        // file: FNV-1a 64, hex
-  std::string target;      // link: what it points to
+  std::string hash;        // file: its hash (hash_kind), hex
+  HashKind hash_kind = HashKind::kXxh3;
+  std::string target;  // link: what it points to
 };
 using Manifest = std::map<std::string, Entry>;  // relative path -> entry
 
@@ -108,7 +134,7 @@ Json manifest_json(std::int64_t step, const Manifest& m) {
     if (e.kind == "file") {
       j["size"] = e.size;
       j["mtime_ns"] = e.mtime;
-      j["fnv1a64"] = e.hash;
+      j[e.hash_kind == HashKind::kXxh3 ? "xxh3_64" : "fnv1a64"] = e.hash;
     } else if (e.kind == "link") {
       j["target"] = e.target;
     }
@@ -135,11 +161,13 @@ Manifest parse_manifest(const std::string& text, const std::string& name, std::i
     Entry e;
     e.kind = f["kind"].get<std::string>();
     if (e.kind == "file") {
-      if (!f.contains("size") || !f["size"].is_number_unsigned() || !f.contains("fnv1a64") ||
-          !f["fnv1a64"].is_string())
+      const char* key = f.contains("xxh3_64") ? "xxh3_64" : "fnv1a64";
+      if (!f.contains("size") || !f["size"].is_number_unsigned() || !f.contains(key) ||
+          !f[key].is_string())
         throw Error(name + ": file entry '" + printable_excerpt(path) + "' lacks size or hash");
       e.size = f["size"].get<std::uint64_t>();
-      e.hash = f["fnv1a64"].get<std::string>();
+      e.hash = f[key].get<std::string>();
+      e.hash_kind = key[0] == 'x' ? HashKind::kXxh3 : HashKind::kFnv1a;
       if (f.contains("mtime_ns") && f["mtime_ns"].is_number_integer())
         e.mtime = f["mtime_ns"].get<std::int64_t>();
     } else if (e.kind == "link") {
@@ -295,7 +323,7 @@ Manifest verify_snapshot(const std::string& lineage_dir, std::int64_t step,
         throw Error(
             fmt::format("{}: over {} bytes (artifacts.max_snapshot_bytes)", name, max_bytes));
       std::uint64_t size = 0;
-      std::string h = hash_file(snap / rel, &size);
+      std::string h = hash_file(snap / rel, &size, e.hash_kind);
       if (size != e.size)
         throw Error(entry_error(name, rel,
                                 fmt::format("{} bytes, the manifest says {}{}", size, e.size,
@@ -540,6 +568,7 @@ LineageFolder::Snapshot LineageFolder::snapshot(std::int64_t step) {
           fs::create_hard_link(lineage / previous_name / rel, to, ec);
           if (!ec) {
             e.hash = p->second.hash;
+            e.hash_kind = p->second.hash_kind;
             linked = true;
           }
         }
@@ -794,11 +823,11 @@ std::string SnapshotReader::read(std::uint64_t offset, std::size_t max) const {
 namespace {
 
 // Writes `size` bytes of the stream `in` from `offset` to a new file `to`
-// (0600, O_EXCL | O_NOFOLLOW), synced; returns their FNV-1a 64 as 16 hex
-// digits. `buf`: a scratch buffer. Throws Error "<label><why>".
+// (0600, O_EXCL | O_NOFOLLOW), synced; returns their hash of `kind` as 16
+// hex digits. `buf`: a scratch buffer. Throws Error "<label><why>".
 std::string write_from_stream(int in, const std::string& stream, std::uint64_t offset,
                               std::uint64_t size, const fs::path& to, std::vector<char>& buf,
-                              const std::string& label) {
+                              const std::string& label, HashKind kind) {
   int out =
       ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, kPrivateFileMode);
   if (out < 0) throw Error(label + errno_text(errno));
@@ -806,27 +835,18 @@ std::string write_from_stream(int in, const std::string& stream, std::uint64_t o
     int fd;
     ~Closer() { ::close(fd); }
   } closer{out};
-  std::uint64_t h = 0xcbf29ce484222325ULL;
+  FileHash h(kind);
   for (std::uint64_t left = size; left > 0;) {
     const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(left, buf.size()));
     pread_exact(in, offset, buf.data(), n, stream);
-    for (std::size_t i = 0; i < n; ++i) {
-      h ^= static_cast<unsigned char>(buf[i]);
-      h *= 0x100000001b3ULL;
-    }
-    for (std::size_t done = 0; done < n;) {
-      ssize_t w = ::write(out, buf.data() + done, n - done);
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) throw Error(label + errno_text(errno));
-      done += static_cast<std::size_t>(w);
-    }
+    h.update(buf.data(), n);
+    if (int err = util::write_all(out, buf.data(), n); err != 0)
+      throw Error(label + errno_text(err));
     offset += n;
     left -= n;
   }
   if (::fsync(out) != 0) throw Error(label + errno_text(errno));
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return hex;
+  return h.hex();
 }
 
 }  // namespace
@@ -888,8 +908,8 @@ void install_snapshot(const std::string& lineage_dir, std::int64_t step,
       } else if (e.kind == "link") {
         fs::create_symlink(e.target, to);
       } else {
-        const std::string h =
-            write_from_stream(in, stream_path, offset, e.size, to, buf, entry_error(name, rel, ""));
+        const std::string h = write_from_stream(in, stream_path, offset, e.size, to, buf,
+                                                entry_error(name, rel, ""), e.hash_kind);
         offset += e.size;
         check_hash(name, rel, h, e.hash);
         struct timespec times[2] = {{0, UTIME_OMIT},

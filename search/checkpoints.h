@@ -10,7 +10,7 @@
 //     work/                      the folder the objective writes
 //                                (HPSEARCH_CHECKPOINT_DIR, Trial::checkpoint_dir)
 //     snapshot-<S>/              a copy of work/ taken when step S was reported
-//     snapshot-<S>.manifest      its files: name, kind, size, FNV-1a 64 of the bytes
+//     snapshot-<S>.manifest      its files: name, kind, size, XXH3 64 of the bytes
 //
 // The rule for programs: save the checkpoint, then report the step. When a
 // trial reports step S, its runner copies work/ to snapshot-<S> (files that
@@ -270,7 +270,7 @@ class SnapshotReader {
 // manifest lists (nothing under a link), that the stream's length is the
 // manifest plus its files' sizes, at most `max_bytes` of files
 // (artifacts.max_snapshot_bytes), and that each file's bytes have the
-// manifest's FNV-1a 64 hash. Files are written 0600 with O_EXCL |
+// manifest's hash (XXH3 64). Files are written 0600 with O_EXCL |
 // O_NOFOLLOW into a fresh temporary folder renamed into place: nothing
 // outside lineage_dir is written. Throws Error "snapshot-<S>/<file>: <why>"
 // and leaves no snapshot of `step` behind on any failure.

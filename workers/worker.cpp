@@ -31,6 +31,7 @@
 #include "search/printable.h"
 #include "search/private_files.h"
 #include "search/trial_lifecycle.h"
+#include "search/util/fd_io.h"
 #include "search/util/hash.h"
 #include "search/util/host.h"
 
@@ -873,7 +874,7 @@ struct Worker::Impl : TrialBackend {
           return e.what();
         }
         if (p.data.empty()) return "the snapshot's files are shorter than its manifest says";
-        p.checksum = util::fnv1a64(p.data);
+        p.checksum = util::xxh3_64(p.data);
         sent += p.data.size();
         send(p, trial_epoch);
         ++in_flight;
@@ -892,13 +893,8 @@ struct Worker::Impl : TrialBackend {
   // returns "" or why not.
   static std::string write_piece(int fd, const std::string& data, std::uint64_t offset,
                                  const std::string& path) {
-    for (std::size_t done = 0; done < data.size();) {
-      ssize_t w =
-          ::pwrite(fd, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) return path + ": " + std::strerror(errno);
-      done += static_cast<std::size_t>(w);
-    }
+    if (int err = util::write_all(fd, data.data(), data.size(), offset); err != 0)
+      return path + ": " + std::strerror(err);
     return "";
   }
 
@@ -942,7 +938,7 @@ struct Worker::Impl : TrialBackend {
           error = "the coordinator cannot send it: " + printable(r.error);
           break;
         }
-        if (util::fnv1a64(r.data) != r.checksum) {
+        if (util::xxh3_64(r.data) != r.checksum) {
           error = "the piece at offset " + std::to_string(offset) + " arrived damaged (checksum)";
           break;
         }

@@ -2,7 +2,12 @@
 // library and build (unlike std::hash). Private to hpsearch: not installed.
 #pragma once
 
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
+#include <xxhash.h>
+
 #include <cstdint>
+#include <cstdio>
+#include <string>
 #include <string_view>
 
 namespace hps::util {
@@ -20,6 +25,37 @@ constexpr std::uint64_t fnv1a64(std::string_view bytes) noexcept {
     h *= 0x100000001b3ULL;
   }
   return h;
+}
+
+// 64-bit XXH3 of `bytes` (xxHash by Yann Collet, Debian's libxxhash;
+// specification: xxHash's doc/xxhash_spec.md, "XXH3"), seed 0. Not
+// cryptographic; about 30x faster than fnv1a64 on large inputs: the
+// checksums of checkpoint snapshots (their manifests) and of the pieces
+// that travel between a worker and the coordinator. xxh3_64("") ==
+// 0x2d06800538d394c2.
+inline std::uint64_t xxh3_64(std::string_view bytes) noexcept {
+  return XXH3_64bits(bytes.data(), bytes.size());
+}
+
+// xxh3_64 of bytes given in pieces: update() each piece in order, then
+// digest() (which may be called at any time; it does not end the stream).
+class Xxh3Stream {
+ public:
+  Xxh3Stream() noexcept { XXH3_64bits_reset(&state_); }
+  void update(const void* data, std::size_t size) noexcept {
+    XXH3_64bits_update(&state_, data, size);
+  }
+  std::uint64_t digest() const noexcept { return XXH3_64bits_digest(&state_); }
+
+ private:
+  XXH3_state_t state_{};
+};
+
+// `h` as 16 lower-case hex digits (the text form manifests store).
+inline std::string hex64(std::uint64_t h) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
 }
 
 }  // namespace hps::util
