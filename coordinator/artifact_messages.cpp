@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
+#include <utility>
 
 #include "coordinator/coordinator_impl.h"
 #include "search/printable.h"
@@ -59,7 +60,7 @@ void Coordinator::Impl::submit_artifact_job(ArtifactStore::Job job) {
   artifacts->submit(std::move(job));
 }
 
-void Coordinator::Impl::on_artifact_put(Session& s, const proto::ArtifactPut& m) {
+void Coordinator::Impl::on_artifact_put(Session& s, proto::ArtifactPut& m) {
   proto::ArtifactPutReply reply;
   reply.number = m.number;
   reply.step = m.step;
@@ -117,7 +118,7 @@ void Coordinator::Impl::on_artifact_put(Session& s, const proto::ArtifactPut& m)
   job.total = m.total;
   job.manifest_bytes = m.manifest_bytes;
   job.checksum = m.checksum;
-  job.data = m.data;
+  job.data = std::move(m.data);  // 1 MiB: not copied
   submit_artifact_job(std::move(job));
 }
 

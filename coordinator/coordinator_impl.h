@@ -153,7 +153,7 @@ struct Coordinator::Impl {
   // request for a piece of the snapshot a retry resumes, and the I/O
   // thread's results (replies; the checkpoint attr once an upload is whole).
   void open_artifact_store();
-  void on_artifact_put(Session& s, const protocol::ArtifactPut& m);
+  void on_artifact_put(Session& s, protocol::ArtifactPut& m);  // takes m.data
   void on_artifact_get(Session& s, const protocol::ArtifactGet& m);
   void on_restored(Session& s, const protocol::Restored& m);
   void on_artifact_results();

@@ -9,7 +9,9 @@
 // HPSEARCH_TEST_CLI=/path/to/hpsearch runs them against another build.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <pwd.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -140,7 +142,10 @@ class LongTrialsTest : public ::testing::Test {
   // continued: trial 0 FAIL, its retry COMPLETE resumed from trial 0 with
   // the value of an uninterrupted run, steps 1..epochs whole, and at most
   // epochs + 1 epochs trained in all.
-  void expect_resumed_once(int epochs) const {
+  void expect_resumed_once(int epochs) const { expect_resumed_once(epochs, dir_.path()); }
+  // The same, with the program's epochs.log and starts.log in `logs` (the
+  // workers' folder).
+  void expect_resumed_once(int epochs, const fs::path& logs) const {
     Json t = trials();
     ASSERT_TRUE(t.is_array());
     ASSERT_EQ(t.size(), 2u) << t.dump(1);
@@ -175,11 +180,12 @@ class LongTrialsTest : public ::testing::Test {
     // reported but before its snapshot was recorded (a remote worker's
     // upload in progress).
     std::map<std::string, int> per_trial;
-    for (const auto& l : lines_of(dir_.file("epochs.log"))) ++per_trial[l.at(0)];
+    for (const auto& l : lines_of((logs / "epochs.log").string())) ++per_trial[l.at(0)];
     EXPECT_EQ(per_trial["1"], epochs - k);
-    EXPECT_LE(per_trial["0"] + per_trial["1"], epochs + 1) << read_file(dir_.file("epochs.log"));
+    EXPECT_LE(per_trial["0"] + per_trial["1"], epochs + 1)
+        << read_file((logs / "epochs.log").string());
     // The retry started from HPSEARCH_RESUME_STEP=k; the first run had none.
-    auto starts = lines_of(dir_.file("starts.log"));
+    auto starts = lines_of((logs / "starts.log").string());
     ASSERT_GE(starts.size(), 2u);
     EXPECT_EQ(starts.front().at(2), "None");
     EXPECT_EQ(starts.back().at(1), "1");
@@ -395,6 +401,82 @@ TEST_F(LongTrialsTest, ARemoteWorkerRetryDownloadsTheSnapshotAndContinues) {
   ProcessResult again = cli({"artifacts", "get", "long.db", "--trial", "1", "-o", "out"});
   EXPECT_NE(again.exit_code, 0);
   EXPECT_NE(again.err.find("not an empty folder"), std::string::npos) << again.err;
+}
+
+// The strictest remote worker: workers that run as another user (nobody)
+// and join over tcp with CURVE keys (hpsearch keys), each with its own
+// --log-dir. They cannot even read the coordinator's folders (owner-only,
+// root's), so every snapshot travels over the authenticated connection.
+// Worker A is killed mid-trial; worker B's retry downloads the snapshot and
+// continues; the coordinator's copy is root's and owner-only.
+TEST_F(LongTrialsTest, AWorkerOfAnotherUserOverTcpWithKeysDownloadsTheSnapshot) {
+  if (::geteuid() != 0) GTEST_SKIP() << "not root: cannot start a worker as another user";
+  const struct passwd* nobody = ::getpwnam("nobody");
+  ASSERT_NE(nobody, nullptr);
+  dir_.write("space.json", train_space(1, 8, 0.4));
+  ProcessResult keys = cli({"keys", "init", "keys", "--workers", "2"});
+  ASSERT_EQ(keys.exit_code, 0) << keys.err;
+  // The workers' folder, nobody's: the program, the workers' keys, logs.
+  const fs::path home = dir_.path() / "nobody";
+  fs::create_directories(home);
+  fs::copy_file(dir_.path() / "train.py", home / "train.py");
+  for (const char* w : {"worker-1", "worker-2"})
+    fs::copy(dir_.path() / "keys" / w, home / w, fs::copy_options::recursive);
+  for (const auto& e : fs::recursive_directory_iterator(home))
+    ASSERT_EQ(::lchown(e.path().c_str(), nobody->pw_uid, nobody->pw_gid), 0) << e.path();
+  ASSERT_EQ(::chown(home.c_str(), nobody->pw_uid, nobody->pw_gid), 0);
+  ASSERT_EQ(::chmod(dir_.path().c_str(), 0711), 0);  // nobody may pass, not list or read
+
+  auto run = cli_background(
+      {"run", "space.json", "--workers", "0", "--bind", "tcp://127.0.0.1:*", "--keys", "keys"},
+      "run");
+  std::string endpoint;
+  ASSERT_TRUE(wait_until([&] {
+    const std::string err = read_file(dir_.file("run.err"));
+    const std::size_t at = err.find("CURVE on tcp://127.0.0.1:");
+    if (at == std::string::npos) return false;
+    endpoint = err.substr(at + 9, err.find_first_of(" \n", at + 9) - (at + 9));
+    return true;
+  })) << read_file(dir_.file("run.err"));
+  auto worker_as_nobody = [&](const std::string& name) {
+    std::vector<std::string> argv = {"/usr/bin/setpriv",
+                                     "--reuid=" + std::to_string(nobody->pw_uid),
+                                     "--regid=" + std::to_string(nobody->pw_gid),
+                                     "--clear-groups",
+                                     "--",
+                                     cli_path(),
+                                     "worker",
+                                     "--connect",
+                                     endpoint,
+                                     "--keys",
+                                     name,
+                                     "--log-dir",
+                                     (home / ("logs-" + name)).string(),
+                                     "--allow-command"};
+    return std::make_unique<BackgroundProcess>(argv, home.string(), dir_.file(name + ".out"),
+                                               dir_.file(name + ".err"));
+  };
+  auto worker_a = worker_as_nobody("worker-1");
+  ASSERT_TRUE(wait_until([&] { return lines_of((home / "epochs.log").string()).size() >= 4; }))
+      << read_file(dir_.file("worker-1.err"));
+  ASSERT_TRUE(wait_until([&] {
+    Json t = trials();
+    return t.is_array() && !t.empty() && t[0]["system_attrs"].contains("checkpoint");
+  }));
+  worker_a->send_signal(SIGKILL);
+  worker_a->wait();
+  auto worker_b = worker_as_nobody("worker-2");
+  ProcessResult r = run->wait();
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err << read_file(dir_.file("worker-2.err"));
+  worker_b->wait();
+  expect_resumed_once(8, home);
+  const std::string b_log = read_file(dir_.file("worker-2.err"));
+  EXPECT_NE(b_log.find("downloading the snapshot"), std::string::npos) << b_log;
+  // The coordinator's copy of the lineage is root's and owner-only.
+  struct stat st {};
+  ASSERT_EQ(::stat(dir_.file("long.logs/checkpoints/lineage-0").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(st.st_mode & 077, 0u);
 }
 
 // "artifacts": {"path": ...}: a folder both workers reach (here, beside the

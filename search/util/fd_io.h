@@ -18,9 +18,9 @@ inline int write_all(int fd, const void* data, std::size_t size,
                      std::optional<std::uint64_t> offset = std::nullopt) noexcept {
   const auto* p = static_cast<const char*>(data);
   for (std::size_t done = 0; done < size;) {
-    const ssize_t w = offset ? ::pwrite(fd, p + done, size - done,
-                                        static_cast<off_t>(*offset + done))
-                             : ::write(fd, p + done, size - done);
+    const ssize_t w = offset
+                          ? ::pwrite(fd, p + done, size - done, static_cast<off_t>(*offset + done))
+                          : ::write(fd, p + done, size - done);
     if (w < 0) {
       if (errno == EINTR) continue;
       return errno;
