@@ -359,8 +359,9 @@ StudyConfig StudyConfig::from_json(const Json& doc) {
               "artifacts"});
   // "$schema": the JSON Schema an editor checks the file with; ignored here.
   if (auto s = doc.find("$schema"); s != doc.end() && !s->is_string())
-    throw ConfigError("$schema", "must be a string (the path or URL of space.schema.json), got " +
-                                     quoted_value(*s));
+    throw ConfigError(
+        join_path("", "$schema"),
+        "must be a string (the path or URL of space.schema.json), got " + quoted_value(*s));
   StudyConfig c;
   c.source = doc;
   auto study = doc.find("study");

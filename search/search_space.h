@@ -170,7 +170,8 @@ struct StudyConfig {
   // Throws ConfigError naming the field ("space.lr.low: ..."). A top-level
   // "$schema" (a string: the JSON Schema the file follows, for editors;
   // search/space.schema.json) is accepted and ignored; any other type there
-  // throws ConfigError("$schema", "must be a string ...").
+  // throws ConfigError("[\"$schema\"]", "must be a string ...") (the key
+  // as join_path() writes it).
   static StudyConfig from_json(const Json& document);
   // read_json_file() + from_json().
   static StudyConfig from_file(const std::string& file);
