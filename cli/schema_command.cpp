@@ -3,7 +3,7 @@
 // byte for byte by cmake/EmbedFile.cmake).
 #include <cstddef>
 #include <cstdio>
-#include <string>
+#include <string_view>
 
 #include "cli/commands.h"
 
@@ -19,8 +19,7 @@ std::string_view space_schema() {
 
 int schema_command() {
   const std::string_view text = space_schema();
-  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() ||
-      std::fflush(stdout) != 0) {
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
     print_error("schema: cannot write to stdout");
     return kExitFailure;
   }

@@ -17,7 +17,8 @@ python3-jsonschema (Draft202012Validator):
       accepts (rules a schema cannot say, such as low <= high) are counted and
       listed. The accepted documents must use every sampler, pruner,
       objective and distribution type the schema names, so that the check
-      covers each one.
+      covers each one, and the schema's objective types must be those of the
+      objective registry (space_json_check --objective-types).
   space_schema_test.py cli SOURCE_DIR HPSEARCH
       `hpsearch schema` prints the shipped file byte for byte.
 """
@@ -187,6 +188,16 @@ def test_agree(root, checker):
           "accepts (rules a schema cannot say):")
     for line in loose:
         print(f"  {line}")
+    p = subprocess.run([checker, "--objective-types"], capture_output=True, text=True,
+                       timeout=60)
+    registry = set(p.stdout.split())
+    in_schema = type_enums(schema)["objective"]
+    if p.returncode != 0 or not registry:
+        failures.append(f"space_json_check --objective-types exited {p.returncode}")
+    elif registry != in_schema:
+        failures.append("the schema's objective types differ from the registry's: "
+                        f"only in the registry: {sorted(registry - in_schema)}, "
+                        f"only in the schema: {sorted(in_schema - registry)}")
     for section, names in type_enums(schema).items():
         missing = names - used[section]
         if missing:

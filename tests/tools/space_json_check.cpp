@@ -1,3 +1,5 @@
+// space_json_check --objective-types: prints the objective registry's type
+// names, one a line (the built-in types and torch.fashion_mnist).
 // space_json_check FILE...: reads each file as `hpsearch run` reads a
 // space.json before any trial runs (the steps of the fuzz target
 // tests/fuzz/fuzz_space_json.cpp: parse_json_text(), StudyConfig::from_json(),
@@ -74,6 +76,10 @@ std::string one_line(const std::string& s) {
 
 int main(int argc, char** argv) {
   register_torch_config_check();
+  if (argc == 2 && std::string(argv[1]) == "--objective-types") {
+    for (const std::string& name : hps::objective_type_names()) std::cout << name << "\n";
+    return 0;
+  }
   int rc = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string file = argv[i];
