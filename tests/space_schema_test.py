@@ -18,19 +18,27 @@ python3-jsonschema (Draft202012Validator):
       listed. The accepted documents must use every sampler, pruner,
       objective and distribution type the schema names, so that the check
       covers each one, and the schema's objective types must be those of the
-      objective registry (space_json_check --objective-types).
+      objective registry (space_json_check --objective-types). The same holds
+      for 3000 mutants of these documents (one or two fields replaced, removed
+      or added, from a fixed seed).
   space_schema_test.py cli SOURCE_DIR HPSEARCH
       `hpsearch schema` prints the shipped file byte for byte.
 """
+import copy
 import glob
 import json
 import os
+import random
 import re
 import subprocess
 import sys
 import tempfile
 
 import jsonschema
+
+
+# Documents near the valid ones that the agreement test feeds to both.
+N_MUTANTS = 3000
 
 
 def schema_path(root):
@@ -138,6 +146,54 @@ def types_used(doc, used):
                 used["param"].add(spec["type"])
 
 
+# Values a mutant puts in place of a field (every JSON type, the numbers and
+# strings the rules of space.json turn on).
+MUTANT_VALUES = [None, True, False, 0, 1, -1, 2, 0.5, 1.0, -0.5, 3.0, 100, 1e6, 1e-9, 2**53 + 1,
+                 2**63, "", "x", "auto", "select", "sqrt", "linear", "sobol", "csv", "best",
+                 "stdout", "persistent", "{trial_dir}/m.csv", [], [1], ["a"], {},
+                 {"type": "none"}]
+MUTANT_KEYS = ["seed", "step", "log", "when", "max_points", "min_resource", "metric", "mode",
+               "regex", "$schema"]
+
+
+def mutants(docs, n, seed):
+    """`n` JSON texts, each a document of `docs` with one or two fields
+    replaced (by MUTANT_VALUES), removed or added (MUTANT_KEYS), drawn from
+    a fixed seed: documents near the valid ones, where a schema that is too
+    strict (or a parser that is too lax) shows."""
+    rng = random.Random(seed)
+
+    def locations(d, at=()):
+        yield at
+        if isinstance(d, dict):
+            for k, x in d.items():
+                yield from locations(x, at + (k,))
+        elif isinstance(d, list):
+            for i, x in enumerate(d):
+                yield from locations(x, at + (i,))
+
+    out = []
+    for _ in range(n):
+        d = copy.deepcopy(rng.choice(docs))
+        for _ in range(rng.randint(1, 2)):
+            places = [p for p in locations(d) if p]
+            if not places:
+                break
+            place = rng.choice(places)
+            parent = d
+            for k in place[:-1]:
+                parent = parent[k]
+            r = rng.random()
+            if r < 0.7:
+                parent[place[-1]] = copy.deepcopy(rng.choice(MUTANT_VALUES))
+            elif r < 0.85 and isinstance(parent, dict):
+                del parent[place[-1]]
+            elif isinstance(parent, dict):
+                parent[rng.choice(MUTANT_KEYS)] = copy.deepcopy(rng.choice(MUTANT_VALUES))
+        out.append(json.dumps(d))
+    return out
+
+
 def test_agree(root, checker):
     schema = load_schema(root)
     v = validator(schema)
@@ -147,12 +203,25 @@ def test_agree(root, checker):
     for path in corpus + example_files(root):
         with open(path, "rb") as f:
             docs.append((path, os.path.relpath(path, root), f.read()))
+    valid = []  # the documents that are whole space.json files, for the mutants
+    for _, _, raw in docs:
+        try:
+            valid.append(json.loads(raw.decode("utf-8")))
+        except (ValueError, UnicodeDecodeError):
+            pass
     with tempfile.TemporaryDirectory() as tmp:
         for i, (origin, text) in enumerate(doc_examples(root)):
             path = os.path.join(tmp, f"doc-{i}.json")
             with open(path, "w", encoding="utf-8") as f:
                 f.write(text)
             docs.append((path, origin, text.encode("utf-8")))
+            valid.append(json.loads(text))
+        n_given = len(docs)
+        for i, text in enumerate(mutants(valid, N_MUTANTS, seed=44)):
+            path = os.path.join(tmp, f"mutant-{i}.json")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+            docs.append((path, f"mutant {i}: {text}", text.encode("utf-8")))
         p = subprocess.run([checker, *(d[0] for d in docs)], capture_output=True, timeout=300)
     if p.returncode != 0:
         return [f"space_json_check exited {p.returncode}: {p.stderr.decode(errors='replace')}"]
@@ -163,7 +232,9 @@ def test_agree(root, checker):
     failures = []
     used = {k: set() for k in ("sampler", "pruner", "objective", "param")}
     accepted, loose = 0, []
-    for path, shown, raw in docs:
+    mutants_accepted, mutants_loose = 0, 0
+    for index, (path, shown, raw) in enumerate(docs):
+        mutant = index >= n_given
         if path not in verdicts:
             failures.append(f"{shown}: no verdict from space_json_check")
             continue
@@ -175,19 +246,26 @@ def test_agree(root, checker):
                 failures.append(f"{shown}: the parser accepts it, Python's json does not: {e}")
             continue
         errors = errors_of(v, doc)
-        if verdict == "accept":
+        if verdict == "accept" and errors:
+            failures.append(f"{shown}: the parser accepts it, the schema does not: "
+                            + "; ".join(errors))
+        if mutant:
+            mutants_accepted += verdict == "accept"
+            mutants_loose += verdict != "accept" and not errors
+        elif verdict == "accept":
             accepted += 1
             types_used(doc, used)
-            if errors:
-                failures.append(f"{shown}: the parser accepts it, the schema does not: "
-                                + "; ".join(errors))
         elif not errors:
             loose.append(f"{shown}: {reason}")
-    print(f"{len(docs)} documents: {accepted} accepted by the parser, "
-          f"{len(docs) - accepted} refused by the parser, of which {len(loose)} the schema "
+    print(f"{n_given} documents: {accepted} accepted by the parser, "
+          f"{n_given - accepted} refused by the parser, of which {len(loose)} the schema "
           "accepts (rules a schema cannot say):")
     for line in loose:
         print(f"  {line}")
+    print(f"{N_MUTANTS} mutants of them: {mutants_accepted} accepted by the parser, "
+          f"{N_MUTANTS - mutants_accepted} refused, of which {mutants_loose} the schema accepts")
+    if mutants_accepted == 0:
+        failures.append("no mutant is accepted by the parser: the mutants test nothing")
     p = subprocess.run([checker, "--objective-types"], capture_output=True, text=True,
                        timeout=60)
     registry = set(p.stdout.split())
