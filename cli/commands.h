@@ -120,6 +120,13 @@ void remember_program_args(int argc, char** argv);
 bool needs_torch(const Json& objective);  // objective.type starts with "torch."
 void exec_torch_sibling(const char* why);
 
+// hpsearch schema: the JSON Schema (draft 2020-12) of space.json, exactly
+// the file search/space.schema.json the program was built with.
+std::string_view space_schema();
+// Writes space_schema() to stdout. Returns kExitOk, or kExitFailure (with
+// an error on stderr) when stdout cannot be written (a closed pipe).
+int schema_command();
+
 int run_command(const RunOptions& options);
 // hpsearch resume STORAGE: continues a study from the settings stored with
 // it (options.storage is the STORAGE argument; space_file is unused).

@@ -448,6 +448,16 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(whole_number<int>(1));
 
+  auto* schema_cmd = app.add_subcommand(
+      "schema", "Print the JSON Schema (draft 2020-12) of space.json, for editors and validators");
+  schema_cmd->footer(
+      "Prints the schema hpsearch was built with, byte for byte the file "
+      "search/space.schema.json of its source (installed as "
+      "share/hpsearch/space.schema.json). Point a file's \"$schema\" key at it "
+      "(\"$schema\": \"space.schema.json\") and a JSON-Schema aware editor "
+      "(VS Code, JetBrains IDEs) completes and checks the file as you type; "
+      "hpsearch ignores the key. Example: hpsearch schema > space.schema.json");
+
   // Global options (--log-level) may also follow the subcommand.
   for (auto* sub : app.get_subcommands([](CLI::App*) { return true; })) sub->fallthrough();
   try {
@@ -497,6 +507,7 @@ int main(int argc, char** argv) {
     if (*export_cmd) return export_command(exp);
     if (*import_cmd) return import_command(imp);
     if (*dash_cmd) return dashboard_command(dash);
+    if (*schema_cmd) return schema_command();
   } catch (const hps::ConfigError& e) {
     print_error(e.what());
     return kExitUsage;

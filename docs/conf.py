@@ -5,7 +5,9 @@
 #   - the C++ API from the public headers (the list HPSEARCH_PUBLIC_HEADERS
 #     in CMakeLists.txt), through Doxygen's XML and Breathe;
 #   - the CLI from the hpsearch binary's own --help (scripts/
-#     gen-cli-reference.py; binary: $HPSEARCH, default build/release/hpsearch).
+#     gen-cli-reference.py; binary: $HPSEARCH, default build/release/hpsearch);
+#   - the space.json reference from its JSON Schema, search/space.schema.json
+#     (scripts/gen-space-reference.py).
 # contributing/docs.md says why Sphinx and how the docs are checked.
 import os
 import re
@@ -108,6 +110,15 @@ def run_cli_reference():
         sys.exit(p.stderr.strip() or f"gen-cli-reference.py exited {p.returncode}")
 
 
+def run_space_reference():
+    target = os.path.join(DOCS, "_generated", "space-json.md")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gen-space-reference.py"),
+                        os.path.join(ROOT, "search", "space.schema.json"), target],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(p.stderr.strip() or f"gen-space-reference.py exited {p.returncode}")
+
+
 def run_cpp_reference(xml_dir):
     p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gen-cpp-reference.py"),
                         xml_dir, os.path.join(DOCS, "_generated"), *public_headers()],
@@ -122,3 +133,4 @@ breathe_default_project = "hpsearch"
 breathe_default_members = ("members",)
 breathe_show_include = True
 run_cli_reference()
+run_space_reference()

@@ -27,6 +27,7 @@ PACKAGES=(
   chromium                                      # report and docs tests: pages in a headless browser
   python3-sphinx python3-myst-parser python3-sphinx-rtd-theme # make docs: the site from docs/*.md
   doxygen python3-breathe                       # make docs: the C++ API reference from the public headers
+  python3-jsonschema                            # tests: space.json examples and the parser against search/space.schema.json
 )
 # npm fetches the pinned Plotly.js of the report (scripts/fetch-plotly.sh).
 # Debian's npm package, unless an npm is already installed (e.g. with a

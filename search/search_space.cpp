@@ -354,9 +354,14 @@ StudyConfig StudyConfig::from_json(const Json& doc) {
   if (!doc.is_object())
     throw ConfigError(
         "", "the top level of space.json must be an object, got " + std::string(doc.type_name()));
-  check_keys(
-      doc, "",
-      {"study", "sampler", "pruner", "budget", "objective", "space", "warm_start", "artifacts"});
+  check_keys(doc, "",
+             {"$schema", "study", "sampler", "pruner", "budget", "objective", "space", "warm_start",
+              "artifacts"});
+  // "$schema": the JSON Schema an editor checks the file with; ignored here.
+  if (auto s = doc.find("$schema"); s != doc.end() && !s->is_string())
+    throw ConfigError(
+        join_path("", "$schema"),
+        "must be a string (the path or URL of space.schema.json), got " + quoted_value(*s));
   StudyConfig c;
   c.source = doc;
   auto study = doc.find("study");

@@ -167,7 +167,11 @@ struct StudyConfig {
   Json source;  // the whole file as read
 
   // Parses and validates the structure of a whole space.json document.
-  // Throws ConfigError naming the field ("space.lr.low: ...").
+  // Throws ConfigError naming the field ("space.lr.low: ..."). A top-level
+  // "$schema" (a string: the JSON Schema the file follows, for editors;
+  // search/space.schema.json) is accepted and ignored; any other type there
+  // throws ConfigError("[\"$schema\"]", "must be a string ...") (the key
+  // as join_path() writes it).
   static StudyConfig from_json(const Json& document);
   // read_json_file() + from_json().
   static StudyConfig from_file(const std::string& file);

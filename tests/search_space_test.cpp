@@ -601,6 +601,20 @@ void expect_config_error(const char* patch, const std::string& path, const std::
   EXPECT_TRUE(contains_text(e.what(), words)) << patch << " -> " << e.what();
 }
 
+// "$schema" (the JSON Schema an editor checks the file with) is accepted
+// and ignored when it is a string, and kept in the source document.
+TEST(StudyConfigTest, SchemaKeyIsAcceptedAndIgnored) {
+  Json doc = Json::parse(kGoodConfig);
+  doc["$schema"] = "../../search/space.schema.json";
+  auto c = StudyConfig::from_json(doc);
+  EXPECT_EQ(c.name, "fmnist-mlp");
+  EXPECT_EQ(c.space.size(), 2u);
+  EXPECT_EQ(c.source["$schema"], "../../search/space.schema.json");
+  expect_config_error(R"({"$schema": 1})", R"(["$schema"])", "must be a string");
+  expect_config_error(R"({"$schema": {"$ref": "x"}})", R"(["$schema"])", "must be a string");
+  expect_config_error(R"({"$schem": "x"})", R"(["$schem"])", "did you mean '$schema'?");
+}
+
 TEST(StudyConfigTest, UnknownKeysSuggestTheRightOne) {
   expect_config_error(R"({"spce": {}})", "spce", "did you mean 'space'?");
   expect_config_error(R"({"budget": {"n_trial": 5, "n_trials": null}})", "budget.n_trial",
