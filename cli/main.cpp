@@ -243,6 +243,9 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--allow-objective-change", run.allow_objective_change,
                     "continue an existing study whose stored objective differs from the file's "
                     "(its values then mix two objectives; default: refused)");
+  run_cmd->add_flag("--dry-run", run.dry_run,
+                    "check everything run checks and print the plan (as hpsearch validate), "
+                    "without creating or starting anything");
   auto* resume_cmd =
       app.add_subcommand("resume", "Continue a study from the settings stored with it");
   resume_cmd->add_option("storage", run.storage, "SQLite file")->required();
@@ -288,6 +291,31 @@ int main(int argc, char** argv) {
                     "extra srun options for --launcher slurm, e.g. \"--partition=gpu "
                     "--gpus-per-task=1 --time=2:00:00\"");
   }
+
+  ValidateOptions validate;
+  auto* validate_cmd = app.add_subcommand(
+      "validate",
+      "Check a space.json file as run does and print the plan, without running anything: "
+      "each param's distribution, the sampler and pruner with their defaults resolved, an "
+      "example command line, the budget; against an existing study, whether run would continue "
+      "it and what differs, param by param. Creates nothing (no store, no log folder). Exit 0 "
+      "valid, 2 not valid (the error names the field) or refused by the existing study, 1 when "
+      "--try-output reads no final value");
+  validate_cmd->add_option("space", validate.space_file, "space.json file")->required();
+  validate_cmd->add_option("--storage", validate.storage,
+                           "SQLite file to compare with (default: study.storage of the file); "
+                           "opened read-only, also while a coordinator runs it");
+  validate_cmd->add_option("--study", validate.study,
+                           "study name (default: study.name of the file)");
+  validate_cmd->add_option(
+      "--try-output", validate.try_output,
+      "a saved output of the program (its stdout and stderr, or the metrics file of "
+      "objective.metrics.source.file): print what the metrics rules or report lines read from "
+      "it (each step and value, the final value, attrs) and, when the metric is never seen, the "
+      "names seen with \"did you mean\"");
+  validate_cmd->add_option("--format", validate.format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
 
   WorkerCommandOptions worker;
   auto* worker_cmd = app.add_subcommand("worker", "Serve trials for a coordinator");
@@ -478,6 +506,7 @@ int main(int argc, char** argv) {
   try {
     if (*run_cmd) return run_command(run);
     if (*resume_cmd) return resume_command(run);
+    if (*validate_cmd) return validate_command(validate);
     if (*worker_cmd) return worker_command(worker);
     if (*keys_cmd) {
       keys.add = static_cast<bool>(*keys_add);

@@ -1351,6 +1351,26 @@ std::vector<std::string> command_argv(const Json& config, const Params& params) 
   return expand_argv(parse_config(config, nullptr), params);
 }
 
+CommandLine command_line(const Json& config, const Params& params, std::int64_t number,
+                         const std::string& trial_dir, const std::string& checkpoint_dir) {
+  const CommandConfig c = parse_config(config, nullptr);
+  CommandLine out;
+  out.argv = expand_argv(c, params, trial_dir, checkpoint_dir);
+  for (const auto& [name, t] : c.env)
+    if (std::optional<std::string> value =
+            expand(t, c.persistent ? Params() : params, join_path("objective.env", name), trial_dir,
+                   checkpoint_dir))
+      out.env[name] = *value;
+  if (c.persistent) {
+    out.env["HPSEARCH_MODE"] = "persistent";
+  } else {
+    out.env["HPSEARCH_PARAMS"] =
+        params_json(params).dump(-1, ' ', false, Json::error_handler_t::replace);
+    out.env["HPSEARCH_TRIAL_NUMBER"] = std::to_string(number);
+  }
+  return out;
+}
+
 ObjectiveType command_objective_type() {
   ObjectiveType t;
   t.type = "command";
