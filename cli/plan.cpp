@@ -85,9 +85,10 @@ Json command_example(const StudyConfig& config, const RunOptions& o,
 Json try_output(const StudyConfig& config, const std::string& file) {
   const std::string type = config.objective.value("type", std::string());
   if (type != "command")
-    throw ConfigError("--try-output", "reads the output of a \"command\" objective; this "
-                                      "study's objective.type is '" +
-                                          printable_excerpt(type) + "'");
+    throw ConfigError("--try-output",
+                      "reads the output of a \"command\" objective; this "
+                      "study's objective.type is '" +
+                          printable_excerpt(type) + "'");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw ConfigError("--try-output", "cannot read '" + printable(file) + "'");
   Json out = {{"file", file}, {"steps", Json::array()}, {"attrs", Json::object()}};
@@ -159,8 +160,7 @@ void print_try_output(const Json& t) {
             << t["read_by"].get<std::string>() << "):\n";
   for (const Json& s : t["steps"])
     std::cout << "  step " << s["step"].get<std::int64_t>() << ": "
-              << (s["value"].is_number() ? format_value(s["value"].get<double>()) : "nan")
-              << "\n";
+              << (s["value"].is_number() ? format_value(s["value"].get<double>()) : "nan") << "\n";
   if (t["steps"].empty()) std::cout << "  no intermediate value\n";
   if (t["final_value"].is_number())
     std::cout << "  final value: " << format_value(t["final_value"].get<double>()) << "\n";
@@ -209,8 +209,7 @@ void print_study(const Json& s) {
   }
   std::cout << "  the study exists (" << s["trials"].get<std::int64_t>() << " trials, "
             << s["finished"].get<std::int64_t>() << " finished): run would "
-            << (s["run"] == "continue" ? "continue it" : "REFUSE it (see the error below)")
-            << "\n";
+            << (s["run"] == "continue" ? "continue it" : "REFUSE it (see the error below)") << "\n";
   if (s.contains("stored_settings")) {
     std::cout << "  it has no stored settings to compare (not made by hpsearch run)\n";
     return;

@@ -739,8 +739,13 @@ class ProgramOutput {
     if (end_ != End::kRunning) return;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     bool report_line = !continued && line.substr(0, kReportPrefix.size()) == kReportPrefix;
-    if (collector_ && !protocol_ && !report_line && !prune_step_)
+    if (collector_ && !protocol_ && !report_line && !prune_step_) {
       collector_->output_line(stream == ChildProcess::Stream::kStderr, line);
+      // A typo in metrics.name, seen at the program's first report line:
+      // the trial fails now, not after the whole training.
+      if (!persistent_ && !collector_->typo_reason().empty())
+        throw Error(collector_->typo_reason() + "; the trial was stopped there");
+    }
     if (stream == ChildProcess::Stream::kStdout && report_line)
       read_report(line.substr(kReportPrefix.size()), line);
   }

@@ -361,17 +361,39 @@ void MetricsCollector::output_line(bool is_stderr, std::string_view line) {
 }
 
 void MetricsCollector::see_names(std::string_view line) {
-  if (names_seen_.size() >= kMaxNamesSeen) return;
+  if (names_seen_.size() >= kMaxNamesSeen && typo_checked_) return;
   re2::StringPiece input(line.data(), line.size());
   re2::StringPiece name;
   re2::StringPiece value;
-  while (names_seen_.size() < kMaxNamesSeen &&
+  std::vector<std::string> in_line;  // this line's names with a number
+  while (in_line.size() < kMaxNamesSeen &&
          RE2::FindAndConsume(&input, any_name_re(), &name, &value)) {
     std::string_view v(value.data(), value.size());
     while (!v.empty() && std::string_view("%)]}.'\"").find(v.back()) != std::string_view::npos)
       v.remove_suffix(1);
-    if (parse_metric_number(v)) see_name(std::string_view(name.data(), name.size()));
+    if (!parse_metric_number(v)) continue;
+    see_name(std::string_view(name.data(), name.size()));
+    in_line.emplace_back(name.data(), name.size());
   }
+  if (typo_checked_ || in_line.empty() || !config_.objective.regex.empty()) return;
+  if (!RE2::PartialMatch(re2::StringPiece(line.data(), line.size()), default_step_re())) return;
+  typo_checked_ = true;  // the first report-like line
+  const std::string& metric = config_.objective.name;
+  if (count_ > 0 || not_numbers_.count(metric)) return;
+  std::vector<std::string_view> names(in_line.begin(), in_line.end());
+  const std::string best = nearest_name(metric, names);
+  // Stricter than the hint's closeness: failing a trial needs a clear
+  // near miss (one edit per 4 characters, at least one), so that "lr" is
+  // not taken for "err".
+  if (best.empty() || best == metric ||
+      edit_distance(best, metric) > std::max<std::size_t>(1, metric.size() / 4))
+    return;
+  std::string list;
+  for (const std::string& n : in_line) list += (list.empty() ? "'" : ", '") + printable(n) + "'";
+  typo_reason_ = "metric '" + printable(metric) +
+                 "' (objective.metrics.name) is not in the program's first report line '" +
+                 printable(shorten(line)) + "', which shows " + list + " (did you mean '" +
+                 printable(best) + "'?)";
 }
 
 void MetricsCollector::see_name(std::string_view name) {

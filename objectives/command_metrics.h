@@ -163,6 +163,17 @@ class MetricsCollector {
   // at most kMaxNamesSeen. never_seen_reason() lists them with "did you
   // mean 'x'?" (nearest_name, search/json_util.h).
   static constexpr std::size_t kMaxNamesSeen = 32;
+  // A likely typo in metrics.name, found at the first report-like line: an
+  // output line with a step word ("epoch 3", "step=120") and names with
+  // numbers, one of them a near miss of the objective's metric ("val_loss"
+  // for "val_los": nearest_name), while the metric itself was never
+  // matched (the name=value rule only, not a "regex" or a file), within
+  // one edit per 4 characters of the name (at least one). Then the
+  // reason to fail the trial now rather than after the whole training:
+  // "metric 'val_los' (objective.metrics.name) is not in the program's
+  // report line 'epoch 1 loss=0.9 val_loss=0.5', which shows 'loss',
+  // 'val_loss' (did you mean 'val_loss'?)". "" otherwise; set once.
+  const std::string& typo_reason() const { return typo_reason_; }
   const std::vector<std::string>& names_seen() const { return names_seen_; }
   // The extra metrics (attrs) matched but never as a number, for the trial
   // log ("" when none): "user attr 'acc' (objective.metrics.attrs) was not
@@ -186,6 +197,9 @@ class MetricsCollector {
   // Scans the first `size` bytes of `fd`.
   Scan scan(int fd, std::uint64_t size) const;
   // Adds the names `line` shows with a number (names_seen()).
+  // Adds the names `line` shows with a number (names_seen()); the first
+  // line with a step word and such names sets typo_reason() when the
+  // objective's metric was never matched and a name is a near miss of it.
   void see_names(std::string_view line);
   void see_name(std::string_view name);
   // never_seen_reason()'s end: "; names seen with a number: a, b (did you
@@ -219,6 +233,8 @@ class MetricsCollector {
   // Values read that were not numbers, by metric: how many, and the last.
   std::map<std::string, std::pair<std::int64_t, std::string>> not_numbers_;
   std::vector<std::string> names_seen_;  // names_seen()
+  std::string typo_reason_;              // typo_reason()
+  bool typo_checked_ = false;            // the first report-like line was looked at
 
   // File following.
   bool file_seen_ = false;

@@ -1,6 +1,7 @@
 #include "search/study_diff.h"
 
 #include <algorithm>
+#include <charconv>
 
 #include "search/printable.h"
 #include "search/search_space.h"
@@ -62,14 +63,19 @@ std::string cut(const std::string& text) {
 // quotes, anything else as its JSON text.
 std::string value_text(const Json& value) {
   if (value.is_string()) return "'" + cut(value.get<std::string>()) + "'";
+  if (value.is_number_float()) {
+    // The shortest text that reads back the same ("0", "1e-05", "0.25").
+    char buf[64];
+    const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value.get<double>());
+    if (ec == std::errc()) return std::string(buf, end);
+  }
   return cut(value.dump(-1, ' ', false, Json::error_handler_t::replace));
 }
 
 std::string list_text(const Json& values) {
   if (!values.is_array()) return value_text(values);
   std::string out = "[";
-  for (std::size_t i = 0; i < values.size(); ++i)
-    out += (i ? ", " : "") + value_text(values[i]);
+  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + value_text(values[i]);
   return out + "]";
 }
 
@@ -129,11 +135,12 @@ std::string param_text(const Json& spec) {
   }
   if (const Json& scale = member(spec, "scale_with"); scale.is_object()) {
     const Json& rule = member(scale, "rule");
-    out += " scale_with " +
-           (member(scale, "param").is_string() ? printable(member(scale, "param").get<std::string>())
-                                               : value_text(member(scale, "param"))) +
-           " (reference " + value_text(member(scale, "reference")) + ", " +
-           (rule.is_string() ? printable(rule.get<std::string>()) : std::string("sqrt")) + ")";
+    out +=
+        " scale_with " +
+        (member(scale, "param").is_string() ? printable(member(scale, "param").get<std::string>())
+                                            : value_text(member(scale, "param"))) +
+        " (reference " + value_text(member(scale, "reference")) + ", " +
+        (rule.is_string() ? printable(rule.get<std::string>()) : std::string("sqrt")) + ")";
   } else if (!scale.is_null()) {
     out += " scale_with " + value_text(scale);
   }
