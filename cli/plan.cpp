@@ -1,6 +1,7 @@
 // The plan of `hpsearch run --dry-run` and `hpsearch validate` (print_plan,
 // cli/commands.h), and validate's --try-output.
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -70,14 +71,61 @@ Json command_example(const StudyConfig& config, const RunOptions& o,
   for (const auto& [name, value] : params) example["params"][name] = value;
   const std::string log_dir = config.name + ".logs";
   try {
-    const CommandLine line = command_line(config.objective, params, 0, log_dir + "/trial-0",
-                                          checkpoint_root + "/lineage-0/work");
+    const CommandLine line = command_line(
+        config.objective, params, 0, log_dir + "/trial-0",
+        (std::filesystem::path(checkpoints::lineage_path(checkpoint_root, 0)) / "work").string());
     example["argv"] = line.argv;
     example["env"] = line.env;
   } catch (const std::exception& e) {
     example["error"] = std::string("trial 0 would fail: ") + e.what();
   }
   return example;
+}
+
+// What --try-output reads, as a trial reads its program's output.
+struct OutputReading {
+  Json steps = Json::array();  // {"step", "value", "from"} each
+  Json attrs = Json::object();
+  std::vector<std::string> notes;
+  bool protocol = false;  // a report line with a value: the protocol wins from there on
+  std::optional<double> final_value;
+
+  void step(std::int64_t s, double v, const char* from) {
+    steps.push_back({{"step", s}, {"value", v}, {"from", from}});
+  }
+  // A report line ("hpsearch: ..."), the `number`-th line of the file.
+  void report_line(const std::string& line, std::int64_t number) {
+    CommandReport report;
+    if (std::string error = parse_command_report(line.substr(kReportPrefix.size()), report);
+        !error.empty()) {
+      notes.push_back("line " + std::to_string(number) + ": ignored a report line: " + error);
+      return;
+    }
+    if (report.attrs.is_object())
+      for (const auto& [k, v] : report.attrs.items()) attrs[k] = v;
+    if (!report.value) return;
+    protocol = true;
+    if (report.step)
+      step(*report.step, *report.value, "report line");
+    else
+      final_value = report.value;
+  }
+};
+
+// Reads the lines of `in` into `reading`: report lines, and the others
+// through `collector` (may be null) as stdout lines, or stderr lines when
+// the metrics' source is stderr.
+void read_output(std::istream& in, MetricsCollector* collector, bool as_stderr,
+                 OutputReading& reading) {
+  std::int64_t number = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.rfind(kReportPrefix, 0) == 0)
+      reading.report_line(line, number);
+    else if (collector && !reading.protocol)
+      collector->output_line(as_stderr, line);
+  }
 }
 
 // What the metrics rules (objective.metrics) and report lines read from a
@@ -91,67 +139,42 @@ Json try_output(const StudyConfig& config, const std::string& file) {
                           printable_excerpt(type) + "'");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw ConfigError("--try-output", "cannot read '" + printable(file) + "'");
-  Json out = {{"file", file}, {"steps", Json::array()}, {"attrs", Json::object()}};
   std::optional<MetricsConfig> metrics;
   if (const auto it = config.objective.find("metrics"); it != config.objective.end())
     metrics = parse_metrics_config(*it);
-  bool protocol = false;  // a report line with a value: the protocol wins from there on
-  std::optional<double> final_value;
-  const auto step = [&](std::int64_t s, double v, const char* from) {
-    out["steps"].push_back({{"step", s}, {"value", v}, {"from", from}});
-  };
-  std::vector<std::string> notes;
+  OutputReading reading;
   std::unique_ptr<MetricsCollector> collector;
   if (metrics)
     collector = std::make_unique<MetricsCollector>(
         *metrics, file, config.direction,
-        [&](std::int64_t s, double v) {
-          if (!protocol) step(s, v, "metrics");
+        [&reading](std::int64_t s, double v) {
+          if (!reading.protocol) reading.step(s, v, "metrics");
         },
-        [&](const std::string& note) { notes.push_back(note); });
-  const bool from_file = metrics && metrics->source == MetricsConfig::Source::kFile;
-  const bool as_stderr = metrics && metrics->source == MetricsConfig::Source::kStderr;
-  std::int64_t lines = 0;
-  for (std::string line; !from_file && std::getline(in, line);) {
-    ++lines;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.rfind(kReportPrefix, 0) != 0) {
-      if (collector && !protocol) collector->output_line(as_stderr, line);
-      continue;
-    }
-    CommandReport report;
-    if (std::string error = parse_command_report(line.substr(kReportPrefix.size()), report);
-        !error.empty()) {
-      notes.push_back("line " + std::to_string(lines) + ": ignored a report line: " + error);
-      continue;
-    }
-    if (report.attrs.is_object())
-      for (const auto& [k, v] : report.attrs.items()) out["attrs"][k] = v;
-    if (!report.value) continue;
-    protocol = true;
-    if (report.step)
-      step(*report.step, *report.value, "report line");
-    else
-      final_value = report.value;
-  }
-  if (from_file) collector->poll_file(true);
-  if (collector && !protocol) {
-    final_value = collector->final_value();
-    for (const auto& [name, value] : collector->attrs()) out["attrs"][name] = value;
-    if (std::string note = collector->unparsed_attrs_note(); !note.empty()) notes.push_back(note);
+        [&reading](const std::string& note) { reading.notes.push_back(note); });
+  if (metrics && metrics->source == MetricsConfig::Source::kFile)
+    collector->poll_file(true);
+  else
+    read_output(in, collector.get(), metrics && metrics->source == MetricsConfig::Source::kStderr,
+                reading);
+  const bool collected = collector && !reading.protocol;
+  Json out = {{"file", file}};
+  if (collected) {
+    reading.final_value = collector->final_value();
+    for (const auto& [name, value] : collector->attrs()) reading.attrs[name] = value;
+    if (std::string note = collector->unparsed_attrs_note(); !note.empty())
+      reading.notes.push_back(note);
     out["names_seen"] = collector->names_seen();
   }
-  out["read_by"] = protocol ? "report lines" : metrics ? "objective.metrics" : "report lines";
-  out["final_value"] = final_value ? Json(*final_value) : Json();
-  if (!final_value) {
-    if (collector && !protocol)
-      out["reason"] = collector->never_seen_reason();
-    else
-      out["reason"] =
-          "no final value: the output has no report line 'hpsearch: {\"value\": ...}' (and "
-          "objective.metrics is not set, or a report line took over from it)";
-  }
-  out["notes"] = notes;
+  out["read_by"] = collected ? "objective.metrics" : "report lines";
+  out["steps"] = reading.steps;
+  out["attrs"] = reading.attrs;
+  out["final_value"] = reading.final_value ? Json(*reading.final_value) : Json();
+  if (!reading.final_value)
+    out["reason"] = collected ? collector->never_seen_reason()
+                              : "no final value: the output has no report line 'hpsearch: "
+                                "{\"value\": ...}' (and objective.metrics is not set, or a "
+                                "report line took over from it)";
+  out["notes"] = reading.notes;
   return out;
 }
 
@@ -297,10 +320,7 @@ void print_text(const Json& plan, const StudyConfig& config) {
   std::cout << "Artifacts: " << settings_line(plan["artifacts"]) << "\n";
   std::cout << "Workers: " << setting_text(plan["workers"]["workers"]) << " ("
             << setting_text(plan["workers"]["launcher"]) << ")\n";
-  std::cout << "\nNothing was created or started.";
-  if (plan["study"]["run"] != "refuse")
-    std::cout << " Run it with: hpsearch run " << printable(plan["file"].get<std::string>());
-  std::cout << "\n";
+  std::cout << "\nNothing was created or started.\n";
 }
 
 }  // namespace

@@ -77,8 +77,11 @@
 //    SIGTERM, SIGKILL after grace_s, and the trial ends PRUNED;
 //  - exit code 0 with a final value: the trial's value (NaN: FAIL);
 //  - with "metrics": exit code 0 without the metric ever seen: FAIL("metric
-//    'x' (objective.metrics.name) was never seen ...", ending with the last
-//    lines of stdout and stderr together);
+//    'x' (objective.metrics.name) was never seen ...", with the names the
+//    output showed with a number and "did you mean 'y'?", ending with the
+//    last lines of stdout and stderr together); a near miss of the name on
+//    the program's first report-like line (MetricsCollector::typo_reason)
+//    fails the trial there, stopping the program;
 //  - a non-zero exit, death by a signal, or exit 0 without a final value:
 //    FAIL, the reason ending with the last lines of stderr;
 //  - the run is interrupted (Ctrl-C, the worker told to stop; checked

@@ -48,8 +48,7 @@ TEST(StudyDiff, ParamAddedRemovedAndChanged) {
   const auto changes = settings_changes(base(), now);
   EXPECT_THAT(fields(changes), ElementsAre("space.dropout", "space.lr", "space.momentum"));
   EXPECT_EQ(change_text(changes[0]), "space.dropout: added (float [0, 0.5] step 0.05)");
-  EXPECT_EQ(change_text(changes[1]),
-            "space.lr: float [0.0001, 0.1] log -> float [1e-05, 0.1] log");
+  EXPECT_EQ(change_text(changes[1]), "space.lr: float [0.0001, 0.1] log -> float [1e-05, 0.1] log");
   EXPECT_EQ(change_text(changes[2]),
             "space.momentum: removed (was float [0, 0.99] when optimizer = 'sgd')");
   EXPECT_EQ(space_changes(base(), now).size(), 3U);
@@ -62,8 +61,8 @@ TEST(StudyDiff, DirectionObjectiveSamplerAndPrunerKeyByKey) {
   now["sampler"]["seed"] = 2;
   now["pruner"] = {{"type", "median"}};
   const auto changes = settings_changes(base(), now);
-  EXPECT_THAT(fields(changes), ElementsAre("study.direction", "objective.argv", "sampler.seed",
-                                           "pruner"));
+  EXPECT_THAT(fields(changes),
+              ElementsAre("study.direction", "objective.argv", "sampler.seed", "pruner"));
   EXPECT_EQ(change_text(changes[0]), "study.direction: 'minimize' -> 'maximize'");
   EXPECT_EQ(change_text(changes[1]),
             "objective.argv: [\"python3\",\"train.py\",\"--lr\",\"{lr}\"] -> "

@@ -232,7 +232,8 @@ TEST_F(ValidateTest, TryOutputPrintsStepsValuesAndAttrs) {
                                "  step 1: 0.52\n  step 2: 0.47\n  step 3: 0.41\n"
                                "  final value: 0.41\n  attr acc = 0.88\n"));
 
-  ProcessResult json = cli({"validate", "space.json", "--try-output", "out.txt", "--format", "json"});
+  ProcessResult json =
+      cli({"validate", "space.json", "--try-output", "out.txt", "--format", "json"});
   ASSERT_EQ(json.exit_code, 0) << json.err;
   const Json t = Json::parse(json.out)["try_output"];
   ASSERT_EQ(t["steps"].size(), 3U);
