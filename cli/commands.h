@@ -117,6 +117,7 @@ struct PlanStudy {
   std::int64_t trials = 0;        // the study's trials, and those counted as finished
   std::int64_t finished = 0;
   std::string refusal;  // why run would refuse that study ("": it would continue it)
+  std::string running;  // the coordinator that runs it now (WriterLockHolder::describe), or ""
 };
 
 // The plan of run --dry-run and hpsearch validate (cli/plan.cpp), printed

@@ -208,6 +208,7 @@ Json study_part(const StudyConfig& config, const PlanStudy& existing) {
   j["finished"] = existing.finished;
   j["run"] = existing.refusal.empty() ? "continue" : "refuse";
   if (!existing.refusal.empty()) j["refusal"] = existing.refusal;
+  if (!existing.running.empty()) j["running"] = existing.running;
   j["changes"] = Json::array();
   if (existing.info->config.is_object())
     for (const SettingChange& c : settings_changes(existing.info->config, config.source))
@@ -233,6 +234,9 @@ void print_study(const Json& s) {
   std::cout << "  the study exists (" << s["trials"].get<std::int64_t>() << " trials, "
             << s["finished"].get<std::int64_t>() << " finished): run would "
             << (s["run"] == "continue" ? "continue it" : "REFUSE it (see the error below)") << "\n";
+  if (s.contains("running"))
+    std::cout << "  a coordinator runs it now (" << printable(s["running"].get<std::string>())
+              << "): another run of it is refused until that one ends\n";
   if (s.contains("stored_settings")) {
     std::cout << "  it has no stored settings to compare (not made by hpsearch run)\n";
     return;

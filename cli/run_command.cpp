@@ -942,6 +942,8 @@ int dry_run(const StudyConfig& config, const RunOptions& o, const CoordinatorOpt
       const TrialCounts counts = storage->count_trials_by_state(*id);
       existing.trials = counts.total();
       existing.finished = counts.finished;
+      if (const auto holder = WriterLock::query(url.path, *id))
+        existing.running = holder->describe();
       try {
         check_existing_study(*storage, config, o);
       } catch (const ConfigError& e) {

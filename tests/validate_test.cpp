@@ -4,6 +4,7 @@
 // own warning on a changed space), --try-output and its "did you mean".
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <filesystem>
 #include <set>
@@ -215,6 +216,34 @@ TEST_F(ValidateTest, ChangedDirectionIsRefusedAsRunRefusesIt) {
   ProcessResult run = cli({"run", "space.json", "--workers", "1"});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_THAT(run.err, HasSubstr("study.direction"));
+}
+
+// While a coordinator runs the study: validate reads the store, says so,
+// and leaves the run alone.
+TEST_F(ValidateTest, WorksWhileACoordinatorRunsTheStudy) {
+  Json doc = space_doc();
+  doc["objective"] = {{"type", "sleep"}, {"seconds", 60}, {"steps", 2}};
+  doc["budget"]["n_trials"] = 1;
+  write_space(doc);
+  testsupport::BackgroundProcess run({HPSEARCH_CLI_PATH, "run", "space.json", "--workers", "1"},
+                                     dir_.path().string(), dir_.file("run.out"),
+                                     dir_.file("run.err"));
+  ProcessResult r;
+  ASSERT_TRUE(testsupport::wait_until([&] {
+    r = cli({"validate", "space.json"});
+    return r.out.find("a coordinator runs it now") != std::string::npos;
+  })) << r.out
+      << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("no difference from the settings stored with it"));
+  EXPECT_TRUE(run.running());
+  // The run stops as usual (Ctrl-C), its study intact.
+  run.send_signal(SIGINT);
+  ASSERT_TRUE(testsupport::wait_until([&] { return !run.running(); }));
+  r = cli({"validate", "space.json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, Not(HasSubstr("a coordinator runs it now")));
+  EXPECT_THAT(r.out, HasSubstr("no difference from the settings stored with it"));
 }
 
 TEST_F(ValidateTest, TryOutputPrintsStepsValuesAndAttrs) {
