@@ -33,17 +33,53 @@ std::string setting_text(const Json& value) {
   return printable(value.dump(-1, ' ', false, Json::error_handler_t::replace));
 }
 
-// "key=value, key=value" of a resolved section, less its type.
-std::string settings_line(const Json& section) {
-  std::string out;
-  if (!section.is_object()) return setting_text(section);
+// The "key=value" items of a resolved section, less its type.
+std::vector<std::string> setting_items(const Json& section) {
+  std::vector<std::string> out;
+  if (!section.is_object()) return {setting_text(section)};
   for (const auto& [key, value] : section.items()) {
     if (key == "type") continue;
-    std::string text = value.is_object() ? "{" + settings_line(value) + "}" : setting_text(value);
-    if (key == "seed" && value.is_null()) text = "none (a new one each run)";
-    out += (out.empty() ? "" : ", ") + printable(key) + "=" + text;
+    std::string text;
+    if (value.is_object()) {
+      for (const std::string& item : setting_items(value))
+        text += (text.empty() ? "" : ", ") + item;
+      text = "{" + text + "}";
+    } else {
+      text = key == "seed" && value.is_null() ? "none (a new one each run)" : setting_text(value);
+    }
+    out.push_back(printable(key) + "=" + text);
   }
   return out;
+}
+
+// The items, comma-separated, in lines of about 96 characters, each after
+// `indent`; the first line's indent is left to the caller.
+std::string settings_lines(const Json& section, const std::string& indent) {
+  std::string out;
+  std::size_t column = 0;
+  for (const std::string& item : setting_items(section)) {
+    if (column > 0 && column + item.size() > 96) {
+      out += ",\n" + indent;
+      column = 0;
+    } else if (column > 0) {
+      out += ", ";
+      column += 2;
+    }
+    out += item;
+    column += item.size();
+  }
+  return out;
+}
+
+// An argument as a shell would need it to read it back: as is when it holds
+// only safe characters, else in single quotes.
+std::string shell_word(const std::string& arg) {
+  if (!arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                            "0123456789-_./=:,+@%{}") == std::string::npos)
+    return printable(arg);
+  std::string out = "'";
+  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return printable(out + "'");
 }
 
 // The params of trial 0 of a new study with this sampler: the sampler's
@@ -265,7 +301,7 @@ Json artifacts_part(const StudyConfig& config, const std::string& checkpoint_roo
           {"keep_failed", a.keep_failed},
           {"max_snapshot_bytes", a.max_snapshot_bytes},
           {"max_study_bytes", a.max_study_bytes},
-          {"folder", checkpoint_root}};
+          {"folder", std::filesystem::path(checkpoint_root).lexically_normal().string()}};
 }
 
 void print_text(const Json& plan, const StudyConfig& config) {
@@ -282,12 +318,11 @@ void print_text(const Json& plan, const StudyConfig& config) {
     std::cout << "  " << name << std::string(width + 2 - std::min(width, name.size()), ' ')
               << p["text"].get<std::string>() << "\n";
   }
-  std::cout << "\nSampler: " << setting_text(plan["sampler"]["type"]) << " ("
-            << settings_line(plan["sampler"]) << ")\n";
-  std::cout << "Pruner: " << setting_text(plan["pruner"]["type"]);
-  if (const std::string line = settings_line(plan["pruner"]); !line.empty())
-    std::cout << " (" << line << ")";
-  std::cout << "\n";
+  std::cout << "\nSampler: " << setting_text(plan["sampler"]["type"]) << "\n  "
+            << settings_lines(plan["sampler"], "  ") << "\n";
+  std::cout << "Pruner: " << setting_text(plan["pruner"]["type"]) << "\n";
+  if (const std::string lines = settings_lines(plan["pruner"], "  "); !lines.empty())
+    std::cout << "  " << lines << "\n";
   const Json& objective = plan["objective"];
   std::cout << "\nObjective: " << setting_text(objective["type"]) << "\n";
   if (objective.contains("example")) {
@@ -296,7 +331,7 @@ void print_text(const Json& plan, const StudyConfig& config) {
     if (e.contains("params")) std::cout << "    params: " << setting_text(e["params"]) << "\n";
     if (e.contains("argv")) {
       std::cout << "    argv:";
-      for (const Json& a : e["argv"]) std::cout << " " << setting_text(a);
+      for (const Json& a : e["argv"]) std::cout << " " << shell_word(a.get<std::string>());
       std::cout << "\n";
     }
     if (e.contains("env"))
@@ -311,17 +346,22 @@ void print_text(const Json& plan, const StudyConfig& config) {
       std::cout << "  metrics: the program's report lines (hpsearch: {\"step\": N, \"value\": "
                    "V}); no objective.metrics\n";
   } else {
-    std::cout << "  " << settings_line(objective["settings"]) << "\n";
+    std::cout << "  " << settings_lines(objective["settings"], "  ") << "\n";
   }
   const Json& b = plan["budget"];
   std::cout << "\nBudget: n_trials=" << setting_text(b["n_trials"])
             << ", timeout_s=" << setting_text(b["timeout_s"])
             << ", max_failed_trials=" << setting_text(b["max_failed_trials"])
             << ", fail_fast=" << setting_text(b["fail_fast"])
-            << (b["fail_fast"].get<bool>() ? " (stop when the first 5 trials of a run all fail)"
-                                           : "")
+            << (b["fail_fast"].get<bool>()
+                    ? " (a run stops when its first " +
+                          std::to_string(std::min<std::int64_t>(
+                              5,
+                              b["n_trials"].is_number() ? b["n_trials"].get<std::int64_t>() : 5)) +
+                          " finished trials all fail)"
+                    : std::string())
             << "\n";
-  std::cout << "Artifacts: " << settings_line(plan["artifacts"]) << "\n";
+  std::cout << "Artifacts:\n  " << settings_lines(plan["artifacts"], "  ") << "\n";
   std::cout << "Workers: " << setting_text(plan["workers"]["workers"]) << " ("
             << setting_text(plan["workers"]["launcher"]) << ")\n";
   std::cout << "\nNothing was created or started.\n";

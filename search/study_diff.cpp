@@ -1,7 +1,8 @@
 #include "search/study_diff.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
-#include <charconv>
 
 #include "search/printable.h"
 #include "search/search_space.h"
@@ -63,12 +64,9 @@ std::string cut(const std::string& text) {
 // quotes, anything else as its JSON text.
 std::string value_text(const Json& value) {
   if (value.is_string()) return "'" + cut(value.get<std::string>()) + "'";
-  if (value.is_number_float()) {
-    // The shortest text that reads back the same ("0", "1e-05", "0.25").
-    char buf[64];
-    const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value.get<double>());
-    if (ec == std::errc()) return std::string(buf, end);
-  }
+  // The shortest text that reads back the same, as Python writes it
+  // ("0.0001", "1e-05", "0.25"), without a ".0" on whole numbers ("0").
+  if (value.is_number_float()) return fmt::format("{}", value.get<double>());
   return cut(value.dump(-1, ' ', false, Json::error_handler_t::replace));
 }
 

@@ -34,7 +34,7 @@ Json space_doc() {
     "pruner": {"type": "median"},
     "budget": {"n_trials": 2},
     "objective": {"type": "command",
-                  "argv": ["/bin/sh", "-c", "echo 'hpsearch: {\"value\": 1}'", "x", "--lr", "{lr}",
+                  "argv": ["/bin/sh", "-c", "echo 'hpsearch: {{\"value\": 1}}'", "x", "--lr", "{lr}",
                            "--momentum", "{momentum?}"],
                   "env": {"OPT": "{optimizer}"},
                   "metrics": {"name": "val_loss"}},
@@ -78,21 +78,22 @@ TEST_F(ValidateTest, ValidFilePrintsThePlanWithDefaultsResolvedAndCreatesNothing
   EXPECT_THAT(r.out, HasSubstr("momentum   float [0, 0.9] when optimizer = 'sgd'"));
   EXPECT_THAT(r.out, HasSubstr("optimizer  categorical ['adam', 'sgd']"));
   // The sampler's and pruner's defaults, as they would be used.
-  EXPECT_THAT(r.out, HasSubstr("Sampler: tpe ("));
+  EXPECT_THAT(r.out, HasSubstr("Sampler: tpe\n  "));
   EXPECT_THAT(r.out, HasSubstr("n_ei_candidates=24"));
   EXPECT_THAT(r.out, HasSubstr("seed=7"));
-  EXPECT_THAT(r.out, HasSubstr("Pruner: median (interval_steps=1, n_min_trials=1, "
-                               "n_startup_trials=5, n_warmup_steps=0)"));
+  EXPECT_THAT(r.out, HasSubstr("Pruner: median\n  interval_steps=1, n_min_trials=1, "
+                               "n_startup_trials=5, n_warmup_steps=0\n"));
   // An example command line, labelled as one, with its placeholders filled.
   EXPECT_THAT(r.out, HasSubstr("example only: trial 0 of a new study"));
-  EXPECT_THAT(r.out, HasSubstr("argv: /bin/sh -c"));
+  EXPECT_THAT(r.out, HasSubstr("argv: /bin/sh -c 'echo '\\''hpsearch: {\"value\": 1}'\\''' x"));
   EXPECT_THAT(r.out, HasSubstr("--lr 0."));
   EXPECT_THAT(r.out, HasSubstr("env HPSEARCH_TRIAL_NUMBER=0"));
   EXPECT_THAT(r.out, HasSubstr("env OPT="));
   EXPECT_THAT(r.out, HasSubstr("metrics: {\"name\":\"val_loss\"}"));
   EXPECT_THAT(r.out, HasSubstr("Budget: n_trials=2, timeout_s=none, max_failed_trials=none, "
-                               "fail_fast=true"));
-  EXPECT_THAT(r.out, HasSubstr("Artifacts: checkpoints=true"));
+                               "fail_fast=true (a run stops when its first 2 finished "
+                               "trials all fail)"));
+  EXPECT_THAT(r.out, HasSubstr("Artifacts:\n  checkpoints=true"));
   EXPECT_EQ(entries(), before);  // no store, no log folder, no lock
 
   // run --dry-run: the same plan, nothing started or created.
