@@ -292,31 +292,6 @@ int main(int argc, char** argv) {
                     "--gpus-per-task=1 --time=2:00:00\"");
   }
 
-  ValidateOptions validate;
-  auto* validate_cmd = app.add_subcommand(
-      "validate",
-      "Check a space.json file as run does and print the plan, without running anything: "
-      "each param's distribution, the sampler and pruner with their defaults resolved, an "
-      "example command line, the budget; against an existing study, whether run would continue "
-      "it and what differs, param by param. Creates nothing (no store, no log folder). Exit 0 "
-      "valid, 2 not valid (the error names the field) or refused by the existing study, 1 when "
-      "--try-output reads no final value");
-  validate_cmd->add_option("space", validate.space_file, "space.json file")->required();
-  validate_cmd->add_option("--storage", validate.storage,
-                           "SQLite file to compare with (default: study.storage of the file); "
-                           "opened read-only, also while a coordinator runs it");
-  validate_cmd->add_option("--study", validate.study,
-                           "study name (default: study.name of the file)");
-  validate_cmd->add_option(
-      "--try-output", validate.try_output,
-      "a saved output of the program (its stdout and stderr, or the metrics file of "
-      "objective.metrics.source.file): print what the metrics rules or report lines read from "
-      "it (each step and value, the final value, attrs) and, when the metric is never seen, the "
-      "names seen with \"did you mean\"");
-  validate_cmd->add_option("--format", validate.format, "text or json")
-      ->check(CLI::IsMember({"text", "json"}))
-      ->capture_default_str();
-
   WorkerCommandOptions worker;
   auto* worker_cmd = app.add_subcommand("worker", "Serve trials for a coordinator");
   worker_cmd->add_option("--connect", worker.connect, "coordinator endpoint, e.g. tcp://host:5555")
@@ -475,6 +450,34 @@ int main(int argc, char** argv) {
   dash_cmd->add_option("--refresh-ms", dash.poll_ms, "how often the page asks for changes")
       ->capture_default_str()
       ->check(whole_number<int>(1));
+
+  // Registered last: the commands before it keep their order in the list.
+  ValidateOptions validate;
+  auto* validate_cmd = app.add_subcommand(
+      "validate", "Check a space.json file as run does and print the plan, running nothing");
+  validate_cmd->footer(
+      "Prints each param's distribution, the sampler and pruner with their defaults resolved, "
+      "an example command line (trial 0 with the sampler's first suggestion), the metrics "
+      "rules, the budget and the checkpoint settings; against an existing study (opened "
+      "read-only), whether run would continue it and what differs, param by param. Creates "
+      "nothing: no store, no log folder, no lock, no worker. `hpsearch run space.json "
+      "--dry-run` does the same. Exit status: 0 valid, 2 not valid (the error names the field) "
+      "or refused by the existing study, 1 when --try-output reads no final value.");
+  validate_cmd->add_option("space", validate.space_file, "space.json file")->required();
+  validate_cmd->add_option("--storage", validate.storage,
+                           "SQLite file to compare with (default: study.storage of the file); "
+                           "opened read-only, also while a coordinator runs it");
+  validate_cmd->add_option("--study", validate.study,
+                           "study name (default: study.name of the file)");
+  validate_cmd->add_option(
+      "--try-output", validate.try_output,
+      "a saved output of the program (its stdout and stderr, or the metrics file of "
+      "objective.metrics.source.file): print what the metrics rules or report lines read from "
+      "it (each step and value, the final value, attrs) and, when the metric is never seen, the "
+      "names seen with \"did you mean\"");
+  validate_cmd->add_option("--format", validate.format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
 
   // Global options (--log-level) may also follow the subcommand.
   for (auto* sub : app.get_subcommands([](CLI::App*) { return true; })) sub->fallthrough();
