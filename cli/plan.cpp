@@ -41,9 +41,12 @@ std::vector<std::string> setting_items(const Json& section) {
     if (key == "type") continue;
     std::string text;
     if (value.is_object()) {
-      for (const std::string& item : setting_items(value))
-        text += (text.empty() ? "" : ", ") + item;
-      text = "{" + text + "}";
+      text = "{";
+      for (const std::string& item : setting_items(value)) {
+        if (text.size() > 1) text += ", ";
+        text += item;
+      }
+      text += "}";
     } else {
       text = key == "seed" && value.is_null() ? "none (a new one each run)" : setting_text(value);
     }
