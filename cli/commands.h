@@ -133,8 +133,11 @@ struct PlanStudy {
 // rules (or report lines) read from that saved output file. Returns the
 // exit code: 0; 2 (kExitUsage) when `existing.refusal` is set (printed as
 // the error); 1 when --try-output read no final value. Creates nothing.
+// `log_dir`: the study's log folder (worker --log-dir), where {trial_dir}
+// folders go.
 int print_plan(const StudyConfig& config, const RunOptions& o, const Json& sampler,
-               const Json& pruner, const std::string& checkpoint_root, const PlanStudy& existing);
+               const Json& pruner, const std::string& checkpoint_root, const std::string& log_dir,
+               const PlanStudy& existing);
 
 struct ValidateOptions {
   std::string space_file;                 // the space.json file

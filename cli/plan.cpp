@@ -97,7 +97,7 @@ Params example_params(const StudyConfig& config, const RunOptions& o) {
 
 // The example trial of a command objective: its params, argv and env.
 Json command_example(const StudyConfig& config, const RunOptions& o,
-                     const std::string& checkpoint_root) {
+                     const std::string& checkpoint_root, const std::string& log_dir) {
   Json example = {{"trial", 0}};
   Params params;
   try {
@@ -108,11 +108,13 @@ Json command_example(const StudyConfig& config, const RunOptions& o,
   }
   example["params"] = Json::object();
   for (const auto& [name, value] : params) example["params"][name] = value;
-  const std::string log_dir = config.name + ".logs";
   try {
-    const CommandLine line = command_line(
-        config.objective, params, 0, log_dir + "/trial-0",
-        (std::filesystem::path(checkpoints::lineage_path(checkpoint_root, 0)) / "work").string());
+    const CommandLine line =
+        command_line(config.objective, params, 0,
+                     (std::filesystem::absolute(log_dir) / "trial-0").lexically_normal().string(),
+                     (std::filesystem::path(checkpoints::lineage_path(checkpoint_root, 0)) / "work")
+                         .lexically_normal()
+                         .string());
     example["argv"] = line.argv;
     example["env"] = line.env;
   } catch (const std::exception& e) {
@@ -176,6 +178,8 @@ Json try_output(const StudyConfig& config, const std::string& file) {
                       "reads the output of a \"command\" objective; this "
                       "study's objective.type is '" +
                           printable_excerpt(type) + "'");
+  if (std::error_code ec; std::filesystem::is_directory(file, ec))
+    throw ConfigError("--try-output", "'" + printable(file) + "' is a folder, not a file");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw ConfigError("--try-output", "cannot read '" + printable(file) + "'");
   std::optional<MetricsConfig> metrics;
@@ -373,7 +377,8 @@ void print_text(const Json& plan, const StudyConfig& config) {
 }  // namespace
 
 int print_plan(const StudyConfig& config, const RunOptions& o, const Json& sampler,
-               const Json& pruner, const std::string& checkpoint_root, const PlanStudy& existing) {
+               const Json& pruner, const std::string& checkpoint_root, const std::string& log_dir,
+               const PlanStudy& existing) {
   Json plan = {{"file", o.space_file}, {"valid", true}};
   plan["study"] = study_part(config, existing);
   plan["space"] = Json::array();
@@ -387,7 +392,7 @@ int print_plan(const StudyConfig& config, const RunOptions& o, const Json& sampl
   const std::string type = config.objective.value("type", std::string());
   Json objective = {{"type", type}};
   if (type == "command") {
-    objective["example"] = command_example(config, o, checkpoint_root);
+    objective["example"] = command_example(config, o, checkpoint_root, log_dir);
     if (config.objective.contains("metrics")) objective["metrics"] = config.objective["metrics"];
   } else {
     objective["settings"] = config.objective;

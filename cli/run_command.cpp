@@ -954,7 +954,8 @@ int dry_run(const StudyConfig& config, const RunOptions& o, const CoordinatorOpt
     }
   }
   return print_plan(config, o, resolved_sampler_section(config.sampler, o.seed),
-                    resolved_pruner_section(config.pruner), co.checkpoint_root, existing);
+                    resolved_pruner_section(config.pruner), co.checkpoint_root,
+                    study_log_dir(config.name, storage_parent(config)), existing);
 }
 
 int run_study(StudyConfig config, const RunOptions& o) {

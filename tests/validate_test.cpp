@@ -312,6 +312,17 @@ TEST_F(ValidateTest, TryOutputWithAMetricNameTypoSaysDidYouMean) {
   r = cli({"validate", "space.json", "--try-output", "missing.txt"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--try-output: cannot read 'missing.txt'"));
+  r = cli({"validate", "space.json", "--try-output", "."});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--try-output: '.' is a folder, not a file"));
+  doc["objective"] = {{"type", "branin"}};
+  doc["space"] = {{"x0", {{"type", "float"}, {"low", -5}, {"high", 10}}},
+                  {"x1", {{"type", "float"}, {"low", 0}, {"high", 15}}}};
+  write_space(doc);
+  r = cli({"validate", "space.json", "--try-output", "out.txt"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--try-output: reads the output of a \"command\" objective; this "
+                               "study's objective.type is 'branin'"));
 }
 
 }  // namespace
