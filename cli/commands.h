@@ -129,7 +129,10 @@ struct PlanStudy {
 // env for an example trial 0, params drawn by the sampler in an in-memory
 // study), the metrics rules, the budget and fail-fast rules, the
 // artifacts' settings (`checkpoint_root`: where checkpoints go) and the
-// workers. With o.try_output, also what the command objective's metrics
+// workers. JSON: {"valid": true, "accepted": whether run would go ahead,
+// "study", "space", "sampler", "pruner", "objective", "budget",
+// "artifacts", "workers", "try_output"}. With o.try_output, also what the
+// command objective's metrics
 // rules (or report lines) read from that saved output file. Returns the
 // exit code: 0; 2 (kExitUsage) when `existing.refusal` is set (printed as
 // the error); 1 when --try-output read no final value. Creates nothing.

@@ -406,7 +406,7 @@ int print_plan(const StudyConfig& config, const RunOptions& o, const Json& sampl
     plan["try_output"] = try_output(config, *o.try_output);
     if (rc == kExitOk && plan["try_output"]["final_value"].is_null()) rc = kExitFailure;
   }
-  plan["valid"] = existing.refusal.empty();
+  plan["accepted"] = existing.refusal.empty();  // run would go ahead with this study
   if (o.format == "json") {
     std::cout << json_output(plan) << "\n";
   } else {

@@ -112,6 +112,7 @@ TEST_F(ValidateTest, JsonFormatHoldsTheResolvedSettings) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Json plan = Json::parse(r.out);
   EXPECT_EQ(plan["valid"], true);
+  EXPECT_EQ(plan["accepted"], true);
   EXPECT_EQ(plan["sampler"], Json({{"type", "random"}, {"seed", nullptr}}));
   EXPECT_EQ(plan["pruner"], Json({{"type", "none"}}));
   EXPECT_EQ(plan["study"]["run"], "create");
