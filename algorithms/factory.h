@@ -37,4 +37,20 @@ std::shared_ptr<Sampler> make_sampler(const Json& config,
 // "pruner.wrapped_pruner.type: unknown type ...", unknown keys included.
 std::shared_ptr<Pruner> make_pruner(const Json& config);
 
+// The "sampler" section with every default resolved: the settings
+// make_sampler(config, seed_override) builds the sampler with, as a section
+// of the same form ({"type": "tpe", "n_startup_trials": "auto", "gamma":
+// ..., ...}: each option's to_json()). A sampler without a seed has "seed":
+// null (a seed is drawn from std::random_device each run). Throws
+// ConfigError as make_sampler does.
+Json resolved_sampler_section(const Json& config,
+                              std::optional<std::uint64_t> seed_override = std::nullopt);
+
+// The "pruner" section with every default resolved, as the pruner built by
+// make_pruner(config) uses it ({"type": "median", "n_startup_trials": 5,
+// "n_warmup_steps": 0, ...}; a patient pruner's wrapped_pruner resolved
+// too; asha's unset min_resource as "auto"). Throws ConfigError as
+// make_pruner does.
+Json resolved_pruner_section(const Json& config);
+
 }  // namespace hps

@@ -103,7 +103,56 @@ struct RunOptions {
   std::optional<std::string> slurm_args;  // --slurm-args: extra srun options (shell words)
   // How errors name `storage`: the flag of run, or the argument of resume.
   std::string storage_field = "--storage";
+  // run --dry-run, and hpsearch validate: every check of a run, then the
+  // plan (print_plan) instead of the run; nothing is created or written.
+  bool dry_run = false;
+  std::optional<std::string> try_output;  // validate --try-output FILE
+  std::string format = "text";            // validate --format text | json
 };
+
+// What a dry run found in the store of the run (read-only).
+struct PlanStudy {
+  bool storage_exists = false;    // the store file exists
+  std::optional<StudyInfo> info;  // the study of the run's name, when the store has it
+  std::int64_t trials = 0;        // the study's trials, and those counted as finished
+  std::int64_t finished = 0;
+  std::string refusal;  // why run would refuse that study ("": it would continue it)
+  std::string running;  // the coordinator that runs it now (WriterLockHolder::describe), or ""
+};
+
+// The plan of run --dry-run and hpsearch validate (cli/plan.cpp), printed
+// as text or JSON (o.format) on stdout: the study (name, direction,
+// storage, whether it exists and what differs from it: search/study_diff.h),
+// each param with its distribution, the sampler and pruner with every
+// default resolved (`sampler`, `pruner`: resolved_sampler_section,
+// resolved_pruner_section), the objective (a command objective's argv and
+// env for an example trial 0, params drawn by the sampler in an in-memory
+// study), the metrics rules, the budget and fail-fast rules, the
+// artifacts' settings (`checkpoint_root`: where checkpoints go) and the
+// workers. JSON: {"valid": true, "accepted": whether run would go ahead,
+// "study", "space", "sampler", "pruner", "objective", "budget",
+// "artifacts", "workers", "try_output"}. With o.try_output, also what the
+// command objective's metrics
+// rules (or report lines) read from that saved output file. Returns the
+// exit code: 0; 2 (kExitUsage) when `existing.refusal` is set (printed as
+// the error); 1 when --try-output read no final value. Creates nothing.
+// `log_dir`: the study's log folder (worker --log-dir), where {trial_dir}
+// folders go.
+int print_plan(const StudyConfig& config, const RunOptions& o, const Json& sampler,
+               const Json& pruner, const std::string& checkpoint_root, const std::string& log_dir,
+               const PlanStudy& existing);
+
+struct ValidateOptions {
+  std::string space_file;                 // the space.json file
+  std::optional<std::string> storage;     // --storage
+  std::optional<std::string> study;       // --study
+  std::optional<std::string> try_output;  // --try-output FILE
+  std::string format = "text";            // --format text | json
+};
+
+// hpsearch validate space.json: run's checks and its plan, as run
+// --dry-run (run_command with RunOptions::dry_run).
+int validate_command(const ValidateOptions& options);
 
 // hpsearch run space.json: runs (or continues) the study with a coordinator
 // and `workers` local worker processes.

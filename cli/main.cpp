@@ -243,6 +243,9 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--allow-objective-change", run.allow_objective_change,
                     "continue an existing study whose stored objective differs from the file's "
                     "(its values then mix two objectives; default: refused)");
+  run_cmd->add_flag("--dry-run", run.dry_run,
+                    "check everything run checks and print the plan (as hpsearch validate), "
+                    "without creating or starting anything");
   auto* resume_cmd =
       app.add_subcommand("resume", "Continue a study from the settings stored with it");
   resume_cmd->add_option("storage", run.storage, "SQLite file")->required();
@@ -458,6 +461,34 @@ int main(int argc, char** argv) {
       "(VS Code, JetBrains IDEs) completes and checks the file as you type; "
       "hpsearch ignores the key. Example: hpsearch schema > space.schema.json");
 
+  // Registered last: the commands before it keep their order in the list.
+  ValidateOptions validate;
+  auto* validate_cmd = app.add_subcommand(
+      "validate", "Check a space.json file as run does and print the plan, running nothing");
+  validate_cmd->footer(
+      "Prints each param's distribution, the sampler and pruner with their defaults resolved, "
+      "an example command line (trial 0 with the sampler's first suggestion), the metrics "
+      "rules, the budget and the checkpoint settings; against an existing study (opened "
+      "read-only), whether run would continue it and what differs, param by param. Creates "
+      "nothing: no store, no log folder, no lock, no worker. `hpsearch run space.json "
+      "--dry-run` does the same. Exit status: 0 valid, 2 not valid (the error names the field) "
+      "or refused by the existing study, 1 when --try-output reads no final value.");
+  validate_cmd->add_option("space", validate.space_file, "space.json file")->required();
+  validate_cmd->add_option("--storage", validate.storage,
+                           "SQLite file to compare with (default: study.storage of the file); "
+                           "opened read-only, also while a coordinator runs it");
+  validate_cmd->add_option("--study", validate.study,
+                           "study name (default: study.name of the file)");
+  validate_cmd->add_option(
+      "--try-output", validate.try_output,
+      "a saved output of the program (its stdout and stderr, or the metrics file of "
+      "objective.metrics.source.file): print what the metrics rules or report lines read from "
+      "it (each step and value, the final value, attrs) and, when the metric is never seen, the "
+      "names seen with \"did you mean\"");
+  validate_cmd->add_option("--format", validate.format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+
   // Global options (--log-level) may also follow the subcommand.
   for (auto* sub : app.get_subcommands([](CLI::App*) { return true; })) sub->fallthrough();
   try {
@@ -488,6 +519,7 @@ int main(int argc, char** argv) {
   try {
     if (*run_cmd) return run_command(run);
     if (*resume_cmd) return resume_command(run);
+    if (*validate_cmd) return validate_command(validate);
     if (*worker_cmd) return worker_command(worker);
     if (*keys_cmd) {
       keys.add = static_cast<bool>(*keys_add);

@@ -30,6 +30,7 @@
 #include "search/private_files.h"
 #include "search/storage.h"
 #include "search/study.h"
+#include "search/study_diff.h"
 #include "search/study_name.h"
 #include "search/util/host.h"
 #include "search/util/storage_url.h"
@@ -322,7 +323,9 @@ CoordinatorOptions coordinator_options(const StudyConfig& config, const RunOptio
                   : env_keys
                       ? std::string(env_keys)
                       : (fs::path(storage_parent(config)) / (config.name + ".keys")).string();
-    plan.slurm_worker_keys = slurm_worker_keys(co.keys_dir);
+    // A dry run makes no keys: they are checked when they exist.
+    if (!o.dry_run || fs::exists(fs::path(co.keys_dir) / curve::kCoordinatorSecretFile))
+      plan.slurm_worker_keys = slurm_worker_keys(co.keys_dir);
   } else if (plan.slurm) {
     // --insecure: plain tcp on both sides (the tasks get --insecure and
     // ignore the variable too), as with --bind --insecure.
@@ -362,12 +365,12 @@ Study open_study(const StudyConfig& config, const std::shared_ptr<Storage>& stor
   so.space = config.space;
   Study study = Study::load_if_exists(storage, config.name, config.direction, so, config.source);
   StudyInfo info = storage->get_study(study.study_id());
-  if (!info.config.is_null() && info.config.contains("space") &&
-      info.config["space"] != config.source["space"])
-    spdlog::warn(
-        "study '{}': the search space differs from the one stored with the study; "
-        "continuing with the new one",
-        config.name);
+  if (!info.config.is_null() && info.config.contains("space"))
+    if (const auto changes = space_changes(info.config, config.source); !changes.empty())
+      spdlog::warn(
+          "study '{}': the search space differs from the one stored with the study ({}); "
+          "continuing with the new one (hpsearch validate shows every difference)",
+          printable_excerpt(config.name), changes_text(changes));
   return study;
 }
 
@@ -921,6 +924,40 @@ void check_store_to_write(const std::string& path, const std::string& field) {
     throw ConfigError(WriterLock::lock_path(path), why);
 }
 
+// run --dry-run and hpsearch validate, once the run's checks before the
+// store passed: the checks that read the store (the warm start's earlier
+// study; an existing study of the run's name: check_existing_study), done
+// read-only (no store is created), then the plan (print_plan).
+int dry_run(const StudyConfig& config, const RunOptions& o, const CoordinatorOptions& co) {
+  PlanStudy existing;
+  const util::StorageUrl url = util::parse_storage_url(config.storage);
+  existing.storage_exists = !url.in_memory && fs::exists(url.path);
+  std::shared_ptr<Storage> storage;
+  if (existing.storage_exists) storage = open_existing(config.storage);
+  if (config.warm_start && (!storage || !warm_started(*storage, config.name)))
+    (void)open_warm_start_source(*config.warm_start, config.name, config.direction, config.storage);
+  if (storage) {
+    if (const auto id = storage->find_study(config.name)) {
+      existing.info = storage->get_study(*id);
+      const TrialCounts counts = storage->count_trials_by_state(*id);
+      existing.trials = counts.total();
+      existing.finished = counts.finished;
+      if (const auto holder = WriterLock::query(url.path, *id))
+        existing.running = holder->describe();
+      try {
+        check_existing_study(*storage, config, o);
+      } catch (const ConfigError& e) {
+        existing.refusal = e.what();
+      } catch (const StoreRefused& e) {
+        existing.refusal = e.what();
+      }
+    }
+  }
+  return print_plan(config, o, resolved_sampler_section(config.sampler, o.seed),
+                    resolved_pruner_section(config.pruner), co.checkpoint_root,
+                    study_log_dir(config.name, storage_parent(config)), existing);
+}
+
 int run_study(StudyConfig config, const RunOptions& o) {
   if (needs_torch(config.objective)) exec_torch_sibling("LibTorch objective");
   // Before anything is bound or written: stdout or stderr a pipe whose
@@ -950,6 +987,7 @@ int run_study(StudyConfig config, const RunOptions& o) {
   if (const util::StorageUrl store = util::parse_storage_url(config.storage); !store.in_memory)
     check_store_to_write(store.path, o.storage ? o.storage_field : "study.storage");
   const CoordinatorOptions co = coordinator_options(config, o, plan);
+  if (o.dry_run) return dry_run(config, o, co);
 
   // 2. Open the study (continue it if it exists).
   // The earlier study of a warm start is checked before the new study (or

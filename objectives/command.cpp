@@ -739,8 +739,13 @@ class ProgramOutput {
     if (end_ != End::kRunning) return;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     bool report_line = !continued && line.substr(0, kReportPrefix.size()) == kReportPrefix;
-    if (collector_ && !protocol_ && !report_line && !prune_step_)
+    if (collector_ && !protocol_ && !report_line && !prune_step_) {
       collector_->output_line(stream == ChildProcess::Stream::kStderr, line);
+      // A typo in metrics.name, seen at the program's first report line:
+      // the trial fails now, not after the whole training.
+      if (!persistent_ && !collector_->typo_reason().empty())
+        throw Error(collector_->typo_reason() + "; the trial was stopped there");
+    }
     if (stream == ChildProcess::Stream::kStdout && report_line)
       read_report(line.substr(kReportPrefix.size()), line);
   }
@@ -1349,6 +1354,26 @@ std::string format_param_value(const Json& value) {
 
 std::vector<std::string> command_argv(const Json& config, const Params& params) {
   return expand_argv(parse_config(config, nullptr), params);
+}
+
+CommandLine command_line(const Json& config, const Params& params, std::int64_t number,
+                         const std::string& trial_dir, const std::string& checkpoint_dir) {
+  const CommandConfig c = parse_config(config, nullptr);
+  CommandLine out;
+  out.argv = expand_argv(c, params, trial_dir, checkpoint_dir);
+  for (const auto& [name, t] : c.env)
+    if (std::optional<std::string> value =
+            expand(t, c.persistent ? Params() : params, join_path("objective.env", name), trial_dir,
+                   checkpoint_dir))
+      out.env[name] = *value;
+  if (c.persistent) {
+    out.env["HPSEARCH_MODE"] = "persistent";
+  } else {
+    out.env["HPSEARCH_PARAMS"] =
+        params_json(params).dump(-1, ' ', false, Json::error_handler_t::replace);
+    out.env["HPSEARCH_TRIAL_NUMBER"] = std::to_string(number);
+  }
+  return out;
 }
 
 ObjectiveType command_objective_type() {

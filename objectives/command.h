@@ -77,8 +77,11 @@
 //    SIGTERM, SIGKILL after grace_s, and the trial ends PRUNED;
 //  - exit code 0 with a final value: the trial's value (NaN: FAIL);
 //  - with "metrics": exit code 0 without the metric ever seen: FAIL("metric
-//    'x' (objective.metrics.name) was never seen ...", ending with the last
-//    lines of stdout and stderr together);
+//    'x' (objective.metrics.name) was never seen ...", with the names the
+//    output showed with a number and "did you mean 'y'?", ending with the
+//    last lines of stdout and stderr together); a near miss of the name on
+//    the program's first report-like line (MetricsCollector::typo_reason)
+//    fails the trial there, stopping the program;
 //  - a non-zero exit, death by a signal, or exit 0 without a final value:
 //    FAIL, the reason ending with the last lines of stderr;
 //  - the run is interrupted (Ctrl-C, the worker told to stop; checked
@@ -133,6 +136,8 @@
 // hpsearch_trials.py is a Python helper for the program's side.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -153,5 +158,20 @@ std::string format_param_value(const Json& value);
 // placeholders filled from `params`. Throws Error("objective.argv[i]: ...")
 // when a "{name}" placeholder names a param absent from `params`.
 std::vector<std::string> command_argv(const Json& config, const Params& params);
+
+// One trial's command line as the worker would start it, for `hpsearch
+// validate`'s example: argv (command_argv's), the variables of
+// config["env"] with their placeholders filled, and HPSEARCH_PARAMS and
+// HPSEARCH_TRIAL_NUMBER (HPSEARCH_MODE=persistent instead in persistent
+// mode). "{trial_dir}" and "{checkpoint_dir}" are written as `trial_dir`
+// and `checkpoint_dir`. The worker's own environment and the variables it
+// sets per worker (threads, GPU) are left out. `config` is validated
+// first (ConfigError naming the field); Error as command_argv.
+struct CommandLine {
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;
+};
+CommandLine command_line(const Json& config, const Params& params, std::int64_t number,
+                         const std::string& trial_dir, const std::string& checkpoint_dir);
 
 }  // namespace hps

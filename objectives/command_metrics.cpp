@@ -91,6 +91,14 @@ MetricRule default_rule(const std::string& name) {
   return r;
 }
 
+// Any name printed with a value as the name=value rule reads one (names_seen).
+const RE2& any_name_re() {
+  static const RE2 re(
+      "(?:^|[^A-Za-z0-9_.])[\"']?([A-Za-z_][A-Za-z0-9_./-]*)[\"']?[ \\t]*[=:][ \\t]*([^\\s,;]+)",
+      re2_options());
+  return re;
+}
+
 const RE2& default_step_re() {
   static const RE2 re(
       "(?i)(?:^|[^a-z0-9_])(?:step|epoch|iter|iteration)[\"']?[ \\t]*[=:]?[ \\t]*\\[?[ "
@@ -348,7 +356,65 @@ void MetricsCollector::output_line(bool is_stderr, std::string_view line) {
     if (segment.empty() || segment.substr(0, kReportPrefix.size()) == kReportPrefix) continue;
     for (const MetricRule& r : config_.attrs) take(segment, r, false);
     take(segment, config_.objective, true);
+    see_names(segment);
   }
+}
+
+void MetricsCollector::see_names(std::string_view line) {
+  if (names_seen_.size() >= kMaxNamesSeen && typo_checked_) return;
+  re2::StringPiece input(line.data(), line.size());
+  re2::StringPiece name;
+  re2::StringPiece value;
+  std::vector<std::string> in_line;  // this line's names with a number
+  while (in_line.size() < kMaxNamesSeen &&
+         RE2::FindAndConsume(&input, any_name_re(), &name, &value)) {
+    std::string_view v(value.data(), value.size());
+    while (!v.empty() && std::string_view("%)]}.'\"").find(v.back()) != std::string_view::npos)
+      v.remove_suffix(1);
+    if (!parse_metric_number(v)) continue;
+    see_name(std::string_view(name.data(), name.size()));
+    in_line.emplace_back(name.data(), name.size());
+  }
+  if (typo_checked_ || in_line.empty() || !config_.objective.regex.empty()) return;
+  if (!RE2::PartialMatch(re2::StringPiece(line.data(), line.size()), default_step_re())) return;
+  typo_checked_ = true;  // the first report-like line
+  const std::string& metric = config_.objective.name;
+  if (count_ > 0 || not_numbers_.count(metric)) return;
+  std::vector<std::string_view> names(in_line.begin(), in_line.end());
+  const std::string best = nearest_name(metric, names);
+  // Stricter than the hint's closeness: failing a trial needs a clear
+  // near miss (one edit per 4 characters, at least one), so that "lr" is
+  // not taken for "err".
+  if (best.empty() || best == metric ||
+      edit_distance(best, metric) > std::max<std::size_t>(1, metric.size() / 4))
+    return;
+  std::string list;
+  for (const std::string& n : in_line) list += (list.empty() ? "'" : ", '") + printable(n) + "'";
+  typo_reason_ = "metric '" + printable(metric) +
+                 "' (objective.metrics.name) is not in the program's first report line '" +
+                 printable(shorten(line)) + "', which shows " + list + " (did you mean '" +
+                 printable(best) + "'?)";
+}
+
+void MetricsCollector::see_name(std::string_view name) {
+  if (names_seen_.size() >= kMaxNamesSeen || name.empty()) return;
+  if (std::find(names_seen_.begin(), names_seen_.end(), name) != names_seen_.end()) return;
+  names_seen_.emplace_back(shorten(name, 64));
+}
+
+std::string MetricsCollector::names_seen_hint() const {
+  if (names_seen_.empty()) return "";
+  std::string list;
+  std::vector<std::string_view> names;
+  for (const std::string& n : names_seen_) {
+    list += (list.empty() ? "'" : ", '") + printable(n) + "'";
+    names.emplace_back(n);
+  }
+  std::string out = "; names seen with a number: " + list;
+  const std::string best = nearest_name(config_.objective.name, names);
+  if (!best.empty() && best != config_.objective.name)
+    out += " (did you mean '" + printable(best) + "'?)";
+  return out;
 }
 
 void MetricsCollector::take(std::string_view line, const MetricRule& rule, bool objective) {
@@ -454,11 +520,11 @@ std::string MetricsCollector::never_seen_reason() const {
     std::string out = "metric '" + name + "' (objective.metrics.name) was never seen on " + where +
                       " (" + how + ")";
     if (auto it = not_numbers_.find(name); it != not_numbers_.end())
-      out += ": it was" + never_a_number(it->second) +
+      return out + ": it was" + never_a_number(it->second) +
              (config_.objective.regex.empty()
                   ? "; give it a \"regex\" whose group holds only the number"
                   : "; make the regex's value group hold only the number");
-    return out;
+    return out + names_seen_hint();
   }
   std::string out = "metric '" + name + "' (objective.metrics.name) was never seen in " + file_;
   if (!file_seen_ && stale_seen_)
@@ -469,13 +535,17 @@ std::string MetricsCollector::never_seen_reason() const {
     if (columns_.empty()) return out + ": the file has no header line";
     std::string cols;
     for (const std::string& c : columns_) cols += (cols.empty() ? "" : ", ") + c;
-    if (std::find(columns_.begin(), columns_.end(), name) == columns_.end())
-      return out + ": no column '" + name + "' in its header (" + shorten(cols) + ")";
+    if (std::find(columns_.begin(), columns_.end(), name) == columns_.end()) {
+      std::vector<std::string_view> names(columns_.begin(), columns_.end());
+      const std::string best = nearest_name(name, names);
+      return out + ": no column '" + name + "' in its header (" + shorten(cols) + ")" +
+             (best.empty() ? "" : " (did you mean '" + printable(best) + "'?)");
+    }
     return out + ": its column '" + name + "' has no number in " + std::to_string(rows_total_) +
            " row(s)";
   }
   return out + ": no line of its " + std::to_string(rows_total_) + " has a number under key '" +
-         name + "'";
+         name + "'" + names_seen_hint();
 }
 
 // ------------------------------------------------------------ files
@@ -665,6 +735,10 @@ void MetricsCollector::json_line(std::string_view line) {
   }
   take_row(
       [&](const std::string& key) -> std::optional<std::string> {
+        if (names_seen_.size() < kMaxNamesSeen)
+          for (const auto& [k, v] : j.items())
+            if (v.is_number() || (v.is_string() && parse_metric_number(v.get<std::string>())))
+              see_name(k);
         auto it = j.find(key);
         if (it == j.end() || it->is_null()) return std::nullopt;
         if (it->is_string()) return it->get<std::string>();

@@ -157,6 +157,24 @@ class MetricsCollector {
   // A metric matched but never as a number adds what it read: "... was
   // matched 4 times, never as a number (last: '2.2863,'): ...".
   std::string never_seen_reason() const;
+  // The names the output showed with a number, as a metric would be printed
+  // ("name=0.5", "name: 0.5", 'name': 0.5; a file source: the CSV header's
+  // columns, the JSON lines' keys holding numbers), in the order first seen,
+  // at most kMaxNamesSeen. never_seen_reason() lists them with "did you
+  // mean 'x'?" (nearest_name, search/json_util.h).
+  static constexpr std::size_t kMaxNamesSeen = 32;
+  // A likely typo in metrics.name, found at the first report-like line: an
+  // output line with a step word ("epoch 3", "step=120") and names with
+  // numbers, one of them a near miss of the objective's metric ("val_loss"
+  // for "val_los": nearest_name), while the metric itself was never
+  // matched (the name=value rule only, not a "regex" or a file), within
+  // one edit per 4 characters of the name (at least one). Then the
+  // reason to fail the trial now rather than after the whole training:
+  // "metric 'val_los' (objective.metrics.name) is not in the program's
+  // report line 'epoch 1 loss=0.9 val_loss=0.5', which shows 'loss',
+  // 'val_loss' (did you mean 'val_loss'?)". "" otherwise; set once.
+  const std::string& typo_reason() const { return typo_reason_; }
+  const std::vector<std::string>& names_seen() const { return names_seen_; }
   // The extra metrics (attrs) matched but never as a number, for the trial
   // log ("" when none): "user attr 'acc' (objective.metrics.attrs) was not
   // set: matched 3 times, never as a number (last: '2101/10000')".
@@ -178,6 +196,15 @@ class MetricsCollector {
   bool stale(int fd, const struct stat& st);
   // Scans the first `size` bytes of `fd`.
   Scan scan(int fd, std::uint64_t size) const;
+  // Adds the names `line` shows with a number (names_seen()).
+  // Adds the names `line` shows with a number (names_seen()); the first
+  // line with a step word and such names sets typo_reason() when the
+  // objective's metric was never matched and a name is a near miss of it.
+  void see_names(std::string_view line);
+  void see_name(std::string_view name);
+  // never_seen_reason()'s end: "; names seen with a number: a, b (did you
+  // mean 'a'?)", or "" when none was seen.
+  std::string names_seen_hint() const;
   void file_line(std::string_view line);
   void csv_line(std::string_view line);
   void json_line(std::string_view line);
@@ -205,6 +232,9 @@ class MetricsCollector {
   int bad_values_logged_ = 0;
   // Values read that were not numbers, by metric: how many, and the last.
   std::map<std::string, std::pair<std::int64_t, std::string>> not_numbers_;
+  std::vector<std::string> names_seen_;  // names_seen()
+  std::string typo_reason_;              // typo_reason()
+  bool typo_checked_ = false;            // the first report-like line was looked at
 
   // File following.
   bool file_seen_ = false;

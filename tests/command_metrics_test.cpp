@@ -172,6 +172,56 @@ TEST_F(CommandMetricsTest, MetricNeverSeenFailsNamingItAndTheLastLines) {
   EXPECT_THAT(t->fail_reason,
               HasSubstr("metric 'val_loss' (objective.metrics.name) was never seen"));
   EXPECT_THAT(t->fail_reason, HasSubstr("last lines of output:\nstarting\nval_los=0.3\ndone"));
+  // The names the output showed with a number, and the nearest one.
+  EXPECT_THAT(t->fail_reason,
+              HasSubstr("names seen with a number: 'val_los' (did you mean 'val_los'?)"));
+}
+
+// A typo in metrics.name ("val_los"): the trial's FAIL reason lists the
+// names printed with a number and says which one was likely meant; names
+// printed with text that is no number are not listed.
+TEST_F(CommandMetricsTest, MetricNameTypoSaysDidYouMean) {
+  Json objective = command(
+      "echo 'loss=0.9 val_loss=0.5 acc=88%'\n"
+      "echo 'model: resnet18'\n"
+      "echo 'loss=0.7 val_loss=0.4 acc=90%'",
+      {{"name", "val_los"}});
+  TrialPtr t = run_one(objective);
+  ASSERT_EQ(t->state, TrialState::kFail);
+  EXPECT_THAT(t->fail_reason, HasSubstr("metric 'val_los' (objective.metrics.name) was never seen "
+                                        "on stdout or stderr (lines such as 'val_los=0.5' or "
+                                        "'val_los: 0.5'); names seen with a number: 'loss', "
+                                        "'val_loss', 'acc' (did you mean 'val_loss'?)"));
+  EXPECT_THAT(t->fail_reason, Not(HasSubstr("'model'")));
+}
+
+// The same typo, seen at the program's first report line (a step word and
+// names with numbers, a near miss of the metric among them): the trial
+// fails there, the program is stopped, not after its whole training.
+TEST_F(CommandMetricsTest, MetricNameTypoFailsAtTheFirstReportLine) {
+  const std::string after = (dir_ / "after").string();
+  Json objective = command(
+      "echo 'loading, lr=0.01'\n"
+      "echo 'epoch 1 loss=0.9 val_loss=0.5'\n"
+      "sleep 30\n"
+      "echo > " +
+          after +
+          "\n"
+          "echo 'epoch 2 loss=0.7 val_loss=0.4'",
+      {{"name", "val_los"}});
+  TrialPtr t = run_one(objective);
+  ASSERT_EQ(t->state, TrialState::kFail);
+  EXPECT_THAT(t->fail_reason,
+              HasSubstr("metric 'val_los' (objective.metrics.name) is not in the program's first "
+                        "report line 'epoch 1 loss=0.9 val_loss=0.5', which shows 'loss', "
+                        "'val_loss' (did you mean 'val_loss'?); the trial was stopped there"));
+  EXPECT_FALSE(fs::exists(after));
+
+  // Not a near miss ("lr" is 2 edits from "err"): read to the end as before.
+  Json other = command("echo 'epoch 1 lr=0.1'\necho 'epoch 1 err=0.3'", {{"name", "err"}});
+  t = run_one(other);
+  ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
+  EXPECT_EQ(*t->value, 0.3);
 }
 
 TEST_F(CommandMetricsTest, ValueThatIsNotANumberIsLoggedAndIgnored) {
@@ -411,6 +461,15 @@ TEST_F(CommandMetricsTest, FileNeverCreatedOrWithoutTheColumnFails) {
   t = run_one(no_column);
   ASSERT_EQ(t->state, TrialState::kFail);
   EXPECT_THAT(t->fail_reason, HasSubstr("no column 'val_loss' in its header (epoch, loss)"));
+  EXPECT_THAT(t->fail_reason, Not(HasSubstr("did you mean")));  // no column is near
+
+  Json typo = command("printf 'epoch,val_loss\\n1,0.5\\n' > \"$1/metrics.csv\"",
+                      {{"name", "val_los"}, {"source", {{"file", "{trial_dir}/metrics.csv"}}}},
+                      {"{trial_dir}"});
+  t = run_one(typo);
+  ASSERT_EQ(t->state, TrialState::kFail);
+  EXPECT_THAT(t->fail_reason, HasSubstr("no column 'val_los' in its header (epoch, val_loss) "
+                                        "(did you mean 'val_loss'?)"));
 }
 
 // A fixed path (no {trial_dir}) holding an earlier run's file, last
