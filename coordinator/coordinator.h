@@ -100,6 +100,13 @@ struct CoordinatorOptions {
   // turns it off for the rest of the run. Default true. False runs the
   // whole budget whatever fails.
   bool fail_fast = true;
+  // When not empty: the study's FAIL trials from before this coordinator
+  // (neither retried nor excluded already) stop counting against n_trials:
+  // each gets the system attr budget_excluded (kAttrBudgetExcluded) with
+  // this text as why, before the budget is first counted. Default "" (they
+  // count). hpsearch run sets "objective changed" when it continues a study
+  // with a changed objective: the budget is for the current objective.
+  std::string exclude_earlier_failures;
   // Most messages handled in one step (one storage transaction). Default
   // 1024. Larger batches amortise commits; smaller ones reply sooner.
   int max_batch = 1024;
