@@ -25,7 +25,9 @@
 //    timeout_s passed since the coordinator started, or the search space is
 //    exhausted); when the running trials have ended, every worker gets
 //    Shutdown. The budget counts finished trials: COMPLETE, PRUNED and FAIL
-//    not retried.
+//    neither retried nor excluded from the budget (system attr
+//    budget_excluded: exclude_earlier_failures below, and hpsearch run for
+//    a run its failure rules stopped before any success).
 //  - Failures (RunLimits, coordinator/run_limits.h): the run stops
 //    dispatching when max_failed_trials trials of this run ended FAIL, or
 //    (fail_fast) when its first min(5, n_trials) finished trials all ended
