@@ -940,12 +940,16 @@ std::size_t exclude_stopped_run_failures(Storage& storage,
 // The exit status of a run that was not interrupted: kExitFailure, with a
 // line saying why and what to do, when a failure rule stopped it
 // (RunLimits) or when none of its trials succeeded (COMPLETE or PRUNED)
-// while some failed; kExitOk otherwise. `excluded`: the run's FAIL trials
-// that exclude_stopped_run_failures took out of the budget; `space_file`:
-// the file the hint names.
-int failure_exit(const Coordinator& coordinator, const StudyConfig& config, std::size_t excluded,
-                 const std::string& space_file) {
+// while some failed; kExitOk otherwise. A run its failure rules stopped
+// before any success first takes its FAIL trials (`failed`, ids) out of
+// the budget (exclude_stopped_run_failures); the hint names the space.json
+// file to fix and run (space_file_to_name).
+int failure_exit(const Coordinator& coordinator, const StudyConfig& config, const RunOptions& o,
+                 Storage& storage, std::int64_t study_id, const std::vector<std::int64_t>& failed) {
   if (coordinator.stopped_for_failures()) {
+    const std::size_t excluded =
+        coordinator.stats().run_succeeded == 0 ? exclude_stopped_run_failures(storage, failed) : 0;
+    const std::string space_file = space_file_to_name(o, storage, study_id);
     // The reason is on the summary's first line. resume runs the settings
     // stored with the study: a fix in space.json needs run, which reads it.
     std::cout << "Stopped early for failed trials"
@@ -1102,11 +1106,8 @@ int run_study(StudyConfig config, const RunOptions& o) {
               << printable(config.storage) << ") to continue.\n";
     return 128 + sig;
   }
-  std::size_t excluded = 0;
-  if (coordinator.stopped_for_failures() && coordinator.stats().run_succeeded == 0)
-    excluded = exclude_stopped_run_failures(*storage, progress.failed_trial_ids());
-  return failure_exit(coordinator, config, excluded,
-                      space_file_to_name(o, *storage, study.study_id()));
+  return failure_exit(coordinator, config, o, *storage, study.study_id(),
+                      progress.failed_trial_ids());
 }
 
 }  // namespace
