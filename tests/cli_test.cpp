@@ -831,34 +831,41 @@ TEST_F(CliTest, StatusShowsTheStartupSizeInEffectForAuto) {
   doc["sampler"] = {{"type", "tpe"}};
   make_branin_store(dir_.file("branin.db"), doc, 0);
   // `hpsearch status` of the study with `budget`, in `format`.
+  // (table: the summary line; --verbose adds every setting as JSON).
   const auto status_of = [&](const Json& budget, const std::string& format) {
     Json stored = doc;
     stored["budget"] = budget;
     set_config_text(dir_.file("branin.db"), stored.dump());
-    ProcessResult r = cli({"status", "branin.db", "--format", format});
+    ProcessResult r = format == "verbose" ? cli({"status", "branin.db", "--verbose"})
+                                          : cli({"status", "branin.db", "--format", format});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return r.out;
   };
   const auto json_of = [&](const Json& budget) { return Json::parse(status_of(budget, "json")); };
   EXPECT_THAT(status_of({{"n_trials", 40}}, "table"),
+              HasSubstr("Sampler: TPE: n_startup_trials auto (5 for a budget of 40 trials), "
+                        "multivariate\n"));
+  EXPECT_THAT(status_of({{"n_trials", 40}}, "verbose"),
               HasSubstr("\"n_startup_trials\":\"auto (5 for a budget of 40 trials)\""));
   const Json json = json_of({{"n_trials", 40}});
   EXPECT_EQ(json["sampler"]["n_startup_trials"], "auto");
   EXPECT_EQ(json["startup_trials_in_effect"], 5);
   EXPECT_THAT(status_of({{"n_trials", 200}}, "table"),
-              HasSubstr("\"auto (10 for a budget of 200 trials)\""));
+              HasSubstr("n_startup_trials auto (10 for a budget of 200 trials)"));
   EXPECT_THAT(status_of(Json::object(), "table"),
-              HasSubstr("\"auto (10 without a trial budget)\""));
+              HasSubstr("n_startup_trials auto (10 without a trial budget)"));
   {
     auto storage = open_storage(dir_.file("branin.db"));
     storage->set_study_system_attr(*storage->find_study("branin"), "warm_start",
                                    Json{{"copied", 40}});
   }
   EXPECT_THAT(status_of({{"n_trials", 50}}, "table"),
-              HasSubstr("\"auto (9 for a budget of 50 trials and 40 warm-start copies)\""));
+              HasSubstr("n_startup_trials auto (9 for a budget of 50 trials and 40 warm-start "
+                        "copies)"));
   // A size given is shown as it is.
   doc["sampler"]["n_startup_trials"] = 7;
-  EXPECT_THAT(status_of({{"n_trials", 40}}, "table"), HasSubstr("\"n_startup_trials\":7,"));
+  EXPECT_THAT(status_of({{"n_trials", 40}}, "table"), HasSubstr("n_startup_trials 7, "));
+  EXPECT_THAT(status_of({{"n_trials", 40}}, "verbose"), HasSubstr("\"n_startup_trials\":7,"));
   EXPECT_EQ(json_of({{"n_trials", 40}})["startup_trials_in_effect"], 7);
   // Not TPE: null.
   doc["sampler"] = {{"type", "random"}};
