@@ -49,6 +49,7 @@ DEMO_PACKAGES=(
   libboost-dev                                  # Sobol sequence of the QMC sampler (Boost.Random, headers)
   libcpp-httplib-dev                            # hpsearch dashboard (HTTP server)
   libre2-dev                                    # command objective: metrics regexes
+  libxxhash-dev                                 # checksums of checkpoint snapshots (XXH3)
   dataset-fashion-mnist                         # data of the Fashion-MNIST objectives
 )
 # Profile "all" adds what the tests, the docs and the benchmarks need.
@@ -61,6 +62,7 @@ TEST_PACKAGES=(
   chromium                                      # report and docs tests: pages in a headless browser
   python3-sphinx python3-myst-parser python3-sphinx-rtd-theme # make docs: the site from docs/*.md
   doxygen python3-breathe                       # make docs: the C++ API reference from the public headers
+  python3-jsonschema                            # tests: space.json examples and the parser against search/space.schema.json
 )
 PACKAGES=("${DEMO_PACKAGES[@]}")
 if [[ "$profile" == all ]]; then
