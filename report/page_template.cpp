@@ -15,6 +15,7 @@ h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; border-botto
 .slices .plot { width: 360px; height: 300px; }
 .plot.empty { height: auto; min-height: 0; color: #666; font-style: italic; padding: 0.4em 0; }
 td.attrs { min-width: 14em; max-width: 32em; overflow-wrap: anywhere; font-size: 0.85em; }
+td.reason { white-space: pre-wrap; font-family: monospace; }
 td.json { max-width: 60em; white-space: pre-wrap; overflow-wrap: anywhere; font-family: monospace; font-size: 0.85em; }
 .wide { max-width: 100%; overflow-x: auto; }
 h1, #summary { overflow-wrap: anywhere; }
@@ -419,7 +420,8 @@ const char* const kPageScript = R"JS(
       const row = tbl.insertRow();
       row.insertCell().textContent = String(t.n);
       row.insertCell().textContent = clean(t.w || '');
-      const td = row.insertCell(); td.className = 'attrs';
+      // A traceback's lines as lines (pre-wrap).
+      const td = row.insertCell(); td.className = 'attrs reason';
       td.textContent = clean((t.fr || '').length > 400 ? t.fr.slice(0, 399) + '\u2026' : (t.fr || ''));
     }
     el.appendChild(tbl);
