@@ -9,6 +9,9 @@ Checks, without installing or building anything:
   (`--target hpsearch_cli`, which builds hpsearch-torch); it runs no test;
 - `make -n test` and `make -n build` still install every package (no
   profile) and build everything;
+- the release build configured with the demo's flags (in a temporary
+  folder) has only the hpsearch executable's commands: `all` is
+  `hpsearch_cli`, and none of them builds a test or a benchmark;
 - the demo profile's package list (`install-deps.sh --profile demo --list`)
   holds no package that only the tests, the docs or the benchmarks need
   (Slurm, munge, Chromium, Sphinx, Doxygen, GoogleTest, clang, Optuna...),
@@ -16,8 +19,11 @@ Checks, without installing or building anything:
 """
 import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 
 # Packages (or name patterns) that only tests, docs, benchmarks and the
 # analysis tools need: none of them may be in the demo profile.
@@ -52,6 +58,38 @@ def packages(source, *args):
     return [p for p in out.split() if p]
 
 
+def check_demo_configuration(source, configure_line):
+    """Configures the release build with the demo's -D flags in a temporary
+    folder and compares what `all` and `hpsearch_cli` would build."""
+    flags = [a for a in shlex.split(configure_line) if a.startswith("-D")]
+    build = tempfile.mkdtemp(prefix="make_demo_test_")
+    try:
+        cfg = subprocess.run(["cmake", "-S", source, "-B", build, "-G", "Ninja",
+                              "-DCMAKE_BUILD_TYPE=Release", *flags],
+                             capture_output=True, text=True)
+        check(cfg.returncode == 0, "the demo's configuration succeeds" +
+              ("" if cfg.returncode == 0 else ": " + cfg.stderr[-2000:]))
+        if cfg.returncode != 0:
+            return
+
+        def commands(target):
+            out = subprocess.run(["ninja", "-C", build, "-t", "commands", target],
+                                 capture_output=True, text=True, check=True).stdout
+            return [l for l in out.splitlines() if l.strip()]
+
+        cli, everything = commands("hpsearch_cli"), commands("all")
+        print(f"demo configuration: {len(cli)} commands for hpsearch_cli, {len(everything)} for all")
+        check(sorted(cli) == sorted(everything),
+              "the demo's configuration builds nothing besides hpsearch_cli")
+        stray = [l for l in everything if re.search(r"/(tests|bench)/", l)]
+        check(not stray, "the demo's configuration builds no test or benchmark" +
+              (f" (builds {stray[0][:200]})" if stray else ""))
+        check(any(re.search(r"-o hpsearch-torch\b", l) for l in cli),
+              "the demo's build links hpsearch-torch (the LibTorch objectives)")
+    finally:
+        shutil.rmtree(build, ignore_errors=True)
+
+
 def main():
     source = sys.argv[1]
 
@@ -72,6 +110,9 @@ def main():
           "make demo runs no test and no other build")
     check(any(re.search(r"hpsearch run examples/fashion_mnist/space\.json", l) for l in demo),
           "make demo runs the demo study")
+
+    if configure:
+        check_demo_configuration(source, configure[0])
 
     for target in ("test", "build"):
         lines = make_n(source, target)
