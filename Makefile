@@ -2,8 +2,10 @@
 # (CMakePresets.json). Every target that builds first installs the Debian
 # packages that are missing (a no-op when all are there).
 #
-#   make demo                 install deps, build (release), run the demo study,
-#                             write its report and print the report's path
+#   make demo                 install the demo's deps only (install-deps.sh
+#                             --profile demo), build hpsearch and hpsearch-torch
+#                             (release; tests and benchmarks off), run the demo
+#                             study, write its report and print the report's path
 #   make test                 install deps, check formatting, run clang-tidy,
 #                             build + test release, check the docs, then asan,
 #                             fuzz and tsan
@@ -48,7 +50,7 @@ BENCH_CMD ?= found=0; for b in $(RELEASE_DIR)/bench/*; do \
 HPSEARCH ?= $(RELEASE_DIR)/hpsearch
 DOCS_DIR ?= build/docs/html
 
-.PHONY: all deps build test check-format check-tidy test-release test-asan test-tsan test-fuzz demo install bench clean docs check-docs
+.PHONY: all deps deps-demo build build-demo test check-format check-tidy test-release test-asan test-tsan test-fuzz demo install bench clean docs check-docs
 
 all: build
 
@@ -57,6 +59,10 @@ all: build
 
 deps:
 	scripts/install-deps.sh
+
+# What the demo needs and no more: no test, docs, Slurm or browser packages.
+deps-demo:
+	scripts/install-deps.sh --profile demo
 
 build: deps
 	cmake --preset release
@@ -123,7 +129,16 @@ docs: deps
 check-docs: docs
 	python3 scripts/check-docs.py --hpsearch "$(HPSEARCH)" --html $(DOCS_DIR)
 
-demo: build
+# The demo's build: only the hpsearch executable (hpsearch_cli, which builds
+# hpsearch-torch too) and the libraries it links, in the release build
+# folder, configured without the tests and benchmarks (they need packages of
+# the "all" profile; `cmake --preset release`, as every other target runs it,
+# turns them on again).
+build-demo: deps-demo
+	cmake --preset release -DHPSEARCH_BUILD_TESTS=OFF -DHPSEARCH_BUILD_BENCH=OFF
+	cmake --build --preset release -j $(JOBS) --target hpsearch_cli
+
+demo: build-demo
 	$(DEMO_CMD)
 	./$(RELEASE_DIR)/hpsearch report fmnist-demo.db -o $(DEMO_REPORT)
 	@echo "demo: the study's report: $(abspath $(DEMO_REPORT)) (open it in a browser)"

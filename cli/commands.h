@@ -226,6 +226,9 @@ struct ReadOptions {
   std::optional<std::string> limit;  // --limit N: at most N trials (N >= 0)
   std::string sort = "number";       // --sort number | value (best first)
   std::optional<std::string> since;  // --since N: trials numbered >= N (N >= 0)
+  // status only: --verbose, every sampler setting (TPE's internals) besides
+  // the short summary.
+  bool verbose = false;
 };
 
 // The storage at `path`, which must be an existing, non-empty store file

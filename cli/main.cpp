@@ -24,15 +24,17 @@
 
 namespace {
 
-// The console log shows every message through printable(): text from
+// The console log shows every message through printable_lines(): text from
 // programs and workers (a trial's failure reason, a program's last lines)
 // reaches the terminal without its escape sequences or control bytes, so a
-// program cannot retitle the window or recolor the terminal.
+// program cannot retitle the window or recolor the terminal; its line breaks
+// (a Python traceback) are real ones, each next line indented by 4 spaces
+// under the message, so no line of a program passes for a log line.
 class PrintableConsoleSink : public spdlog::sinks::ansicolor_stderr_sink_mt {
  public:
   void log(const spdlog::details::log_msg& msg) override {
     const std::string text =
-        hps::printable(std::string_view(msg.payload.data(), msg.payload.size()));
+        hps::printable_lines(std::string_view(msg.payload.data(), msg.payload.size()), "    ");
     spdlog::details::log_msg shown = msg;
     shown.payload = spdlog::string_view_t(text.data(), text.size());
     spdlog::sinks::ansicolor_stderr_sink_mt::log(shown);
@@ -387,6 +389,8 @@ int main(int argc, char** argv) {
                          "trials without a value last");
   trials_cmd->add_option("--since", read.since, "only trials numbered N or higher")
       ->type_name("INT");
+  status_cmd->add_flag("--verbose,-v", read.verbose,
+                       "also every sampler setting (TPE's internals), as one JSON line");
 
   ArtifactsOptions art;
   auto* art_cmd = app.add_subcommand(

@@ -1,6 +1,7 @@
 // hpsearch best | trials | studies: read a study without running it.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -172,10 +173,18 @@ void write_trials_json(Storage& storage, std::int64_t id, const TrialQuery& q) {
 struct TrialCells {
   std::vector<std::string> head;  // number, state, value, duration_s
   std::map<std::string, std::string> params, attrs;
-  std::vector<std::string> tail;  // worker, fail_reason
+  std::vector<std::string> tail;  // worker, fail_reason (table: its first line)
+  // Table: the fail reason's next lines (a traceback), each printable().
+  std::vector<std::string> reason_lines;
 };
 
-TrialCells trial_cells(const FrozenTrial& t) {
+// The cells of trial `t` for a text table, or for CSV (`csv`): a fail
+// reason of several lines (a program's traceback) keeps its line breaks,
+// as real ones inside the quoted CSV field (RFC 4180), and in a table as
+// its first line in the row and the others in reason_lines, which
+// write_trials_table prints under the row; every other control character
+// stays escaped (printable_lines).
+TrialCells trial_cells(const FrozenTrial& t, bool csv) {
   TrialCells c;
   c.head = {std::to_string(t.number), to_string(t.state), t.value ? format_value(*t.value) : "",
             t.duration_s() ? fmt::format("{:.3f}", *t.duration_s()) : ""};
@@ -184,7 +193,16 @@ TrialCells trial_cells(const FrozenTrial& t) {
   if (t.state == TrialState::kWaiting && t.params.empty())
     for (const auto& [k, v] : lifecycle::fixed_params_of(t)) c.params[k] = format_param(v);
   for (const auto& [k, v] : t.user_attrs.items()) c.attrs[k] = printable(format_param(v));
-  c.tail = {printable(t.worker), printable(t.fail_reason)};  // text from workers
+  std::string reason = printable_lines(t.fail_reason, "");  // text from workers
+  if (const std::size_t first_end = reason.find('\n'); !csv && first_end != std::string::npos) {
+    for (std::size_t from = first_end + 1; from <= reason.size();) {
+      const std::size_t to = std::min(reason.find('\n', from), reason.size());
+      c.reason_lines.push_back(reason.substr(from, to - from));
+      from = to + 1;
+    }
+    reason.erase(first_end);
+  }
+  c.tail = {printable(t.worker), std::move(reason)};
   return c;
 }
 
@@ -242,7 +260,7 @@ struct TrialColumns {
 // left out, wider cells unpadded.)
 void write_trials_table(Storage& storage, std::int64_t id, const TrialQuery& q, bool csv) {
   TrialColumns columns;
-  storage.read_trials(id, q, [&](const TrialPtr& t) { columns.add(trial_cells(*t)); });
+  storage.read_trials(id, q, [&](const TrialPtr& t) { columns.add(trial_cells(*t, csv)); });
   TableWriter writer(columns.header());
   if (csv) {
     std::cout << writer.csv_line(writer.header());
@@ -251,9 +269,13 @@ void write_trials_table(Storage& storage, std::int64_t id, const TrialQuery& q, 
     for (std::size_t i = 0; i < widths.size(); ++i) writer.widen_to(i, widths[i]);
     std::cout << writer.header_lines();
   }
+  // A fail reason's next lines, under the row, from the fail_reason column.
+  const std::string reason_indent(writer.column_start(writer.header().size() - 1), ' ');
   storage.read_trials(id, q, [&](const TrialPtr& t) {
-    auto row = columns.row(trial_cells(*t));
+    const TrialCells cells = trial_cells(*t, csv);
+    auto row = columns.row(cells);
     std::cout << (csv ? writer.csv_line(row) : writer.row_line(row));
+    for (const std::string& line : cells.reason_lines) std::cout << reason_indent << line << '\n';
   });
 }
 
@@ -455,6 +477,76 @@ void startup_in_effect(StudyStatus& s) {
                     : fmt::format(" and {} warm-start cop{}", copies, copies == 1 ? "y" : "ies"));
 }
 
+// The study's pruner section as stored ({"type": "none"} when it has none,
+// as a run), or null when the study has no stored settings or they are not
+// valid (the Sampler line says so).
+Json pruner_section(const StudyStatus& s) {
+  if (!s.settings_error.empty() || !s.info.config.is_object()) return Json();
+  const auto it = s.info.config.find("pruner");
+  if (it == s.info.config.end() || !it->is_object()) return Json{{"type", "none"}};
+  return *it;
+}
+
+// A setting as status shows it in a few words: strings bare, other JSON
+// values as JSON (objects and arrays cut short).
+std::string setting_text(const Json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  std::string text = v.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (text.size() > 40) text = text.substr(0, 40) + "...";
+  return text;
+}
+
+// The sampler in a few words: its type and main settings ("TPE: seed 1,
+// n_startup_trials auto (5 for a budget of 40 trials), multivariate, no
+// constant liar"); every setting with status --verbose or --format json.
+std::string sampler_summary(const StudyStatus& s) {
+  const Json& sampler = s.sampler;
+  const std::string type = sampler.value("type", std::string("?"));
+  std::vector<std::string> parts;
+  const auto add = [&](const char* key) {
+    const auto it = sampler.find(key);
+    if (it != sampler.end() && !it->is_null())
+      parts.push_back(std::string(key) + " " + setting_text(*it));
+  };
+  if (type == "tpe") {
+    add("seed");
+    if (sampler.value("n_startup_trials", Json()) == "auto" && s.startup_trials)
+      parts.push_back("n_startup_trials auto (" + s.startup_reason + ")");
+    else
+      add("n_startup_trials");
+    parts.push_back(sampler.value("multivariate", false) ? "multivariate" : "univariate");
+    if (sampler.value("constant_liar", false)) parts.push_back("constant liar");
+  } else if (type == "qmc") {
+    add("sequence");
+    add("scramble");
+    add("seed");
+  } else if (type == "grid") {
+    add("seed");
+    add("max_points");
+  } else {
+    add("seed");
+  }
+  std::string name = type == "tpe" ? "TPE" : type == "qmc" ? "QMC" : type;
+  std::string text;
+  for (const std::string& p : parts) text += (text.empty() ? "" : ", ") + p;
+  return text.empty() ? name : name + ": " + text;
+}
+
+// The pruner in a few words: its type, the settings the study gives it
+// (the others are the defaults: docs/concepts/pruners.md) and how many
+// trials it pruned ("median: n_startup_trials 4, n_warmup_steps 2; pruned
+// 3 trials").
+std::string pruner_summary(const StudyStatus& s, const Json& pruner) {
+  const std::string type = pruner.value("type", std::string("none"));
+  std::string text;
+  for (const auto& [key, value] : pruner.items())
+    if (key != "type") text += (text.empty() ? "" : ", ") + key + " " + setting_text(value);
+  const std::int64_t pruned = s.counts.count(TrialState::kPruned);
+  if (type == "none") return "none (no trial is pruned)";
+  return type + (text.empty() ? " (default settings)" : ": " + text) +
+         fmt::format("; pruned {} trial{}", pruned, pruned == 1 ? "" : "s");
+}
+
 void print_status_json(const StudyStatus& s) {
   const auto& holder = s.coordinator.lock.holder;
   Json out;
@@ -470,6 +562,8 @@ void print_status_json(const StudyStatus& s) {
   out["best"] = s.best ? trial_to_json(*s.best) : Json();
   out["sampler"] = s.sampler;
   out["startup_trials_in_effect"] = s.startup_trials ? Json(*s.startup_trials) : Json();
+  out["pruner"] = pruner_section(s);
+  out["pruned"] = s.counts.count(TrialState::kPruned);
   out["settings_error"] = s.settings_error.empty() ? Json() : Json(printable(s.settings_error));
   out["coordinator"] = s.coordinator.attr;
   out["coordinator_running"] = holder                     ? Json(true)
@@ -555,7 +649,8 @@ void print_workers(const StudyStatus& s) {
   }
 }
 
-void print_status_text(const StudyStatus& s, const std::string& storage_name) {
+// `verbose`: every sampler setting (the TPE internals), as one JSON line.
+void print_status_text(const StudyStatus& s, const std::string& storage_name, bool verbose) {
   std::cout << fmt::format("Study '{}' ({}) in {}\n", printable_excerpt(s.info.name),
                            to_string(s.info.direction), printable(storage_name));
   std::string by_state;
@@ -579,10 +674,15 @@ void print_status_text(const StudyStatus& s, const std::string& storage_name) {
   if (sampler.contains("error")) {
     std::cout << "Sampler: " << not_valid << printable(sampler["error"].get<std::string>()) << "\n";
   } else if (!sampler.is_null()) {
-    if (sampler.value("n_startup_trials", Json()) == "auto" && s.startup_trials)
-      sampler["n_startup_trials"] = "auto (" + s.startup_reason + ")";
-    std::cout << "Sampler: "
-              << printable(sampler.dump(-1, ' ', false, Json::error_handler_t::replace)) << "\n";
+    std::cout << "Sampler: " << printable(sampler_summary(s)) << "\n";
+    if (const Json pruner = pruner_section(s); !pruner.is_null())
+      std::cout << "Pruner: " << printable(pruner_summary(s, pruner)) << "\n";
+    if (verbose) {
+      if (sampler.value("n_startup_trials", Json()) == "auto" && s.startup_trials)
+        sampler["n_startup_trials"] = "auto (" + s.startup_reason + ")";
+      std::cout << "Sampler settings: "
+                << printable(sampler.dump(-1, ' ', false, Json::error_handler_t::replace)) << "\n";
+    }
   }
   // The rule the stored settings break, unless the sampler line said it.
   if (const std::string why = printable(s.settings_error);
@@ -613,7 +713,7 @@ int status_command(const ReadOptions& o) {
   if (o.format == "json")
     print_status_json(s);
   else
-    print_status_text(s, o.storage);
+    print_status_text(s, o.storage, o.verbose);
   return kExitOk;
 }
 

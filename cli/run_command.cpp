@@ -415,10 +415,15 @@ std::string objective_changes(const Json& stored, const Json& now) {
 // objective and each changed field) unless --allow-objective-change, which
 // continues with the new one after a warning naming the changes. A study
 // stored without settings (made by hps::Study, or imported) has no
-// objective to compare.
-void check_existing_study(Storage& storage, const StudyConfig& config, const RunOptions& o) {
+// objective to compare. A study with no COMPLETE or PRUNED trial yet (its
+// trials all failed, e.g. a run that fail-fast stopped) has no values to
+// mix: a changed objective is taken without --allow-objective-change, with
+// an info line naming the changes. Returns whether the objective changed
+// (the run then takes the study's FAIL trials out of its budget:
+// CoordinatorOptions::exclude_earlier_failures).
+bool check_existing_study(Storage& storage, const StudyConfig& config, const RunOptions& o) {
   const std::optional<std::int64_t> id = storage.find_study(config.name);
-  if (!id) return;
+  if (!id) return false;
   const StudyInfo info = storage.get_study(*id);
   const std::string study = "study '" + printable_excerpt(config.name) + "' in " + config.storage;
   if (info.direction != config.direction)
@@ -443,21 +448,30 @@ void check_existing_study(Storage& storage, const StudyConfig& config, const Run
         "{}: its stored settings are not valid ({}); continuing with the file's "
         "(--allow-objective-change), which replace them",
         study, printable(why));
-    return;
+    return false;
   }
-  if (!info.config.is_object() || !config.source.is_object()) return;
+  if (!info.config.is_object() || !config.source.is_object()) return false;
   const auto stored = info.config.find("objective");
   const auto now = config.source.find("objective");
-  if (stored == info.config.end() || now == config.source.end() || *stored == *now) return;
+  if (stored == info.config.end() || now == config.source.end() || *stored == *now) return false;
   const std::string changes = stored->is_object() && now->is_object()
                                   ? objective_changes(*stored, *now)
                                   : "stored " + short_json(*stored) + ", now " + short_json(*now);
+  const TrialCounts counts = storage.count_trials_by_state(*id);
+  if (counts.count(TrialState::kComplete) + counts.count(TrialState::kPruned) == 0) {
+    spdlog::info(
+        "{}: the objective changed ({}); the study has no COMPLETE or PRUNED trial, so no values "
+        "mix: continuing with the new objective (its FAIL trials no longer count against "
+        "n_trials)",
+        study, changes);
+    return true;
+  }
   if (o.allow_objective_change) {
     spdlog::warn(
         "{}: the objective differs from the one stored with the study ({}); continuing with the "
         "new one (--allow-objective-change): the study's values now mix two objectives",
         study, changes);
-    return;
+    return true;
   }
   throw ConfigError("objective",
                     "differs from the objective stored with " + study + " (" + changes +
@@ -479,6 +493,9 @@ constexpr const char* kRunInsecureAttr = "run.insecure";
 // Its --prefetch: the trials each worker it starts holds besides the one it
 // runs (a resume passes the same to the workers it starts).
 constexpr const char* kRunPrefetchAttr = "run.prefetch";
+// The space.json file of the last `hpsearch run` (absolute), which the hint
+// after a run stopped for failures names (resume does not read it).
+constexpr const char* kRunSpaceFileAttr = "run.space_file";
 
 // Stores the run's settings with the study: the file's, with the command
 // line's budget (failure rules included), the number of workers and their
@@ -497,6 +514,9 @@ void store_settings(Storage& storage, std::int64_t study_id, const StudyConfig& 
   storage.set_study_system_attr(study_id, kRunWorkersAttr, o.workers);
   storage.set_study_system_attr(study_id, kRunLauncherAttr, o.launcher);
   storage.set_study_system_attr(study_id, kRunPrefetchAttr, o.prefetch);
+  if (!o.space_file.empty())
+    storage.set_study_system_attr(study_id, kRunSpaceFileAttr,
+                                  fs::absolute(o.space_file).lexically_normal().string());
   storage.set_study_system_attr(study_id, kRunBindAttr, o.bind ? Json(*o.bind) : Json());
   storage.set_study_system_attr(study_id, kRunInsecureAttr, o.insecure);
   // Absolute: a resume may run from another folder.
@@ -728,6 +748,9 @@ class ProgressLine {
   }
   void finish() { progress_.finish(); }
   double elapsed_s() const { return progress_.elapsed_s(); }
+  // The ids of the trials of this run that ended FAIL, in the order they
+  // ended.
+  const std::vector<std::int64_t>& failed_trial_ids() const { return failed_; }
 
  private:
   void fill() {
@@ -742,16 +765,19 @@ class ProgressLine {
     ps_.extra = fmt::format("workers {} busy / {} idle", s.workers_busy, s.workers_idle);
   }
   void trial_ended(const FrozenTrial& t) {
+    if (t.state == TrialState::kFail) failed_.push_back(t.trial_id);
     fill();
     std::string last = fmt::format("trial {} {}", t.number, to_string(t.state));
     if (t.value) last += " " + format_value(*t.value);
-    if (t.state == TrialState::kFail) last += " (" + t.fail_reason + ")";
+    // One line: the log showed the whole reason (its lines) just before.
+    if (t.state == TrialState::kFail) last += " (" + one_line_reason(t.fail_reason) + ")";
     progress_.update(ps_, last, t.state == TrialState::kFail);
   }
 
   Coordinator& coordinator_;
   Progress progress_;
   ProgressState ps_;
+  std::vector<std::int64_t> failed_;  // failed_trial_ids()
   Steady::time_point last_draw_ = Steady::now();
 };
 
@@ -887,17 +913,55 @@ void check_local_cwd(const StudyConfig& config, const RunOptions& o, const Launc
                                               : ""));
 }
 
+// The space.json file a hint names: the run's (as given), else the one
+// the last `hpsearch run` of the study stored (a resume), else "space.json".
+std::string space_file_to_name(const RunOptions& o, Storage& storage, std::int64_t study_id) {
+  if (!o.space_file.empty()) return o.space_file;
+  const Json attrs = storage.get_study(study_id).system_attrs;
+  if (std::optional<std::string> file = string_attr(attrs, kRunSpaceFileAttr)) return *file;
+  return "space.json";
+}
+
+// A run that its failure rules stopped before any of its trials succeeded
+// (COMPLETE or PRUNED): the objective is broken, not the params, so its FAIL
+// trials (`failed`, the trial ids; those not retried) do not count against
+// n_trials (system attr budget_excluded). Returns how many were excluded.
+std::size_t exclude_stopped_run_failures(Storage& storage,
+                                         const std::vector<std::int64_t>& failed) {
+  std::size_t n = 0;
+  storage.run_in_transaction([&] {
+    for (const std::int64_t trial_id : failed) {
+      const TrialPtr t = storage.get_trial(trial_id);
+      if (t->state != TrialState::kFail || !t->counts_as_finished()) continue;
+      storage.set_trial_system_attr(trial_id, kAttrBudgetExcluded, "run stopped for failures");
+      ++n;
+    }
+  });
+  return n;
+}
+
 // The exit status of a run that was not interrupted: kExitFailure, with a
 // line saying why and what to do, when a failure rule stopped it
 // (RunLimits) or when none of its trials succeeded (COMPLETE or PRUNED)
-// while some failed; kExitOk otherwise.
-int failure_exit(const Coordinator& coordinator, const StudyConfig& config) {
+// while some failed; kExitOk otherwise. A run its failure rules stopped
+// before any success first takes its FAIL trials (`failed`, ids) out of
+// the budget (exclude_stopped_run_failures); the hint names the space.json
+// file to fix and run (space_file_to_name).
+int failure_exit(const Coordinator& coordinator, const StudyConfig& config, const RunOptions& o,
+                 Storage& storage, std::int64_t study_id, const std::vector<std::int64_t>& failed) {
   if (coordinator.stopped_for_failures()) {
-    // The reason is on the summary's first line.
-    std::cout << "Stopped early for failed trials: fix the objective and run `hpsearch resume "
-              << printable(config.storage)
-              << "` to continue the budget (--no-fail-fast and --max-failed-trials N change "
-                 "the rules).\n";
+    const std::size_t excluded =
+        coordinator.stats().run_succeeded == 0 ? exclude_stopped_run_failures(storage, failed) : 0;
+    const std::string space_file = space_file_to_name(o, storage, study_id);
+    // The reason is on the summary's first line. resume runs the settings
+    // stored with the study: a fix in space.json needs run, which reads it.
+    std::cout << "Stopped early for failed trials"
+              << (excluded > 0 ? " (they do not count against n_trials)" : "")
+              << ": fix the program or the objective in " << printable(space_file)
+              << ", then run `hpsearch run " << printable(space_file)
+              << "` again (it reads the file; `hpsearch resume " << printable(config.storage)
+              << "` reruns the settings stored with the study). --no-fail-fast and "
+                 "--max-failed-trials N change the rules.\n";
     return kExitFailure;
   }
   const CoordinatorStats stats = coordinator.stats();
@@ -986,7 +1050,7 @@ int run_study(StudyConfig config, const RunOptions& o) {
   // commands, not a failure of the run.
   if (const util::StorageUrl store = util::parse_storage_url(config.storage); !store.in_memory)
     check_store_to_write(store.path, o.storage ? o.storage_field : "study.storage");
-  const CoordinatorOptions co = coordinator_options(config, o, plan);
+  CoordinatorOptions co = coordinator_options(config, o, plan);
   if (o.dry_run) return dry_run(config, o, co);
 
   // 2. Open the study (continue it if it exists).
@@ -1008,7 +1072,9 @@ int run_study(StudyConfig config, const RunOptions& o) {
     return 128 + sig;
   }
   auto storage = open_storage(config.storage);
-  check_existing_study(*storage, config, o);
+  // A changed objective: the FAIL trials of the old one leave the budget,
+  // which is for the current objective.
+  if (check_existing_study(*storage, config, o)) co.exclude_earlier_failures = "objective changed";
   // The budget counts the study's finished trials, so at most this many are
   // COMPLETE (with a warm start: planned once the copies are made). Its
   // warning is printed once the coordinator holds the study: a warning
@@ -1078,7 +1144,8 @@ int run_study(StudyConfig config, const RunOptions& o) {
               << printable(config.storage) << ") to continue.\n";
     return 128 + sig;
   }
-  return failure_exit(coordinator, config);
+  return failure_exit(coordinator, config, o, *storage, study.study_id(),
+                      progress.failed_trial_ids());
 }
 
 }  // namespace

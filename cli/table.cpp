@@ -75,6 +75,12 @@ std::string TableWriter::line(const std::vector<std::string>& r, bool is_header)
   return text + '\n';
 }
 
+std::size_t TableWriter::column_start(std::size_t column) const {
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < column && i < widths_.size(); ++i) start += widths_[i] + 2;
+  return start;
+}
+
 std::string TableWriter::header_lines() const {
   std::string rule;
   for (std::size_t i = 0; i < widths_.size(); ++i) {

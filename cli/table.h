@@ -44,6 +44,9 @@ class TableWriter {
   // One RFC 4180 CSV line (\r\n-terminated) of the header's column count.
   std::string csv_line(const std::vector<std::string>& row) const;
   const std::vector<std::string>& header() const { return header_; }
+  // Where column `column` starts in a text line (row_line): the widths of
+  // the columns before it plus two spaces after each, in code points.
+  std::size_t column_start(std::size_t column) const;
 
  private:
   std::string line(const std::vector<std::string>& row, bool is_header) const;

@@ -94,9 +94,21 @@ Coordinator::Impl::Impl(Study s, Json objective_config, CoordinatorOptions o)
         "study '{}': {} trials left RUNNING by an earlier coordinator were failed and "
         "queued again",
         study.name(), stale);
+  if (!options.exclude_earlier_failures.empty()) exclude_earlier_failures();
   mirror.load();
   open_artifact_store();
   write_status(true);
+}
+
+// CoordinatorOptions::exclude_earlier_failures: the study's FAIL trials
+// that count against the budget stop counting, in one transaction.
+void Coordinator::Impl::exclude_earlier_failures() {
+  storage.run_in_transaction([&] {
+    for (const TrialPtr& t : storage.get_all_trials(study_id, {TrialState::kFail}))
+      if (t->counts_as_finished())
+        storage.set_trial_system_attr(t->trial_id, kAttrBudgetExcluded,
+                                      options.exclude_earlier_failures);
+  });
 }
 
 // Refuses to run a study that a live coordinator process runs.

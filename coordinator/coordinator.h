@@ -25,7 +25,9 @@
 //    timeout_s passed since the coordinator started, or the search space is
 //    exhausted); when the running trials have ended, every worker gets
 //    Shutdown. The budget counts finished trials: COMPLETE, PRUNED and FAIL
-//    not retried.
+//    neither retried nor excluded from the budget (system attr
+//    budget_excluded: exclude_earlier_failures below, and hpsearch run for
+//    a run its failure rules stopped before any success).
 //  - Failures (RunLimits, coordinator/run_limits.h): the run stops
 //    dispatching when max_failed_trials trials of this run ended FAIL, or
 //    (fail_fast) when its first min(5, n_trials) finished trials all ended
@@ -100,6 +102,13 @@ struct CoordinatorOptions {
   // turns it off for the rest of the run. Default true. False runs the
   // whole budget whatever fails.
   bool fail_fast = true;
+  // When not empty: the study's FAIL trials from before this coordinator
+  // (neither retried nor excluded already) stop counting against n_trials:
+  // each gets the system attr budget_excluded (kAttrBudgetExcluded) with
+  // this text as why, before the budget is first counted. Default "" (they
+  // count). hpsearch run sets "objective changed" when it continues a study
+  // with a changed objective: the budget is for the current objective.
+  std::string exclude_earlier_failures;
   // Most messages handled in one step (one storage transaction). Default
   // 1024. Larger batches amortise commits; smaller ones reply sooner.
   int max_batch = 1024;

@@ -104,6 +104,7 @@ struct Coordinator::Impl {
 
   // ---- coordinator.cpp: the loop
   void take_over();
+  void exclude_earlier_failures();
   // The group commit: runs fn in one storage transaction; after the commit,
   // sends every reply queued meanwhile and runs the trial callbacks. If the
   // transaction throws (rolled back), the queued replies and callbacks are

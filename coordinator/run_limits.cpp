@@ -1,7 +1,6 @@
 #include "coordinator/run_limits.h"
 
 #include <algorithm>
-#include <vector>
 
 #include "search/printable.h"
 
@@ -10,34 +9,6 @@ namespace hps {
 namespace {
 
 constexpr std::int64_t kFailFastTrials = 5;
-constexpr std::size_t kReasonLineBytes = 150;
-
-// `line` cut to kReasonLineBytes (not inside a UTF-8 sequence), "..." added.
-std::string cut(std::string line) {
-  if (line.size() <= kReasonLineBytes) return line;
-  std::size_t n = kReasonLineBytes;
-  while (n > 0 && (static_cast<unsigned char>(line[n]) & 0xC0) == 0x80) --n;
-  return line.substr(0, n) + "...";
-}
-
-// A fail reason on one line: its first and last non-empty lines (a
-// program's failure is "the program failed ...; last lines of stderr:"
-// then the lines, the last one the error), each cut, printable.
-std::string short_reason(const std::string& reason) {
-  std::vector<std::string> lines;
-  std::size_t from = 0;
-  while (from <= reason.size()) {
-    std::size_t to = std::min(reason.find('\n', from), reason.size());
-    std::string line = reason.substr(from, to - from);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") != std::string::npos) lines.push_back(std::move(line));
-    from = to + 1;
-  }
-  if (lines.empty()) return "(none given)";
-  std::string text = cut(lines.front());
-  if (lines.size() > 1) text += (lines.size() > 2 ? " ... " : " ") + cut(lines.back());
-  return printable(text);
-}
 
 }  // namespace
 
@@ -65,7 +36,7 @@ std::string failure_stop_reason(const CoordinatorOptions& options, const RunOutc
   if (options.fail_fast && k > 0 && o.failed_before_success >= k)
     return (k == 1 ? std::string("the first trial failed; reason: ")
                    : "the first " + std::to_string(k) + " trials all failed; last reason: ") +
-           short_reason(o.last_fail_reason) + ": the objective looks broken";
+           one_line_reason(o.last_fail_reason) + ": the objective looks broken";
   return "";
 }
 

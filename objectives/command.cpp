@@ -1232,6 +1232,17 @@ void supervise_persistent(const CommandConfig& c, Trial& trial, PersistentProgra
   }
 }
 
+// What a program that exits with status 0 without ending its trial is told
+// (persistent mode): the contract, where the docs say it, and the way back
+// to one process per trial.
+constexpr const char* kPersistentContract =
+    "in objective.mode \"persistent\" the program must read its trials on stdin (one JSON "
+    "line each, {\"type\": \"trial\", \"params\": ...}), end each with a result line and "
+    "keep running for the next one (docs: tutorials/tune-any-script.md, \"Persistent mode\"; "
+    "examples/persistent/hpsearch_trials.py does it for Python); a script that runs one trial "
+    "per process and exits needs per-trial mode: remove \"mode\": \"persistent\" from the "
+    "objective";
+
 // The trial's result once the program ended it (ProgramOutput::end()).
 double persistent_result(ProgramOutput& output, TrialLog& log) {
   using End = ProgramOutput::End;
@@ -1266,7 +1277,8 @@ std::optional<double> persistent_attempt(const CommandConfig& c, const Objective
   auto log_line = [&log](ChildProcess::Stream, std::string_view text) { log.line(text); };
   if (program.running() && program.wait_for_output(std::chrono::milliseconds(0), log_line))
     log.note("the program had ended (" + program.describe_status() + "): starting it again");
-  if (program.start()) {  // Error("cannot run ...") -> FAIL
+  const bool started_now = program.start();  // Error("cannot run ...") -> FAIL
+  if (started_now) {
     log_command_line(log, trial.number(), program.argv(), c.cwd);
     log.note("started the program (pid " + std::to_string(program.pid()) +
              ", persistent mode; start " + std::to_string(program.starts()) + ")");
@@ -1306,6 +1318,14 @@ std::optional<double> persistent_attempt(const CommandConfig& c, const Objective
   }
   throw_if_stopped_with_worker(child, trial, log);
   if (child.exit_code() == 0 && output.lines() == 0) return std::nullopt;
+  // A program started for this trial that exits with status 0 before it
+  // ends the trial never served one: most likely a per-trial script (it
+  // reads no trial on stdin, prints its result and exits).
+  if (child.exit_code() == 0 && started_now)
+    throw Error(with_tail(
+        "the program exited (" + status +
+            ") during its first trial without ending it: " + std::string(kPersistentContract),
+        tail));
   throw Error(with_tail(
       "the program exited during the trial (" + status + "); the next trial starts it again",
       tail));
@@ -1331,9 +1351,8 @@ double run_persistent_trial(const CommandConfig& c, const ObjectiveContext& ctx,
       return *value;
     log.note("the program exited (exit code 0) before it read the trial: running it again");
   }
-  throw Error(
-      "the program exited (exit code 0) twice without reading the trial from stdin: does it "
-      "read trials from stdin (objective.mode \"persistent\")?");
+  throw Error("the program exited (exit code 0) twice without reading the trial from stdin: " +
+              std::string(kPersistentContract));
 }
 
 }  // namespace

@@ -125,7 +125,11 @@
 //    program (SIGTERM, SIGKILL after grace_s) as in per-trial mode;
 //  - the program exits during a trial: FAIL with the end of stderr ("the
 //    program exited during the trial (exit code 1) ..."); the next trial
-//    starts a new program. An exit between trials is a restart: a program
+//    starts a new program. A program started for the trial that exits
+//    with status 0 without ending it (a per-trial script) is told the
+//    contract instead: FAIL("the program exited (exit code 0) during its
+//    first trial without ending it: ... must read its trials on stdin ...
+//    remove \"mode\": \"persistent\" ..."). An exit between trials is a restart: a program
 //    that exits with status 0 before it wrote any line for the trial is
 //    started again and given the trial once more (twice in a row: FAIL);
 //  - each trial's output goes to its trial-<number>.log (what the program

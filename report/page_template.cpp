@@ -15,6 +15,7 @@ h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; border-botto
 .slices .plot { width: 360px; height: 300px; }
 .plot.empty { height: auto; min-height: 0; color: #666; font-style: italic; padding: 0.4em 0; }
 td.attrs { min-width: 14em; max-width: 32em; overflow-wrap: anywhere; font-size: 0.85em; }
+td.reason { white-space: pre-wrap; font-family: monospace; }
 td.json { max-width: 60em; white-space: pre-wrap; overflow-wrap: anywhere; font-family: monospace; font-size: 0.85em; }
 .wide { max-width: 100%; overflow-x: auto; }
 h1, #summary { overflow-wrap: anywhere; }
@@ -116,9 +117,45 @@ const char* const kPageScript = R"JS(
   const GL_POINTS = 2500;
   const scatter = n => n > GL_POINTS ? 'scattergl' : 'scatter';
 
-  function paramAxis(p) {
+  // Ticks of a log axis from lo to hi (0 < lo < hi): each power of ten
+  // inside, labelled 0.001 ... 1000, or all as 1e-4, 1e-3 ... when one lies
+  // beyond (one style per axis), and when fewer than
+  // two fall inside also 2 and 5 times each (a short range keeps a few
+  // ticks); never Plotly's crowded "2 3 ... 9 100 2" minor labels. At most
+  // 8 ticks: every k-th power of ten over a wide range. A range without
+  // any such tick gets its ends.
+  function decadeText(k, exp) { return exp ? (k === 0 ? '1' : '1e' + k) : String(+Math.pow(10, k).toPrecision(1)); }
+  function logTicks(lo, hi) {
+    const k0 = Math.floor(Math.log10(lo)), k1 = Math.ceil(Math.log10(hi));
+    const inside = v => v >= lo * (1 - 1e-9) && v <= hi * (1 + 1e-9);
+    let powers = [];
+    for (let k = k0; k <= k1; k++) if (inside(Math.pow(10, k))) powers.push(k);
+    const vals = [], text = [];
+    if (powers.length >= 2) {
+      const every = Math.ceil(powers.length / 8);
+      powers = powers.filter(k => (k - powers[0]) % every === 0);
+      const exp = powers.some(k => k < -3 || k > 3);
+      for (const k of powers) { vals.push(Math.pow(10, k)); text.push(decadeText(k, exp)); }
+    } else {
+      for (let k = k0; k <= k1; k++) for (const m of [1, 2, 5]) {
+        const v = m * Math.pow(10, k);
+        if (inside(v)) { vals.push(v); text.push(fmt(v)); }
+      }
+    }
+    if (vals.length < 2) return {vals: [lo, hi], text: [fmt(lo), fmt(hi)]};
+    return {vals: vals, text: text};
+  }
+  // The axis of a param: categories in their declared order, or linear, or
+  // log over the declared range and the values drawn (`values`), with
+  // logTicks' labels.
+  function paramAxis(p, values) {
     if (p.kind === 'categorical' || p.kind === 'ordinal') return {type: 'category', categoryorder: 'array', categoryarray: p.labels.map(label)};
-    return {type: p.log ? 'log' : 'linear'};
+    if (!p.log) return {type: 'linear'};
+    let lo = p.low, hi = p.high;
+    for (const v of values || []) if (typeof v === 'number' && v > 0 && isFinite(v)) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+    if (!(lo > 0 && hi > lo)) return {type: 'log'};
+    const t = logTicks(lo, hi), pad = 0.03 * (Math.log10(hi) - Math.log10(lo));
+    return {type: 'log', tickmode: 'array', tickvals: t.vals, ticktext: t.text, range: [Math.log10(lo) - pad, Math.log10(hi) + pad]};
   }
   function paramX(p, v) { return (p.kind === 'categorical' || p.kind === 'ordinal') ? label(p.labels[v]) : v; }
 
@@ -267,6 +304,7 @@ const char* const kPageScript = R"JS(
           const tv = [], tt = [];
           if (p.when) { tv.push(inactive); tt.push('inactive'); }
           if (intTicks) for (let x = Math.ceil(lo); x <= hi; x++) { tv.push(x); tt.push(String(x)); }
+          else if (p.log) { const t = logTicks(p.low, p.high); t.vals.forEach((v, i) => { tv.push(Math.log10(v)); tt.push(t.text[i]); }); }
           else {
             const n = 5;
             for (let i = 0; i <= n; i++) { const x = lo + (hi - lo) * i / n; tv.push(x); tt.push(fmt(p.log ? Math.pow(10, x) : x)); }
@@ -310,7 +348,7 @@ const char* const kPageScript = R"JS(
         text: pts.map(t => 'trial ' + t.n), marker: {size: 5, color: pts.map(t => t.n), colorscale: 'Viridis', opacity: 0.8,
         colorbar: {title: 'trial', thickness: 10}, showscale: i === 0}}],
         // No plot title: it sat under the mode bar; the x axis names the param.
-        layout: {margin: {l: 50, r: 10, t: 30, b: 40}, xaxis: Object.assign({title: label(p.name) + (p.log ? ' (log)' : ''), automargin: true}, paramAxis(p)), yaxis: {title: 'value'}}});
+        layout: {margin: {l: 50, r: 10, t: 30, b: 40}, xaxis: Object.assign({title: label(p.name) + (p.log ? ' (log)' : ''), automargin: true}, paramAxis(p, pts.map(t => t.p[p.name]))), yaxis: {title: 'value'}}});
     }
 
     // Contour.
@@ -327,7 +365,8 @@ const char* const kPageScript = R"JS(
         {type: scatter(pts.length), mode: 'markers', x: pts.map(t => paramX(px, t.p[c.x.param])), y: pts.map(t => paramX(py, t.p[c.y.param])),
          text: pts.map(t => 'trial ' + t.n + ': ' + fmt(t.v)), marker: {size: 4, color: 'black', opacity: 0.5}, showlegend: false}],
         layout: {title: {text: label(c.x.param) + ' and ' + label(c.y.param), y: 0.97}, margin: {t: 60},
-                 xaxis: Object.assign({title: label(c.x.param), automargin: true}, paramAxis(px)), yaxis: Object.assign({title: label(c.y.param), automargin: true}, paramAxis(py))}});
+                 xaxis: Object.assign({title: label(c.x.param), automargin: true}, paramAxis(px, pts.map(t => t.p[c.x.param]).concat(c.x.centers || []))),
+                 yaxis: Object.assign({title: label(c.y.param), automargin: true}, paramAxis(py, pts.map(t => t.p[c.y.param]).concat(c.y.centers || [])))}});
     } else {
       document.getElementById('contour-note').textContent = '';
       specs.push({id: 'contour', marks: 0, empty: 'Needs two params (the study has ' + data.params.length + ').', data: []});
@@ -381,7 +420,8 @@ const char* const kPageScript = R"JS(
       const row = tbl.insertRow();
       row.insertCell().textContent = String(t.n);
       row.insertCell().textContent = clean(t.w || '');
-      const td = row.insertCell(); td.className = 'attrs';
+      // A traceback's lines as lines (pre-wrap).
+      const td = row.insertCell(); td.className = 'attrs reason';
       td.textContent = clean((t.fr || '').length > 400 ? t.fr.slice(0, 399) + '\u2026' : (t.fr || ''));
     }
     el.appendChild(tbl);

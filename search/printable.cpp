@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 namespace hps {
 
@@ -116,6 +117,53 @@ std::string printable(std::string_view text) {
     ++i;
   }
   return out;
+}
+
+std::string printable_lines(std::string_view text, std::string_view indent) {
+  std::string out;
+  out.reserve(text.size());
+  std::size_t from = 0;
+  while (true) {
+    const std::size_t nl = text.find('\n', from);
+    std::string_view line = text.substr(from, nl == std::string_view::npos ? nl : nl - from);
+    if (nl != std::string_view::npos && !line.empty() && line.back() == '\r')
+      line.remove_suffix(1);  // "\r\n": one line break
+    out += printable(line);
+    if (nl == std::string_view::npos) return out;
+    out += '\n';
+    out.append(indent);
+    from = nl + 1;
+  }
+}
+
+namespace {
+
+constexpr std::size_t kReasonLineBytes = 150;
+
+// `line` cut to kReasonLineBytes (not inside a UTF-8 sequence), "..." added.
+std::string cut_line(std::string_view line) {
+  if (line.size() <= kReasonLineBytes) return std::string(line);
+  std::size_t n = kReasonLineBytes;
+  while (n > 0 && (static_cast<unsigned char>(line[n]) & 0xC0) == 0x80) --n;
+  return std::string(line.substr(0, n)) + "...";
+}
+
+}  // namespace
+
+std::string one_line_reason(std::string_view reason) {
+  std::vector<std::string_view> lines;
+  std::size_t from = 0;
+  while (from <= reason.size()) {
+    const std::size_t to = std::min(reason.find('\n', from), reason.size());
+    std::string_view line = reason.substr(from, to - from);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") != std::string_view::npos) lines.push_back(line);
+    from = to + 1;
+  }
+  if (lines.empty()) return "(none given)";
+  std::string text = cut_line(lines.front());
+  if (lines.size() > 1) text += (lines.size() > 2 ? " ... " : " ") + cut_line(lines.back());
+  return printable(text);
 }
 
 std::string printable_excerpt(std::string_view text) {

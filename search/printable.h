@@ -26,6 +26,27 @@ namespace hps {
 // Never throws (but std::bad_alloc).
 std::string printable(std::string_view text);
 
+// `text` as printable() shows it, but with its line breaks ("\n", and
+// "\r\n" as one) kept as real ones, each followed by `indent`: a
+// multi-line text from a program (a Python traceback in a trial's fail
+// reason) reads as lines on a terminal, indented under the line that
+// introduced it. Every other control character is escaped as printable()
+// does (a lone "\r" as "\\r", ESC as "\\x1b"), so a program still cannot
+// send escape sequences, and with a non-empty `indent` none of its lines
+// can pass for a line of the log (they all start with `indent`). The
+// result has no trailing line break unless `text` ended with one (then it
+// ends with "\n" + indent). Never throws (but std::bad_alloc).
+std::string printable_lines(std::string_view text, std::string_view indent);
+
+// A reason of several lines (a program's failure: "the program failed ...;
+// last lines of stderr:" then the lines, the last one the error) on one
+// line, for one-line displays (a progress line, a summary): its first and
+// last non-empty lines, each cut to 150 bytes ("..." after a cut, never
+// inside a UTF-8 sequence), joined by " ... " (by " " when it has just
+// two), made printable(); "(none given)" when it has no non-empty line.
+// Never throws (but std::bad_alloc).
+std::string one_line_reason(std::string_view reason);
+
 // The most characters of a user's text that an error quotes
 // (printable_excerpt).
 inline constexpr std::size_t kMaxQuotedChars = 200;

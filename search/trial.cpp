@@ -46,6 +46,11 @@ bool FrozenTrial::was_retried() const {
          system_attrs.contains(kAttrRetriedAs);
 }
 
+bool FrozenTrial::budget_excluded() const {
+  return state == TrialState::kFail && system_attrs.is_object() &&
+         system_attrs.contains(kAttrBudgetExcluded);
+}
+
 bool FrozenTrial::is_warm_start() const {
   return system_attrs.is_object() && system_attrs.contains(kAttrWarmStart);
 }

@@ -33,6 +33,14 @@ inline constexpr const char* kAttrFixedParams = "fixed_params";  // enqueued par
 // A COMPLETE trial copied from an earlier study by a warm start
 // (search/warm_start.h): {"storage": ..., "study": ..., "trial": number}.
 inline constexpr const char* kAttrWarmStart = "warm_start";
+// A FAIL trial that does not count against the budget (n_trials), with why
+// (a string): "objective changed" (it failed under an objective that a
+// later run of the study changed) or "run stopped for failures" (it failed
+// in a run that its failure rules, fail_fast or max_failed_trials, stopped
+// before any of its trials succeeded: the objective was broken, not the
+// params). Set by hpsearch run and resume (docs: reference/space-json.md,
+// "budget").
+inline constexpr const char* kAttrBudgetExcluded = "budget_excluded";
 
 // A snapshot of one trial as stored. Values are immutable once the snapshot
 // is taken; storages hand them out as shared pointers (TrialPtr).
@@ -62,10 +70,13 @@ struct FrozenTrial {
   // (system attr warm_start set): a prior observation that samplers see as
   // any COMPLETE trial, but that never ran in this study.
   bool is_warm_start() const;
-  // Counts towards the budget: COMPLETE, PRUNED, or FAIL not retried; never
-  // a warm-start trial.
+  // True if this FAIL trial was excluded from the budget (system attr
+  // budget_excluded set: kAttrBudgetExcluded says when).
+  bool budget_excluded() const;
+  // Counts towards the budget: COMPLETE, PRUNED, or FAIL neither retried nor
+  // excluded from the budget; never a warm-start trial.
   bool counts_as_finished() const {
-    return is_finished(state) && !was_retried() && !is_warm_start();
+    return is_finished(state) && !was_retried() && !budget_excluded() && !is_warm_start();
   }
 };
 

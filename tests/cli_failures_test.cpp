@@ -67,7 +67,8 @@ class CliFailuresTest : public ::testing::Test {
 };
 
 // The first five trials fail: the run stops there, not after 50, exits 1
-// and says why; after the program is fixed, resume runs the rest.
+// and says why; after the program is fixed, resume runs the whole budget
+// (the FAIL trials of a run that fail fast stopped do not count).
 TEST_F(CliFailuresTest, FailFastStopsABrokenObjectiveAndResumeCompletesTheBudget) {
   write_study("broken", {{"n_trials", 50}}, kBrokenProgram);
   ProcessResult run = cli({"run", "space.json", "--workers", "1"});
@@ -85,9 +86,143 @@ TEST_F(CliFailuresTest, FailFastStopsABrokenObjectiveAndResumeCompletesTheBudget
   ProcessResult resumed = cli({"resume", "broken.db", "--workers", "2"});
   EXPECT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
   t = trials("broken.db");
-  EXPECT_EQ(t.size(), 50u);
+  EXPECT_EQ(t.size(), 55u);
   EXPECT_EQ(count_state(t, "FAIL"), 5);
-  EXPECT_EQ(count_state(t, "COMPLETE"), 45);
+  EXPECT_EQ(count_state(t, "COMPLETE"), 50);
+}
+
+// The hint after fail fast says what works (issue #44): fix space.json and
+// run it again. The run reads the file; the study has no COMPLETE or PRUNED
+// trial, so the changed objective is taken without --allow-objective-change
+// and without the warning about mixed values (an info line names the
+// change); the failed trials do not count: the full n_trials of the new
+// objective run.
+TEST_F(CliFailuresTest, FailFastFixedInSpaceJsonRerunRunsTheWholeBudget) {
+  write_study("fixme", {{"n_trials", 8}}, kBrokenProgram);
+  ProcessResult run = cli({"run", "space.json", "--workers", "1"});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_EQ(count_state(trials("fixme.db"), "FAIL"), 5);
+  EXPECT_NE(run.out.find("(they do not count against n_trials)"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("fix the program or the objective in space.json, then run `hpsearch run "
+                         "space.json` again (it reads the file"),
+            std::string::npos)
+      << run.out;
+  ProcessResult status = cli({"status", "fixme.db"});
+  EXPECT_NE(status.out.find("5 FAIL, 0 RUNNING, 0 WAITING); finished 0 of 8"), std::string::npos)
+      << status.out;
+
+  Json space = Json::parse(testsupport::read_file(dir_.file("space.json")));
+  space["objective"]["argv"] = {"/bin/sh", "fixed.sh", "{lr}"};
+  dir_.write("space.json", space.dump());
+  dir_.write("fixed.sh", kFixedProgram);
+  ProcessResult fixed = cli({"run", "space.json", "--workers", "1"});
+  EXPECT_EQ(fixed.exit_code, 0) << fixed.out << fixed.err;
+  EXPECT_NE(fixed.err.find("the objective changed (objective.argv: stored "), std::string::npos)
+      << fixed.err;
+  EXPECT_NE(fixed.err.find("no values mix"), std::string::npos) << fixed.err;
+  EXPECT_EQ(fixed.err.find("mix two objectives"), std::string::npos) << fixed.err;
+  EXPECT_EQ(fixed.err.find("[warning]"), std::string::npos) << fixed.err;
+  const Json t = trials("fixme.db");
+  EXPECT_EQ(t.size(), 13u);
+  EXPECT_EQ(count_state(t, "COMPLETE"), 8);
+  for (const auto& trial : t) {
+    if (trial["state"] == "FAIL") {
+      EXPECT_EQ(trial["system_attrs"].value("budget_excluded", ""), "run stopped for failures")
+          << trial.dump();
+    }
+  }
+  // The same from resume: the hint names the file of the last run.
+  write_study("again", {{"n_trials", 3}}, kBrokenProgram);
+  ASSERT_EQ(cli({"run", "space.json"}).exit_code, 1);
+  ProcessResult resumed = cli({"resume", "again.db"});
+  EXPECT_EQ(resumed.exit_code, 1) << resumed.out << resumed.err;
+  EXPECT_NE(resumed.out.find("then run `hpsearch run " + dir_.file("space.json")),
+            std::string::npos)
+      << resumed.out;
+}
+
+// Trials that failed under an objective that a later run changed leave the
+// budget, which is for the current objective (here they counted before:
+// --no-fail-fast ran the budget). Once the study has results, a changed
+// objective is refused without --allow-objective-change.
+TEST_F(CliFailuresTest, FailedTrialsOfAChangedObjectiveLeaveTheBudget) {
+  write_study("changed", {{"n_trials", 4}, {"fail_fast", false}}, kBrokenProgram);
+  ProcessResult run = cli({"run", "space.json", "--workers", "1"});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_EQ(count_state(trials("changed.db"), "FAIL"), 4);
+  EXPECT_NE(cli({"status", "changed.db"}).out.find("finished 4 of 4"), std::string::npos);
+
+  Json space = Json::parse(testsupport::read_file(dir_.file("space.json")));
+  space["objective"]["argv"] = {"/bin/sh", "fixed.sh", "{lr}"};
+  dir_.write("space.json", space.dump());
+  dir_.write("fixed.sh", kFixedProgram);
+  ProcessResult fixed = cli({"run", "space.json", "--workers", "1"});
+  EXPECT_EQ(fixed.exit_code, 0) << fixed.out << fixed.err;
+  Json t = trials("changed.db");
+  EXPECT_EQ(t.size(), 8u);
+  EXPECT_EQ(count_state(t, "COMPLETE"), 4);
+  for (const auto& trial : t) {
+    if (trial["state"] == "FAIL") {
+      EXPECT_EQ(trial["system_attrs"].value("budget_excluded", ""), "objective changed")
+          << trial.dump();
+    }
+  }
+
+  space["objective"]["argv"] = {"/bin/sh", "train.sh", "{lr}"};
+  dir_.write("space.json", space.dump());
+  ProcessResult refused = cli({"run", "space.json"});
+  EXPECT_EQ(refused.exit_code, 2) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("--allow-objective-change"), std::string::npos) << refused.err;
+}
+
+// A multi-line fail reason (a Python traceback) shows as lines on the
+// console and in `hpsearch trials`, indented under the trial, not with
+// literal "\n"; CSV keeps the breaks inside a quoted field (RFC 4180) and
+// JSON escapes them; an escape sequence stays escaped everywhere.
+TEST_F(CliFailuresTest, MultiLineFailReasonsShowAsLines) {
+  write_study("tb", {{"n_trials", 1}},
+              "echo 'Traceback (most recent call last):' >&2\n"
+              "echo '  File \"train.py\", line 3, in <module>' >&2\n"
+              "printf '\\033[31mValueError: boom\\n' >&2\n"
+              "exit 1\n");
+  ProcessResult run = cli({"run", "space.json"});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_NE(run.err.find("last lines of stderr:\n    Traceback (most recent call last):\n      "
+                         "File \"train.py\", line 3, in <module>\n    \\x1b[31mValueError: boom"),
+            std::string::npos)
+      << run.err;
+  EXPECT_EQ((run.out + run.err).find("\\nTraceback"), std::string::npos) << run.out << run.err;
+  EXPECT_EQ((run.out + run.err).find('\x1b'), std::string::npos);
+
+  ProcessResult table = cli({"trials", "tb.db"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_EQ(table.out.find("\\n"), std::string::npos) << table.out;
+  EXPECT_EQ(table.out.find('\x1b'), std::string::npos);
+  // The row holds the first line; the next lines start under its
+  // fail_reason column.
+  const std::size_t header_end = table.out.find('\n');
+  const std::size_t column = table.out.find("fail_reason");
+  ASSERT_LT(column, header_end) << table.out;
+  EXPECT_NE(table.out.find("last lines of stderr:\n" + std::string(column, ' ') +
+                           "Traceback (most recent call last):\n" + std::string(column, ' ') +
+                           "  File \"train.py\", line 3, in <module>\n" + std::string(column, ' ') +
+                           "\\x1b[31mValueError: boom\n"),
+            std::string::npos)
+      << table.out;
+
+  ProcessResult csv = cli({"trials", "tb.db", "--format", "csv"});
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  EXPECT_NE(csv.out.find(",\"the program failed (exit code 1); last lines of stderr:\nTraceback "
+                         "(most recent call last):\n  File \"\"train.py\"\", line 3, in "
+                         "<module>\n\\x1b[31mValueError: boom\"\r\n"),
+            std::string::npos)
+      << csv.out;
+  const Json t = trials("tb.db");
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_NE(t[0]["fail_reason"].get<std::string>().find(
+                "stderr:\nTraceback (most recent call last):\n  File"),
+            std::string::npos)
+      << t.dump();
 }
 
 // --no-fail-fast runs the whole budget; with no trial succeeding the run

@@ -502,27 +502,38 @@ TEST_F(CliTest, AStudyWhoseOnlyCompleteTrialsAreWarmCopiesSaysSo) {
   EXPECT_THAT(empty.err, HasSubstr("study 'empty' has no COMPLETE trial yet"));
 }
 
-// status shows the sampler settings a run of the study uses, with every
-// default resolved (TPE's "bandwidth": "auto" is otherwise visible nowhere);
-// a stored section that is not valid (a store edited by hand) is named, and
+// status shows the sampler in a few words (type and main settings) and the
+// pruner (type, settings, trials pruned); with --verbose (and in --format
+// json) every sampler setting a run of the study uses, with every default
+// resolved (TPE's "bandwidth": "auto" is otherwise visible nowhere); a
+// stored section that is not valid (a store edited by hand) is named, and
 // status still answers; a study without a stored document has no line.
 TEST_F(CliTest, StatusShowsTheSamplerSettingsWithItsDefaultsResolved) {
   Json doc = Json::parse(sleep_space(0, 2));
   doc["sampler"] = {{"type", "tpe"}, {"n_startup_trials", 5}, {"seed", 4}};
+  doc["pruner"] = {{"type", "median"}, {"n_warmup_steps", 2}};
   dir_.write("space.json", doc.dump());
   ASSERT_EQ(cli({"run", "space.json"}).exit_code, 0);
   ProcessResult text = cli({"status", "slow.db"});
   ASSERT_EQ(text.exit_code, 0) << text.err;
-  EXPECT_THAT(text.out, HasSubstr("Sampler: {"));
-  EXPECT_THAT(text.out, HasSubstr("\"bandwidth\":\"auto\""));
-  EXPECT_THAT(text.out, HasSubstr("\"n_startup_trials\":5"));
-  EXPECT_THAT(text.out, HasSubstr("\"min_bandwidth_factor\":0.04"));  // multivariate's default
+  EXPECT_THAT(text.out, HasSubstr("Sampler: TPE: seed 4, n_startup_trials 5, multivariate\n"));
+  EXPECT_THAT(text.out, HasSubstr("Pruner: median: n_warmup_steps 2; pruned 0 trials\n"));
+  EXPECT_THAT(text.out, Not(HasSubstr("bandwidth")));  // the internals: --verbose
+  ProcessResult verbose = cli({"status", "slow.db", "--verbose"});
+  ASSERT_EQ(verbose.exit_code, 0) << verbose.err;
+  EXPECT_THAT(verbose.out, HasSubstr("Sampler: TPE: seed 4"));
+  EXPECT_THAT(verbose.out, HasSubstr("Sampler settings: {"));
+  EXPECT_THAT(verbose.out, HasSubstr("\"bandwidth\":\"auto\""));
+  EXPECT_THAT(verbose.out, HasSubstr("\"n_startup_trials\":5"));
+  EXPECT_THAT(verbose.out, HasSubstr("\"min_bandwidth_factor\":0.04"));  // multivariate's default
   ProcessResult json = cli({"status", "slow.db", "--format", "json"});
   ASSERT_EQ(json.exit_code, 0) << json.err;
   const Json out = Json::parse(json.out);
   EXPECT_EQ(out["sampler"]["bandwidth"], "auto");
   EXPECT_EQ(out["sampler"]["multivariate"], true);
   EXPECT_EQ(out["sampler"]["seed"], 4);
+  EXPECT_EQ(out["pruner"], Json::parse(R"({"type": "median", "n_warmup_steps": 2})"));
+  EXPECT_EQ(out["pruned"], 0);
 
   {
     auto storage = open_storage(dir_.file("slow.db"));
@@ -684,7 +695,7 @@ TEST_F(CliTest, StatusShowsWhatItCanOfAStudyWhoseStoredSettingsDoNotParse) {
   EXPECT_THAT(allowed.out + allowed.err, HasSubstr("its stored settings are not valid ("));
   ProcessResult status = cli({"status", "branin.db"});
   EXPECT_THAT(status.out, HasSubstr("Trials: 4 (4 COMPLETE"));
-  EXPECT_THAT(status.out, HasSubstr("Sampler: {\"seed\":1,\"type\":\"random\"}"));
+  EXPECT_THAT(status.out, HasSubstr("Sampler: random: seed 1\n"));
 }
 
 // A config error of run, resume or status quotes the user's text in full:
@@ -781,7 +792,7 @@ TEST_F(CliTest, StatusNamesAStoredBudgetThatBreaksARule) {
                                   "finished 3\n"));
   EXPECT_THAT(text.out, Not(HasSubstr("of -5")));
   EXPECT_THAT(text.out, HasSubstr("Best: trial 2, value "));
-  EXPECT_THAT(text.out, HasSubstr("Sampler: {\"seed\":1,\"type\":\"random\"}\n"));
+  EXPECT_THAT(text.out, HasSubstr("Sampler: random: seed 1\n"));
   EXPECT_THAT(text.out, HasSubstr("Settings: the stored settings are not valid: studies row "
                                   "study_id=1: column config_json: budget.n_trials: must be > 0, "
                                   "got -5\n"));
@@ -820,34 +831,41 @@ TEST_F(CliTest, StatusShowsTheStartupSizeInEffectForAuto) {
   doc["sampler"] = {{"type", "tpe"}};
   make_branin_store(dir_.file("branin.db"), doc, 0);
   // `hpsearch status` of the study with `budget`, in `format`.
+  // (table: the summary line; --verbose adds every setting as JSON).
   const auto status_of = [&](const Json& budget, const std::string& format) {
     Json stored = doc;
     stored["budget"] = budget;
     set_config_text(dir_.file("branin.db"), stored.dump());
-    ProcessResult r = cli({"status", "branin.db", "--format", format});
+    ProcessResult r = format == "verbose" ? cli({"status", "branin.db", "--verbose"})
+                                          : cli({"status", "branin.db", "--format", format});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return r.out;
   };
   const auto json_of = [&](const Json& budget) { return Json::parse(status_of(budget, "json")); };
   EXPECT_THAT(status_of({{"n_trials", 40}}, "table"),
+              HasSubstr("Sampler: TPE: n_startup_trials auto (5 for a budget of 40 trials), "
+                        "multivariate\n"));
+  EXPECT_THAT(status_of({{"n_trials", 40}}, "verbose"),
               HasSubstr("\"n_startup_trials\":\"auto (5 for a budget of 40 trials)\""));
   const Json json = json_of({{"n_trials", 40}});
   EXPECT_EQ(json["sampler"]["n_startup_trials"], "auto");
   EXPECT_EQ(json["startup_trials_in_effect"], 5);
   EXPECT_THAT(status_of({{"n_trials", 200}}, "table"),
-              HasSubstr("\"auto (10 for a budget of 200 trials)\""));
+              HasSubstr("n_startup_trials auto (10 for a budget of 200 trials)"));
   EXPECT_THAT(status_of(Json::object(), "table"),
-              HasSubstr("\"auto (10 without a trial budget)\""));
+              HasSubstr("n_startup_trials auto (10 without a trial budget)"));
   {
     auto storage = open_storage(dir_.file("branin.db"));
     storage->set_study_system_attr(*storage->find_study("branin"), "warm_start",
                                    Json{{"copied", 40}});
   }
   EXPECT_THAT(status_of({{"n_trials", 50}}, "table"),
-              HasSubstr("\"auto (9 for a budget of 50 trials and 40 warm-start copies)\""));
+              HasSubstr("n_startup_trials auto (9 for a budget of 50 trials and 40 warm-start "
+                        "copies)"));
   // A size given is shown as it is.
   doc["sampler"]["n_startup_trials"] = 7;
-  EXPECT_THAT(status_of({{"n_trials", 40}}, "table"), HasSubstr("\"n_startup_trials\":7,"));
+  EXPECT_THAT(status_of({{"n_trials", 40}}, "table"), HasSubstr("n_startup_trials 7, "));
+  EXPECT_THAT(status_of({{"n_trials", 40}}, "verbose"), HasSubstr("\"n_startup_trials\":7,"));
   EXPECT_EQ(json_of({{"n_trials", 40}})["startup_trials_in_effect"], 7);
   // Not TPE: null.
   doc["sampler"] = {{"type", "random"}};
@@ -1087,9 +1105,7 @@ TEST_F(CliTest, StatusResolvesGridAndQmcDefaultsAndShowsAHugeTimeout) {
           {{"type", "qmc"}, {"sequence", "halton"}, {"scramble", false}, {"seed", 3}})["sampler"],
       Json::parse(R"({"type": "qmc", "sequence": "halton", "scramble": false, "seed": 3})"));
   ProcessResult text = cli({"status", "s.db"});
-  EXPECT_THAT(
-      text.out,
-      HasSubstr(R"(Sampler: {"scramble":false,"seed":3,"sequence":"halton","type":"qmc"})"));
+  EXPECT_THAT(text.out, HasSubstr("Sampler: QMC: sequence halton, scramble false, seed 3\n"));
 
   doc["budget"] = {{"n_trials", 5}, {"timeout_s", 1e20}};
   EXPECT_EQ(status_of({{"type", "random"}})["timeout_s"], 1e20);

@@ -381,6 +381,47 @@ TEST_F(PersistentProgramTest, NonPersistentProgramFailsClearly) {
   ASSERT_EQ(trials.size(), 1u);
   EXPECT_EQ(trials[0]->state, TrialState::kFail);
   EXPECT_THAT(trials[0]->fail_reason, HasSubstr("without reading the trial"));
+  EXPECT_THAT(trials[0]->fail_reason, HasSubstr("must read its trials on stdin"));
+  EXPECT_THAT(trials[0]->fail_reason, HasSubstr("remove \"mode\": \"persistent\""));
+}
+
+// A per-trial script left unchanged in persistent mode (issue #44): it
+// prints its epochs and exits 0 without reading stdin. Every trial fails
+// saying that a persistent program must read its trials on stdin, where the
+// docs say so, and how to run it one trial per process.
+TEST_F(PersistentProgramTest, PerTrialScriptInPersistentModeIsToldTheContract) {
+  Json objective = persistent("echo 'epoch 1 val_loss=0.5'\necho 'epoch 2 val_loss=0.4'\nexit 0");
+  objective["metrics"] = {{"name", "val_loss"},
+                          {"regex", "^epoch (?<step>\\d+) val_loss=(?<value>\\S+)"}};
+  auto trials = run_trials(objective, {1, 2});
+  ASSERT_EQ(trials.size(), 2u);
+  for (const TrialPtr& t : trials) {
+    EXPECT_EQ(t->state, TrialState::kFail);
+    EXPECT_THAT(t->fail_reason, HasSubstr("exit code 0"));
+    EXPECT_THAT(t->fail_reason, HasSubstr("during its first trial without ending it"));
+    EXPECT_THAT(t->fail_reason, HasSubstr("must read its trials on stdin"));
+    EXPECT_THAT(t->fail_reason, HasSubstr("tutorials/tune-any-script.md"));
+    EXPECT_THAT(t->fail_reason, HasSubstr("remove \"mode\": \"persistent\""));
+  }
+}
+
+// A program that served a trial and exits with status 0 in the middle of
+// the next one is a persistent program that stopped: told so, not told the
+// contract.
+TEST_F(PersistentProgramTest, ServingProgramThatExitsMidTrialIsNotToldTheContract) {
+  Json objective =
+      persistent(serve("if [ \"$v\" = 2 ]; then\n"
+                       "  echo 'hpsearch: {\"step\": 1, \"value\": 5}'\n"
+                       "  exit 0\n"
+                       "fi\n" +
+                       std::string(kValueWithPid)));
+  auto trials = run_trials(objective, {1, 2});
+  ASSERT_EQ(trials.size(), 2u);
+  ASSERT_EQ(trials[0]->state, TrialState::kComplete) << trials[0]->fail_reason;
+  EXPECT_EQ(trials[1]->state, TrialState::kFail);
+  EXPECT_THAT(trials[1]->fail_reason,
+              HasSubstr("the program exited during the trial (exit code 0)"));
+  EXPECT_THAT(trials[1]->fail_reason, ::testing::Not(HasSubstr("must read its trials")));
 }
 
 TEST_F(PersistentProgramTest, StatusLinesAreIgnoredInPerTrialMode) {

@@ -96,5 +96,32 @@ TEST(Printable, ErrorsKeepTheTextAfterANulByte) {
   EXPECT_STREQ(Error("plain").what(), "plain");
 }
 
+// printable_lines: a traceback's line breaks stay real ones, each next line
+// indented; "\r\n" is one break; every other control character (a lone CR,
+// ESC, BEL) stays escaped, so no program text starts a log line of its own
+// or sends an escape sequence.
+TEST(Printable, LinesKeepLineBreaksIndentedAndEscapeTheRest) {
+  EXPECT_EQ(printable_lines("failed; stderr:\nTraceback:\n  File \"x.py\"\nValueError", "    "),
+            "failed; stderr:\n    Traceback:\n      File \"x.py\"\n    ValueError");
+  EXPECT_EQ(printable_lines("a\r\nb", "> "), "a\n> b");
+  EXPECT_EQ(printable_lines("a\rb\x1b[31m\x07\tc", "  "), "a\\rb\\x1b[31m\\x07\\tc");
+  EXPECT_EQ(printable_lines("a\n\x1b]0;T\x07\n", ""), "a\n\\x1b]0;T\\x07\n");
+  EXPECT_EQ(printable_lines("one line", "  "), "one line");
+  EXPECT_EQ(printable_lines("", "  "), "");
+  EXPECT_EQ(printable_lines("bad \xff byte\nnext", " "), "bad \xEF\xBF\xBD byte\n next");
+}
+
+// one_line_reason: the first and last non-empty lines of a reason, each cut
+// to 150 bytes, printable; "(none given)" for a blank one.
+TEST(Printable, OneLineReasonKeepsTheFirstAndLastLines) {
+  EXPECT_EQ(one_line_reason("the program failed; stderr:\nTraceback\n  File\nValueError: boom\n"),
+            "the program failed; stderr: ... ValueError: boom");
+  EXPECT_EQ(one_line_reason("first\r\nlast"), "first last");
+  EXPECT_EQ(one_line_reason("only"), "only");
+  EXPECT_EQ(one_line_reason(" \n\t\n"), "(none given)");
+  EXPECT_EQ(one_line_reason("\x1b[2Jx"), "\\x1b[2Jx");
+  EXPECT_EQ(one_line_reason(std::string(200, 'a')), std::string(150, 'a') + "...");
+}
+
 }  // namespace
 }  // namespace hps

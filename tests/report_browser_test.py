@@ -106,6 +106,7 @@ class Dom(html.parser.HTMLParser):
         self.capture = []  # [id, depth of its element, text so far]
         self.done = {}     # id -> its text
         self.legend_depth = None  # inside a legend (its line samples are no marks)
+        self.xtick = None  # [plot, depth of its g.xtick] while inside an x tick label
 
     def current_plot(self):
         for _, pid in reversed(self.stack):
@@ -121,7 +122,8 @@ class Dom(html.parser.HTMLParser):
             if self.PLOT_IDS.match(a["id"]):
                 pid = a["id"]
                 self.plots[pid] = {"attrs": a, "points": 0, "segments": 0, "bars": 0, "svg": 0,
-                                   "dims": 0, "contour": 0, "traces": [], "trace_points": []}
+                                   "dims": 0, "contour": 0, "traces": [], "trace_points": [],
+                                   "xticks": []}
             if a["id"] in ("summary", "hps-errors", "downsampled", "importance-note", "curves-note",
                            "failed", "curves", "contour", "importance", "top", "settings"):
                 self.capture.append([a["id"], len(self.stack), ""])
@@ -145,6 +147,9 @@ class Dom(html.parser.HTMLParser):
                 plot["traces"].append(a.get("d", "").count("M"))
             if tag == "g" and "y-axis" in cls:
                 plot["dims"] += 1
+            if tag == "g" and "xtick" in cls:
+                plot["xticks"].append("")
+                self.xtick = [plot, len(self.stack)]
             if tag == "g" and ("contourlevel" in cls or "hm" in cls):
                 plot["contour"] += 1
         if tag not in ("meta", "br", "img", "input", "link", "hr", "path", "rect", "line", "circle",
@@ -159,6 +164,8 @@ class Dom(html.parser.HTMLParser):
         depth = len(self.stack)
         if self.legend_depth is not None and depth <= self.legend_depth:
             self.legend_depth = None
+        if self.xtick is not None and depth <= self.xtick[1]:
+            self.xtick = None
         for c in self.capture:
             if c[1] is not None and depth <= c[1]:
                 self.done[c[0]] = c[2]
@@ -168,6 +175,8 @@ class Dom(html.parser.HTMLParser):
     def handle_data(self, data):
         for c in self.capture:
             c[2] += data
+        if self.xtick is not None:
+            self.xtick[0]["xticks"][-1] += data
 
 
 def parse(dom_text):
@@ -282,10 +291,27 @@ def check_report_page(dom_text, stderr, netlog, trials, tag):
     check(slice_points[-1] == len(complete) and active_momentum in slice_points,
           f"{tag}: slice plots drew {slice_points} points; want {len(complete)} per unconditional "
           f"param and {active_momentum} for momentum (active in those trials)")
+    check_log_axis_ticks(d, slices, tag)
     reqs = network_requests(netlog)
     check(not reqs, f"{tag}: network requests: {sorted(reqs)[:5]}")
     check(netlog != "", f"{tag}: chromium wrote no net log")
     return d
+
+
+def check_log_axis_ticks(d, slices, tag):
+    """The x axes of the log params' slice plots (lr: 1e-4 to 1e-1, scaled by
+    batch_size up to about 0.14; hidden: 32 to 512) label powers of ten,
+    or 50, 100, 200, 500 over a range that holds only one: no crowded minor
+    labels (issue #44: "2 3 ... 9 100 2")."""
+    ticks = {s: [t.strip() for t in d.plots[s]["xticks"]] for s in slices}
+    check(["1e-4", "1e-3", "1e-2", "1e-1"] in ticks.values(),
+          f"{tag}: no slice plot labels lr's decades 1e-4 ... 1e-1; x tick labels: {ticks}")
+    check(["50", "100", "200", "500"] in ticks.values(),
+          f"{tag}: no slice plot labels hidden (32 to 512) with 50, 100, 200, 500; x tick labels: "
+          f"{ticks}")
+    for s, labels in ticks.items():
+        minor = [t for t in labels if t in ("2", "3", "4", "5", "6", "7", "8", "9")]
+        check(not minor, f"{tag}: {s} has minor tick labels {minor} (all: {labels})")
 
 
 def check_failed_table(d, trials, tag):

@@ -401,12 +401,13 @@ static_assert(static_cast<int>(TrialState::kWaiting) == 0 &&
 // FrozenTrial::counts_as_finished in SQL, counted the other way round: the
 // finished trials of study ?1 that do not count, i.e. warm-start copies
 // (system attr ?2 = warm_start) in any finished state and FAIL trials that
-// were retried (system attr ?3 = retried_as). Driven by the index
+// were retried (system attr ?3 = retried_as) or excluded from the budget
+// (system attr ?4 = budget_excluded). Driven by the index
 // trial_attrs_by_key, so its cost is the number of such attrs, not the
 // history.
 constexpr const char* kNotCountedFinished =
     "SELECT t.study_id, count(*) FROM trials t WHERE t.trial_id IN (SELECT a.trial_id FROM "
-    "trial_attrs a WHERE a.kind = 1 AND a.key IN (?2, ?3)) AND (?1 IS NULL OR t.study_id = ?1) "
+    "trial_attrs a WHERE a.kind = 1 AND a.key IN (?2, ?3, ?4)) AND (?1 IS NULL OR t.study_id = ?1) "
     "AND (t.state = 4 OR (t.state IN (2, 3) AND EXISTS (SELECT 1 FROM trial_attrs w WHERE "
     "w.trial_id = t.trial_id AND w.kind = 1 AND w.key = ?2))) GROUP BY t.study_id";
 static_assert(static_cast<int>(TrialState::kPruned) == 3 &&
@@ -427,6 +428,7 @@ void subtract_not_counted(Connection& conn, std::optional<std::int64_t> study_id
   if (study_id) s.bind(1, *study_id);
   s.bind(2, kAttrWarmStart);
   s.bind(3, kAttrRetriedAs);
+  s.bind(4, kAttrBudgetExcluded);
   while (s.step()) {
     std::int64_t id = col_int(s, 0, Where{"trials"}, "study_id");
     counts(id).finished -= col_int(s, 1, Where{"trials"}, "count(*)");
