@@ -1022,6 +1022,23 @@ int dry_run(const StudyConfig& config, const RunOptions& o, const CoordinatorOpt
                     study_log_dir(config.name, storage_parent(config)), existing);
 }
 
+// The checks of run_study's step 1 after the sampler's and pruner's: the
+// objective against the space, the local folder, --workers, the budget
+// (a warning when there is none) and the store file. Throws ConfigError.
+void check_objective_workers_and_store(const StudyConfig& config, const RunOptions& o,
+                                       const LaunchPlan& plan) {
+  validate_objective(config.objective, config.space);
+  check_local_cwd(config, o, plan);
+  if (o.workers > LocalPoolOptions::kMaxWorkers)
+    throw ConfigError("--workers", "must be <= " + std::to_string(LocalPoolOptions::kMaxWorkers));
+  if (!config.budget.n_trials && !config.budget.timeout_s)
+    spdlog::warn("no budget (n_trials or timeout_s): running until interrupted");
+  // What the store file cannot be is bad input (exit 2), as for the read
+  // commands, not a failure of the run.
+  if (const util::StorageUrl store = util::parse_storage_url(config.storage); !store.in_memory)
+    check_store_to_write(store.path, o.storage ? o.storage_field : "study.storage");
+}
+
 int run_study(StudyConfig config, const RunOptions& o) {
   if (needs_torch(config.objective)) exec_torch_sibling("LibTorch objective");
   // Before anything is bound or written: stdout or stderr a pipe whose
@@ -1040,16 +1057,7 @@ int run_study(StudyConfig config, const RunOptions& o) {
   auto sampler = make_sampler(config.sampler, o.seed);
   sampler->check_space(config.space);
   auto pruner = make_pruner(config.pruner);
-  validate_objective(config.objective, config.space);
-  check_local_cwd(config, o, plan);
-  if (o.workers > LocalPoolOptions::kMaxWorkers)
-    throw ConfigError("--workers", "must be <= " + std::to_string(LocalPoolOptions::kMaxWorkers));
-  if (!config.budget.n_trials && !config.budget.timeout_s)
-    spdlog::warn("no budget (n_trials or timeout_s): running until interrupted");
-  // What the store file cannot be is bad input (exit 2), as for the read
-  // commands, not a failure of the run.
-  if (const util::StorageUrl store = util::parse_storage_url(config.storage); !store.in_memory)
-    check_store_to_write(store.path, o.storage ? o.storage_field : "study.storage");
+  check_objective_workers_and_store(config, o, plan);
   CoordinatorOptions co = coordinator_options(config, o, plan);
   if (o.dry_run) return dry_run(config, o, co);
 
