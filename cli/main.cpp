@@ -218,8 +218,9 @@ int main(int argc, char** argv) {
 #endif
 
   // Named "hpsearch" (not argv[0]'s path) in its usage lines.
-  CLI::App app{"hpsearch: parallel hyperparameter search (TPE, random) with SQLite storage",
-               "hpsearch"};
+  CLI::App app{
+      "hpsearch: parallel hyperparameter search (TPE, random, grid, QMC) with SQLite storage",
+      "hpsearch"};
   // CLI11's own parse errors (an unknown flag, a missing argument, a
   // validator's rule) start as ours do: "hpsearch: error: <CLI11's message>".
   app.failure_message([](const CLI::App* a, const CLI::Error& e) {

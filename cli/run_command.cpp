@@ -382,27 +382,11 @@ std::string short_json(const Json& value, std::size_t max = 60) {
 }
 
 // The fields of objective section `now` that differ from `stored` (added,
-// removed or changed), "objective.KEY: stored X, now Y" each, in key order,
-// "; "-joined; values cut short. Both are JSON objects.
+// removed or changed, an argv element by its index: settings_changes),
+// "objective.KEY: X -> Y" each, "; "-joined; values cut short. Both are
+// JSON objects.
 std::string objective_changes(const Json& stored, const Json& now) {
-  std::vector<std::string> keys;
-  for (const auto& [key, value] : stored.items()) keys.push_back(key);
-  for (const auto& [key, value] : now.items())
-    if (!stored.contains(key)) keys.push_back(key);
-  std::sort(keys.begin(), keys.end());
-  const auto field = [](const Json& object, const std::string& key) {
-    const auto it = object.find(key);
-    return it == object.end() ? Json() : *it;
-  };
-  std::string out;
-  for (const auto& key : keys) {
-    const Json before = field(stored, key);
-    const Json after = field(now, key);
-    if (before == after) continue;
-    out += (out.empty() ? "" : "; ") + ("objective." + printable(key)) + ": stored " +
-           short_json(before) + ", now " + short_json(after);
-  }
-  return out;
+  return changes_text(settings_changes(Json{{"objective", stored}}, Json{{"objective", now}}));
 }
 
 // An existing study of the run's name must be the same problem, checked

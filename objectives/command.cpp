@@ -358,7 +358,9 @@ void parse_mode(const Json& config, CommandConfig& c) {
   c.persistent = true;
   const std::string why =
       ": in persistent mode the program starts once for many trials and reads each trial's "
-      "params from stdin; placeholders are not allowed here";
+      "params from stdin; placeholders are not allowed here. A script that runs one trial per "
+      "process (its params from argv) is not a persistent program: remove \"mode\": "
+      "\"persistent\" (docs: tutorials/tune-any-script.md, \"Persistent mode\")";
   for (std::size_t i = 0; i < c.argv.size(); ++i)
     if (std::string p = first_placeholder(c.argv[i]); !p.empty())
       throw ConfigError(argv_path(i), p + why);

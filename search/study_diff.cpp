@@ -33,14 +33,43 @@ Json normalized_space(const Json& doc) {
   }
 }
 
+// Adds the differences of `stored` and `now` under `path`: two objects key
+// by key, two arrays of one length element by element ("objective.argv[3]"),
+// `depth` levels down; anything else as a whole.
+void value_changes(const std::string& path, const Json& stored, const Json& now, int depth,
+                   std::vector<SettingChange>& out) {
+  if (stored == now) return;
+  if (depth > 0 && stored.is_array() && now.is_array() && stored.size() == now.size()) {
+    for (std::size_t i = 0; i < stored.size(); ++i)
+      value_changes(path + "[" + std::to_string(i) + "]", stored[i], now[i], depth - 1, out);
+    return;
+  }
+  if (depth > 0 && stored.is_object() && now.is_object()) {
+    std::vector<std::string> keys;
+    for (const auto& [key, value] : stored.items()) keys.push_back(key);
+    for (const auto& [key, value] : now.items())
+      if (!stored.contains(key)) keys.push_back(key);
+    std::sort(keys.begin(), keys.end());
+    for (const std::string& key : keys)
+      value_changes(join_path(path, key), member(stored, key), member(now, key), depth - 1, out);
+    return;
+  }
+  out.push_back({path, stored, now});
+}
+
 // Adds the key-by-key differences of sections `stored` and `now` under
-// `prefix` ("objective"); two sections that are not both objects compare
-// as a whole.
+// `prefix` ("objective"), and below a key those of its elements or keys
+// (value_changes); two sections that are not both objects compare as a
+// whole. The space's params stay whole (param_text writes them).
 void section_changes(const std::string& prefix, const Json& stored, const Json& now,
                      std::vector<SettingChange>& out) {
   if (stored == now) return;
   if (!stored.is_object() || !now.is_object()) {
     out.push_back({prefix, stored, now});
+    return;
+  }
+  if (prefix != "space") {
+    value_changes(prefix, stored, now, 4, out);
     return;
   }
   std::vector<std::string> keys;

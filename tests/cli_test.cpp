@@ -1529,8 +1529,8 @@ TEST_F(CliTest, AnotherDirectionOrObjectiveForAnExistingStudyIsRefused) {
   ProcessResult objective = cli({"run", "space.json"});
   EXPECT_EQ(objective.exit_code, 2) << objective.err;
   EXPECT_THAT(objective.err, HasSubstr("objective: differs from the objective stored with study "
-                                       "'branin' in branin.db (objective.type: stored \"branin\", "
-                                       "now \"hartmann6\")"));
+                                       "'branin' in branin.db (objective.type: 'branin' -> "
+                                       "'hartmann6')"));
   EXPECT_THAT(objective.err, HasSubstr("--allow-objective-change"));
   EXPECT_EQ(trials_or_fail("branin.db").size(), 3u);
   ProcessResult status = cli({"status", "branin.db"});
@@ -1539,7 +1539,7 @@ TEST_F(CliTest, AnotherDirectionOrObjectiveForAnExistingStudyIsRefused) {
   ProcessResult allowed = cli({"run", "space.json", "--allow-objective-change"});
   ASSERT_EQ(allowed.exit_code, 0) << allowed.err;
   EXPECT_THAT(allowed.err, HasSubstr("the objective differs from the one stored with the study "
-                                     "(objective.type: stored \"branin\", now \"hartmann6\")"));
+                                     "(objective.type: 'branin' -> 'hartmann6')"));
   EXPECT_EQ(trials_or_fail("branin.db").size(), 6u);
   // The new objective is the study's now.
   ProcessResult again = cli({"run", "space.json", "--n-trials", "7"});
@@ -1558,8 +1558,7 @@ TEST_F(CliTest, ChangedObjectiveFieldsAreListedInKeyOrder) {
   dir_.write("space.json", doc.dump());
   ProcessResult changed = cli({"run", "space.json"});
   EXPECT_EQ(changed.exit_code, 2) << changed.err;
-  EXPECT_THAT(changed.err, HasSubstr("(objective.seconds: stored (none), now 0; objective.steps: "
-                                     "stored 1, now 2)"));
+  EXPECT_THAT(changed.err, HasSubstr("(objective.seconds: added (0); objective.steps: 1 -> 2)"));
 }
 
 // A named objective.checkpoint_dir that breaks the owner-only rule (a

@@ -456,6 +456,8 @@ TEST(PersistentConfigTest, PlaceholdersAndFileMetricsAreRefused) {
   EXPECT_THAT(error_of(argv), HasSubstr("objective.argv[2]"));
   EXPECT_THAT(error_of(argv), HasSubstr("{lr}"));
   EXPECT_THAT(error_of(argv), HasSubstr("params from stdin"));
+  // The usual cause: a per-trial script put in persistent mode. Say the fix.
+  EXPECT_THAT(error_of(argv), HasSubstr("remove \"mode\": \"persistent\""));
 
   Json env = base;
   env["env"] = {{"LR", "{lr}"}};
