@@ -140,12 +140,19 @@ namespace {
 
 constexpr std::size_t kReasonLineBytes = 150;
 
-// `line` cut to kReasonLineBytes (not inside a UTF-8 sequence), "..." added.
+// A line cut to about kReasonLineBytes: its first 90 and last 55 bytes
+// around " ... " (the end of a reason often holds the hint: "did you mean
+// 'val_loss'?"), never inside a UTF-8 sequence.
 std::string cut_line(std::string_view line) {
   if (line.size() <= kReasonLineBytes) return std::string(line);
-  std::size_t n = kReasonLineBytes;
-  while (n > 0 && (static_cast<unsigned char>(line[n]) & 0xC0) == 0x80) --n;
-  return std::string(line.substr(0, n)) + "...";
+  const auto continuation = [&](std::size_t i) {
+    return (static_cast<unsigned char>(line[i]) & 0xC0) == 0x80;
+  };
+  std::size_t head = 90;
+  while (head > 0 && continuation(head)) --head;
+  std::size_t tail = line.size() - 55;
+  while (tail < line.size() && continuation(tail)) ++tail;
+  return std::string(line.substr(0, head)) + " ... " + std::string(line.substr(tail));
 }
 
 }  // namespace

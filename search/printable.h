@@ -41,9 +41,10 @@ std::string printable_lines(std::string_view text, std::string_view indent);
 // A reason of several lines (a program's failure: "the program failed ...;
 // last lines of stderr:" then the lines, the last one the error) on one
 // line, for one-line displays (a progress line, a summary): its first and
-// last non-empty lines, each cut to 150 bytes ("..." after a cut, never
-// inside a UTF-8 sequence), joined by " ... " (by " " when it has just
-// two), made printable(); "(none given)" when it has no non-empty line.
+// last non-empty lines, each over 150 bytes cut to its first 90 and last 55
+// bytes around " ... " (the end often holds a hint; never inside a UTF-8
+// sequence), joined by " ... " (by " " when it has just two), made
+// printable(); "(none given)" when it has no non-empty line.
 // Never throws (but std::bad_alloc).
 std::string one_line_reason(std::string_view reason);
 

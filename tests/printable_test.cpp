@@ -2,6 +2,7 @@
 // print.
 #include "search/printable.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "search/errors.h"
@@ -120,7 +121,13 @@ TEST(Printable, OneLineReasonKeepsTheFirstAndLastLines) {
   EXPECT_EQ(one_line_reason("only"), "only");
   EXPECT_EQ(one_line_reason(" \n\t\n"), "(none given)");
   EXPECT_EQ(one_line_reason("\x1b[2Jx"), "\\x1b[2Jx");
-  EXPECT_EQ(one_line_reason(std::string(200, 'a')), std::string(150, 'a') + "...");
+  EXPECT_EQ(one_line_reason(std::string(200, 'a')),
+            std::string(90, 'a') + " ... " + std::string(55, 'a'));
+  // The end of a long line (where a hint is) stays.
+  const std::string typo = "the metric 'val_los' was never seen on stdout or stderr; " +
+                           std::string(150, 'x') + " did you mean 'val_loss'?";
+  EXPECT_THAT(one_line_reason(typo), ::testing::EndsWith("did you mean 'val_loss'?"));
+  EXPECT_THAT(one_line_reason(typo), ::testing::StartsWith("the metric 'val_los'"));
 }
 
 }  // namespace
