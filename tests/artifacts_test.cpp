@@ -233,8 +233,8 @@ TEST_F(ArtifactTransfer, AWorkerThatFloodsPiecesIsRefusedBeyondItsShare) {
   RawWorker w(ctx_, c.endpoint(), "flooder");
   auto a = w.request(c);
   ASSERT_TRUE(a);
-  auto r = worker_snapshot(5, 100u << 20);  // 100 pieces of 1 MiB
-  constexpr int kPieces = 100;
+  auto r = worker_snapshot(5, 40u << 20);  // 40 pieces of 1 MiB
+  constexpr int kPieces = 40;
   for (int i = 0; i < kPieces; ++i)
     w.send(piece(*r, a->number, static_cast<std::uint64_t>(i) * proto::kMaxArtifactChunkBytes));
   int refused = 0;
@@ -246,7 +246,7 @@ TEST_F(ArtifactTransfer, AWorkerThatFloodsPiecesIsRefusedBeyondItsShare) {
       ++refused;
   }
   // The I/O thread writes and hashes a piece in about a millisecond; the
-  // coordinator's loop takes 100 in far less: more than 16 wait at once.
+  // coordinator's loop takes 40 in far less: more than 16 wait at once.
   EXPECT_GT(refused, 0);
   EXPECT_TRUE(checkpoint_attr(study, 0).is_null()) << "a refused upload is not recorded";
   auto small = worker_snapshot(6, 1000);
