@@ -288,6 +288,16 @@ void Coordinator::Impl::stop(const std::string& why) {
   if (is_done) return;
   stopping = true;
   commit_then_reply([&] {
+    // What workers already sent is taken first: a final value printed just
+    // before the interrupt keeps its trial COMPLETE instead of queueing it
+    // again. Bounded, so a flooding peer cannot hold the stop.
+    const Steady::time_point now = Steady::now();
+    for (int round = 0; round < 16; ++round) {
+      bool drained = false;
+      std::vector<Transport::Incoming> batch = transport.drain(options.max_batch, drained);
+      handle_group(batch, now);
+      if (drained || batch.empty()) break;
+    }
     std::vector<std::int64_t> numbers;
     numbers.reserve(running.size());
     for (const auto& [number, rid] : running) numbers.push_back(number);

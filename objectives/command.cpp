@@ -981,6 +981,14 @@ Supervised supervise(const CommandConfig& c, Trial& trial, ChildProcess& child, 
         }
       }
       if (trial.interrupted()) {
+        if (output.final_value_reported()) {
+          // Its value is known (it lingers): a worker being stopped (a
+          // preempted Slurm task) still ends the trial COMPLETE with it.
+          stop(
+              "interrupted after the program printed its final value: stopping it; the trial "
+              "keeps its value");
+          return Supervised{true};
+        }
         stop("interrupted: stopping the program");
         throw Interrupted();
       }

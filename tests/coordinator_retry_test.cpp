@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 #include <zmq.hpp>
 
@@ -314,6 +315,37 @@ TEST(CoordinatorRetry, AWorkerLeavingWithAnAssignedTrialGetsItQueuedAgain) {
   EXPECT_EQ(t1->system_attrs.at(kAttrRetryOf), 0);
   EXPECT_EQ(t1->system_attrs.at(lifecycle::kAttrRetryCause), "worker_stopped");
   EXPECT_EQ(t1->params, t0->params);
+}
+
+// A worker that sent its trial's final value just before the run was
+// interrupted (Ctrl-C right after the program printed it): stop() takes
+// what is already queued first, so the trial is COMPLETE with its value and
+// nothing is queued again.
+TEST(CoordinatorRetry, AFinalValueSentJustBeforeAnInterruptIsKept) {
+  testsupport::TempDir dir("coordinator_retry_final_value");
+  zmq::context_t ctx;
+  const std::string db = dir.file("study.db");
+  {
+    Study study = open_study(db);
+    Coordinator c(study, Json{{"type", "external"}}, with_retries(2));
+    RawWorker w(ctx, c.endpoint(), "w1");
+    auto a = w.request(c);
+    ASSERT_TRUE(a);
+    proto::Complete done;
+    done.number = a->number;
+    done.value = 0.125;
+    w.send(done);
+    // Not stepped: the message waits in the coordinator's socket, as one
+    // sent a moment before the signal does. Give it time to get there.
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    c.stop("interrupted");
+  }
+  Study study = open_study(db);
+  auto trials = study.storage().get_all_trials(study.study_id());
+  ASSERT_EQ(trials.size(), 1u);
+  EXPECT_EQ(trials[0]->state, TrialState::kComplete) << trials[0]->fail_reason;
+  ASSERT_TRUE(trials[0]->value);
+  EXPECT_EQ(*trials[0]->value, 0.125);
 }
 
 }  // namespace

@@ -306,6 +306,31 @@ TEST_F(LongTrialsTest, AProgramThatLingersAfterItsFinalValueKeepsIt) {
   EXPECT_NE(read_file(dir_.file("long.logs/trial-0.log")).find("still runs"), std::string::npos);
 }
 
+// The same program's worker stopped (SIGTERM: a preempted Slurm task, a
+// pool that stops) while the program lingers: the value printed is kept,
+// the trial is COMPLETE and not run again.
+TEST_F(LongTrialsTest, AWorkerStoppedWhileItsProgramLingersKeepsTheValue) {
+  Json doc = Json::parse(train_space(1, 1, 0.0));
+  const std::string pid_file = dir_.file("worker.pid");
+  doc["objective"]["argv"] = {
+      "/bin/sh", "-c",
+      "echo 'hpsearch: {{\"value\": 0.25}}'; echo $PPID > " + pid_file + "; exec sleep 600"};
+  doc["objective"]["grace_s"] = 60;  // it would linger a minute
+  dir_.write("space.json", doc.dump());
+  auto run = cli_background({"run", "space.json", "--workers", "1"}, "run");
+  ASSERT_TRUE(wait_until([&] { return !lines_of(pid_file).empty(); })) << "program never started";
+  const pid_t worker = static_cast<pid_t>(std::stol(lines_of(pid_file).front().at(0)));
+  ASSERT_EQ(::kill(worker, SIGTERM), 0);
+  ProcessResult r = run->wait();
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  Json t = trials();
+  ASSERT_EQ(t.size(), 1u) << t.dump(1);
+  EXPECT_EQ(t[0]["state"], "COMPLETE") << t.dump(1);
+  EXPECT_EQ(t[0]["value"], 0.25);
+  EXPECT_NE(read_file(dir_.file("long.logs/trial-0.log")).find("keeps its value"),
+            std::string::npos);
+}
+
 TEST_F(LongTrialsTest, RetentionKeepsTheBestKAndTheStoreNamesNoRemovedFolder) {
   dir_.write("space.json", train_space(4, 2, 0.0, Json{{"keep_best", 2}}));
   ProcessResult r = cli({"run", "space.json", "--workers", "2"});
