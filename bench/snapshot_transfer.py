@@ -116,10 +116,12 @@ class Bench:
 
     # ---------------------------------------------------------------- processes
 
-    def start(self, argv, name, stop=signal.SIGTERM, cwd=None):
+    def start(self, argv, name, stop=signal.SIGTERM, cwd=None, cpus=None):
+        """cpus: the CPUs the process (and what it starts) may run on."""
         out = open(os.path.join(self.tmp, name + ".out"), "w")
+        pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
         p = subprocess.Popen(argv, cwd=cwd or self.tmp, stdout=out, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL)
+                             stdin=subprocess.DEVNULL, preexec_fn=pin)
         out.close()
         self.procs.append((p, stop))
         return p
@@ -152,7 +154,7 @@ class Bench:
             self.stop(p, sig)
         self.stop_programs()
 
-    def coordinator(self, phase, space, local_workers=0, prefetch=0):
+    def coordinator(self, phase, space, local_workers=0, prefetch=0, cpus=None):
         folder = os.path.join(self.tmp, phase)
         os.makedirs(folder, exist_ok=True)
         with open(os.path.join(folder, "space.json"), "w") as f:
@@ -161,7 +163,7 @@ class Bench:
         p = self.start([self.hp, "run", "space.json", "--workers", str(local_workers),
                         "--prefetch", str(prefetch), "--bind", "ipc://" + sock,
                         "--heartbeat-ms", "200", "--liveness", "3", "--no-fail-fast"],
-                       phase + "-coordinator", stop=signal.SIGINT, cwd=folder)
+                       phase + "-coordinator", stop=signal.SIGINT, cwd=folder, cpus=cpus)
         self.wait_for(lambda: os.path.exists(sock) or p.poll() is not None, 20,
                       phase + ": the coordinator's socket")
         if p.poll() is not None:
@@ -169,9 +171,9 @@ class Bench:
                      (phase, p.returncode, phase))
         return folder, sock, p
 
-    def worker(self, sock, log_dir, name):
+    def worker(self, sock, log_dir, name, cpus=None):
         return self.start([self.hp, "worker", "--connect", "ipc://" + sock, "--log-dir", log_dir,
-                           "--allow-command", "--id", name], name)
+                           "--allow-command", "--id", name], name, cpus=cpus)
 
     def wait_for(self, cond, timeout, what):
         end = time.monotonic() + timeout
@@ -272,6 +274,17 @@ class Bench:
                 "log_to_start": log_to_start, "restored": restored, "ck": ck,
                 "resumed_from": retry["system_attrs"].get("resumed_from")}
 
+    def pinning(self):
+        """(coordinator's CPUs, remote worker's CPUs) for the dispatch
+        measurement: with --pin and at least 2 CPUs, the remote worker and
+        its program get the last CPU and the coordinator with its local
+        worker the others, as a remote worker on its own machine would take
+        no CPU from the coordinator; else (None, None)."""
+        cpus = sorted(os.sched_getaffinity(0))
+        if not self.args.pin or len(cpus) < 2:
+            return None, None
+        return set(cpus[:-1]), {cpus[-1]}
+
     def throughput(self):
         """Instant trials on the coordinator's local worker while a remote
         worker runs the big program."""
@@ -281,15 +294,16 @@ class Bench:
         script = ('case "$HPSEARCH_CHECKPOINT_DIR" in %s/*) mkdir %s 2>/dev/null && '
                   'exec python3 %s;; esac; echo "hpsearch: {{\\"value\\": 1}}"'
                   % (remote_dir, mark, self.big))
+        coord_cpus, remote_cpus = self.pinning()
         folder, sock, coord = self.coordinator(
             "dispatch", self.space("dispatch", 10 ** 9, ["/bin/sh", "-c", script]),
-            local_workers=1, prefetch=1)
+            local_workers=1, prefetch=1, cpus=coord_cpus)
         # Instant trials alone first (no big program): the baseline.
         time.sleep(0.5)
         b0 = time.time()
         time.sleep(self.args.baseline)
         b1 = time.time()
-        self.worker(sock, remote_dir, "dispatch-remote")
+        self.worker(sock, remote_dir, "dispatch-remote", cpus=remote_cpus)
         start = self.wait_for(
             lambda: glob.glob(os.path.join(self.stamps, "dispatch", "start-*.json")), 60,
             "the big trial's start")[0]
@@ -334,6 +348,8 @@ def main():
     ap.add_argument("--baseline", type=float, default=3.0,
                     help="seconds of instant trials alone before the big trial starts")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    ap.add_argument("--no-pin", dest="pin", action="store_false",
+                    help="dispatch part: do not give the remote worker a CPU of its own")
     args = ap.parse_args()
 
     def on_term(signum, frame):
@@ -411,6 +427,13 @@ def main():
     print()
     print("2. Instant trials (/bin/sh echo) completed by the coordinator's local worker")
     print("   (--prefetch 1) while a remote worker runs the big program")
+    coord_cpus, remote_cpus = bench.pinning()
+    if remote_cpus:
+        print("   pinned: the remote worker and its program on CPU %s, the coordinator and its"
+              " local worker on CPU %s" % (",".join(map(str, sorted(remote_cpus))),
+                                          ",".join(map(str, sorted(coord_cpus)))))
+    else:
+        print("   not pinned: the remote worker shares every CPU with the coordinator")
     print("   %-42s%9s%8s%10s" % ("window", "seconds", "trials", "trials/s"))
     names = {"alone": "no big trial yet (instant trials alone)",
              "idle": "the big program sleeps (no transfer)",

@@ -2,8 +2,11 @@
 
 #include <fcntl.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -25,6 +28,20 @@ std::string errno_text(int err) {
 
 void remove_file(const std::string& path) {
   if (!path.empty()) ::unlink(path.c_str());
+}
+
+// Lowers the calling thread's CPU priority (nice +10; on Linux a thread id
+// names one thread) and I/O priority (best effort, level 7). Best effort:
+// a refusal (a seccomp filter, an old kernel) leaves the defaults.
+void lower_this_threads_priority() {
+  const auto tid = static_cast<id_t>(::gettid());
+  const int now = ::getpriority(PRIO_PROCESS, tid);
+  (void)::setpriority(PRIO_PROCESS, tid, std::min(now + 10, 19));
+  constexpr int kIoprioClassBestEffort = 2;  // IOPRIO_CLASS_BE (linux/ioprio.h)
+  constexpr int kIoprioClassShift = 13;
+  constexpr int kIoprioWhoProcess = 1;  // IOPRIO_WHO_PROCESS: a thread id
+  (void)::syscall(SYS_ioprio_set, kIoprioWhoProcess, static_cast<int>(tid),
+                  (kIoprioClassBestEffort << kIoprioClassShift) | 7);
 }
 
 }  // namespace
@@ -70,6 +87,7 @@ bool ArtifactStore::has_results() {
 }
 
 void ArtifactStore::run() {
+  lower_this_threads_priority();
   for (;;) {
     Job job;
     {

@@ -10,7 +10,10 @@
 // job's result to a second queue and makes fd() readable, which the loop
 // polls beside its socket (Transport::wait) and drains with take(). Jobs run
 // in the order submitted, so the pieces of one upload, and a lineage's
-// removal after them, keep their order. Private (not installed).
+// removal after them, keep their order. The I/O thread runs at a lower
+// CPU priority (nice +10) and the lowest best-effort I/O priority (level 7,
+// ioprio_set(2)), so on a busy machine the loop's dispatch comes first.
+// Private (not installed).
 //
 // Paths come from numbers only: a piece of trial N's upload goes to
 // <root>/lineage-<L>/.tmp-upload-<S> (L: the lineage the coordinator's store

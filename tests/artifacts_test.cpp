@@ -8,14 +8,17 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <zmq.hpp>
 
 #include "algorithms/random_sampler.h"
+#include "coordinator/artifact_store.h"
 #include "coordinator/coordinator.h"
 #include "protocol/protocol.h"
 #include "search/checkpoints.h"
@@ -23,6 +26,7 @@
 #include "search/study.h"
 #include "search/util/hash.h"
 #include "tests/support/raw_worker.h"
+#include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
 namespace hps {
@@ -259,6 +263,32 @@ TEST_F(ArtifactTransfer, AWorkerThatFloodsPiecesIsRefusedBeyondItsShare) {
 // A stream whose manifest names a path outside the snapshot, or a file
 // under a link, is refused before anything is written (install_snapshot:
 // paths come from the manifest only after these checks).
+// The store's I/O thread yields the CPU to the coordinator's loop: it runs
+// 10 nice levels below the process (read back from /proc/self/task).
+TEST(ArtifactStoreThread, RunsAtALowerCpuPriorityThanTheProcess) {
+  testsupport::TempDir dir("artifact_store_nice");
+  auto nice_of = [](const std::string& stat) {
+    // Field 19 (nice) of /proc/<pid>/task/<tid>/stat, counted after the
+    // command name's closing parenthesis (field 2 may hold spaces).
+    std::istringstream in(stat.substr(stat.rfind(')') + 2));
+    std::string field;
+    for (int i = 3; i <= 19; ++i) in >> field;
+    return std::stoi(field);
+  };
+  const int base = nice_of(testsupport::read_file("/proc/self/stat"));
+  if (base > 9) GTEST_SKIP() << "the test runs at nice " << base << ": no room 10 levels below";
+  auto lowered = [&] {
+    for (const auto& t : std::filesystem::directory_iterator("/proc/self/task")) {
+      const std::string stat = testsupport::read_file((t.path() / "stat").string());
+      if (!stat.empty() && nice_of(stat) == std::min(base + 10, 19)) return true;
+    }
+    return false;
+  };
+  EXPECT_FALSE(lowered());  // no thread of this test runs there yet
+  ArtifactStore store(dir.file("root"), 1 << 20);
+  EXPECT_TRUE(testsupport::wait_until(lowered));
+}
+
 TEST(InstallSnapshot, RefusesPathsOutsideTheSnapshotAndFilesUnderALink) {
   testsupport::TempDir dir("install_snapshot");
   checkpoints::LineageFolder folder(dir.file("root"), 0);
