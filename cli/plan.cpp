@@ -117,6 +117,9 @@ Json command_example(const StudyConfig& config, const RunOptions& o,
                          .string());
     example["argv"] = line.argv;
     example["env"] = line.env;
+    if (!line.program_problem.empty())
+      example["warning"] = "objective.argv[0]: " + line.program_problem +
+                           " (on this machine; a remote worker's may differ)";
   } catch (const std::exception& e) {
     example["error"] = std::string("trial 0 would fail: ") + e.what();
   }
@@ -344,6 +347,7 @@ void print_text(const Json& plan, const StudyConfig& config) {
     if (e.contains("env"))
       for (const auto& [k, v] : e["env"].items())
         std::cout << "    env " << printable(k) << "=" << setting_text(v) << "\n";
+    if (e.contains("warning")) std::cout << "    warning: " << setting_text(e["warning"]) << "\n";
     if (e.contains("error")) std::cout << "    " << setting_text(e["error"]) << "\n";
     if (config.objective.contains("cwd"))
       std::cout << "    cwd: " << setting_text(config.objective["cwd"]) << "\n";

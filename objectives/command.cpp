@@ -1133,7 +1133,17 @@ double run_trial(const CommandConfig& c, const ObjectiveContext& ctx, Trial& tri
   // Before the program starts: the collector looks at the metrics file first.
   ProgramOutput output(trial, log, tail, c, ctx, metrics_file, started);
   MetricAttrsOnExit attrs{output};
-  ChildProcess child(spawn);  // Error("cannot run ...") -> FAIL
+  // Error("cannot run ...") -> FAIL, with what to write instead when the
+  // program is not where it was looked for.
+  std::optional<ChildProcess> started_child;
+  try {
+    started_child.emplace(spawn);
+  } catch (const Error& e) {
+    const std::string problem = program_problem(argv.at(0), c.cwd);
+    if (problem.empty()) throw;
+    throw Error(std::string(e.what()) + "; " + problem);
+  }
+  ChildProcess& child = *started_child;
   if (!trial.checkpoint_dir().empty()) {
     log.note("checkpoint folder " + trial.checkpoint_dir() +
              (trial.resume_step() ? "; resuming after step " + std::to_string(*trial.resume_step())
@@ -1395,6 +1405,11 @@ CommandLine command_line(const Json& config, const Params& params, std::int64_t 
             expand(t, c.persistent ? Params() : params, join_path("objective.env", name), trial_dir,
                    checkpoint_dir))
       out.env[name] = *value;
+  // argv[0] from a placeholder ("{program}") differs between trials.
+  const Json& argv0 = config["argv"][0];
+  if (!out.argv.empty() &&
+      !(argv0.is_string() && argv0.get<std::string>().find('{') != std::string::npos))
+    out.program_problem = program_problem(out.argv[0], c.cwd);
   if (c.persistent) {
     out.env["HPSEARCH_MODE"] = "persistent";
   } else {
@@ -1403,6 +1418,43 @@ CommandLine command_line(const Json& config, const Params& params, std::int64_t 
     out.env["HPSEARCH_TRIAL_NUMBER"] = std::to_string(number);
   }
   return out;
+}
+
+std::string program_problem(const std::string& program, const std::string& cwd) {
+  if (program.empty()) return "argv[0] is empty";
+  namespace fs = std::filesystem;
+  const std::string shown = "'" + printable_excerpt(program) + "'";
+  const bool script = program.ends_with(".py") || program.ends_with(".sh");
+  const std::string via = script ? std::string(", or run it through its interpreter: [\"") +
+                                       (program.ends_with(".py") ? "python3" : "sh") + "\", \"" +
+                                       printable_excerpt(program) + "\", ...]"
+                                 : std::string();
+  if (program.find('/') == std::string::npos) {
+    const char* path = std::getenv("PATH");
+    std::string_view dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+    while (true) {
+      const std::size_t colon = dirs.find(':');
+      const std::string dir(dirs.substr(0, colon));
+      const fs::path candidate = fs::path(dir.empty() ? "." : dir) / program;
+      std::error_code ec;
+      if (fs::is_regular_file(candidate, ec) && ::access(candidate.c_str(), X_OK) == 0) return "";
+      if (colon == std::string_view::npos) break;
+      dirs.remove_prefix(colon + 1);
+    }
+    std::error_code ec;
+    const fs::path here = fs::path(cwd.empty() ? "." : cwd) / program;
+    return shown + " is not on PATH (a name without '/' is looked up on PATH only" +
+           (fs::exists(here, ec) ? ", not in the program's folder, where it is" : "") +
+           "): write './" + printable_excerpt(program) + "'" + via;
+  }
+  fs::path file(program);
+  if (file.is_relative() && !cwd.empty()) file = fs::path(cwd) / file;
+  std::error_code ec;
+  if (!fs::exists(file, ec))
+    return shown + ": no such file" + (cwd.empty() ? "" : " in '" + printable_excerpt(cwd) + "'");
+  if (!fs::is_regular_file(file, ec)) return shown + " is not a regular file";
+  if (::access(file.c_str(), X_OK) != 0) return shown + " is not executable: chmod +x it" + via;
+  return "";
 }
 
 ObjectiveType command_objective_type() {

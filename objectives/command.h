@@ -171,11 +171,25 @@ std::vector<std::string> command_argv(const Json& config, const Params& params);
 // and `checkpoint_dir`. The worker's own environment and the variables it
 // sets per worker (threads, GPU) are left out. `config` is validated
 // first (ConfigError naming the field); Error as command_argv.
+// `program_problem`: why argv[0] would not start here (program_problem()),
+// "" when it would or when argv[0] is a placeholder's value.
 struct CommandLine {
   std::vector<std::string> argv;
   std::map<std::string, std::string> env;
+  std::string program_problem;
 };
 CommandLine command_line(const Json& config, const Params& params, std::int64_t number,
                          const std::string& trial_dir, const std::string& checkpoint_dir);
+
+// Why `program` (argv[0]) would not start from folder `cwd` ("" = this
+// process's folder) as a worker here starts it (posix_spawnp): a name with
+// a '/' is a path (relative to `cwd`) that must be an executable regular
+// file; a name without one is looked up on PATH only, never in `cwd`.
+// Returns "" when it would start, else the reason with what to write
+// instead ("'train.py' is not on PATH (a name without '/' is looked up on
+// PATH only): write './train.py', or run it through its interpreter:
+// [\"python3\", \"train.py\", ...]"). Reads the file system only; never
+// throws. A remote worker's machine may differ: callers say so.
+std::string program_problem(const std::string& program, const std::string& cwd);
 
 }  // namespace hps

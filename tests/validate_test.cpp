@@ -19,6 +19,7 @@ namespace hps {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using testsupport::ProcessResult;
@@ -125,6 +126,46 @@ TEST_F(ValidateTest, JsonFormatHoldsTheResolvedSettings) {
   EXPECT_LE(lr, 0.1);
   EXPECT_EQ(example["env"]["OPT"], example["params"]["optimizer"]);
   EXPECT_EQ(plan["budget"]["n_trials"], 2);
+}
+
+// A program that would not start says so, with what to write instead:
+// a script named without './' (looked up on PATH only), one that is not
+// executable, one that is missing; nothing is said of one that starts. A
+// trial that runs it fails with the same advice.
+TEST_F(ValidateTest, AProgramThatWouldNotStartIsNamedWithWhatToWriteInstead) {
+  Json doc = space_doc();
+  dir_.write("train.py", "print('hpsearch: {\"value\": 1}')\n");
+  auto warning_for = [&](const Json& argv) {
+    doc["objective"]["argv"] = argv;
+    write_space(doc);
+    ProcessResult r = cli({"validate", "space.json", "--format", "json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return Json::parse(r.out)["objective"]["example"].value("warning", "");
+  };
+  EXPECT_THAT(warning_for({"train.py", "--lr", "{lr}"}),
+              AllOf(HasSubstr("objective.argv[0]: 'train.py' is not on PATH"),
+                    HasSubstr("not in the program's folder, where it is"),
+                    HasSubstr("write './train.py'"), HasSubstr("[\"python3\", \"train.py\"")));
+  EXPECT_THAT(warning_for({"./train.py"}),
+              AllOf(HasSubstr("'./train.py' is not executable: chmod +x it"),
+                    HasSubstr("[\"python3\", \"./train.py\"")));
+  EXPECT_THAT(warning_for({"./missing.py"}), HasSubstr("'./missing.py': no such file"));
+  EXPECT_EQ(warning_for({"/usr/bin/python3", "train.py"}), "");
+  EXPECT_EQ(warning_for({"python3", "train.py"}), "");
+  fs::permissions(dir_.path() / "train.py", fs::perms::owner_exec, fs::perm_options::add);
+  EXPECT_EQ(warning_for({"./train.py"}), "");
+
+  doc["objective"]["argv"] = {"train.py"};
+  doc["budget"] = {{"n_trials", 1}};
+  write_space(doc);
+  ProcessResult run = cli({"run", "space.json", "--workers", "1"});
+  EXPECT_NE(run.exit_code, 0);
+  ProcessResult trials = cli({"trials", "demo.db", "--format", "json"});
+  ASSERT_EQ(trials.exit_code, 0) << trials.err;
+  const Json t = Json::parse(trials.out);
+  ASSERT_EQ(t.size(), 1U);
+  EXPECT_THAT(t[0]["fail_reason"].get<std::string>(),
+              AllOf(HasSubstr("cannot run 'train.py'"), HasSubstr("write './train.py'")));
 }
 
 TEST_F(ValidateTest, BadFileIsRefusedNamingTheField) {
