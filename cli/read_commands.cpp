@@ -29,12 +29,40 @@
 
 namespace hps::cli {
 
+namespace {
+
+// The store a space.json names (its study.storage, or "<name>.db"), or ""
+// when `path` is not a readable space.json (at most 1 MiB is read).
+std::string store_of_space_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec) ||
+      std::filesystem::file_size(path, ec) > (1u << 20))
+    return "";
+  try {
+    return StudyConfig::from_file(path).storage;
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+}  // namespace
+
 std::shared_ptr<Storage> open_existing(const std::string& path) {
   // Read commands never create or change a store (an empty file stays
   // empty, a FIFO is not opened).
   util::StorageUrl url = util::parse_storage_url(path);
   if (url.in_memory) return open_storage(path);
-  util::check_existing_store_file(url.path, "STORAGE");
+  try {
+    util::check_existing_store_file(url.path, "STORAGE");
+  } catch (const ConfigError& e) {
+    // A space.json given where its store belongs (`hpsearch status
+    // space.json`): name the store it declares.
+    const std::string store = store_of_space_file(url.path);
+    if (store.empty()) throw;
+    throw ConfigError("STORAGE", printable_excerpt(url.path) +
+                                     " is a space.json, not a store: give its study's store, " +
+                                     printable_excerpt(store) + " (study.storage)");
+  }
   try {
     return open_storage(path);
   } catch (const StorageError&) {

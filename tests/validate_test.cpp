@@ -168,6 +168,26 @@ TEST_F(ValidateTest, AProgramThatWouldNotStartIsNamedWithWhatToWriteInstead) {
               AllOf(HasSubstr("cannot run 'train.py'"), HasSubstr("write './train.py'")));
 }
 
+// A space.json given to a read command where its store belongs: the error
+// names the store it declares; any other non-store file keeps the plain
+// error. Nothing is created.
+TEST_F(ValidateTest, AReadCommandGivenASpaceJsonNamesItsStore) {
+  write_space(space_doc());
+  dir_.write("other.json", "{\"a\": 1}");
+  const std::set<std::string> before = entries();
+  for (const char* command : {"status", "best", "trials"}) {
+    ProcessResult r = cli({command, "space.json"});
+    EXPECT_EQ(r.exit_code, 2) << command;
+    EXPECT_THAT(r.err, HasSubstr("STORAGE: space.json is a space.json, not a store: give its "
+                                 "study's store, demo.db (study.storage)"))
+        << command;
+  }
+  ProcessResult other = cli({"status", "other.json"});
+  EXPECT_EQ(other.exit_code, 2);
+  EXPECT_THAT(other.err, HasSubstr("is not a SQLite database (no SQLite header)"));
+  EXPECT_EQ(entries(), before);
+}
+
 TEST_F(ValidateTest, BadFileIsRefusedNamingTheField) {
   Json doc = space_doc();
   doc["space"]["lr"]["low"] = 0;  // log scale needs low > 0
