@@ -47,11 +47,9 @@ void Coordinator::Impl::apply_retention(std::int64_t number) {
 
 // Sets {"deleted": true} in trial `t`'s checkpoint attr.
 void Coordinator::Impl::mark_checkpoint_deleted(const FrozenTrial& t) {
-  Json attr = t.system_attrs.value(checkpoints::kAttrCheckpoint, Json::object());
-  if (!attr.is_object()) attr = Json::object();
-  attr["deleted"] = true;
   const std::int64_t n = t.number;
-  storage.set_trial_system_attr(t.trial_id, checkpoints::kAttrCheckpoint, attr);
+  storage.set_trial_system_attr(t.trial_id, checkpoints::kAttrCheckpoint,
+                                checkpoints::deleted_checkpoint_attr(t));
   mirror.refresh(n);
 }
 

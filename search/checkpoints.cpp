@@ -361,6 +361,13 @@ void copy_tree(const fs::path& snap, const Manifest& m, const fs::path& to_dir) 
 
 Json checkpoint_attr(std::int64_t step) { return Json{{"step", step}}; }
 
+Json deleted_checkpoint_attr(const FrozenTrial& t) {
+  Json attr = t.system_attrs.value(kAttrCheckpoint, Json::object());
+  if (!attr.is_object()) attr = Json::object();
+  attr["deleted"] = true;
+  return attr;
+}
+
 std::int64_t lineage_of(const FrozenTrial& trial) {
   auto it = trial.system_attrs.find(kAttrLineage);
   if (it != trial.system_attrs.end() && it->is_number_integer() && it->get<std::int64_t>() >= 0)

@@ -57,6 +57,11 @@ inline constexpr const char* kAttrResumedFrom = "resumed_from";
 // {"step": step}.
 Json checkpoint_attr(std::int64_t step);
 
+// Trial `t`'s checkpoint attr with {"deleted": true} set (retention removed
+// its lineage folder); an attr that is not an object becomes {"deleted":
+// true}.
+Json deleted_checkpoint_attr(const FrozenTrial& t);
+
 // The lineage of `trial`: its system attr lineage, else its own number.
 std::int64_t lineage_of(const FrozenTrial& trial);
 

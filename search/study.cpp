@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -164,7 +165,8 @@ struct Study::Impl : TrialBackend {
   std::shared_ptr<Pruner> pruner;
   std::optional<SearchSpace> space;
   std::string worker;
-  std::string checkpoint_root;  // StudyOptions::checkpoint_root
+  std::string checkpoint_root;             // StudyOptions::checkpoint_root
+  checkpoints::ArtifactOptions artifacts;  // StudyOptions::artifacts
   // Guards the sampler and `view` (held while a sampler or pruner reads it).
   std::mutex sampler_mu;
   // The study's trials, updated from the storage's change feed before each
@@ -253,7 +255,8 @@ std::shared_ptr<Study::Impl> make_impl(std::shared_ptr<Storage> storage, std::in
   impl->pruner = options.pruner ? options.pruner : std::make_shared<NopPruner>();
   impl->space = std::move(options.space);
   impl->worker = options.worker.empty() ? default_worker_name() : options.worker;
-  impl->checkpoint_root = std::move(options.checkpoint_root);
+  impl->checkpoint_root = options.artifacts.checkpoints ? std::move(options.checkpoint_root) : "";
+  impl->artifacts = options.artifacts;
   return impl;
 }
 
@@ -376,7 +379,23 @@ TrialPtr Study::tell(Trial& trial, TrialState state, std::optional<double> value
       });
   if (!s.storage->set_trial_state(trial.trial_id(), end.state, end.value, end.fail_reason))
     throw Error("tell: trial " + std::to_string(trial.number()) + " is already finished");
+  if (end.state != TrialState::kFail) apply_retention(trial.number());
   return s.storage->get_trial(trial.trial_id());
+}
+
+void Study::apply_retention(std::int64_t number) {
+  auto& s = *impl_;
+  if (s.checkpoint_root.empty()) return;
+  const std::vector<TrialPtr> trials = s.storage->get_all_trials(s.study_id);
+  const auto ended = std::find_if(trials.begin(), trials.end(),
+                                  [&](const TrialPtr& t) { return t && t->number == number; });
+  if (ended == trials.end() || !is_finished((*ended)->state)) return;
+  for (const FrozenTrial* v :
+       checkpoints::retention_victims(trials, **ended, s.direction, s.artifacts)) {
+    checkpoints::remove_lineage(s.checkpoint_root, checkpoints::lineage_of(*v));
+    s.storage->set_trial_system_attr(v->trial_id, checkpoints::kAttrCheckpoint,
+                                     checkpoints::deleted_checkpoint_attr(*v));
+  }
 }
 
 namespace {
@@ -470,6 +489,8 @@ class OptimizeRun {
     } else {
       done = study_.tell(trial, asked.state, asked.value, asked.fail_reason);
     }
+    // tell() kept a FAIL trial's folder; the retry (if any) is decided now.
+    if (done && done->state == TrialState::kFail) study_.apply_retention(done->number);
     if (outcome.kind == lifecycle::OutcomeKind::kException) {
       if (space_exhausted(outcome.error)) {
         // A suggest call found no untried point (define-by-run): the trial

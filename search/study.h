@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "search/checkpoints.h"
 #include "search/distributions.h"
 #include "search/pruner.h"
 #include "search/sampler.h"
@@ -192,6 +193,11 @@ struct StudyOptions {
   // (Trial::checkpoint_dir(); search/checkpoints.h), made owner-only when
   // needed. Default "": trials have no checkpoint folder.
   std::string checkpoint_root{};
+  // With checkpoint_root: whether trials get a folder (`checkpoints`) and
+  // which lineage folders are kept once trials end (keep_best,
+  // keep_pruned, keep_failed), as a coordinator keeps them
+  // (Study::apply_retention). The size limits are not used here.
+  checkpoints::ArtifactOptions artifacts{};
 };
 
 class Study {
@@ -229,6 +235,21 @@ class Study {
   // omitted), FAIL (reason in fail_reason), COMPLETE (value required).
   TrialPtr tell(Trial& trial, TrialState state, std::optional<double> value = std::nullopt,
                 const std::string& fail_reason = "");
+  // Both tell()s then apply checkpoint retention (apply_retention) to a
+  // COMPLETE or PRUNED trial. A FAIL trial's folder is kept, as it may be
+  // retried: optimize() applies retention once it decided (an interrupted
+  // trial's retry continues from the folder); after a tell(FAIL) of your
+  // own that you will not retry, call apply_retention(trial.number()).
+
+  // Checkpoint retention once trial `number` ended (StudyOptions::artifacts;
+  // checkpoints::retention_victims): removes the lineage folders no longer
+  // kept (a PRUNED or unretried FAIL trial's own, unless keep_pruned /
+  // keep_failed; the COMPLETE trials' beyond the best keep_best) and marks
+  // each such trial's checkpoint attr {"deleted": true}, so the store never
+  // names a folder that is gone. Nothing without checkpoint_root. Throws
+  // StorageError if the store fails; a folder that cannot be removed is
+  // left (remove_lineage never throws).
+  void apply_retention(std::int64_t number);
 
   // Runs the objective until n_trials trials ran, the timeout passed, or
   // *stop became true. Safe with n_jobs threads sharing this Study.

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -399,6 +400,60 @@ TEST(StudyCheckpointTest, AnInterruptedTrialContinuesFromItsLastReportedStep) {
   EXPECT_EQ(*trials[1]->value, 1.0 / 256);  // as an uninterrupted run
   for (std::int64_t s = 1; s <= 8; ++s)
     EXPECT_EQ(trials[1]->intermediate_values.at(s), std::ldexp(1.0, static_cast<int>(-s)));
+}
+
+// An embedded Study keeps the folders a coordinator keeps: the best
+// keep_best COMPLETE trials' and an interrupted trial's (its retry continues
+// there); a PRUNED trial's, a failed trial's and a COMPLETE trial that fell
+// out of the best go, and the store marks each of those deleted.
+TEST(StudyCheckpointTest, RetentionKeepsTheBestAndMarksWhatItRemoved) {
+  TempDir dir("ckpt_study_retention");
+  auto storage = open_storage(":memory:");
+  StudyOptions so;
+  so.checkpoint_root = dir.file("checkpoints");
+  so.artifacts.keep_best = 2;
+  Study study = Study::create(storage, "s", StudyDirection::kMinimize, so);
+  std::atomic<bool> stop{false};
+  // Trial n: value 10 - n (later trials better), except trial 2, pruned,
+  // trial 3, which throws, and trial 6, interrupted in its step 2.
+  auto objective = [&](Trial& t) -> double {
+    std::ofstream(fs::path(t.checkpoint_dir()) / "state.txt") << t.number();
+    const double v = 10.0 - static_cast<double>(t.number());
+    t.report(1, v);
+    if (t.number() == 6) {
+      stop = true;  // Ctrl-C during step 2's report
+      t.report(2, v);
+    }
+    if (t.number() == 2) throw TrialPruned();
+    if (t.number() == 3) throw std::runtime_error("broken");
+    return v;
+  };
+  OptimizeOptions oo;
+  oo.n_trials = 7;
+  oo.stop = &stop;
+  oo.catch_exceptions = true;
+  study.optimize(objective, oo);
+  auto trials = study.trials();
+  ASSERT_EQ(trials.size(), 8u);  // 0..6 and the retry of 6 (WAITING)
+  auto folder_exists = [&](std::size_t number) {
+    return fs::exists(lineage_path(so.checkpoint_root, lineage_of(*trials[number])));
+  };
+  auto marked_deleted = [&](std::size_t number) {
+    const Json& attr = trials[number]->system_attrs.at(kAttrCheckpoint);
+    return attr.value("deleted", false);
+  };
+  for (std::size_t n : {0u, 1u, 2u, 3u}) {
+    EXPECT_FALSE(folder_exists(n)) << "trial " << n;
+    EXPECT_TRUE(marked_deleted(n)) << "trial " << n;
+  }
+  for (std::size_t n : {4u, 5u, 6u}) {  // the best two, and the interrupted one
+    EXPECT_TRUE(folder_exists(n)) << "trial " << n;
+    EXPECT_FALSE(marked_deleted(n)) << "trial " << n;
+  }
+  EXPECT_EQ(trials[2]->state, TrialState::kPruned);
+  EXPECT_EQ(trials[3]->state, TrialState::kFail);
+  EXPECT_EQ(trials[6]->state, TrialState::kFail);
+  EXPECT_EQ(trials[7]->state, TrialState::kWaiting);
 }
 
 }  // namespace
