@@ -374,17 +374,10 @@ Study open_study(const StudyConfig& config, const std::shared_ptr<Storage>& stor
   return study;
 }
 
-// At most `max` characters of `value`'s JSON text ("..." after a cut).
-std::string short_json(const Json& value, std::size_t max = 60) {
-  std::string text = value.is_null() ? std::string("(none)") : value.dump();
-  if (text.size() > max) text = text.substr(0, max) + "...";
-  return printable(text);
-}
-
 // The fields of objective section `now` that differ from `stored` (added,
 // removed or changed, an argv element by its index: settings_changes),
-// "objective.KEY: X -> Y" each, "; "-joined; values cut short. Both are
-// JSON objects.
+// "objective.KEY: X -> Y" each, "; "-joined; values cut short. A section
+// that is not an object is one change ("objective: X -> Y").
 std::string objective_changes(const Json& stored, const Json& now) {
   return changes_text(settings_changes(Json{{"objective", stored}}, Json{{"objective", now}}));
 }
@@ -438,9 +431,7 @@ bool check_existing_study(Storage& storage, const StudyConfig& config, const Run
   const auto stored = info.config.find("objective");
   const auto now = config.source.find("objective");
   if (stored == info.config.end() || now == config.source.end() || *stored == *now) return false;
-  const std::string changes = stored->is_object() && now->is_object()
-                                  ? objective_changes(*stored, *now)
-                                  : "stored " + short_json(*stored) + ", now " + short_json(*now);
+  const std::string changes = objective_changes(*stored, *now);
   const TrialCounts counts = storage.count_trials_by_state(*id);
   if (counts.count(TrialState::kComplete) + counts.count(TrialState::kPruned) == 0) {
     spdlog::info(

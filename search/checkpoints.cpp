@@ -71,18 +71,14 @@ class FileHash {
       xxh3_.update(data, n);
       return;
     }
-    const auto* b = static_cast<const unsigned char*>(data);
-    for (std::size_t i = 0; i < n; ++i) {
-      fnv_ ^= b[i];
-      fnv_ *= 0x100000001b3ULL;
-    }
+    fnv_ = util::fnv1a64_continue(fnv_, std::string_view(static_cast<const char*>(data), n));
   }
   std::string hex() const { return util::hex64(kind_ == HashKind::kXxh3 ? xxh3_.digest() : fnv_); }
 
  private:
   HashKind kind_;
   util::Xxh3Stream xxh3_;
-  std::uint64_t fnv_ = 0xcbf29ce484222325ULL;  // util::fnv1a64, streamed
+  std::uint64_t fnv_ = util::kFnv1a64Basis;
 };
 
 // The hash of `kind` of a file's bytes, as 16 hex digits; throws Error

@@ -18,13 +18,20 @@ namespace hps::util {
 // random numbers or is compared across processes (param names, a study's
 // config). fnv1a64("") == 0xcbf29ce484222325, fnv1a64("a") ==
 // 0xaf63dc4c8601ec8c, fnv1a64("foobar") == 0x85944171f73967e8.
-constexpr std::uint64_t fnv1a64(std::string_view bytes) noexcept {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
+inline constexpr std::uint64_t kFnv1a64Basis = 0xcbf29ce484222325ULL;
+
+// FNV-1a 64 continued from hash `h` over `bytes`: a stream's pieces in
+// order, starting from kFnv1a64Basis, give fnv1a64 of the whole.
+constexpr std::uint64_t fnv1a64_continue(std::uint64_t h, std::string_view bytes) noexcept {
   for (char c : bytes) {
     h ^= static_cast<unsigned char>(c);
     h *= 0x100000001b3ULL;
   }
   return h;
+}
+
+constexpr std::uint64_t fnv1a64(std::string_view bytes) noexcept {
+  return fnv1a64_continue(kFnv1a64Basis, bytes);
 }
 
 // 64-bit XXH3 of `bytes` (xxHash by Yann Collet, Debian's libxxhash;
