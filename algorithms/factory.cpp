@@ -188,54 +188,6 @@ Json resolved_sampler_section(const Json& config, std::optional<std::uint64_t> s
   return out;
 }
 
-namespace {
-
-Json pruner_settings(const Pruner& pruner) {
-  if (const auto* p = dynamic_cast<const PercentilePruner*>(&pruner)) {
-    const PercentilePrunerOptions& o = p->options();
-    Json j = {{"type", p->name()},
-              {"n_startup_trials", o.n_startup_trials},
-              {"n_warmup_steps", o.n_warmup_steps},
-              {"interval_steps", o.interval_steps},
-              {"n_min_trials", o.n_min_trials}};
-    if (!dynamic_cast<const MedianPruner*>(&pruner)) j["percentile"] = o.percentile;
-    return j;
-  }
-  if (const auto* p = dynamic_cast<const SuccessiveHalvingPruner*>(&pruner)) {
-    const SuccessiveHalvingPrunerOptions& o = p->options();
-    return {{"type", "asha"},
-            {"min_resource", o.min_resource ? Json(*o.min_resource) : Json("auto")},
-            {"reduction_factor", o.reduction_factor},
-            {"min_early_stopping_rate", o.min_early_stopping_rate}};
-  }
-  if (const auto* p = dynamic_cast<const HyperbandPruner*>(&pruner)) {
-    const HyperbandPrunerOptions& o = p->options();
-    return {{"type", "hyperband"},
-            {"min_resource", o.min_resource},
-            {"max_resource", o.max_resource},
-            {"reduction_factor", o.reduction_factor},
-            {"seed", o.seed}};
-  }
-  if (const auto* p = dynamic_cast<const ThresholdPruner*>(&pruner)) {
-    const ThresholdPrunerOptions& o = p->options();
-    return {{"type", "threshold"},
-            {"lower", o.lower ? Json(*o.lower) : Json()},
-            {"upper", o.upper ? Json(*o.upper) : Json()},
-            {"n_warmup_steps", o.n_warmup_steps},
-            {"interval_steps", o.interval_steps}};
-  }
-  if (const auto* p = dynamic_cast<const PatientPruner*>(&pruner)) {
-    const PatientPrunerOptions& o = p->options();
-    return {{"type", "patient"},
-            {"patience", o.patience},
-            {"min_delta", o.min_delta},
-            {"wrapped_pruner", p->wrapped() ? pruner_settings(*p->wrapped()) : Json()}};
-  }
-  return {{"type", pruner.name()}};
-}
-
-}  // namespace
-
-Json resolved_pruner_section(const Json& config) { return pruner_settings(*make_pruner(config)); }
+Json resolved_pruner_section(const Json& config) { return make_pruner(config)->settings(); }
 
 }  // namespace hps

@@ -98,4 +98,12 @@ bool HyperbandPruner::prune(const PruningContext& ctx) {
                                         bracket, options_.max_resource);
 }
 
+Json HyperbandPruner::settings() const {
+  return {{"type", name()},
+          {"min_resource", options_.min_resource},
+          {"max_resource", options_.max_resource},
+          {"reduction_factor", options_.reduction_factor},
+          {"seed", options_.seed}};
+}
+
 }  // namespace hps

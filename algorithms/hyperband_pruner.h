@@ -60,6 +60,7 @@ class HyperbandPruner : public Pruner {
   std::vector<TrialPtr> trials_for_sampler(const FrozenTrial& trial,
                                            const std::vector<TrialPtr>& trials) override;
   std::string name() const override { return "hyperband"; }
+  Json settings() const override;
   const HyperbandPrunerOptions& options() const { return options_; }
 
   // The number of brackets for valid options (see above); >= 1.

@@ -54,4 +54,11 @@ std::vector<TrialPtr> PatientPruner::trials_for_sampler(const FrozenTrial& trial
   return wrapped_ ? wrapped_->trials_for_sampler(trial, trials) : trials;
 }
 
+Json PatientPruner::settings() const {
+  return {{"type", name()},
+          {"patience", options_.patience},
+          {"min_delta", options_.min_delta},
+          {"wrapped_pruner", wrapped() ? wrapped()->settings() : Json()}};
+}
+
 }  // namespace hps

@@ -44,6 +44,7 @@ class PatientPruner : public Pruner {
   std::vector<TrialPtr> trials_for_sampler(const FrozenTrial& trial,
                                            const std::vector<TrialPtr>& trials) override;
   std::string name() const override { return "patient"; }
+  Json settings() const override;
   const PatientPrunerOptions& options() const { return options_; }
   const std::shared_ptr<Pruner>& wrapped() const { return wrapped_; }
 

@@ -55,4 +55,20 @@ MedianPruner::MedianPruner(MedianPrunerOptions options)
                                                options.n_warmup_steps, options.interval_steps,
                                                options.n_min_trials}) {}
 
+Json PercentilePruner::settings() const {
+  return {{"type", name()},
+          {"percentile", options_.percentile},
+          {"n_startup_trials", options_.n_startup_trials},
+          {"n_warmup_steps", options_.n_warmup_steps},
+          {"interval_steps", options_.interval_steps},
+          {"n_min_trials", options_.n_min_trials}};
+}
+
+Json MedianPruner::settings() const {
+  Json j = PercentilePruner::settings();
+  j["type"] = name();
+  j.erase("percentile");  // always 50
+  return j;
+}
+
 }  // namespace hps

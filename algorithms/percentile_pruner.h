@@ -53,6 +53,7 @@ class PercentilePruner : public Pruner {
   explicit PercentilePruner(PercentilePrunerOptions options = {});
   bool prune(const PruningContext& ctx) override;
   std::string name() const override { return "percentile"; }
+  Json settings() const override;
   const PercentilePrunerOptions& options() const { return options_; }
 
  private:
@@ -73,6 +74,7 @@ class MedianPruner : public PercentilePruner {
   // Throws ConfigError (path "pruner") for invalid options.
   explicit MedianPruner(MedianPrunerOptions options = {});
   std::string name() const override { return "median"; }
+  Json settings() const override;
 };
 
 }  // namespace hps

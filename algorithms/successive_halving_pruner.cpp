@@ -146,4 +146,11 @@ bool SuccessiveHalvingPruner::judge(const PruningContext& ctx,
   }
 }
 
+Json SuccessiveHalvingPruner::settings() const {
+  return {{"type", name()},
+          {"min_resource", options_.min_resource ? Json(*options_.min_resource) : Json("auto")},
+          {"reduction_factor", options_.reduction_factor},
+          {"min_early_stopping_rate", options_.min_early_stopping_rate}};
+}
+
 }  // namespace hps

@@ -66,6 +66,7 @@ class SuccessiveHalvingPruner : public Pruner {
   explicit SuccessiveHalvingPruner(SuccessiveHalvingPrunerOptions options = {});
   bool prune(const PruningContext& ctx) override;
   std::string name() const override { return "asha"; }
+  Json settings() const override;
   const SuccessiveHalvingPrunerOptions& options() const { return options_; }
 
   // min_resource, or for "auto" the value derived from `trials` as

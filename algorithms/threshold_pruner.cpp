@@ -34,4 +34,12 @@ bool ThresholdPruner::prune(const PruningContext& ctx) {
   return false;
 }
 
+Json ThresholdPruner::settings() const {
+  return {{"type", name()},
+          {"lower", options_.lower ? Json(*options_.lower) : Json()},
+          {"upper", options_.upper ? Json(*options_.upper) : Json()},
+          {"n_warmup_steps", options_.n_warmup_steps},
+          {"interval_steps", options_.interval_steps}};
+}
+
 }  // namespace hps

@@ -39,6 +39,7 @@ class ThresholdPruner : public Pruner {
   explicit ThresholdPruner(ThresholdPrunerOptions options);
   bool prune(const PruningContext& ctx) override;
   std::string name() const override { return "threshold"; }
+  Json settings() const override;
   const ThresholdPrunerOptions& options() const { return options_; }
 
  private:

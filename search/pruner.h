@@ -61,6 +61,10 @@ class Pruner {
   // calling trials_for_sampler(). Default true.
   virtual bool prunes() const { return true; }
   virtual std::string name() const = 0;
+  // The pruner's settings as space.json's "pruner" section with every
+  // default resolved ({"type": name()} plus each option; `hpsearch
+  // validate` prints it). Default: {"type": name()}.
+  virtual Json settings() const { return Json{{"type", name()}}; }
 };
 
 // Never prunes.

@@ -34,8 +34,7 @@ TEST(UtilHashTest, Fnv1a64KnownAnswers) {
   EXPECT_EQ(fnv1a64("foobar"), 0x85944171f73967e8ULL);
   static_assert(fnv1a64("a") == 0xaf63dc4c8601ec8cULL);
   // Streamed in pieces: the hash of the whole.
-  EXPECT_EQ(fnv1a64_continue(fnv1a64_continue(kFnv1a64Basis, "foo"), "bar"),
-            0x85944171f73967e8ULL);
+  EXPECT_EQ(fnv1a64_continue(fnv1a64_continue(kFnv1a64Basis, "foo"), "bar"), 0x85944171f73967e8ULL);
 }
 
 TEST(UtilHashTest, Fnv1a64UsesEveryByte) {
