@@ -220,59 +220,67 @@ LaunchPlan launch_plan(const RunOptions& o) {
 // checks it again). Without GPUs the workers run on the CPU, with a
 // warning: the CPU counts as one device (--workers-per-gpu K: K workers),
 // and its cores are divided among the workers. Throws ConfigError.
+// The workers of a GPU layout on `g` GPUs: --workers when given, else GPUs
+// / K (--gpus-per-worker) or GPUs * K (--workers-per-gpu; K with no GPU:
+// the CPU counts as one device). Throws ConfigError naming the option when
+// that is more than a run takes.
+int layout_workers(const RunOptions& o, std::int64_t g) {
+  std::int64_t workers = o.workers;
+  if (!o.workers_given && g == 0 && o.workers_per_gpu) workers = *o.workers_per_gpu;
+  if (!o.workers_given && g > 0)
+    workers = o.gpus_per_worker ? g / *o.gpus_per_worker : g * *o.workers_per_gpu;
+  const std::int64_t limit = std::min(o.max_workers, LocalPoolOptions::kMaxWorkers);
+  if (workers <= limit) return static_cast<int>(workers);
+  throw ConfigError(o.gpus_per_worker ? "--gpus-per-worker" : "--workers-per-gpu",
+                    fmt::format("is {}: on {} that makes {} workers, more than the {} a run takes "
+                                "(--max-workers, at most {}); give a smaller value, or --workers",
+                                o.gpus_per_worker ? *o.gpus_per_worker : *o.workers_per_gpu,
+                                g == 0 ? std::string("the CPU (no GPU found)")
+                                       : fmt::format("{} GPU{}", g, g == 1 ? "" : "s"),
+                                workers, limit, LocalPoolOptions::kMaxWorkers));
+}
+
+// --gpus-per-worker K with `workers` workers on `gpus` (at least one):
+// refused when K or workers * K is more than the GPUs; the GPUs left over
+// are named. Throws ConfigError.
+void check_gpus_per_worker(std::int64_t workers, std::int64_t k,
+                           const std::vector<std::string>& gpus) {
+  const auto g = static_cast<std::int64_t>(gpus.size());
+  const std::string list = fmt::format("{}", fmt::join(gpus, ","));
+  if (k > g)
+    throw ConfigError("--gpus-per-worker",
+                      fmt::format("is {} but only {} GPU{} {} available ({}): give at most {}, "
+                                  "or name more GPUs with --gpus",
+                                  k, g, g == 1 ? "" : "s", g == 1 ? "is" : "are", list, g));
+  if (workers * k > g)
+    throw ConfigError("--workers", fmt::format("{} workers with --gpus-per-worker {} need {} GPUs, "
+                                               "only {} are available ({}): give --workers {} or "
+                                               "fewer, or --workers-per-gpu to share GPUs",
+                                               workers, k, workers * k, g, list, g / k));
+  if (workers * k == g) return;
+  const std::vector<std::string> unused(gpus.begin() + workers * k, gpus.end());
+  spdlog::info("--gpus-per-worker {}: GPU{} {} of {} {} left unused ({} worker{} with {} each)", k,
+               unused.size() == 1 ? "" : "s", fmt::join(unused, ","), list,
+               unused.size() == 1 ? "is" : "are", workers, workers == 1 ? "" : "s", k);
+}
+
 void apply_gpu_layout(RunOptions& o, const std::vector<std::string>& gpus, const LaunchPlan& plan) {
   if (plan.slurm || (!o.gpus_per_worker && !o.workers_per_gpu)) return;
   const std::string option = o.gpus_per_worker
                                  ? fmt::format("--gpus-per-worker {}", *o.gpus_per_worker)
                                  : fmt::format("--workers-per-gpu {}", *o.workers_per_gpu);
   const auto g = static_cast<std::int64_t>(gpus.size());
-  std::int64_t workers = o.workers;
-  if (g == 0) {
-    if (!o.workers_given && o.workers_per_gpu) workers = *o.workers_per_gpu;
-  } else if (!o.workers_given) {
-    workers = o.gpus_per_worker ? g / *o.gpus_per_worker : g * *o.workers_per_gpu;
-  }
-  if (const std::int64_t limit = std::min(o.max_workers, LocalPoolOptions::kMaxWorkers);
-      workers > limit)
-    throw ConfigError(
-        o.gpus_per_worker ? "--gpus-per-worker" : "--workers-per-gpu",
-        fmt::format("is {}: on {} that makes {} workers, more than the {} a run takes "
-                    "(--max-workers, at most {}); give a smaller value, or --workers",
-                    o.gpus_per_worker ? *o.gpus_per_worker : *o.workers_per_gpu,
-                    g == 0 ? std::string("the CPU (no GPU found)")
-                           : fmt::format("{} GPU{}", g, g == 1 ? "" : "s"),
-                    workers, limit, LocalPoolOptions::kMaxWorkers));
-  o.workers = static_cast<int>(workers);
+  o.workers = layout_workers(o, g);
   if (g == 0) {
     spdlog::warn(
         "{}: no GPU found (CUDA_VISIBLE_DEVICES is unset or empty and the CUDA driver reports "
         "none; --gpus names GPUs); running {} worker{} on the CPU, {} CPU threads each",
         option, o.workers, o.workers == 1 ? "" : "s", default_threads_per_worker(o.workers));
-    return;
-  }
-  const std::string list = fmt::format("{}", fmt::join(gpus, ","));
-  if (o.gpus_per_worker) {
-    const std::int64_t k = *o.gpus_per_worker;
-    if (k > g)
-      throw ConfigError("--gpus-per-worker",
-                        fmt::format("is {} but only {} GPU{} {} available ({}): give at most {}, "
-                                    "or name more GPUs with --gpus",
-                                    k, g, g == 1 ? "" : "s", g == 1 ? "is" : "are", list, g));
-    if (workers * k > g)
-      throw ConfigError("--workers",
-                        fmt::format("{} workers with --gpus-per-worker {} need {} GPUs, only {} "
-                                    "are available ({}): give --workers {} or fewer, or "
-                                    "--workers-per-gpu to share GPUs",
-                                    workers, k, workers * k, g, list, g / k));
-    if (workers * k < g) {
-      const std::vector<std::string> unused(gpus.begin() + workers * k, gpus.end());
-      spdlog::info("{}: GPU{} {} of {} {} left unused ({} worker{} with {} each)", option,
-                   unused.size() == 1 ? "" : "s", fmt::join(unused, ","), list,
-                   unused.size() == 1 ? "is" : "are", workers, workers == 1 ? "" : "s", k);
-    }
-  } else if (workers > g * *o.workers_per_gpu) {
+  } else if (o.gpus_per_worker) {
+    check_gpus_per_worker(o.workers, *o.gpus_per_worker, gpus);
+  } else if (o.workers > g * *o.workers_per_gpu) {
     spdlog::warn("--workers {} with {} on {} GPUs ({}): some GPUs get more than {} workers",
-                 workers, option, g, list, *o.workers_per_gpu);
+                 o.workers, option, g, fmt::join(gpus, ","), *o.workers_per_gpu);
   }
 }
 
