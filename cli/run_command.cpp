@@ -274,8 +274,9 @@ void apply_gpu_layout(RunOptions& o, const std::vector<std::string>& gpus, const
   if (g == 0) {
     spdlog::warn(
         "{}: no GPU found (CUDA_VISIBLE_DEVICES is unset or empty and the CUDA driver reports "
-        "none; --gpus names GPUs); running {} worker{} on the CPU, {} CPU threads each",
-        option, o.workers, o.workers == 1 ? "" : "s", default_threads_per_worker(o.workers));
+        "none; --gpus names GPUs); running {} worker{} on the CPU, {} CPU thread{} each",
+        option, o.workers, o.workers == 1 ? "" : "s", default_threads_per_worker(o.workers),
+        default_threads_per_worker(o.workers) == 1 ? "" : "s");
   } else if (o.gpus_per_worker) {
     check_gpus_per_worker(o.workers, *o.gpus_per_worker, gpus);
   } else if (o.workers > g * *o.workers_per_gpu) {
@@ -1257,11 +1258,11 @@ int run_study(StudyConfig config, const RunOptions& given) {
   if (stop_signal()) coordinator.stop("interrupted");
   LocalWorkerPool pool(pool_options(config, o, coordinator, gpus, plan));
   if (o.workers > 0 && !plan.slurm && !stop_signal())
-    spdlog::info("starting {} worker{} ({}, {} CPU threads each)", o.workers,
+    spdlog::info("starting {} worker{} ({}, {} CPU thread{} each)", o.workers,
                  o.workers == 1 ? "" : "s",
                  gpus.empty() ? std::string("cpu")
                               : fmt::format("GPUs {}{}", fmt::join(gpus, ","), gpu_layout_text(o)),
-                 pool.threads_per_worker());
+                 pool.threads_per_worker(), pool.threads_per_worker() == 1 ? "" : "s");
   if (!stop_signal()) pool.start();
   std::unique_ptr<SlurmLauncher> launcher =
       stop_signal() ? nullptr : start_slurm_tasks(config, o, coordinator, plan);
