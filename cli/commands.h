@@ -86,10 +86,14 @@ struct RunOptions {
   bool no_fail_fast = false;                      // --no-fail-fast
   bool allow_objective_change = false;            // run --allow-objective-change
   std::optional<std::uint64_t> seed;              // --seed
-  int workers = 1;                        // --workers: local worker processes (0: remote only)
-  bool workers_given = false;             // --workers was on the command line
-  std::optional<std::string> bind;        // --bind: the coordinator's endpoint
-  std::optional<std::string> gpus;        // --gpus: "0,1,..." (default: automatic)
+  int workers = 1;                  // --workers: local worker processes (0: remote only)
+  bool workers_given = false;       // --workers was on the command line
+  std::optional<std::string> bind;  // --bind: the coordinator's endpoint
+  std::optional<std::string> gpus;  // --gpus: "0,1,..." (default: automatic)
+  // --gpus-per-worker K: each worker K GPUs of its own (local pools;
+  // srun --gpus-per-task=K under --launcher slurm).
+  std::optional<int> gpus_per_worker;
+  std::optional<int> workers_per_gpu;     // --workers-per-gpu K: K workers share each GPU
   int heartbeat_ms = 1000;                // --heartbeat-ms
   int liveness = 5;                       // --liveness
   int max_retries = 1;                    // --max-retries
@@ -183,7 +187,7 @@ int resume_command(const RunOptions& options);
 
 struct WorkerCommandOptions {
   std::string connect;                  // --connect ENDPOINT
-  std::string device = "cpu";           // --device (auto: cuda:0 if CUDA_VISIBLE_DEVICES is set)
+  std::string device = "cpu";           // --device (auto: cuda:0 or cuda from CUDA_VISIBLE_DEVICES)
   int threads = 0;                      // --threads (0: all hardware threads)
   std::optional<std::string> id;        // --id
   int heartbeat_ms = 1000;              // --heartbeat-ms (until the coordinator's Welcome)

@@ -205,6 +205,25 @@ void add_kept_options(CLI::App* cmd, hps::cli::RunOptions& run, bool resume) {
           (resume ? "the last run's, else $HPSEARCH_KEYS_DIR)" : "$HPSEARCH_KEYS_DIR)"));
 }
 
+// --gpus, --gpus-per-worker and --workers-per-gpu of run and resume
+// (resume's help names the last run's as the default of the last two).
+void add_gpu_options(CLI::App* cmd, hps::cli::RunOptions& run, bool resume) {
+  cmd->add_option("--gpus", run.gpus,
+                  "GPUs for local workers, e.g. 0,1 (default: CUDA_VISIBLE_DEVICES or all)");
+  const std::string kept = resume ? " (default: the last run's)" : "";
+  cmd->add_option("--gpus-per-worker", run.gpus_per_worker,
+                  "GPUs of each worker: worker i gets GPUs K*i..K*i+K-1 in "
+                  "CUDA_VISIBLE_DEVICES (--workers defaults to GPUs / K; under --launcher "
+                  "slurm: srun --gpus-per-task=K)" +
+                      kept)
+      ->check(whole_number<int>(1));
+  cmd->add_option("--workers-per-gpu", run.workers_per_gpu,
+                  "workers sharing each GPU: worker i gets GPU (i / K) mod G (--workers "
+                  "defaults to G * K; local workers only)" +
+                      kept)
+      ->check(whole_number<int>(1));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -268,8 +287,7 @@ int main(int argc, char** argv) {
     cmd->add_option("--seed", run.seed, "sampler seed (overrides sampler.seed)")
         ->check(whole_number<std::uint64_t>());
     add_kept_options(cmd, run, cmd == resume_cmd);
-    cmd->add_option("--gpus", run.gpus,
-                    "GPUs for local workers, e.g. 0,1 (default: CUDA_VISIBLE_DEVICES or all)");
+    add_gpu_options(cmd, run, cmd == resume_cmd);
     cmd->add_option("--heartbeat-ms", run.heartbeat_ms, "heartbeat interval in milliseconds")
         ->capture_default_str()
         ->check(whole_number<int>(1));
@@ -301,8 +319,9 @@ int main(int argc, char** argv) {
       ->required();
   worker_cmd
       ->add_option("--device", worker.device,
-                   "cpu, cuda:N, or auto (cuda:0 when CUDA_VISIBLE_DEVICES names a GPU, as Slurm "
-                   "sets it with --gpus-per-task)")
+                   "cpu, cuda:N, cuda (every GPU CUDA_VISIBLE_DEVICES names), or auto (cuda:0 "
+                   "when CUDA_VISIBLE_DEVICES names one GPU, cuda when several, as Slurm sets it "
+                   "with --gpus-per-task)")
       ->capture_default_str();
   worker_cmd
       ->add_option("--threads", worker.threads,

@@ -373,8 +373,15 @@ void print_text(const Json& plan, const StudyConfig& config) {
                     : std::string())
             << "\n";
   std::cout << "Artifacts:\n  " << settings_lines(plan["artifacts"], "  ") << "\n";
-  std::cout << "Workers: " << setting_text(plan["workers"]["workers"]) << " ("
-            << setting_text(plan["workers"]["launcher"]) << ")\n";
+  const Json& w = plan["workers"];
+  std::cout << "Workers: " << setting_text(w["workers"]) << " (" << setting_text(w["launcher"])
+            << ")"
+            << (w["gpus_per_worker"].is_number()
+                    ? ", " + setting_text(w["gpus_per_worker"]) + " GPUs per worker"
+                : w["workers_per_gpu"].is_number()
+                    ? ", " + setting_text(w["workers_per_gpu"]) + " workers per GPU"
+                    : std::string())
+            << "\n";
   std::cout << "\nNothing was created or started.\n";
 }
 
@@ -404,7 +411,10 @@ int print_plan(const StudyConfig& config, const RunOptions& o, const Json& sampl
   plan["objective"] = objective;
   plan["budget"] = budget_part(config);
   plan["artifacts"] = artifacts_part(config, checkpoint_root);
-  plan["workers"] = {{"workers", o.workers}, {"launcher", o.launcher}};
+  plan["workers"] = {{"workers", o.workers},
+                     {"launcher", o.launcher},
+                     {"gpus_per_worker", o.gpus_per_worker ? Json(*o.gpus_per_worker) : Json()},
+                     {"workers_per_gpu", o.workers_per_gpu ? Json(*o.workers_per_gpu) : Json()}};
   int rc = existing.refusal.empty() ? kExitOk : kExitUsage;
   if (o.try_output) {
     plan["try_output"] = try_output(config, *o.try_output);

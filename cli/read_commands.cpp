@@ -647,10 +647,17 @@ std::vector<std::string> worker_row(const Json& w, std::map<std::int64_t, TrialP
       running.erase(it);
     }
   if (!next.empty()) trial += " (next: " + next + ")";
+  // Its CUDA_VISIBLE_DEVICES as the worker reported it (local pools set it
+  // per worker; Slurm per task); "-" when unset (a record of an older
+  // coordinator has none).
+  std::string gpus = "-";
+  if (w.contains("gpus") && w["gpus"].is_string() && !w["gpus"].get<std::string>().empty())
+    gpus = printable(w["gpus"].get<std::string>());
   return {printable(name),
           printable(w.value("host", "?")),
           std::to_string(w.value("pid", std::int64_t{0})),
           printable(w.value("device", "?")),
+          gpus,
           trial,
           since,
           last};
@@ -664,7 +671,7 @@ void print_workers(const StudyStatus& s) {
   for (const auto& t : s.running) running[t->number] = t;
   const Json& workers = s.coordinator.workers;
   if (!workers.empty()) {
-    Table table({"worker", "host", "pid", "device", "trial", "running for", "last report"});
+    Table table({"worker", "host", "pid", "device", "GPUs", "trial", "running for", "last report"});
     for (const auto& w : workers) table.add_row(worker_row(w, running));
     std::cout << "\nWorkers (" << workers.size() << "):\n" << table.render();
   }

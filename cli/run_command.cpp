@@ -53,6 +53,7 @@ struct LaunchPlan {
   std::vector<std::string> slurm_args;  // --slurm-args, split as a shell would
   std::optional<std::string> bind;      // --bind, or a tcp wildcard for Slurm
   std::string slurm_worker_keys;        // the worker key folder the tasks read
+  int gpus_per_task = 0;                // --gpus-per-worker under Slurm (0: not given)
 };
 
 // The folder next to the storage file: per-trial logs and the keys of
@@ -126,6 +127,30 @@ bool loopback_endpoint(const std::string& endpoint) {
       scheme.size(), colon == std::string::npos ? std::string::npos : colon - scheme.size()));
 }
 
+// --workers-per-gpu and --gpus-per-worker under --launcher slurm: Slurm
+// hands GPUs to the tasks of a step whole (--gpus-per-task takes a whole
+// number), so tasks share a GPU only through GPU sharding or MPS, which the
+// cluster's administrators set up (GresTypes=shard or mps) and which are
+// asked for by count of shards, not of workers: refused, with what to do.
+// --gpus-per-worker becomes --gpus-per-task, which --slurm-args must not
+// give as well. Throws ConfigError.
+void check_slurm_gpu_options(const RunOptions& o, const LaunchPlan& plan) {
+  if (o.workers_per_gpu)
+    throw ConfigError("--workers-per-gpu",
+                      "is for local workers only: Slurm gives GPUs to tasks whole "
+                      "(--gpus-per-task takes a whole number), so Slurm tasks share a GPU only "
+                      "through GPU sharding or MPS, which the cluster must offer; ask for it in "
+                      "--slurm-args (e.g. \"--gres=shard:1\" or \"--gres=mps:25\"), or run "
+                      "`hpsearch run --workers-per-gpu K` (local workers) inside an allocation");
+  if (!o.gpus_per_worker) return;
+  for (const auto& arg : plan.slurm_args)
+    if (arg.rfind("--gpus-per-task", 0) == 0)
+      throw ConfigError("--gpus-per-worker",
+                        "asks for srun --gpus-per-task=" + std::to_string(*o.gpus_per_worker) +
+                            ", which --slurm-args gives as well ('" + printable(arg) +
+                            "'): give one of them");
+}
+
 // Checks --launcher, --slurm-args and what Slurm rules out ("srun not
 // found" before anything else).
 LaunchPlan launch_plan(const RunOptions& o) {
@@ -134,6 +159,16 @@ LaunchPlan launch_plan(const RunOptions& o) {
   LaunchPlan plan;
   plan.slurm = o.launcher == "slurm";
   plan.bind = o.bind;
+  if (o.gpus_per_worker && *o.gpus_per_worker < 1)
+    throw ConfigError("--gpus-per-worker", "must be >= 1 (the GPUs of each worker), got " +
+                                               std::to_string(*o.gpus_per_worker));
+  if (o.workers_per_gpu && *o.workers_per_gpu < 1)
+    throw ConfigError("--workers-per-gpu", "must be >= 1 (the workers on each GPU), got " +
+                                               std::to_string(*o.workers_per_gpu));
+  if (o.gpus_per_worker && o.workers_per_gpu)
+    throw ConfigError("--gpus-per-worker",
+                      "cannot be combined with --workers-per-gpu: a worker either has several "
+                      "GPUs of its own or shares one; give one of them");
   if (o.slurm_args) {
     if (!plan.slurm) throw ConfigError("--slurm-args", "needs --launcher slurm");
     plan.slurm_args = split_shell_words(*o.slurm_args, "--slurm-args");
@@ -155,6 +190,8 @@ LaunchPlan launch_plan(const RunOptions& o) {
     throw ConfigError("--gpus",
                       "has no effect with --launcher slurm: Slurm gives each task its GPU; ask "
                       "for them in --slurm-args (e.g. \"--gpus-per-task=1\")");
+  check_slurm_gpu_options(o, plan);
+  if (o.gpus_per_worker) plan.gpus_per_task = *o.gpus_per_worker;
   if (o.bind && o.bind->rfind("tcp://", 0) != 0)
     throw ConfigError("--bind",
                       "must be a tcp endpoint with --launcher slurm (workers run on "
@@ -174,6 +211,85 @@ LaunchPlan launch_plan(const RunOptions& o) {
   // Slurm workers connect over tcp, to a port the system picks by default.
   if (!plan.bind) plan.bind = "tcp://0.0.0.0:*";
   return plan;
+}
+
+// --gpus-per-worker and --workers-per-gpu for local workers, with the
+// GPUs found (`gpus`: --gpus, CUDA_VISIBLE_DEVICES or the CUDA driver):
+// --workers, when not given, becomes GPUs / K (--gpus-per-worker) or
+// GPUs * K (--workers-per-gpu); the layout is checked (LocalWorkerPool
+// checks it again). Without GPUs the workers run on the CPU, with a
+// warning: the CPU counts as one device (--workers-per-gpu K: K workers),
+// and its cores are divided among the workers. Throws ConfigError.
+// The workers of a GPU layout on `g` GPUs: --workers when given, else GPUs
+// / K (--gpus-per-worker) or GPUs * K (--workers-per-gpu; K with no GPU:
+// the CPU counts as one device). Throws ConfigError naming the option when
+// that is more than a run takes.
+int layout_workers(const RunOptions& o, std::int64_t g) {
+  std::int64_t workers = o.workers;
+  if (!o.workers_given && g == 0 && o.workers_per_gpu) workers = *o.workers_per_gpu;
+  if (!o.workers_given && g > 0)
+    workers = o.gpus_per_worker ? g / *o.gpus_per_worker : g * *o.workers_per_gpu;
+  const std::int64_t limit = std::min(o.max_workers, LocalPoolOptions::kMaxWorkers);
+  if (workers <= limit) return static_cast<int>(workers);
+  throw ConfigError(o.gpus_per_worker ? "--gpus-per-worker" : "--workers-per-gpu",
+                    fmt::format("is {}: on {} that makes {} workers, more than the {} a run takes "
+                                "(--max-workers, at most {}); give a smaller value, or --workers",
+                                o.gpus_per_worker ? *o.gpus_per_worker : *o.workers_per_gpu,
+                                g == 0 ? std::string("the CPU (no GPU found)")
+                                       : fmt::format("{} GPU{}", g, g == 1 ? "" : "s"),
+                                workers, limit, LocalPoolOptions::kMaxWorkers));
+}
+
+// --gpus-per-worker K with `workers` workers on `gpus` (at least one):
+// refused when K or workers * K is more than the GPUs; the GPUs left over
+// are named. Throws ConfigError.
+void check_gpus_per_worker(std::int64_t workers, std::int64_t k,
+                           const std::vector<std::string>& gpus) {
+  const auto g = static_cast<std::int64_t>(gpus.size());
+  const std::string list = fmt::format("{}", fmt::join(gpus, ","));
+  if (k > g)
+    throw ConfigError("--gpus-per-worker",
+                      fmt::format("is {} but only {} GPU{} {} available ({}): give at most {}, "
+                                  "or name more GPUs with --gpus",
+                                  k, g, g == 1 ? "" : "s", g == 1 ? "is" : "are", list, g));
+  if (workers * k > g)
+    throw ConfigError("--workers", fmt::format("{} workers with --gpus-per-worker {} need {} GPUs, "
+                                               "only {} are available ({}): give --workers {} or "
+                                               "fewer, or --workers-per-gpu to share GPUs",
+                                               workers, k, workers * k, g, list, g / k));
+  if (workers * k == g) return;
+  const std::vector<std::string> unused(gpus.begin() + workers * k, gpus.end());
+  spdlog::info("--gpus-per-worker {}: GPU{} {} of {} {} left unused ({} worker{} with {} each)", k,
+               unused.size() == 1 ? "" : "s", fmt::join(unused, ","), list,
+               unused.size() == 1 ? "is" : "are", workers, workers == 1 ? "" : "s", k);
+}
+
+void apply_gpu_layout(RunOptions& o, const std::vector<std::string>& gpus, const LaunchPlan& plan) {
+  if (plan.slurm || (!o.gpus_per_worker && !o.workers_per_gpu)) return;
+  const std::string option = o.gpus_per_worker
+                                 ? fmt::format("--gpus-per-worker {}", *o.gpus_per_worker)
+                                 : fmt::format("--workers-per-gpu {}", *o.workers_per_gpu);
+  const auto g = static_cast<std::int64_t>(gpus.size());
+  o.workers = layout_workers(o, g);
+  if (g == 0) {
+    spdlog::warn(
+        "{}: no GPU found (CUDA_VISIBLE_DEVICES is unset or empty and the CUDA driver reports "
+        "none; --gpus names GPUs); running {} worker{} on the CPU, {} CPU thread{} each",
+        option, o.workers, o.workers == 1 ? "" : "s", default_threads_per_worker(o.workers),
+        default_threads_per_worker(o.workers) == 1 ? "" : "s");
+  } else if (o.gpus_per_worker) {
+    check_gpus_per_worker(o.workers, *o.gpus_per_worker, gpus);
+  } else if (o.workers > g * *o.workers_per_gpu) {
+    spdlog::warn("--workers {} with {} on {} GPUs ({}): some GPUs get more than {} workers",
+                 o.workers, option, g, fmt::join(gpus, ","), *o.workers_per_gpu);
+  }
+}
+
+// ", 2 GPUs per worker", ", 4 workers per GPU" or "" (neither option).
+std::string gpu_layout_text(const RunOptions& o) {
+  if (o.gpus_per_worker) return fmt::format(", {} per worker", *o.gpus_per_worker);
+  if (o.workers_per_gpu) return fmt::format(", {} workers per GPU", *o.workers_per_gpu);
+  return "";
 }
 
 // --warm-start STORAGE[:STUDY]: split at the last ':' when what follows it
@@ -468,6 +584,9 @@ constexpr const char* kRunInsecureAttr = "run.insecure";
 // Its --prefetch: the trials each worker it starts holds besides the one it
 // runs (a resume passes the same to the workers it starts).
 constexpr const char* kRunPrefetchAttr = "run.prefetch";
+// Its --gpus-per-worker and --workers-per-gpu (null when not given).
+constexpr const char* kRunGpusPerWorkerAttr = "run.gpus_per_worker";
+constexpr const char* kRunWorkersPerGpuAttr = "run.workers_per_gpu";
 // The space.json file of the last `hpsearch run` (absolute), which the hint
 // after a run stopped for failures names (resume does not read it).
 constexpr const char* kRunSpaceFileAttr = "run.space_file";
@@ -489,6 +608,10 @@ void store_settings(Storage& storage, std::int64_t study_id, const StudyConfig& 
   storage.set_study_system_attr(study_id, kRunWorkersAttr, o.workers);
   storage.set_study_system_attr(study_id, kRunLauncherAttr, o.launcher);
   storage.set_study_system_attr(study_id, kRunPrefetchAttr, o.prefetch);
+  storage.set_study_system_attr(study_id, kRunGpusPerWorkerAttr,
+                                o.gpus_per_worker ? Json(*o.gpus_per_worker) : Json());
+  storage.set_study_system_attr(study_id, kRunWorkersPerGpuAttr,
+                                o.workers_per_gpu ? Json(*o.workers_per_gpu) : Json());
   if (!o.space_file.empty())
     storage.set_study_system_attr(study_id, kRunSpaceFileAttr,
                                   fs::absolute(o.space_file).lexically_normal().string());
@@ -601,9 +724,10 @@ void keep_stored_bind(const StudyInfo& study, RunOptions& o) {
 
 // hpsearch resume without --workers: the last run's number of workers, when
 // it used the same launcher (a Slurm run's task count is not turned into
-// local processes).
+// local processes), unless --gpus-per-worker or --workers-per-gpu is given
+// (the GPUs then set it, as for a run).
 void keep_stored_workers(const StudyInfo& study, RunOptions& o) {
-  if (o.workers_given) return;
+  if (o.workers_given || o.gpus_per_worker || o.workers_per_gpu) return;
   const Json& attrs = study.system_attrs;
   auto workers = attrs.find(kRunWorkersAttr);
   auto launcher = attrs.find(kRunLauncherAttr);
@@ -613,8 +737,33 @@ void keep_stored_workers(const StudyInfo& study, RunOptions& o) {
   const auto n = workers->get<std::int64_t>();
   if (n < 0 || n > LocalPoolOptions::kMaxWorkers) return;  // not ours: the default stays
   o.workers = static_cast<int>(n);
+  o.workers_given = true;  // not to be derived from the GPUs again
   spdlog::info("resume: {} worker{} ({}), as the last run (--workers changes it)", o.workers,
                o.workers == 1 ? "" : "s", o.launcher);
+}
+
+// hpsearch resume with neither --gpus-per-worker nor --workers-per-gpu: the
+// last run's, when it gave one (with the same launcher).
+void keep_stored_gpu_layout(const StudyInfo& study, RunOptions& o) {
+  if (o.gpus_per_worker || o.workers_per_gpu) return;
+  const Json& attrs = study.system_attrs;
+  auto launcher = attrs.find(kRunLauncherAttr);
+  if (launcher == attrs.end() || !launcher->is_string() ||
+      launcher->get<std::string>() != o.launcher)
+    return;
+  const auto stored = [&](const char* name) -> std::optional<int> {
+    auto it = attrs.find(name);
+    if (it == attrs.end() || !it->is_number_integer()) return std::nullopt;
+    const auto k = it->get<std::int64_t>();
+    if (k < 1 || k > LocalPoolOptions::kMaxWorkers) return std::nullopt;  // not ours
+    return static_cast<int>(k);
+  };
+  o.gpus_per_worker = stored(kRunGpusPerWorkerAttr);
+  o.workers_per_gpu = o.gpus_per_worker ? std::nullopt : stored(kRunWorkersPerGpuAttr);
+  if (o.gpus_per_worker)
+    spdlog::info("resume: --gpus-per-worker {}, as the last run", *o.gpus_per_worker);
+  if (o.workers_per_gpu)
+    spdlog::info("resume: --workers-per-gpu {}, as the last run", *o.workers_per_gpu);
 }
 
 // hpsearch resume without --prefetch: the last run's, when it is one a run
@@ -668,6 +817,8 @@ LocalPoolOptions pool_options(const StudyConfig& config, const RunOptions& o,
   po.workers = plan.slurm ? 0 : o.workers;
   po.endpoint = coordinator.local_endpoint();
   po.gpus = std::move(gpus);
+  po.gpus_per_worker = o.gpus_per_worker.value_or(1);
+  po.workers_per_gpu = o.workers_per_gpu.value_or(1);
   // Per-trial logs (the "command" objective) go next to the storage file.
   po.extra_args = {"--log-level", o.log_level, "--log-dir",
                    study_log_dir(config.name, storage_parent(config)),
@@ -687,6 +838,7 @@ std::unique_ptr<SlurmLauncher> start_slurm_tasks(const StudyConfig& config, cons
   lo.workers = o.workers;
   lo.endpoint = reachable_endpoint(coordinator.endpoint());
   lo.keys_dir = plan.slurm_worker_keys;
+  lo.gpus_per_task = plan.gpus_per_task;
   lo.slurm_args = plan.slurm_args;
   lo.worker_args = {"--log-level", o.log_level, "--log-dir",
                     fs::absolute(study_log_dir(config.name, storage_parent(config))).string(),
@@ -1014,7 +1166,8 @@ void check_objective_workers_and_store(const StudyConfig& config, const RunOptio
     check_store_to_write(store.path, o.storage ? o.storage_field : "study.storage");
 }
 
-int run_study(StudyConfig config, const RunOptions& o) {
+int run_study(StudyConfig config, const RunOptions& given) {
+  RunOptions o = given;  // --workers may follow from the GPUs (apply_gpu_layout)
   if (needs_torch(config.objective)) exec_torch_sibling("LibTorch objective");
   // Before anything is bound or written: stdout or stderr a pipe whose
   // reader is gone (`| head -2`) must not kill the coordinator at its next
@@ -1029,6 +1182,7 @@ int run_study(StudyConfig config, const RunOptions& o) {
   LaunchPlan plan = launch_plan(o);
   std::vector<std::string> gpus;
   if (!plan.slurm) gpus = o.gpus ? parse_gpu_list(*o.gpus) : detect_gpus();
+  apply_gpu_layout(o, gpus, plan);
   auto sampler = make_sampler(config.sampler, o.seed);
   sampler->check_space(config.space);
   auto pruner = make_pruner(config.pruner);
@@ -1095,10 +1249,11 @@ int run_study(StudyConfig config, const RunOptions& o) {
   if (stop_signal()) coordinator.stop("interrupted");
   LocalWorkerPool pool(pool_options(config, o, coordinator, gpus, plan));
   if (o.workers > 0 && !plan.slurm && !stop_signal())
-    spdlog::info("starting {} worker{} ({}, {} CPU threads each)", o.workers,
+    spdlog::info("starting {} worker{} ({}, {} CPU thread{} each)", o.workers,
                  o.workers == 1 ? "" : "s",
-                 gpus.empty() ? std::string("cpu") : fmt::format("GPUs {}", fmt::join(gpus, ",")),
-                 pool.threads_per_worker());
+                 gpus.empty() ? std::string("cpu")
+                              : fmt::format("GPUs {}{}", fmt::join(gpus, ","), gpu_layout_text(o)),
+                 pool.threads_per_worker(), pool.threads_per_worker() == 1 ? "" : "s");
   if (!stop_signal()) pool.start();
   std::unique_ptr<SlurmLauncher> launcher =
       stop_signal() ? nullptr : start_slurm_tasks(config, o, coordinator, plan);
@@ -1175,6 +1330,7 @@ int resume_command(const RunOptions& o) {
   StudyConfig config = StudyConfig::from_json(chosen.config);
   RunOptions ro = o;
   keep_stored_workers(chosen, ro);
+  keep_stored_gpu_layout(chosen, ro);
   keep_stored_bind(chosen, ro);
   keep_stored_prefetch(chosen, ro);
   ro.study = chosen.name;

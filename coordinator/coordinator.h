@@ -166,7 +166,8 @@ struct WorkerStatus {
   std::string name;  // the worker's id (Hello.worker_id), "host:pid" by default
   std::string hostname;
   std::int64_t pid = 0;
-  std::string device;  // "cpu", "cuda:0", ... plus " (CUDA_VISIBLE_DEVICES=X)" if set
+  std::string device;  // "cpu", "cuda:0", "cuda" (several GPUs)
+  std::string gpus;    // its CUDA_VISIBLE_DEVICES ("0,1"; "" when unset)
   int threads = 1;
   std::optional<std::int64_t> trial;  // the number of the trial it runs, if any
   // Trials assigned to it that wait there for `trial` to end (prefetch).

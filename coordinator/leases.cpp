@@ -103,7 +103,7 @@ void Coordinator::Impl::expire(Session& s, const std::string& why) {
   if (is_done && !s.busy())
     spdlog::debug("coordinator: worker {} left: {}", s.name, why);
   else
-    spdlog::warn("coordinator: worker {} ({}) lost: {}", s.name, s.device, why);
+    spdlog::warn("coordinator: worker {} ({}) lost: {}", s.name, s.device_text(), why);
   for (const std::int64_t number : s.take_trials()) end_lost_trial(number, "worker lost");
   std::string rid = s.routing_id;
   sessions.expire(rid);  // `s` is gone from here on

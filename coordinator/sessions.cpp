@@ -72,6 +72,7 @@ Json SessionTable::to_json(Clock::time_point now) const {
            {"host", s.hostname},
            {"pid", s.pid},
            {"device", s.device},
+           {"gpus", s.gpus},
            {"threads", s.threads},
            {"connected_s", std::chrono::duration<double>(now - s.connected).count()}};
     w["trial"] = s.busy() ? Json(s.trials.front()) : Json();
@@ -90,6 +91,7 @@ std::vector<WorkerStatus> SessionTable::statuses(Clock::time_point now) const {
     w.hostname = s.hostname;
     w.pid = s.pid;
     w.device = s.device;
+    w.gpus = s.gpus;
     w.threads = s.threads;
     if (s.busy()) w.trial = s.trials.front();
     w.prefetched.assign(s.trials.begin() + (s.busy() ? 1 : 0), s.trials.end());

@@ -30,7 +30,10 @@ struct Session {
   std::string name;
   std::string hostname;
   std::int64_t pid = 0;
-  std::string device;
+  std::string device;  // Hello.device: "cpu", "cuda:0", "cuda"
+  // Hello.visible_devices: the worker's CUDA_VISIBLE_DEVICES, its GPUs
+  // ("0,1"; "" when unset), escaped.
+  std::string gpus;
   int threads = 1;
   Clock::time_point last_seen;
   Clock::time_point last_sent;
@@ -49,6 +52,11 @@ struct Session {
   int prefetch = 0;  // Hello.prefetch
   bool config_sent = false;
   std::string key_name;  // the CURVE key's name (ZAP User-Id); "" over plain ZMTP
+
+  // The device and GPUs for log lines: "cuda (CUDA_VISIBLE_DEVICES=0,1)".
+  std::string device_text() const {
+    return gpus.empty() ? device : device + " (CUDA_VISIBLE_DEVICES=" + gpus + ")";
+  }
 
   bool busy() const { return !trials.empty(); }
   bool holds(std::int64_t number) const {
@@ -99,7 +107,8 @@ class SessionTable {
   bool any_silent(Clock::time_point now, Clock::duration timeout) const;
 
   // The sessions for the coordinator's status attr: name, host, pid,
-  // device, threads, connected_s (seconds), trial (number or null).
+  // device, gpus (CUDA_VISIBLE_DEVICES, "" if unset), threads, connected_s
+  // (seconds), trial (number or null).
   Json to_json(Clock::time_point now) const;
   // The same as WorkerStatus, sorted by name.
   std::vector<WorkerStatus> statuses(Clock::time_point now) const;

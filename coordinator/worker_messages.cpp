@@ -103,8 +103,7 @@ Session session_of(const std::string& rid, const proto::Hello& h, const std::str
   s.hostname = printable(h.hostname);
   s.pid = h.pid;
   s.device = h.device.empty() ? "cpu" : printable(h.device);
-  if (!h.visible_devices.empty())
-    s.device += " (CUDA_VISIBLE_DEVICES=" + printable(h.visible_devices) + ")";
+  s.gpus = printable(h.visible_devices);
   s.threads = std::max(1, h.threads);
   s.prefetch = h.prefetch;
   s.last_seen = now;
@@ -205,9 +204,10 @@ void Coordinator::Impl::on_hello(const std::string& rid, const proto::Hello& h,
   Session& s = sessions.add(session_of(rid, h, key_name, now));
   if (!key_name.empty())
     spdlog::info("coordinator: worker {} joined from {} with key '{}' ({}, {} threads)", s.name,
-                 s.hostname, printable(key_name), s.device, s.threads);
+                 s.hostname, printable(key_name), s.device_text(), s.threads);
   else
-    spdlog::debug("coordinator: worker {} joined ({}, {} threads)", s.name, s.device, s.threads);
+    spdlog::debug("coordinator: worker {} joined ({}, {} threads)", s.name, s.device_text(),
+                  s.threads);
   status_dirty = true;
   note_worker_count();
   if (is_done) {

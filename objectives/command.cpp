@@ -444,7 +444,8 @@ Json params_json(const Params& params) {
   return out;
 }
 
-// CUDA_VISIBLE_DEVICES for a device "cpu" or "cuda:N".
+// CUDA_VISIBLE_DEVICES for a device "cpu" or "cuda:N" (build_env leaves the
+// worker's own for "cuda": all its GPUs).
 std::string visible_devices(const std::string& device) {
   if (device == "cpu" || device.empty()) return "";
   std::string_view d = device;
@@ -516,7 +517,9 @@ std::vector<std::string> build_env(const CommandConfig& c, const ObjectiveContex
   // stdout is a pipe: Python would buffer it and print its values (and so
   // allow pruning) only at exit.
   if (!env.count("PYTHONUNBUFFERED")) env["PYTHONUNBUFFERED"] = "1";
-  env["CUDA_VISIBLE_DEVICES"] = visible_devices(ctx.device);
+  // "cuda" (a worker with several GPUs): the program sees all of them, as
+  // the worker does (its CUDA_VISIBLE_DEVICES, inherited, or every GPU).
+  if (ctx.device != "cuda") env["CUDA_VISIBLE_DEVICES"] = visible_devices(ctx.device);
 
   std::vector<std::string> out;
   out.reserve(env.size());

@@ -271,6 +271,94 @@ TEST_F(CliTest, RunPrintsASummaryAndTheStoreCanBeRead) {
   EXPECT_EQ(s[0]["best_value"], best_value);
 }
 
+// --gpus-per-worker and --workers-per-gpu on local workers (no GPU here:
+// --gpus names ids, CUDA_VISIBLE_DEVICES= hides any): --workers follows
+// from the GPUs, layouts that do not fit are refused naming the option,
+// and without GPUs the workers run on the CPU with a warning.
+TEST_F(CliTest, GpuOptionsSetTheWorkersOrSayWhyNot) {
+  dir_.write("space.json", branin_space(3));
+  const auto run = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {"/usr/bin/env", "CUDA_VISIBLE_DEVICES=", HPSEARCH_CLI_PATH,
+                                     "run", "space.json"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return testsupport::run_process(argv, dir_.path().string());
+  };
+  ProcessResult r = run({"--gpus", "0,1,2,3", "--gpus-per-worker", "2", "--dry-run"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Workers: 2 (local), 2 GPUs per worker\n"));
+  r = run({"--gpus", "0,1,2", "--gpus-per-worker", "2", "--dry-run"});
+  EXPECT_THAT(r.out, HasSubstr("Workers: 1 (local), 2 GPUs per worker\n"));
+  EXPECT_THAT(r.err, HasSubstr("--gpus-per-worker 2: GPU 2 of 0,1,2 is left unused (1 worker "
+                               "with 2 each)"));
+  r = run({"--gpus", "0,1", "--workers-per-gpu", "3", "--dry-run"});
+  EXPECT_THAT(r.out, HasSubstr("Workers: 6 (local), 3 workers per GPU\n"));
+  r = run({"--gpus", "0,1", "--workers-per-gpu", "3", "--workers", "2", "--dry-run"});
+  EXPECT_THAT(r.out, HasSubstr("Workers: 2 (local), 3 workers per GPU\n"));
+  r = run({"--gpus", "0,1", "--workers-per-gpu", "1", "--workers", "3", "--dry-run"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("some GPUs get more than 1 workers"));
+
+  // Refusals: exit 2, nothing written.
+  r = run({"--gpus", "0,1", "--gpus-per-worker", "3"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--gpus-per-worker: is 3 but only 2 GPUs are available (0,1): "
+                               "give at most 2"));
+  r = run({"--gpus", "0,1,2,3", "--gpus-per-worker", "2", "--workers", "3"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--workers: 3 workers with --gpus-per-worker 2 need 6 GPUs, only "
+                               "4 are available (0,1,2,3): give --workers 2 or fewer, or "
+                               "--workers-per-gpu to share GPUs"));
+  r = run({"--gpus", "0,1", "--gpus-per-worker", "1", "--workers-per-gpu", "2"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--gpus-per-worker: cannot be combined with --workers-per-gpu"));
+  r = run({"--workers-per-gpu", "0"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--workers-per-gpu: must be >= 1 (the workers on each GPU), got 0"));
+  r = run({"--gpus-per-worker", "0", "--launcher", "slurm"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--gpus-per-worker: must be >= 1 (the GPUs of each worker), got 0"));
+  r = run({"--gpus", "0", "--workers-per-gpu", "100000"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--workers-per-gpu: is 100000: on 1 GPU that makes 100000 "
+                               "workers, more than the 1024 a run takes (--max-workers"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("branin.db")));
+
+  // No GPU: a warning, then CPU workers (the CPU counts as one device:
+  // --workers-per-gpu 2 makes two), which run the study.
+  r = run({"--workers-per-gpu", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--workers-per-gpu 2: no GPU found"));
+  EXPECT_THAT(r.err, HasSubstr("running 2 workers on the CPU"));
+  EXPECT_THAT(r.err, HasSubstr("starting 2 workers (cpu,"));
+  r = run({"--gpus-per-worker", "2", "--n-trials", "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--gpus-per-worker 2: no GPU found"));
+  EXPECT_THAT(r.err, HasSubstr("running 1 worker on the CPU"));
+  EXPECT_EQ(count_if(trials_or_fail("branin.db"), is_complete), 4);
+}
+
+// hpsearch resume keeps the last run's --gpus-per-worker and its workers.
+TEST_F(CliTest, ResumeKeepsTheGpuLayout) {
+  dir_.write("space.json", branin_space(2));
+  const auto env_cli = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {"/usr/bin/env", "CUDA_VISIBLE_DEVICES=", HPSEARCH_CLI_PATH};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return testsupport::run_process(argv, dir_.path().string());
+  };
+  ProcessResult r = env_cli({"run", "space.json", "--gpus", "0,1,2,3", "--gpus-per-worker", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("starting 2 workers (GPUs 0,1,2,3, 2 per worker"));
+  r = env_cli({"resume", "branin.db", "--n-trials", "3", "--gpus", "0,1,2,3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("resume: --gpus-per-worker 2, as the last run"));
+  EXPECT_THAT(r.err, HasSubstr("starting 2 workers (GPUs 0,1,2,3, 2 per worker"));
+  // Given again on the command line, the layout sets the workers anew.
+  r = env_cli(
+      {"resume", "branin.db", "--n-trials", "4", "--gpus", "0,1,2,3", "--workers-per-gpu", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("starting 8 workers (GPUs 0,1,2,3, 2 workers per GPU"));
+}
+
 TEST_F(CliTest, RunsTheBraninExample) {
   std::string example = std::string(HPSEARCH_SOURCE_DIR) + "/examples/branin/space.json";
   ASSERT_TRUE(std::filesystem::exists(example)) << example;

@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -273,6 +274,56 @@ TEST_F(CliWriterTest, StatusWorkersTableAgreesWithItsRunningList) {
           << name << " is in the Workers table and has a RUNNING trial below it:\n"
           << status.out;
   }
+  run->send_signal(SIGTERM);
+  run->wait();
+}
+
+// The GPUs column of status's Workers table: each local worker's
+// CUDA_VISIBLE_DEVICES, as the pool set it and the worker reported it in
+// its Hello (--gpus names ids; no GPU is used by the sleep objective).
+TEST_F(CliWriterTest, StatusShowsTheGpusOfEachWorker) {
+  dir_.write("space.json", sleep_space(30.0, 2));
+  auto run =
+      cli_background({"run", "space.json", "--gpus", "4,5,6,7", "--gpus-per-worker", "2"}, "run");
+  Json workers;
+  ASSERT_TRUE(wait_until([&] {
+    Json j = status_json("slow.db");
+    if (!j.is_object() || !j.contains("coordinator") || !j["coordinator"].is_object()) return false;
+    workers = j["coordinator"].value("workers", Json());
+    return workers.is_array() && workers.size() == 2;
+  })) << "no two workers in the status";
+  std::set<std::string> gpus;
+  for (const auto& w : workers) {
+    gpus.insert(w.value("gpus", std::string("?")));
+    EXPECT_EQ(w.value("device", std::string()), "cuda") << w.dump();
+  }
+  EXPECT_EQ(gpus, (std::set<std::string>{"4,5", "6,7"}));
+  ProcessResult status = cli({"status", "slow.db"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  std::istringstream lines(status.out);
+  std::vector<std::string> rows;
+  bool in_table = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("Workers (", 0) == 0)
+      in_table = true;
+    else if (line.empty())
+      in_table = false;
+    else if (in_table)
+      rows.push_back(line);
+  }
+  ASSERT_GE(rows.size(), 4u) << status.out;  // header, rule, two workers
+  std::istringstream header(rows[0]);
+  std::vector<std::string> columns{std::istream_iterator<std::string>(header), {}};
+  ASSERT_GE(columns.size(), 5u) << rows[0];
+  EXPECT_EQ(columns[3], "device") << rows[0];
+  EXPECT_EQ(columns[4], "GPUs") << rows[0];
+  std::set<std::string> shown;
+  for (std::size_t i = 2; i < rows.size(); ++i) {
+    std::istringstream row(rows[i]);
+    std::vector<std::string> cells{std::istream_iterator<std::string>(row), {}};
+    if (cells.size() > 4) shown.insert(cells[4]);
+  }
+  EXPECT_EQ(shown, (std::set<std::string>{"4,5", "6,7"})) << status.out;
   run->send_signal(SIGTERM);
   run->wait();
 }

@@ -199,6 +199,15 @@ TEST_F(CommandObjectiveTest, CudaDeviceIsMappedThroughTheWorkersVisibleDevices) 
   ::unsetenv("CUDA_VISIBLE_DEVICES");
   context_.device = "cuda:3";
   TrialPtr plain = run_one(objective, kAdam);
+  // "cuda" (a worker with several GPUs, --gpus-per-worker): all of them.
+  ::setenv("CUDA_VISIBLE_DEVICES", "2,3", 1);
+  context_.device = "cuda";
+  TrialPtr all = run_one(objective, kAdam);
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  Json objective_unset = command(
+      "echo \"hpsearch: {\\\"value\\\": 0, \\\"attrs\\\": {\\\"cuda\\\": "
+      "\\\"${CUDA_VISIBLE_DEVICES-unset}\\\"}}\"");
+  TrialPtr unset = run_one(objective_unset, kAdam);  // stays unset: every GPU
   if (saved) ::setenv("CUDA_VISIBLE_DEVICES", saved_value.c_str(), 1);
 
   ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
@@ -207,6 +216,10 @@ TEST_F(CommandObjectiveTest, CudaDeviceIsMappedThroughTheWorkersVisibleDevices) 
   EXPECT_THAT(bad->fail_reason, HasSubstr("cuda:2"));
   ASSERT_EQ(plain->state, TrialState::kComplete) << plain->fail_reason;
   EXPECT_EQ(plain->user_attrs["cuda"], "3");
+  ASSERT_EQ(all->state, TrialState::kComplete) << all->fail_reason;
+  EXPECT_EQ(all->user_attrs["cuda"], "2,3");
+  ASSERT_EQ(unset->state, TrialState::kComplete) << unset->fail_reason;
+  EXPECT_EQ(unset->user_attrs["cuda"], "unset");
 }
 
 TEST_F(CommandObjectiveTest, StdinIsDevNull) {

@@ -89,6 +89,10 @@ TEST(SlurmLauncher, AutoDeviceFollowsCudaVisibleDevices) {
     EXPECT_EQ(auto_device(), "cuda:0");
   }
   {
+    ScopedEnv v("CUDA_VISIBLE_DEVICES", "2,5");  // --gpus-per-task=2: both GPUs
+    EXPECT_EQ(auto_device(), "cuda");
+  }
+  {
     ScopedEnv v("CUDA_VISIBLE_DEVICES", "");
     EXPECT_EQ(auto_device(), "cpu");
   }
@@ -111,6 +115,47 @@ TEST(SlurmLauncher, WithoutSrunInPathTheLauncherSaysSo) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("srun not found"), std::string::npos) << e.what();
   }
+}
+
+// The srun line: --gpus-per-worker K becomes --gpus-per-task=K, before
+// --slurm-args (which come last, so that they win) and the worker command.
+TEST(SlurmLauncher, GpusPerTaskGoesIntoTheSrunLine) {
+  testsupport::TempDir dir("slurm-line");
+  for (const char* tool : {"srun", "scancel", "squeue"}) {
+    dir.write(tool, "#!/bin/sh\nexit 1\n");
+    std::filesystem::permissions(dir.file(tool), std::filesystem::perms::owner_all);
+  }
+  ScopedEnv path("PATH", dir.path().c_str());
+  SlurmLauncherOptions o;
+  o.workers = 4;
+  o.endpoint = "tcp://login1:5555";
+  o.executable = "/opt/hpsearch";
+  o.job_name = "hps-test";
+  o.gpus_per_task = 2;
+  o.slurm_args = {"--partition=gpu", "--time=1:00:00"};
+  SlurmLauncher launcher(o);
+  const std::vector<std::string> expected = {dir.file("srun"),
+                                             "--ntasks=4",
+                                             "--job-name=hps-test",
+                                             "--kill-on-bad-exit=0",
+                                             "--gpus-per-task=2",
+                                             "--partition=gpu",
+                                             "--time=1:00:00",
+                                             "/opt/hpsearch",
+                                             "worker",
+                                             "--connect",
+                                             "tcp://login1:5555",
+                                             "--insecure",
+                                             "--device",
+                                             "auto"};
+  EXPECT_EQ(launcher.command(), expected);
+  // Not given: no --gpus-per-task of the launcher's own.
+  o.gpus_per_task = 0;
+  const SlurmLauncher plain(o);
+  for (const auto& arg : plain.command())
+    EXPECT_EQ(arg.rfind("--gpus-per-task", 0), std::string::npos) << arg;
+  o.gpus_per_task = -1;
+  EXPECT_THROW(SlurmLauncher{o}, ConfigError);
 }
 
 TEST(SlurmLauncher, RunWithoutSlurmFailsClearlyAndWritesNothing) {
@@ -191,6 +236,32 @@ TEST_F(SlurmRunChecks, InsecureWithKeysIsRefusedAndLoopbackBindWarns) {
   }
   r = run({"--workers", "2", "--insecure", "--keys", "k", "--bind", "tcp://0.0.0.0:0"});
   EXPECT_EQ(r.err.find("cannot reach it"), std::string::npos) << r.err;
+  expect_nothing_started();
+}
+
+// --workers-per-gpu has no srun form (Slurm gives GPUs to tasks whole);
+// --gpus-per-worker and a --gpus-per-task of --slurm-args contradict.
+TEST_F(SlurmRunChecks, GpuOptionsThatSlurmCannotHonourAreRefused) {
+  auto r = run({"--workers", "4", "--workers-per-gpu", "2"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--workers-per-gpu: is for local workers only: Slurm gives GPUs to tasks "
+                       "whole"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("--gres=shard:1"), std::string::npos) << r.err;
+  expect_nothing_started();
+  r = run({"--workers", "4", "--gpus-per-worker", "2", "--slurm-args", "--gpus-per-task=1"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--gpus-per-worker: asks for srun --gpus-per-task=2, which --slurm-args "
+                       "gives as well ('--gpus-per-task=1')"),
+            std::string::npos)
+      << r.err;
+  expect_nothing_started();
+  r = run({"--workers", "4", "--gpus-per-worker", "2", "--workers-per-gpu", "2"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--gpus-per-worker: cannot be combined with --workers-per-gpu"),
+            std::string::npos)
+      << r.err;
   expect_nothing_started();
 }
 

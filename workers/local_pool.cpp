@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -31,7 +32,33 @@ namespace {
 
 using Steady = std::chrono::steady_clock;
 
+// The GPUs as CUDA_VISIBLE_DEVICES lists them: "0,1".
+std::string gpu_list_text(const std::vector<std::string>& gpus) {
+  std::string out;
+  for (const auto& g : gpus) out += (out.empty() ? "" : ",") + g;
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::string> assigned_gpus(const std::vector<std::string>& gpus, int slot,
+                                       int gpus_per_worker, int workers_per_gpu) {
+  if (gpus.empty() || slot < 0 || gpus_per_worker < 1 || workers_per_gpu < 1) return {};
+  const auto g = gpus.size();
+  const auto i = static_cast<std::size_t>(slot);
+  if (gpus_per_worker > 1) {
+    const auto k = static_cast<std::size_t>(gpus_per_worker);
+    std::vector<std::string> out;
+    for (std::size_t j = 0; j < k; ++j) out.push_back(gpus[(i * k + j) % g]);
+    return out;
+  }
+  return {gpus[(i / static_cast<std::size_t>(workers_per_gpu)) % g]};
+}
+
+int default_threads_per_worker(int workers) {
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return std::max(1, workers > 0 ? cores / workers : cores);
+}
 
 LocalWorkerPool::LocalWorkerPool(LocalPoolOptions options) : options_(std::move(options)) {
   if (options_.workers < 0) throw ConfigError("--workers", "must be >= 0");
@@ -50,11 +77,37 @@ LocalWorkerPool::LocalWorkerPool(LocalPoolOptions options) : options_(std::move(
     auto real = std::filesystem::read_symlink(shown_executable_, ec);
     if (!ec && !real.empty()) shown_executable_ = real.string();
   }
-  int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  threads_ = options_.threads_per_worker > 0
-                 ? options_.threads_per_worker
-                 : std::max(1, options_.workers > 0 ? cores / options_.workers : cores);
+  check_gpu_layout();
+  threads_ = options_.threads_per_worker > 0 ? options_.threads_per_worker
+                                             : default_threads_per_worker(options_.workers);
   slots_.resize(static_cast<std::size_t>(options_.workers));
+}
+
+void LocalWorkerPool::check_gpu_layout() const {
+  const int k_gpus = options_.gpus_per_worker, k_workers = options_.workers_per_gpu;
+  if (k_gpus < 1)
+    throw ConfigError("--gpus-per-worker", "must be >= 1, got " + std::to_string(k_gpus));
+  if (k_workers < 1)
+    throw ConfigError("--workers-per-gpu", "must be >= 1, got " + std::to_string(k_workers));
+  if (k_gpus > 1 && k_workers > 1)
+    throw ConfigError("--gpus-per-worker",
+                      "cannot be combined with --workers-per-gpu: a worker either has several "
+                      "GPUs or shares one; give one of them");
+  const auto g = static_cast<std::int64_t>(options_.gpus.size());
+  if (g == 0 || k_gpus == 1) return;
+  if (k_gpus > g)
+    throw ConfigError("--gpus-per-worker", "is " + std::to_string(k_gpus) + " but only " +
+                                               std::to_string(g) + " GPUs are available (" +
+                                               gpu_list_text(options_.gpus) + ")");
+  if (static_cast<std::int64_t>(options_.workers) * k_gpus > g)
+    throw ConfigError("--workers",
+                      std::to_string(options_.workers) + " workers with " + std::to_string(k_gpus) +
+                          " GPUs each need " +
+                          std::to_string(static_cast<std::int64_t>(options_.workers) * k_gpus) +
+                          " GPUs, only " + std::to_string(g) + " are available (" +
+                          gpu_list_text(options_.gpus) + "): give --workers " +
+                          std::to_string(g / k_gpus) +
+                          " or fewer, or --workers-per-gpu to share GPUs");
 }
 
 LocalWorkerPool::~LocalWorkerPool() {
@@ -62,13 +115,16 @@ LocalWorkerPool::~LocalWorkerPool() {
 }
 
 std::string LocalWorkerPool::device_of(int slot) const {
-  (void)slot;
-  return options_.gpus.empty() ? "cpu" : "cuda:0";
+  const std::size_t n = gpus_of(slot).size();
+  return n == 0 ? "cpu" : n == 1 ? "cuda:0" : "cuda";
+}
+
+std::vector<std::string> LocalWorkerPool::gpus_of(int slot) const {
+  return assigned_gpus(options_.gpus, slot, options_.gpus_per_worker, options_.workers_per_gpu);
 }
 
 std::string LocalWorkerPool::visible_devices_of(int slot) const {
-  if (options_.gpus.empty()) return "";
-  return options_.gpus[static_cast<std::size_t>(slot) % options_.gpus.size()];
+  return gpu_list_text(gpus_of(slot));
 }
 
 void LocalWorkerPool::start() {

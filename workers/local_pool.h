@@ -9,8 +9,11 @@
 // the running trial, which lets the "command" objective stop its program's
 // process group first; a second signal ends a worker at once).
 //
-// Devices: with GPUs, worker i gets GPU gpus[i mod G] through
-// CUDA_VISIBLE_DEVICES and runs on "cuda:0"; without GPUs, device "cpu".
+// Devices: with G GPUs, each worker gets its GPUs through
+// CUDA_VISIBLE_DEVICES (assigned_gpus(): by default worker i gets GPU
+// gpus[i mod G]; with gpus_per_worker K, GPUs K*i .. K*i+K-1; with
+// workers_per_gpu K, GPU gpus[(i / K) mod G]) and runs on "cuda:0" (one
+// GPU) or "cuda" (several: all those it sees); without GPUs, device "cpu".
 // Threads: max(1, hardware threads / N) per worker unless set; exported
 // as OMP_NUM_THREADS and MKL_NUM_THREADS when the environment has none.
 //
@@ -41,6 +44,15 @@ struct LocalPoolOptions {
   // GPU ids for CUDA_VISIBLE_DEVICES, one entry each ("0", "1", or UUIDs).
   // Default empty: CPU workers.
   std::vector<std::string> gpus{};
+  // GPUs each worker gets (`--gpus-per-worker`): worker i gets gpus[K*i ..
+  // K*i+K-1], disjoint between workers. Default 1; >= 1; workers * K must
+  // not exceed the GPUs (no sharing). Ignored without GPUs.
+  int gpus_per_worker = 1;
+  // Workers sharing each GPU (`--workers-per-gpu`): worker i gets
+  // gpus[(i / K) mod G]. Default 1 (round robin over the GPUs); >= 1; only
+  // one of gpus_per_worker and workers_per_gpu may be above 1. Ignored
+  // without GPUs.
+  int workers_per_gpu = 1;
   // CPU threads per worker. Default 0 = max(1, hardware threads / workers).
   int threads_per_worker = 0;
   // Arguments appended to every worker's command line (e.g. "--log-level",
@@ -64,7 +76,9 @@ struct ExitedWorker {
 
 class LocalWorkerPool {
  public:
-  // Throws ConfigError for bad options (workers < 0, no endpoint).
+  // Throws ConfigError naming the field for bad options (workers < 0, no
+  // endpoint, gpus_per_worker or workers_per_gpu < 1 or both above 1,
+  // gpus_per_worker > GPUs, workers * gpus_per_worker > GPUs).
   explicit LocalWorkerPool(LocalPoolOptions options);
   // Terminates (SIGTERM, then SIGKILL after 2 s) and reaps what still runs.
   ~LocalWorkerPool();
@@ -88,8 +102,12 @@ class LocalWorkerPool {
   bool all_given_up() const;        // every slot was given up
   // The threads each worker gets.
   int threads_per_worker() const { return threads_; }
-  // The device string and CUDA_VISIBLE_DEVICES of slot i ("" = unset).
+  // The device string of slot i: "cpu" without GPUs, "cuda:0" with one GPU
+  // per worker, "cuda" (every GPU the worker sees) with several.
   std::string device_of(int slot) const;
+  // The GPUs of slot i (assigned_gpus()), and its CUDA_VISIBLE_DEVICES:
+  // them joined by ',' ("" = none: CUDA_VISIBLE_DEVICES is left as it is).
+  std::vector<std::string> gpus_of(int slot) const;
   std::string visible_devices_of(int slot) const;
 
  private:
@@ -101,6 +119,8 @@ class LocalWorkerPool {
     bool given_up = false;
   };
   void spawn(int slot);
+  // Throws the constructor's ConfigErrors about the GPU options.
+  void check_gpu_layout() const;
   std::vector<ExitedWorker> reap(bool block_briefly);
 
   LocalPoolOptions options_;
@@ -109,6 +129,18 @@ class LocalWorkerPool {
   std::vector<Slot> slots_;
   bool restarting_ = true;
 };
+
+// The GPUs of worker `slot` (0-based) among `gpus` (G entries, in order):
+// with gpus_per_worker K > 1, gpus[K*slot .. K*slot+K-1] (wrapping around
+// past the end: callers check workers * K <= G first); else, with
+// workers_per_gpu K >= 1, the one GPU gpus[(slot / K) mod G] (K = 1: round
+// robin). Empty when `gpus` is. slot must be >= 0 and both counts >= 1.
+std::vector<std::string> assigned_gpus(const std::vector<std::string>& gpus, int slot,
+                                       int gpus_per_worker, int workers_per_gpu);
+
+// CPU threads for each of `workers` workers on this machine: max(1,
+// hardware threads / workers) (all of them for workers <= 0).
+int default_threads_per_worker(int workers);
 
 // Parses a --gpus list ("0,1,3"; entries may be UUIDs). An empty string
 // gives an empty list. Each entry is a GPU index (digits) or a UUID as

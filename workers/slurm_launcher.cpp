@@ -176,7 +176,7 @@ std::string slurm_task_worker_id(const SlurmTask& task) {
 std::string auto_device() {
   const std::string visible = env_or_empty("CUDA_VISIBLE_DEVICES");
   if (visible.empty() || visible == "-1" || visible == "NoDevFiles") return "cpu";
-  return "cuda:0";
+  return visible.find(',') == std::string::npos ? "cuda:0" : "cuda";
 }
 
 SlurmLauncher::SlurmLauncher(SlurmLauncherOptions options) : options_(std::move(options)) {
@@ -184,6 +184,9 @@ SlurmLauncher::SlurmLauncher(SlurmLauncherOptions options) : options_(std::move(
     throw ConfigError("--workers", "must be >= 1 with --launcher slurm (the tasks of the step)");
   if (options_.endpoint.empty()) throw ConfigError("launcher.endpoint", "is required");
   if (options_.max_quick_exits < 1) throw ConfigError("launcher.max_quick_exits", "must be >= 1");
+  if (options_.gpus_per_task < 0)
+    throw ConfigError("--gpus-per-worker",
+                      "must be >= 1, got " + std::to_string(options_.gpus_per_task));
   require_slurm_commands();
   srun_ = find_in_path("srun");
   scancel_ = find_in_path("scancel");
@@ -199,6 +202,8 @@ SlurmLauncher::SlurmLauncher(SlurmLauncherOptions options) : options_(std::move(
 
   argv_ = {srun_, "--ntasks=" + std::to_string(options_.workers), "--job-name=" + options_.job_name,
            "--kill-on-bad-exit=0"};
+  if (options_.gpus_per_task > 0)
+    argv_.push_back("--gpus-per-task=" + std::to_string(options_.gpus_per_task));
   argv_.insert(argv_.end(), options_.slurm_args.begin(), options_.slurm_args.end());
   argv_.insert(argv_.end(), {options_.executable, "worker", "--connect", options_.endpoint});
   if (options_.keys_dir.empty())

@@ -3,7 +3,8 @@
 //
 // start() runs, as a child process of the coordinator,
 //
-//   srun --ntasks=N --job-name=NAME --kill-on-bad-exit=0 [slurm_args...]
+//   srun --ntasks=N --job-name=NAME --kill-on-bad-exit=0
+//        [--gpus-per-task=K] [slurm_args...]
 //        <executable> worker --connect ENDPOINT --keys KEYS --device auto
 //        [worker_args...]
 //
@@ -11,7 +12,8 @@
 // starts a job step of that job; elsewhere (a login node) srun asks for a
 // job of its own and waits for it. Slurm places the tasks; each task is one
 // worker, which takes its device from Slurm (`--device auto`: cuda:0 when
-// Slurm set CUDA_VISIBLE_DEVICES, e.g. with --gpus-per-task=1, else cpu)
+// Slurm set CUDA_VISIBLE_DEVICES to one GPU, e.g. with --gpus-per-task=1,
+// "cuda" (all of them) when to several, else cpu)
 // and names itself after its task (slurm_task_worker_id()).
 //
 // Ending: shutdown() waits for srun to end on its own (the coordinator told
@@ -50,6 +52,10 @@ struct SlurmLauncherOptions {
   // The workers' CURVE keys folder (a worker folder such as KEYS/worker-1,
   // on the shared filesystem). Default "": none, the workers get --insecure.
   std::string keys_dir{};
+  // GPUs of each task (`hpsearch run --gpus-per-worker K`): srun's
+  // --gpus-per-task=K, so Slurm gives each task K GPUs of its own (in
+  // CUDA_VISIBLE_DEVICES). Default 0: none asked for (slurm_args may ask).
+  int gpus_per_task = 0;
   // Extra srun options ("--partition=gpu", "--gpus-per-task=1"), after the
   // launcher's own, so that they win. Default none.
   std::vector<std::string> slurm_args{};
@@ -71,7 +77,7 @@ class SlurmLauncher {
  public:
   // Throws ConfigError("--launcher", "slurm: srun not found in PATH ...")
   // when srun, scancel or squeue is missing, and ConfigError for bad options
-  // (workers < 1, no endpoint).
+  // (workers < 1, no endpoint, gpus_per_task < 0).
   explicit SlurmLauncher(SlurmLauncherOptions options);
   // shutdown(0) if srun still runs.
   ~SlurmLauncher();
@@ -145,9 +151,11 @@ SlurmTask slurm_task_from_env();
 // The worker id of a Slurm task: "<node>:job<J>.<S>:task<P>" (the parts
 // that are known), so that `hpsearch status` shows where each worker runs.
 std::string slurm_task_worker_id(const SlurmTask& task);
-// `--device auto`: "cuda:0" when CUDA_VISIBLE_DEVICES names a device (Slurm
-// sets it per task with --gpus-per-task; hpsearch then sees its one GPU as
-// cuda:0), else "cpu".
+// `--device auto`: "cuda:0" when CUDA_VISIBLE_DEVICES names one device
+// (Slurm sets it per task with --gpus-per-task; hpsearch then sees its one
+// GPU as cuda:0), "cuda" when it names several (the worker uses them all: a
+// command objective's program sees every one; the LibTorch objectives
+// train on the first), else "cpu".
 std::string auto_device();
 
 }  // namespace hps

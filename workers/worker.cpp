@@ -44,7 +44,7 @@ void WorkerOptions::validate() const {
   if (connect.empty()) throw ConfigError("worker.connect", "is required (e.g. tcp://host:5555)");
   zmq_util::check_endpoint(connect, "worker.connect", false);
   if (device != "cpu" && device.rfind("cuda", 0) != 0)
-    throw ConfigError("worker.device", "must be 'cpu' or 'cuda:N', got '" + device + "'");
+    throw ConfigError("worker.device", "must be 'cpu', 'cuda' or 'cuda:N', got '" + device + "'");
   if (threads < 0) throw ConfigError("worker.threads", "must be >= 0 (0 = all hardware threads)");
   proto::check_heartbeat_settings(heartbeat_interval_ms, "worker.heartbeat_interval_ms", liveness,
                                   "worker.liveness");

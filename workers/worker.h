@@ -58,7 +58,9 @@ struct WorkerOptions {
   // The coordinator's endpoint ("tcp://host:5555", "ipc:///tmp/x.sock").
   // Required.
   std::string connect{};
-  // The device the objective uses: "cpu" or "cuda:N". Default "cpu".
+  // The device the objective uses: "cpu", "cuda:N", or "cuda" (every GPU
+  // the worker sees: a command objective's program gets them all, the
+  // LibTorch objectives train on the first). Default "cpu".
   std::string device = "cpu";
   // CPU threads the objective may use (ObjectiveContext::threads). Default
   // 0: all hardware threads.
