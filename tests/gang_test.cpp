@@ -259,7 +259,9 @@ TEST_F(GangTest, MixedSizesFromAParamAllFinish) {
   for (const auto& [n, size] : size_of) {
     sizes.insert(size);
     EXPECT_EQ(lines[n], size) << "trial " << n;
-    if (size > 1) EXPECT_EQ(ranks[n].size(), static_cast<std::size_t>(size)) << "trial " << n;
+    if (size > 1) {
+      EXPECT_EQ(ranks[n].size(), static_cast<std::size_t>(size)) << "trial " << n;
+    }
   }
   EXPECT_EQ(sizes, (std::multiset<int>{1, 1, 2, 2, 4, 4}));
 }

@@ -1233,7 +1233,7 @@ struct Worker::Impl : TrialBackend {
         dists.insert_or_assign(name, spec->distribution);
     Trial trial(this, a.trial_id, a.number, params, dists, proto::from_wire(a.fixed), &built->space,
                 &interrupt);
-    if (a.world_size > 1) {
+    if (a.world_size > 1 && !interrupt) {  // a stopped rank does not rendezvous
       try {
         trial.set_ranks(rendezvous(a));
       } catch (const Error& e) {
