@@ -124,13 +124,12 @@ class GangTest : public ::testing::Test {
     const std::string script = dir_.write("ddp_train.py", kDdpScript);
     Json argv = {"/usr/bin/python3", script, dir_.file("ranks.txt")};
     for (const auto& a : extra_args) argv.push_back(a);
-    const Json space = {
-        {"study", {{"name", name}, {"direction", "minimize"}}},
-        {"sampler", {{"type", "random"}, {"seed", 1}}},
-        {"budget", {{"n_trials", n_trials}}},
-        {"resources", {{"processes", processes}}},
-        {"objective", {{"type", "command"}, {"argv", argv}, {"timeout_s", 300}}},
-        {"space", {{"lr", {{"type", "float"}, {"low", 0.001}, {"high", 0.1}}}}}};
+    const Json space = {{"study", {{"name", name}, {"direction", "minimize"}}},
+                        {"sampler", {{"type", "random"}, {"seed", 1}}},
+                        {"budget", {{"n_trials", n_trials}}},
+                        {"resources", {{"processes", processes}}},
+                        {"objective", {{"type", "command"}, {"argv", argv}, {"timeout_s", 300}}},
+                        {"space", {{"lr", {{"type", "float"}, {"low", 0.001}, {"high", 0.1}}}}}};
     dir_.write("space.json", space.dump());
   }
   TempDir dir_{"gang"};
@@ -217,16 +216,16 @@ TEST_F(GangTest, KilledRankWorkerFailsAndRetriesTheWholeTrial) {
 // rank sees its trial's world size (a single-process trial: no RANK).
 TEST_F(GangTest, MixedSizesFromAParamAllFinish) {
   const std::string record = dir_.file("ranks.txt");
-  const std::string script =
-      "echo \"$HPSEARCH_TRIAL_NUMBER ${RANK:--} ${WORLD_SIZE:--} ${MASTER_PORT:--} "
-      "{nproc}\" >> " +
-      record + "; sleep 0.3; echo 'hpsearch: {\"value\": 1}'";
+  const std::string script = dir_.write(
+      "rank.sh",
+      "echo \"$HPSEARCH_TRIAL_NUMBER ${RANK:--} ${WORLD_SIZE:--} ${MASTER_PORT:--} $1\" >> " +
+          record + "\nsleep 0.3\necho 'hpsearch: {\"value\": 1}'\n");
   const Json space = {
       {"study", {{"name", "mixed"}, {"direction", "minimize"}}},
       {"sampler", {{"type", "grid"}}},
       {"budget", {{"n_trials", 6}}},
       {"resources", {{"processes", {{"param", "nproc"}}}}},
-      {"objective", {{"type", "command"}, {"argv", {"/bin/sh", "-c", script}}}},
+      {"objective", {{"type", "command"}, {"argv", {"/bin/sh", script, "{nproc}"}}}},
       {"space",
        {{"nproc", {{"type", "ordinal"}, {"values", {1, 2, 4}}}},
         {"rep", {{"type", "int"}, {"low", 0}, {"high", 1}}}}}};
