@@ -228,8 +228,8 @@ bool Coordinator::Impl::other_rank_ended(Session& s, std::int64_t number,
   }
   if (!s.holds(number) || !is_other_rank(s, number)) return false;
   Gang& g = gangs.at(number);
-  const auto rank = static_cast<std::size_t>(
-      std::find(g.rids.begin(), g.rids.end(), s.routing_id) - g.rids.begin());
+  const auto rank = static_cast<std::size_t>(std::find(g.rids.begin(), g.rids.end(), s.routing_id) -
+                                             g.rids.begin());
   if (rank < g.assigned.size()) g.assigned[rank] = false;  // nothing left to stop there
   s.release(number);
   sessions.resume_request(s);
@@ -263,7 +263,8 @@ void Coordinator::Impl::release_gang(std::int64_t number, const std::string& rea
   }
   if (!stopped.empty()) {
     released_ranks[number] = std::move(stopped);
-    while (released_ranks.size() > kMaxReleasedRemembered) released_ranks.erase(released_ranks.begin());
+    while (released_ranks.size() > kMaxReleasedRemembered)
+      released_ranks.erase(released_ranks.begin());
   }
   status_dirty = true;
 }

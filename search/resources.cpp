@@ -40,8 +40,8 @@ void check_size_param(const SearchSpace& space, const std::string& name) {
   if (d.kind() == DistributionKind::kInt) {
     if (d.low() < 1 || d.grid_high() > TrialResources::kMaxProcesses)
       throw ConfigError(field, "param '" + printable_excerpt(name) + "' must have values in " +
-                                   range + ", got [" + std::to_string(static_cast<std::int64_t>(d.low())) +
-                                   ", " +
+                                   range + ", got [" +
+                                   std::to_string(static_cast<std::int64_t>(d.low())) + ", " +
                                    std::to_string(static_cast<std::int64_t>(d.grid_high())) + "]");
     return;
   }
@@ -77,9 +77,8 @@ TrialResources TrialResources::from_json(const Json& section, const SearchSpace&
       r.processes_param = require_string(*p, path, "param");
       check_size_param(space, r.processes_param);
     } else {
-      r.processes =
-          static_cast<int>(*optional_int_in(section, kPath, "processes", 1, kMaxProcesses,
-                                            "{\"param\": NAME}"));
+      r.processes = static_cast<int>(
+          *optional_int_in(section, kPath, "processes", 1, kMaxProcesses, "{\"param\": NAME}"));
     }
   }
   if (auto t = optional_number(section, kPath, "rendezvous_timeout_s")) r.rendezvous_timeout_s = *t;
