@@ -85,9 +85,11 @@ void Coordinator::Impl::dispatch_gangs(Steady::time_point now) {
       if (!head.wait_logged && head.size > static_cast<int>(sessions.size())) {
         head.wait_logged = true;
         spdlog::warn(
-            "coordinator: trial {} needs {} processes (resources.processes) and {} workers are "
-            "connected: it waits for more workers to join",
-            head.d.trial->number, head.size, sessions.size());
+            "coordinator: trial {} needs {} processes (resources.processes) and {} connected: it "
+            "waits for more workers to join",
+            head.d.trial->number, head.size,
+            sessions.size() == 1 ? std::string("1 worker is")
+                                 : std::to_string(sessions.size()) + " workers are");
       }
       return;  // the idle workers are reserved for it
     }

@@ -23,6 +23,7 @@
 #include "search/json_util.h"
 #include "search/storage.h"
 #include "search/study.h"
+#include "tests/support/log_capture.h"
 #include "tests/support/raw_worker.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -406,6 +407,67 @@ TEST_F(GangCoordinator, ARankThatDoesNotRendezvousFailsTheTrialNamingIt) {
   EXPECT_NE(t->fail_reason.find("rank 0 on host host did not start within 0.2 s"),
             std::string::npos)
       << t->fail_reason;
+}
+
+// A trial bigger than the workers connected waits (all ranks or none),
+// saying so once, until enough workers join.
+TEST_F(GangCoordinator, ATrialBiggerThanTheConnectedWorkersWaitsForMoreToJoin) {
+  Study study = open_study();
+  testsupport::CapturedLog log(spdlog::level::warn);
+  Coordinator c(study, Json{{"type", "external"}}, options(2));
+  RawWorker w1(ctx_, c.endpoint(), "w1");
+  w1.send(proto::RequestTrial{});
+  EXPECT_FALSE(w1.await<proto::Assignment>(c, 0.5));
+  EXPECT_NE(log.text().find("trial 0 needs 2 processes (resources.processes) and 1 worker is "
+                            "connected: it waits for more workers to join"),
+            std::string::npos)
+      << log.text();
+  RawWorker w2(ctx_, c.endpoint(), "w2");
+  w2.send(proto::RequestTrial{});
+  auto a0 = w1.await<proto::Assignment>(c);
+  ASSERT_TRUE(a0);
+  EXPECT_EQ(a0->rank, 0);
+  EXPECT_EQ(a0->world_size, 2);
+}
+
+// Sizes from a param: the oldest trial that does not fit reserves the
+// idle workers; a smaller trial behind it does not take them (no
+// starvation), and the big one starts once enough are idle.
+TEST_F(GangCoordinator, TheOldestTrialThatDoesNotFitReservesTheIdleWorkers) {
+  StudyOptions o;
+  o.sampler = std::make_shared<RandomSampler>(3);
+  o.space =
+      SearchSpace::from_json(Json::parse(R"({"nproc": {"type": "int", "low": 1, "high": 2}})"));
+  Study study = Study::load_if_exists(open_storage(dir_.file("sizes.db")), "sizes",
+                                      StudyDirection::kMinimize, std::move(o));
+  study.enqueue_trial(Params{{"nproc", Json(1)}});  // trial 0
+  study.enqueue_trial(Params{{"nproc", Json(2)}});  // trial 1
+  study.enqueue_trial(Params{{"nproc", Json(1)}});  // trial 2
+  CoordinatorOptions co;
+  co.resources.processes_param = "nproc";
+  co.n_trials = 3;
+  Coordinator c(study, Json{{"type", "external"}}, co);
+  RawWorker w1(ctx_, c.endpoint(), "w1");
+  RawWorker w2(ctx_, c.endpoint(), "w2");
+  auto t0 = w1.request(c);
+  ASSERT_TRUE(t0);
+  EXPECT_EQ(t0->number, 0);
+  EXPECT_EQ(t0->world_size, 1);
+  // w2 is idle, but trial 1 (2 ranks) is the oldest waiting: trial 2 (1
+  // rank) does not start on w2.
+  EXPECT_FALSE(w2.request(c, 0.5));
+  w1.send(proto::Complete{0, false, 1.0, ""});
+  w1.send(proto::RequestTrial{});
+  auto t1 = w2.await<proto::Assignment>(c);  // w2 asked first: rank 0
+  ASSERT_TRUE(t1);
+  EXPECT_EQ(t1->number, 1);
+  EXPECT_EQ(t1->rank, 0);
+  EXPECT_EQ(t1->world_size, 2);
+  w2.send(proto::RankReady{1, 0, "host", 23456});
+  auto r1 = w1.await<proto::Assignment>(c);
+  ASSERT_TRUE(r1);
+  EXPECT_EQ(r1->number, 1);
+  EXPECT_EQ(r1->rank, 1);
 }
 
 }  // namespace
