@@ -470,5 +470,28 @@ TEST_F(GangCoordinator, TheOldestTrialThatDoesNotFitReservesTheIdleWorkers) {
   EXPECT_EQ(r1->rank, 1);
 }
 
+// Rank 0 pruned (or done) first: the other rank is told to stop, and its
+// result that crossed the StopTrial is dropped quietly.
+TEST_F(GangCoordinator, RankZeroEndingFirstStopsTheOtherRanks) {
+  Study study = open_study();
+  Coordinator c(study, Json{{"type", "external"}}, options(2));
+  RawWorker w1(ctx_, c.endpoint(), "w1");
+  RawWorker w2(ctx_, c.endpoint(), "w2");
+  proto::Assignment a0 = start_two(c, w1, w2);
+  w1.send(proto::RankReady{a0.number, 0, "host", 23456});
+  ASSERT_TRUE(w2.await<proto::Assignment>(c));
+  w1.send(proto::Report{a0.number, 0, 5.0});
+  ASSERT_TRUE(w1.await<proto::Decision>(c));
+  w1.send(proto::Complete{a0.number, true, std::nullopt, ""});
+  auto stop = w2.await<proto::StopTrial>(c);
+  ASSERT_TRUE(stop);
+  EXPECT_EQ(stop->number, a0.number);
+  w2.send(proto::Complete{a0.number, false, 1.0, ""});
+  for (int i = 0; i < 20; ++i) c.step(10);
+  auto t = study.storage().get_trial_by_number(study.study_id(), a0.number);
+  EXPECT_EQ(t->state, TrialState::kPruned);
+  EXPECT_EQ(c.stats().rejected_results, 0);
+}
+
 }  // namespace
 }  // namespace hps
