@@ -314,6 +314,14 @@ CoordinatorOptions coordinator_options(const StudyConfig& config, const RunOptio
                           std::to_string(o.workers) + " starts only " + std::to_string(o.workers) +
                           " and no other worker can join (no --bind)" + ": use --workers " +
                           std::to_string(most) + " or more, or fewer processes");
+  // A persistent program starts before any trial: it cannot get a rank's
+  // environment (RANK, MASTER_PORT, ...), which differs per trial.
+  if (co.resources.max_size(config.space) > 1 && config.objective.is_object() &&
+      config.objective.value("mode", Json()) == Json("persistent"))
+    throw ConfigError("resources.processes",
+                      "multi-process trials need a program per trial: remove \"mode\": "
+                      "\"persistent\" from the objective (its program starts before the "
+                      "trials and cannot get each rank's RANK and MASTER_PORT)");
   // artifacts.path (a folder every worker reaches), relative to the store's
   // folder; else <study>.logs/checkpoints beside the store.
   if (!co.artifacts.path.empty())

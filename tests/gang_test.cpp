@@ -280,6 +280,16 @@ TEST_F(GangTest, MoreProcessesThanWorkersIsRefusedAtStart) {
   EXPECT_NE(run.err.find("resources.processes"), std::string::npos) << run.err;
   EXPECT_NE(run.err.find("--workers 2"), std::string::npos) << run.err;
   EXPECT_FALSE(std::filesystem::exists(dir_.file("big.db")));
+  // A persistent program cannot get each trial's rank environment.
+  Json persistent = space;
+  persistent["resources"]["processes"] = 2;
+  persistent["objective"]["mode"] = "persistent";
+  dir_.write("space.json", persistent.dump());
+  ProcessResult refused = cli({"run", "space.json", "--workers", "2"});
+  EXPECT_EQ(refused.exit_code, 2) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("resources.processes: multi-process trials need a program per trial"),
+            std::string::npos)
+      << refused.err;
 }
 
 // ---- the coordinator's side, with workers that speak the protocol by hand
