@@ -28,6 +28,7 @@
 #include "protocol/zmq_util.h"
 #include "search/printable.h"
 #include "search/private_files.h"
+#include "search/resources.h"
 #include "search/storage.h"
 #include "search/study.h"
 #include "search/study_diff.h"
@@ -419,6 +420,24 @@ CoordinatorOptions coordinator_options(const StudyConfig& config, const RunOptio
   co.max_workers = o.max_workers;
   // The local workers' (and a shared-folder Slurm step's) checkpoint folders.
   co.artifacts = checkpoints::ArtifactOptions::from_json(config.artifacts);
+  // Multi-process trials: a trial bigger than the pool could never start.
+  co.resources = TrialResources::from_json(config.resources, config.space);
+  if (const int most = co.resources.max_size(config.space);
+      most > o.workers && o.workers > 0 && !bind)
+    throw ConfigError("resources.processes",
+                      "a trial may need " + std::to_string(most) +
+                          " processes, each on its own worker, but --workers " +
+                          std::to_string(o.workers) + " starts only " + std::to_string(o.workers) +
+                          " and no other worker can join (no --bind)" + ": use --workers " +
+                          std::to_string(most) + " or more, or fewer processes");
+  // A persistent program starts before any trial: it cannot get a rank's
+  // environment (RANK, MASTER_PORT, ...), which differs per trial.
+  if (co.resources.max_size(config.space) > 1 && config.objective.is_object() &&
+      config.objective.value("mode", Json()) == Json("persistent"))
+    throw ConfigError("resources.processes",
+                      "multi-process trials need a program per trial: remove \"mode\": "
+                      "\"persistent\" from the objective (its program starts before the "
+                      "trials and cannot get each rank's RANK and MASTER_PORT)");
   // artifacts.path (a folder every worker reaches), relative to the store's
   // folder; else <study>.logs/checkpoints beside the store.
   if (!co.artifacts.path.empty())

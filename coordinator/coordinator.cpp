@@ -23,6 +23,7 @@ void CoordinatorOptions::validate() const {
                                      liveness, "coordinator.liveness");
   require_at_least("coordinator.max_retries", max_retries, 0);
   artifacts.validate();
+  resources.validate();
   if (n_trials && *n_trials < 0) throw ConfigError("coordinator.n_trials", "must be >= 0");
   if (timeout_s && !(*timeout_s >= 0))
     throw ConfigError("coordinator.timeout_s", "must be >= 0 (seconds)");
@@ -86,6 +87,12 @@ Coordinator::Impl::Impl(Study s, Json objective_config, CoordinatorOptions o)
       mirror(storage, study_id, direction, study.name()),
       source(study, mirror, space),
       limits(options, Steady::now()) {
+  if (!options.resources.processes_param.empty() && !space.find(options.resources.processes_param))
+    throw ConfigError("resources.processes.param",
+                      "names no param of the study's space, got '" +
+                          printable_excerpt(options.resources.processes_param) + "'");
+  max_trial_size = options.resources.max_size(space);
+  gang_mode = max_trial_size > 1;
   writer_lock.set_endpoint(transport.endpoint());
   take_over();
   int stale = study.fail_stale_trials("coordinator restarted", true);
@@ -139,6 +146,7 @@ bool Coordinator::Impl::writes_due(Steady::time_point now, bool may_expire) {
   if (!is_done) {
     const RunProgress p = progress();
     if (sessions.has_waiters() && limits.can_dispatch(now, sessions.waiter_count(), p)) return true;
+    if (rendezvous_open()) return true;  // a rendezvous may time out
     if (!limits.done_reason(now, p).empty()) return true;
   }
   return status_dirty &&
@@ -252,6 +260,8 @@ void Coordinator::Impl::handle(const Transport::Incoming& in, Steady::time_point
           on_artifact_get(s, m);
         } else if constexpr (std::is_same_v<T, proto::Restored>) {
           on_restored(s, m);
+        } else if constexpr (std::is_same_v<T, proto::RankReady>) {
+          on_rank_ready(s, m);
         } else {
           bad_frame(in.rid, proto::to_string(proto::type_of(message)) + " is not a worker message");
         }

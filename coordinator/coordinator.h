@@ -62,6 +62,7 @@
 #include <vector>
 
 #include "search/checkpoints.h"
+#include "search/resources.h"
 #include "search/study.h"
 
 namespace hps {
@@ -134,6 +135,12 @@ struct CoordinatorOptions {
   // no lineage, so workers give trials no checkpoint folder), retention
   // and the snapshot size limit.
   checkpoints::ArtifactOptions artifacts{};
+  // space.json's "resources" (search/resources.h): the processes (ranks)
+  // of each trial, gang scheduled on that many workers (docs
+  // "Multi-process trials"). Default: one process per trial. A
+  // processes_param must name a param of the study's space
+  // (ConfigError("resources.processes.param") otherwise).
+  TrialResources resources{};
 
   // ---- Trust (CurveZMQ + ZAP, ZeroMQ RFC 26/27; README "Security").
   // A keys folder made by `hpsearch keys init`: coordinator.secret and

@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -161,7 +162,69 @@ struct Coordinator::Impl {
 
   // ---- dispatch.cpp: trials to idle workers; the end of the study
   void dispatch(Steady::time_point now);
-  void send_assignment(Session& s, const TrialSource::Dispatch& d);
+  // Where a rank of a multi-process trial stands (Assignment's rank fields).
+  struct RankPlace {
+    int rank = 0;
+    int world_size = 1;
+    int local_rank = 0;
+    int local_world_size = 1;
+    int group_rank = 0;
+    std::string master_addr;
+    std::uint16_t master_port = 0;
+  };
+  // Sends trial d to `s` (its lease); `place`: the rank it runs of a
+  // multi-process trial (nullptr: a single-process trial). Only rank 0
+  // gets the lineage (its checkpoint folder is the trial's).
+  void send_assignment(Session& s, const TrialSource::Dispatch& d,
+                       const RankPlace* place = nullptr);
+
+  // ---- gangs.cpp: multi-process trials (search/resources.h), gang
+  // scheduled. A trial of size N takes N idle workers at once: rank 0 is
+  // assigned first, picks a rendezvous port and says RankReady; then the
+  // other ranks are assigned with MASTER_ADDR/MASTER_PORT. The policy is
+  // in gangs.cpp and docs "Multi-process trials".
+  struct Gang {
+    TrialSource::Dispatch d;
+    std::vector<std::string> rids;  // routing id of each rank's worker
+    std::vector<RankPlace> places;  // by rank
+    std::vector<bool> assigned;     // its Assignment was sent
+    std::vector<bool> ready;        // it said RankReady
+    Steady::time_point started;     // rank 0's assignment
+    std::string rank_failure;       // the first failure another rank reported
+  };
+  // A trial taken from the source (RUNNING in the store, in `running` with
+  // no routing id) that waits for `size` idle workers.
+  struct PendingTrial {
+    TrialSource::Dispatch d;
+    int size = 1;
+    bool wait_logged = false;
+  };
+  bool gang_mode = false;              // a trial may have more than one rank
+  int max_trial_size = 1;              // TrialResources::max_size of the space
+  std::map<std::int64_t, Gang> gangs;  // running multi-process trials
+  std::deque<PendingTrial> pending;    // oldest first
+  // Ranks released from a trial before their own result came (the trial
+  // ended, or they finished after rank 0): that result is dropped quietly.
+  std::map<std::int64_t, std::vector<std::string>> released_ranks;
+  void dispatch_gangs(Steady::time_point now);
+  std::vector<Session*> choose_ranks(const std::vector<Session*>& idle, int size) const;
+  void start_gang(PendingTrial p, const std::vector<Session*>& ranks, Steady::time_point now);
+  void on_rank_ready(Session& s, const protocol::RankReady& m);
+  // A Complete/Fail (fail_message: the Fail's text; nullptr for a
+  // Complete) from a worker that is not rank 0 of trial `number`, or one
+  // released from it already: handled (true) without ending the trial.
+  bool other_rank_ended(Session& s, std::int64_t number, const std::string* fail_message);
+  bool is_other_rank(const Session& s, std::int64_t number) const;
+  // Ends the other ranks of trial `number` (its end is stored): a StopTrial
+  // to each rank's worker that runs it, a released reservation for those
+  // not yet assigned. No-op for a single-process trial.
+  void release_gang(std::int64_t number, const std::string& reason);
+  // " (rank R of N on host H)" for `rid`'s rank of trial `number`, or "".
+  std::string rank_note(std::int64_t number, const std::string& rid) const;
+  // Trials whose ranks did not all start within rendezvous_timeout_s: FAIL.
+  void check_rendezvous(Steady::time_point now);
+  bool rendezvous_open() const;
+  void forget_pending(std::int64_t number);
   void check_done(Steady::time_point now);
   void finish(const std::string& why, bool stop_trials);
 

@@ -10,6 +10,10 @@ namespace hps {
 namespace proto = hps::protocol;
 
 void Coordinator::Impl::dispatch(Steady::time_point now) {
+  if (gang_mode) {
+    dispatch_gangs(now);  // gangs.cpp
+    return;
+  }
   while (sessions.has_waiters() && limits.can_dispatch(now, sessions.waiter_count(), progress())) {
     Session* s = sessions.next_waiter();
     if (!s) break;
@@ -34,7 +38,8 @@ void Coordinator::Impl::dispatch(Steady::time_point now) {
   }
 }
 
-void Coordinator::Impl::send_assignment(Session& s, const TrialSource::Dispatch& d) {
+void Coordinator::Impl::send_assignment(Session& s, const TrialSource::Dispatch& d,
+                                        const RankPlace* place) {
   const TrialPtr& t = d.trial;
   proto::Assignment a;
   a.trial_id = t->trial_id;
@@ -49,13 +54,26 @@ void Coordinator::Impl::send_assignment(Session& s, const TrialSource::Dispatch&
     if (options.checkpoint_root.size() <= proto::kMaxStoreRootBytes)
       a.store_root = options.checkpoint_root;
   }
+  if (place) {
+    a.rank = place->rank;
+    a.world_size = place->world_size;
+    a.local_rank = place->local_rank;
+    a.local_world_size = place->local_world_size;
+    a.group_rank = place->group_rank;
+    a.master_addr = place->master_addr;
+    a.master_port = place->master_port;
+    if (place->rank != 0) {  // only rank 0's checkpoint folder is the trial's
+      a.lineage = -1;
+      a.resume_step = -1;
+    }
+  }
   if (!s.config_sent) {
     a.config_json = config_json;
     s.config_sent = true;
   }
   s.wants_trial = false;
-  s.trials.push_back(t->number);
-  running[t->number] = s.routing_id;
+  if (!s.holds(t->number)) s.trials.push_back(t->number);
+  if (!place || place->rank == 0) running[t->number] = s.routing_id;
   status_dirty = true;
   send(s, a);
 }

@@ -13,6 +13,7 @@ namespace hps {
 // After the store marked the trial finished: bookkeeping.
 void Coordinator::Impl::end_trial(Session& s, std::int64_t number) {
   s.release(number);
+  release_gang(number, "the trial ended");  // a multi-process trial's other ranks
   sessions.resume_request(s);
   running.erase(number);
   ended.push_back(mirror.refresh(number));
@@ -72,6 +73,8 @@ void Coordinator::Impl::record_checkpoint(std::int64_t number, std::int64_t step
 void Coordinator::Impl::end_lost_trial(std::int64_t number, const std::string& reason,
                                        lifecycle::RetryCause cause, bool always_retry) {
   running.erase(number);
+  forget_pending(number);
+  release_gang(number, reason);  // a multi-process trial ends on every rank
   const FrozenTrial& t = mirror.at(number);
   if (!storage.set_trial_state(t.trial_id, TrialState::kFail, std::nullopt, reason)) return;
   mirror.refresh(number);
@@ -104,7 +107,8 @@ void Coordinator::Impl::expire(Session& s, const std::string& why) {
     spdlog::debug("coordinator: worker {} left: {}", s.name, why);
   else
     spdlog::warn("coordinator: worker {} ({}) lost: {}", s.name, s.device_text(), why);
-  for (const std::int64_t number : s.take_trials()) end_lost_trial(number, "worker lost");
+  for (const std::int64_t number : s.take_trials())
+    end_lost_trial(number, "worker lost" + rank_note(number, s.routing_id));
   std::string rid = s.routing_id;
   sessions.expire(rid);  // `s` is gone from here on
   status_dirty = true;
@@ -112,6 +116,7 @@ void Coordinator::Impl::expire(Session& s, const std::string& why) {
 }
 
 void Coordinator::Impl::heartbeats_and_expiry(Steady::time_point now, bool may_expire) {
+  if (may_expire && !gangs.empty()) check_rendezvous(now);
   const auto interval = std::chrono::milliseconds(options.heartbeat_interval_ms);
   const auto timeout = interval * options.liveness;
   std::vector<std::string> dead;

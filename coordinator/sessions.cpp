@@ -9,6 +9,11 @@ Session* SessionTable::find(const std::string& rid) {
   return it == sessions_.end() ? nullptr : &it->second;
 }
 
+const Session* SessionTable::find(const std::string& rid) const {
+  auto it = sessions_.find(rid);
+  return it == sessions_.end() ? nullptr : &it->second;
+}
+
 Session& SessionTable::add(Session s) {
   std::string rid = s.routing_id;
   return sessions_[rid] = std::move(s);
@@ -50,6 +55,20 @@ Session* SessionTable::next_waiter() {
     idle_.pop_front();
   }
   return nullptr;
+}
+
+std::vector<Session*> SessionTable::idle_sessions() {
+  std::vector<Session*> out;
+  std::deque<std::string> kept;
+  for (const std::string& rid : idle_) {
+    Session* s = find(rid);
+    if (!s || !s->wants_trial || s->stopping) continue;
+    if (std::find(kept.begin(), kept.end(), rid) != kept.end()) continue;
+    kept.push_back(rid);
+    if (!s->request_deferred && !s->busy()) out.push_back(s);
+  }
+  idle_ = std::move(kept);
+  return out;
 }
 
 std::vector<std::string> SessionTable::silent(Clock::time_point now,

@@ -79,6 +79,7 @@ class SessionTable {
   std::size_t size() const { return sessions_.size(); }
   // The session of `rid`, or nullptr.
   Session* find(const std::string& rid);
+  const Session* find(const std::string& rid) const;
   // Adds (or replaces) the session of s.routing_id.
   Session& add(Session s);
   // Forgets the session of `rid` and remembers it as expired.
@@ -94,6 +95,11 @@ class SessionTable {
   // The next session waiting for a trial that still wants one and has
   // room for it, or nullptr; pop_waiter() removes it from the queue.
   Session* next_waiter();
+  // The sessions waiting for a trial that run none (not busy: a worker
+  // that prefetches is left out while it runs one), in request order, each
+  // once; the queue is trimmed of sessions that no longer want one. For
+  // gang scheduling (multi-process trials), which takes several at once.
+  std::vector<Session*> idle_sessions();
   void pop_waiter() { idle_.pop_front(); }
   void clear_waiters() { idle_.clear(); }
   bool has_waiters() const { return !idle_.empty(); }

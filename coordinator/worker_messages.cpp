@@ -57,6 +57,7 @@ void Coordinator::Impl::on_unknown_session(const std::string& rid, const proto::
   if (auto* f = std::get_if<proto::Fail>(&message)) number = f->number;
   if (auto* r = std::get_if<proto::Report>(&message)) number = r->number;
   if (auto* r = std::get_if<proto::Restored>(&message)) number = r->number;
+  if (auto* r = std::get_if<proto::RankReady>(&message)) number = r->number;
   if (number) {
     ++counters.rejected_results;
     if (late_log.allow(Steady::now()))
@@ -275,6 +276,11 @@ void Coordinator::Impl::on_report(Session& s, const proto::Report& m) {
   proto::Decision d;
   d.number = m.number;
   d.step = m.step;
+  if (is_other_rank(s, m.number)) {  // only rank 0 reports for a multi-process trial
+    d.stored = false;
+    send(s, d);
+    return;
+  }
   if (!owns(s, m.number, "Report")) {
     d.stored = false;
     d.prune = true;  // end it soon; its result will be rejected
@@ -340,6 +346,7 @@ void Coordinator::Impl::set_user_attrs(const FrozenTrial& t, const std::string& 
 }
 
 void Coordinator::Impl::on_complete(Session& s, const proto::Complete& m) {
+  if (other_rank_ended(s, m.number, nullptr)) return;  // not rank 0's: not the trial's result
   if (!owns(s, m.number, "Complete")) return;
   const FrozenTrial& t = mirror.at(m.number);
   set_user_attrs(t, m.user_attrs_json);
@@ -360,7 +367,8 @@ void Coordinator::Impl::on_leaving(Session& s, const proto::Disconnect& m) {
   const std::string why = m.reason.empty() ? std::string("stopping") : printable(m.reason);
   spdlog::info("coordinator: worker {} left: {}", s.name, why);
   for (const std::int64_t number : s.take_trials())
-    end_lost_trial(number, "worker stopped: " + why, lifecycle::RetryCause::kWorkerStopped);
+    end_lost_trial(number, "worker stopped" + rank_note(number, s.routing_id) + ": " + why,
+                   lifecycle::RetryCause::kWorkerStopped);
   std::string rid = s.routing_id;
   sessions.expire(rid);  // `s` is gone from here on
   status_dirty = true;
@@ -368,14 +376,17 @@ void Coordinator::Impl::on_leaving(Session& s, const proto::Disconnect& m) {
 }
 
 void Coordinator::Impl::on_fail(Session& s, const proto::Fail& m) {
-  if (!owns(s, m.number, "Fail")) return;
-  const FrozenTrial& t = mirror.at(m.number);
-  set_user_attrs(t, m.user_attrs_json);
   // The worker's text: bytes that are not UTF-8 could not be stored (the
   // store refuses them, and that would stop the run).
   const std::string text = valid_utf8(m.message);
+  // Another rank's program failed: remembered; rank 0's result decides. A
+  // rank whose worker is stopping is lost (below: the trial ends).
+  if (m.reason == proto::Fail::Reason::kException && other_rank_ended(s, m.number, &text)) return;
+  if (!owns(s, m.number, "Fail")) return;
+  const FrozenTrial& t = mirror.at(m.number);
+  if (!is_other_rank(s, m.number)) set_user_attrs(t, m.user_attrs_json);
   if (m.reason == proto::Fail::Reason::kInterrupted) {
-    std::string reason = "worker stopped";
+    std::string reason = "worker stopped" + rank_note(m.number, s.routing_id);
     if (!text.empty()) reason += ": " + text;
     // The worker is leaving (its Disconnect follows): the trial queued
     // again here, and any other, goes to another worker.
@@ -387,6 +398,8 @@ void Coordinator::Impl::on_fail(Session& s, const proto::Fail& m) {
     return;
   }
   std::string message = text.empty() ? "objective raised an exception" : text;
+  if (auto g = gangs.find(m.number); g != gangs.end() && !g->second.rank_failure.empty())
+    message += "; " + g->second.rank_failure;
   storage.set_trial_state(t.trial_id, TrialState::kFail, std::nullopt, message);
   end_trial(s, m.number);
 }

@@ -55,10 +55,10 @@ constexpr std::chrono::milliseconds kOutsideSignalWait{500};
 
 // Environment variables that hpsearch sets itself.
 const std::vector<std::string>& reserved_env() {
-  static const std::vector<std::string> names = {"HPSEARCH_PARAMS",         "HPSEARCH_TRIAL_NUMBER",
-                                                 "HPSEARCH_STUDY",          "HPSEARCH_THREADS",
-                                                 "HPSEARCH_MODE",           "CUDA_VISIBLE_DEVICES",
-                                                 "HPSEARCH_CHECKPOINT_DIR", "HPSEARCH_RESUME_STEP"};
+  static const std::vector<std::string> names = {
+      "HPSEARCH_PARAMS", "HPSEARCH_TRIAL_NUMBER", "HPSEARCH_STUDY",          "HPSEARCH_THREADS",
+      "HPSEARCH_MODE",   "CUDA_VISIBLE_DEVICES",  "HPSEARCH_CHECKPOINT_DIR", "HPSEARCH_RESUME_STEP",
+      "HPSEARCH_RANK",   "HPSEARCH_WORLD_SIZE"};
   return names;
 }
 
@@ -507,6 +507,20 @@ std::vector<std::string> build_env(const CommandConfig& c, const ObjectiveContex
     env.erase("HPSEARCH_RESUME_STEP");
     if (!trial->checkpoint_dir().empty()) env["HPSEARCH_CHECKPOINT_DIR"] = trial->checkpoint_dir();
     if (trial->resume_step()) env["HPSEARCH_RESUME_STEP"] = std::to_string(*trial->resume_step());
+    // Multi-process trials: the torchrun environment contract, so a script
+    // that calls torch.distributed.init_process_group() (env://) runs
+    // unchanged. A single-process trial's environment is left as it is.
+    if (const auto& r = trial->ranks()) {
+      env["RANK"] = std::to_string(r->rank);
+      env["WORLD_SIZE"] = std::to_string(r->world_size);
+      env["LOCAL_RANK"] = std::to_string(r->local_rank);
+      env["LOCAL_WORLD_SIZE"] = std::to_string(r->local_world_size);
+      env["GROUP_RANK"] = std::to_string(r->group_rank);
+      env["MASTER_ADDR"] = r->master_addr;
+      env["MASTER_PORT"] = std::to_string(r->master_port);
+      env["HPSEARCH_RANK"] = std::to_string(r->rank);
+      env["HPSEARCH_WORLD_SIZE"] = std::to_string(r->world_size);
+    }
   } else {
     env["HPSEARCH_MODE"] = "persistent";
   }
@@ -549,17 +563,26 @@ std::string quote(const std::string& arg) {
   return out + "'";
 }
 
-// <log_dir>/trial-<number>.log, opened close-on-exec; a no-op without a dir.
+// "" for a single-process trial and rank 0 of a multi-process one, else
+// ".rank-<R>": the other ranks' log and folder sit beside rank 0's
+// (trial-<number>.rank-<R>.log), so that ranks on one host do not mix.
+std::string rank_suffix(const Trial& trial) {
+  const auto& r = trial.ranks();
+  return r && r->rank != 0 ? ".rank-" + std::to_string(r->rank) : "";
+}
+
+// <log_dir>/trial-<number><suffix>.log, opened close-on-exec; a no-op without a dir.
 // At most `max_bytes` of the program's lines are written (one note says
 // where the log was cut); hpsearch's own notes may go kLogNoteReserveBytes
 // further, so the end of the trial (exit status) is still recorded.
 class TrialLog {
  public:
-  TrialLog(const std::string& log_dir, std::int64_t number, std::int64_t max_bytes)
+  TrialLog(const std::string& log_dir, std::int64_t number, std::int64_t max_bytes,
+           const std::string& suffix = "")
       : max_bytes_(max_bytes) {
     if (log_dir.empty()) return;
-    path_ =
-        (std::filesystem::path(log_dir) / ("trial-" + std::to_string(number) + ".log")).string();
+    path_ = (std::filesystem::path(log_dir) / ("trial-" + std::to_string(number) + suffix + ".log"))
+                .string();
     // Owner-only (search/private_files.h): the output may show the env. A
     // folder another user owns or can write (a <study>.logs made beforehand
     // in a shared folder) could hold their file, which the output would be
@@ -1020,7 +1043,8 @@ Supervised supervise(const CommandConfig& c, Trial& trial, ChildProcess& child, 
 // a log folder a fresh one in the temporary folder, removed with this object.
 class TrialDir {
  public:
-  TrialDir(const CommandConfig& c, const ObjectiveContext& ctx, std::int64_t number) {
+  TrialDir(const CommandConfig& c, const ObjectiveContext& ctx, std::int64_t number,
+           const std::string& suffix = "") {
     if (!c.uses_trial_dir) return;
     if (ctx.log_dir.empty()) {
       const char* tmp = std::getenv("TMPDIR");
@@ -1036,7 +1060,7 @@ class TrialDir {
     // Absolute: the program may run in another folder (objective.cwd) than
     // the worker, whose folder a relative log folder is relative to.
     path_ = std::filesystem::absolute(std::filesystem::path(ctx.log_dir) /
-                                      ("trial-" + std::to_string(number)))
+                                      ("trial-" + std::to_string(number) + suffix))
                 .lexically_normal()
                 .string();
     // <study>.logs, then its trial-<number>, each made 0700 if missing; one
@@ -1118,12 +1142,12 @@ struct MetricAttrsOnExit {
 
 double run_trial(const CommandConfig& c, const ObjectiveContext& ctx, Trial& trial) {
   const auto started = std::chrono::system_clock::now();
-  TrialDir trial_dir(c, ctx, trial.number());
+  TrialDir trial_dir(c, ctx, trial.number(), rank_suffix(trial));
   std::vector<std::string> argv =
       expand_argv(c, trial.params(), trial_dir.path(), trial.checkpoint_dir());
   SpawnOptions spawn{argv, c.cwd, build_env(c, ctx, &trial, trial_dir.path())};
 
-  TrialLog log(ctx.log_dir, trial.number(), c.log_max_bytes);
+  TrialLog log(ctx.log_dir, trial.number(), c.log_max_bytes, rank_suffix(trial));
   log_command_line(log, trial.number(), argv, c.cwd);
   if (!c.cwd.empty()) {
     std::error_code ec;
@@ -1311,7 +1335,7 @@ std::optional<double> persistent_attempt(const CommandConfig& c, const Objective
   }
   log.flush();
   const auto started = std::chrono::system_clock::now();
-  TrialDir trial_dir(c, ctx, trial.number());
+  TrialDir trial_dir(c, ctx, trial.number(), rank_suffix(trial));
   const std::string metrics_file = trial_metrics_file(c, trial, trial_dir, log);
   Tail tail;
   ProgramOutput output(trial, log, tail, c, ctx, metrics_file, started);
@@ -1368,7 +1392,7 @@ double run_persistent_trial(const CommandConfig& c, const ObjectiveContext& ctx,
     std::unique_ptr<PersistentProgram> program;
     ~Lease() { pool.give_back(std::move(program)); }
   } lease{pool, pool.take()};
-  TrialLog log(ctx.log_dir, trial.number(), c.log_max_bytes);
+  TrialLog log(ctx.log_dir, trial.number(), c.log_max_bytes, rank_suffix(trial));
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (std::optional<double> value = persistent_attempt(c, ctx, trial, *lease.program, log))
       return *value;

@@ -233,8 +233,20 @@ void serialize(A& ar, Assignment& m, std::uint32_t const version) {
   ar(m.lineage, m.resume_step);
   field_string(ar, m.store_id);
   field_string(ar, m.store_root);
+  ar(m.rank, m.world_size, m.local_rank, m.local_world_size, m.group_rank);
+  field_string(ar, m.master_addr);
+  ar(m.master_port);
   if constexpr (kLoading<A>) {
     if (m.number < 0) throw ProtocolError("Assignment: trial number must be >= 0");
+    if (m.world_size < 1 || m.world_size > kMaxWorldSize || m.rank < 0 || m.rank >= m.world_size ||
+        m.local_world_size < 1 || m.local_world_size > m.world_size || m.local_rank < 0 ||
+        m.local_rank >= m.local_world_size || m.group_rank < 0 || m.group_rank >= m.world_size)
+      throw ProtocolError(
+          "Assignment: rank, world_size, local_rank, local_world_size or "
+          "group_rank out of range");
+    if (m.master_addr.size() > kMaxHostBytes)
+      throw ProtocolError("Assignment.master_addr: at most " + std::to_string(kMaxHostBytes) +
+                          " bytes");
     if (m.lineage < -1 || m.resume_step < -1)
       throw ProtocolError("Assignment: lineage and resume_step must be >= -1");
     if (m.store_id.size() > kMaxStoreIdBytes || m.store_root.size() > kMaxStoreRootBytes)
@@ -321,6 +333,31 @@ void serialize(A& ar, Restored& m, std::uint32_t const version) {
 }
 
 template <class A>
+void serialize(A& ar, RankReady& m, std::uint32_t const version) {
+  check_version(version, "RankReady");
+  ar(m.number, m.rank);
+  field_string(ar, m.addr);
+  ar(m.port);
+  if constexpr (kLoading<A>) {
+    if (m.number < 0) throw ProtocolError("RankReady: trial number must be >= 0");
+    if (m.rank < 0 || m.rank >= kMaxWorldSize)
+      throw ProtocolError("RankReady.rank: must be in [0, " + std::to_string(kMaxWorldSize) +
+                          "), got " + std::to_string(m.rank));
+    if (m.addr.size() > kMaxHostBytes)
+      throw ProtocolError("RankReady.addr: at most " + std::to_string(kMaxHostBytes) + " bytes");
+  }
+}
+
+template <class A>
+void serialize(A& ar, StopTrial& m, std::uint32_t const version) {
+  check_version(version, "StopTrial");
+  ar(m.number);
+  field_string(ar, m.reason);
+  if constexpr (kLoading<A>)
+    if (m.number < 0) throw ProtocolError("StopTrial: trial number must be >= 0");
+}
+
+template <class A>
 void serialize(A&, Heartbeat&, std::uint32_t const version) {
   check_version(version, "Heartbeat");
 }
@@ -397,6 +434,8 @@ CEREAL_CLASS_VERSION(hps::protocol::ArtifactPutReply, 1)
 CEREAL_CLASS_VERSION(hps::protocol::ArtifactGet, 1)
 CEREAL_CLASS_VERSION(hps::protocol::ArtifactGetReply, 1)
 CEREAL_CLASS_VERSION(hps::protocol::Restored, 1)
+CEREAL_CLASS_VERSION(hps::protocol::RankReady, 1)
+CEREAL_CLASS_VERSION(hps::protocol::StopTrial, 1)
 CEREAL_CLASS_VERSION(hps::protocol::Value, 1)
 CEREAL_CLASS_VERSION(hps::protocol::NamedValue, 1)
 CEREAL_CLASS_VERSION(hps::protocol::Hello, 1)
@@ -418,7 +457,7 @@ namespace hps::protocol {
 namespace {
 
 constexpr std::uint16_t kFirstType = 1;
-constexpr std::uint16_t kLastType = 18;
+constexpr std::uint16_t kLastType = 20;
 
 void put_u16(std::string& out, std::uint16_t v) {
   out.push_back(static_cast<char>(v & 0xff));
@@ -487,7 +526,7 @@ std::string to_string(MessageType type) {
       "Hello",       "Welcome",          "Disconnect", "RequestTrial", "Assignment",
       "Suggest",     "SuggestReply",     "Report",     "Decision",     "Complete",
       "Fail",        "Heartbeat",        "Shutdown",   "ArtifactPut",  "ArtifactPutReply",
-      "ArtifactGet", "ArtifactGetReply", "Restored"};
+      "ArtifactGet", "ArtifactGetReply", "Restored",   "RankReady",    "StopTrial"};
   auto n = static_cast<std::uint16_t>(type);
   if (n >= kFirstType && n <= kLastType) return kNames[n - 1];
   return "unknown(" + std::to_string(n) + ")";

@@ -37,6 +37,11 @@
 //   Restored               ->                       (a retry's checkpoint folder
 //                                                    was restored, or not: sent
 //                                                    before its first Report)
+//   RankReady              ->                       (a rank of a multi-process
+//                                                    trial is starting; rank 0
+//                                                    names its rendezvous port)
+//                          <-      StopTrial        (end this trial now: another
+//                                                    rank ended it or was lost)
 //                          <-      Disconnect       (a message from an
 //                                                    unknown or expired worker)
 //   Disconnect             ->                       (the worker is leaving:
@@ -76,7 +81,10 @@ inline constexpr char kMagic[4] = {'H', 'P', 'S', 'W'};
 // 5: Restored (the coordinator carries a retry's earlier intermediate
 //    values only once its worker restored the snapshot); the checksums of
 //    ArtifactPut/ArtifactGetReply pieces are XXH3 64 (were FNV-1a 64).
-inline constexpr std::uint16_t kProtocolVersion = 5;
+// 6: multi-process trials: Assignment.rank, world_size, local_rank,
+//    local_world_size, group_rank, master_addr, master_port; RankReady
+//    (worker -> coordinator) and StopTrial (coordinator -> worker).
+inline constexpr std::uint16_t kProtocolVersion = 6;
 inline constexpr std::size_t kEnvelopeBytes = 8;
 // Largest frame either side accepts (envelope included): 4 MiB. Larger
 // frames are dropped unread (the coordinator also sets ZMQ_MAXMSGSIZE).
@@ -101,6 +109,8 @@ enum class MessageType : std::uint16_t {
   kArtifactGet = 16,
   kArtifactGetReply = 17,
   kRestored = 18,
+  kRankReady = 19,
+  kStopTrial = 20,
 };
 
 // "Hello", "Welcome", ...; "unknown(N)" for other numbers.
@@ -248,6 +258,48 @@ struct Assignment {
   // retry resumes (ArtifactGet).
   std::string store_id{};
   std::string store_root{};
+  // Multi-process trials (version 6; search/resources.h, docs
+  // "Multi-process trials"): this worker runs rank `rank` of `world_size`
+  // ranks (1: a single-process trial, the other fields unused). local_rank
+  // and local_world_size: its place among the ranks on its host;
+  // group_rank: the index of its host among the trial's hosts. Rank 0 gets
+  // master_port 0: its worker picks a free TCP port on its host and sends
+  // RankReady with it; the other ranks are assigned once it has, with
+  // master_addr (rank 0's host, "127.0.0.1" when it is theirs) and
+  // master_port set. The program gets them as the torchrun environment.
+  std::int32_t rank = 0;
+  std::int32_t world_size = 1;
+  std::int32_t local_rank = 0;
+  std::int32_t local_world_size = 1;
+  std::int32_t group_rank = 0;
+  std::string master_addr{};  // at most kMaxHostBytes
+  std::uint16_t master_port = 0;
+};
+
+// The most ranks of one trial on the wire, and the longest host name.
+inline constexpr std::int32_t kMaxWorldSize = 1024;
+inline constexpr std::size_t kMaxHostBytes = 256;
+
+// worker -> coordinator: rank `rank` of the multi-process trial `number`
+// (which the worker holds) is starting. From rank 0: `addr` (its host
+// name, at most kMaxHostBytes) and `port` (a free TCP port there, > 0),
+// the rendezvous the other ranks get as MASTER_ADDR/MASTER_PORT. From the
+// other ranks, port 0: the rank is ready (rendezvous timeout).
+struct RankReady {
+  std::int64_t number = -1;
+  std::int32_t rank = 0;
+  std::string addr{};
+  std::uint16_t port = 0;
+};
+
+// coordinator -> worker: stop trial `number` now if it runs there (its
+// program gets SIGTERM, then SIGKILL after grace_s), or drop it if it waits
+// there. Sent to the other ranks' workers when a multi-process trial ends
+// (rank 0 finished, was pruned or failed, or a rank was lost). The worker
+// sends no result for it: the coordinator already released it.
+struct StopTrial {
+  std::int64_t number = -1;
+  std::string reason{};
 };
 
 inline constexpr std::size_t kMaxStoreIdBytes = 128;
@@ -386,7 +438,7 @@ struct Shutdown {
 using Message =
     std::variant<Hello, Welcome, Disconnect, RequestTrial, Assignment, Suggest, SuggestReply,
                  Report, Decision, Complete, Fail, Heartbeat, Shutdown, ArtifactPut,
-                 ArtifactPutReply, ArtifactGet, ArtifactGetReply, Restored>;
+                 ArtifactPutReply, ArtifactGet, ArtifactGetReply, Restored, RankReady, StopTrial>;
 
 MessageType type_of(const Message& message);
 

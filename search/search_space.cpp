@@ -6,6 +6,7 @@
 
 #include "search/checkpoints.h"
 #include "search/printable.h"
+#include "search/resources.h"
 #include "search/study_name.h"
 
 namespace hps {
@@ -356,7 +357,7 @@ StudyConfig StudyConfig::from_json(const Json& doc) {
         "", "the top level of space.json must be an object, got " + std::string(doc.type_name()));
   check_keys(doc, "",
              {"$schema", "study", "sampler", "pruner", "budget", "objective", "space", "warm_start",
-              "artifacts"});
+              "artifacts", "resources"});
   // "$schema": the JSON Schema an editor checks the file with; ignored here.
   if (auto s = doc.find("$schema"); s != doc.end() && !s->is_string())
     throw ConfigError(
@@ -402,6 +403,10 @@ StudyConfig StudyConfig::from_json(const Json& doc) {
   if (auto a = doc.find("artifacts"); a != doc.end()) {
     checkpoints::ArtifactOptions::from_json(*a);  // throws ConfigError("artifacts.<field>")
     c.artifacts = *a;
+  }
+  if (auto r = doc.find("resources"); r != doc.end()) {
+    TrialResources::from_json(*r, c.space);  // throws ConfigError("resources.<field>")
+    c.resources = *r;
   }
   return c;
 }

@@ -164,6 +164,9 @@ struct StudyConfig {
   // artifacts: checkpoint retention and limits (checkpoints::ArtifactOptions
   // in search/checkpoints.h reads it); null (the default): defaults.
   Json artifacts{};
+  // resources: the processes (ranks) of each trial (search/resources.h;
+  // TrialResources::from_json reads it); null (the default): one.
+  Json resources{};
   Json source;  // the whole file as read
 
   // Parses and validates the structure of a whole space.json document.

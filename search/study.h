@@ -137,6 +137,23 @@ class Trial {
   // (checkpoints::LineageFolder::remove_if_unused). Never throws.
   void drop_unused_checkpoint();
 
+  // ---- Multi-process trials (search/resources.h; docs "Multi-process
+  // trials"). Where this process stands among the trial's ranks, or
+  // nullopt for a single-process trial. The command objective gives its
+  // program these as the torchrun environment (RANK, WORLD_SIZE, ...).
+  struct Ranks {
+    int rank = 0;               // 0 .. world_size - 1; rank 0's result is the trial's
+    int world_size = 1;         // processes of the trial
+    int local_rank = 0;         // its place among the ranks on its host
+    int local_world_size = 1;   // ranks on its host
+    int group_rank = 0;         // the index of its host among the trial's hosts
+    std::string master_addr{};  // rank 0's host ("127.0.0.1" on rank 0's own host)
+    int master_port = 0;        // the rendezvous TCP port on master_addr
+  };
+  const std::optional<Ranks>& ranks() const { return ranks_; }
+  // For runners: set before the objective runs.
+  void set_ranks(Ranks ranks) { ranks_ = std::move(ranks); }
+
   // For backends: record the value chosen for a param.
   void record_param(const std::string& name, const Json& value, const Distribution& d);
 
@@ -156,6 +173,7 @@ class Trial {
   std::shared_ptr<checkpoints::LineageFolder> checkpoint_;
   std::optional<std::int64_t> resume_step_;
   std::optional<std::int64_t> snapshot_step_;
+  std::optional<Ranks> ranks_;
 };
 
 // The objective: returns the value to minimize or maximize. Throw

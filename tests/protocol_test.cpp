@@ -54,8 +54,10 @@ std::vector<Message> samples() {
   ArtifactGet get{5, 3, 4};
   ArtifactGetReply get_reply{5, 3, true, 4, 10, 4, "cdef", 0x99, ""};
   Restored restored{5, 3, false, "snapshot-3/model.pt: truncated"};
-  return {h,           w,  d,   RequestTrial{}, a,   s,         sr,      r, dec, c, f,
-          Heartbeat{}, sh, put, put_reply,      get, get_reply, restored};
+  RankReady ready{5, 0, "node-1", 29500};
+  StopTrial stop{5, "rank 1 was lost"};
+  return {h,           w,  d,   RequestTrial{}, a,   s,         sr,       r,     dec, c, f,
+          Heartbeat{}, sh, put, put_reply,      get, get_reply, restored, ready, stop};
 }
 
 TEST(Protocol, EveryMessageTypeRoundTrips) {
@@ -381,6 +383,67 @@ TEST(Protocol, RestoredIsChecked) {
   EXPECT_EQ(
       round_trip(Restored{7, 4, false, std::string(kMaxRestoreWarningBytes, 'w')}).warning.size(),
       kMaxRestoreWarningBytes);
+}
+
+// Multi-process trials (version 6): an Assignment's rank fields and
+// RankReady/StopTrial round trip; a rank outside its world, a world beyond
+// kMaxWorldSize, a negative trial number or an over-long host is refused.
+TEST(Protocol, RankFieldsAndRankMessagesAreChecked) {
+  EXPECT_EQ(kProtocolVersion, 6);
+  Assignment a;
+  a.trial_id = 3;
+  a.number = 2;
+  a.rank = 3;
+  a.world_size = 4;
+  a.local_rank = 1;
+  a.local_world_size = 2;
+  a.group_rank = 1;
+  a.master_addr = "node-1";
+  a.master_port = 29500;
+  Assignment back = round_trip(a);
+  EXPECT_EQ(back.rank, 3);
+  EXPECT_EQ(back.world_size, 4);
+  EXPECT_EQ(back.local_rank, 1);
+  EXPECT_EQ(back.local_world_size, 2);
+  EXPECT_EQ(back.group_rank, 1);
+  EXPECT_EQ(back.master_addr, "node-1");
+  EXPECT_EQ(back.master_port, 29500);
+  auto refused = [](Assignment m) { EXPECT_THROW(decode(encode(m)), ProtocolError); };
+  Assignment bad = a;
+  bad.rank = 4;  // not below world_size
+  refused(bad);
+  bad = a;
+  bad.rank = -1;
+  refused(bad);
+  bad = a;
+  bad.world_size = kMaxWorldSize + 1;
+  refused(bad);
+  bad = a;
+  bad.local_rank = 2;  // not below local_world_size
+  refused(bad);
+  bad = a;
+  bad.local_world_size = 5;  // more than the world
+  refused(bad);
+  bad = a;
+  bad.group_rank = 4;
+  refused(bad);
+  bad = a;
+  bad.master_addr.assign(kMaxHostBytes + 1, 'h');
+  refused(bad);
+
+  RankReady r = round_trip(RankReady{7, 1, "", 0});
+  EXPECT_EQ(r.number, 7);
+  EXPECT_EQ(r.rank, 1);
+  EXPECT_EQ(round_trip(RankReady{7, 0, "host", 40000}).port, 40000);
+  EXPECT_THROW(decode(encode(RankReady{-1, 0, "h", 1})), ProtocolError);
+  EXPECT_THROW(decode(encode(RankReady{7, -1, "h", 1})), ProtocolError);
+  EXPECT_THROW(decode(encode(RankReady{7, kMaxWorldSize, "h", 1})), ProtocolError);
+  EXPECT_THROW(decode(encode(RankReady{7, 0, std::string(kMaxHostBytes + 1, 'h'), 1})),
+               ProtocolError);
+  EXPECT_EQ(round_trip(StopTrial{9, "the trial ended"}).reason, "the trial ended");
+  EXPECT_THROW(decode(encode(StopTrial{-3, ""})), ProtocolError);
+  EXPECT_EQ(to_string(MessageType::kRankReady), "RankReady");
+  EXPECT_EQ(to_string(MessageType::kStopTrial), "StopTrial");
 }
 
 }  // namespace

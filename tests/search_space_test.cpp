@@ -15,6 +15,7 @@
 #include "search/errors.h"
 #include "search/json_util.h"
 #include "search/printable.h"
+#include "search/resources.h"
 #include "search/study_name.h"
 #include "tests/support/temp_dir.h"
 
@@ -625,6 +626,56 @@ TEST(StudyConfigTest, UnknownKeysSuggestTheRightOne) {
   expect_config_error(R"({"budget": {"timeout": 5}})", "budget.timeout",
                       "did you mean 'timeout_s'?");
   expect_config_error(R"({"extra_section": {}})", "extra_section", "unknown key");
+}
+
+// resources (search/resources.h): processes as an integer or a param's
+// value; each wrong value names resources.<field> and the rule.
+TEST(StudyConfigTest, ResourcesProcesses) {
+  Json doc = Json::parse(kGoodConfig);
+  doc["resources"] = Json::parse(R"({"processes": 4, "rendezvous_timeout_s": 30})");
+  auto c = StudyConfig::from_json(doc);
+  TrialResources r = TrialResources::from_json(c.resources, c.space);
+  EXPECT_EQ(r.processes, 4);
+  EXPECT_EQ(r.max_size(c.space), 4);
+  EXPECT_EQ(r.size_of(Params{}), 4);
+  EXPECT_DOUBLE_EQ(r.rendezvous_timeout_s, 30.0);
+  EXPECT_EQ(TrialResources::from_json(Json(), c.space).processes, 1);  // null: one process
+
+  doc["space"]["nproc"] = Json::parse(R"({"type": "ordinal", "values": [1, 2, 4]})");
+  doc["resources"] = Json::parse(R"({"processes": {"param": "nproc"}})");
+  c = StudyConfig::from_json(doc);
+  r = TrialResources::from_json(c.resources, c.space);
+  EXPECT_EQ(r.processes_param, "nproc");
+  EXPECT_EQ(r.max_size(c.space), 4);
+  EXPECT_EQ(r.size_of(Params{{"nproc", Json(2)}}), 2);
+  EXPECT_EQ(r.size_of(Params{}), 1);  // an inactive size param: one process
+  doc["space"]["nproc"] = Json::parse(R"({"type": "int", "low": 1, "high": 3})");
+  EXPECT_EQ(TrialResources::from_json(StudyConfig::from_json(doc).resources,
+                                      StudyConfig::from_json(doc).space)
+                .max_size(StudyConfig::from_json(doc).space),
+            3);
+
+  expect_config_error(R"({"resources": {"processes": 0}})", "resources.processes",
+                      "must be an integer from 1 to 1024");
+  expect_config_error(R"({"resources": {"processes": 2.5}})", "resources.processes",
+                      "must be an integer from 1 to 1024");
+  expect_config_error(R"({"resources": {"processes": "2"}})", "resources.processes",
+                      "must be an integer from 1 to 1024");
+  expect_config_error(R"({"resources": {"proceses": 2}})", "resources.proceses",
+                      "did you mean 'processes'?");
+  expect_config_error(R"({"resources": {"processes": {"param": "nope"}}})",
+                      "resources.processes.param", "names no param of the space");
+  expect_config_error(R"({"resources": {"processes": {"param": "x0"}}})",
+                      "resources.processes.param", "float");
+  expect_config_error(R"({"resources": {"rendezvous_timeout_s": 0}})",
+                      "resources.rendezvous_timeout_s", "> 0");
+  expect_config_error(
+      R"({"space": {"n": {"type": "categorical", "choices": [1, "two"]}},
+          "resources": {"processes": {"param": "n"}}})",
+      "resources.processes.param", "every value must be an integer in [1, 1024]");
+  expect_config_error(R"({"space": {"n": {"type": "int", "low": 0, "high": 2}},
+                          "resources": {"processes": {"param": "n"}}})",
+                      "resources.processes.param", "values in [1, 1024], got [0, 2]");
 }
 
 TEST(StudyConfigTest, MissingSections) {

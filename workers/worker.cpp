@@ -1,9 +1,11 @@
 #include "workers/worker.h"
 
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +21,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <thread>
 #include <zmq.hpp>
 
@@ -194,6 +197,28 @@ std::string command_refusal(const Json& objective, const WorkerOptions& o) {
   return "";
 }
 
+// A free TCP port on this host for a multi-process trial's rendezvous
+// (MASTER_PORT): the kernel's choice for a socket bound to port 0 on every
+// address, released at once for the program (torch's TCPStore) to bind.
+// Throws Error if no socket can be bound.
+std::uint16_t pick_free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw Error(std::string("rendezvous: cannot open a socket: ") + std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw Error(std::string("rendezvous: cannot pick a free TCP port: ") + std::strerror(err));
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
 std::string random_hex() {
   std::random_device rd;
   std::uint64_t v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
@@ -222,6 +247,15 @@ struct Worker::Impl : TrialBackend {
   Link* open_session = nullptr;        // the open session (socket_mutex); null between sessions
   std::atomic<bool> interrupt{false};  // the running trial must stop
   std::atomic<std::int64_t> ended{0};
+  // Multi-process trials: the number of the trial that runs (-1: none),
+  // read by the link thread when a StopTrial comes; the StopTrial numbers
+  // received for trials not running yet (held, or about to start), guarded
+  // by stop_mutex; and the rank the running trial runs (0 otherwise).
+  std::atomic<std::int64_t> running_number{-1};
+  std::mutex stop_mutex;
+  std::set<std::int64_t> stop_requests;
+  static constexpr std::size_t kMaxStopRequests = 1024;
+  int current_rank = 0;
 
   // ---- main thread state
   std::uint64_t epoch = 0;  // the open session, 0 if none
@@ -514,6 +548,19 @@ struct Worker::Impl : TrialBackend {
       return End::kExpired;
     } else {
       if (auto* sd = std::get_if<proto::Shutdown>(&m); sd && sd->stop_trial) interrupt = true;
+      if (auto* st = std::get_if<proto::StopTrial>(&m)) {
+        // Another rank of a multi-process trial ended it: its program stops
+        // now (or it never starts); the coordinator expects no result.
+        spdlog::debug("worker: stop trial {}: {}", st->number, printable(st->reason));
+        if (running_number.load() == st->number) {
+          interrupt = true;
+        } else {
+          std::lock_guard lock(stop_mutex);
+          if (stop_requests.size() >= kMaxStopRequests) stop_requests.erase(stop_requests.begin());
+          stop_requests.insert(st->number);
+        }
+        return std::nullopt;
+      }
       to_main.post(Ev::kMessage, ln.session, frame);
     }
     return std::nullopt;
@@ -824,6 +871,8 @@ struct Worker::Impl : TrialBackend {
   }
 
   bool report(Trial& trial, std::int64_t step, double value) override {
+    // A multi-process trial's other ranks: rank 0's reports are the trial's.
+    if (current_rank != 0) return true;
     const bool snapshot = trial.snapshot_step() == step;
     // A remote worker's snapshot is recorded by the coordinator once it
     // arrived whole (ArtifactPutReply.done), not by the report.
@@ -1112,6 +1161,33 @@ struct Worker::Impl : TrialBackend {
     }
   }
 
+  // A rank of a multi-process trial is starting: rank 0 picks the
+  // rendezvous port and names it in its RankReady (the coordinator then
+  // assigns the other ranks); the others say they are ready. Returns the
+  // trial's Ranks (the torchrun environment of a command's program).
+  Trial::Ranks rendezvous(const proto::Assignment& a) {
+    Trial::Ranks r;
+    r.rank = a.rank;
+    r.world_size = a.world_size;
+    r.local_rank = a.local_rank;
+    r.local_world_size = a.local_world_size;
+    r.group_rank = a.group_rank;
+    proto::RankReady ready;
+    ready.number = a.number;
+    ready.rank = a.rank;
+    if (a.rank == 0) {
+      r.master_addr = "127.0.0.1";
+      r.master_port = pick_free_port();
+      ready.addr = hostname.substr(0, proto::kMaxHostBytes);
+      ready.port = static_cast<std::uint16_t>(r.master_port);
+    } else {
+      r.master_addr = a.master_addr;
+      r.master_port = a.master_port;
+    }
+    send(ready, epoch);
+    return r;
+  }
+
   void run_trial(const proto::Assignment& a) {
     number = a.number;
     trial_epoch = epoch;
@@ -1119,6 +1195,19 @@ struct Worker::Impl : TrialBackend {
     user_attrs = Json::object();
     interrupt = false;
     if (epoch == 0 || stopped) interrupt = true;
+    running_number = a.number;
+    current_rank = a.rank;
+    {
+      std::lock_guard lock(stop_mutex);
+      if (stop_requests.erase(a.number) > 0) interrupt = true;  // ended before it started
+    }
+    struct EndRun {
+      Impl& impl;
+      ~EndRun() {
+        impl.running_number = -1;
+        impl.current_rank = 0;
+      }
+    } end_run{*this};
 
     auto fail = [&](proto::Fail::Reason reason, const std::string& message) {
       proto::Fail f;
@@ -1144,6 +1233,16 @@ struct Worker::Impl : TrialBackend {
         dists.insert_or_assign(name, spec->distribution);
     Trial trial(this, a.trial_id, a.number, params, dists, proto::from_wire(a.fixed), &built->space,
                 &interrupt);
+    if (a.world_size > 1 && !interrupt) {  // a stopped rank does not rendezvous
+      try {
+        trial.set_ranks(rendezvous(a));
+      } catch (const Error& e) {
+        spdlog::warn("worker: trial {}: {}", a.number, e.what());
+        fail(proto::Fail::Reason::kException, e.what());
+        ++ended;
+        return;
+      }
+    }
     attach_checkpoint(trial, a, *built);
     // The coordinator applies the tell rules (lifecycle::resolve_end) to
     // what is sent here.

@@ -68,6 +68,15 @@ int main(int argc, char** argv) {
   a3.store_id = "3f2a9c0d4e5b6a7f8091a2b3c4d5e6f7";
   a3.store_root = "/home/u/fmnist.logs/checkpoints";
   messages.push_back({"assignment_resume", a3});
+  protocol::Assignment a4 = a;
+  a4.rank = 1;
+  a4.world_size = 4;
+  a4.local_rank = 1;
+  a4.local_world_size = 2;
+  a4.group_rank = 0;
+  a4.master_addr = "127.0.0.1";
+  a4.master_port = 29500;
+  messages.push_back({"assignment_rank", a4});
   protocol::Assignment a2;
   a2.trial_id = 1;
   a2.number = 0;
@@ -104,17 +113,20 @@ int main(int argc, char** argv) {
   messages.push_back({"restored", protocol::Restored{5, 3, true, ""}});
   messages.push_back(
       {"restored_failed", protocol::Restored{5, 3, false, "snapshot-3/a: truncated"}});
+  messages.push_back({"rank_ready", protocol::RankReady{5, 0, "node-1", 29500}});
+  messages.push_back({"rank_ready_other", protocol::RankReady{5, 3, "", 0}});
+  messages.push_back({"stop_trial", protocol::StopTrial{5, "rank 1 was lost"}});
 
   for (const auto& [name, message] : messages) write(dir, name, protocol::encode(message));
 
   // Near-valid frames.
-  std::string report = protocol::encode(messages[11].second);
+  std::string report = protocol::encode(messages[12].second);
   write(dir, "near_truncated_report", report.substr(0, report.size() - 3));
   std::string v2 = protocol::encode(messages[3].second);
   v2[4] = 2;  // protocol version 2
   write(dir, "near_disconnect_v2", v2);
   std::string unknown = protocol::encode(protocol::Heartbeat{});
-  unknown[6] = 18;  // no such type
+  unknown[6] = 21;  // no such type
   write(dir, "near_unknown_type", unknown);
   write(dir, "near_envelope_only", std::string("HPSW\x01\x00\x0c\x00", 8));
   std::cout << "wrote " << messages.size() + 4 << " files to " << dir << "\n";
