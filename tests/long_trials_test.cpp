@@ -437,6 +437,43 @@ TEST_F(LongTrialsTest, ARemoteWorkerRetryDownloadsTheSnapshotAndContinues) {
 // root's), so every snapshot travels over the authenticated connection.
 // Worker A is killed mid-trial; worker B's retry downloads the snapshot and
 // continues; the coordinator's copy is root's and owner-only.
+// A remote worker's own root holding a valid-looking snapshot of the same
+// lineage and step (left by an earlier run, another study or store) never
+// stands in for the coordinator's: the retry downloads the snapshot the
+// store names and ends with the value of an uninterrupted run.
+TEST_F(LongTrialsTest, AStaleCopyInARemoteWorkersOwnRootIsNeverUsed) {
+  dir_.write("space.json", train_space(1, 10, 0.4));
+  const std::string endpoint = "ipc://" + dir_.file("sock");
+  auto run = cli_background({"run", "space.json", "--workers", "0", "--bind", endpoint}, "run");
+  auto worker_a = cli_background(
+      {"worker", "--connect", endpoint, "--log-dir", dir_.file("A"), "--allow-command"}, "a");
+  wait_for_epochs(5);
+  ASSERT_TRUE(wait_until([&] {
+    Json t = trials();
+    return t.is_array() && !t.empty() && t[0]["system_attrs"].contains("checkpoint");
+  }));
+  worker_a->send_signal(SIGKILL);
+  worker_a->wait();
+  // A's copy of lineage 0, replaced by a consistent snapshot of the step
+  // the store names, holding another state (as another study's would).
+  const std::int64_t step = trials()[0]["system_attrs"]["checkpoint"]["step"].get<std::int64_t>();
+  fs::remove_all(dir_.file("A/checkpoints/lineage-0"));
+  {
+    checkpoints::LineageFolder stale(dir_.file("A/checkpoints"), 0);
+    stale.prepare(std::nullopt);
+    std::ofstream(fs::path(stale.work_dir()) / "state.json")
+        << "{\"epoch\": " << step << ", \"loss\": 12345.0}";
+    ASSERT_TRUE(stale.snapshot(step).taken);
+  }
+  auto worker_again = cli_background(
+      {"worker", "--connect", endpoint, "--log-dir", dir_.file("A"), "--allow-command"}, "a2");
+  ProcessResult r = run->wait();
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err << read_file(dir_.file("a2.err"));
+  worker_again->wait();
+  expect_resumed_once(10);
+  EXPECT_NE(read_file(dir_.file("a2.err")).find("downloading the snapshot"), std::string::npos);
+}
+
 TEST_F(LongTrialsTest, AWorkerOfAnotherUserOverTcpWithKeysDownloadsTheSnapshot) {
   if (::geteuid() != 0) GTEST_SKIP() << "not root: cannot start a worker as another user";
   const struct passwd* nobody = ::getpwnam("nobody");

@@ -1111,26 +1111,27 @@ struct Worker::Impl : TrialBackend {
                   checkpoints::read_store_id(built.checkpoint_path) == a.store_id
               ? built.checkpoint_path
               : (std::filesystem::path(log_dir) / "checkpoints").string();
-      auto folder =
-          std::make_shared<checkpoints::LineageFolder>(root, a.lineage, built.max_snapshot_bytes);
       // The coordinator's checkpoint root is this worker's own (the same
       // .store-id token): the folder is used in place. Otherwise snapshots
-      // travel through the coordinator.
+      // travel through the coordinator, and what this worker's root holds
+      // for the lineage number is never used: it may be from another study
+      // or store, or an older run of this one (a worker killed mid-trial
+      // leaves its copy). It is removed; a retry downloads its snapshot.
       const bool remote = !a.store_id.empty() && checkpoints::read_store_id(root) != a.store_id;
+      if (remote) checkpoints::remove_lineage(root, a.lineage);
+      auto folder =
+          std::make_shared<checkpoints::LineageFolder>(root, a.lineage, built.max_snapshot_bytes);
       std::string download_error;
       if (remote && resume) {
-        const auto have = folder->snapshot_steps();
-        if (std::find(have.begin(), have.end(), *resume) == have.end()) {
-          spdlog::info(
-              "worker: trial {}: downloading the snapshot of step {} (lineage {}) from "
-              "the coordinator (its checkpoint root {} is not this worker's {})",
-              a.number, *resume, a.lineage, printable(a.store_root), root);
-          try {
-            download_error = download_snapshot(a, *resume, *folder, built.max_snapshot_bytes);
-          } catch (const Interrupted&) {
-            interrupt = true;  // the session ended: the trial stops at once
-            download_error = "the session ended during the download";
-          }
+        spdlog::info(
+            "worker: trial {}: downloading the snapshot of step {} (lineage {}) from "
+            "the coordinator (its checkpoint root {} is not this worker's {})",
+            a.number, *resume, a.lineage, printable(a.store_root), root);
+        try {
+          download_error = download_snapshot(a, *resume, *folder, built.max_snapshot_bytes);
+        } catch (const Interrupted&) {
+          interrupt = true;  // the session ended: the trial stops at once
+          download_error = "the session ended during the download";
         }
       }
       checkpoints::Prepared p = folder->prepare(resume);
@@ -1249,10 +1250,8 @@ struct Worker::Impl : TrialBackend {
     const lifecycle::Outcome outcome = lifecycle::run_objective(built->objective, trial);
     trial.drop_unused_checkpoint();
     // A remote worker's copy of the lineage: the coordinator keeps what
-    // retention keeps. A trial that ended (not interrupted) is not retried,
-    // so the copy goes; an interrupted one stays (its retry may come back
-    // here and skip the download).
-    if (remote_folder && outcome.kind != lifecycle::OutcomeKind::kInterrupted) {
+    // retention keeps, and a retry downloads it again; the copy goes.
+    if (remote_folder) {
       std::error_code ec;
       std::filesystem::remove_all(remote_folder->path(), ec);
     }
