@@ -341,6 +341,7 @@ void Coordinator::Impl::set_user_attrs(const FrozenTrial& t, const std::string& 
 
 void Coordinator::Impl::on_complete(Session& s, const proto::Complete& m) {
   if (!owns(s, m.number, "Complete")) return;
+  if (m.artifacts) record_artifacts_in_place(m.number);
   const FrozenTrial& t = mirror.at(m.number);
   set_user_attrs(t, m.user_attrs_json);
   std::optional<double> value = m.value;
@@ -369,6 +370,7 @@ void Coordinator::Impl::on_leaving(Session& s, const proto::Disconnect& m) {
 
 void Coordinator::Impl::on_fail(Session& s, const proto::Fail& m) {
   if (!owns(s, m.number, "Fail")) return;
+  if (m.artifacts) record_artifacts_in_place(m.number);
   const FrozenTrial& t = mirror.at(m.number);
   set_user_attrs(t, m.user_attrs_json);
   // The worker's text: bytes that are not UTF-8 could not be stored (the

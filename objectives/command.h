@@ -167,15 +167,16 @@ std::vector<std::string> command_argv(const Json& config, const Params& params);
 // validate`'s example: argv (command_argv's), the variables of
 // config["env"] with their placeholders filled, and HPSEARCH_PARAMS and
 // HPSEARCH_TRIAL_NUMBER (HPSEARCH_MODE=persistent instead in persistent
-// mode). "{trial_dir}" and "{checkpoint_dir}" are written as `trial_dir`
-// and `checkpoint_dir`. The worker's own environment and the variables it
-// sets per worker (threads, GPU) are left out. `config` is validated
-// first (ConfigError naming the field); Error as command_argv.
+// mode). "{trial_dir}", "{checkpoint_dir}" and "{artifact_dir}" are written
+// as `trial_dir`, `checkpoint_dir` and `artifact_dir`. The worker's own environment and the
+// variables it sets per worker (threads, GPU) are left out. `config` is validated first
+// (ConfigError naming the field); Error as command_argv.
 struct CommandLine {
   std::vector<std::string> argv;
   std::map<std::string, std::string> env;
 };
 CommandLine command_line(const Json& config, const Params& params, std::int64_t number,
-                         const std::string& trial_dir, const std::string& checkpoint_dir);
+                         const std::string& trial_dir, const std::string& checkpoint_dir,
+                         const std::string& artifact_dir = "");
 
 }  // namespace hps
