@@ -101,46 +101,32 @@ Row row_of(const FrozenTrial& t, const std::string& root, const std::string& art
   return r;
 }
 
-}  // namespace
+// `hpsearch artifacts --format json`: one object per trial.
+Json rows_json(const std::vector<Row>& rows, const std::string& root,
+               const std::string& artifact_root) {
+  Json out = Json::array();
+  for (const Row& r : rows) {
+    Json j{{"trial", r.number},         {"state", r.state},
+           {"lineage", r.lineage},      {"checkpoint_step", r.step ? Json(*r.step) : Json()},
+           {"deleted", r.deleted},      {"folder", checkpoints::lineage_path(root, r.lineage)},
+           {"folder_exists", r.exists}, {"snapshot_exists", r.snapshot_exists},
+           {"bytes", r.bytes}};
+    // The trial's user artifacts (null: none kept).
+    j["user_artifacts"] =
+        r.artifacts ? Json{{"files", r.artifacts->files},
+                           {"bytes", r.artifacts->bytes},
+                           {"folder", checkpoints::trial_artifact_path(artifact_root, r.number)},
+                           {"folder_exists", r.artifacts_exist}}
+                    : Json();
+    if (!r.artifact_warning.empty()) j["artifact_warning"] = r.artifact_warning;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
 
-int artifacts_command(const ArtifactsOptions& o) {
-  if (o.format != "table" && o.format != "json")
-    throw ConfigError("--format", "must be table or json, got '" + o.format + "'");
-  auto storage = open_existing(o.storage);
-  auto id = pick_study(*storage, o.study, o.storage);
-  const StudyInfo study = storage->get_study(id);
-  const std::string root = checkpoint_root_of(o.storage, study);
-  const std::string artifact_root = artifact_root_of(o.storage, study);
-  std::vector<Row> rows;
-  if (o.trial) {
-    auto t = storage->get_trial_by_number(id, *o.trial);
-    if (!t) throw ConfigError("--trial", "no trial " + std::to_string(*o.trial) + " in the study");
-    rows.push_back(row_of(*t, root, artifact_root));
-  } else {
-    for (const auto& t : storage->get_all_trials(id))
-      rows.push_back(row_of(*t, root, artifact_root));
-  }
-  if (o.format == "json") {
-    Json out = Json::array();
-    for (const Row& r : rows) {
-      Json j{{"trial", r.number},         {"state", r.state},
-             {"lineage", r.lineage},      {"checkpoint_step", r.step ? Json(*r.step) : Json()},
-             {"deleted", r.deleted},      {"folder", checkpoints::lineage_path(root, r.lineage)},
-             {"folder_exists", r.exists}, {"snapshot_exists", r.snapshot_exists},
-             {"bytes", r.bytes}};
-      // The trial's user artifacts (null: none kept).
-      j["user_artifacts"] =
-          r.artifacts ? Json{{"files", r.artifacts->files},
-                             {"bytes", r.artifacts->bytes},
-                             {"folder", checkpoints::trial_artifact_path(artifact_root, r.number)},
-                             {"folder_exists", r.artifacts_exist}}
-                      : Json();
-      if (!r.artifact_warning.empty()) j["artifact_warning"] = r.artifact_warning;
-      out.push_back(std::move(j));
-    }
-    std::cout << out.dump(2) << "\n";
-    return kExitOk;
-  }
+// `hpsearch artifacts`: the snapshots' table, then the user artifacts'.
+void print_tables(const std::vector<Row>& rows, const std::string& root,
+                  const std::string& artifact_root) {
   Table t({"trial", "state", "lineage", "checkpoint step", "folder", "bytes"});
   for (const Row& r : rows)
     t.add_row({std::to_string(r.number), r.state, std::to_string(r.lineage),
@@ -166,6 +152,32 @@ int artifacts_command(const ArtifactsOptions& o) {
   else
     std::cout << "(none)\n";
   std::cout << "artifact root: " << artifact_root << "\n";
+}
+
+}  // namespace
+
+int artifacts_command(const ArtifactsOptions& o) {
+  if (o.format != "table" && o.format != "json")
+    throw ConfigError("--format", "must be table or json, got '" + o.format + "'");
+  auto storage = open_existing(o.storage);
+  auto id = pick_study(*storage, o.study, o.storage);
+  const StudyInfo study = storage->get_study(id);
+  const std::string root = checkpoint_root_of(o.storage, study);
+  const std::string artifact_root = artifact_root_of(o.storage, study);
+  std::vector<Row> rows;
+  if (o.trial) {
+    auto t = storage->get_trial_by_number(id, *o.trial);
+    if (!t) throw ConfigError("--trial", "no trial " + std::to_string(*o.trial) + " in the study");
+    rows.push_back(row_of(*t, root, artifact_root));
+  } else {
+    for (const auto& t : storage->get_all_trials(id))
+      rows.push_back(row_of(*t, root, artifact_root));
+  }
+  if (o.format == "json") {
+    std::cout << rows_json(rows, root, artifact_root).dump(2) << "\n";
+    return kExitOk;
+  }
+  print_tables(rows, root, artifact_root);
   return kExitOk;
 }
 

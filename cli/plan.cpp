@@ -307,16 +307,17 @@ Json budget_part(const StudyConfig& config) {
 
 Json artifacts_part(const StudyConfig& config, const std::string& checkpoint_root) {
   const checkpoints::ArtifactOptions a = checkpoints::ArtifactOptions::from_json(config.artifacts);
-  return {{"checkpoints", a.checkpoints},
-          {"keep_best", a.keep_best},
-          {"keep_pruned", a.keep_pruned},
-          {"keep_failed", a.keep_failed},
-          {"max_snapshot_bytes", a.max_snapshot_bytes},
-          {"max_study_bytes", a.max_study_bytes},
-          {"max_artifact_bytes", a.max_artifact_bytes},
-          {"folder", std::filesystem::path(checkpoint_root).lexically_normal().string()},
-          // The trials' user artifacts (Trial::upload_artifact, HPSEARCH_ARTIFACT_DIR).
-          {"artifact_folder", checkpoints::artifact_root_for(checkpoint_root, !a.path.empty())}};
+  return {
+      {"checkpoints", a.checkpoints},
+      {"keep_best", a.keep_best},
+      {"keep_pruned", a.keep_pruned},
+      {"keep_failed", a.keep_failed},
+      {"max_snapshot_bytes", a.max_snapshot_bytes},
+      {"max_study_bytes", a.max_study_bytes},
+      {"max_artifact_bytes", a.max_artifact_bytes},
+      {"folder", std::filesystem::path(checkpoint_root).lexically_normal().string()},
+      // The trials' user artifacts (Trial::upload_artifact, HPSEARCH_ARTIFACT_DIR).
+      {"user_artifacts_folder", checkpoints::artifact_root_for(checkpoint_root, !a.path.empty())}};
 }
 
 void print_text(const Json& plan, const StudyConfig& config) {

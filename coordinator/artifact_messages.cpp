@@ -203,6 +203,31 @@ void Coordinator::Impl::on_artifact_get(Session& s, const proto::ArtifactGet& m)
   submit_artifact_job(std::move(job));
 }
 
+void Coordinator::Impl::on_user_artifact_result(const ArtifactStore::Result& r,
+                                                proto::ArtifactPutReply& reply) {
+  reply.kind = proto::ArtifactKind::kUser;
+  if (!r.ok || r.done) user_pending_bytes.erase(r.number);
+  if (!r.ok) {
+    spdlog::warn("coordinator: trial {}: its artifacts are not kept: {}", r.number, r.error);
+    return;
+  }
+  if (!r.done) return;
+  user_stored_bytes += r.file_bytes;
+  // The store names them only now that they are whole and verified, and
+  // only while the trial runs.
+  if (const TrialPtr t = mirror.ptr(r.number); t && t->state == TrialState::kRunning) {
+    checkpoints::ArtifactSummary kept;
+    kept.files = r.files;
+    kept.bytes = r.file_bytes;
+    storage.set_trial_system_attr(t->trial_id, checkpoints::kAttrArtifacts, kept.to_json());
+    mirror.refresh(r.number);
+    reply.done = true;
+  } else {
+    reply.ok = false;
+    reply.error = "trial " + std::to_string(r.number) + " ended before its artifacts arrived";
+  }
+}
+
 void Coordinator::Impl::on_artifact_results() {
   for (ArtifactStore::Result& r : artifacts->take()) {
     if (auto it = artifact_jobs.find(r.rid); it != artifact_jobs.end()) {
@@ -237,26 +262,7 @@ void Coordinator::Impl::on_artifact_results() {
     reply.error = r.error;
     reply.next_offset = r.next_offset;
     if (r.user) {
-      reply.kind = proto::ArtifactKind::kUser;
-      if (!r.ok || r.done) user_pending_bytes.erase(r.number);
-      if (!r.ok) {
-        spdlog::warn("coordinator: trial {}: its artifacts are not kept: {}", r.number, r.error);
-      } else if (r.done) {
-        user_stored_bytes += r.file_bytes;
-        // The store names them only now that they are whole and verified,
-        // and only while the trial runs.
-        if (const TrialPtr t = mirror.ptr(r.number); t && t->state == TrialState::kRunning) {
-          checkpoints::ArtifactSummary kept;
-          kept.files = r.files;
-          kept.bytes = r.file_bytes;
-          storage.set_trial_system_attr(t->trial_id, checkpoints::kAttrArtifacts, kept.to_json());
-          mirror.refresh(r.number);
-          reply.done = true;
-        } else {
-          reply.ok = false;
-          reply.error = "trial " + std::to_string(r.number) + " ended before its artifacts arrived";
-        }
-      }
+      on_user_artifact_result(r, reply);
       if (s) send(*s, reply);
       continue;
     }

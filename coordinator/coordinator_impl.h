@@ -173,6 +173,9 @@ struct Coordinator::Impl {
   void on_artifact_get(Session& s, const protocol::ArtifactGet& m);
   void on_restored(Session& s, const protocol::Restored& m);
   void on_artifact_results();
+  // A piece of a trial's user artifacts written (or refused): the reply to
+  // send, and the store's record once the last piece is installed.
+  void on_user_artifact_result(const ArtifactStore::Result& r, protocol::ArtifactPutReply& reply);
 
   // ---- dispatch.cpp: trials to idle workers; the end of the study
   void dispatch(Steady::time_point now);

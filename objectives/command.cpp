@@ -137,44 +137,38 @@ bool has_param(const Template& t) {
   return std::any_of(t.begin(), t.end(), [](const Piece& p) { return p.is_param; });
 }
 
+// Whether `p` is a built-in placeholder ({trial_dir}, {checkpoint_dir},
+// {artifact_dir}); throws ConfigError(path) when it is written optional or
+// the space has a param of that name.
+bool check_builtin_placeholder(const Piece& p, const SearchSpace& space, const std::string& path) {
+  struct Builtin {
+    std::string_view name;
+    const char* folder;
+  };
+  static constexpr Builtin kBuiltins[] = {{kCheckpointDir, "the trial's checkpoint folder"},
+                                          {kArtifactDir, "the trial's artifact folder"},
+                                          {kTrialDir, "the per-trial folder"}};
+  for (const Builtin& b : kBuiltins) {
+    if (p.text != b.name) continue;
+    const std::string name(b.name);
+    if (p.optional)
+      throw ConfigError(path,
+                        "{" + name + "?}: " + b.folder + " is always there; write {" + name + "}");
+    if (space.find(p.text))
+      throw ConfigError(path, "{" + name + "} is " + b.folder +
+                                  ", and the space has a param named '" + name +
+                                  "' too: rename the param");
+    return true;
+  }
+  return false;
+}
+
 // Checks the placeholders of `t` against the space.
 void check_placeholders(const Template& t, const SearchSpace& space, const std::string& path,
                         const std::string& drop_what) {
   for (const Piece& p : t) {
     if (!p.is_param) continue;
-    if (p.text == kCheckpointDir) {
-      if (p.optional)
-        throw ConfigError(path,
-                          "{checkpoint_dir?}: the checkpoint folder is always there; write "
-                          "{checkpoint_dir}");
-      if (space.find(p.text))
-        throw ConfigError(path,
-                          "{checkpoint_dir} is the trial's checkpoint folder, and the space has a "
-                          "param named 'checkpoint_dir' too: rename the param");
-      continue;
-    }
-    if (p.text == kArtifactDir) {
-      if (p.optional)
-        throw ConfigError(path,
-                          "{artifact_dir?}: the artifact folder is always there; write "
-                          "{artifact_dir}");
-      if (space.find(p.text))
-        throw ConfigError(path,
-                          "{artifact_dir} is the trial's artifact folder, and the space has a "
-                          "param named 'artifact_dir' too: rename the param");
-      continue;
-    }
-    if (p.text == kTrialDir) {
-      if (p.optional)
-        throw ConfigError(path,
-                          "{trial_dir?}: the per-trial folder is always there; write "
-                          "{trial_dir}");
-      if (space.find(p.text))
-        throw ConfigError(path,
-                          "{trial_dir} is the per-trial folder, and the space has a param "
-                          "named 'trial_dir' too: rename the param");
-      continue;
-    }
+    if (check_builtin_placeholder(p, space, path)) continue;
     const ParamSpec* spec = space.find(p.text);
     if (!spec) {
       std::string rule = "placeholder {" + printable_excerpt(p.text) + (p.optional ? "?" : "") +

@@ -154,8 +154,9 @@ TEST(UserArtifacts, UploadArtifactRefusesWhatItDocuments) {
             std::string::npos);
   EXPECT_NE(error_of([&] { t.upload_artifact(dir.file("with_link")); }).find("symbolic link"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { t.upload_artifact(dir.file("fifo")); })
-                .find("neither a regular file nor a folder"),
+  EXPECT_NE(error_of([&] {
+              t.upload_artifact(dir.file("fifo"));
+            }).find("neither a regular file nor a folder"),
             std::string::npos);
   const std::string over = error_of([&] { t.upload_artifact(dir.file("big.bin")); });
   EXPECT_NE(over.find("artifacts.max_artifact_bytes"), std::string::npos) << over;
@@ -171,12 +172,13 @@ TEST(UserArtifacts, UploadArtifactRefusesWhatItDocuments) {
             Json({{"files", 1}, {"bytes", 10}}));
 
   // A Study without an artifact root gives trials no folder.
-  Study plain = Study::load_if_exists(open_storage(dir.file("plain.db")), "plain",
-                                      StudyDirection::kMinimize);
+  Study plain =
+      Study::load_if_exists(open_storage(dir.file("plain.db")), "plain", StudyDirection::kMinimize);
   Trial p = plain.ask();
   EXPECT_TRUE(p.artifact_dir().empty());
-  EXPECT_NE(error_of([&] { p.upload_artifact(dir.file("small.txt")); })
-                .find("StudyOptions::artifact_root"),
+  EXPECT_NE(error_of([&] {
+              p.upload_artifact(dir.file("small.txt"));
+            }).find("StudyOptions::artifact_root"),
             std::string::npos);
 }
 
@@ -241,15 +243,15 @@ print("hpsearch: " + json.dumps({"value": x / 2}), flush=True)
 )";
 
 std::string space(int n_trials, int extra_bytes, const Json& artifacts = Json()) {
-  Json doc = {{"study", {{"name", "art"}, {"direction", "minimize"}, {"storage", "art.db"}}},
-              {"sampler", {{"type", "random"}, {"seed", 5}}},
-              {"budget", {{"n_trials", n_trials}}},
-              {"objective",
-               {{"type", "command"},
-                {"argv",
-                 {"/usr/bin/python3", "train.py", "{artifact_dir}", std::to_string(extra_bytes)}},
-                {"grace_s", 2}}},
-              {"space", {{"x", {{"type", "float"}, {"low", 1}, {"high", 2}}}}}};
+  Json doc = {
+      {"study", {{"name", "art"}, {"direction", "minimize"}, {"storage", "art.db"}}},
+      {"sampler", {{"type", "random"}, {"seed", 5}}},
+      {"budget", {{"n_trials", n_trials}}},
+      {"objective",
+       {{"type", "command"},
+        {"argv", {"/usr/bin/python3", "train.py", "{artifact_dir}", std::to_string(extra_bytes)}},
+        {"grace_s", 2}}},
+      {"space", {{"x", {{"type", "float"}, {"low", 1}, {"high", 2}}}}}};
   if (!artifacts.is_null()) doc["artifacts"] = artifacts;
   return doc.dump();
 }
@@ -326,8 +328,8 @@ TEST(UserArtifactsCommand, ARemoteWorkersArtifactsArriveAtTheCoordinator) {
   dir.write("space.json", space(1, 3000000));  // 3 MB: several pieces
   const std::string endpoint = "ipc://" + dir.file("sock");
   testsupport::BackgroundProcess run(
-      {cli_path(), "run", "space.json", "--workers", "0", "--bind", endpoint},
-      dir.path().string(), dir.file("run.out"), dir.file("run.err"));
+      {cli_path(), "run", "space.json", "--workers", "0", "--bind", endpoint}, dir.path().string(),
+      dir.file("run.out"), dir.file("run.err"));
   testsupport::BackgroundProcess worker(
       {cli_path(), "worker", "--connect", endpoint, "--log-dir", dir.file("A"), "--allow-command"},
       dir.path().string(), dir.file("a.out"), dir.file("a.err"));
