@@ -1,5 +1,6 @@
 #include "objectives/command.h"
 
+#include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <stdio.h>
@@ -152,12 +153,12 @@ bool check_builtin_placeholder(const Piece& p, const SearchSpace& space, const s
     if (p.text != b.name) continue;
     const std::string name(b.name);
     if (p.optional)
-      throw ConfigError(path,
-                        "{" + name + "?}: " + b.folder + " is always there; write {" + name + "}");
+      throw ConfigError(
+          path, fmt::format("{{{}?}}: {} is always there; write {{{}}}", name, b.folder, name));
     if (space.find(p.text))
-      throw ConfigError(path, "{" + name + "} is " + b.folder +
-                                  ", and the space has a param named '" + name +
-                                  "' too: rename the param");
+      throw ConfigError(path, fmt::format("{{{}}} is {}, and the space has a param named '{}' "
+                                          "too: rename the param",
+                                          name, b.folder, name));
     return true;
   }
   return false;
