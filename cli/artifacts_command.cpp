@@ -1,7 +1,9 @@
 // hpsearch artifacts DB [--trial N] | hpsearch artifacts get DB --trial N -o DIR:
-// the trials' checkpoint snapshots (search/checkpoints.h), read-only on the
-// store. The snapshots live under the coordinator's checkpoint root,
-// <study>.logs/checkpoints beside the store (as `hpsearch run` keeps them).
+// the trials' checkpoint snapshots and user artifacts (search/checkpoints.h),
+// read-only on the store. The snapshots live under the coordinator's
+// checkpoint root, <study>.logs/checkpoints beside the store (as `hpsearch
+// run` keeps them), the user artifacts beside it in <study>.logs/artifacts
+// (with artifacts.path: <path>/artifacts).
 #include <filesystem>
 #include <iostream>
 
@@ -21,7 +23,9 @@ namespace {
 
 // The study's artifacts.path (relative to the store's folder), else
 // <study>.logs/checkpoints beside the store (run_command.cpp's root).
-std::string checkpoint_root_of(const std::string& storage_path, const StudyInfo& study) {
+// `shared`: whether it is artifacts.path.
+std::string checkpoint_root_of(const std::string& storage_path, const StudyInfo& study,
+                               bool* shared = nullptr) {
   std::string parent = ".";
   if (util::StorageUrl url = util::parse_storage_url(storage_path); !url.in_memory)
     parent = fs::path(url.path).parent_path().string();
@@ -29,8 +33,10 @@ std::string checkpoint_root_of(const std::string& storage_path, const StudyInfo&
   if (study.config.is_object() && study.config.contains("artifacts")) {
     try {
       const auto artifacts = checkpoints::ArtifactOptions::from_json(study.config["artifacts"]);
-      if (!artifacts.path.empty())
+      if (!artifacts.path.empty()) {
+        if (shared) *shared = true;
         return fs::absolute(fs::path(parent) / artifacts.path).lexically_normal().string();
+      }
     } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): a hand-edited section
     }
   }
@@ -46,10 +52,35 @@ struct Row {
   bool exists = false;               // the lineage's folder is there
   bool snapshot_exists = false;      // snapshot-<step> is there
   std::uint64_t bytes = 0;           // of the lineage's folder
+  // User artifacts: what the store names (system attr artifacts), and
+  // whether their folder is there.
+  std::optional<checkpoints::ArtifactSummary> artifacts;
+  bool artifacts_exist = false;
+  std::string artifact_warning;  // user attr artifact_warning
 };
 
-Row row_of(const FrozenTrial& t, const std::string& root) {
+// The trials' user artifacts root, beside the checkpoint root.
+std::string artifact_root_of(const std::string& storage_path, const StudyInfo& study) {
+  bool shared = false;
+  const std::string root = checkpoint_root_of(storage_path, study, &shared);
+  return checkpoints::artifact_root_for(root, shared);
+}
+
+Row row_of(const FrozenTrial& t, const std::string& root, const std::string& artifact_root) {
   Row r;
+  if (auto a = t.system_attrs.find(checkpoints::kAttrArtifacts);
+      a != t.system_attrs.end() && a->is_object()) {
+    checkpoints::ArtifactSummary s;
+    s.files = a->value("files", std::uint64_t{0});
+    s.bytes = a->value("bytes", std::uint64_t{0});
+    r.artifacts = s;
+    std::error_code ec;
+    r.artifacts_exist = fs::is_directory(
+        fs::symlink_status(checkpoints::trial_artifact_path(artifact_root, t.number), ec));
+  }
+  if (auto w = t.user_attrs.find(checkpoints::kAttrArtifactWarning);
+      w != t.user_attrs.end() && w->is_string())
+    r.artifact_warning = w->get<std::string>();
   r.number = t.number;
   r.state = to_string(t.state);
   r.lineage = checkpoints::lineage_of(t);
@@ -70,6 +101,59 @@ Row row_of(const FrozenTrial& t, const std::string& root) {
   return r;
 }
 
+// `hpsearch artifacts --format json`: one object per trial.
+Json rows_json(const std::vector<Row>& rows, const std::string& root,
+               const std::string& artifact_root) {
+  Json out = Json::array();
+  for (const Row& r : rows) {
+    Json j{{"trial", r.number},         {"state", r.state},
+           {"lineage", r.lineage},      {"checkpoint_step", r.step ? Json(*r.step) : Json()},
+           {"deleted", r.deleted},      {"folder", checkpoints::lineage_path(root, r.lineage)},
+           {"folder_exists", r.exists}, {"snapshot_exists", r.snapshot_exists},
+           {"bytes", r.bytes}};
+    // The trial's user artifacts (null: none kept).
+    j["user_artifacts"] =
+        r.artifacts ? Json{{"files", r.artifacts->files},
+                           {"bytes", r.artifacts->bytes},
+                           {"folder", checkpoints::trial_artifact_path(artifact_root, r.number)},
+                           {"folder_exists", r.artifacts_exist}}
+                    : Json();
+    if (!r.artifact_warning.empty()) j["artifact_warning"] = r.artifact_warning;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+// `hpsearch artifacts`: the snapshots' table, then the user artifacts'.
+void print_tables(const std::vector<Row>& rows, const std::string& root,
+                  const std::string& artifact_root) {
+  Table t({"trial", "state", "lineage", "checkpoint step", "folder", "bytes"});
+  for (const Row& r : rows)
+    t.add_row({std::to_string(r.number), r.state, std::to_string(r.lineage),
+               r.step ? std::to_string(*r.step) + (r.deleted ? " (deleted)" : "") : "-",
+               r.exists ? (r.snapshot_exists || !r.step ? "yes" : "yes (no snapshot)") : "no",
+               std::to_string(r.bytes)});
+  std::cout << "Checkpoint snapshots\n" << t.render();
+  std::cout << "checkpoint root: " << root << "\n";
+  Table u({"trial", "state", "files", "bytes", "folder"});
+  std::size_t n_user = 0;
+  for (const Row& r : rows) {
+    if (!r.artifacts && r.artifact_warning.empty()) continue;
+    ++n_user;
+    u.add_row({std::to_string(r.number), r.state,
+               r.artifacts ? std::to_string(r.artifacts->files) : "-",
+               r.artifacts ? std::to_string(r.artifacts->bytes) : "-",
+               r.artifacts ? (r.artifacts_exist ? "yes" : "no (removed by hand?)")
+                           : "not kept: " + printable_excerpt(r.artifact_warning)});
+  }
+  std::cout << "\nUser artifacts\n";
+  if (n_user > 0)
+    std::cout << u.render();
+  else
+    std::cout << "(none)\n";
+  std::cout << "artifact root: " << artifact_root << "\n";
+}
+
 }  // namespace
 
 int artifacts_command(const ArtifactsOptions& o) {
@@ -77,53 +161,57 @@ int artifacts_command(const ArtifactsOptions& o) {
     throw ConfigError("--format", "must be table or json, got '" + o.format + "'");
   auto storage = open_existing(o.storage);
   auto id = pick_study(*storage, o.study, o.storage);
-  const std::string root = checkpoint_root_of(o.storage, storage->get_study(id));
+  const StudyInfo study = storage->get_study(id);
+  const std::string root = checkpoint_root_of(o.storage, study);
+  const std::string artifact_root = artifact_root_of(o.storage, study);
   std::vector<Row> rows;
   if (o.trial) {
     auto t = storage->get_trial_by_number(id, *o.trial);
     if (!t) throw ConfigError("--trial", "no trial " + std::to_string(*o.trial) + " in the study");
-    rows.push_back(row_of(*t, root));
+    rows.push_back(row_of(*t, root, artifact_root));
   } else {
-    for (const auto& t : storage->get_all_trials(id)) rows.push_back(row_of(*t, root));
+    for (const auto& t : storage->get_all_trials(id))
+      rows.push_back(row_of(*t, root, artifact_root));
   }
   if (o.format == "json") {
-    Json out = Json::array();
-    for (const Row& r : rows) {
-      Json j{{"trial", r.number},         {"state", r.state},
-             {"lineage", r.lineage},      {"checkpoint_step", r.step ? Json(*r.step) : Json()},
-             {"deleted", r.deleted},      {"folder", checkpoints::lineage_path(root, r.lineage)},
-             {"folder_exists", r.exists}, {"snapshot_exists", r.snapshot_exists},
-             {"bytes", r.bytes}};
-      out.push_back(std::move(j));
-    }
-    std::cout << out.dump(2) << "\n";
+    std::cout << rows_json(rows, root, artifact_root).dump(2) << "\n";
     return kExitOk;
   }
-  Table t({"trial", "state", "lineage", "checkpoint step", "folder", "bytes"});
-  for (const Row& r : rows)
-    t.add_row({std::to_string(r.number), r.state, std::to_string(r.lineage),
-               r.step ? std::to_string(*r.step) + (r.deleted ? " (deleted)" : "") : "-",
-               r.exists ? (r.snapshot_exists || !r.step ? "yes" : "yes (no snapshot)") : "no",
-               std::to_string(r.bytes)});
-  std::cout << t.render();
-  std::cout << "checkpoint root: " << root << "\n";
+  print_tables(rows, root, artifact_root);
   return kExitOk;
 }
 
 int artifacts_get_command(const ArtifactsOptions& o) {
   if (!o.trial) throw ConfigError("--trial", "is required");
   if (o.output.empty()) throw ConfigError("-o", "is required (the folder to copy into)");
+  if (o.kind != "auto" && o.kind != "user" && o.kind != "snapshot")
+    throw ConfigError("--kind", "must be auto, user or snapshot, got '" + o.kind + "'");
   std::error_code ec;
   const auto st = fs::symlink_status(o.output, ec);
-  if (fs::exists(st) && (!fs::is_directory(st) || !fs::is_empty(o.output, ec)))
-    throw ConfigError(
-        "-o", printable(o.output) + " exists and is not an empty folder: refused (nothing copied)");
+  if (fs::exists(st) && !fs::is_directory(st))
+    throw ConfigError("-o", printable(o.output) + " exists and is not a folder: refused");
   auto storage = open_existing(o.storage);
   auto id = pick_study(*storage, o.study, o.storage);
-  const std::string root = checkpoint_root_of(o.storage, storage->get_study(id));
+  const StudyInfo study = storage->get_study(id);
+  const std::string root = checkpoint_root_of(o.storage, study);
+  const std::string artifact_root = artifact_root_of(o.storage, study);
   auto t = storage->get_trial_by_number(id, *o.trial);
   if (!t) throw ConfigError("--trial", "no trial " + std::to_string(*o.trial) + " in the study");
-  Row r = row_of(*t, root);
+  Row r = row_of(*t, root, artifact_root);
+  if (o.kind == "user" || (o.kind == "auto" && r.artifacts)) {
+    if (!r.artifacts)
+      throw Error("trial " + std::to_string(*o.trial) + " has no user artifacts" +
+                  (r.artifact_warning.empty() ? std::string()
+                                              : " (" + printable(r.artifact_warning) + ")"));
+    const checkpoints::ArtifactSummary got =
+        checkpoints::copy_artifacts(artifact_root, *o.trial, o.output, o.overwrite);
+    std::cout << "copied the artifacts of trial " << *o.trial << " (" << got.files << " files, "
+              << got.bytes << " bytes, checksums verified) to " << o.output << "\n";
+    return kExitOk;
+  }
+  if (fs::exists(st) && !fs::is_empty(o.output, ec))
+    throw ConfigError(
+        "-o", printable(o.output) + " exists and is not an empty folder: refused (nothing copied)");
   if (!r.step || r.deleted)
     throw Error("trial " + std::to_string(*o.trial) + " has no snapshot" +
                 (r.deleted ? " (retention removed its lineage's folder)" : ""));

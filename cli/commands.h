@@ -248,16 +248,21 @@ int trials_command(const ReadOptions& options);
 int studies_command(const ReadOptions& options);
 // hpsearch artifacts STORAGE [--trial N] [--format table|json]: each trial's
 // lineage, the checkpoint step the store names, whether its folder exists
-// and its size in bytes. hpsearch artifacts get STORAGE --trial N -o DIR:
-// copies that trial's newest snapshot (checked against its manifest) into
-// DIR (created; refused when it exists and is not empty). Read-only on the
-// store.
+// and its size in bytes; then the trials' user artifacts (files, bytes,
+// folder). hpsearch artifacts get STORAGE --trial N -o DIR: copies that
+// trial's user artifacts (--kind user), or its newest snapshot (--kind
+// snapshot), each checked against its manifest, into DIR (created); the
+// default, auto, is the user artifacts when the trial has some, else the
+// snapshot. A snapshot needs DIR new or empty; user artifacts refuse only
+// files already in DIR, unless --overwrite. Read-only on the store.
 struct ArtifactsOptions {
   std::string storage;
   std::optional<std::string> study;   // --study
   std::optional<std::int64_t> trial;  // --trial N
   std::string format = "table";       // --format table | json
   std::string output;                 // get: -o DIR
+  std::string kind = "auto";          // get: --kind auto | user | snapshot
+  bool overwrite = false;             // get: --overwrite (user artifacts)
 };
 int artifacts_command(const ArtifactsOptions& options);
 int artifacts_get_command(const ArtifactsOptions& options);

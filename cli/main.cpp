@@ -414,9 +414,10 @@ int main(int argc, char** argv) {
 
   ArtifactsOptions art;
   auto* art_cmd = app.add_subcommand(
-      "artifacts", "List the trials' checkpoint snapshots (or copy one: artifacts get)");
+      "artifacts",
+      "List the trials' checkpoint snapshots and user artifacts (copy them: artifacts get)");
   auto* art_get = art_cmd->add_subcommand(
-      "get", "Copy a trial's newest checkpoint snapshot into a new or empty folder");
+      "get", "Copy a trial's user artifacts or its newest checkpoint snapshot into a folder");
   art_cmd->require_subcommand(0, 1);
   art_cmd->add_option("storage", art.storage, "SQLite file");
   art_cmd->add_option("--study", art.study, "study name (needed if the file holds several)");
@@ -426,11 +427,22 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   art_get->add_option("storage", art.storage, "SQLite file")->required();
   art_get->add_option("--study", art.study, "study name (needed if the file holds several)");
-  art_get->add_option("--trial", art.trial, "the trial whose snapshot is copied")
+  art_get->add_option("--trial", art.trial, "the trial whose files are copied")
       ->required()
       ->check(CLI::NonNegativeNumber);
-  art_get->add_option("-o,--output", art.output, "the folder to copy into (new or empty)")
+  art_get
+      ->add_option("-o,--output", art.output,
+                   "the folder to copy into (a snapshot: new or empty; user artifacts: files "
+                   "already there are refused)")
       ->required();
+  art_get
+      ->add_option("--kind", art.kind,
+                   "user (the trial's user artifacts), snapshot (its newest checkpoint "
+                   "snapshot) or auto (user artifacts if any, else the snapshot)")
+      ->check(CLI::IsMember({"auto", "user", "snapshot"}))
+      ->capture_default_str();
+  art_get->add_flag("--overwrite", art.overwrite,
+                    "replace files of the same name already in the folder (user artifacts)");
 
   ExportOptions exp;
   auto* export_cmd =

@@ -109,12 +109,17 @@ Json command_example(const StudyConfig& config, const RunOptions& o,
   example["params"] = Json::object();
   for (const auto& [name, value] : params) example["params"][name] = value;
   try {
-    const CommandLine line =
-        command_line(config.objective, params, 0,
-                     (std::filesystem::absolute(log_dir) / "trial-0").lexically_normal().string(),
-                     (std::filesystem::path(checkpoints::lineage_path(checkpoint_root, 0)) / "work")
-                         .lexically_normal()
-                         .string());
+    const CommandLine line = command_line(
+        config.objective, params, 0,
+        (std::filesystem::absolute(log_dir) / "trial-0").lexically_normal().string(),
+        (std::filesystem::path(checkpoints::lineage_path(checkpoint_root, 0)) / "work")
+            .lexically_normal()
+            .string(),
+        checkpoints::trial_artifact_path(
+            checkpoints::artifact_root_for(
+                checkpoint_root,
+                !checkpoints::ArtifactOptions::from_json(config.artifacts).path.empty()),
+            0));
     example["argv"] = line.argv;
     example["env"] = line.env;
     if (!line.program_problem.empty())
@@ -305,13 +310,17 @@ Json budget_part(const StudyConfig& config) {
 
 Json artifacts_part(const StudyConfig& config, const std::string& checkpoint_root) {
   const checkpoints::ArtifactOptions a = checkpoints::ArtifactOptions::from_json(config.artifacts);
-  return {{"checkpoints", a.checkpoints},
-          {"keep_best", a.keep_best},
-          {"keep_pruned", a.keep_pruned},
-          {"keep_failed", a.keep_failed},
-          {"max_snapshot_bytes", a.max_snapshot_bytes},
-          {"max_study_bytes", a.max_study_bytes},
-          {"folder", std::filesystem::path(checkpoint_root).lexically_normal().string()}};
+  return {
+      {"checkpoints", a.checkpoints},
+      {"keep_best", a.keep_best},
+      {"keep_pruned", a.keep_pruned},
+      {"keep_failed", a.keep_failed},
+      {"max_snapshot_bytes", a.max_snapshot_bytes},
+      {"max_study_bytes", a.max_study_bytes},
+      {"max_artifact_bytes", a.max_artifact_bytes},
+      {"folder", std::filesystem::path(checkpoint_root).lexically_normal().string()},
+      // The trials' user artifacts (Trial::upload_artifact, HPSEARCH_ARTIFACT_DIR).
+      {"user_artifacts_folder", checkpoints::artifact_root_for(checkpoint_root, !a.path.empty())}};
 }
 
 void print_text(const Json& plan, const StudyConfig& config) {

@@ -38,8 +38,38 @@ void Coordinator::Impl::open_artifact_store() {
     } catch (const std::exception&) {
     }
   }
-  artifacts = std::make_unique<ArtifactStore>(options.checkpoint_root,
-                                              options.artifacts.max_snapshot_bytes);
+  // The trials' user artifacts, beside the checkpoint root.
+  artifact_root =
+      checkpoints::artifact_root_for(options.checkpoint_root, !options.artifacts.path.empty());
+  user_stored_bytes = checkpoints::folder_bytes(artifact_root);
+  artifacts =
+      std::make_unique<ArtifactStore>(options.checkpoint_root, options.artifacts.max_snapshot_bytes,
+                                      artifact_root, options.artifacts.max_artifact_bytes);
+}
+
+std::uint64_t Coordinator::Impl::study_bytes_but(std::int64_t lineage) const {
+  std::uint64_t total = user_stored_bytes;
+  for (const auto& [l, b] : stored_bytes)
+    if (l != lineage) total += b;
+  for (const auto& [l, b] : pending_bytes)
+    if (l != lineage) total += b;
+  for (const auto& [n, b] : user_pending_bytes) total += b;
+  return total;
+}
+
+void Coordinator::Impl::record_artifacts_in_place(std::int64_t number) {
+  const FrozenTrial& t = mirror.at(number);
+  try {
+    if (artifact_root.empty()) throw Error("this coordinator keeps no user artifacts");
+    const checkpoints::ArtifactSummary kept =
+        checkpoints::read_artifact_summary(artifact_root, number);
+    storage.set_trial_system_attr(t.trial_id, checkpoints::kAttrArtifacts, kept.to_json());
+  } catch (const std::exception& e) {
+    spdlog::warn("coordinator: trial {}: its artifacts are not recorded: {}", number, e.what());
+    storage.set_trial_user_attr(t.trial_id, checkpoints::kAttrArtifactWarning,
+                                std::string("not recorded: ") + e.what());
+  }
+  mirror.refresh(number);
 }
 
 std::string Coordinator::Impl::artifact_job_refusal(const Session& s) const {
@@ -64,9 +94,15 @@ void Coordinator::Impl::on_artifact_put(Session& s, proto::ArtifactPut& m) {
   proto::ArtifactPutReply reply;
   reply.number = m.number;
   reply.step = m.step;
+  reply.kind = m.kind;
+  const bool user = m.kind == proto::ArtifactKind::kUser;
   auto refuse = [&](const std::string& why) {
-    spdlog::warn("coordinator: trial {}: the snapshot of step {} from worker {} is not kept: {}",
-                 m.number, m.step, s.name, why);
+    if (user)
+      spdlog::warn("coordinator: trial {}: the artifacts from worker {} are not kept: {}", m.number,
+                   s.name, why);
+    else
+      spdlog::warn("coordinator: trial {}: the snapshot of step {} from worker {} is not kept: {}",
+                   m.number, m.step, s.name, why);
     reply.ok = false;
     reply.error = why;
     send(s, reply);
@@ -84,7 +120,10 @@ void Coordinator::Impl::on_artifact_put(Session& s, proto::ArtifactPut& m) {
   }
   const std::int64_t lineage = checkpoints::lineage_of(mirror.at(m.number));
   if (std::string why = artifact_job_refusal(s); !why.empty()) {
-    pending_bytes.erase(lineage);
+    if (user)
+      user_pending_bytes.erase(m.number);
+    else
+      pending_bytes.erase(lineage);
     if (late_log.allow(Steady::now()))  // a flood: a few lines a second
       spdlog::warn("coordinator: trial {}: a snapshot piece from worker {} is refused: {}",
                    m.number, s.name, why);
@@ -94,19 +133,22 @@ void Coordinator::Impl::on_artifact_put(Session& s, proto::ArtifactPut& m) {
   }
   if (m.offset == 0) {
     const std::uint64_t bytes = m.total - m.manifest_bytes;
-    std::uint64_t others = 0;
-    for (const auto& [l, b] : stored_bytes)
-      if (l != lineage) others += b;
-    for (const auto& [l, b] : pending_bytes)
-      if (l != lineage) others += b;
+    if (user) user_pending_bytes.erase(m.number);
+    const std::uint64_t others = study_bytes_but(user ? -1 : lineage);
     if (others + bytes > options.artifacts.max_study_bytes) {
+      if (user) {
+        refuse("the study's artifacts would take " + std::to_string(others + bytes) +
+               " bytes, over " + std::to_string(options.artifacts.max_study_bytes) +
+               " (artifacts.max_study_bytes)");
+        return;
+      }
       pending_bytes.erase(lineage);
       refuse("the study's snapshots would take " + std::to_string(others + bytes) +
              " bytes, over " + std::to_string(options.artifacts.max_study_bytes) +
              " (artifacts.max_study_bytes); a retry starts from the lineage's previous snapshot");
       return;
     }
-    pending_bytes[lineage] = bytes;
+    (user ? user_pending_bytes[m.number] : pending_bytes[lineage]) = bytes;
   }
   ArtifactStore::Job job;
   job.kind = ArtifactStore::Job::Kind::kPut;
@@ -118,6 +160,7 @@ void Coordinator::Impl::on_artifact_put(Session& s, proto::ArtifactPut& m) {
   job.total = m.total;
   job.manifest_bytes = m.manifest_bytes;
   job.checksum = m.checksum;
+  job.user = user;
   job.data = std::move(m.data);  // 1 MiB: not copied
   submit_artifact_job(std::move(job));
 }
@@ -160,6 +203,31 @@ void Coordinator::Impl::on_artifact_get(Session& s, const proto::ArtifactGet& m)
   submit_artifact_job(std::move(job));
 }
 
+void Coordinator::Impl::on_user_artifact_result(const ArtifactStore::Result& r,
+                                                proto::ArtifactPutReply& reply) {
+  reply.kind = proto::ArtifactKind::kUser;
+  if (!r.ok || r.done) user_pending_bytes.erase(r.number);
+  if (!r.ok) {
+    spdlog::warn("coordinator: trial {}: its artifacts are not kept: {}", r.number, r.error);
+    return;
+  }
+  if (!r.done) return;
+  user_stored_bytes += r.file_bytes;
+  // The store names them only now that they are whole and verified, and
+  // only while the trial runs.
+  if (const TrialPtr t = mirror.ptr(r.number); t && t->state == TrialState::kRunning) {
+    checkpoints::ArtifactSummary kept;
+    kept.files = r.files;
+    kept.bytes = r.file_bytes;
+    storage.set_trial_system_attr(t->trial_id, checkpoints::kAttrArtifacts, kept.to_json());
+    mirror.refresh(r.number);
+    reply.done = true;
+  } else {
+    reply.ok = false;
+    reply.error = "trial " + std::to_string(r.number) + " ended before its artifacts arrived";
+  }
+}
+
 void Coordinator::Impl::on_artifact_results() {
   for (ArtifactStore::Result& r : artifacts->take()) {
     if (auto it = artifact_jobs.find(r.rid); it != artifact_jobs.end()) {
@@ -193,6 +261,11 @@ void Coordinator::Impl::on_artifact_results() {
     reply.ok = r.ok;
     reply.error = r.error;
     reply.next_offset = r.next_offset;
+    if (r.user) {
+      on_user_artifact_result(r, reply);
+      if (s) send(*s, reply);
+      continue;
+    }
     if (!r.ok) {
       pending_bytes.erase(r.lineage);
       spdlog::warn("coordinator: trial {}: the snapshot of step {} is not kept: {}", r.number,

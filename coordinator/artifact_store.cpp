@@ -46,8 +46,12 @@ void lower_this_threads_priority() {
 
 }  // namespace
 
-ArtifactStore::ArtifactStore(std::string root, std::uint64_t max_snapshot_bytes)
-    : root_(std::move(root)), max_snapshot_bytes_(max_snapshot_bytes) {
+ArtifactStore::ArtifactStore(std::string root, std::uint64_t max_snapshot_bytes,
+                             std::string artifact_root, std::uint64_t max_artifact_bytes)
+    : root_(std::move(root)),
+      max_snapshot_bytes_(max_snapshot_bytes),
+      artifact_root_(std::move(artifact_root)),
+      max_artifact_bytes_(max_artifact_bytes) {
   fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (fd_ < 0) throw Error(std::string("coordinator: eventfd failed: ") + errno_text(errno));
   thread_ = std::thread([this] { run(); });
@@ -61,6 +65,7 @@ ArtifactStore::~ArtifactStore() {
   ready_.notify_one();
   if (thread_.joinable()) thread_.join();
   for (auto& [lineage, u] : uploads_) remove_file(u.path);
+  for (auto& [number, u] : user_uploads_) remove_file(u.path);
   ::close(fd_);
 }
 
@@ -109,6 +114,7 @@ void ArtifactStore::run() {
     r.number = job.number;
     r.lineage = job.lineage;
     r.step = job.step;
+    r.user = job.user;
     if (job.kind == Job::Kind::kRemove) continue;  // nobody waits for it
     std::lock_guard lock(mutex_);
     results_.push_back(std::move(r));
@@ -138,47 +144,60 @@ ArtifactStore::Result ArtifactStore::handle(Job& job) {
 
 ArtifactStore::Result ArtifactStore::put(Job& job) {
   Result r;
+  // Snapshots by lineage; user artifacts by trial.
+  std::map<std::int64_t, Upload>& uploads = job.user ? user_uploads_ : uploads_;
+  const std::int64_t key = job.user ? job.number : job.lineage;
+  const std::uint64_t max_bytes = job.user ? max_artifact_bytes_ : max_snapshot_bytes_;
+  const std::string what = job.user ? "the artifacts of trial " + std::to_string(job.number)
+                                    : "the snapshot of step " + std::to_string(job.step);
   auto fail = [&](const std::string& why) {
-    if (auto u = uploads_.find(job.lineage); u != uploads_.end()) {
+    if (auto u = uploads.find(key); u != uploads.end()) {
       remove_file(u->second.path);  // the partial file goes
-      uploads_.erase(u);
+      uploads.erase(u);
     }
     r.ok = false;
     r.error = why;
     return r;
   };
-  const std::string piece = "the piece at offset " + std::to_string(job.offset) + " of the " +
-                            "snapshot of step " + std::to_string(job.step);
+  const std::string piece = "the piece at offset " + std::to_string(job.offset) + " of " + what;
   if (util::xxh3_64(job.data) != job.checksum)
     return fail(piece + ": checksum mismatch (XXH3 64 of its " + std::to_string(job.data.size()) +
                 " bytes differs from the one sent): refused");
-  if (job.total - job.manifest_bytes > max_snapshot_bytes_)
-    return fail("the snapshot of step " + std::to_string(job.step) + " holds " +
-                std::to_string(job.total - job.manifest_bytes) + " bytes, over " +
-                std::to_string(max_snapshot_bytes_) + " (artifacts.max_snapshot_bytes): refused");
+  if (job.total - job.manifest_bytes > max_bytes)
+    return fail(what + " holds " + std::to_string(job.total - job.manifest_bytes) +
+                " bytes, over " + std::to_string(max_bytes) +
+                (job.user ? " (artifacts.max_artifact_bytes)" : " (artifacts.max_snapshot_bytes)") +
+                ": refused");
+  if (job.user && artifact_root_.empty())
+    return fail("this coordinator keeps no user artifacts (no artifact root): refused");
   try {
     if (job.offset == 0) {
-      if (auto u = uploads_.find(job.lineage); u != uploads_.end()) {
+      if (auto u = uploads.find(key); u != uploads.end()) {
         remove_file(u->second.path);  // an earlier upload left unfinished
-        uploads_.erase(u);
+        uploads.erase(u);
       }
-      readers_.erase(job.lineage);
-      checkpoints::LineageFolder folder(root_, job.lineage, max_snapshot_bytes_);
       Upload u;
       u.step = job.step;
       u.total = job.total;
       u.manifest_bytes = job.manifest_bytes;
-      u.path = checkpoints::stream_path(folder.path(), "upload", job.step);
+      if (job.user) {
+        const OwnerOnlyFolder root(artifact_root_, true);
+        u.path = checkpoints::stream_path(root.path(), "upload-trial", job.number);
+      } else {
+        readers_.erase(job.lineage);
+        checkpoints::LineageFolder folder(root_, job.lineage, max_snapshot_bytes_);
+        u.path = checkpoints::stream_path(folder.path(), "upload", job.step);
+      }
       remove_file(u.path);
       int fd = ::open(u.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
                       kPrivateFileMode);
       if (fd < 0) throw Error(u.path + ": " + errno_text(errno));
       ::close(fd);
-      uploads_[job.lineage] = u;
+      uploads[key] = u;
     }
-    auto it = uploads_.find(job.lineage);
-    if (it == uploads_.end())
-      return fail(piece + ": no upload of this lineage in progress (its first piece was " +
+    auto it = uploads.find(key);
+    if (it == uploads.end())
+      return fail(piece + ": no such upload in progress (its first piece was " +
                   "refused or never came): refused");
     Upload& u = it->second;
     if (u.step != job.step || u.total != job.total || u.manifest_bytes != job.manifest_bytes)
@@ -196,7 +215,15 @@ ArtifactStore::Result ArtifactStore::put(Job& job) {
     u.written += job.data.size();
     r.ok = true;
     r.next_offset = u.written;
-    if (u.written == u.total) {
+    if (u.written == u.total && job.user) {
+      const checkpoints::ArtifactSummary kept = checkpoints::install_artifacts(
+          artifact_root_, job.number, u.path, u.manifest_bytes, max_artifact_bytes_);
+      remove_file(u.path);
+      uploads.erase(it);
+      r.file_bytes = kept.bytes;
+      r.files = kept.files;
+      r.done = true;
+    } else if (u.written == u.total) {
       const std::string lineage_dir = checkpoints::lineage_path(root_, job.lineage);
       checkpoints::install_snapshot(lineage_dir, u.step, u.path, u.manifest_bytes,
                                     max_snapshot_bytes_);

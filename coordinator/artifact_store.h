@@ -17,7 +17,9 @@
 //
 // Paths come from numbers only: a piece of trial N's upload goes to
 // <root>/lineage-<L>/.tmp-upload-<S> (L: the lineage the coordinator's store
-// names for N, S: an integer step), never to a name the peer sent.
+// names for N, S: an integer step), never to a name the peer sent. A
+// trial's user artifacts (Job::user) go to <artifact root>/.tmp-upload-<N>,
+// then to <artifact root>/trial-<N> with their manifest.
 #pragma once
 
 #include <condition_variable>
@@ -52,6 +54,7 @@ class ArtifactStore {
     std::uint64_t manifest_bytes = 0;
     std::uint64_t checksum = 0;
     std::string data;
+    bool user = false;  // kPut: the trial's user artifacts, not a snapshot
   };
   struct Result {
     Job::Kind kind = Job::Kind::kPut;
@@ -64,7 +67,9 @@ class ArtifactStore {
     // kPut
     bool done = false;              // the snapshot is installed and verified
     std::uint64_t next_offset = 0;  // the offset the next piece starts at
-    std::uint64_t file_bytes = 0;   // done: the snapshot's file bytes
+    std::uint64_t file_bytes = 0;   // done: the snapshot's (or user artifacts') file bytes
+    bool user = false;              // the job's
+    std::uint64_t files = 0;        // done, user: the user artifacts' files
     // kGet
     std::uint64_t offset = 0;
     std::uint64_t total = 0;
@@ -75,8 +80,13 @@ class ArtifactStore {
 
   // Starts the I/O thread. `root`: the coordinator's checkpoint root;
   // `max_snapshot_bytes`: artifacts.max_snapshot_bytes (a larger upload is
-  // refused). Throws Error when an eventfd cannot be made.
-  ArtifactStore(std::string root, std::uint64_t max_snapshot_bytes);
+  // refused); `artifact_root`: where the trials' user artifacts go ("":
+  // their uploads are refused); `max_artifact_bytes`:
+  // artifacts.max_artifact_bytes. Throws Error when an eventfd cannot be
+  // made.
+  ArtifactStore(
+      std::string root, std::uint64_t max_snapshot_bytes, std::string artifact_root = "",
+      std::uint64_t max_artifact_bytes = checkpoints::ArtifactOptions{}.max_artifact_bytes);
   // Runs the jobs still queued, then joins the I/O thread.
   ~ArtifactStore();
   ArtifactStore(const ArtifactStore&) = delete;
@@ -97,6 +107,8 @@ class ArtifactStore {
 
   std::string root_;
   std::uint64_t max_snapshot_bytes_;
+  std::string artifact_root_;
+  std::uint64_t max_artifact_bytes_;
   int fd_ = -1;
   std::mutex mutex_;
   std::condition_variable ready_;
@@ -112,7 +124,8 @@ class ArtifactStore {
     std::uint64_t written = 0;
     std::string path;
   };
-  std::map<std::int64_t, Upload> uploads_;  // lineage -> the upload in progress
+  std::map<std::int64_t, Upload> uploads_;       // lineage -> the upload in progress
+  std::map<std::int64_t, Upload> user_uploads_;  // trial -> its user artifacts' upload
   std::map<std::int64_t, std::unique_ptr<checkpoints::SnapshotReader>> readers_;  // lineage
 
   std::thread thread_;  // last: started once the rest is made

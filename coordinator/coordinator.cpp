@@ -65,7 +65,8 @@ std::string config_text(const Study& study, Json objective_config, const SearchS
               {"objective", std::move(objective_config)},
               {"space", space.to_json()}};
   // What a worker needs of "artifacts" (search/checkpoints.h).
-  config["artifacts"] = Json{{"max_snapshot_bytes", artifacts.max_snapshot_bytes}};
+  config["artifacts"] = Json{{"max_snapshot_bytes", artifacts.max_snapshot_bytes},
+                             {"max_artifact_bytes", artifacts.max_artifact_bytes}};
   if (!artifacts.path.empty()) config["artifacts"]["path"] = artifacts.path;
   return config.dump();
 }

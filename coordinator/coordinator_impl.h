@@ -75,6 +75,21 @@ struct Coordinator::Impl {
   std::string store_id;
   std::map<std::int64_t, std::uint64_t> stored_bytes;
   std::map<std::int64_t, std::uint64_t> pending_bytes;
+  // User artifacts (search/checkpoints.h ArtifactFolder): their root
+  // (checkpoints::artifact_root_for the checkpoint root; "" when the store
+  // is closed), the bytes kept there (found at start, then uploaded) and
+  // those of the uploads under way, by trial; both count against
+  // artifacts.max_study_bytes with the snapshots.
+  std::string artifact_root;
+  std::uint64_t user_stored_bytes = 0;
+  std::map<std::int64_t, std::uint64_t> user_pending_bytes;
+  // The bytes of everything the study keeps, but `lineage`'s snapshots
+  // (-1: none left out).
+  std::uint64_t study_bytes_but(std::int64_t lineage) const;
+  // Records trial `number`'s user artifacts kept in place (Complete.artifacts
+  // or Fail.artifacts): system attr artifacts from their manifest, or user
+  // attr artifact_warning when it cannot be read.
+  void record_artifacts_in_place(std::int64_t number);
   // Pieces (ArtifactPut/ArtifactGet) queued on the I/O thread, per session
   // and in all: a worker keeps at most its window (4) in flight, so more
   // than kMaxArtifactJobsPerSession is a peer that floods; the coordinator's
@@ -159,6 +174,9 @@ struct Coordinator::Impl {
   void on_artifact_get(Session& s, const protocol::ArtifactGet& m);
   void on_restored(Session& s, const protocol::Restored& m);
   void on_artifact_results();
+  // A piece of a trial's user artifacts written (or refused): the reply to
+  // send, and the store's record once the last piece is installed.
+  void on_user_artifact_result(const ArtifactStore::Result& r, protocol::ArtifactPutReply& reply);
 
   // ---- dispatch.cpp: trials to idle workers; the end of the study
   void dispatch(Steady::time_point now);

@@ -348,6 +348,7 @@ void Coordinator::Impl::set_user_attrs(const FrozenTrial& t, const std::string& 
 void Coordinator::Impl::on_complete(Session& s, const proto::Complete& m) {
   if (other_rank_ended(s, m.number, nullptr)) return;  // not rank 0's: not the trial's result
   if (!owns(s, m.number, "Complete")) return;
+  if (m.artifacts) record_artifacts_in_place(m.number);
   const FrozenTrial& t = mirror.at(m.number);
   set_user_attrs(t, m.user_attrs_json);
   std::optional<double> value = m.value;
@@ -383,6 +384,7 @@ void Coordinator::Impl::on_fail(Session& s, const proto::Fail& m) {
   // rank whose worker is stopping is lost (below: the trial ends).
   if (m.reason == proto::Fail::Reason::kException && other_rank_ended(s, m.number, &text)) return;
   if (!owns(s, m.number, "Fail")) return;
+  if (m.artifacts && !is_other_rank(s, m.number)) record_artifacts_in_place(m.number);
   const FrozenTrial& t = mirror.at(m.number);
   if (!is_other_rank(s, m.number)) set_user_attrs(t, m.user_attrs_json);
   if (m.reason == proto::Fail::Reason::kInterrupted) {

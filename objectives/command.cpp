@@ -1,5 +1,6 @@
 #include "objectives/command.h"
 
+#include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <stdio.h>
@@ -56,9 +57,10 @@ constexpr std::chrono::milliseconds kOutsideSignalWait{500};
 // Environment variables that hpsearch sets itself.
 const std::vector<std::string>& reserved_env() {
   static const std::vector<std::string> names = {
-      "HPSEARCH_PARAMS", "HPSEARCH_TRIAL_NUMBER", "HPSEARCH_STUDY",          "HPSEARCH_THREADS",
-      "HPSEARCH_MODE",   "CUDA_VISIBLE_DEVICES",  "HPSEARCH_CHECKPOINT_DIR", "HPSEARCH_RESUME_STEP",
-      "HPSEARCH_RANK",   "HPSEARCH_WORLD_SIZE"};
+      "HPSEARCH_PARAMS",         "HPSEARCH_TRIAL_NUMBER", "HPSEARCH_STUDY",
+      "HPSEARCH_THREADS",        "HPSEARCH_MODE",         "CUDA_VISIBLE_DEVICES",
+      "HPSEARCH_CHECKPOINT_DIR", "HPSEARCH_RESUME_STEP",  "HPSEARCH_ARTIFACT_DIR",
+      "HPSEARCH_RANK",           "HPSEARCH_WORLD_SIZE"};
   return names;
 }
 
@@ -69,6 +71,9 @@ constexpr std::string_view kTrialDir = "trial_dir";
 // The built-in placeholder of the lineage's checkpoint folder
 // (search/checkpoints.h; HPSEARCH_CHECKPOINT_DIR).
 constexpr std::string_view kCheckpointDir = "checkpoint_dir";
+// The built-in placeholder of the trial's user artifact folder
+// (search/checkpoints.h; HPSEARCH_ARTIFACT_DIR).
+constexpr std::string_view kArtifactDir = "artifact_dir";
 
 // One piece of an argument: literal text, or a placeholder.
 struct Piece {
@@ -134,33 +139,38 @@ bool has_param(const Template& t) {
   return std::any_of(t.begin(), t.end(), [](const Piece& p) { return p.is_param; });
 }
 
+// Whether `p` is a built-in placeholder ({trial_dir}, {checkpoint_dir},
+// {artifact_dir}); throws ConfigError(path) when it is written optional or
+// the space has a param of that name.
+bool check_builtin_placeholder(const Piece& p, const SearchSpace& space, const std::string& path) {
+  struct Builtin {
+    std::string_view name;
+    const char* folder;
+  };
+  static constexpr Builtin kBuiltins[] = {{kCheckpointDir, "the trial's checkpoint folder"},
+                                          {kArtifactDir, "the trial's artifact folder"},
+                                          {kTrialDir, "the per-trial folder"}};
+  for (const Builtin& b : kBuiltins) {
+    if (p.text != b.name) continue;
+    const std::string name(b.name);
+    if (p.optional)
+      throw ConfigError(
+          path, fmt::format("{{{}?}}: {} is always there; write {{{}}}", name, b.folder, name));
+    if (space.find(p.text))
+      throw ConfigError(path, fmt::format("{{{}}} is {}, and the space has a param named '{}' "
+                                          "too: rename the param",
+                                          name, b.folder, name));
+    return true;
+  }
+  return false;
+}
+
 // Checks the placeholders of `t` against the space.
 void check_placeholders(const Template& t, const SearchSpace& space, const std::string& path,
                         const std::string& drop_what) {
   for (const Piece& p : t) {
     if (!p.is_param) continue;
-    if (p.text == kCheckpointDir) {
-      if (p.optional)
-        throw ConfigError(path,
-                          "{checkpoint_dir?}: the checkpoint folder is always there; write "
-                          "{checkpoint_dir}");
-      if (space.find(p.text))
-        throw ConfigError(path,
-                          "{checkpoint_dir} is the trial's checkpoint folder, and the space has a "
-                          "param named 'checkpoint_dir' too: rename the param");
-      continue;
-    }
-    if (p.text == kTrialDir) {
-      if (p.optional)
-        throw ConfigError(path,
-                          "{trial_dir?}: the per-trial folder is always there; write "
-                          "{trial_dir}");
-      if (space.find(p.text))
-        throw ConfigError(path,
-                          "{trial_dir} is the per-trial folder, and the space has a param "
-                          "named 'trial_dir' too: rename the param");
-      continue;
-    }
+    if (check_builtin_placeholder(p, space, path)) continue;
     const ParamSpec* spec = space.find(p.text);
     if (!spec) {
       std::string rule = "placeholder {" + printable_excerpt(p.text) + (p.optional ? "?" : "") +
@@ -193,10 +203,12 @@ void check_placeholders(const Template& t, const SearchSpace& space, const std::
 // Fills a template. nullopt when an optional placeholder's param is absent;
 // throws Error(path: ...) when a required one is.
 // `trial_dir`: the value of {trial_dir} ("" when the trial has none yet);
-// `checkpoint_dir`: of {checkpoint_dir} (Trial::checkpoint_dir()).
+// `checkpoint_dir`: of {checkpoint_dir} (Trial::checkpoint_dir());
+// `artifact_dir`: of {artifact_dir} (Trial::artifact_dir()).
 std::optional<std::string> expand(const Template& t, const Params& params, const std::string& path,
                                   const std::string& trial_dir = "",
-                                  const std::string& checkpoint_dir = "") {
+                                  const std::string& checkpoint_dir = "",
+                                  const std::string& artifact_dir = "") {
   std::string out;
   bool drop = false;
   for (const Piece& p : t) {
@@ -210,6 +222,10 @@ std::optional<std::string> expand(const Template& t, const Params& params, const
     }
     if (p.text == kCheckpointDir && !p.optional) {
       out += checkpoint_dir;
+      continue;
+    }
+    if (p.text == kArtifactDir && !p.optional) {
+      out += artifact_dir;
       continue;
     }
     auto it = params.find(p.text);
@@ -412,12 +428,13 @@ CommandConfig parse_config(const Json& config, const SearchSpace* space) {
 
 std::vector<std::string> expand_argv(const CommandConfig& c, const Params& params,
                                      const std::string& trial_dir = "",
-                                     const std::string& checkpoint_dir = "") {
+                                     const std::string& checkpoint_dir = "",
+                                     const std::string& artifact_dir = "") {
   std::vector<std::string> out;
   std::vector<bool> literal_flag;  // out[i] is a kept literal starting with '-'
   for (std::size_t i = 0; i < c.argv.size(); ++i) {
     std::optional<std::string> arg =
-        expand(c.argv[i], params, argv_path(i), trial_dir, checkpoint_dir);
+        expand(c.argv[i], params, argv_path(i), trial_dir, checkpoint_dir, artifact_dir);
     if (arg) {
       bool flag = i > 0 && !has_param(c.argv[i]) && !arg->empty() && (*arg)[0] == '-';
       out.push_back(std::move(*arg));
@@ -492,7 +509,8 @@ std::vector<std::string> build_env(const CommandConfig& c, const ObjectiveContex
   for (const auto& [name, t] : c.env) {
     std::optional<std::string> value =
         expand(t, trial ? trial->params() : kNoParams, join_path("objective.env", name), trial_dir,
-               trial ? trial->checkpoint_dir() : std::string());
+               trial ? trial->checkpoint_dir() : std::string(),
+               trial ? trial->artifact_dir() : std::string());
     if (value)
       env[name] = *value;
     else
@@ -521,6 +539,9 @@ std::vector<std::string> build_env(const CommandConfig& c, const ObjectiveContex
       env["HPSEARCH_RANK"] = std::to_string(r->rank);
       env["HPSEARCH_WORLD_SIZE"] = std::to_string(r->world_size);
     }
+    // User artifacts: what the program leaves there is kept.
+    env.erase("HPSEARCH_ARTIFACT_DIR");
+    if (!trial->artifact_dir().empty()) env["HPSEARCH_ARTIFACT_DIR"] = trial->artifact_dir();
   } else {
     env["HPSEARCH_MODE"] = "persistent";
   }
@@ -1143,8 +1164,8 @@ struct MetricAttrsOnExit {
 double run_trial(const CommandConfig& c, const ObjectiveContext& ctx, Trial& trial) {
   const auto started = std::chrono::system_clock::now();
   TrialDir trial_dir(c, ctx, trial.number(), rank_suffix(trial));
-  std::vector<std::string> argv =
-      expand_argv(c, trial.params(), trial_dir.path(), trial.checkpoint_dir());
+  std::vector<std::string> argv = expand_argv(c, trial.params(), trial_dir.path(),
+                                              trial.checkpoint_dir(), trial.artifact_dir());
   SpawnOptions spawn{argv, c.cwd, build_env(c, ctx, &trial, trial_dir.path())};
 
   TrialLog log(ctx.log_dir, trial.number(), c.log_max_bytes, rank_suffix(trial));
@@ -1349,6 +1370,7 @@ std::optional<double> persistent_attempt(const CommandConfig& c, const Objective
     if (trial.resume_step()) line["resume_step"] = *trial.resume_step();
     output.set_pause(group_pauser(program.pid()));
   }
+  if (!trial.artifact_dir().empty()) line["artifact_dir"] = trial.artifact_dir();
   if (std::string error = program.send(line); !error.empty())
     log.note("cannot send the trial: " + error);
   supervise_persistent(c, trial, program, log, output);
@@ -1423,14 +1445,15 @@ std::vector<std::string> command_argv(const Json& config, const Params& params) 
 }
 
 CommandLine command_line(const Json& config, const Params& params, std::int64_t number,
-                         const std::string& trial_dir, const std::string& checkpoint_dir) {
+                         const std::string& trial_dir, const std::string& checkpoint_dir,
+                         const std::string& artifact_dir) {
   const CommandConfig c = parse_config(config, nullptr);
   CommandLine out;
-  out.argv = expand_argv(c, params, trial_dir, checkpoint_dir);
+  out.argv = expand_argv(c, params, trial_dir, checkpoint_dir, artifact_dir);
   for (const auto& [name, t] : c.env)
     if (std::optional<std::string> value =
             expand(t, c.persistent ? Params() : params, join_path("objective.env", name), trial_dir,
-                   checkpoint_dir))
+                   checkpoint_dir, artifact_dir))
       out.env[name] = *value;
   // argv[0] from a placeholder ("{program}") differs between trials.
   const Json& argv0 = config["argv"][0];

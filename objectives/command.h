@@ -167,19 +167,21 @@ std::vector<std::string> command_argv(const Json& config, const Params& params);
 // validate`'s example: argv (command_argv's), the variables of
 // config["env"] with their placeholders filled, and HPSEARCH_PARAMS and
 // HPSEARCH_TRIAL_NUMBER (HPSEARCH_MODE=persistent instead in persistent
-// mode). "{trial_dir}" and "{checkpoint_dir}" are written as `trial_dir`
-// and `checkpoint_dir`. The worker's own environment and the variables it
-// sets per worker (threads, GPU) are left out. `config` is validated
-// first (ConfigError naming the field); Error as command_argv.
-// `program_problem`: why argv[0] would not start here (program_problem()),
-// "" when it would or when argv[0] is a placeholder's value.
+// mode). "{trial_dir}", "{checkpoint_dir}" and "{artifact_dir}" are written
+// as `trial_dir`, `checkpoint_dir` and `artifact_dir`. The worker's own
+// environment and the variables it sets per worker (threads, GPU) are left
+// out. `config` is validated first (ConfigError naming the field); Error as
+// command_argv. `program_problem`: why argv[0] would not start here
+// (program_problem()), "" when it would or when argv[0] is a placeholder's
+// value.
 struct CommandLine {
   std::vector<std::string> argv;
   std::map<std::string, std::string> env;
   std::string program_problem;
 };
 CommandLine command_line(const Json& config, const Params& params, std::int64_t number,
-                         const std::string& trial_dir, const std::string& checkpoint_dir);
+                         const std::string& trial_dir, const std::string& checkpoint_dir,
+                         const std::string& artifact_dir = "");
 
 // Why `program` (argv[0]) would not start from folder `cwd` ("" = this
 // process's folder) as a worker here starts it (posix_spawnp): a name with

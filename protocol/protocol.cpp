@@ -300,6 +300,7 @@ void serialize(A& ar, Complete& m, std::uint32_t const version) {
   field_bool(ar, m.pruned);
   field_optional_double(ar, m.value);
   field_string(ar, m.user_attrs_json);
+  field_bool(ar, m.artifacts);
   if constexpr (kLoading<A>) {
     if (m.number < 0) throw ProtocolError("Complete: trial number must be >= 0");
     if (!m.pruned && !m.value) throw ProtocolError("Complete: a value is required unless pruned");
@@ -313,6 +314,7 @@ void serialize(A& ar, Fail& m, std::uint32_t const version) {
   field_enum(ar, m.reason, 1, 2, "Fail.reason");
   field_string(ar, m.message);
   field_string(ar, m.user_attrs_json);
+  field_bool(ar, m.artifacts);
   if constexpr (kLoading<A>)
     if (m.number < 0) throw ProtocolError("Fail: trial number must be >= 0");
 }
@@ -391,6 +393,7 @@ void serialize(A& ar, ArtifactPut& m, std::uint32_t const version) {
   ar(m.number, m.step, m.offset, m.total, m.manifest_bytes);
   field_string(ar, m.data);
   ar(m.checksum);
+  field_enum(ar, m.kind, 1, 2, "ArtifactPut.kind");
   if constexpr (kLoading<A>)
     check_piece("ArtifactPut", m.number, m.step, m.offset, m.total, m.manifest_bytes, m.data);
 }
@@ -403,6 +406,7 @@ void serialize(A& ar, ArtifactPutReply& m, std::uint32_t const version) {
   field_bool(ar, m.done);
   ar(m.next_offset);
   field_string(ar, m.error);
+  field_enum(ar, m.kind, 1, 2, "ArtifactPutReply.kind");
 }
 
 template <class A>

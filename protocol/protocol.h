@@ -84,6 +84,9 @@ inline constexpr char kMagic[4] = {'H', 'P', 'S', 'W'};
 // 6: multi-process trials: Assignment.rank, world_size, local_rank,
 //    local_world_size, group_rank, master_addr, master_port; RankReady
 //    (worker -> coordinator) and StopTrial (coordinator -> worker).
+//    User artifacts: ArtifactPut.kind and ArtifactPutReply.kind (a
+//    snapshot or a trial's user artifacts), Complete.artifacts and
+//    Fail.artifacts (kept in place in the coordinator's artifact store).
 inline constexpr std::uint16_t kProtocolVersion = 6;
 inline constexpr std::size_t kEnvelopeBytes = 8;
 // Largest frame either side accepts (envelope included): 4 MiB. Larger
@@ -347,6 +350,12 @@ struct Complete {
   bool pruned = false;
   std::optional<double> value{};  // required unless pruned; NaN makes the trial FAIL
   std::string user_attrs_json{};  // a JSON object as text ("" = none)
+  // The trial's user artifacts are complete, with their manifest, in the
+  // coordinator's artifact store, written in place by a worker that shares
+  // it (version 6): the coordinator records them (system attr artifacts).
+  // A worker that does not share it uploads them first (ArtifactPut of
+  // kind kUser) and leaves this false.
+  bool artifacts = false;
 };
 
 // worker -> coordinator: the objective raised, or the worker is stopping.
@@ -360,6 +369,7 @@ struct Fail {
   Reason reason = Reason::kException;
   std::string message{};
   std::string user_attrs_json{};
+  bool artifacts = false;  // as Complete.artifacts (version 6)
 };
 
 struct Heartbeat {};
@@ -368,9 +378,18 @@ struct Heartbeat {};
 // SnapshotReader): its manifest's JSON text (manifest_bytes bytes), then
 // the bytes of its files in manifest order; `total` bytes in all.
 
+// What an ArtifactPut carries (version 6).
+enum class ArtifactKind : std::uint8_t {
+  kSnapshot = 1,  // a snapshot of the lineage's checkpoint folder at `step`
+  kUser = 2,      // the trial's user artifacts (search/checkpoints.h
+                  // ArtifactFolder), sent once the trial's objective ended,
+                  // before its Complete or Fail; `step` is 0
+};
+
 // worker -> coordinator: the piece of the stream of trial `number`'s
-// snapshot of `step` that starts at `offset` (pieces in order, from 0).
-// Answered by ArtifactPutReply once the coordinator wrote it.
+// snapshot of `step` (or of its user artifacts) that starts at `offset`
+// (pieces in order, from 0). Answered by ArtifactPutReply once the
+// coordinator wrote it.
 struct ArtifactPut {
   std::int64_t number = -1;          // the trial; the worker must hold it
   std::int64_t step = 0;             // the snapshot's step, >= 0
@@ -379,6 +398,7 @@ struct ArtifactPut {
   std::uint64_t manifest_bytes = 0;  // the manifest's length, <= total
   std::string data{};                // at most kMaxArtifactChunkBytes
   std::uint64_t checksum = 0;        // XXH3 64 of `data` (util::xxh3_64, search/util/hash.h)
+  ArtifactKind kind = ArtifactKind::kSnapshot;
 };
 
 // coordinator -> worker: the answer to an ArtifactPut.
@@ -389,6 +409,7 @@ struct ArtifactPutReply {
   bool done = false;              // the whole snapshot arrived, verified: the store names it
   std::uint64_t next_offset = 0;  // ok: the offset the next piece starts at
   std::string error{};            // !ok: why it was refused (the upload is dropped)
+  ArtifactKind kind = ArtifactKind::kSnapshot;  // the put's
 };
 
 // worker -> coordinator: the piece at `offset` of the stream of the

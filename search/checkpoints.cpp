@@ -123,7 +123,9 @@ struct Entry {
 };
 using Manifest = std::map<std::string, Entry>;  // relative path -> entry
 
-Json manifest_json(std::int64_t step, const Manifest& m) {
+// `key`: "step" (a snapshot's manifest) or "trial" (a trial's user
+// artifacts); `id`: its value.
+Json manifest_json(const char* key, std::int64_t id, const Manifest& m) {
   Json files = Json::array();
   for (const auto& [path, e] : m) {
     Json j{{"path", path}, {"kind", e.kind}};
@@ -136,15 +138,17 @@ Json manifest_json(std::int64_t step, const Manifest& m) {
     }
     files.push_back(std::move(j));
   }
-  return Json{{"step", step}, {"files", std::move(files)}};
+  return Json{{key, id}, {"files", std::move(files)}};
 }
 
-// Parses a manifest's text; throws Error naming what is wrong.
-Manifest parse_manifest(const std::string& text, const std::string& name, std::int64_t step) {
+// Parses a manifest's text (of `key` "step" or "trial" `id`); throws Error
+// naming what is wrong.
+Manifest parse_manifest(const std::string& text, const std::string& name, std::int64_t id,
+                        const char* id_key = "step") {
   Json j = parse_json_text(text, name);
-  if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer() ||
-      j["step"].get<std::int64_t>() != step || !j.contains("files") || !j["files"].is_array())
-    throw Error(name + ": not a manifest of step " + std::to_string(step));
+  if (!j.is_object() || !j.contains(id_key) || !j[id_key].is_number_integer() ||
+      j[id_key].get<std::int64_t>() != id || !j.contains("files") || !j["files"].is_array())
+    throw Error(name + ": not a manifest of " + id_key + " " + std::to_string(id));
   Manifest m;
   for (const Json& f : j["files"]) {
     if (!f.is_object() || !f.contains("path") || !f["path"].is_string() || !f.contains("kind") ||
@@ -180,8 +184,9 @@ Manifest parse_manifest(const std::string& text, const std::string& name, std::i
 }
 
 // Reads a manifest; throws Error naming what is wrong.
-Manifest read_manifest(const OwnerOnlyFolder& folder, const std::string& name, std::int64_t step) {
-  return parse_manifest(folder.read_file(name, kMaxManifestBytes), name, step);
+Manifest read_manifest(const OwnerOnlyFolder& folder, const std::string& name, std::int64_t id,
+                       const char* key = "step") {
+  return parse_manifest(folder.read_file(name, kMaxManifestBytes), name, id, key);
 }
 
 // lstat; false if missing.
@@ -292,15 +297,28 @@ bool deleted(const Json& attrs) {
   return d != it->end() && d->is_boolean() && d->get<bool>();
 }
 
-// Checks <lineage>/snapshot-<step> against its manifest (every file there,
-// sizes and hashes equal, nothing more, at most max_bytes of files);
-// returns the manifest. Throws Error "snapshot-<S>/<file>: <why>".
-Manifest verify_snapshot(const std::string& lineage_dir, std::int64_t step,
-                         std::uint64_t max_bytes) {
-  const std::string name = snapshot_name(step);
-  const fs::path snap = fs::path(lineage_dir) / name;
-  const OwnerOnlyFolder folder(lineage_dir, false);
-  Manifest m = read_manifest(folder, name + kManifestSuffix, step);
+// What a manifest describes: the folder <parent>/<name> and its manifest
+// <parent>/<name>.manifest, whose `key` ("step" or "trial") is `id`;
+// `limit`: the option that bounds its bytes (for messages).
+struct TreeSpec {
+  std::string name;
+  const char* key = "step";
+  std::int64_t id = 0;
+  const char* limit = "artifacts.max_snapshot_bytes";
+};
+
+TreeSpec snapshot_spec(std::int64_t step) {
+  return {snapshot_name(step), "step", step, "artifacts.max_snapshot_bytes"};
+}
+
+// Checks <dir>/<spec.name> against its manifest (every file there, sizes and
+// hashes equal, nothing more, at most max_bytes of files); returns the
+// manifest. Throws Error "<name>/<file>: <why>".
+Manifest verify_tree(const std::string& dir, const TreeSpec& spec, std::uint64_t max_bytes) {
+  const std::string& name = spec.name;
+  const fs::path snap = fs::path(dir) / name;
+  const OwnerOnlyFolder folder(dir, false);
+  Manifest m = read_manifest(folder, name + kManifestSuffix, spec.id, spec.key);
   auto found = walk(snap);
   std::uint64_t total = 0;
   for (const auto& [rel, e] : m) {
@@ -316,8 +334,7 @@ Manifest verify_snapshot(const std::string& lineage_dir, std::int64_t step,
         throw Error(entry_error(name, rel, "not a regular file (the manifest says file)"));
       total += e.size;
       if (total > max_bytes)
-        throw Error(
-            fmt::format("{}: over {} bytes (artifacts.max_snapshot_bytes)", name, max_bytes));
+        throw Error(fmt::format("{}: over {} bytes ({})", name, max_bytes, spec.limit));
       std::uint64_t size = 0;
       std::string h = hash_file(snap / rel, &size, e.hash_kind);
       if (size != e.size)
@@ -332,9 +349,17 @@ Manifest verify_snapshot(const std::string& lineage_dir, std::int64_t step,
   return m;
 }
 
+Manifest verify_snapshot(const std::string& lineage_dir, std::int64_t step,
+                         std::uint64_t max_bytes) {
+  return verify_tree(lineage_dir, snapshot_spec(step), max_bytes);
+}
+
 // Copies the verified snapshot folder `snap` (manifest `m`) to `to`
 // (created; must not exist yet or be empty).
-void copy_tree(const fs::path& snap, const Manifest& m, const fs::path& to_dir) {
+// `overwrite`: a file of the same name already in `to` is replaced (else
+// copy_regular's O_EXCL refuses it).
+void copy_tree(const fs::path& snap, const Manifest& m, const fs::path& to_dir,
+               bool overwrite = false) {
   create_private_directories(to_dir.string());
   for (const auto& [rel, e] : m) {  // map order: a folder before its contents
     const fs::path to = to_dir / rel;
@@ -343,6 +368,8 @@ void copy_tree(const fs::path& snap, const Manifest& m, const fs::path& to_dir) 
     } else if (e.kind == "link") {
       fs::create_symlink(e.target, to);
     } else {
+      struct stat st {};
+      if (overwrite && lstat_path(to, st) && !S_ISDIR(st.st_mode)) ::unlink(to.c_str());
       copy_regular(snap / rel, to);
       struct timespec times[2] = {
           {0, UTIME_OMIT},
@@ -403,6 +430,7 @@ void ArtifactOptions::validate() const {
     throw ConfigError("artifacts.keep_best", "must be >= 0, got " + std::to_string(keep_best));
   if (max_snapshot_bytes == 0) throw ConfigError("artifacts.max_snapshot_bytes", "must be >= 1");
   if (max_study_bytes == 0) throw ConfigError("artifacts.max_study_bytes", "must be >= 1");
+  if (max_artifact_bytes == 0) throw ConfigError("artifacts.max_artifact_bytes", "must be >= 1");
 }
 
 ArtifactOptions ArtifactOptions::from_json(const Json& section) {
@@ -434,16 +462,18 @@ ArtifactOptions ArtifactOptions::from_json(const Json& section) {
                           "bytes), got " +
                               printable_excerpt(value.dump()));
       o.path = value.get<std::string>();
-    } else if (key == "max_snapshot_bytes" || key == "max_study_bytes") {
+    } else if (key == "max_snapshot_bytes" || key == "max_study_bytes" ||
+               key == "max_artifact_bytes") {
       if (!value.is_number_integer() || value.get<std::int64_t>() < 1)
         throw ConfigError(
             path, "must be an integer >= 1 (bytes), got " + printable_excerpt(value.dump()));
-      (key == "max_snapshot_bytes" ? o.max_snapshot_bytes : o.max_study_bytes) =
-          value.get<std::uint64_t>();
+      (key == "max_snapshot_bytes" ? o.max_snapshot_bytes
+       : key == "max_study_bytes"  ? o.max_study_bytes
+                                   : o.max_artifact_bytes) = value.get<std::uint64_t>();
     } else {
       throw ConfigError(path,
-                        "unknown key (known: checkpoints, keep_best, keep_failed, "
-                        "keep_pruned, max_snapshot_bytes, max_study_bytes, path)");
+                        "unknown key (known: checkpoints, keep_best, keep_failed, keep_pruned, "
+                        "max_artifact_bytes, max_snapshot_bytes, max_study_bytes, path)");
     }
   }
   o.validate();
@@ -587,7 +617,7 @@ LineageFolder::Snapshot LineageFolder::snapshot(std::int64_t step) {
     // The manifest, then the folder, each renamed into place: a snapshot
     // whose folder is there has its manifest.
     const std::string manifest = name + kManifestSuffix;
-    const std::string text = manifest_json(step, m).dump();
+    const std::string text = manifest_json("step", step, m).dump();
     folder.replace_file(manifest, [&](const auto& sink) { sink(text.data(), text.size()); });
     remove_quietly(lineage / name);
     fs::rename(tmp, lineage / name);
@@ -765,15 +795,23 @@ std::string read_store_id(const std::string& root) {
   }
 }
 
-SnapshotReader::SnapshotReader(const std::string& lineage_dir, std::int64_t step) : step_(step) {
-  const std::string name = snapshot_name(step);
-  const OwnerOnlyFolder folder(lineage_dir, false);
+SnapshotReader::SnapshotReader(const std::string& lineage_dir, std::int64_t step)
+    : SnapshotReader(lineage_dir, snapshot_name(step), "step", step) {}
+
+SnapshotReader SnapshotReader::user_artifacts(const std::string& root, std::int64_t number) {
+  return {root, trial_artifact_name(number), "trial", number};
+}
+
+SnapshotReader::SnapshotReader(const std::string& dir, const std::string& name, const char* key,
+                               std::int64_t id)
+    : name_(name), step_(id) {
+  const OwnerOnlyFolder folder(dir, false);
   snapshot_dir_ = (fs::path(folder.path()) / name).string();
   struct stat st {};
   if (!lstat_path(snapshot_dir_, st) || !S_ISDIR(st.st_mode))
     throw Error(name + ": missing or not a folder");
   manifest_ = folder.read_file(name + kManifestSuffix, kMaxManifestBytes);
-  Manifest m = parse_manifest(manifest_, name + kManifestSuffix, step);
+  Manifest m = parse_manifest(manifest_, name + kManifestSuffix, id, key);
   total_ = manifest_.size();
   for (const auto& [rel, e] : m) {
     if (e.kind != "file") continue;
@@ -801,18 +839,17 @@ std::string SnapshotReader::read(std::uint64_t offset, std::size_t max) const {
     if (n == 0) continue;
     const std::string path = snapshot_dir_ + "/" + it->path;
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) throw Error(snapshot_name(step_) + "/" + it->path + ": " + errno_text(errno));
+    if (fd < 0) throw Error(name_ + "/" + it->path + ": " + errno_text(errno));
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
         static_cast<std::uint64_t>(st.st_size) != it->size) {
       ::close(fd);
-      throw Error(snapshot_name(step_) + "/" + it->path + ": not the size its manifest says");
+      throw Error(name_ + "/" + it->path + ": not the size its manifest says");
     }
     const std::size_t at = out.size();
     out.resize(at + static_cast<std::size_t>(n));
     try {
-      pread_exact(fd, from, out.data() + at, static_cast<std::size_t>(n),
-                  snapshot_name(step_) + "/" + it->path);
+      pread_exact(fd, from, out.data() + at, static_cast<std::size_t>(n), name_ + "/" + it->path);
     } catch (...) {
       ::close(fd);
       throw;
@@ -852,13 +889,31 @@ std::string write_from_stream(int in, const std::string& stream, std::uint64_t o
   return h.hex();
 }
 
-}  // namespace
+// Throws Error "<name>/<entry>: <why>" unless every entry of `m` is a plain
+// relative path (no "", ".", ".." component, not absolute) inside a folder
+// that `m` lists, and (unless `links`) none is a link.
+void check_entry_names(const std::string& name, const Manifest& m, bool links) {
+  for (const auto& [rel, e] : m) {
+    if (!plain_relative(rel))
+      throw Error(entry_error(name, printable_excerpt(rel), "not a plain relative path: refused"));
+    for (std::size_t slash = rel.find('/'); slash != std::string::npos;
+         slash = rel.find('/', slash + 1)) {
+      auto parent = m.find(rel.substr(0, slash));
+      if (parent == m.end() || parent->second.kind != "dir")
+        throw Error(entry_error(name, printable_excerpt(rel),
+                                "its folder is not a folder of the manifest: refused"));
+    }
+    if (e.kind == "link" && !links)
+      throw Error(entry_error(name, printable_excerpt(rel), "a symbolic link: refused"));
+  }
+}
 
-void install_snapshot(const std::string& lineage_dir, std::int64_t step,
-                      const std::string& stream_path, std::uint64_t manifest_bytes,
-                      std::uint64_t max_bytes) {
-  const std::string name = snapshot_name(step);
-  const OwnerOnlyFolder folder(lineage_dir, false);
+// install_snapshot for the tree `spec` under `dir` (created owner-only when
+// `create`).
+void install_tree(const std::string& dir, const TreeSpec& spec, const std::string& stream_path,
+                  std::uint64_t manifest_bytes, std::uint64_t max_bytes, bool create) {
+  const std::string& name = spec.name;
+  const OwnerOnlyFolder folder(dir, create);
   const fs::path lineage(folder.path());
   const fs::path tmp = lineage / (std::string(kTmpPrefix) + name);
   int in = ::open(stream_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
@@ -876,23 +931,14 @@ void install_snapshot(const std::string& lineage_dir, std::int64_t step,
                 " bytes: longer than the stream or than " + std::to_string(kMaxManifestBytes));
   std::string text(static_cast<std::size_t>(manifest_bytes), '\0');
   pread_exact(in, 0, text.data(), text.size(), stream_path);
-  Manifest m = parse_manifest(text, name + kManifestSuffix, step);
+  Manifest m = parse_manifest(text, name + kManifestSuffix, spec.id, spec.key);
+  check_entry_names(name, m, spec.key == std::string_view("step"));
   std::uint64_t files = 0;
   for (const auto& [rel, e] : m) {
-    if (!plain_relative(rel))
-      throw Error(entry_error(name, printable_excerpt(rel), "not a plain relative path: refused"));
-    for (std::size_t slash = rel.find('/'); slash != std::string::npos;
-         slash = rel.find('/', slash + 1)) {
-      auto parent = m.find(rel.substr(0, slash));
-      if (parent == m.end() || parent->second.kind != "dir")
-        throw Error(entry_error(name, printable_excerpt(rel),
-                                "its folder is not a folder of the manifest: refused"));
-    }
     if (e.kind == "file") {
       files += e.size;
       if (files > max_bytes)
-        throw Error(
-            fmt::format("{}: over {} bytes (artifacts.max_snapshot_bytes)", name, max_bytes));
+        throw Error(fmt::format("{}: over {} bytes ({})", name, max_bytes, spec.limit));
     }
   }
   if (manifest_bytes + files != total)
@@ -934,6 +980,14 @@ void install_snapshot(const std::string& lineage_dir, std::int64_t step,
   }
 }
 
+}  // namespace
+
+void install_snapshot(const std::string& lineage_dir, std::int64_t step,
+                      const std::string& stream_path, std::uint64_t manifest_bytes,
+                      std::uint64_t max_bytes) {
+  install_tree(lineage_dir, snapshot_spec(step), stream_path, manifest_bytes, max_bytes, false);
+}
+
 std::string stream_path(const std::string& lineage_dir, const std::string& what,
                         std::int64_t step) {
   return (fs::path(lineage_dir) / (std::string(kTmpPrefix) + what + "-" + std::to_string(step)))
@@ -958,6 +1012,206 @@ std::uint64_t folder_bytes(const std::string& path) {
 void copy_snapshot(const std::string& lineage_dir, std::int64_t step, const std::string& to) {
   Manifest m = verify_snapshot(lineage_dir, step, std::numeric_limits<std::uint64_t>::max());
   copy_tree(fs::path(lineage_dir) / snapshot_name(step), m, to);
+}
+
+// ------------------------------------------------------------ user artifacts
+
+namespace {
+
+TreeSpec artifact_spec(std::int64_t number) {
+  return {trial_artifact_name(number), "trial", number, "artifacts.max_artifact_bytes"};
+}
+
+const char* const kArtifactHint =
+    "hpsearch makes this folder itself: remove the one found there (after checking who made it) "
+    "and run the trial again";
+
+ArtifactSummary summary_of(const Manifest& m) {
+  ArtifactSummary out;
+  for (const auto& [rel, e] : m) {
+    if (e.kind != "file") continue;
+    ++out.files;
+    out.bytes += e.size;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string trial_artifact_name(std::int64_t number) { return "trial-" + std::to_string(number); }
+
+std::string trial_artifact_path(const std::string& root, std::int64_t number) {
+  return (fs::path(root) / trial_artifact_name(number)).string();
+}
+
+std::string artifact_root_for(const std::string& checkpoint_root, bool shared_path) {
+  const fs::path root = fs::path(checkpoint_root).lexically_normal();
+  if (shared_path) return (root / "artifacts").string();
+  fs::path parent = root.has_filename() ? root.parent_path() : root.parent_path().parent_path();
+  return (parent / "artifacts").string();
+}
+
+Json ArtifactSummary::to_json() const { return Json{{"files", files}, {"bytes", bytes}}; }
+
+ArtifactFolder::ArtifactFolder(const std::string& root, std::int64_t number,
+                               std::uint64_t max_bytes)
+    : number_(number), max_bytes_(max_bytes) {
+  if (number < 0) throw Error("artifact folder: trial number must be >= 0");
+  const OwnerOnlyFolder r(root, true, kArtifactHint);
+  root_ = r.path();
+  r.remove(trial_artifact_name(number) + kManifestSuffix);
+  const OwnerOnlyFolder f(trial_artifact_path(root_, number), true, kArtifactHint);
+  path_ = f.path();
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::path(path_), ec)) remove_quietly(e.path());
+}
+
+void ArtifactFolder::upload(const std::string& from) {
+  struct stat st {};
+  if (from.empty()) throw Error("upload_artifact: the path is empty");
+  if (!lstat_path(from, st)) throw Error(from + ": missing (" + errno_text(errno) + ")");
+  if (S_ISLNK(st.st_mode))
+    throw Error(from + ": is a symbolic link: refused (upload the file it points to)");
+  if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+    throw Error(from + ": neither a regular file nor a folder: refused");
+  fs::path src = fs::path(from).lexically_normal();
+  if (!src.has_filename()) src = src.parent_path();
+  const std::string name = src.filename().string();
+  if (name.empty() || name == "." || name == "..")
+    throw Error(from + ": has no name to keep it under: name the file or folder itself");
+  const fs::path dest = fs::path(path_) / name;
+  std::error_code ec;
+  if (fs::equivalent(src, dest, ec)) return;  // already in the artifact folder
+  std::map<std::string, struct stat> found;
+  std::uint64_t adding = static_cast<std::uint64_t>(st.st_size);
+  if (S_ISDIR(st.st_mode)) {
+    adding = 0;
+    found = walk(src);
+    for (const auto& [rel, est] : found) {
+      if (S_ISLNK(est.st_mode))
+        throw Error(fmt::format("{}: holds the symbolic link {}: refused (nothing copied)", from,
+                                printable_excerpt(rel)));
+      if (!S_ISREG(est.st_mode) && !S_ISDIR(est.st_mode))
+        throw Error(
+            fmt::format("{}: holds {}, neither a regular file nor a folder: refused "
+                        "(nothing copied)",
+                        from, printable_excerpt(rel)));
+      if (S_ISREG(est.st_mode)) adding += static_cast<std::uint64_t>(est.st_size);
+    }
+  }
+  const std::uint64_t kept = folder_bytes(path_) - folder_bytes(dest.string());
+  if (kept + adding > max_bytes_)
+    throw Error(
+        fmt::format("{}: {} bytes: trial {}'s artifacts would hold {} bytes, over {} "
+                    "(artifacts.max_artifact_bytes): refused (nothing copied)",
+                    from, adding, number_, kept + adding, max_bytes_));
+  // Into a temporary entry beside the folder, then renamed into place.
+  const fs::path tmp = fs::path(root_) / (std::string(kTmpPrefix) + trial_artifact_name(number_));
+  remove_quietly(tmp);
+  try {
+    if (S_ISREG(st.st_mode)) {
+      copy_regular(src, tmp);
+    } else {
+      create_private_directories(tmp.string());
+      for (const auto& [rel, est] : found) {  // map order: a folder before its contents
+        if (S_ISDIR(est.st_mode))
+          create_private_directories((tmp / rel).string());
+        else
+          copy_regular(src / rel, tmp / rel);
+      }
+    }
+    remove_quietly(dest);
+    fs::rename(tmp, dest);
+  } catch (const Error&) {
+    remove_quietly(tmp);
+    throw;
+  } catch (const std::exception& e) {
+    remove_quietly(tmp);
+    throw Error(from + ": " + e.what());
+  }
+}
+
+ArtifactSummary ArtifactFolder::finish() {
+  const fs::path dir(path_);
+  const std::string name = trial_artifact_name(number_);
+  struct stat st {};
+  if (!lstat_path(dir, st)) return {};
+  if (!S_ISDIR(st.st_mode)) {
+    remove_quietly(dir);
+    throw Error(path_ + ": was replaced by " +
+                (S_ISLNK(st.st_mode) ? "a symbolic link" : "something not a folder") +
+                ": refused (nothing kept)");
+  }
+  auto found = walk(dir);
+  std::uint64_t total = 0;
+  for (auto it = found.begin(); it != found.end();) {
+    const mode_t mode = it->second.st_mode;
+    if (!S_ISREG(mode) && !S_ISDIR(mode)) {  // links, FIFOs, sockets: never kept
+      remove_quietly(dir / it->first);
+      it = found.erase(it);
+      continue;
+    }
+    if (S_ISREG(mode)) total += static_cast<std::uint64_t>(it->second.st_size);
+    ++it;
+  }
+  if (total > max_bytes_) {
+    remove_quietly(dir);
+    throw Error(fmt::format("{}: holds {} bytes, over {} (artifacts.max_artifact_bytes): not kept",
+                            path_, total, max_bytes_));
+  }
+  if (found.empty()) {
+    remove_quietly(dir);
+    return {};
+  }
+  Manifest m;
+  for (const auto& [rel, est] : found) {
+    Entry e;
+    if (S_ISDIR(est.st_mode)) {
+      e.kind = "dir";
+    } else {
+      e.kind = "file";
+      e.mtime = mtime_ns(est);
+      e.hash = hash_file(dir / rel, &e.size);
+    }
+    m.emplace(rel, std::move(e));
+  }
+  const std::string text = manifest_json("trial", number_, m).dump();
+  const OwnerOnlyFolder root(root_, false);
+  root.replace_file(name + kManifestSuffix,
+                    [&](const auto& sink) { sink(text.data(), text.size()); });
+  return summary_of(m);
+}
+
+ArtifactSummary read_artifact_summary(const std::string& root, std::int64_t number) {
+  const OwnerOnlyFolder folder(root, false);
+  return summary_of(
+      read_manifest(folder, trial_artifact_name(number) + kManifestSuffix, number, "trial"));
+}
+
+ArtifactSummary install_artifacts(const std::string& root, std::int64_t number,
+                                  const std::string& stream_path, std::uint64_t manifest_bytes,
+                                  std::uint64_t max_bytes) {
+  install_tree(root, artifact_spec(number), stream_path, manifest_bytes, max_bytes, true);
+  return read_artifact_summary(root, number);
+}
+
+ArtifactSummary copy_artifacts(const std::string& root, std::int64_t number, const std::string& to,
+                               bool overwrite) {
+  const TreeSpec spec = artifact_spec(number);
+  Manifest m = verify_tree(root, spec, std::numeric_limits<std::uint64_t>::max());
+  check_entry_names(spec.name, m, false);
+  const fs::path to_dir(to);
+  for (const auto& [rel, e] : m) {
+    struct stat st {};
+    if (!lstat_path(to_dir / rel, st)) continue;
+    if (e.kind == "dir" && S_ISDIR(st.st_mode)) continue;
+    if (!overwrite || S_ISDIR(st.st_mode) != (e.kind == "dir"))
+      throw Error((to_dir / rel).string() + ": exists: refused (nothing copied" +
+                  (overwrite ? "; it is not the same kind, file or folder)"
+                             : "; --overwrite replaces files)"));
+  }
+  copy_tree(fs::path(root) / spec.name, m, to_dir, overwrite);
+  return summary_of(m);
 }
 
 }  // namespace hps::checkpoints

@@ -109,6 +109,12 @@ struct ArtifactOptions {
   // retry starts from the lineage's previous snapshot). Counts the newest
   // snapshot of each lineage folder, as found at start and as uploaded.
   std::uint64_t max_study_bytes = 100ULL << 30;
+  // The most bytes of user artifacts one trial keeps (Trial::upload_artifact,
+  // HPSEARCH_ARTIFACT_DIR), bytes. Default 16 GiB. An upload_artifact call
+  // that would pass it throws; a folder over it when the trial ends is not
+  // kept (the trial keeps its value; user attr artifact_warning says why).
+  // Uploads from remote workers count against max_study_bytes too.
+  std::uint64_t max_artifact_bytes = 16ULL << 30;
   // A folder on a filesystem every worker reaches (NFS, Lustre, a shared
   // volume) to hold the lineages' folders, instead of <study>.logs/checkpoints
   // beside the store: workers use it in place (the coordinator's token in
@@ -244,6 +250,10 @@ class SnapshotReader {
   // Reads and checks the manifest. Throws Error "<file>: <why>" when the
   // snapshot or its manifest is missing or not valid.
   SnapshotReader(const std::string& lineage_dir, std::int64_t step);
+  // The stream of trial `number`'s user artifacts: <root>/trial-<N> and its
+  // manifest (same layout; step() is then the trial number). Throws as the
+  // constructor.
+  static SnapshotReader user_artifacts(const std::string& root, std::int64_t number);
   std::int64_t step() const { return step_; }
   // The stream's length and its manifest's length, bytes.
   std::uint64_t total() const { return total_; }
@@ -255,11 +265,13 @@ class SnapshotReader {
   std::string read(std::uint64_t offset, std::size_t max) const;
 
  private:
+  SnapshotReader(const std::string& dir, const std::string& name, const char* key, std::int64_t id);
   struct File {
     std::string path;         // relative to snapshot-<step>
     std::uint64_t start = 0;  // offset in the stream
     std::uint64_t size = 0;
   };
+  std::string name_;  // "snapshot-<S>" or "trial-<N>"
   std::string snapshot_dir_;
   std::int64_t step_;
   std::string manifest_;
@@ -295,5 +307,103 @@ std::uint64_t folder_bytes(const std::string& path);
 // LineageFolder::prepare does) into the folder `to`, created owner-only if
 // missing. Throws Error naming the file and the rule.
 void copy_snapshot(const std::string& lineage_dir, std::int64_t step, const std::string& to);
+
+// ------------------------------------------------------------ user artifacts
+//
+// Files a trial keeps (plots, a final model, predictions), apart from its
+// checkpoints (like Optuna's upload_artifact, MLflow's log_artifact). Each
+// trial has its own folder under an artifact root (`hpsearch run`:
+// <study>.logs/artifacts, owner-only; with artifacts.path: <path>/artifacts):
+//
+//   trial-<N>/            what the trial kept (Trial::upload_artifact, or what
+//                         a program left in HPSEARCH_ARTIFACT_DIR)
+//   trial-<N>.manifest    its files: path, kind (file or dir), size, XXH3 64
+//
+// When the trial ends its runner writes the manifest (finish()); only then
+// does the store name them (system attr "artifacts"), so the store never
+// names files that are not all there. Retention never removes them.
+
+// System attr: {"files": n, "bytes": b}: trial N's user artifacts are
+// complete under <artifact root>/trial-<N> with their manifest.
+inline constexpr const char* kAttrArtifacts = "artifacts";
+// User attr: why a trial's user artifacts were not kept (over
+// artifacts.max_artifact_bytes, an upload refused, a disk error).
+inline constexpr const char* kAttrArtifactWarning = "artifact_warning";
+
+// "trial-<N>".
+std::string trial_artifact_name(std::int64_t number);
+// "<root>/trial-<N>".
+std::string trial_artifact_path(const std::string& root, std::int64_t number);
+// The artifact root beside a checkpoint root: <checkpoint root>/artifacts
+// when `shared_path` (artifacts.path, which holds the lineage folders
+// directly), else the folder "artifacts" beside it (<study>.logs/artifacts
+// for <study>.logs/checkpoints).
+std::string artifact_root_for(const std::string& checkpoint_root, bool shared_path);
+
+// What a trial's user artifacts hold.
+struct ArtifactSummary {
+  std::uint64_t files = 0;
+  std::uint64_t bytes = 0;
+  // {"files": files, "bytes": bytes} (the system attr artifacts).
+  Json to_json() const;
+};
+
+// A trial's user artifact folder on this machine. Not thread-safe.
+class ArtifactFolder {
+ public:
+  // Opens (creating, 0700) <root> and <root>/trial-<number>, emptied, and
+  // removes any manifest of an earlier run of it. Throws Error "<path>:
+  // <rule>" when either folder is a symbolic link, another user's, or
+  // writable by others (OwnerOnlyFolder), or number < 0.
+  ArtifactFolder(const std::string& root, std::int64_t number,
+                 std::uint64_t max_bytes = ArtifactOptions{}.max_artifact_bytes);
+
+  std::int64_t number() const { return number_; }
+  const std::string& root() const { return root_; }
+  // Absolute path of trial-<N> (HPSEARCH_ARTIFACT_DIR).
+  const std::string& path() const { return path_; }
+
+  // Copies the regular file or folder `from` into path() under its own
+  // name (an entry of that name is replaced). Throws Error "<from>: <why>"
+  // when it is missing, a symbolic link (or a folder holding one), neither
+  // a regular file nor a folder, or when the folder would then hold more
+  // than max_bytes (artifacts.max_artifact_bytes); nothing is copied then.
+  void upload(const std::string& from);
+
+  // When the trial ended: writes trial-<N>.manifest and returns what it
+  // lists. Symbolic links and special files (FIFOs, sockets) left in the
+  // folder are removed first (never kept). An empty folder is removed
+  // (files = 0, no manifest). Throws Error naming the folder and
+  // artifacts.max_artifact_bytes when it holds more (the folder is removed
+  // then: nothing is kept), or on a disk error.
+  ArtifactSummary finish();
+
+ private:
+  std::int64_t number_;
+  std::uint64_t max_bytes_;
+  std::string root_;
+  std::string path_;
+};
+
+// Reads <root>/trial-<N>.manifest (sizes not checked against the files).
+// Throws Error "<file>: <why>" when missing or not valid.
+ArtifactSummary read_artifact_summary(const std::string& root, std::int64_t number);
+
+// Installs the stream of a trial's user artifacts (as install_snapshot:
+// checked entries, sizes, hashes, at most max_bytes of files; no links)
+// as <root>/trial-<N> with its manifest; <root> is made owner-only when
+// missing. Throws Error "trial-<N>/<file>: <why>", leaving nothing behind.
+ArtifactSummary install_artifacts(const std::string& root, std::int64_t number,
+                                  const std::string& stream_path, std::uint64_t manifest_bytes,
+                                  std::uint64_t max_bytes);
+
+// Copies <root>/trial-<N> into `to` (created owner-only when missing),
+// after checking every file against the manifest (sizes, XXH3 64) and every
+// entry's name (a plain relative path inside a folder the manifest lists;
+// no "..", absolute path or link). A file already in `to` is refused
+// (nothing copied) unless `overwrite`. Throws Error naming the file and the
+// rule.
+ArtifactSummary copy_artifacts(const std::string& root, std::int64_t number, const std::string& to,
+                               bool overwrite);
 
 }  // namespace hps::checkpoints

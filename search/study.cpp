@@ -112,6 +112,23 @@ void Trial::set_checkpoint(std::shared_ptr<checkpoints::LineageFolder> folder,
   snapshot_step_.reset();
 }
 
+void Trial::upload_artifact(const std::filesystem::path& file_or_folder) {
+  if (!artifacts_)
+    throw Error("upload_artifact: trial " + std::to_string(number_) +
+                " has no artifact folder (a Study needs StudyOptions::artifact_root; "
+                "`hpsearch run` and hps::Worker give one)");
+  artifacts_->upload(file_or_folder.string());
+}
+
+const std::string& Trial::artifact_dir() const {
+  static const std::string kNone;
+  return artifacts_ ? artifacts_->path() : kNone;
+}
+
+void Trial::set_artifact_folder(std::shared_ptr<checkpoints::ArtifactFolder> folder) {
+  artifacts_ = std::move(folder);
+}
+
 void Trial::drop_unused_checkpoint() {
   if (checkpoint_) checkpoint_->remove_if_unused();
 }
@@ -167,6 +184,8 @@ struct Study::Impl : TrialBackend {
   std::string worker;
   std::string checkpoint_root;             // StudyOptions::checkpoint_root
   checkpoints::ArtifactOptions artifacts;  // StudyOptions::artifacts
+  std::string artifact_root;               // StudyOptions::artifact_root
+  std::uint64_t max_artifact_bytes = 0;
   // Guards the sampler and `view` (held while a sampler or pruner reads it).
   std::mutex sampler_mu;
   // The study's trials, updated from the storage's change feed before each
@@ -257,6 +276,8 @@ std::shared_ptr<Study::Impl> make_impl(std::shared_ptr<Storage> storage, std::in
   impl->worker = options.worker.empty() ? default_worker_name() : options.worker;
   impl->checkpoint_root = options.artifacts.checkpoints ? std::move(options.checkpoint_root) : "";
   impl->artifacts = options.artifacts;
+  impl->artifact_root = std::move(options.artifact_root);
+  impl->max_artifact_bytes = options.max_artifact_bytes;
   return impl;
 }
 
@@ -344,6 +365,15 @@ Trial Study::ask() {
   }
   Trial trial(impl_.get(), t->trial_id, t->number, std::move(params), std::move(dists),
               std::move(fixed), s.space ? &*s.space : nullptr, s.interrupt);
+  if (!s.artifact_root.empty()) {
+    try {
+      trial.set_artifact_folder(std::make_shared<checkpoints::ArtifactFolder>(
+          s.artifact_root, t->number, s.max_artifact_bytes));
+    } catch (const std::exception& e) {
+      spdlog::warn("trial {}: no artifact folder: {}", t->number, e.what());
+      s.storage->set_trial_user_attr(t->trial_id, checkpoints::kAttrArtifactWarning, e.what());
+    }
+  }
   const std::optional<std::int64_t> resume = checkpoints::resume_step_of(*t);
   if (!s.checkpoint_root.empty()) {
     auto folder = std::make_shared<checkpoints::LineageFolder>(s.checkpoint_root,
@@ -371,6 +401,21 @@ TrialPtr Study::tell(Trial& trial, double value) {
 TrialPtr Study::tell(Trial& trial, TrialState state, std::optional<double> value,
                      const std::string& fail_reason) {
   auto& s = *impl_;
+  // The trial's user artifacts: complete, with their manifest, before the
+  // store names them (and before the trial is finished).
+  if (auto folder = trial.artifact_folder();
+      folder &&
+      !s.storage->get_trial(trial.trial_id())->system_attrs.contains(checkpoints::kAttrArtifacts)) {
+    try {
+      const checkpoints::ArtifactSummary kept = folder->finish();
+      if (kept.files > 0)
+        s.storage->set_trial_system_attr(trial.trial_id(), checkpoints::kAttrArtifacts,
+                                         kept.to_json());
+    } catch (const std::exception& e) {
+      spdlog::warn("trial {}: its artifacts are not kept: {}", trial.number(), e.what());
+      s.storage->set_trial_user_attr(trial.trial_id(), checkpoints::kAttrArtifactWarning, e.what());
+    }
+  }
   lifecycle::TrialEnd end =
       lifecycle::resolve_end(state, value, fail_reason, [&]() -> std::optional<double> {
         auto last = s.storage->get_trial(trial.trial_id())->last_intermediate();

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -29,8 +30,10 @@ namespace hps {
 
 class Trial;
 namespace checkpoints {
-class LineageFolder;  // search/checkpoints.h
-}
+class LineageFolder;   // search/checkpoints.h
+class ArtifactFolder;  // search/checkpoints.h
+struct ArtifactSummary;
+}  // namespace checkpoints
 
 // Where a Trial's calls go: the in-process Study, or a remote coordinator
 // (hps::Worker). Implementations must be thread-safe across trials.
@@ -153,6 +156,26 @@ class Trial {
   const std::optional<Ranks>& ranks() const { return ranks_; }
   // For runners: set before the objective runs.
   void set_ranks(Ranks ranks) { ranks_ = std::move(ranks); }
+  // ---- User artifacts (search/checkpoints.h; docs "Keep files from a
+  // trial"): files the trial keeps (plots, a final model, predictions),
+  // apart from its checkpoints; like Optuna's upload_artifact.
+  // Copies the regular file or folder `file_or_folder` into the trial's
+  // artifact folder, under its own name (an earlier upload of the same name
+  // is replaced). Kept once the trial ends, whatever its state; listed and
+  // fetched with `hpsearch artifacts`. Throws Error naming the path when it
+  // is missing, a symbolic link (or a folder holding one), neither a
+  // regular file nor a folder, or when the trial's artifacts would pass
+  // artifacts.max_artifact_bytes (StudyOptions::max_artifact_bytes); and
+  // when the runner gives no artifact folder (a Study without
+  // StudyOptions::artifact_root). Nothing is copied when it throws.
+  void upload_artifact(const std::filesystem::path& file_or_folder);
+  // The trial's artifact folder (absolute; a command objective's
+  // HPSEARCH_ARTIFACT_DIR): whatever is there when the trial ends is kept.
+  // "" when the runner gives none.
+  const std::string& artifact_dir() const;
+  // For runners: the folder upload_artifact() copies into; null: none.
+  void set_artifact_folder(std::shared_ptr<checkpoints::ArtifactFolder> folder);
+  const std::shared_ptr<checkpoints::ArtifactFolder>& artifact_folder() const { return artifacts_; }
 
   // For backends: record the value chosen for a param.
   void record_param(const std::string& name, const Json& value, const Distribution& d);
@@ -174,6 +197,7 @@ class Trial {
   std::optional<std::int64_t> resume_step_;
   std::optional<std::int64_t> snapshot_step_;
   std::optional<Ranks> ranks_;
+  std::shared_ptr<checkpoints::ArtifactFolder> artifacts_;
 };
 
 // The objective: returns the value to minimize or maximize. Throw
@@ -216,6 +240,16 @@ struct StudyOptions {
   // keep_pruned, keep_failed), as a coordinator keeps them
   // (Study::apply_retention). The size limits are not used here.
   checkpoints::ArtifactOptions artifacts{};
+  // The folder under which each trial gets its user artifact folder
+  // <artifact_root>/trial-<N> (Trial::upload_artifact, artifact_dir();
+  // search/checkpoints.h), made owner-only when needed. When a trial ends
+  // (tell), its files are listed in a manifest and the trial's system attr
+  // "artifacts" says {"files": n, "bytes": b}. Default "": trials have no
+  // artifact folder.
+  std::string artifact_root{};
+  // The most bytes of user artifacts one trial keeps. Default 16 GiB
+  // (artifacts.max_artifact_bytes).
+  std::uint64_t max_artifact_bytes = 16ULL << 30;
 };
 
 class Study {

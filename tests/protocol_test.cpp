@@ -370,6 +370,30 @@ TEST(Protocol, ArtifactMessagesRoundTripAndAreChecked) {
   EXPECT_EQ(round_trip(reply).error, "no snapshot");
 }
 
+// Version 6: user artifacts travel as ArtifactPut of kind kUser; a
+// worker that wrote them in place says so in Complete or Fail.
+TEST(Protocol, UserArtifactFieldsRoundTripAndAnUnknownKindIsRefused) {
+  ArtifactPut put{2, 0, 0, 10, 2, "abcd", 42, ArtifactKind::kUser};
+  EXPECT_EQ(round_trip(put).kind, ArtifactKind::kUser);
+  EXPECT_EQ(round_trip(ArtifactPut{2, 1, 0, 4, 0, "abcd", 1}).kind, ArtifactKind::kSnapshot);
+  ArtifactPutReply reply{2, 0, true, true, 10, "", ArtifactKind::kUser};
+  EXPECT_EQ(round_trip(reply).kind, ArtifactKind::kUser);
+  // The kind is the frame's last byte.
+  std::string frame = encode(put);
+  frame.back() = 3;
+  try {
+    decode(frame);
+    ADD_FAILURE() << "kind 3 accepted";
+  } catch (const ProtocolError& e) {
+    EXPECT_NE(std::string(e.what()).find("ArtifactPut.kind"), std::string::npos) << e.what();
+  }
+  Complete c{4, false, 0.5, "", true};
+  EXPECT_TRUE(round_trip(c).artifacts);
+  EXPECT_FALSE(round_trip(Complete{4, false, 0.5, ""}).artifacts);
+  Fail f{4, Fail::Reason::kException, "boom", "", true};
+  EXPECT_TRUE(round_trip(f).artifacts);
+}
+
 TEST(Protocol, RestoredIsChecked) {
   Restored r{7, 4, true, ""};
   Restored back = round_trip(r);

@@ -268,6 +268,8 @@ struct Worker::Impl : TrialBackend {
     std::string study;
     // The study's artifacts.max_snapshot_bytes (search/checkpoints.h).
     std::uint64_t max_snapshot_bytes = checkpoints::ArtifactOptions{}.max_snapshot_bytes;
+    // The study's artifacts.max_artifact_bytes.
+    std::uint64_t max_artifact_bytes = checkpoints::ArtifactOptions{}.max_artifact_bytes;
     // The study's artifacts.path, made absolute by the coordinator ("":
     // <log_dir>/checkpoints).
     std::string checkpoint_path;
@@ -291,6 +293,9 @@ struct Worker::Impl : TrialBackend {
   // assignment's): each snapshot is uploaded after its report. Null
   // otherwise (the folder is used in place, nothing travels).
   std::shared_ptr<checkpoints::LineageFolder> remote_folder;
+  // Whether the running trial's user artifact folder is this worker's own
+  // (not the coordinator's artifact store): uploaded when the trial ends.
+  bool remote_artifacts = false;
   // The most pieces of an upload sent ahead of the coordinator's replies.
   static constexpr int kUploadWindow = 4;
 
@@ -906,6 +911,16 @@ struct Worker::Impl : TrialBackend {
     } catch (const std::exception& e) {
       return e.what();
     }
+    return upload_stream(trial, step, *reader, proto::ArtifactKind::kSnapshot);
+  }
+
+  // Uploads the stream of `reader` (a snapshot of `step`, or the trial's
+  // user artifacts with step 0) as ArtifactPut pieces of `kind`; returns ""
+  // once the coordinator verified and recorded it, else why not. Throws
+  // Interrupted when the session ends meanwhile.
+  std::string upload_stream(std::int64_t trial, std::int64_t step,
+                            const checkpoints::SnapshotReader& stream, proto::ArtifactKind kind) {
+    const checkpoints::SnapshotReader* reader = &stream;
     const std::uint64_t total = reader->total();
     std::uint64_t sent = 0;
     int in_flight = 0;
@@ -917,6 +932,7 @@ struct Worker::Impl : TrialBackend {
         p.offset = sent;
         p.total = total;
         p.manifest_bytes = reader->manifest_bytes();
+        p.kind = kind;
         try {
           p.data = reader->read(sent, proto::kMaxArtifactChunkBytes);
         } catch (const std::exception& e) {
@@ -929,12 +945,12 @@ struct Worker::Impl : TrialBackend {
         ++in_flight;
       }
       auto r = await<proto::ArtifactPutReply>(trial);
-      if (r.step != step) continue;  // a late reply to an earlier upload
+      if (r.step != step || r.kind != kind) continue;  // a late reply to an earlier upload
       --in_flight;
       if (!r.ok) return r.error;
       if (r.done) return "";
       if (in_flight == 0 && sent >= total)
-        return "the coordinator acknowledged every piece but did not record the snapshot";
+        return "the coordinator acknowledged every piece but did not record them";
     }
   }
 
@@ -1057,6 +1073,7 @@ struct Worker::Impl : TrialBackend {
       if (config.contains("artifacts")) {
         const auto artifacts = checkpoints::ArtifactOptions::from_json(config["artifacts"]);
         b.max_snapshot_bytes = artifacts.max_snapshot_bytes;
+        b.max_artifact_bytes = artifacts.max_artifact_bytes;
         b.checkpoint_path = artifacts.path;
       }
       if (!options.objective) {
@@ -1090,6 +1107,88 @@ struct Worker::Impl : TrialBackend {
   // folder that cannot be used (refused, a disk error) or a snapshot that
   // cannot: the trial runs from scratch; the warning is logged and kept as
   // the trial's user attr checkpoint_warning.
+  // The checkpoint root a trial of `built` uses here: the study's
+  // artifacts.path when this worker reaches it (the folder holds the
+  // coordinator's token: a coordinator cannot make a worker write where it
+  // has not set up the folder itself), else <log_dir>/checkpoints. `shared`:
+  // whether it is the artifacts.path.
+  std::string checkpoint_root_of(const proto::Assignment& a, const Built& built, bool& shared) {
+    const std::string log_dir =
+        options.log_dir.empty() ? study_log_dir(built.study, ".") : options.log_dir;
+    shared = !built.checkpoint_path.empty() && !a.store_id.empty() &&
+             checkpoints::read_store_id(built.checkpoint_path) == a.store_id;
+    return shared ? built.checkpoint_path
+                  : (std::filesystem::path(log_dir) / "checkpoints").string();
+  }
+
+  // The trial's user artifact folder (search/checkpoints.h ArtifactFolder):
+  // in the coordinator's artifact store when this worker shares it (the
+  // same .store-id token in the checkpoint root beside it), else this
+  // worker's own, uploaded when the trial ends. None when the coordinator
+  // gives trials no lineage (artifacts.checkpoints false). A folder that
+  // cannot be made: the trial runs without one (user attr artifact_warning).
+  void attach_artifacts(Trial& trial, const proto::Assignment& a, const Built& built) {
+    remote_artifacts = false;
+    if (a.lineage < 0) return;
+    try {
+      bool shared = false;
+      const std::string root = checkpoint_root_of(a, built, shared);
+      const std::string artifact_root = checkpoints::artifact_root_for(root, shared);
+      if (!a.store_id.empty() && checkpoints::read_store_id(root) != a.store_id)
+        remote_artifacts = true;
+      trial.set_artifact_folder(std::make_shared<checkpoints::ArtifactFolder>(
+          artifact_root, a.number, built.max_artifact_bytes));
+    } catch (const std::exception& e) {
+      spdlog::warn("worker: trial {} runs without an artifact folder: {}", a.number, e.what());
+      user_attrs[checkpoints::kAttrArtifactWarning] = e.what();
+    }
+  }
+
+  // Once the objective ended: the trial's user artifacts listed in their
+  // manifest and, from a worker that does not share the coordinator's
+  // store, uploaded (then this worker's copy removed). Returns whether
+  // they are complete in place in the coordinator's store
+  // (Complete.artifacts). Failures become user attr artifact_warning: the
+  // trial keeps its value.
+  bool finish_artifacts(Trial& trial, lifecycle::OutcomeKind outcome) {
+    const auto& folder = trial.artifact_folder();
+    if (!folder || outcome == lifecycle::OutcomeKind::kInterrupted) return false;
+    checkpoints::ArtifactSummary kept;
+    try {
+      kept = folder->finish();
+    } catch (const std::exception& e) {
+      spdlog::warn("worker: trial {}: its artifacts are not kept: {}", trial.number(), e.what());
+      user_attrs[checkpoints::kAttrArtifactWarning] = e.what();
+      return false;
+    }
+    if (kept.files == 0) return false;
+    if (!remote_artifacts) return true;
+    std::string why;
+    try {
+      const auto reader =
+          checkpoints::SnapshotReader::user_artifacts(folder->root(), trial.number());
+      spdlog::info(
+          "worker: trial {}: uploading its artifacts ({} files, {} bytes) to the "
+          "coordinator",
+          trial.number(), kept.files, kept.bytes);
+      why = upload_stream(trial.number(), 0, reader, proto::ArtifactKind::kUser);
+    } catch (const Interrupted&) {
+      why = "the session ended during the upload";
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    if (!why.empty()) {
+      spdlog::warn("worker: trial {}: its artifacts were not kept by the coordinator: {}",
+                   trial.number(), why);
+      user_attrs[checkpoints::kAttrArtifactWarning] = "not kept by the coordinator: " + why;
+    }
+    // This worker's copy: the coordinator keeps them now (or refused them).
+    std::error_code ec;
+    std::filesystem::remove_all(folder->path(), ec);
+    std::filesystem::remove(folder->path() + ".manifest", ec);
+    return false;
+  }
+
   void attach_checkpoint(Trial& trial, const proto::Assignment& a, const Built& built) {
     remote_folder.reset();
     if (a.lineage < 0) return;
@@ -1097,20 +1196,13 @@ struct Worker::Impl : TrialBackend {
     // (before its first Report): only then does its curve continue.
     std::int64_t restored = -1;  // the step the folder holds (-1: none)
     std::string warning;
-    const std::string log_dir =
-        options.log_dir.empty() ? study_log_dir(built.study, ".") : options.log_dir;
     std::optional<std::int64_t> resume;
     if (a.resume_step >= 0) resume = a.resume_step;
     try {
-      // The study's artifacts.path, when this worker reaches it: the folder
-      // holds the coordinator's token (a coordinator cannot make a worker
-      // write where it has not set up the folder itself); else this
+      // The study's artifacts.path, when this worker reaches it; else this
       // worker's own folder, and snapshots travel through the coordinator.
-      const std::string root =
-          !built.checkpoint_path.empty() && !a.store_id.empty() &&
-                  checkpoints::read_store_id(built.checkpoint_path) == a.store_id
-              ? built.checkpoint_path
-              : (std::filesystem::path(log_dir) / "checkpoints").string();
+      bool shared = false;
+      const std::string root = checkpoint_root_of(a, built, shared);
       // The coordinator's checkpoint root is this worker's own (the same
       // .store-id token): the folder is used in place. Otherwise snapshots
       // travel through the coordinator, and what this worker's root holds
@@ -1210,11 +1302,13 @@ struct Worker::Impl : TrialBackend {
       }
     } end_run{*this};
 
+    bool artifacts_in_place = false;
     auto fail = [&](proto::Fail::Reason reason, const std::string& message) {
       proto::Fail f;
       f.number = a.number;
       f.reason = reason;
       f.message = message;
+      f.artifacts = artifacts_in_place;
       if (!user_attrs.empty()) f.user_attrs_json = dump_json_nonfinite(user_attrs);
       result = proto::encode(f);
     };
@@ -1245,10 +1339,14 @@ struct Worker::Impl : TrialBackend {
       }
     }
     attach_checkpoint(trial, a, *built);
+    attach_artifacts(trial, a, *built);
     // The coordinator applies the tell rules (lifecycle::resolve_end) to
     // what is sent here.
     const lifecycle::Outcome outcome = lifecycle::run_objective(built->objective, trial);
     trial.drop_unused_checkpoint();
+    // The user artifacts are complete (uploaded, or in place) before the
+    // trial's end is sent: the coordinator records them, then ends it.
+    artifacts_in_place = finish_artifacts(trial, outcome.kind);
     // A remote worker's copy of the lineage: the coordinator keeps what
     // retention keeps, and a retry downloads it again; the copy goes.
     if (remote_folder) {
@@ -1262,6 +1360,7 @@ struct Worker::Impl : TrialBackend {
         c.number = a.number;
         c.pruned = outcome.kind == lifecycle::OutcomeKind::kPruned;
         c.value = c.pruned ? trial.last_value() : std::optional<double>(outcome.value);
+        c.artifacts = artifacts_in_place;
         if (!user_attrs.empty()) c.user_attrs_json = dump_json_nonfinite(user_attrs);
         result = proto::encode(c);
         break;

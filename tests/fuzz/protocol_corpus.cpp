@@ -96,6 +96,8 @@ int main(int argc, char** argv) {
   messages.push_back({"complete_pruned", protocol::Complete{6, true, std::nullopt, ""}});
   messages.push_back({"complete_nan", protocol::Complete{7, false, std::nan(""), ""}});
   messages.push_back(
+      {"complete_artifacts", protocol::Complete{10, false, 0.5, "", /*artifacts=*/true}});
+  messages.push_back(
       {"fail", protocol::Fail{8, protocol::Fail::Reason::kException, "boom", R"({"a": 1})"}});
   messages.push_back(
       {"fail_interrupted", protocol::Fail{9, protocol::Fail::Reason::kInterrupted, "", ""}});
@@ -107,6 +109,12 @@ int main(int argc, char** argv) {
   messages.push_back({"artifact_put_reply", protocol::ArtifactPutReply{5, 3, true, true, 12, ""}});
   messages.push_back({"artifact_put_refused",
                       protocol::ArtifactPutReply{5, 3, false, false, 0, "checksum mismatch"}});
+  messages.push_back(
+      {"artifact_put_user", protocol::ArtifactPut{5, 0, 0, 12, 2, "{}0123456789", 0x1234abcdULL,
+                                                  protocol::ArtifactKind::kUser}});
+  messages.push_back(
+      {"artifact_put_user_reply",
+       protocol::ArtifactPutReply{5, 0, true, true, 12, "", protocol::ArtifactKind::kUser}});
   messages.push_back({"artifact_get", protocol::ArtifactGet{5, 3, 0}});
   messages.push_back({"artifact_get_reply",
                       protocol::ArtifactGetReply{5, 3, true, 0, 12, 2, "{}0123456789", 7, ""}});
