@@ -141,6 +141,24 @@ Json manifest_json(const char* key, std::int64_t id, const Manifest& m) {
   return Json{{key, id}, {"files", std::move(files)}};
 }
 
+// Whether a link at `path` (relative to its folder's top) to `target` stays
+// inside that folder: a relative target that, resolved lexically from the
+// link's own folder, never climbs above the top. A link leading outside
+// would, restored on another machine, make a program that saves "in place"
+// write where the link points.
+bool link_stays_inside(const std::string& path, const std::string& target) {
+  if (target.empty() || fs::path(target).is_absolute()) return false;
+  int depth = 0;
+  for (const auto& part : fs::path(path).parent_path() / target) {
+    if (part == "..") {
+      if (--depth < 0) return false;
+    } else if (part != "." && !part.empty()) {
+      ++depth;
+    }
+  }
+  return true;
+}
+
 // Parses a manifest's text (of `key` "step" or "trial" `id`); throws Error
 // naming what is wrong.
 Manifest parse_manifest(const std::string& text, const std::string& name, std::int64_t id,
@@ -174,6 +192,9 @@ Manifest parse_manifest(const std::string& text, const std::string& name, std::i
       if (!f.contains("target") || !f["target"].is_string())
         throw Error(name + ": link entry '" + printable_excerpt(path) + "' lacks its target");
       e.target = f["target"].get<std::string>();
+      if (!link_stays_inside(path, e.target))
+        throw Error(name + ": link entry '" + printable_excerpt(path) + "' leads outside (to '" +
+                    printable_excerpt(e.target) + "'): refused");
     } else if (e.kind != "dir") {
       throw Error(name + ": entry '" + printable_excerpt(path) + "' has unknown kind '" +
                   printable_excerpt(e.kind) + "'");
@@ -549,18 +570,46 @@ LineageFolder::Snapshot LineageFolder::snapshot(std::int64_t step) {
   if (!lstat_path(work, wst) || !S_ISDIR(wst.st_mode))
     return {false,
             work.string() + (S_ISLNK(wst.st_mode) ? ": is a symbolic link: refused (never followed)"
-                                                  : ": missing or not a folder")};
+                                                  : ": missing or not a folder"),
+            ""};
   const std::string name = snapshot_name(step);
   const fs::path tmp = lineage / (std::string(kTmpPrefix) + name);
+  std::string skipped;
   try {
     auto found = walk(work);
-    if (found.empty()) return {};
+    // What is not kept (LineageFolder::snapshot's rules), named once.
+    for (auto it = found.begin(); it != found.end();) {
+      const auto& [rel, st] = *it;
+      std::string why;
+      if (valid_utf8(rel) != rel) {
+        why = "its name is not UTF-8";
+      } else if (S_ISLNK(st.st_mode)) {
+        std::error_code ec;
+        const std::string target = fs::read_symlink(work / rel, ec).string();
+        if (ec || !link_stays_inside(rel, target))
+          why = "a symbolic link that leads outside the folder (to '" + printable_excerpt(target) +
+                "')";
+      } else if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+        why = "not a regular file, folder or link (a FIFO, socket or device)";
+      }
+      if (why.empty()) {
+        ++it;
+        continue;
+      }
+      if (skipped_said_.size() < 1000 && skipped_said_.insert(rel).second)
+        skipped +=
+            (skipped.empty() ? "" : "; ") + printable_excerpt(rel) + ": " + why + ": not kept";
+      it = found.erase(it);
+    }
+    if (found.empty()) return {false, "", skipped};
     std::uint64_t total = 0;
     for (const auto& [rel, st] : found)
       if (S_ISREG(st.st_mode)) total += static_cast<std::uint64_t>(st.st_size);
     if (total > max_bytes_)
-      return {false, work.string() + " holds " + std::to_string(total) + " bytes, over " +
-                         std::to_string(max_bytes_) + " (artifacts.max_snapshot_bytes)"};
+      return {false,
+              work.string() + " holds " + std::to_string(total) + " bytes, over " +
+                  std::to_string(max_bytes_) + " (artifacts.max_snapshot_bytes)",
+              skipped};
     // The newest earlier snapshot: unchanged files are hard links to it.
     Manifest previous;
     std::string previous_name;
@@ -623,9 +672,9 @@ LineageFolder::Snapshot LineageFolder::snapshot(std::int64_t step) {
     fs::rename(tmp, lineage / name);
   } catch (const std::exception& e) {
     remove_quietly(tmp);
-    return {false, e.what()};
+    return {false, e.what(), skipped};
   }
-  return {true, ""};
+  return {true, "", skipped};
 }
 
 void LineageFolder::keep_only(std::int64_t step) {

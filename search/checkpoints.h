@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -170,13 +171,19 @@ class LineageFolder {
   struct Snapshot {
     bool taken = false;  // snapshot-<step> exists now, with its manifest
     std::string why;     // not taken: why ("" when work/ is empty: nothing to keep)
+    // Taken without some entries of work/, each "<path>: <why>; ...";
+    // each path is named once per LineageFolder (not at every step).
+    std::string skipped;
   };
   // Copies work/ to snapshot-<step> (a temporary folder renamed into
   // place, with its manifest). Not taken when work/ is empty (a program
   // that keeps no checkpoint costs nothing), larger than
   // max_snapshot_bytes, or on a disk error; no snapshot of that step exists
-  // then. Links inside work/ are kept as links (never followed); other
-  // special files (FIFOs, sockets) are skipped.
+  // then. Links inside work/ are kept as links (never followed) when their
+  // target is relative and stays inside work/; a link that leads outside
+  // (an absolute target, or one through "..") is not kept, nor are FIFOs,
+  // sockets, device files and names that are not UTF-8 (Snapshot::skipped
+  // names them).
   Snapshot snapshot(std::int64_t step);
 
   // Removes every snapshot except that of `step` (after the store recorded
@@ -197,6 +204,7 @@ class LineageFolder {
   std::uint64_t max_bytes_;
   std::string path_;
   std::string work_;
+  std::set<std::string> skipped_said_;  // Snapshot::skipped paths already named
 };
 
 // The earlier trials of `t`'s lineage (its retry_of chain; `trials` by

@@ -146,6 +146,9 @@ bool Trial::report(std::int64_t step, double value) {
       snapshot_step_ = step;
     else if (!snap.why.empty())
       spdlog::warn("trial {}: no checkpoint snapshot at step {}: {}", number_, step, snap.why);
+    if (!snap.skipped.empty())
+      spdlog::warn("trial {}: the checkpoint snapshot of step {} leaves out: {}", number_, step,
+                   snap.skipped);
   }
   bool stored = backend_->report(*this, step, value);
   // The store names this step's snapshot now: the older ones can go.

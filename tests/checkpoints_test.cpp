@@ -199,6 +199,67 @@ TEST(LineageFolderTest, LimitsAndPlantedLinksAreRefused) {
   }
 }
 
+// What a snapshot leaves out, named once: a link that leads outside work/
+// (absolute, or climbing out through ".."), a FIFO, a name that is not
+// UTF-8. A link that stays inside is kept and restored as a link. A
+// manifest that names a link leading outside (crafted, or from a peer) is
+// refused when restoring: the retry starts from scratch.
+TEST(LineageFolderTest, LinksLeadingOutsideAndSpecialFilesAreLeftOutAndNamed) {
+  TempDir dir("ckpt");
+  const std::string root = dir.file("c");
+  LineageFolder f(root, 4);
+  f.prepare(std::nullopt);
+  const fs::path work = f.work_dir();
+  write(work / "model.pt", "m");
+  fs::create_directories(work / "sub");
+  fs::create_symlink("../model.pt", work / "sub/last.pt");  // inside: kept
+  fs::create_symlink("/etc/passwd", work / "abs");
+  fs::create_symlink("../../../victim", work / "sub/up");
+  ASSERT_EQ(::mkfifo((work / "fifo").c_str(), 0600), 0);
+  write(work / std::string("bad\xff\xfe"
+                           "name"),
+        "x");
+  auto s = f.snapshot(1);
+  ASSERT_TRUE(s.taken) << s.why;
+  for (const char* named :
+       {"abs: a symbolic link that leads outside the folder (to '/etc/passwd')",
+        "sub/up: a symbolic link that leads outside", "fifo: not a regular file",
+        "bad\xef\xbf\xbd\xef\xbf\xbd"
+        "name: its name is not UTF-8"})
+    EXPECT_NE(s.skipped.find(named), std::string::npos) << named << " in " << s.skipped;
+  EXPECT_EQ(s.skipped.find("last.pt"), std::string::npos) << s.skipped;
+  const std::string manifest = read_file(f.path() + "/snapshot-1.manifest");
+  EXPECT_NE(manifest.find("sub/last.pt"), std::string::npos);
+  EXPECT_EQ(manifest.find("abs"), std::string::npos);
+  EXPECT_EQ(manifest.find("fifo"), std::string::npos);
+  // Named once: the next step's snapshot says nothing new.
+  auto again = f.snapshot(2);
+  ASSERT_TRUE(again.taken);
+  EXPECT_EQ(again.skipped, "");
+  f.keep_only(2);
+  {
+    LineageFolder g(root, 4);
+    ASSERT_EQ(g.prepare(2).resume_step, 2);
+    EXPECT_TRUE(fs::is_symlink(work / "sub/last.pt"));
+    EXPECT_EQ(read_file((work / "sub/last.pt").string()), "m");
+    EXPECT_FALSE(fs::exists(fs::symlink_status(work / "abs")));
+  }
+  // A manifest naming a link that leads outside: refused, from scratch.
+  std::string text = read_file(f.path() + "/snapshot-2.manifest");
+  const std::string inside = "\"target\":\"../model.pt\"";
+  const std::size_t at = text.find(inside);
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, inside.size(), "\"target\":\"../../../../victim\"");
+  fs::remove(f.path() + "/snapshot-2.manifest");
+  write(fs::path(f.path()) / "snapshot-2.manifest", text);
+  ::chmod((f.path() + "/snapshot-2.manifest").c_str(), 0600);
+  LineageFolder h(root, 4);
+  const Prepared p = h.prepare(2);
+  EXPECT_FALSE(p.resume_step);
+  EXPECT_NE(p.warning.find("link entry 'sub/last.pt' leads outside"), std::string::npos)
+      << p.warning;
+}
+
 // ------------------------------------------------------------ options
 
 TEST(ArtifactOptionsTest, ReadsTheSectionAndNamesBadFields) {

@@ -213,6 +213,17 @@ TEST(UserArtifacts, GetRefusesACraftedManifest) {
   fs::create_symlink("/etc/passwd", dir.file("emb.logs/artifacts/trial-0/l"));
   ProcessResult get = cli(dir, {"artifacts", "get", "emb.db", "--trial", "0", "-o", "out"});
   EXPECT_NE(get.exit_code, 0);
+  EXPECT_NE(get.err.find("link entry 'l' leads outside (to '/etc/passwd'): refused"),
+            std::string::npos)
+      << get.err;
+  EXPECT_FALSE(fs::exists(dir.file("out/l")));
+  // A link that stays inside is still no user artifact.
+  with_link["files"].back()["target"] = "model.txt";
+  { std::ofstream(manifest, std::ios::trunc) << with_link.dump(); }
+  fs::remove(dir.file("emb.logs/artifacts/trial-0/l"));
+  fs::create_symlink("model.txt", dir.file("emb.logs/artifacts/trial-0/l"));
+  get = cli(dir, {"artifacts", "get", "emb.db", "--trial", "0", "-o", "out"});
+  EXPECT_NE(get.exit_code, 0);
   EXPECT_NE(get.err.find("symbolic link: refused"), std::string::npos) << get.err;
   EXPECT_FALSE(fs::exists(dir.file("out/l")));
 }
