@@ -25,7 +25,9 @@ int keys_command(const KeysOptions& o) {
             << "  2. copy one worker folder to each worker machine (owner-only, e.g.):\n"
             << "       scp -rp " << first << " worker-host:hpsearch-keys\n"
             << "  3. on that worker machine:\n"
-            << "       hpsearch worker --connect tcp://COORDINATOR-HOST:5555 --keys hpsearch-keys\n"
+            << "       hpsearch worker --connect tcp://COORDINATOR-HOST:5555 --keys hpsearch-keys"
+               " --allow-command\n"
+            << "     (--allow-command: it may run a command objective's programs)\n"
             << "Add workers later with: hpsearch keys add " << o.dir << " --workers N "
             << "(restart the coordinator to admit them).\n";
   return kExitOk;

@@ -440,9 +440,21 @@ CoordinatorOptions coordinator_options(const StudyConfig& config, const RunOptio
                       "trials and cannot get each rank's RANK and MASTER_PORT)");
   // artifacts.path (a folder every worker reaches), relative to the store's
   // folder; else <study>.logs/checkpoints beside the store.
-  if (!co.artifacts.path.empty())
+  if (!co.artifacts.path.empty()) {
     co.artifacts.path =
         fs::absolute(fs::path(storage_parent(config)) / co.artifacts.path).lexically_normal();
+    // Only the last level is made: a typo, or a share that is not mounted,
+    // must not send every checkpoint to a new folder on the local disk.
+    std::error_code ec;
+    const fs::path folder(co.artifacts.path);
+    if (!fs::exists(folder, ec) && !fs::is_directory(folder.parent_path(), ec))
+      throw ConfigError("artifacts.path",
+                        "'" + printable_excerpt(co.artifacts.path) +
+                            "': neither it nor its folder '" +
+                            printable_excerpt(folder.parent_path().string()) +
+                            "' exists: mount or create the shared folder first (hpsearch makes "
+                            "only the last level)");
+  }
   co.checkpoint_root =
       !co.artifacts.path.empty()
           ? co.artifacts.path

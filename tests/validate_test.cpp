@@ -188,6 +188,28 @@ TEST_F(ValidateTest, AReadCommandGivenASpaceJsonNamesItsStore) {
   EXPECT_EQ(entries(), before);
 }
 
+// artifacts.path whose folder does not exist (a typo, a share that is not
+// mounted) is refused by validate and run alike, and nothing is made; one
+// whose parent exists is fine (its last level is made by run).
+TEST_F(ValidateTest, AnArtifactsPathOnAMissingFolderIsRefused) {
+  Json doc = space_doc();
+  doc["artifacts"] = {{"path", "no-such-share/ckpt"}};
+  write_space(doc);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"validate", "space.json"},
+        std::vector<std::string>{"run", "space.json", "--workers", "1"}}) {
+    ProcessResult r = cli(args);
+    EXPECT_EQ(r.exit_code, 2) << args[0];
+    EXPECT_THAT(r.err, AllOf(HasSubstr("artifacts.path: '"), HasSubstr("no-such-share/ckpt"),
+                             HasSubstr("neither it nor its folder")))
+        << args[0];
+    EXPECT_FALSE(fs::exists(dir_.path() / "no-such-share"));
+  }
+  doc["artifacts"] = {{"path", "ckpt"}};
+  write_space(doc);
+  EXPECT_EQ(cli({"validate", "space.json"}).exit_code, 0);
+}
+
 TEST_F(ValidateTest, BadFileIsRefusedNamingTheField) {
   Json doc = space_doc();
   doc["space"]["lr"]["low"] = 0;  // log scale needs low > 0
