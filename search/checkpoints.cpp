@@ -13,6 +13,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <set>
 #include <system_error>
 
 #include "search/errors.h"
@@ -564,6 +565,42 @@ Prepared LineageFolder::prepare(std::optional<std::int64_t> resume_step) {
   return out;
 }
 
+namespace {
+
+// Removes from `found` (walk(work)) what a snapshot does not keep (links
+// that lead outside, special files, names that are not UTF-8; see
+// LineageFolder::snapshot) and returns them as "<path>: <why>: not kept;
+// ...", each path named once (`said`, at most 1000 remembered).
+std::string leave_out_unkept(const fs::path& work, std::map<std::string, struct stat>& found,
+                             std::set<std::string>& said) {
+  std::string skipped;
+  for (auto it = found.begin(); it != found.end();) {
+    const auto& [rel, st] = *it;
+    std::string why;
+    if (valid_utf8(rel) != rel) {
+      why = "its name is not UTF-8";
+    } else if (S_ISLNK(st.st_mode)) {
+      std::error_code ec;
+      const std::string target = fs::read_symlink(work / rel, ec).string();
+      if (ec || !link_stays_inside(rel, target))
+        why = "a symbolic link that leads outside the folder (to '" + printable_excerpt(target) +
+              "')";
+    } else if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+      why = "not a regular file, folder or link (a FIFO, socket or device)";
+    }
+    if (why.empty()) {
+      ++it;
+      continue;
+    }
+    if (said.size() < 1000 && said.insert(rel).second)
+      skipped += (skipped.empty() ? "" : "; ") + printable_excerpt(rel) + ": " + why + ": not kept";
+    it = found.erase(it);
+  }
+  return skipped;
+}
+
+}  // namespace
+
 LineageFolder::Snapshot LineageFolder::snapshot(std::int64_t step) {
   const fs::path lineage(path_), work(work_);
   struct stat wst {};
@@ -577,30 +614,7 @@ LineageFolder::Snapshot LineageFolder::snapshot(std::int64_t step) {
   std::string skipped;
   try {
     auto found = walk(work);
-    // What is not kept (LineageFolder::snapshot's rules), named once.
-    for (auto it = found.begin(); it != found.end();) {
-      const auto& [rel, st] = *it;
-      std::string why;
-      if (valid_utf8(rel) != rel) {
-        why = "its name is not UTF-8";
-      } else if (S_ISLNK(st.st_mode)) {
-        std::error_code ec;
-        const std::string target = fs::read_symlink(work / rel, ec).string();
-        if (ec || !link_stays_inside(rel, target))
-          why = "a symbolic link that leads outside the folder (to '" + printable_excerpt(target) +
-                "')";
-      } else if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
-        why = "not a regular file, folder or link (a FIFO, socket or device)";
-      }
-      if (why.empty()) {
-        ++it;
-        continue;
-      }
-      if (skipped_said_.size() < 1000 && skipped_said_.insert(rel).second)
-        skipped +=
-            (skipped.empty() ? "" : "; ") + printable_excerpt(rel) + ": " + why + ": not kept";
-      it = found.erase(it);
-    }
+    skipped = leave_out_unkept(work, found, skipped_said_);
     if (found.empty()) return {false, "", skipped};
     std::uint64_t total = 0;
     for (const auto& [rel, st] : found)
