@@ -317,7 +317,11 @@ TEST(InstallSnapshot, RefusesPathsOutsideTheSnapshotAndFilesUnderALink) {
   Json link{{"path", "d"}, {"kind", "link"}, {"target", dir.path().string()}};
   Json under = file;
   under["path"] = "d/escaped";
-  expect_refused(Json::array({link, under}), "x", "not a folder of the manifest");
+  expect_refused(Json::array({link, under}), "x", "link entry 'd' leads outside");
+  // A link that stays inside is still no folder to write a file under.
+  link["target"] = "sub";
+  expect_refused(Json::array({Json{{"path", "sub"}, {"kind", "dir"}}, link, under}), "x",
+                 "not a folder of the manifest");
   Json ok = file;
   ok["path"] = "model.bin";
   expect_refused(Json::array({ok}), "y", "damaged");          // hash differs
