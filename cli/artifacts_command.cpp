@@ -4,8 +4,10 @@
 // checkpoint root, <study>.logs/checkpoints beside the store (as `hpsearch
 // run` keeps them), the user artifacts beside it in <study>.logs/artifacts
 // (with artifacts.path: <path>/artifacts).
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/table.h"
@@ -40,7 +42,9 @@ std::string checkpoint_root_of(const std::string& storage_path, const StudyInfo&
     } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): a hand-edited section
     }
   }
-  return (fs::absolute(study_log_dir(study.name, parent)) / "checkpoints").string();
+  return (fs::absolute(study_log_dir(study.name, parent)) / "checkpoints")
+      .lexically_normal()
+      .string();
 }
 
 struct Row {
@@ -64,6 +68,30 @@ std::string artifact_root_of(const std::string& storage_path, const StudyInfo& s
   bool shared = false;
   const std::string root = checkpoint_root_of(storage_path, study, &shared);
   return checkpoints::artifact_root_for(root, shared);
+}
+
+// Trial `number` of the study, or a --trial error naming the numbers
+// there are.
+TrialPtr trial_or_refuse(Storage& storage, std::int64_t study_id, std::int64_t number) {
+  const std::int64_t n = storage.count_trials(study_id);
+  if (number < 0 || number >= n)
+    throw ConfigError("--trial",
+                      "no trial " + std::to_string(number) + " in the study (" +
+                          (n == 0 ? std::string("it has no trials")
+                                  : "trials are numbered 0 to " + std::to_string(n - 1)) +
+                          ")");
+  return storage.get_trial_by_number(study_id, number);
+}
+
+// Whether `inner` is `outer` or lies under it, after resolving links.
+bool lies_under(const fs::path& inner, const fs::path& outer) {
+  std::error_code ec;
+  const fs::path a = fs::weakly_canonical(fs::absolute(inner), ec);
+  if (ec) return false;
+  const fs::path b = fs::weakly_canonical(fs::absolute(outer), ec);
+  if (ec) return false;
+  const auto [end, _] = std::mismatch(b.begin(), b.end(), a.begin(), a.end());
+  return end == b.end();
 }
 
 Row row_of(const FrozenTrial& t, const std::string& root, const std::string& artifact_root) {
@@ -166,8 +194,7 @@ int artifacts_command(const ArtifactsOptions& o) {
   const std::string artifact_root = artifact_root_of(o.storage, study);
   std::vector<Row> rows;
   if (o.trial) {
-    auto t = storage->get_trial_by_number(id, *o.trial);
-    if (!t) throw ConfigError("--trial", "no trial " + std::to_string(*o.trial) + " in the study");
+    auto t = trial_or_refuse(*storage, id, *o.trial);
     rows.push_back(row_of(*t, root, artifact_root));
   } else {
     for (const auto& t : storage->get_all_trials(id))
@@ -188,6 +215,10 @@ int artifacts_get_command(const ArtifactsOptions& o) {
     throw ConfigError("--kind", "must be auto, user or snapshot, got '" + o.kind + "'");
   std::error_code ec;
   const auto st = fs::symlink_status(o.output, ec);
+  if (fs::is_symlink(st))
+    throw ConfigError("-o", printable(o.output) +
+                                " is a symbolic link: refused (name the folder itself; nothing "
+                                "is written through a link)");
   if (fs::exists(st) && !fs::is_directory(st))
     throw ConfigError("-o", printable(o.output) + " exists and is not a folder: refused");
   auto storage = open_existing(o.storage);
@@ -195,8 +226,13 @@ int artifacts_get_command(const ArtifactsOptions& o) {
   const StudyInfo study = storage->get_study(id);
   const std::string root = checkpoint_root_of(o.storage, study);
   const std::string artifact_root = artifact_root_of(o.storage, study);
-  auto t = storage->get_trial_by_number(id, *o.trial);
-  if (!t) throw ConfigError("--trial", "no trial " + std::to_string(*o.trial) + " in the study");
+  // A copy into the study's own folders would change the snapshots and
+  // artifacts it copies (and retention would later remove it).
+  for (const std::string& own : {root, artifact_root})
+    if (lies_under(o.output, own))
+      throw ConfigError("-o", printable(o.output) + " lies inside the study's folder " +
+                                  printable(own) + ": refused (copy to a folder outside it)");
+  auto t = trial_or_refuse(*storage, id, *o.trial);
   Row r = row_of(*t, root, artifact_root);
   if (o.kind == "user" || (o.kind == "auto" && r.artifacts)) {
     if (!r.artifacts)
@@ -212,9 +248,25 @@ int artifacts_get_command(const ArtifactsOptions& o) {
   if (fs::exists(st) && !fs::is_empty(o.output, ec))
     throw ConfigError(
         "-o", printable(o.output) + " exists and is not an empty folder: refused (nothing copied)");
-  if (!r.step || r.deleted)
-    throw Error("trial " + std::to_string(*o.trial) + " has no snapshot" +
-                (r.deleted ? " (retention removed its lineage's folder)" : ""));
+  if (!r.step || r.deleted) {
+    // A retry that continued the lineage replaced this trial's snapshot:
+    // name the trial that holds the lineage's newest one.
+    std::optional<Row> newer;
+    for (const auto& other : storage->get_all_trials(id)) {
+      if (other->number <= *o.trial || checkpoints::lineage_of(*other) != r.lineage) continue;
+      Row o_row = row_of(*other, root, artifact_root);
+      if (o_row.step && !o_row.deleted) newer = o_row;
+    }
+    std::string why;
+    if (newer)
+      why = " of its own: a retry continued its lineage " + std::to_string(r.lineage) +
+            " and replaced it; trial " + std::to_string(newer->number) +
+            " holds the lineage's newest snapshot (step " + std::to_string(*newer->step) +
+            "): --trial " + std::to_string(newer->number);
+    else if (r.deleted)
+      why = " (retention removed its lineage's folder)";
+    throw Error("trial " + std::to_string(*o.trial) + " has no snapshot" + why);
+  }
   const std::string lineage = checkpoints::lineage_path(root, r.lineage);
   checkpoints::copy_snapshot(lineage, *r.step, o.output);
   std::cout << "copied the snapshot of step " << *r.step << " of trial " << *o.trial << " (lineage "

@@ -421,7 +421,7 @@ int main(int argc, char** argv) {
   art_cmd->require_subcommand(0, 1);
   art_cmd->add_option("storage", art.storage, "SQLite file");
   art_cmd->add_option("--study", art.study, "study name (needed if the file holds several)");
-  art_cmd->add_option("--trial", art.trial, "only this trial")->check(CLI::NonNegativeNumber);
+  art_cmd->add_option("--trial", art.trial, "only this trial")->check(whole_number<std::int64_t>());
   art_cmd->add_option("--format", art.format, "table or json")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
@@ -429,7 +429,7 @@ int main(int argc, char** argv) {
   art_get->add_option("--study", art.study, "study name (needed if the file holds several)");
   art_get->add_option("--trial", art.trial, "the trial whose files are copied")
       ->required()
-      ->check(CLI::NonNegativeNumber);
+      ->check(whole_number<std::int64_t>());
   art_get
       ->add_option("-o,--output", art.output,
                    "the folder to copy into (a snapshot: new or empty; user artifacts: files "

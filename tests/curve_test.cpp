@@ -7,9 +7,11 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -502,6 +504,61 @@ TEST(CurveCli, WorkerConnectTcpWithoutKeysRefusesUnlessInsecure) {
                 "0", "--heartbeat-ms", "50", "--liveness", "2"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("without CURVE keys"), std::string::npos) << r.err;
+}
+
+// A worker that gets no answer over ipc:// says what the socket file
+// shows: none there, a file that is no socket, or (a worker of another
+// user: nobody, when the suite runs as root) a socket it may not write.
+TEST(CurveCli, AWorkerSaysWhyAnIpcEndpointDoesNotAnswer) {
+  TempDir dir("curve_worker_ipc");
+  const std::vector<std::string> quick = {"--reconnect-attempts", "0", "--heartbeat-ms", "50",
+                                          "--liveness",           "2"};
+  std::vector<std::string> args = {"worker", "--connect", "ipc://" + dir.file("none.sock")};
+  args.insert(args.end(), quick.begin(), quick.end());
+  ProcessResult r = cli(dir, args);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("there is no socket file " + dir.file("none.sock") +
+                       ": is the coordinator running?"),
+            std::string::npos)
+      << r.err;
+  std::ofstream(dir.file("plain")) << "x";
+  args[2] = "ipc://" + dir.file("plain");
+  r = cli(dir, args);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find(dir.file("plain") + " is not a socket"), std::string::npos) << r.err;
+
+  if (::geteuid() != 0) return;  // another user's worker needs root to start
+  const struct passwd* nobody = ::getpwnam("nobody");
+  ASSERT_NE(nobody, nullptr);
+  const std::string sock = dir.file("owner-only.sock");
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(sock.size(), sizeof addr.sun_path);
+  std::copy(sock.begin(), sock.end(), addr.sun_path);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::chmod(sock.c_str(), 0600), 0);
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0711), 0);  // nobody may pass, not list
+  std::vector<std::string> as_nobody = {"/usr/bin/setpriv",
+                                        "--reuid=" + std::to_string(nobody->pw_uid),
+                                        "--regid=" + std::to_string(nobody->pw_gid),
+                                        "--clear-groups",
+                                        "--",
+                                        HPSEARCH_CLI_PATH,
+                                        "worker",
+                                        "--connect",
+                                        "ipc://" + sock,
+                                        "--log-dir",
+                                        "/tmp"};
+  as_nobody.insert(as_nobody.end(), quick.begin(), quick.end());
+  r = testsupport::run_process(as_nobody, "/");
+  ::close(fd);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("permission denied on " + sock +
+                       ": only the user who started the coordinator may connect"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST(CurveCli, RunBindTcpWithoutKeysIsRefusedAndNamesTheFix) {

@@ -429,6 +429,30 @@ TEST_F(LongTrialsTest, ARemoteWorkerRetryDownloadsTheSnapshotAndContinues) {
   ProcessResult again = cli({"artifacts", "get", "long.db", "--trial", "1", "-o", "out"});
   EXPECT_NE(again.exit_code, 0);
   EXPECT_NE(again.err.find("not an empty folder"), std::string::npos) << again.err;
+  // The killed trial's snapshot was replaced by its retry's: named.
+  ProcessResult first = cli({"artifacts", "get", "long.db", "--trial", "0", "-o", "out0"});
+  EXPECT_NE(first.exit_code, 0);
+  EXPECT_NE(first.err.find("trial 0 has no snapshot of its own: a retry continued its lineage 0 "
+                           "and replaced it; trial 1 holds the lineage's newest snapshot (step "
+                           "10): --trial 1"),
+            std::string::npos)
+      << first.err;
+  ProcessResult absent = cli({"artifacts", "get", "long.db", "--trial", "7", "-o", "out7"});
+  EXPECT_NE(absent.err.find("--trial: no trial 7 in the study (trials are numbered 0 to 1)"),
+            std::string::npos)
+      << absent.err;
+  // Never into the study's own folders (it would change the snapshot it
+  // copies), nor through a link.
+  ProcessResult inside = cli(
+      {"artifacts", "get", "long.db", "--trial", "1", "-o", root + "/lineage-0/snapshot-10/copy"});
+  EXPECT_NE(inside.exit_code, 0);
+  EXPECT_NE(inside.err.find("lies inside the study's folder"), std::string::npos) << inside.err;
+  EXPECT_FALSE(fs::exists(root + "/lineage-0/snapshot-10/copy"));
+  fs::create_directory_symlink(root, dir_.file("link"));
+  ProcessResult linked = cli({"artifacts", "get", "long.db", "--trial", "1", "-o", "link"});
+  EXPECT_NE(linked.err.find("-o: link is a symbolic link: refused"), std::string::npos)
+      << linked.err;
+  EXPECT_EQ(read_file(root + "/lineage-0/snapshot-10/state.json"), state);
 }
 
 // The strictest remote worker: workers that run as another user (nobody)

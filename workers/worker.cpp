@@ -79,6 +79,25 @@ void WorkerOptions::validate() const {
 
 namespace {
 
+// Why a worker gets no answer from an ipc:// endpoint, when the socket
+// file says it (missing, not a socket, no write permission); "" otherwise
+// (and for tcp:// endpoints). Phrased to follow "no answer from ...".
+std::string ipc_problem(const std::string& endpoint) {
+  constexpr std::string_view kIpc = "ipc://";
+  if (endpoint.rfind(kIpc, 0) != 0) return "";
+  const std::string path = endpoint.substr(kIpc.size());
+  if (path.empty() || path[0] == '@') return "";  // abstract namespace: no file to look at
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(st))
+    return " (there is no socket file " + printable(path) + ": is the coordinator running?)";
+  if (!std::filesystem::is_socket(st)) return " (" + printable(path) + " is not a socket)";
+  if (access(path.c_str(), W_OK) != 0)
+    return " (permission denied on " + printable(path) +
+           ": only the user who started the coordinator may connect to its socket)";
+  return "";
+}
+
 // Events between the objective thread ("main") and the socket thread
 // ("link"), through an EventQueue (below): kind, epoch and payload.
 enum class Ev : std::uint8_t {
@@ -361,6 +380,7 @@ struct Worker::Impl : TrialBackend {
         if (why.empty() && options.curve_secret_key.empty() &&
             options.connect.rfind("tcp://", 0) == 0)
           why = " (a coordinator with CURVE keys answers only workers started with --keys)";
+        if (why.empty()) why = ipc_problem(options.connect);
         if (attempts > options.reconnect_attempts) {
           to_main.post(
               Ev::kFatal, 0,
@@ -369,7 +389,7 @@ struct Worker::Impl : TrialBackend {
           wait_for_quit();
           return;
         }
-        if (handshake_error.empty())
+        if (handshake_error.empty() && why.empty())
           spdlog::info(
               "worker: no answer from the coordinator at {}; retrying in {} ms (retry {} of {})",
               options.connect, backoff, attempts, options.reconnect_attempts);
