@@ -172,7 +172,9 @@ void print_tables(const std::vector<Row>& rows, const std::string& root,
                r.artifacts ? std::to_string(r.artifacts->files) : "-",
                r.artifacts ? std::to_string(r.artifacts->bytes) : "-",
                r.artifacts ? (r.artifacts_exist ? "yes" : "no (removed by hand?)")
-                           : "not kept: " + printable_excerpt(r.artifact_warning)});
+               : r.artifact_warning.rfind("not ", 0) == 0
+                   ? printable_excerpt(r.artifact_warning)
+                   : "not kept: " + printable_excerpt(r.artifact_warning)});
   }
   std::cout << "\nUser artifacts\n";
   if (n_user > 0)

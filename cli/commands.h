@@ -110,6 +110,9 @@ struct RunOptions {
   // run --dry-run, and hpsearch validate: every check of a run, then the
   // plan (print_plan) instead of the run; nothing is created or written.
   bool dry_run = false;
+  // hpsearch validate: checks the file alone, not against the default pool
+  // (validate takes no --workers; a multi-process study needs several).
+  bool validate_only = false;
   std::optional<std::string> try_output;  // validate --try-output FILE
   std::string format = "text";            // validate --format text | json
 };

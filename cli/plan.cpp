@@ -16,6 +16,7 @@
 #include "objectives/command_report.h"
 #include "search/checkpoints.h"
 #include "search/printable.h"
+#include "search/resources.h"
 #include "search/search_space.h"
 #include "search/study.h"
 #include "search/study_diff.h"
@@ -383,6 +384,15 @@ void print_text(const Json& plan, const StudyConfig& config) {
             << "\n";
   std::cout << "Artifacts:\n  " << settings_lines(plan["artifacts"], "  ") << "\n";
   const Json& w = plan["workers"];
+  const int processes = w["processes_per_trial"].get<int>();
+  if (processes > 1)
+    std::cout << "Processes per trial: up to " << processes
+              << " (each on its own worker: run with --workers " << processes
+              << " or more, or --bind for workers that join)\n";
+  if (w["workers"].is_null()) {  // validate: the file alone
+    std::cout << "\nNothing was created or started.\n";
+    return;
+  }
   std::cout << "Workers: " << setting_text(w["workers"]) << " (" << setting_text(w["launcher"])
             << ")"
             << (w["gpus_per_worker"].is_number()
@@ -420,7 +430,10 @@ int print_plan(const StudyConfig& config, const RunOptions& o, const Json& sampl
   plan["objective"] = objective;
   plan["budget"] = budget_part(config);
   plan["artifacts"] = artifacts_part(config, checkpoint_root);
-  plan["workers"] = {{"workers", o.workers},
+  const int processes =
+      TrialResources::from_json(config.resources, config.space).max_size(config.space);
+  plan["workers"] = {{"workers", o.validate_only ? Json() : Json(o.workers)},
+                     {"processes_per_trial", processes},
                      {"launcher", o.launcher},
                      {"gpus_per_worker", o.gpus_per_worker ? Json(*o.gpus_per_worker) : Json()},
                      {"workers_per_gpu", o.workers_per_gpu ? Json(*o.workers_per_gpu) : Json()}};
@@ -449,6 +462,7 @@ int validate_command(const ValidateOptions& options) {
   o.try_output = options.try_output;
   o.format = options.format;
   o.dry_run = true;
+  o.validate_only = true;
   return run_command(o);
 }
 

@@ -418,12 +418,13 @@ CoordinatorOptions coordinator_options(const StudyConfig& config, const RunOptio
   co.max_failed_trials = config.budget.max_failed_trials;
   co.fail_fast = config.budget.fail_fast;
   co.max_workers = o.max_workers;
+  co.expected_workers = o.workers;
   // The local workers' (and a shared-folder Slurm step's) checkpoint folders.
   co.artifacts = checkpoints::ArtifactOptions::from_json(config.artifacts);
   // Multi-process trials: a trial bigger than the pool could never start.
   co.resources = TrialResources::from_json(config.resources, config.space);
   if (const int most = co.resources.max_size(config.space);
-      most > o.workers && o.workers > 0 && !bind)
+      most > o.workers && o.workers > 0 && !bind && !o.validate_only)
     throw ConfigError("resources.processes",
                       "a trial may need " + std::to_string(most) +
                           " processes, each on its own worker, but --workers " +

@@ -120,6 +120,11 @@ struct CoordinatorOptions {
   // worker as soon as it asks. Set it to start the first trials of N workers together (benchmarks).
   int min_workers = 0;
   double min_workers_wait_s = 10.0;
+  // Workers the launcher starts (a local pool, a Slurm step), 0 when not
+  // known. A multi-process trial bigger than the workers connected says it
+  // waits for more only once this many connected, or after
+  // min_workers_wait_s: not while the pool is still starting.
+  int expected_workers = 0;
   // Seconds between updates of the study's "coordinator" system attr (the
   // workers table that `hpsearch status` shows). Default 1.0.
   double status_interval_s = 1.0;

@@ -82,7 +82,10 @@ void Coordinator::Impl::dispatch_gangs(Steady::time_point now) {
     }
     PendingTrial& head = pending.front();
     if (head.size > static_cast<int>(idle.size())) {
-      if (!head.wait_logged && head.size > static_cast<int>(sessions.size())) {
+      // Not while the launcher's workers are still connecting.
+      const bool pool_started = static_cast<int>(sessions.size()) >= options.expected_workers ||
+                                limits.start_wait_over(now);
+      if (!head.wait_logged && head.size > static_cast<int>(sessions.size()) && pool_started) {
         head.wait_logged = true;
         spdlog::warn(
             "coordinator: trial {} needs {} processes (resources.processes) and {} connected: it "
@@ -178,15 +181,16 @@ void Coordinator::Impl::start_gang(PendingTrial p, const std::vector<Session*>& 
 void Coordinator::Impl::on_rank_ready(Session& s, const proto::RankReady& m) {
   auto it = gangs.find(m.number);
   const auto rank = static_cast<std::size_t>(m.rank);
-  if (it == gangs.end() || rank >= it->second.rids.size() ||
-      it->second.rids[rank] != s.routing_id || !it->second.assigned[rank] || !s.holds(m.number) ||
-      (rank == 0 && m.port == 0)) {
+  const bool holds_rank = it != gangs.end() && rank < it->second.rids.size() &&
+                          it->second.rids[rank] == s.routing_id && it->second.assigned[rank] &&
+                          s.holds(m.number);
+  if (!holds_rank || (rank == 0 && m.port == 0)) {
     ++counters.rejected_results;
     if (late_log.allow(Steady::now()))
-      spdlog::warn(
-          "coordinator: rejected RankReady for trial {} rank {} from worker {}: not a rank it "
-          "holds",
-          m.number, m.rank, s.name);
+      spdlog::warn("coordinator: rejected RankReady for trial {} rank {} from worker {}: {}",
+                   m.number, m.rank, s.name,
+                   holds_rank ? "rank 0 must name its rendezvous port (port 0 given)"
+                              : "not a rank it holds");
     return;
   }
   Gang& g = it->second;

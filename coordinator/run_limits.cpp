@@ -56,8 +56,7 @@ bool RunLimits::may_prefetch(const RunProgress& p, std::size_t n_workers) const 
 
 bool RunLimits::can_dispatch(Clock::time_point now, std::size_t n_workers, const RunProgress& p) {
   if (!gate_open_) {
-    gate_open_ = static_cast<int>(n_workers) >= options_.min_workers ||
-                 std::chrono::duration<double>(now - start_).count() >= options_.min_workers_wait_s;
+    gate_open_ = static_cast<int>(n_workers) >= options_.min_workers || start_wait_over(now);
     if (!gate_open_) return false;
   }
   return !p.stopping && failure_reason_.empty() && budget_left(p) && !timed_out(now) &&

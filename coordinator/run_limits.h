@@ -63,6 +63,10 @@ class RunLimits {
 
   // Whether timeout_s has passed since the start.
   bool timed_out(Clock::time_point now) const;
+  // Whether min_workers_wait_s has passed since the start.
+  bool start_wait_over(Clock::time_point now) const {
+    return std::chrono::duration<double>(now - start_).count() >= options_.min_workers_wait_s;
+  }
   // Whether another trial may be dispatched within n_trials.
   bool budget_left(const RunProgress& p) const;
   // Whether a trial may be dispatched now. The first time that `n_workers`

@@ -30,7 +30,12 @@ void Coordinator::Impl::send_to(const std::string& rid, const proto::Message& m)
 
 void Coordinator::Impl::bad_frame(const std::string& rid, const std::string& why) {
   ++counters.dropped_frames;
-  if (bad_frame_log.allow(Steady::now()))
+  if (!bad_frame_log.allow(Steady::now())) return;
+  // Name the worker when the frame came from one (else the connection).
+  if (const Session* s = sessions.find(rid))
+    spdlog::warn("coordinator: dropped a bad frame from worker {} ({}): {}", s->name,
+                 printable_id(rid), why);
+  else
     spdlog::warn("coordinator: dropped a bad frame from {}: {}", printable_id(rid), why);
 }
 
@@ -197,6 +202,23 @@ void Coordinator::Impl::on_hello(const std::string& rid, const proto::Hello& h,
     return;
   }
   if (supersede_older_link(rid, h, key_name)) return;
+  // A name is one worker's: a worker of another key that takes the name of
+  // a connected one would have its results credited to it.
+  const std::string name = printable(h.worker_id);
+  for (const auto& [other_rid, other] : sessions) {
+    if (other_rid == rid || other.name != name || other.key_name == key_name) continue;
+    ++counters.dropped_frames;
+    const std::string why = "the worker id '" + name +
+                            "' is in use by a connected worker with another key ('" +
+                            printable(other.key_name) + "'): give this worker another --id";
+    spdlog::warn("coordinator: refused Hello from {} with key '{}': {}", printable_id(rid),
+                 printable(key_name), why);
+    proto::Disconnect d;
+    d.code = proto::Disconnect::Code::kRefused;
+    d.reason = why;
+    send_to(rid, d);
+    return;
+  }
   if (Session* old = sessions.find(rid)) {
     expire(*old, "worker said Hello again");
   } else if (refuse_full(rid, h, now)) {
@@ -243,11 +265,18 @@ void Coordinator::Impl::on_request(Session& s) {
 bool Coordinator::Impl::owns(Session& s, std::int64_t number, const char* what) {
   if (s.holds(number)) return true;
   ++counters.rejected_results;
-  if (late_log.allow(Steady::now()))
-    spdlog::warn(
-        "coordinator: rejected late result ({}) for trial {} from worker {}: not a trial "
-        "it holds",
-        what, number, s.name);
+  if (late_log.allow(Steady::now())) {
+    // A trial the study never had is no late result: say which it is.
+    if (number < 0 || static_cast<std::size_t>(number) >= mirror.trials().size())
+      spdlog::warn(
+          "coordinator: rejected {} for trial {} from worker {}: the study has no such trial", what,
+          number, s.name);
+    else
+      spdlog::warn(
+          "coordinator: rejected late result ({}) for trial {} from worker {}: not a trial "
+          "it holds",
+          what, number, s.name);
+  }
   return false;
 }
 

@@ -1209,6 +1209,13 @@ double run_trial(const CommandConfig& c, const ObjectiveContext& ctx, Trial& tri
   bool ok = child.exit_code() == 0 || (!child.exit_code() && !child.term_signal()) ||
             (supervised.lingered && final_value);
   if (!ok) throw Error(with_tail("the program failed (" + status + ")", tail));
+  // A rank other than 0 of a multi-process trial reports nothing: rank 0's
+  // value is the trial's, and the coordinator drops the others' ends.
+  if (!final_value && trial.ranks() && trial.ranks()->rank > 0) {
+    log.note("rank " + std::to_string(trial.ranks()->rank) +
+             " ended without a value of its own (rank 0's is the trial's)");
+    return std::numeric_limits<double>::quiet_NaN();
+  }
   if (!final_value && output.collects())
     throw Error(with_tail(output.never_seen_reason(), output.output_tail(), "output"));
   if (!final_value) {

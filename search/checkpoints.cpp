@@ -177,6 +177,9 @@ Manifest parse_manifest(const std::string& text, const std::string& name, std::i
     fs::path p(path);
     if (path.empty() || p.is_absolute() || path.find("..") != std::string::npos)
       throw Error(name + ": entry '" + printable_excerpt(path) + "' is not a plain relative path");
+    if (std::count(path.begin(), path.end(), '/') >= kMaxTreeDepth)
+      throw Error(name + ": entry '" + printable_excerpt(path) + "' is nested deeper than " +
+                  std::to_string(kMaxTreeDepth) + " levels");
     Entry e;
     e.kind = f["kind"].get<std::string>();
     if (e.kind == "file") {
@@ -262,6 +265,8 @@ void copy_regular(const fs::path& from, const fs::path& to) {
 }
 
 // Walks `dir` (links not followed): relative path -> lstat of each entry.
+// Throws Error for folders nested deeper than kMaxTreeDepth: a walk's cost
+// grows with depth times entries, and it runs while the program is paused.
 std::map<std::string, struct stat> walk(const fs::path& dir) {
   std::map<std::string, struct stat> out;
   std::error_code ec;
@@ -269,6 +274,10 @@ std::map<std::string, struct stat> walk(const fs::path& dir) {
   if (ec) throw Error(dir.string() + ": " + ec.message());
   for (; it != end; it.increment(ec)) {
     if (ec) throw Error(dir.string() + ": " + ec.message());
+    if (it.depth() >= kMaxTreeDepth)
+      throw Error(dir.string() + ": folders nested deeper than " + std::to_string(kMaxTreeDepth) +
+                  " levels (at " + printable_excerpt(it->path().lexically_relative(dir).string()) +
+                  "): refused");
     struct stat st {};
     if (!lstat_path(it->path(), st)) continue;  // removed meanwhile
     out.emplace(it->path().lexically_relative(dir).string(), st);

@@ -242,6 +242,12 @@ std::vector<const FrozenTrial*> retention_victims(const std::vector<TrialPtr>& t
 // The file in a checkpoint root that names its artifact store.
 inline constexpr const char* kStoreIdFile = ".store-id";
 
+// The deepest nesting of folders a checkpoint snapshot, a user artifact
+// folder or a manifest may hold (levels below the top folder): deeper
+// trees are refused, naming the path, since copying and checking them
+// costs depth x entries while a program is paused for its snapshot.
+inline constexpr int kMaxTreeDepth = 64;
+
 // The token of the artifact store at `root` (created owner-only as
 // OwnerOnlyFolder when missing): the text of <root>/.store-id, 32 random hex
 // digits written (0600) when the file is missing or not such a token.

@@ -204,6 +204,32 @@ TEST(LineageFolderTest, LimitsAndPlantedLinksAreRefused) {
 // UTF-8. A link that stays inside is kept and restored as a link. A
 // manifest that names a link leading outside (crafted, or from a peer) is
 // refused when restoring: the retry starts from scratch.
+// Folders nested deeper than kMaxTreeDepth: the snapshot is not taken and
+// says why (the walk runs while the program is paused; a deep chain would
+// make it cost depth x entries); the earlier snapshot stays the resume
+// point. A tree just within the limit is kept whole.
+TEST(LineageFolderTest, FoldersNestedTooDeepAreRefusedNamingThePath) {
+  TempDir dir("ckpt");
+  LineageFolder f(dir.file("c"), 4);
+  f.prepare(std::nullopt);
+  const fs::path work = f.work_dir();
+  fs::path deep = work;
+  for (int i = 0; i < checkpoints::kMaxTreeDepth - 1; ++i) deep /= "d";
+  fs::create_directories(deep);
+  write(deep / "leaf", "x");  // at depth kMaxTreeDepth - 1: kept
+  auto ok = f.snapshot(1);
+  ASSERT_TRUE(ok.taken) << ok.why;
+  fs::create_directories(deep / "d");
+  write(deep / "d" / "leaf", "y");  // one level more: refused
+  auto refused = f.snapshot(2);
+  EXPECT_FALSE(refused.taken);
+  EXPECT_NE(refused.why.find("folders nested deeper than " +
+                             std::to_string(checkpoints::kMaxTreeDepth) + " levels"),
+            std::string::npos)
+      << refused.why;
+  EXPECT_EQ(f.snapshot_steps(), std::vector<std::int64_t>{1});
+}
+
 TEST(LineageFolderTest, LinksLeadingOutsideAndSpecialFilesAreLeftOutAndNamed) {
   TempDir dir("ckpt");
   const std::string root = dir.file("c");

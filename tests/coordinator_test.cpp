@@ -10,6 +10,7 @@
 #include <spawn.h>
 #include <sys/file.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -595,6 +596,28 @@ TEST(Coordinator, AnIpcPathIsBoundByOneCoordinatorAtATime) {
   }
   EXPECT_FALSE(fs::exists(socket));
   EXPECT_FALSE(fs::exists(socket + ".lock"));
+}
+
+// An ipc path the user names is owner-only whatever the umask (000 would
+// have made it connectable by every local user; 002 by the group).
+TEST(Coordinator, ANamedIpcSocketIsOwnerOnlyWhateverTheUmask) {
+  TempDir dir;
+  const fs::path db = dir.path() / "study.db";
+  const std::string socket = (dir.path() / "open.sock").string();
+  StudyConfig config = StudyConfig::from_json(sleep_study(db.string(), 10, 0.0, 1));
+  auto storage = open_storage(db.string());
+  Study study = create_study(config, storage);
+  CoordinatorOptions co;
+  co.endpoint = "ipc://" + socket;
+  const mode_t before = ::umask(0);
+  {
+    Coordinator bound(study, config.objective, co);
+    struct stat st {};
+    ASSERT_EQ(::lstat(socket.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISSOCK(st.st_mode));
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+  }
+  EXPECT_EQ(::umask(before), 0u);  // the coordinator left the umask as it found it
 }
 
 TEST(Coordinator, GarbageFromRawSocketsDoesNotStopOrCorruptTheStudy) {

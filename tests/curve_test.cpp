@@ -1048,6 +1048,52 @@ TEST_F(CurveCoordinator, TwoWorkersWithKeysFinishAStudyOverTcp) {
   EXPECT_EQ(log.text().find("failed the CURVE handshake"), std::string::npos) << log.text();
 }
 
+// A listed worker that takes the id of a connected worker of another key
+// is refused (its results would be credited to the other); the honest
+// worker goes on and every trial is credited to it.
+TEST_F(CurveCoordinator, AWorkerTakingTheIdOfAConnectedWorkerOfAnotherKeyIsRefused) {
+  CapturedLog log;
+  // Dispatch waits for two workers: the honest one stays connected, with
+  // no trial, while the forger says Hello.
+  CoordinatorOptions co = with_keys();
+  co.min_workers = 2;
+  co.min_workers_wait_s = 120.0;
+  StudyRun run(dir_.path() / "s.db", study_doc(6, sleep_objective()), co);
+  auto honest = start_worker(dir_, "same", run.coordinator().endpoint(),
+                             {"--keys", dir_.file("keys/worker-1")});
+  ASSERT_TRUE(run.step_until(30.0, [&] { return !run.coordinator().workers().empty(); }));
+  auto forger = std::make_unique<BackgroundProcess>(
+      std::vector<std::string>{HPSEARCH_CLI_PATH, "worker", "--connect",
+                               run.coordinator().endpoint(), "--id", "same", "--keys",
+                               dir_.file("keys/worker-2"), "--reconnect-attempts", "0", "--log-dir",
+                               dir_.file("forger.logs")},
+      dir_.path().string(), dir_.file("forger.out"), dir_.file("forger.err"));
+  auto done = wait_stepping(*forger, 30.0, [&] { run.coordinator().step(20); });
+  ASSERT_TRUE(done) << "the forger was not refused";
+  EXPECT_NE(done->exit_code, 0);
+  EXPECT_NE(done->err.find("the worker id 'same' is in use by a connected worker with another key "
+                           "('worker-1')"),
+            std::string::npos)
+      << done->err;
+  EXPECT_TRUE(run.trials().empty());
+  // The same key under its own id is welcome.
+  auto other = start_worker(dir_, "other", run.coordinator().endpoint(),
+                            {"--keys", dir_.file("keys/worker-2")});
+  ASSERT_TRUE(run.step_until(60.0)) << testsupport::read_file(dir_.file("same.err"));
+  std::set<std::string> workers;
+  for (const auto& t : run.trials()) {
+    EXPECT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
+    workers.insert(t->worker);
+  }
+  EXPECT_TRUE(workers.count("same") + workers.count("other") == workers.size());
+  EXPECT_NE(log.text().find("refused Hello from"), std::string::npos) << log.text();
+  for (auto* w : {honest.get(), other.get()}) {
+    auto r = wait_stepping(*w, 10.0, [&] { run.coordinator().step(20); });
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->exit_code, 0) << r->err;
+  }
+}
+
 TEST_F(CurveCoordinator, ImpostorCoordinatorMakesAWorkerRunNothing) {
   // The impostor has a key pair of its own and admits the worker's public
   // key (public keys are no secret); the worker pins the real coordinator's.

@@ -144,6 +144,11 @@ TEST_F(GangTest, TorchDistributedScriptRunsUnchangedAsTwoRanks) {
   write_ddp_space("ddp", 6, 2);
   ProcessResult run = cli({"run", "space.json", "--workers", "4"});
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  // Rank 1 prints no value (rank 0's is the trial's): no failure is said;
+  // nor is a wait while the local pool is still connecting.
+  EXPECT_EQ(run.err.find("without reporting a final value"), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("failed"), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("waits for more workers"), std::string::npos) << run.err;
   const Json ts = trials("ddp.db");
   ASSERT_EQ(ts.size(), 6u) << ts.dump();
   for (const auto& t : ts) {
@@ -279,6 +284,15 @@ TEST_F(GangTest, MoreProcessesThanWorkersIsRefusedAtStart) {
   EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
   EXPECT_NE(run.err.find("resources.processes"), std::string::npos) << run.err;
   EXPECT_NE(run.err.find("--workers 2"), std::string::npos) << run.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("big.db")));
+  // validate checks the file alone (it takes no --workers) and says what
+  // a run needs.
+  ProcessResult valid = cli({"validate", "space.json"});
+  EXPECT_EQ(valid.exit_code, 0) << valid.out << valid.err;
+  EXPECT_NE(valid.out.find("Processes per trial: up to 4 (each on its own worker: run with "
+                           "--workers 4 or more"),
+            std::string::npos)
+      << valid.out;
   EXPECT_FALSE(std::filesystem::exists(dir_.file("big.db")));
   // A persistent program cannot get each trial's rank environment.
   Json persistent = space;
