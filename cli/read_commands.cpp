@@ -395,6 +395,8 @@ struct CoordinatorStatus {
   Json attr;
   std::string line;
   Json workers = Json::array();
+  // Multi-process trials waiting for idle workers (trial -> processes).
+  std::map<std::int64_t, int> waiting_for_workers;
 };
 
 // The status line of a study whose writer lock nobody holds, from the last
@@ -431,6 +433,11 @@ CoordinatorStatus coordinator_status(Storage& storage, std::int64_t study_id,
         same ? fmt::format("; status updated {} ago", format_duration(age)) : std::string());
     if (same && coord.contains("workers") && coord["workers"].is_array())
       st.workers = coord["workers"];
+    if (same && coord.contains("waiting_for_workers") && coord["waiting_for_workers"].is_array())
+      for (const Json& w : coord["waiting_for_workers"])
+        if (w.is_object() && w.contains("trial") && w["trial"].is_number_integer() &&
+            w.contains("processes") && w["processes"].is_number_integer())
+          st.waiting_for_workers[w["trial"].get<std::int64_t>()] = w["processes"].get<int>();
   } else if (!coord.is_object()) {
     st.line = "never run by a coordinator";
   } else {
@@ -615,20 +622,34 @@ void print_status_json(const StudyStatus& s) {
 // shown idle that the RUNNING list shows with a trial). Which workers are
 // connected still comes from the record: one that connected since its last
 // write is missing from the table, and its trial is in the RUNNING list.
-std::vector<std::string> worker_row(const Json& w, std::map<std::int64_t, TrialPtr>& running) {
+// A rank of a multi-process trial ("rank" in the record) shows the trial
+// with its rank; the store names rank 0's worker, so a rank > 0 takes its
+// trial from the record.
+std::vector<std::string> worker_row(const Json& w, std::map<std::int64_t, TrialPtr>& running,
+                                    const std::map<std::int64_t, TrialPtr>& all_running) {
   const std::string name = w.value("name", "?");
   std::optional<std::int64_t> recorded;
   if (w.contains("trial") && w["trial"].is_number_integer())
     recorded = w["trial"].get<std::int64_t>();
+  std::optional<int> rank;
+  if (w.contains("rank") && w["rank"].is_number_integer()) rank = w["rank"].get<int>();
   auto mine = running.end();
   for (auto it = running.begin(); it != running.end(); ++it) {
     if (it->second->worker != name) continue;
     if (mine == running.end() || it->first == recorded) mine = it;
   }
   std::string trial = "idle", since, last;
-  if (mine != running.end()) {
+  if (rank && *rank > 0 && recorded) {
+    trial = std::to_string(*recorded) + " (rank " + std::to_string(*rank) + ")";
+    if (auto it = all_running.find(*recorded); it != all_running.end()) {
+      const FrozenTrial& t = *it->second;
+      if (t.datetime_start)
+        since = format_duration(
+            std::chrono::duration<double>(Clock::now() - *t.datetime_start).count());
+    }
+  } else if (mine != running.end()) {
     const FrozenTrial& t = *mine->second;
-    trial = std::to_string(mine->first);
+    trial = std::to_string(mine->first) + (rank ? " (rank " + std::to_string(*rank) + ")" : "");
     if (t.datetime_start)
       since =
           format_duration(std::chrono::duration<double>(Clock::now() - *t.datetime_start).count());
@@ -669,10 +690,17 @@ std::vector<std::string> worker_row(const Json& w, std::map<std::int64_t, TrialP
 void print_workers(const StudyStatus& s) {
   std::map<std::int64_t, TrialPtr> running;
   for (const auto& t : s.running) running[t->number] = t;
+  const std::map<std::int64_t, TrialPtr> all_running = running;
+  // A multi-process trial that waits for idle workers runs on none yet.
+  for (const auto& [n, processes] : s.coordinator.waiting_for_workers) {
+    running.erase(n);
+    std::cout << "\nTrial " << n << " waits for " << processes
+              << " idle workers (resources.processes)\n";
+  }
   const Json& workers = s.coordinator.workers;
   if (!workers.empty()) {
     Table table({"worker", "host", "pid", "device", "GPUs", "trial", "running for", "last report"});
-    for (const auto& w : workers) table.add_row(worker_row(w, running));
+    for (const auto& w : workers) table.add_row(worker_row(w, running, all_running));
     std::cout << "\nWorkers (" << workers.size() << "):\n" << table.render();
   }
   if (!running.empty()) {

@@ -281,7 +281,13 @@ void Coordinator::Impl::write_status(bool force) {
   record.endpoint = transport.endpoint();
   record.heartbeat_interval_ms = options.heartbeat_interval_ms;
   record.liveness = options.liveness;
-  record.workers = sessions.to_json(now);
+  std::map<std::string, int> ranks;
+  for (const auto& [number, g] : gangs)
+    for (std::size_t r = 0; r < g.rids.size(); ++r) ranks[g.rids[r]] = static_cast<int>(r);
+  record.workers = sessions.to_json(now, gangs.empty() ? nullptr : &ranks);
+  for (const PendingTrial& p : pending)
+    if (p.size > 1)
+      record.waiting_for_workers.push_back({{"trial", p.d.trial->number}, {"processes", p.size}});
   record.done_reason = reason_done;
   storage.set_study_system_attr(study_id, kAttrCoordinator, to_json(record));
   last_status = now;

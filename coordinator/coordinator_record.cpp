@@ -49,6 +49,7 @@ Json to_json(const CoordinatorRecord& record) {
             {"heartbeat_interval_ms", record.heartbeat_interval_ms},
             {"liveness", record.liveness},
             {"workers", record.workers}};
+  if (!record.waiting_for_workers.empty()) attr["waiting_for_workers"] = record.waiting_for_workers;
   if (!record.running) attr["done_reason"] = record.done_reason;
   return attr;
 }

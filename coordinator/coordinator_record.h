@@ -34,7 +34,11 @@ struct CoordinatorRecord {
   int heartbeat_interval_ms = 0;
   int liveness = 0;
   Json workers = Json::array();  // SessionTable::to_json()
-  std::string done_reason;       // written when !running
+  // Multi-process trials taken from the sampler that wait for enough idle
+  // workers: [{"trial": N, "processes": P}] (RUNNING in the store, on no
+  // worker yet).
+  Json waiting_for_workers = Json::array();
+  std::string done_reason;  // written when !running
 };
 
 // The attr's JSON (with this process's pid and "updated": unix_now()).

@@ -84,7 +84,7 @@ bool SessionTable::any_silent(Clock::time_point now, Clock::duration timeout) co
                      [&](const auto& entry) { return now - entry.second.last_seen > timeout; });
 }
 
-Json SessionTable::to_json(Clock::time_point now) const {
+Json SessionTable::to_json(Clock::time_point now, const std::map<std::string, int>* ranks) const {
   Json arr = Json::array();
   for (const auto& [rid, s] : sessions_) {
     Json w{{"name", s.name},
@@ -95,6 +95,8 @@ Json SessionTable::to_json(Clock::time_point now) const {
            {"threads", s.threads},
            {"connected_s", std::chrono::duration<double>(now - s.connected).count()}};
     w["trial"] = s.busy() ? Json(s.trials.front()) : Json();
+    if (ranks)
+      if (auto r = ranks->find(rid); r != ranks->end() && s.busy()) w["rank"] = r->second;
     if (s.trials.size() > 1)
       w["prefetched"] = Json(std::vector<std::int64_t>(s.trials.begin() + 1, s.trials.end()));
     arr.push_back(std::move(w));

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -115,7 +116,9 @@ class SessionTable {
   // The sessions for the coordinator's status attr: name, host, pid,
   // device, gpus (CUDA_VISIBLE_DEVICES, "" if unset), threads, connected_s
   // (seconds), trial (number or null).
-  Json to_json(Clock::time_point now) const;
+  // `ranks`: routing id -> its rank in the multi-process trial it holds
+  // (written as "rank"); null when no trial has several ranks.
+  Json to_json(Clock::time_point now, const std::map<std::string, int>* ranks = nullptr) const;
   // The same as WorkerStatus, sorted by name.
   std::vector<WorkerStatus> statuses(Clock::time_point now) const;
 

@@ -438,7 +438,9 @@ TEST_F(GangCoordinator, ARankThatDoesNotRendezvousFailsTheTrialNamingIt) {
 TEST_F(GangCoordinator, ATrialBiggerThanTheConnectedWorkersWaitsForMoreToJoin) {
   Study study = open_study();
   testsupport::CapturedLog log(spdlog::level::warn);
-  Coordinator c(study, Json{{"type", "external"}}, options(2));
+  CoordinatorOptions co = options(2);
+  co.status_interval_s = 0.001;  // the status attr at (nearly) every step
+  Coordinator c(study, Json{{"type", "external"}}, co);
   RawWorker w1(ctx_, c.endpoint(), "w1");
   w1.send(proto::RequestTrial{});
   EXPECT_FALSE(w1.await<proto::Assignment>(c, 0.5));
@@ -446,12 +448,28 @@ TEST_F(GangCoordinator, ATrialBiggerThanTheConnectedWorkersWaitsForMoreToJoin) {
                             "connected: it waits for more workers to join"),
             std::string::npos)
       << log.text();
+  // hpsearch status reads the waiting trial from the coordinator's attr
+  // (RUNNING in the store, on no worker yet).
+  auto attr = [&] {
+    return study.storage().get_study(study.study_id()).system_attrs.at("coordinator");
+  };
+  EXPECT_EQ(attr()["waiting_for_workers"], Json::parse(R"([{"trial": 0, "processes": 2}])"))
+      << attr().dump();
   RawWorker w2(ctx_, c.endpoint(), "w2");
   w2.send(proto::RequestTrial{});
   auto a0 = w1.await<proto::Assignment>(c);
   ASSERT_TRUE(a0);
   EXPECT_EQ(a0->rank, 0);
   EXPECT_EQ(a0->world_size, 2);
+  c.step(50);
+  // Each worker's rank in the attr; nothing waits any more.
+  const Json now = attr();
+  EXPECT_FALSE(now.contains("waiting_for_workers")) << now.dump();
+  std::map<std::string, Json> ranks;
+  for (const Json& w : now["workers"])
+    ranks[w["name"].get<std::string>()] = w.value("rank", Json());
+  EXPECT_EQ(ranks["w1"], 0) << now.dump();
+  EXPECT_EQ(ranks["w2"], 1) << now.dump();
 }
 
 // Sizes from a param: the oldest trial that does not fit reserves the
