@@ -434,7 +434,14 @@ TrialPtr Study::tell(Trial& trial, TrialState state, std::optional<double> value
 void Study::apply_retention(std::int64_t number) {
   auto& s = *impl_;
   if (s.checkpoint_root.empty()) return;
-  const std::vector<TrialPtr> trials = s.storage->get_all_trials(s.study_id);
+  // The change-fed view (O(changes) to bring up to date), not a read of
+  // the whole history at each tell.
+  std::vector<TrialPtr> trials;
+  {
+    std::lock_guard lock(s.sampler_mu);
+    s.view.sync(*s.storage, s.study_id);
+    trials = s.view.trials();
+  }
   const auto ended = std::find_if(trials.begin(), trials.end(),
                                   [&](const TrialPtr& t) { return t && t->number == number; });
   if (ended == trials.end() || !is_finished((*ended)->state)) return;
