@@ -13,7 +13,11 @@
 #  (d) cancels the worker job of a `--launcher slurm` run: the launcher
 #      starts its workers again and the study still finishes;
 #  (e) cancels the job of a trial that checkpoints each epoch and resubmits
-#      it: the trial continues from its last reported epoch.
+#      it: the trial continues from its last reported epoch;
+#  (f) runs 2-process trials (resources.processes) over `--launcher slurm
+#      --workers 4`: each trial's ranks meet at rank 0's MASTER_ADDR and
+#      MASTER_PORT (a TCP rendezvous of their own, as torch.distributed's),
+#      on two distinct Slurm tasks.
 # Everything it started is stopped at the end, on failure too. A machine
 # where Slurm cannot start FAILS this test (it never skips).
 #
@@ -447,5 +451,68 @@ print(f"resumed after step {frm['step']}; {len(epochs)} epochs trained for 10")
 PY
 no_jobs_left
 log "(e) ok"
+
+# ---- (f) 2-process trials over the Slurm launcher ------------------------------
+mkdir "$T/f" && cd "$T/f"
+cat > ranks.py << 'PY'
+import json, os, socket, time
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+with open("ranks.log", "a") as f:
+    f.write("%s %d %d %s %s\n" % (os.environ["HPSEARCH_TRIAL_NUMBER"], rank, world,
+                                  os.environ.get("SLURM_PROCID", "none"), port))
+if rank == 0:  # rank 0 listens where the others were told to meet it
+    srv = socket.create_server(("", port))
+    total = 0
+    for _ in range(world - 1):
+        conn, _ = srv.accept()
+        total += int(conn.recv(16).decode())
+        conn.close()
+    print("hpsearch: " + json.dumps({"value": total}), flush=True)
+else:
+    for _ in range(200):
+        try:
+            with socket.create_connection((addr, port), timeout=5) as c:
+                c.sendall(str(rank).encode())
+            break
+        except OSError:
+            time.sleep(0.05)
+    else:
+        raise SystemExit("rank %d could not reach rank 0 at %s:%d" % (rank, addr, port))
+PY
+cat > space.json << JSON
+{
+  "study": {"name": "f", "direction": "minimize", "storage": "f.db"},
+  "sampler": {"type": "random", "seed": 7},
+  "budget": {"n_trials": 4},
+  "resources": {"processes": 2},
+  "objective": {"type": "command", "argv": ["/usr/bin/python3", "$T/f/ranks.py"]},
+  "space": {"x": {"type": "float", "low": 0, "high": 1}}
+}
+JSON
+log "(f) 2-process trials: hpsearch run --launcher slurm --workers 4"
+"$hpsearch" run space.json --launcher slurm --workers 4 --slurm-args "--overcommit" \
+  > run.out 2> run.err || fail "(f) hpsearch run exited $?: $(tail -n 20 run.err)"
+"$hpsearch" trials f.db --format json > trials.json
+python3 - << 'PY' || fail "(f) the 2-process trials did not run as 2 ranks on 2 Slurm tasks"
+import json
+trials = json.load(open("trials.json"))
+assert len(trials) == 4 and all(t["state"] == "COMPLETE" for t in trials), \
+    [(t["number"], t["state"], t["fail_reason"][:120]) for t in trials]
+assert all(t["value"] == 1 for t in trials), [t["value"] for t in trials]  # rank 1 reached rank 0
+lines = [l.split() for l in open("ranks.log") if l.strip()]
+by_trial = {}
+for number, rank, world, task, port in lines:
+    by_trial.setdefault(number, []).append((int(rank), int(world), task, port))
+assert len(by_trial) == 4, by_trial
+for number, ranks in by_trial.items():
+    assert sorted(r for r, _, _, _ in ranks) == [0, 1], (number, ranks)
+    assert all(w == 2 for _, w, _, _ in ranks), (number, ranks)
+    assert len({t for _, _, t, _ in ranks}) == 2, ("one Slurm task ran both ranks", number, ranks)
+    assert len({p for _, _, _, p in ranks}) == 1, ("the ranks were told different ports", ranks)
+print("4 trials, each 2 ranks on 2 Slurm tasks")
+PY
+no_jobs_left
+log "(f) ok"
 
 log "all Slurm tests passed"
