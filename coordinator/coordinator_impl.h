@@ -208,7 +208,6 @@ struct Coordinator::Impl {
     std::vector<bool> assigned;     // its Assignment was sent
     std::vector<bool> ready;        // it said RankReady
     Steady::time_point started;     // rank 0's assignment
-    std::string rank_failure;       // the first failure another rank reported
   };
   // A trial taken from the source (RUNNING in the store, in `running` with
   // no routing id) that waits for `size` idle workers.
@@ -247,7 +246,10 @@ struct Coordinator::Impl {
   void finish(const std::string& why, bool stop_trials);
 
   // ---- leases.cpp: ending trials and sessions; retries; heartbeats
-  void end_trial(Session& s, std::int64_t number);
+  // Trial `number` ended (its state is stored): `s` (null: none, as for a
+  // trial another rank failed) no longer holds it, a multi-process trial's
+  // other ranks are stopped, and retention and the run's rules see it.
+  void end_trial(Session* s, std::int64_t number);
   void apply_retention(std::int64_t number);
   void mark_checkpoint_deleted(const FrozenTrial& t);
   void record_checkpoint(std::int64_t number, std::int64_t step);

@@ -241,10 +241,14 @@ bool Coordinator::Impl::other_rank_ended(Session& s, std::int64_t number,
   sessions.resume_request(s);
   status_dirty = true;
   if (fail_message) {
+    // Its program failed: the trial fails, as torchrun's group does; the
+    // other ranks (rank 0 too) are stopped rather than left waiting in a
+    // collective for the rank that is gone.
     const std::string text = "rank " + std::to_string(rank) + " on host " + s.hostname + ": " +
                              (fail_message->empty() ? "failed" : *fail_message);
-    spdlog::info("coordinator: trial {}: {}", number, text);
-    if (g.rank_failure.empty()) g.rank_failure = text;
+    spdlog::warn("coordinator: trial {}: {}; stopping its other ranks", number, text);
+    storage.set_trial_state(mirror.at(number).trial_id, TrialState::kFail, std::nullopt, text);
+    end_trial(nullptr, number);
   }
   return true;
 }

@@ -11,10 +11,10 @@
 namespace hps {
 
 // After the store marked the trial finished: bookkeeping.
-void Coordinator::Impl::end_trial(Session& s, std::int64_t number) {
-  s.release(number);
+void Coordinator::Impl::end_trial(Session* s, std::int64_t number) {
+  if (s) s->release(number);
   release_gang(number, "the trial ended");  // a multi-process trial's other ranks
-  sessions.resume_request(s);
+  if (s) sessions.resume_request(*s);
   running.erase(number);
   ended.push_back(mirror.refresh(number));
   limits.trial_ended(*ended.back());

@@ -390,7 +390,7 @@ void Coordinator::Impl::on_complete(Session& s, const proto::Complete& m) {
                                return last->second;
                              });
   storage.set_trial_state(t.trial_id, end.state, end.value, end.fail_reason);
-  end_trial(s, m.number);
+  end_trial(&s, m.number);
 }
 
 void Coordinator::Impl::on_leaving(Session& s, const proto::Disconnect& m) {
@@ -409,7 +409,7 @@ void Coordinator::Impl::on_fail(Session& s, const proto::Fail& m) {
   // The worker's text: bytes that are not UTF-8 could not be stored (the
   // store refuses them, and that would stop the run).
   const std::string text = valid_utf8(m.message);
-  // Another rank's program failed: remembered; rank 0's result decides. A
+  // Another rank's program failed: the trial fails (other_rank_ended). A
   // rank whose worker is stopping is lost (below: the trial ends).
   if (m.reason == proto::Fail::Reason::kException && other_rank_ended(s, m.number, &text)) return;
   if (!owns(s, m.number, "Fail")) return;
@@ -428,11 +428,9 @@ void Coordinator::Impl::on_fail(Session& s, const proto::Fail& m) {
     end_lost_trial(m.number, reason, lifecycle::RetryCause::kWorkerStopped);
     return;
   }
-  std::string message = text.empty() ? "objective raised an exception" : text;
-  if (auto g = gangs.find(m.number); g != gangs.end() && !g->second.rank_failure.empty())
-    message += "; " + g->second.rank_failure;
+  const std::string message = text.empty() ? "objective raised an exception" : text;
   storage.set_trial_state(t.trial_id, TrialState::kFail, std::nullopt, message);
-  end_trial(s, m.number);
+  end_trial(&s, m.number);
 }
 
 }  // namespace hps

@@ -535,5 +535,34 @@ TEST_F(GangCoordinator, RankZeroEndingFirstStopsTheOtherRanks) {
   EXPECT_EQ(c.stats().rejected_results, 0);
 }
 
+// A rank other than 0 whose program fails fails the trial, as torchrun's
+// group does: rank 0 is stopped (not left waiting in a collective for the
+// rank that is gone), and the FAIL names the rank, its host and its error.
+TEST_F(GangCoordinator, AnotherRanksFailureFailsTheTrialAndStopsRankZero) {
+  Study study = open_study();
+  Coordinator c(study, Json{{"type", "external"}}, options(2));
+  RawWorker w1(ctx_, c.endpoint(), "w1");
+  RawWorker w2(ctx_, c.endpoint(), "w2");
+  proto::Assignment a0 = start_two(c, w1, w2);
+  w1.send(proto::RankReady{a0.number, 0, "host", 23456});
+  ASSERT_TRUE(w2.await<proto::Assignment>(c));
+  w2.send(proto::RankReady{a0.number, 1, "", 0});
+  w2.send(proto::Fail{a0.number, proto::Fail::Reason::kException, "CUDA out of memory", ""});
+  auto stop = w1.await<proto::StopTrial>(c);
+  ASSERT_TRUE(stop) << "rank 0 was left running";
+  EXPECT_EQ(stop->number, a0.number);
+  // Rank 0's end, after the stop (a program that exited meanwhile), is
+  // dropped quietly.
+  w1.send(proto::Complete{a0.number, false, 1.0, ""});
+  for (int i = 0; i < 20; ++i) c.step(10);
+  auto t = study.storage().get_trial_by_number(study.study_id(), a0.number);
+  EXPECT_EQ(t->state, TrialState::kFail);
+  EXPECT_NE(t->fail_reason.find("rank 1 on host"), std::string::npos) << t->fail_reason;
+  EXPECT_NE(t->fail_reason.find("CUDA out of memory"), std::string::npos) << t->fail_reason;
+  EXPECT_EQ(c.stats().rejected_results, 0);
+  // Not retried: a program's failure is no lost worker.
+  EXPECT_EQ(study.storage().count_trials(study.study_id(), {TrialState::kWaiting}), 0);
+}
+
 }  // namespace
 }  // namespace hps
