@@ -132,10 +132,13 @@ int best_command(const ReadOptions& o) {
   }
   Table t({"field", "value"});
   t.add_row({"trial", std::to_string(best->number)});
-  t.add_row({"value", format_value(*best->value)});
-  for (const auto& [k, v] : best->params) t.add_row({"param " + k, format_param(v)});
-  for (const auto& [k, v] : best->user_attrs.items()) t.add_row({"attr " + k, format_param(v)});
-  std::cout << (o.format == "csv" ? t.render_csv() : t.render());
+  const bool csv = o.format == "csv";  // data: floats that read back exactly
+  t.add_row({"value", format_value(*best->value, csv)});
+  for (const auto& [k, v] : best->params)
+    t.add_row({"param " + k, printable(format_param(v, csv))});
+  for (const auto& [k, v] : best->user_attrs.items())
+    t.add_row({"attr " + k, printable(format_param(v, csv))});
+  std::cout << (csv ? t.render_csv() : t.render());
   return kExitOk;
 }
 
@@ -214,13 +217,17 @@ struct TrialCells {
 // stays escaped (printable_lines).
 TrialCells trial_cells(const FrozenTrial& t, bool csv) {
   TrialCells c;
-  c.head = {std::to_string(t.number), to_string(t.state), t.value ? format_value(*t.value) : "",
+  // CSV is data: every float in the shortest form that reads back exactly.
+  c.head = {std::to_string(t.number), to_string(t.state),
+            t.value ? format_value(*t.value, csv) : "",
             t.duration_s() ? fmt::format("{:.3f}", *t.duration_s()) : ""};
-  for (const auto& [k, v] : t.params) c.params[k] = format_param(v);
+  // Params and attrs alike: control characters (a newline) escaped.
+  for (const auto& [k, v] : t.params) c.params[k] = printable(format_param(v, csv));
   // A queued trial (enqueued, or a retry) shows the params it will run with.
   if (t.state == TrialState::kWaiting && t.params.empty())
-    for (const auto& [k, v] : lifecycle::fixed_params_of(t)) c.params[k] = format_param(v);
-  for (const auto& [k, v] : t.user_attrs.items()) c.attrs[k] = printable(format_param(v));
+    for (const auto& [k, v] : lifecycle::fixed_params_of(t))
+      c.params[k] = printable(format_param(v, csv));
+  for (const auto& [k, v] : t.user_attrs.items()) c.attrs[k] = printable(format_param(v, csv));
   std::string reason = printable_lines(t.fail_reason, "");  // text from workers
   if (const std::size_t first_end = reason.find('\n'); !csv && first_end != std::string::npos) {
     for (std::size_t from = first_end + 1; from <= reason.size();) {

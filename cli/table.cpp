@@ -118,10 +118,10 @@ std::string Table::render_csv() const {
   return out;
 }
 
-std::string format_value(double v) {
+std::string format_value(double v, bool exact) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return fmt::format("{:.10g}", v);
+  return exact ? fmt::format("{}", v) : fmt::format("{:.10g}", v);
 }
 
 namespace {
@@ -142,13 +142,13 @@ bool looks_like_other_type(const std::string& s) {
 
 }  // namespace
 
-std::string format_param(const Json& v) {
+std::string format_param(const Json& v, bool exact) {
   if (v.is_string()) {
     const auto& s = v.get_ref<const std::string&>();
     return looks_like_other_type(s) ? Json(s).dump() : s;
   }
   if (v.is_number_float()) {
-    std::string out = format_value(v.get<double>());
+    std::string out = format_value(v.get<double>(), exact);
     // A float always shows it is one: 1.0, not 1 (the int's cell).
     if (out.find_first_of(".eni") == std::string::npos) out += ".0";
     return out;

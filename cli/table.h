@@ -58,14 +58,17 @@ class TableWriter {
 // Display width of UTF-8 text as tables count it: code points.
 std::size_t display_width(const std::string& s);
 
-// A double with up to 10 significant digits ("0.397887", "inf", "nan").
-std::string format_value(double v);
+// A double with up to 10 significant digits ("0.397887", "inf", "nan"),
+// or, `exact`, the shortest text that reads back as the same double
+// ("0.39788735772973816"; for CSV, where values are data, not display).
+std::string format_value(double v, bool exact = false);
 // A JSON param or attr value for a table cell, so that 1, 1.0 and "1" read
 // differently: integers, booleans and null as JSON; floats always with a
 // decimal point or exponent ("1.0", "0.25", "1e-05", "inf", "nan");
 // strings unquoted, unless they would read as another type or hide blanks
-// ("\"1\"", "\"inf\"", "\"true\"", "\"\"").
-std::string format_param(const Json& v);
+// ("\"1\"", "\"inf\"", "\"true\"", "\"\""). `exact`: floats as
+// format_value(v, true).
+std::string format_param(const Json& v, bool exact = false);
 // The longest duration format_duration spells out: 100 years (of 365.25
 // days), in seconds. A time budget may be longer (`budget.timeout_s` takes
 // any number > 0, up to 1.8e308).

@@ -85,7 +85,7 @@ MetricRule default_rule(const std::string& name) {
   MetricRule r;
   r.name = name;
   std::string re =
-      "(?:^|[^A-Za-z0-9_.])[\"']?" + RE2::QuoteMeta(name) + "[\"']?[ \\t]*[=:][ \\t]*([^\\s,;]+)";
+      "(?:^|[^A-Za-z0-9_./-])[\"']?" + RE2::QuoteMeta(name) + "[\"']?[ \\t]*[=:][ \\t]*([^\\s,;]+)";
   r.re = std::make_shared<RE2>(re, re2_options());
   r.value_group = 1;
   return r;
@@ -94,7 +94,7 @@ MetricRule default_rule(const std::string& name) {
 // Any name printed with a value as the name=value rule reads one (names_seen).
 const RE2& any_name_re() {
   static const RE2 re(
-      "(?:^|[^A-Za-z0-9_.])[\"']?([A-Za-z_][A-Za-z0-9_./-]*)[\"']?[ \\t]*[=:][ \\t]*([^\\s,;]+)",
+      "(?:^|[^A-Za-z0-9_./-])[\"']?([A-Za-z_][A-Za-z0-9_./-]*)[\"']?[ \\t]*[=:][ \\t]*([^\\s,;]+)",
       re2_options());
   return re;
 }

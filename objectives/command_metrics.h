@@ -16,8 +16,9 @@
 // line (a progress bar redrawing itself) separates lines too. A metric without
 // "regex" matches `name=value`, `name: value`, `name = value`, and the
 // same with the name quoted ('name': value, as Python prints a dict), where
-// the name is not preceded by a letter, digit, '_' or '.'; the value is the
-// text up to the next blank, ',' or ';', less trailing '%', ')', ']', '}' and
+// the name is a whole token: not preceded by a letter, digit, '_', '.', '-' or '/' (so 'loss' is
+// not read from 'train-loss' or 'eval/loss'); the value is the text up to the next blank, ',' or
+// ';', less trailing '%', ')', ']', '}' and
 // '.'. The step of such a line is the first number after a word "step",
 // "epoch", "iter" or "iteration" (any case; "epoch 3", "Epoch [3/10]",
 // "step=120") on the same line, else the count of the metric's values so far

@@ -12,6 +12,7 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -237,6 +238,17 @@ TEST_F(CliTest, RunPrintsASummaryAndTheStoreCanBeRead) {
   ASSERT_EQ(csv_lines.size(), 21u) << csv.out;
   EXPECT_EQ(csv_lines[0], "number,state,value,duration_s,x0,x1,worker,fail_reason");
   EXPECT_EQ(csv_lines[1].rfind("0,COMPLETE,", 0), 0u) << csv_lines[1];
+  // Every float reads back exactly (Ray #33283: 10 digits lost them).
+  for (std::size_t i = 1; i < csv_lines.size(); ++i) {
+    std::vector<std::string> f;
+    std::stringstream row(csv_lines[i]);
+    for (std::string cell; std::getline(row, cell, ',');) f.push_back(cell);
+    ASSERT_GE(f.size(), 6u) << csv_lines[i];
+    const Json& t = trials[i - 1];
+    EXPECT_EQ(std::strtod(f[2].c_str(), nullptr), t["value"].get<double>()) << csv_lines[i];
+    EXPECT_EQ(std::strtod(f[4].c_str(), nullptr), t["params"]["x0"].get<double>()) << csv_lines[i];
+    EXPECT_EQ(std::strtod(f[5].c_str(), nullptr), t["params"]["x1"].get<double>()) << csv_lines[i];
+  }
 
   // trials --format table (the default): header, rule, rows.
   ProcessResult table = cli({"trials", "branin.db"});

@@ -76,9 +76,10 @@ TEST_F(CommandMetricsTest, NameValueLinesGiveStepsValuesAndAttrs) {
   Json objective = command(
       "echo 'loading data'\n"
       "echo 'epoch 1 train_loss=0.9 val_loss=0.8 val_acc=0.61'\n"
-      "echo 'train_val_loss=99'\n"                // another metric whose name ends the same
-      "echo \"{'val_loss': 0.55, 'step': 7}\"\n"  // a printed Python dict
-      "echo 'val_loss = 0.5'\n"                   // no step: the count (3)
+      "echo 'train_val_loss=99'\n"                    // another metric whose name ends the same
+      "echo 'train-val_loss: 98 eval/val_loss=97'\n"  // the same, joined by - or / (Katib #1551)
+      "echo \"{'val_loss': 0.55, 'step': 7}\"\n"      // a printed Python dict
+      "echo 'val_loss = 0.5'\n"                       // no step: the count (3)
       "sleep 0.3\n"
       "echo 'Epoch [9/9] val_loss: 0.45, val_acc: 71%' >&2\n",  // stderr counts too
       {{"name", "val_loss"}, {"attrs", {"val_acc"}}});
