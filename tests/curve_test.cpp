@@ -507,8 +507,10 @@ TEST(CurveCli, WorkerConnectTcpWithoutKeysRefusesUnlessInsecure) {
 }
 
 // A worker that gets no answer over ipc:// says what the socket file
-// shows: none there, a file that is no socket, or (a worker of another
-// user: nobody, when the suite runs as root) a socket it may not write.
+// shows: none there, or a file that is no socket. A worker without keys
+// never connects to a socket of another user (whose coordinator could make
+// it run programs as the worker's user): nobody's worker to root's socket,
+// and root's worker to nobody's (issue #47, finding 4).
 TEST(CurveCli, AWorkerSaysWhyAnIpcEndpointDoesNotAnswer) {
   TempDir dir("curve_worker_ipc");
   const std::vector<std::string> quick = {"--reconnect-attempts", "0", "--heartbeat-ms", "50",
@@ -553,12 +555,22 @@ TEST(CurveCli, AWorkerSaysWhyAnIpcEndpointDoesNotAnswer) {
                                         "/tmp"};
   as_nobody.insert(as_nobody.end(), quick.begin(), quick.end());
   r = testsupport::run_process(as_nobody, "/");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("the socket " + sock + " belongs to another user (uid 0"), std::string::npos)
+      << r.err;
+  // A rogue coordinator's socket, nobody's, and root's worker that may run
+  // programs: refused before it connects.
+  ASSERT_EQ(::chown(sock.c_str(), nobody->pw_uid, nobody->pw_gid), 0);
+  args = {"worker", "--connect", "ipc://" + sock, "--allow-command"};
+  args.insert(args.end(), quick.begin(), quick.end());
+  r = cli(dir, args);
   ::close(fd);
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("permission denied on " + sock +
-                       ": only the user who started the coordinator may connect"),
+  EXPECT_NE(r.err.find("the socket " + sock + " belongs to another user (uid " +
+                       std::to_string(nobody->pw_uid) + ", this worker runs as uid 0)"),
             std::string::npos)
       << r.err;
+  EXPECT_NE(r.err.find("connect over tcp with --keys"), std::string::npos) << r.err;
 }
 
 TEST(CurveCli, RunBindTcpWithoutKeysIsRefusedAndNamesTheFix) {

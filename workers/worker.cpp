@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -96,6 +97,24 @@ std::string ipc_problem(const std::string& endpoint) {
     return " (permission denied on " + printable(path) +
            ": only the user who started the coordinator may connect to its socket)";
   return "";
+}
+
+// Why a worker without CURVE keys must not connect to an ipc:// endpoint:
+// its socket file belongs to another user, whose coordinator could make
+// this worker run its commands as this worker's user; "" when the file is
+// this user's, absent (the coordinator may not be up yet), or not ipc.
+// A worker with keys pins the coordinator's key instead.
+std::string foreign_ipc_owner(const std::string& endpoint) {
+  constexpr std::string_view kIpc = "ipc://";
+  if (endpoint.rfind(kIpc, 0) != 0) return "";
+  const std::string path = endpoint.substr(kIpc.size());
+  struct stat st {};
+  if (path.empty() || path[0] == '@' || ::lstat(path.c_str(), &st) != 0) return "";
+  if (st.st_uid == ::geteuid()) return "";
+  return "the socket " + printable(path) + " belongs to another user (uid " +
+         std::to_string(st.st_uid) + ", this worker runs as uid " + std::to_string(::geteuid()) +
+         "): a coordinator of another user could make this worker run its programs; refused "
+         "(to serve another user's coordinator, connect over tcp with --keys, which pin its key)";
 }
 
 // Events between the objective thread ("main") and the socket thread
@@ -366,6 +385,12 @@ struct Worker::Impl : TrialBackend {
     bool stop_posted = false;
     try {
       while (true) {
+        if (options.curve_secret_key.empty())
+          if (std::string why = foreign_ipc_owner(options.connect); !why.empty()) {
+            to_main.post(Ev::kFatal, 0, why);
+            wait_for_quit();
+            return;
+          }
         ++session;
         bool was_ready = false;
         End end = run_session(session, interval, liveness, was_ready, stop_posted);
