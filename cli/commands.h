@@ -203,6 +203,7 @@ struct WorkerCommandOptions {
   bool insecure = false;                // --insecure: tcp without keys
   bool allow_command = false;           // --allow-command
   std::vector<std::string> allow_programs;  // --allow-program (repeatable)
+  std::vector<std::string> allow_env;       // --allow-env (repeatable)
 };
 
 // hpsearch worker --connect ENDPOINT: serves trials until told to stop.

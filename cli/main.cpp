@@ -368,6 +368,9 @@ int main(int argc, char** argv) {
   worker_cmd->add_option("--allow-program", worker.allow_programs,
                          "run \"command\" objectives of this program only (absolute path; "
                          "repeatable)");
+  worker_cmd->add_option("--allow-env", worker.allow_env,
+                         "with --allow-program: an environment variable the objective's env may "
+                         "set (exact name; repeatable; default none)");
 
   KeysOptions keys;
   auto* keys_cmd = app.add_subcommand("keys", "Make CURVE keys for remote workers");

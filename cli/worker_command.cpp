@@ -84,6 +84,7 @@ int worker_command(const WorkerCommandOptions& o) {
                           "; --insecure connects without them (whatever process answers at that "
                           "address can then hand this worker trials)");
   wo.allow_command = o.allow_command;
+  wo.allowed_env = o.allow_env;
   for (const auto& program : o.allow_programs)
     wo.allowed_programs.push_back(allowed_program_path(program));
   wo.stop = install_stop_handlers(/*announce=*/false);

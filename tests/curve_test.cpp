@@ -1246,6 +1246,30 @@ TEST_F(CurveCoordinator, HandStartedWorkerRefusesCommandObjectivesUnlessAllowed)
   ASSERT_TRUE(third.step_until(20.0));
   EXPECT_EQ(third.trials().at(0)->state, TrialState::kComplete) << third.trials()[0]->fail_reason;
   EXPECT_TRUE(fs::exists(marker));
+
+  // The objective's env is an allow-list (issue #47, finding 5): PYTHONPATH
+  // (like BASH_ENV, NODE_OPTIONS, ...) would run the coordinator's code.
+  fs::remove(marker);
+  Json with_env = marker_objective(marker);
+  with_env["env"] = {{"PYTHONPATH", "/tmp/evil"}};
+  StudyRun fourth(dir_.path() / "v.db", study_doc(1, with_env), CoordinatorOptions{});
+  auto w4 = start_worker(dir_, "listed3", fourth.coordinator().endpoint(),
+                         {"--allow-program", "/bin/sh"});
+  ASSERT_TRUE(fourth.step_until(20.0));
+  EXPECT_EQ(fourth.trials().at(0)->state, TrialState::kFail);
+  EXPECT_NE(fourth.trials().at(0)->fail_reason.find(
+                "the objective's env sets PYTHONPATH, which is not in this worker's env "
+                "allow-list: start the worker with --allow-env PYTHONPATH"),
+            std::string::npos)
+      << fourth.trials().at(0)->fail_reason;
+  EXPECT_FALSE(fs::exists(marker)) << "the command ran";
+  with_env["env"] = {{"RUN_TAG", "a"}};
+  StudyRun fifth(dir_.path() / "w.db", study_doc(1, with_env), CoordinatorOptions{});
+  auto w5 = start_worker(dir_, "listed4", fifth.coordinator().endpoint(),
+                         {"--allow-program", "/bin/sh", "--allow-env", "RUN_TAG"});
+  ASSERT_TRUE(fifth.step_until(20.0));
+  EXPECT_EQ(fifth.trials().at(0)->state, TrialState::kComplete) << fifth.trials()[0]->fail_reason;
+  EXPECT_TRUE(fs::exists(marker));
 }
 
 }  // namespace

@@ -229,9 +229,11 @@ std::string command_refusal(const Json& objective, const WorkerOptions& o) {
            "paths): " + fix;
   if (objective.contains("env") && objective["env"].is_object())
     for (const auto& [name, value] : objective["env"].items())
-      if (name == "PATH" || name.rfind("LD_", 0) == 0)
+      if (std::find(o.allowed_env.begin(), o.allowed_env.end(), name) == o.allowed_env.end())
         return "the objective's env sets " + printable(name) +
-               ", which a worker with an allow-list refuses: " + fix;
+               ", which is not in this worker's env allow-list: start the worker with "
+               "--allow-env " +
+               printable(name) + " if the coordinator may set it (or --allow-command)";
   return "";
 }
 

@@ -131,10 +131,15 @@ struct WorkerOptions {
   bool allow_command = false;
   // Without allow_command: the programs a "command" objective may run,
   // absolute paths. Its argv[0] must be one of them (compared after
-  // resolving symlinks), and its "env" may not set PATH or LD_* variables.
-  // The program still gets the coordinator's arguments: an interpreter
-  // such as python3 runs whatever script it is given. Default empty.
+  // resolving symlinks), and its "env" may set only the variables named in
+  // allowed_env (an allow-list: BASH_ENV, PYTHONPATH, LD_PRELOAD, NODE_OPTIONS
+  // and the like would run code of the coordinator's choosing). The program
+  // still gets the coordinator's arguments: an interpreter such as python3
+  // runs whatever script it is given. Default empty.
   std::vector<std::string> allowed_programs{};
+  // With allowed_programs: the environment variables a "command"
+  // objective's "env" may set (exact names). Default empty: none.
+  std::vector<std::string> allowed_env{};
 
   // Throws ConfigError naming the field ("worker.connect: ..."): also for a
   // tcp endpoint without keys unless insecure.
