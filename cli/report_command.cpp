@@ -55,6 +55,16 @@ std::filesystem::path follow_links(const std::filesystem::path& path) {
   for (int hops = 0; hops < 40; ++hops) {
     std::error_code ec;
     if (!fs::is_symlink(fs::symlink_status(p, ec))) return p;
+    // A link of another user (planted in /tmp or a shared folder) is never
+    // followed: the report, with the study's config, would go where that
+    // user chose, over a file of this user's.
+    struct stat lst {};
+    if (::lstat(p.c_str(), &lst) == 0 && lst.st_uid != ::geteuid())
+      throw ConfigError("-o", "'" + printable(p.string()) +
+                                  "' is a symbolic link of another user (uid " +
+                                  std::to_string(lst.st_uid) +
+                                  "): refused (a planted link would send the report, and the "
+                                  "study's config, where that user chose); name another file");
     fs::path target = fs::read_symlink(p, ec);
     if (ec) return p;
     p = target.is_absolute() ? target : p.parent_path() / target;
@@ -130,8 +140,9 @@ std::string check_report_output(const std::string& output, const std::string& st
 
 // Writes `text` to `path` through a new temporary file beside it (O_EXCL:
 // never through a link planted there) and a rename, so a reader never sees
-// half a report. A replaced report keeps its mode; a new file gets 0666
-// less the umask. Errors name -o and the reason.
+// half a report. A replaced report keeps its mode; a new file is 0600
+// (owner-only, as the store: the page holds the study's config, the
+// objective's env included). Errors name -o and the reason.
 void write_file_atomically(const std::string& path, const std::string& text) {
   auto fail = [&](const std::string& what, int err) {
     const char* why = strerrordesc_np(err);
@@ -140,11 +151,9 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   std::string tmp = path + ".XXXXXX";
   const int fd = ::mkstemp(tmp.data());
   if (fd < 0) fail(path, errno);
-  const mode_t mask = ::umask(0);
-  ::umask(mask);
   struct stat old {};
   const bool replacing = ::stat(path.c_str(), &old) == 0;
-  ::fchmod(fd, replacing ? (old.st_mode & 07777) : static_cast<mode_t>(0666 & ~mask));
+  ::fchmod(fd, replacing ? (old.st_mode & 07777) : static_cast<mode_t>(0600));
   std::size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);

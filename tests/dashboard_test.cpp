@@ -6,6 +6,7 @@
 #include <httplib.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pwd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -281,6 +282,24 @@ TEST_F(Dashboard, ReportOutputIsNeverADeviceAFifoOrAFileThatIsNotAPage) {
   EXPECT_EQ(read_file(page), "<!DOCTYPE html>\n<html><body><h1>notes</h1></body></html>\n");
   // Links: to an earlier report, and to a file not there yet.
   ASSERT_EQ(report(dir_.file("real.html")).exit_code, 0);
+  // A new report is owner-only whatever the umask: it holds the study's
+  // config (the objective's env with its secrets).
+  EXPECT_EQ(fs::status(dir_.file("real.html")).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  // A link planted by another user is never followed (issue #47, 6).
+  if (const struct passwd* nobody = ::getpwnam("nobody"); nobody && ::geteuid() == 0) {
+    // (to a file not there yet: followed, it would be created there)
+    const std::string victim = dir_.file("chosen-by-them.html");
+    fs::create_symlink(victim, dir_.file("planted.html"));
+    ASSERT_EQ(::lchown(dir_.file("planted.html").c_str(), nobody->pw_uid, nobody->pw_gid), 0);
+    auto r = report(dir_.file("planted.html"));
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("is a symbolic link of another user (uid " +
+                         std::to_string(nobody->pw_uid) + "): refused"),
+              std::string::npos)
+        << r.err;
+    EXPECT_FALSE(fs::exists(victim));
+  }
   // A replaced report keeps its mode (a private report stays private).
   fs::permissions(dir_.file("real.html"), fs::perms::owner_read | fs::perms::owner_write);
   ASSERT_EQ(report(dir_.file("real.html")).exit_code, 0);
