@@ -860,6 +860,21 @@ class ProgramOutput {
     if (!error.empty()) {
       malformed_ = std::string(line.substr(0, 200)) + " (" + error + ")";
       log_.note("ignored a report line: " + error);
+      // Said on the console and kept with the trial once: a trainer that
+      // writes every step as a string ("3") would otherwise get no
+      // intermediate value, and its pruner never act, with a note only in
+      // the trial log (Optuna #5471).
+      if (!malformed_said_) {
+        malformed_said_ = true;
+        const std::string shown = printable_excerpt(std::string(line.substr(0, 200)));
+        spdlog::warn("trial {}: ignored a report line ({}): {}; later ones only in its log",
+                     trial_.number(), error, shown);
+        try {
+          trial_.set_user_attr("report_warning", "ignored a report line (" + error + "): " + shown);
+        } catch (const std::exception& e) {
+          log_.note(std::string("report_warning not stored: ") + e.what());
+        }
+      }
       return;
     }
     if (report.number && *report.number != trial_.number()) {
@@ -923,6 +938,7 @@ class ProgramOutput {
   bool protocol_ = false;  // a valid report line with a value was read
   std::optional<double> final_value_;
   std::string malformed_;
+  bool malformed_said_ = false;  // the first ignored report line was said
   std::optional<std::int64_t> prune_step_;
   std::vector<std::pair<std::int64_t, double>> late_values_;  // after prune_step_
   bool persistent_ = false;

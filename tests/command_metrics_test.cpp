@@ -25,6 +25,7 @@
 #include "search/errors.h"
 #include "search/study.h"
 #include "tests/support/command_fixture.h"
+#include "tests/support/log_capture.h"
 #include "tests/support/temp_dir.h"
 
 namespace hps {
@@ -147,6 +148,31 @@ TEST_F(CommandMetricsTest, SourceStdoutIgnoresStderr) {
   ASSERT_EQ(t->state, TrialState::kFail);
   EXPECT_THAT(t->fail_reason, HasSubstr("metric 'val_loss'"));
   EXPECT_THAT(t->fail_reason, HasSubstr("never seen on stdout"));
+}
+
+// A report line whose step is not an integer (a trainer that writes every
+// step as a string) is said once per trial on the console and kept as the
+// trial's report_warning, not only in its log (issue #47, Optuna #5471).
+TEST_F(CommandMetricsTest, AReportWithAStepThatIsNotAnIntegerIsSaidOncePerTrial) {
+  Json objective{{"type", "command"},
+                 {"argv", script_argv("echo 'hpsearch: {\"step\": \"1\", \"value\": 2}'\n"
+                                      "echo 'hpsearch: {\"step\": 2.5, \"value\": 3}'\n"
+                                      "echo 'hpsearch: {\"value\": 1}'\n")}};
+  testsupport::CapturedLog log(spdlog::level::warn);
+  TrialPtr t = run_one(objective);
+  ASSERT_EQ(t->state, TrialState::kComplete) << t->fail_reason;
+  EXPECT_TRUE(t->intermediate_values.empty());
+  const std::string warning = t->user_attrs.value("report_warning", std::string());
+  EXPECT_THAT(warning, HasSubstr("ignored a report line (\"step\" must be an integer)"));
+  EXPECT_THAT(warning, HasSubstr("\"step\": \"1\""));
+  const std::string text = log.text();
+  EXPECT_THAT(text, HasSubstr("trial 0: ignored a report line (\"step\" must be an integer)"));
+  EXPECT_EQ(text.find("2.5"), std::string::npos) << "said twice: " << text;
+  // Both are noted in the trial log.
+  const std::string trial_log = log_text(t);
+  const std::size_t first = trial_log.find("ignored a report line");
+  ASSERT_NE(first, std::string::npos) << trial_log;
+  EXPECT_NE(trial_log.find("ignored a report line", first + 1), std::string::npos) << trial_log;
 }
 
 TEST_F(CommandMetricsTest, ProtocolWinsWhenPresent) {
