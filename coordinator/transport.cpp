@@ -91,11 +91,17 @@ namespace {
 // Locks "<path>.lock" (flock, exclusive, not waiting): the fd, -1 when
 // another process holds it (`busy`), or -1 when no lock file can be made
 // there (the bind then fails or succeeds on its own: a folder that does not
-// exist, one this user may not write).
+// exist, one this user may not write). Throws ConfigError when the lock
+// file is a symbolic link.
 int lock_ipc_path(const std::string& lock_file, bool& busy) {
   busy = false;
   for (int attempt = 0; attempt < 10; ++attempt) {
     const int fd = ::open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    // A link planted there would silently turn the lock off: refused.
+    if (fd < 0 && errno == ELOOP)
+      throw ConfigError("coordinator.endpoint",
+                        "the ipc path's lock file " + lock_file +
+                            " is a symbolic link: refused (never followed); remove it");
     if (fd < 0) return -1;
     int rc = -1;
     do {

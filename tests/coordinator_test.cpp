@@ -597,6 +597,19 @@ TEST(Coordinator, AnIpcPathIsBoundByOneCoordinatorAtATime) {
   }
   EXPECT_FALSE(fs::exists(socket));
   EXPECT_FALSE(fs::exists(socket + ".lock"));
+  // A link planted at the lock file's path would turn the lock off: the
+  // bind is refused, naming it (issue #47, finding 9).
+  fs::create_symlink(dir.path() / "elsewhere", socket + ".lock");
+  try {
+    Coordinator refused(study, config.objective, co);
+    ADD_FAILURE() << "bound with a link at the lock file's path";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(socket + ".lock is a symbolic link: refused"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(socket));
+  EXPECT_FALSE(fs::exists(dir.path() / "elsewhere"));
 }
 
 // An ipc path the user names is owner-only whatever the umask (000 would
