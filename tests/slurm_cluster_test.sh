@@ -17,7 +17,9 @@
 #  (f) runs 2-process trials (resources.processes) over `--launcher slurm
 #      --workers 4`: each trial's ranks meet at rank 0's MASTER_ADDR and
 #      MASTER_PORT (a TCP rendezvous of their own, as torch.distributed's),
-#      on two distinct Slurm tasks.
+#      on two distinct Slurm tasks;
+#  (g) kills a `--launcher slurm` coordinator with SIGKILL mid-study: its
+#      srun and job end with it (nothing left queued or running).
 # Everything it started is stopped at the end, on failure too. A machine
 # where Slurm cannot start FAILS this test (it never skips).
 #
@@ -514,5 +516,24 @@ print("4 trials, each 2 ranks on 2 Slurm tasks")
 PY
 no_jobs_left
 log "(f) ok"
+
+# ---- (g) a coordinator killed with SIGKILL leaves nothing in the queue --------
+mkdir "$T/g" && cd "$T/g"
+write_space g 40 2 > space.json
+log "(g) kill -9 of a --launcher slurm coordinator"
+"$hpsearch" run space.json --launcher slurm --workers 2 --slurm-args "--overcommit" \
+  > run.out 2> run.err &
+run_pid=$!
+deadline=$((SECONDS + 60))
+while [[ $SECONDS -lt $deadline ]]; do
+  [[ -f g.db ]] && [[ $("$hpsearch" trials g.db --state running --format json 2> /dev/null |
+    python3 -c 'import json,sys; print(len(json.load(sys.stdin)))' 2> /dev/null) -ge 1 ]] && break
+  sleep 0.2
+done
+[[ -n $(squeue --noheader) ]] || fail "(g) no job in the queue while the study ran: $(tail run.err)"
+kill -9 "$run_pid"
+wait "$run_pid" 2> /dev/null || true
+no_jobs_left
+log "(g) ok: the job ended with its coordinator"
 
 log "all Slurm tests passed"

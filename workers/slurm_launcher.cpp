@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <wordexp.h>
@@ -225,9 +226,15 @@ void SlurmLauncher::start() {
 void SlurmLauncher::spawn() {
   std::vector<std::string> args = argv_;
   std::vector<char*> argv = c_argv(args);
+  const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) throw Error(std::string("--launcher slurm: fork failed: ") + std::strerror(errno));
   if (pid == 0) {
+    // srun ends with the coordinator, also one killed with SIGKILL: srun
+    // given SIGTERM cancels its job (step), so nothing is left queued or
+    // running in the cluster. (A parent already gone: end here.)
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(1);
     setpgid(0, 0);
     default_sigpipe();
     // The tasks run this very program: no hand-over to hpsearch-torch.
