@@ -420,6 +420,18 @@ CoordinatorOptions coordinator_options(const StudyConfig& config, const RunOptio
   co.max_workers = o.max_workers;
   // The local workers' (and a shared-folder Slurm step's) checkpoint folders.
   co.artifacts = checkpoints::ArtifactOptions::from_json(config.artifacts);
+  // Population Based Training (--n-trials is refused with it, as budget.n_trials).
+  co.pbt = pbt_options_of(scheduler_section(config.source), config.space, config.pruner,
+                          config.artifacts, config.budget.n_trials.has_value());
+  if (co.pbt) {
+    if (bind && co.artifacts.path.empty())
+      throw ConfigError("scheduler",
+                        "PBT runs on local workers, or on workers that share artifacts.path (an "
+                        "exploit copies the donor's snapshot in the folder they use); --bind "
+                        "without artifacts.path is not supported yet");
+    if (!co.pbt->seed && config.sampler.is_object())
+      co.pbt->seed = optional_seed(config.sampler, "sampler");
+  }
   // Multi-process trials: a trial bigger than the pool could never start.
   co.resources = TrialResources::from_json(config.resources, config.space);
   if (const int most = co.resources.max_size(config.space);
