@@ -15,9 +15,7 @@ std::size_t draw_index(std::mt19937_64& rng, std::size_t n) {
 }
 
 // A uniform double in [0, 1), the same on every platform.
-double draw_unit(std::mt19937_64& rng) {
-  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
-}
+double draw_unit(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 
 Json resample(const Distribution& d, std::mt19937_64& rng) {
   return d.to_external(RandomSampler::draw(rng, d));

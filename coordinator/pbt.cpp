@@ -14,6 +14,8 @@
 // exploited keeps its process running. Everything is read from the store
 // (the mirror), so a restarted coordinator carries on: each decision's
 // draws are seeded by (seed, trial, step), not by the order of decisions.
+#include "algorithms/pbt.h"
+
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
@@ -21,7 +23,6 @@
 #include <random>
 #include <set>
 
-#include "algorithms/pbt.h"
 #include "coordinator/coordinator_impl.h"
 #include "search/checkpoints.h"
 #include "search/printable.h"
@@ -90,8 +91,11 @@ void Coordinator::Impl::pbt_setup() {
       std::int64_t member = 0;
       for (const Params& p : options.pbt->initial_params) {
         Json attrs = Json::object();
-        attrs[kAttrPbt] = {{"member", member++}, {"generation", 0},   {"parent", nullptr},
-                           {"donor", nullptr},   {"start_step", 0}};
+        attrs[kAttrPbt] = {{"member", member++},
+                           {"generation", 0},
+                           {"parent", nullptr},
+                           {"donor", nullptr},
+                           {"start_step", 0}};
         mirror.append(study.enqueue_trial(p, attrs));
       }
     }
@@ -150,8 +154,11 @@ void Coordinator::Impl::pbt_tag(const TrialPtr& t) {
       if (const Json* a = pbt_attr(mirror.at(of))) attr = *a;
   }
   if (attr.is_null())
-    attr = {{"member", pbt_members()}, {"generation", 0}, {"parent", nullptr},
-            {"donor", nullptr},        {"start_step", 0}};
+    attr = {{"member", pbt_members()},
+            {"generation", 0},
+            {"parent", nullptr},
+            {"donor", nullptr},
+            {"start_step", 0}};
   attr.erase("exploited");
   attr.erase("stopped");
   storage.set_trial_system_attr(t->trial_id, kAttrPbt, attr);
@@ -188,8 +195,8 @@ bool Coordinator::Impl::pbt_on_report(std::int64_t number, std::int64_t step) {
   }
   if (!pbt::is_boundary(step, o)) return false;
   const std::int64_t member = int_field(*attr, "member", -1);
-  // Each member's newest report, and the trial that holds it (the donor's
-  // snapshot must still be there: its newest, not deleted).
+  // Each member's value at `step` (or its newest before it), and the trial
+  // that holds it (a donor's newest snapshot must still be there).
   std::map<std::int64_t, pbt::MemberReport> latest;
   std::map<std::int64_t, const FrozenTrial*> holder;
   for (const TrialPtr& p : mirror.trials()) {
@@ -198,11 +205,16 @@ bool Coordinator::Impl::pbt_on_report(std::int64_t number, std::int64_t step) {
     const std::int64_t m = int_field(*a, "member", -1);
     if (m < 0) continue;
     // Another member counts while its trial runs on, with a snapshot to copy.
-    if (m != member && (p->state != TrialState::kRunning || is_stopped(*p) ||
-                        !checkpoints::snapshot_step(*p)))
+    if (m != member &&
+        (p->state != TrialState::kRunning || is_stopped(*p) || !checkpoints::snapshot_step(*p)))
       continue;
-    auto last = p->last_intermediate();
-    latest[m] = {m, last->first, last->second};
+    // Its value at this step, or at its newest step before it (a member
+    // ahead is judged where this one stands: one that restarted from a
+    // snapshot is not always behind).
+    auto at = p->intermediate_values.upper_bound(step);
+    if (at == p->intermediate_values.begin()) continue;
+    --at;
+    latest[m] = {m, at->first, at->second};
     holder[m] = p.get();
   }
   std::vector<pbt::MemberReport> reports;
@@ -222,9 +234,10 @@ bool Coordinator::Impl::pbt_on_report(std::int64_t number, std::int64_t step) {
     copy_snapshot_between(options.checkpoint_root, checkpoints::lineage_of(donor), successor,
                           *donor_step);
   } catch (const std::exception& e) {
-    spdlog::warn("coordinator: PBT: trial {} not exploited at step {}: copying trial {}'s "
-                 "snapshot of step {} failed: {}",
-                 number, step, donor.number, *donor_step, printable(e.what()));
+    spdlog::warn(
+        "coordinator: PBT: trial {} not exploited at step {}: copying trial {}'s "
+        "snapshot of step {} failed: {}",
+        number, step, donor.number, *donor_step, printable(e.what()));
     checkpoints::remove_lineage(options.checkpoint_root, successor);
     return false;
   }
@@ -241,9 +254,10 @@ bool Coordinator::Impl::pbt_on_report(std::int64_t number, std::int64_t step) {
     spdlog::warn("coordinator: PBT: trial {} was expected to be number {}", next->number,
                  successor);
   pbt_mark(mirror.at(number), "exploited", Json{{"step", step}, {"successor", next->number}});
-  spdlog::info("coordinator: PBT: member {} (trial {}) at step {} exploits trial {} (step {}); "
-               "continues as trial {}",
-               member, number, step, donor.number, *donor_step, next->number);
+  spdlog::info(
+      "coordinator: PBT: member {} (trial {}) at step {} exploits trial {} (step {}); "
+      "continues as trial {}",
+      member, number, step, donor.number, *donor_step, next->number);
   return true;
 }
 

@@ -34,8 +34,8 @@ std::vector<double> read_factors(const Json& value) {
 std::vector<Params> read_initial_params(const Json& value, const SearchSpace& space) {
   const std::string path = field("initial_params");
   if (!value.is_array())
-    throw ConfigError(path, "must be an array of objects {\"<param>\": value, ...}, got " +
-                                quoted_value(value));
+    throw ConfigError(
+        path, "must be an array of objects {\"<param>\": value, ...}, got " + quoted_value(value));
   std::vector<Params> out;
   for (std::size_t i = 0; i < value.size(); ++i) {
     const std::string at = path + "[" + std::to_string(i) + "]";
@@ -107,16 +107,15 @@ void PbtOptions::validate() const {
                       "\"sync\" is not implemented yet; use \"async\" (the default: each "
                       "member is judged when it reaches an interval boundary, no member waits)");
   if (static_cast<std::int64_t>(initial_params.size()) > population)
-    throw ConfigError(field("initial_params"),
-                      "holds " + std::to_string(initial_params.size()) +
-                          " members, more than the population (" + std::to_string(population) +
-                          ")");
+    throw ConfigError(field("initial_params"), "holds " + std::to_string(initial_params.size()) +
+                                                   " members, more than the population (" +
+                                                   std::to_string(population) + ")");
 }
 
 PbtOptions PbtOptions::from_json(const Json& section, const SearchSpace& space) {
   if (!section.is_object())
-    throw ConfigError(kPath, "must be an object {\"type\": \"pbt\", ...}, got " +
-                                 quoted_value(section));
+    throw ConfigError(kPath,
+                      "must be an object {\"type\": \"pbt\", ...}, got " + quoted_value(section));
   const std::string type = require_type_field(section, kPath);
   if (type != "pbt") bad_choice(field("type"), {"pbt"}, type);
   check_keys(section, kPath,
