@@ -94,8 +94,8 @@ Params explore(const SearchSpace& space, const Params& params, const PbtOptions&
     if (!SearchSpace::is_active(spec, out)) continue;
     const Distribution& d = spec.distribution;
     auto it = params.find(spec.name);
-    // Every draw happens whatever the branch, so one param's kind never
-    // shifts the draws of the next.
+    // The uniform and the factor are drawn for every param, whatever the
+    // branch taken.
     const double u = draw_unit(rng);
     const double factor =
         options.perturbation_factors[draw_index(rng, options.perturbation_factors.size())];

@@ -50,8 +50,9 @@ Quantiles quantiles(const std::vector<MemberReport>& reports, StudyDirection dir
 // the member: a positive multiple of perturbation_interval below max_steps.
 bool is_boundary(std::int64_t step, const PbtOptions& options);
 
-// The exploit decision for `member` (asynchronous PBT, and each member of a
-// synchronous round): when it is in the bottom quantile of `reports`, the
+// The exploit decision for `member` (asynchronous PBT: the coordinator
+// passes each member's value at `member`'s step, or its newest before it):
+// when it is in the bottom quantile of `reports`, the
 // donor it copies, drawn uniformly from the top quantile with `rng`;
 // nullopt otherwise (it keeps training). `reports` must hold `member`'s.
 std::optional<std::int64_t> choose_donor(const std::vector<MemberReport>& reports,
@@ -67,8 +68,8 @@ std::optional<std::int64_t> choose_donor(const std::vector<MemberReport>& report
 //    options.perturbation_factors (on a log scale too: log(value) moves
 //    by log(factor)), rounded to the step grid (ints: to an integer; when
 //    rounding would leave an int unchanged it moves one step the factor's
-//    way) and clamped within [low, high]. A linear value of 0 changes only
-//    by resampling;
+//    way) and clamped within [low, high]. A float of 0 changes only by
+//    resampling;
 //  - ordinal: the neighbouring value, the next for a factor > 1, the
 //    previous for a factor < 1, and inward at either end;
 //  - categorical (no order): another choice, drawn uniformly.

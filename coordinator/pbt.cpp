@@ -86,6 +86,8 @@ void Coordinator::Impl::pbt_setup() {
                       "the workers share (hpsearch run sets <study>.logs/checkpoints)");
   if (gang_mode)
     throw ConfigError("scheduler", "PBT with multi-process trials (resources) is not supported");
+  // No seed (neither the scheduler's nor the sampler's): a new one per run.
+  if (!options.pbt->seed) options.pbt->seed = std::random_device{}();
   storage.run_in_transaction([&] {
     if (mirror.trials().empty()) {
       std::int64_t member = 0;
@@ -218,9 +220,9 @@ bool Coordinator::Impl::pbt_on_report(std::int64_t number, std::int64_t step) {
     holder[m] = p.get();
   }
   std::vector<pbt::MemberReport> reports;
+  reports.reserve(latest.size());
   for (const auto& [m, r] : latest) reports.push_back(r);
-  std::seed_seq seq{static_cast<std::uint64_t>(o.seed.value_or(0)),
-                    static_cast<std::uint64_t>(number), static_cast<std::uint64_t>(step)};
+  std::seed_seq seq{*o.seed, static_cast<std::uint64_t>(number), static_cast<std::uint64_t>(step)};
   std::mt19937_64 rng(seq);
   const std::optional<std::int64_t> donor_member =
       pbt::choose_donor(reports, member, direction, o, rng);
