@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <set>
@@ -442,6 +443,29 @@ TEST_F(PbtToyTest, PbtReachesTheOptimumWhereTheSameMembersWithoutExploitDoNot) {
   EXPECT_EQ(t[0]["params"]["h0"], 1.0);
   EXPECT_EQ(t[1]["params"]["h1"], 1.0);
 
+  // `best` gives the best trial's schedule: the trials whose params trained
+  // its state, each from the step it started at, following the donors.
+  ProcessResult b = cli({"best", "pbt.db", "--format", "json"});
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const Json best = Json::parse(b.out);
+  const Json& schedule = best["schedule"];
+  ASSERT_TRUE(schedule.is_array()) << best.dump(1);
+  ASSERT_GE(schedule.size(), 2u) << "the best trial's state went through an exploit";
+  EXPECT_EQ(schedule.front()["start_step"], 0);
+  EXPECT_LE(schedule.front()["trial"].get<std::int64_t>(), 1);  // a first member
+  EXPECT_EQ(schedule.back()["trial"], best["number"]);
+  for (std::size_t i = 1; i < schedule.size(); ++i) {
+    const Json& step = schedule[i];
+    const Json& trial = t.at(step["trial"].get<std::size_t>());
+    EXPECT_EQ(trial["system_attrs"]["pbt"]["donor"], schedule[i - 1]["trial"]);
+    EXPECT_EQ(step["start_step"], trial["system_attrs"]["pbt"]["start_step"]);
+    EXPECT_GT(step["start_step"].get<std::int64_t>(),
+              schedule[i - 1]["start_step"].get<std::int64_t>());
+    EXPECT_EQ(step["params"], trial["params"]);
+  }
+  ProcessResult text = cli({"best", "pbt.db"});
+  EXPECT_NE(text.out.find("schedule from step 0"), std::string::npos) << text.out;
+
   // The same two members without exploit stay below 0.4.
   for (int m = 0; m < 2; ++m) {
     const std::string name = "plain" + std::to_string(m);
@@ -455,6 +479,22 @@ TEST_F(PbtToyTest, PbtReachesTheOptimumWhereTheSameMembersWithoutExploitDoNot) {
     EXPECT_LT(v, 0.4);
     EXPECT_GT(v, 0.38);  // it trained: theta of the other coordinate went to 0
   }
+}
+
+TEST_F(PbtToyTest, ValidateRefusesBadSettingsNamingTheField) {
+  Json doc = Json::parse(toy_space(true, "pbt", 0.01));
+  doc["scheduler"]["quantile"] = 0.75;
+  dir_.write("bad.json", doc.dump());
+  ProcessResult r = cli({"validate", "bad.json"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("scheduler.quantile: must be in (0, 0.5]"), std::string::npos) << r.err;
+  doc = Json::parse(toy_space(true, "pbt", 0.01));
+  doc["artifacts"] = {{"checkpoints", false}};
+  dir_.write("bad.json", doc.dump());
+  r = cli({"run", "bad.json", "--workers", "1"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("PBT needs checkpoints"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("pbt.db"))) << "refused before the store";
 }
 
 TEST_F(PbtToyTest, AnExploitStartsFromACopyOfTheDonorsCheckpoint) {
