@@ -55,7 +55,7 @@ Json perturb_indexed(const Distribution& d, const Json& value, double factor,
 }  // namespace
 
 Quantiles quantiles(const std::vector<MemberReport>& reports, StudyDirection direction,
-                    std::int64_t quantile_size) {
+                    std::int64_t quantile_size, std::optional<std::int64_t> judged) {
   Quantiles q;
   const auto k = static_cast<std::size_t>(std::max<std::int64_t>(quantile_size, 0));
   if (k == 0 || reports.size() < 2 * k) return q;
@@ -65,6 +65,7 @@ Quantiles quantiles(const std::vector<MemberReport>& reports, StudyDirection dir
     const bool an = std::isnan(a.value), bn = std::isnan(b.value);
     if (an != bn) return bn;  // NaN ranks worst
     if (!an && a.value != b.value) return maximize ? a.value > b.value : a.value < b.value;
+    if (judged && (a.member == *judged) != (b.member == *judged)) return b.member == *judged;
     return a.member < b.member;
   });
   for (std::size_t i = 0; i < k; ++i) {
@@ -82,7 +83,7 @@ bool is_boundary(std::int64_t step, const PbtOptions& options) {
 std::optional<std::int64_t> choose_donor(const std::vector<MemberReport>& reports,
                                          std::int64_t member, StudyDirection direction,
                                          const PbtOptions& options, std::mt19937_64& rng) {
-  const Quantiles q = quantiles(reports, direction, options.quantile_size());
+  const Quantiles q = quantiles(reports, direction, options.quantile_size(), member);
   if (std::find(q.bottom.begin(), q.bottom.end(), member) == q.bottom.end()) return std::nullopt;
   return q.top[draw_index(rng, q.top.size())];
 }

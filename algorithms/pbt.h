@@ -36,15 +36,15 @@ struct MemberReport {
 // The bottom and top quantiles of `reports` (one per member; any order),
 // as member indices, each of `quantile_size` members (fewer when fewer than
 // 2 * quantile_size members reported: then both are empty, nothing is
-// decided yet). Ranked by value in `direction` (NaN ranks worst; ties go
-// to the lower member index, which ranks better). `top` is best first,
-// `bottom` worst first.
+// decided yet). Ranked by value in `direction` (NaN ranks worst; among
+// equal values `judged`, if given, ranks last, the others by member index,
+// the lower better). `top` is best first, `bottom` worst first.
 struct Quantiles {
   std::vector<std::int64_t> top;
   std::vector<std::int64_t> bottom;
 };
 Quantiles quantiles(const std::vector<MemberReport>& reports, StudyDirection direction,
-                    std::int64_t quantile_size);
+                    std::int64_t quantile_size, std::optional<std::int64_t> judged = std::nullopt);
 
 // Whether a report of `step` is an interval boundary where `options` judge
 // the member: a positive multiple of perturbation_interval below max_steps.
@@ -52,7 +52,9 @@ bool is_boundary(std::int64_t step, const PbtOptions& options);
 
 // The exploit decision for `member` (asynchronous PBT: the coordinator
 // passes each member's value at `member`'s step, or its newest before it):
-// when it is in the bottom quantile of `reports`, the
+// when it is in the bottom quantile of `reports` (ranked as `judged`: a
+// member only as good as another counts as worse, so members that tie,
+// as the paper's toy members do at every step, do not stall), the
 // donor it copies, drawn uniformly from the top quantile with `rng`;
 // nullopt otherwise (it keeps training). `reports` must hold `member`'s.
 std::optional<std::int64_t> choose_donor(const std::vector<MemberReport>& reports,

@@ -1209,7 +1209,9 @@ void check_objective_workers_and_store(const StudyConfig& config, const RunOptio
   check_local_cwd(config, o, plan);
   if (o.workers > LocalPoolOptions::kMaxWorkers)
     throw ConfigError("--workers", "must be <= " + std::to_string(LocalPoolOptions::kMaxWorkers));
-  if (!config.budget.n_trials && !config.budget.timeout_s)
+  // (A PBT scheduler bounds the run itself: max_steps per member.)
+  if (!config.budget.n_trials && !config.budget.timeout_s &&
+      scheduler_section(config.source).is_null())
     spdlog::warn("no budget (n_trials or timeout_s): running until interrupted");
   // What the store file cannot be is bad input (exit 2), as for the read
   // commands, not a failure of the run.

@@ -32,10 +32,12 @@ inline constexpr const char* kAttrPbt = "pbt";
 
 // When exploits are decided.
 enum class PbtMode {
-  // Each member is judged alone when it reports an interval boundary,
-  // against the other members' latest values (as Ray Tune's default): no
-  // member ever waits for another, so a slow member or worker never idles
-  // the rest. The default.
+  // Each member is judged alone when it reports an interval boundary (as
+  // Ray Tune's default), against the other members' values at that step
+  // (their newest before it for those behind; Ray Tune takes the newest,
+  // which always ranks a member that just restarted from a snapshot
+  // last): no member ever waits for another, so a slow member or worker
+  // never idles the rest. The default.
   kAsync,
   // Members wait at each interval boundary until every running member has
   // reached it, then the bottom quantile is exploited at once (the paper's

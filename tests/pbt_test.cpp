@@ -179,6 +179,16 @@ TEST(PbtDecisions, QuantilesRankByDirectionWithNanLast) {
   pbt::Quantiles tie = pbt::quantiles({{0, 4, 1.0}, {1, 4, 1.0}}, StudyDirection::kMaximize, 1);
   EXPECT_EQ(tie.top, std::vector<std::int64_t>{0});
   EXPECT_EQ(tie.bottom, std::vector<std::int64_t>{1});
+  // ... unless member 0 is the one judged: a member only as good as
+  // another ranks below it.
+  tie = pbt::quantiles({{0, 4, 1.0}, {1, 4, 1.0}}, StudyDirection::kMaximize, 1, 0);
+  EXPECT_EQ(tie.top, std::vector<std::int64_t>{1});
+  EXPECT_EQ(tie.bottom, std::vector<std::int64_t>{0});
+  PbtOptions o;
+  o.population = 2;
+  std::mt19937_64 rng(1);
+  EXPECT_EQ(pbt::choose_donor({{0, 4, 1.0}, {1, 4, 1.0}}, 0, StudyDirection::kMaximize, o, rng), 1);
+  EXPECT_EQ(pbt::choose_donor({{0, 4, 1.0}, {1, 4, 1.0}}, 1, StudyDirection::kMaximize, o, rng), 0);
 }
 
 TEST(PbtDecisions, OnlyTheBottomQuantileExploitsADonorOfTheTop) {
