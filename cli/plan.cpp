@@ -15,6 +15,7 @@
 #include "objectives/command_metrics.h"
 #include "objectives/command_report.h"
 #include "search/checkpoints.h"
+#include "search/pbt_options.h"
 #include "search/printable.h"
 #include "search/resources.h"
 #include "search/search_space.h"
@@ -343,6 +344,11 @@ void print_text(const Json& plan, const StudyConfig& config) {
   std::cout << "Pruner: " << setting_text(plan["pruner"]["type"]) << "\n";
   if (const std::string lines = settings_lines(plan["pruner"], "  "); !lines.empty())
     std::cout << "  " << lines << "\n";
+  if (plan["scheduler"].is_object()) {
+    std::cout << "Scheduler: " << setting_text(plan["scheduler"]["type"]) << "\n";
+    if (const std::string lines = settings_lines(plan["scheduler"], "  "); !lines.empty())
+      std::cout << "  " << lines << "\n";
+  }
   const Json& objective = plan["objective"];
   std::cout << "\nObjective: " << setting_text(objective["type"]) << "\n";
   if (objective.contains("example")) {
@@ -419,6 +425,7 @@ int print_plan(const StudyConfig& config, const RunOptions& o, const Json& sampl
   }
   plan["sampler"] = sampler;
   plan["pruner"] = pruner;
+  plan["scheduler"] = scheduler_section(config.source);  // null: none (search/pbt_options.h)
   const std::string type = config.objective.value("type", std::string());
   Json objective = {{"type", type}};
   if (type == "command") {

@@ -17,6 +17,7 @@
 #include "algorithms/tpe_sampler.h"
 #include "cli/commands.h"
 #include "cli/table.h"
+#include "search/pbt_options.h"
 #include "search/printable.h"
 #include "search/private_files.h"
 #include "search/storage.h"
@@ -116,6 +117,40 @@ std::string no_best_trial_yet(std::int64_t complete) {
          " of an earlier study, never the best)";
 }
 
+namespace {
+
+// The schedule of the best trial of a PBT study (search/pbt_options.h,
+// kAttrPbt): the trials whose params trained its state, first to last, each
+// with the step it started from: its pbt.donor back to a first trial
+// (start step 0). Empty for a trial without the attr.
+std::vector<TrialPtr> pbt_schedule(Storage& storage, std::int64_t study_id, const TrialPtr& best) {
+  std::vector<TrialPtr> chain;
+  if (!best->system_attrs.contains(kAttrPbt)) return chain;
+  const std::vector<TrialPtr> all = storage.get_all_trials(study_id);
+  TrialPtr t = best;
+  while (t && chain.size() <= all.size()) {  // bounded: a store edited into a cycle ends
+    chain.push_back(t);
+    const Json& a = t->system_attrs.value(kAttrPbt, Json::object());
+    const Json donor = a.is_object() ? a.value("donor", Json()) : Json();
+    if (!donor.is_number_integer()) break;
+    const auto n = donor.get<std::int64_t>();
+    if (n < 0 || n >= static_cast<std::int64_t>(all.size()) ||
+        all[static_cast<std::size_t>(n)]->number != n)
+      break;
+    t = all[static_cast<std::size_t>(n)];
+  }
+  std::reverse(chain.begin(), chain.end());
+  return chain;
+}
+
+std::int64_t pbt_start_step(const FrozenTrial& t) {
+  const Json& a = t.system_attrs.value(kAttrPbt, Json::object());
+  const Json s = a.is_object() ? a.value("start_step", Json()) : Json();
+  return s.is_number_integer() ? s.get<std::int64_t>() : 0;
+}
+
+}  // namespace
+
 int best_command(const ReadOptions& o) {
   auto storage = open_existing(o.storage);
   auto id = pick_study(*storage, o.study, o.storage);
@@ -126,8 +161,20 @@ int best_command(const ReadOptions& o) {
               << "\n";
     return kExitFailure;
   }
+  // PBT: the params by step that trained the best trial's state.
+  const std::vector<TrialPtr> schedule = pbt_schedule(*storage, id, best);
   if (o.format == "json") {
-    std::cout << json_output(trial_to_json(*best)) << "\n";
+    Json out = trial_to_json(*best);
+    if (!schedule.empty()) {
+      out["schedule"] = Json::array();
+      for (const TrialPtr& s : schedule) {
+        Json params = Json::object();
+        for (const auto& [k, v] : s->params) params[k] = v;
+        out["schedule"].push_back(
+            {{"start_step", pbt_start_step(*s)}, {"trial", s->number}, {"params", params}});
+      }
+    }
+    std::cout << json_output(out) << "\n";
     return kExitOk;
   }
   Table t({"field", "value"});
@@ -138,6 +185,13 @@ int best_command(const ReadOptions& o) {
     t.add_row({"param " + k, printable(format_param(v, csv))});
   for (const auto& [k, v] : best->user_attrs.items())
     t.add_row({"attr " + k, printable(format_param(v, csv))});
+  for (const TrialPtr& s : schedule) {
+    std::string params;
+    for (const auto& [k, v] : s->params)
+      params += (params.empty() ? "" : ", ") + k + "=" + printable(format_param(v, csv));
+    t.add_row({"schedule from step " + std::to_string(pbt_start_step(*s)),
+               "trial " + std::to_string(s->number) + ": " + params});
+  }
   std::cout << (csv ? t.render_csv() : t.render());
   return kExitOk;
 }

@@ -402,6 +402,25 @@ void check_bind(const std::string& bind) {
     throw ConfigError("--bind", rule);
 }
 
+// Population Based Training's settings (nullopt: no scheduler); --n-trials
+// is refused with it, as budget.n_trials. Without a seed of its own it takes
+// the sampler's.
+std::optional<PbtOptions> pbt_settings(const StudyConfig& config,
+                                       const checkpoints::ArtifactOptions& artifacts, bool bind) {
+  std::optional<PbtOptions> pbt =
+      pbt_options_of(scheduler_section(config.source), config.space, config.pruner,
+                     config.artifacts, config.budget.n_trials.has_value());
+  if (!pbt) return pbt;
+  if (bind && artifacts.path.empty())
+    throw ConfigError("scheduler",
+                      "PBT runs on local workers, or on workers that share artifacts.path (an "
+                      "exploit copies the donor's snapshot in the folder they use); --bind "
+                      "without artifacts.path is not supported yet");
+  if (!pbt->seed && config.sampler.is_object())
+    pbt->seed = optional_seed(config.sampler, "sampler");
+  return pbt;
+}
+
 // The coordinator's options, checked (endpoint, keys) before the store is
 // touched. With --launcher slurm (not --insecure) the keys are made if
 // missing and `plan.slurm_worker_keys` is set.
@@ -421,6 +440,7 @@ CoordinatorOptions coordinator_options(const StudyConfig& config, const RunOptio
   co.expected_workers = o.workers;
   // The local workers' (and a shared-folder Slurm step's) checkpoint folders.
   co.artifacts = checkpoints::ArtifactOptions::from_json(config.artifacts);
+  co.pbt = pbt_settings(config, co.artifacts, bind.has_value());
   // Multi-process trials: a trial bigger than the pool could never start.
   co.resources = TrialResources::from_json(config.resources, config.space);
   if (const int most = co.resources.max_size(config.space);
@@ -1190,7 +1210,9 @@ void check_objective_workers_and_store(const StudyConfig& config, const RunOptio
   check_local_cwd(config, o, plan);
   if (o.workers > LocalPoolOptions::kMaxWorkers)
     throw ConfigError("--workers", "must be <= " + std::to_string(LocalPoolOptions::kMaxWorkers));
-  if (!config.budget.n_trials && !config.budget.timeout_s)
+  // (A PBT scheduler bounds the run itself: max_steps per member.)
+  if (!config.budget.n_trials && !config.budget.timeout_s &&
+      scheduler_section(config.source).is_null())
     spdlog::warn("no budget (n_trials or timeout_s): running until interrupted");
   // What the store file cannot be is bad input (exit 2), as for the read
   // commands, not a failure of the run.

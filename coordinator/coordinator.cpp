@@ -104,6 +104,7 @@ Coordinator::Impl::Impl(Study s, Json objective_config, CoordinatorOptions o)
         study.name(), stale);
   if (!options.exclude_earlier_failures.empty()) exclude_earlier_failures();
   mirror.load();
+  pbt_setup();
   open_artifact_store();
   write_status(true);
 }
@@ -135,6 +136,7 @@ RunProgress Coordinator::Impl::progress() const {
   p.running = static_cast<std::int64_t>(running.size());
   p.any_waiting = !mirror.waiting().empty();
   p.exhausted = source.exhausted();
+  p.schedule_done = pbt_done();
   p.stopping = stopping;
   return p;
 }

@@ -62,6 +62,7 @@
 #include <vector>
 
 #include "search/checkpoints.h"
+#include "search/pbt_options.h"
 #include "search/resources.h"
 #include "search/study.h"
 
@@ -140,6 +141,11 @@ struct CoordinatorOptions {
   // no lineage, so workers give trials no checkpoint folder), retention
   // and the snapshot size limit.
   checkpoints::ArtifactOptions artifacts{};
+  // space.json's "scheduler" {"type": "pbt"} (search/pbt_options.h):
+  // Population Based Training of `population` members (coordinator/pbt.cpp).
+  // Needs artifacts.checkpoints and a checkpoint_root the workers share (local
+  // workers); n_trials is not used with it. Default none.
+  std::optional<PbtOptions> pbt{};
   // space.json's "resources" (search/resources.h): the processes (ranks)
   // of each trial, gang scheduled on that many workers (docs
   // "Multi-process trials"). Default: one process per trial. A

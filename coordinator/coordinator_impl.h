@@ -243,6 +243,15 @@ struct Coordinator::Impl {
   bool rendezvous_open() const;
   void forget_pending(std::int64_t number);
   void check_done(Steady::time_point now);
+  // ---- pbt.cpp: Population Based Training (CoordinatorOptions::pbt)
+  void pbt_setup();
+  std::int64_t pbt_members() const;
+  std::int64_t pbt_steps_trained() const;
+  bool pbt_done() const;
+  void pbt_tag(const TrialPtr& t);
+  bool pbt_stopped(std::int64_t number) const;
+  void pbt_mark(const FrozenTrial& t, const char* key, const Json& value);
+  bool pbt_on_report(std::int64_t number, std::int64_t step);
   void finish(const std::string& why, bool stop_trials);
 
   // ---- leases.cpp: ending trials and sessions; retries; heartbeats

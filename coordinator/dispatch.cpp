@@ -17,7 +17,9 @@ void Coordinator::Impl::dispatch(Steady::time_point now) {
   while (sessions.has_waiters() && limits.can_dispatch(now, sessions.waiter_count(), progress())) {
     Session* s = sessions.next_waiter();
     if (!s) break;
-    if (s->busy() && !limits.may_prefetch(progress(), sessions.size())) {
+    // PBT: never prefetched, so a member's successor goes to an idle worker
+    // (the busy ones train the other members to the end).
+    if (s->busy() && (options.pbt || !limits.may_prefetch(progress(), sessions.size()))) {
       // Near the end of the budget a trial waiting on a busy worker could
       // finish after idle workers ran out of trials: the request waits for
       // the worker's running trial to end (SessionTable::resume_request).
@@ -32,6 +34,10 @@ void Coordinator::Impl::dispatch(Steady::time_point now) {
     if (!d) {
       if (!limits.can_dispatch(now, sessions.waiter_count(), progress())) break;
       continue;  // a waiting trial failed to sample; try the next one
+    }
+    if (options.pbt) {
+      pbt_tag(d->trial);
+      d->trial = mirror.ptr(d->trial->number);
     }
     send_assignment(*s, *d);
     sessions.pop_waiter();

@@ -60,7 +60,7 @@ bool RunLimits::can_dispatch(Clock::time_point now, std::size_t n_workers, const
     if (!gate_open_) return false;
   }
   return !p.stopping && failure_reason_.empty() && budget_left(p) && !timed_out(now) &&
-         (p.any_waiting || !p.exhausted);
+         (p.any_waiting || (!p.exhausted && !p.schedule_done));
 }
 
 std::string RunLimits::done_reason(Clock::time_point now, const RunProgress& p) const {
@@ -70,6 +70,7 @@ std::string RunLimits::done_reason(Clock::time_point now, const RunProgress& p) 
   if (options_.n_trials && p.finished >= *options_.n_trials) return "budget reached";
   if (timed_out(now)) return "timeout";
   if (p.exhausted && !p.any_waiting) return "search space exhausted";
+  if (p.schedule_done && !p.any_waiting) return "population trained (scheduler pbt)";
   return "";
 }
 

@@ -16,11 +16,12 @@ namespace hps {
 
 // What the limits are checked against, as the coordinator sees it now.
 struct RunProgress {
-  std::int64_t finished = 0;  // trials counting as finished (the budget's)
-  std::int64_t running = 0;   // trials dispatched and not ended
-  bool any_waiting = false;   // a WAITING trial is queued
-  bool exhausted = false;     // the sampler found no untried point
-  bool stopping = false;      // stop() was called
+  std::int64_t finished = 0;   // trials counting as finished (the budget's)
+  std::int64_t running = 0;    // trials dispatched and not ended
+  bool any_waiting = false;    // a WAITING trial is queued
+  bool exhausted = false;      // the sampler found no untried point
+  bool stopping = false;       // stop() was called
+  bool schedule_done = false;  // the scheduler (PBT) starts no new member
 };
 
 // The trials of this run (since the coordinator started) as the failure

@@ -316,11 +316,22 @@ void Coordinator::Impl::on_report(Session& s, const proto::Report& m) {
     send(s, d);
     return;
   }
+  if (pbt_stopped(m.number)) {  // ended by the scheduler: its later steps are not kept
+    d.stored = false;
+    d.prune = true;
+    send(s, d);
+    return;
+  }
   const FrozenTrial& t = mirror.at(m.number);
   d.stored = storage.set_trial_intermediate_value(t.trial_id, m.step, m.value);
   // The worker snapshot the lineage's folder at this step: a retry starts there.
   if (m.checkpoint) record_checkpoint(m.number, m.step);
   TrialPtr now = mirror.refresh(m.number);
+  if (options.pbt) {  // PBT takes no pruner (pbt_options_of)
+    d.prune = pbt_on_report(m.number, m.step);
+    send(s, d);
+    return;
+  }
   try {
     PruningContext ctx{direction, mirror.trials(), *now, m.step, &storage};
     d.prune = study.pruner().prune(ctx);
@@ -381,9 +392,16 @@ void Coordinator::Impl::on_complete(Session& s, const proto::Complete& m) {
   const FrozenTrial& t = mirror.at(m.number);
   set_user_attrs(t, m.user_attrs_json);
   std::optional<double> value = m.value;
-  if (!m.pruned && !value) value = std::numeric_limits<double>::quiet_NaN();  // as NaN: FAIL
+  bool pruned = m.pruned;
+  // Stopped by PBT at max_steps or budget_steps: COMPLETE with its last value.
+  if (pruned && options.pbt && t.system_attrs.contains(kAttrPbt) &&
+      t.system_attrs[kAttrPbt].is_object() && t.system_attrs[kAttrPbt].contains("stopped")) {
+    pruned = false;
+    if (auto last = t.last_intermediate()) value = last->second;
+  }
+  if (!pruned && !value) value = std::numeric_limits<double>::quiet_NaN();  // as NaN: FAIL
   lifecycle::TrialEnd end =
-      lifecycle::resolve_end(m.pruned ? TrialState::kPruned : TrialState::kComplete, value, "",
+      lifecycle::resolve_end(pruned ? TrialState::kPruned : TrialState::kComplete, value, "",
                              [&]() -> std::optional<double> {
                                auto last = t.last_intermediate();
                                if (!last) return std::nullopt;

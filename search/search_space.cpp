@@ -5,6 +5,7 @@
 #include <set>
 
 #include "search/checkpoints.h"
+#include "search/pbt_options.h"
 #include "search/printable.h"
 #include "search/resources.h"
 #include "search/study_name.h"
@@ -357,7 +358,7 @@ StudyConfig StudyConfig::from_json(const Json& doc) {
         "", "the top level of space.json must be an object, got " + std::string(doc.type_name()));
   check_keys(doc, "",
              {"$schema", "study", "sampler", "pruner", "budget", "objective", "space", "warm_start",
-              "artifacts", "resources"});
+              "artifacts", "resources", "scheduler"});
   // "$schema": the JSON Schema an editor checks the file with; ignored here.
   if (auto s = doc.find("$schema"); s != doc.end() && !s->is_string())
     throw ConfigError(
@@ -407,6 +408,11 @@ StudyConfig StudyConfig::from_json(const Json& doc) {
   if (auto r = doc.find("resources"); r != doc.end()) {
     TrialResources::from_json(*r, c.space);  // throws ConfigError("resources.<field>")
     c.resources = *r;
+  }
+  if (auto s = doc.find("scheduler"); s != doc.end() && !s->is_null()) {
+    // throws ConfigError("scheduler.<field>"), or naming the section PBT rules out
+    pbt_options_of(*s, c.space, c.pruner, c.artifacts, c.budget.n_trials.has_value());
+    // read again from `source` (scheduler_section, search/pbt_options.h)
   }
   return c;
 }

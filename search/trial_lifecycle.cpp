@@ -212,6 +212,22 @@ TrialPtr start_resumed_trial(Storage& storage, std::int64_t study_id, const Tria
   const std::int64_t from = (*it)["trial"].get<std::int64_t>();
   TrialPtr source =
       from >= 0 && from < claimed->number ? storage.get_trial_by_number(study_id, from) : nullptr;
+  // A source that was itself to start from this snapshot but ended before
+  // its restore took effect (no "restored" yet: lost right after its
+  // dispatch) holds none of the values up to the step: they are those of
+  // the trial it was to continue (a retry's, or a PBT donor's).
+  for (std::size_t hops = 0; source && hops < 10000; ++hops) {
+    auto r = source->system_attrs.find(checkpoints::kAttrResumedFrom);
+    if (r == source->system_attrs.end() || !r->is_object() || r->contains("restored")) break;
+    auto t = r->find("trial");
+    auto s = r->find("step");
+    if (t == r->end() || s == r->end() || !t->is_number_integer() || !s->is_number_integer() ||
+        s->get<std::int64_t>() != *step)
+      break;
+    const auto n = t->get<std::int64_t>();
+    if (n < 0 || n >= source->number) break;
+    source = storage.get_trial_by_number(study_id, n);
+  }
   storage.run_in_transaction([&] {
     storage.set_trial_system_attr(claimed->trial_id, checkpoints::kAttrResumedFrom, attr);
     if (!source) return;

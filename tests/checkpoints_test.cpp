@@ -315,6 +315,30 @@ TEST(ArtifactOptionsTest, ReadsTheSectionAndNamesBadFields) {
 
 // ------------------------------------------------------------ retries and values
 
+TEST(LineageAttrsTest, ARetryOfATrialLostBeforeItsRestoreTakesTheValuesOfTheTrialBefore) {
+  auto storage = open_storage(":memory:");
+  const std::int64_t sid = storage->create_study("s", StudyDirection::kMinimize, Json());
+  NewTrial init;
+  TrialPtr t0 = storage->create_trial(sid, init);
+  for (int s = 1; s <= 6; ++s) storage->set_trial_intermediate_value(t0->trial_id, s, 10.0 - s);
+  storage->set_trial_system_attr(t0->trial_id, kAttrCheckpoint, checkpoint_attr(5));
+  storage->set_trial_state(t0->trial_id, TrialState::kFail, std::nullopt, "worker lost");
+  lifecycle::queue_retry(*storage, sid, *storage->get_trial(t0->trial_id),
+                         lifecycle::RetryCause::kWorkerLost);
+  // Trial 1 is lost right after its dispatch: never restored, no values.
+  TrialPtr c1 = storage->claim_waiting_trial(sid, "w");
+  storage->set_trial_state(c1->trial_id, TrialState::kFail, std::nullopt, "coordinator restarted");
+  TrialPtr r2 = lifecycle::queue_retry(*storage, sid, *storage->get_trial(c1->trial_id),
+                                       lifecycle::RetryCause::kStale);
+  EXPECT_EQ(r2->system_attrs[kAttrResumedFrom], (Json{{"trial", 1}, {"step", 5}}));
+  TrialPtr c2 = storage->claim_waiting_trial(sid, "w");
+  c2 = lifecycle::start_resumed_trial(*storage, sid, c2, true);
+  // Steps 1..5 of trial 0, which trial 1 was to continue.
+  ASSERT_EQ(c2->intermediate_values.size(), 5u);
+  EXPECT_EQ(c2->intermediate_values.at(1), 9.0);
+  EXPECT_EQ(c2->intermediate_values.at(5), 5.0);
+}
+
 TEST(LineageAttrsTest, ARetryContinuesTheLineageFromItsNewestSnapshot) {
   auto storage = open_storage(":memory:");
   const std::int64_t sid = storage->create_study("s", StudyDirection::kMinimize, Json());
