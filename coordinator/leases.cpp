@@ -13,6 +13,7 @@ namespace hps {
 // After the store marked the trial finished: bookkeeping.
 void Coordinator::Impl::end_trial(Session& s, std::int64_t number) {
   s.release(number);
+  if (artifact_server) artifact_server->revoke_trial(number);  // its transfers end
   release_gang(number, "the trial ended");  // a multi-process trial's other ranks
   sessions.resume_request(s);
   running.erase(number);
@@ -74,6 +75,7 @@ void Coordinator::Impl::end_lost_trial(std::int64_t number, const std::string& r
                                        lifecycle::RetryCause cause, bool always_retry) {
   running.erase(number);
   forget_pending(number);
+  if (artifact_server) artifact_server->revoke_trial(number);
   release_gang(number, reason);  // a multi-process trial ends on every rank
   const FrozenTrial& t = mirror.at(number);
   if (!storage.set_trial_state(t.trial_id, TrialState::kFail, std::nullopt, reason)) return;
