@@ -5,6 +5,7 @@
 // are written and read on the store's I/O thread, and the trial's
 // checkpoint attr is set once the whole snapshot arrived and was verified.
 #include <spdlog/spdlog.h>
+#include <sys/un.h>
 
 #include <filesystem>
 #include <utility>
@@ -49,6 +50,13 @@ void Coordinator::Impl::open_artifact_store() {
   // this loop (artifact_server.h).
   const std::string where = transport.artifact_bind();
   if (where.empty()) return;
+  if (where.rfind("ipc://", 0) == 0 && where.size() - 6 >= sizeof(sockaddr_un{}.sun_path)) {
+    spdlog::warn(
+        "coordinator: no artifact endpoint: '{}' is too long for an ipc path; the pieces of "
+        "snapshots travel on the main socket",
+        where);
+    return;
+  }
   try {
     artifact_server = std::make_unique<ArtifactServer>(
         where, transport.curve_on() ? options.curve_secret_key : "", options.authorized_keys);

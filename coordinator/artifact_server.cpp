@@ -2,8 +2,8 @@
 
 #include <dirent.h>
 #include <poll.h>
-#include <sys/stat.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -159,14 +159,16 @@ void ArtifactServer::run() {
       try {
         if (!zmq_util::no_eintr([&] { return socket_.recv(rid, zmq::recv_flags::dontwait); }))
           break;
-        std::vector<zmq::message_t> parts;
-        while (rid.more() && parts.size() < 4) {
-          parts.emplace_back();
-          (void)zmq_util::no_eintr([&] { return socket_.recv(parts.back()); });
-          if (!parts.back().more()) break;
+        zmq::message_t frame;
+        int parts = 0;
+        for (bool more = rid.more(); more; ++parts) {
+          zmq::message_t part;
+          (void)zmq_util::no_eintr([&] { return socket_.recv(part); });
+          more = part.more();
+          if (parts == 0) frame = std::move(part);
         }
-        if (parts.size() != 1) continue;  // exactly [routing id][one frame]; else dropped
-        on_frame(rid.to_string(), parts.front().to_string());
+        if (parts != 1) continue;  // exactly [routing id][one frame]; else dropped
+        on_frame(rid.to_string(), frame.to_string());
       } catch (const zmq::error_t& e) {
         spdlog::debug("coordinator: artifact endpoint: {}", e.what());
         break;
@@ -184,8 +186,8 @@ void ArtifactServer::on_frame(const std::string& rid, const std::string& frame) 
   try {
     m = proto::decode(frame);
   } catch (const std::exception& e) {
-    spdlog::debug("coordinator: artifact endpoint: a bad frame from {} dropped: {}",
-                  printable(rid), e.what());
+    spdlog::debug("coordinator: artifact endpoint: a bad frame from {} dropped: {}", printable(rid),
+                  e.what());
     return;
   }
   if (auto* put = std::get_if<proto::ArtifactPut>(&m))
@@ -272,9 +274,9 @@ void ArtifactServer::on_get(const std::string& rid, const proto::ArtifactGet& m)
   reply.step = m.step;
   const std::optional<Grant> g = find(m.token);
   if (!g || g->kind != Grant::Kind::kGet || g->number != m.number || g->step != m.step) {
-    reply.error = "a request for trial " + std::to_string(m.number) +
-                  " with an unknown or expired token, or not the snapshot it was granted for: " +
-                  "refused";
+    reply.error =
+        "a request for trial " + std::to_string(m.number) +
+        " with an unknown or expired token, or not the snapshot it was granted for: " + "refused";
     send(rid, reply);
     return;
   }
