@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <random>
 #include <set>
@@ -27,16 +26,11 @@ namespace proto = hps::protocol;
 
 namespace {
 
-// This process's threads whose name starts with "ZMQbg" (libzmq's I/O and
-// reaper threads), by thread id.
-std::set<int> zmq_threads() {
+// This process's threads, by thread id.
+std::set<int> threads() {
   std::set<int> out;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator("/proc/self/task", ec)) {
-    std::ifstream comm(e.path() / "comm");
-    std::string name;
-    std::getline(comm, name);
-    if (name.rfind("ZMQbg", 0) != 0) continue;
     try {
       out.insert(std::stoi(e.path().filename().string()));
     } catch (const std::exception&) {
@@ -60,13 +54,14 @@ std::string random_token() {
 
 ArtifactServer::ArtifactServer(const std::string& where, const std::string& curve_secret_key,
                                const std::map<std::string, std::string>& authorized) {
-  // libzmq starts a context's threads with its first socket: the ones that
-  // appear now are this context's, lowered to the artifact threads'
-  // priority (they carry the pieces' bytes).
-  const std::set<int> before = zmq_threads();
+  // libzmq starts a context's threads with its first socket: the threads
+  // that appear now are this context's (its I/O thread carries the pieces'
+  // bytes) and its ZAP handler's, lowered to the artifact threads' priority.
+  // (Not by name: a new thread may not have named itself yet.)
+  const std::set<int> before = threads();
   if (!curve_secret_key.empty()) zap_ = std::make_unique<ZapAuthenticator>(context_, authorized);
   socket_ = zmq::socket_t(context_, zmq::socket_type::router);
-  for (int tid : zmq_threads())
+  for (int tid : threads())
     if (!before.count(tid)) lower_thread_priority(tid);
   socket_.set(zmq::sockopt::linger, 0);
   socket_.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(proto::kMaxFrameBytes));
