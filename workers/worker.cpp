@@ -1048,8 +1048,26 @@ struct Worker::Impl : TrialBackend {
     return upload_stream(trial, step, *reader, proto::ArtifactKind::kSnapshot);
   }
 
+  // Sends `p` on the artifact endpoint's socket `channel`, or on the main
+  // socket when it is null.
+  void send_on(zmq::socket_t* channel, const proto::Message& p) {
+    if (channel)
+      send_piece(*channel, p);
+    else
+      send(p, trial_epoch);
+  }
+
+  // The next reply of type T about trial `trial`: from `channel` (and the
+  // main socket) when there is one, else from the main socket; nullopt
+  // when the artifact endpoint stayed silent (await_piece).
+  template <class T>
+  std::optional<T> next_reply(std::int64_t trial, zmq::socket_t* channel) {
+    if (channel) return await_piece<T>(trial, *channel);
+    return await<T>(trial);
+  }
+
   // Uploads the stream of `reader` (a snapshot of `step`, or the trial's
-  // user artifacts with step 0) as ArtifactPut pieces of `kind`; returns ""
+  // user artifacts with step 0) as ArtifactPut pieces of `kind`; returns "
   // once the coordinator verified and recorded it, else why not. Throws
   // Interrupted when the session ends meanwhile.
   std::string upload_stream(std::int64_t trial, std::int64_t step,
@@ -1083,20 +1101,12 @@ struct Worker::Impl : TrialBackend {
         p.checksum = util::xxh3_64(p.data);
         p.token = token;
         sent += p.data.size();
-        if (channel)
-          send_piece(*channel, p);
-        else
-          send(p, trial_epoch);
+        send_on(channel, p);
         ++in_flight;
       }
-      proto::ArtifactPutReply r;
-      if (channel) {
-        auto got = await_piece<proto::ArtifactPutReply>(trial, *channel);
-        if (!got) return artifact_silence();
-        r = std::move(*got);
-      } else {
-        r = await<proto::ArtifactPutReply>(trial);
-      }
+      auto got = next_reply<proto::ArtifactPutReply>(trial, channel);
+      if (!got) return artifact_silence();
+      const proto::ArtifactPutReply& r = *got;
       if (r.step != step || r.kind != kind) continue;  // a late reply to an earlier upload
       --in_flight;
       if (!r.ok) return r.error;
@@ -1119,6 +1129,18 @@ struct Worker::Impl : TrialBackend {
                                  const std::string& path) {
     if (int err = util::write_all(fd, data.data(), data.size(), offset); err != 0)
       return path + ": " + std::strerror(err);
+    return "";
+  }
+
+  // Why the downloaded piece `r` cannot be written at `offset` ("" when it
+  // can).
+  static std::string piece_refusal(const proto::ArtifactGetReply& r, std::uint64_t offset) {
+    if (!r.ok) return "the coordinator cannot send it: " + printable(r.error);
+    if (r.offset != offset)
+      return "the piece at offset " + std::to_string(r.offset) + " came while " +
+             std::to_string(offset) + " was expected";
+    if (util::xxh3_64(r.data) != r.checksum)
+      return "the piece at offset " + std::to_string(offset) + " arrived damaged (checksum)";
     return "";
   }
 
@@ -1147,46 +1169,27 @@ struct Worker::Impl : TrialBackend {
     try {
       for (bool first = true;; first = false) {
         while (in_flight == 0 || (!first && in_flight < kUploadWindow && requested < total)) {
-          if (channel)
-            send_piece(*channel, proto::ArtifactGet{a.number, step, requested, token});
-          else
-            send(proto::ArtifactGet{a.number, step, requested}, trial_epoch);
+          send_on(channel, proto::ArtifactGet{a.number, step, requested, token});
           ++in_flight;
           requested += proto::kMaxArtifactChunkBytes;
           if (first) break;
         }
-        proto::ArtifactGetReply r;
+        std::optional<proto::ArtifactGetReply> got;
         do {
-          if (channel) {
-            auto got = await_piece<proto::ArtifactGetReply>(a.number, *channel);
-            if (!got) {
-              error = artifact_silence();
-              break;
-            }
-            r = std::move(*got);
-          } else {
-            r = await<proto::ArtifactGetReply>(a.number);
-          }
-        } while (r.step != step);
-        if (!error.empty()) break;
+          got = next_reply<proto::ArtifactGetReply>(a.number, channel);
+        } while (got && got->step != step);
+        if (!got) {
+          error = artifact_silence();
+          break;
+        }
+        const proto::ArtifactGetReply& r = *got;
         if (first && r.ok && !r.token.empty()) {
           channel = artifact_channel();
           if (channel) token = r.token;
         }
         --in_flight;
-        if (r.ok && r.offset != offset) {
-          error = "the piece at offset " + std::to_string(r.offset) + " came while " +
-                  std::to_string(offset) + " was expected";
-          break;
-        }
-        if (!r.ok) {
-          error = "the coordinator cannot send it: " + printable(r.error);
-          break;
-        }
-        if (util::xxh3_64(r.data) != r.checksum) {
-          error = "the piece at offset " + std::to_string(offset) + " arrived damaged (checksum)";
-          break;
-        }
+        error = piece_refusal(r, offset);
+        if (!error.empty()) break;
         if (first) {
           total = r.total;
           manifest_bytes = r.manifest_bytes;
