@@ -34,6 +34,11 @@
 //                          <-      ArtifactPutReply  snapshot of a reported step)
 //   ArtifactGet            ->                       (a remote worker downloads
 //                          <-      ArtifactGetReply  the snapshot a retry resumes)
+//   (version 7: the first piece of a transfer goes on this socket, and its
+//    reply carries a token; the next pieces, and their replies, go on the
+//    coordinator's artifact endpoint (Welcome.artifact_endpoint, a second
+//    ROUTER socket) with that token; the last reply of an upload, done or
+//    refused, comes on this socket)
 //   Restored               ->                       (a retry's checkpoint folder
 //                                                    was restored, or not: sent
 //                                                    before its first Report)
