@@ -71,6 +71,8 @@ ArtifactServer::ArtifactServer(const std::string& where, const std::string& curv
     socket_.set(zmq::sockopt::curve_server, true);
     socket_.set(zmq::sockopt::curve_secretkey, curve_secret_key);
     socket_.set(zmq::sockopt::zap_domain, curve::kZapDomain);
+    // Before the endpoint is bound, so that no peer goes unseen.
+    monitor_ = std::make_unique<HandshakeMonitor>(context_, socket_, "");
   }
   socket_.set(zmq::sockopt::ipv6, zmq_util::ipv6_endpoint(where));
   if (const std::string rule = zmq_util::ipc_path_refusal(where); !rule.empty())
@@ -96,6 +98,7 @@ ArtifactServer::ArtifactServer(const std::string& where, const std::string& curv
 ArtifactServer::~ArtifactServer() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
+  monitor_.reset();
   socket_.close();
   if (!ipc_file_.empty())
     (void)zmq_util::unlink_if_same_file(ipc_file_.c_str(), ipc_device_, ipc_inode_);

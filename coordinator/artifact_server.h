@@ -39,6 +39,7 @@
 #include <zmq.hpp>
 
 #include "coordinator/artifact_store.h"
+#include "coordinator/handshake_monitor.h"
 #include "coordinator/zap_authenticator.h"
 #include "protocol/protocol.h"
 
@@ -83,6 +84,9 @@ class ArtifactServer {
   void revoke_trial(std::int64_t number);
   // Connections refused by the ZAP handler (unknown CURVE key).
   std::int64_t refused_keys() const { return zap_ ? zap_->refused() : 0; }
+  // Peers refused for failing the CURVE handshake before the key check
+  // (HandshakeMonitor), as on the main endpoint.
+  std::int64_t failed_handshakes() const { return monitor_ ? monitor_->failed() : 0; }
 
   // Pieces one token may have queued at a time (a worker keeps 4 in
   // flight), and all tokens together (the memory for queued pieces stays
@@ -106,6 +110,7 @@ class ArtifactServer {
   zmq::context_t context_{1};
   std::unique_ptr<ZapAuthenticator> zap_;  // with CURVE keys; outlives the socket
   zmq::socket_t socket_;
+  std::unique_ptr<HandshakeMonitor> monitor_;  // with CURVE keys; stopped before the socket closes
   std::string endpoint_;
   // The socket file of an ipc endpoint, as bound ("" when none).
   std::string ipc_file_;

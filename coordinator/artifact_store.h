@@ -10,9 +10,10 @@
 // job's result to a second queue and makes fd() readable, which the loop
 // polls beside its socket (Transport::wait) and drains with take(). Jobs run
 // in the order submitted, so the pieces of one upload, and a lineage's
-// removal after them, keep their order. The I/O thread runs at a lower
-// CPU priority (nice +10) and the lowest best-effort I/O priority (level 7,
-// ioprio_set(2)), so on a busy machine the loop's dispatch comes first.
+// removal after them, keep their order. The I/O thread runs at the lowest
+// CPU priority (nice 19, kArtifactThreadNice) and the lowest best-effort
+// I/O priority (level 7, ioprio_set(2)), so on a busy machine the loop's
+// dispatch comes first.
 // Jobs submitted by the artifact endpoint's thread (Job::route kTransfer,
 // coordinator/artifact_server.h) post their results to a queue of their
 // own (take_transfer(), transfer_fd()); that thread hands the last result

@@ -387,7 +387,8 @@ CoordinatorStats Coordinator::stats() const {
   }
   out.refused_keys =
       s.transport.refused_keys() + (s.artifact_server ? s.artifact_server->refused_keys() : 0);
-  out.failed_handshakes = s.transport.failed_handshakes();
+  out.failed_handshakes = s.transport.failed_handshakes() +
+                          (s.artifact_server ? s.artifact_server->failed_handshakes() : 0);
   out.run_succeeded = s.limits.outcomes().succeeded;
   out.run_failed = s.limits.outcomes().failed;
   return out;
