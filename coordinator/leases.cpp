@@ -13,12 +13,12 @@ namespace hps {
 // After the store marked the trial finished: bookkeeping.
 void Coordinator::Impl::end_trial(Session& s, std::int64_t number) {
   s.release(number);
-  if (artifact_server) artifact_server->revoke_trial(number);  // its transfers end
   release_gang(number, "the trial ended");  // a multi-process trial's other ranks
   sessions.resume_request(s);
   running.erase(number);
   ended.push_back(mirror.refresh(number));
   limits.trial_ended(*ended.back());
+  if (artifact_server) artifact_server->revoke_trial(number);  // its transfers end
   apply_retention(number);
   status_dirty = true;
 }
