@@ -5,6 +5,7 @@
 // are written and read on the store's I/O thread, and the trial's
 // checkpoint attr is set once the whole snapshot arrived and was verified.
 #include <spdlog/spdlog.h>
+#include <sys/un.h>
 
 #include <filesystem>
 #include <utility>
@@ -45,6 +46,49 @@ void Coordinator::Impl::open_artifact_store() {
   artifacts =
       std::make_unique<ArtifactStore>(options.checkpoint_root, options.artifacts.max_snapshot_bytes,
                                       artifact_root, options.artifacts.max_artifact_bytes);
+  // The artifact endpoint: the pieces after the first travel there, off
+  // this loop (artifact_server.h).
+  const std::string where = transport.artifact_bind();
+  if (where.empty()) return;
+  if (where.rfind("ipc://", 0) == 0 && where.size() - 6 >= sizeof(sockaddr_un{}.sun_path)) {
+    spdlog::warn(
+        "coordinator: no artifact endpoint: '{}' is too long for an ipc path; the pieces of "
+        "snapshots travel on the main socket",
+        where);
+    return;
+  }
+  try {
+    artifact_server = std::make_unique<ArtifactServer>(
+        where, transport.curve_on() ? options.curve_secret_key : "", options.authorized_keys);
+  } catch (const Error& e) {
+    throw ConfigError("coordinator.endpoint",
+                      std::string(e.what()) +
+                          ": remote workers send the pieces of snapshots and artifacts to this "
+                          "second endpoint (the endpoint's port + 1; for ipc, its path + "
+                          "\".artifacts\"); free it, or bind the coordinator to another port");
+  }
+  artifact_server->start(*artifacts);
+  spdlog::debug("coordinator: artifact endpoint {}", artifact_server->endpoint());
+}
+
+void Coordinator::Impl::grant_transfer(const ArtifactStore::Result& r, std::string& token) {
+  if (!artifact_server || !r.ok || r.route != ArtifactStore::Job::Route::kMain) return;
+  ArtifactServer::Grant g;
+  g.rid = r.rid;
+  g.number = r.number;
+  g.lineage = r.lineage;
+  g.step = r.step;
+  if (r.kind == ArtifactStore::Job::Kind::kGet) {
+    if (r.offset != 0 || r.data.size() >= r.total) return;  // one piece: nothing more to ask
+    g.kind = ArtifactServer::Grant::Kind::kGet;
+  } else {
+    if (!r.first || r.done) return;
+    g.kind = ArtifactServer::Grant::Kind::kPut;
+    g.total = r.total;
+    g.manifest_bytes = r.manifest_bytes;
+    g.user = r.user;
+  }
+  token = artifact_server->grant(std::move(g));
 }
 
 std::uint64_t Coordinator::Impl::study_bytes_but(std::int64_t lineage) const {
@@ -230,7 +274,9 @@ void Coordinator::Impl::on_user_artifact_result(const ArtifactStore::Result& r,
 
 void Coordinator::Impl::on_artifact_results() {
   for (ArtifactStore::Result& r : artifacts->take()) {
-    if (auto it = artifact_jobs.find(r.rid); it != artifact_jobs.end()) {
+    // The pieces the artifact endpoint carried were not counted here.
+    if (auto it = artifact_jobs.find(r.rid);
+        r.route == ArtifactStore::Job::Route::kMain && it != artifact_jobs.end()) {
       --artifact_jobs_total;
       if (--it->second <= 0) artifact_jobs.erase(it);
     }
@@ -242,6 +288,7 @@ void Coordinator::Impl::on_artifact_results() {
       reply.step = r.step;
       reply.ok = r.ok;
       reply.error = r.error;
+      grant_transfer(r, reply.token);
       if (r.ok) {
         reply.offset = r.offset;
         reply.total = r.total;
@@ -261,6 +308,7 @@ void Coordinator::Impl::on_artifact_results() {
     reply.ok = r.ok;
     reply.error = r.error;
     reply.next_offset = r.next_offset;
+    if (s) grant_transfer(r, reply.token);
     if (r.user) {
       on_user_artifact_result(r, reply);
       if (s) send(*s, reply);

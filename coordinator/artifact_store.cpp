@@ -30,21 +30,21 @@ void remove_file(const std::string& path) {
   if (!path.empty()) ::unlink(path.c_str());
 }
 
-// Lowers the calling thread's CPU priority (nice +10; on Linux a thread id
-// names one thread) and I/O priority (best effort, level 7). Best effort:
-// a refusal (a seccomp filter, an old kernel) leaves the defaults.
-void lower_this_threads_priority() {
-  const auto tid = static_cast<id_t>(::gettid());
-  const int now = ::getpriority(PRIO_PROCESS, tid);
-  (void)::setpriority(PRIO_PROCESS, tid, std::min(now + 10, 19));
+}  // namespace
+
+// On Linux a thread id names one thread for setpriority and ioprio_set.
+void lower_thread_priority(int tid) {
+  const auto id = static_cast<id_t>(tid);
+  errno = 0;
+  const int now = ::getpriority(PRIO_PROCESS, id);
+  if (errno == 0 && now < kArtifactThreadNice)
+    (void)::setpriority(PRIO_PROCESS, id, kArtifactThreadNice);
   constexpr int kIoprioClassBestEffort = 2;  // IOPRIO_CLASS_BE (linux/ioprio.h)
   constexpr int kIoprioClassShift = 13;
   constexpr int kIoprioWhoProcess = 1;  // IOPRIO_WHO_PROCESS: a thread id
-  (void)::syscall(SYS_ioprio_set, kIoprioWhoProcess, static_cast<int>(tid),
+  (void)::syscall(SYS_ioprio_set, kIoprioWhoProcess, tid,
                   (kIoprioClassBestEffort << kIoprioClassShift) | 7);
 }
-
-}  // namespace
 
 ArtifactStore::ArtifactStore(std::string root, std::uint64_t max_snapshot_bytes,
                              std::string artifact_root, std::uint64_t max_artifact_bytes)
@@ -54,6 +54,12 @@ ArtifactStore::ArtifactStore(std::string root, std::uint64_t max_snapshot_bytes,
       max_artifact_bytes_(max_artifact_bytes) {
   fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (fd_ < 0) throw Error(std::string("coordinator: eventfd failed: ") + errno_text(errno));
+  transfer_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (transfer_fd_ < 0) {
+    const int err = errno;
+    ::close(fd_);
+    throw Error(std::string("coordinator: eventfd failed: ") + errno_text(err));
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -67,6 +73,7 @@ ArtifactStore::~ArtifactStore() {
   for (auto& [lineage, u] : uploads_) remove_file(u.path);
   for (auto& [number, u] : user_uploads_) remove_file(u.path);
   ::close(fd_);
+  ::close(transfer_fd_);
 }
 
 void ArtifactStore::submit(Job job) {
@@ -86,13 +93,29 @@ std::vector<ArtifactStore::Result> ArtifactStore::take() {
   return out;
 }
 
+void ArtifactStore::post(Result r) {
+  std::lock_guard lock(mutex_);
+  results_.push_back(std::move(r));
+  std::uint64_t one = 1;
+  (void)!::write(fd_, &one, sizeof one);
+}
+
+std::vector<ArtifactStore::Result> ArtifactStore::take_transfer() {
+  std::vector<Result> out;
+  std::lock_guard lock(mutex_);
+  out.swap(transfer_results_);
+  std::uint64_t count = 0;
+  (void)!::read(transfer_fd_, &count, sizeof count);  // not readable until the next result
+  return out;
+}
+
 bool ArtifactStore::has_results() {
   std::lock_guard lock(mutex_);
   return !results_.empty();
 }
 
 void ArtifactStore::run() {
-  lower_this_threads_priority();
+  lower_thread_priority(static_cast<int>(::gettid()));
   for (;;) {
     Job job;
     {
@@ -115,11 +138,20 @@ void ArtifactStore::run() {
     r.lineage = job.lineage;
     r.step = job.step;
     r.user = job.user;
+    r.first = job.offset == 0;
+    if (job.kind == Job::Kind::kPut) {
+      r.total = job.total;
+      r.manifest_bytes = job.manifest_bytes;
+    }
+    r.route = job.route;
+    r.token = std::move(job.token);
+    r.reply_to = std::move(job.reply_to);
     if (job.kind == Job::Kind::kRemove) continue;  // nobody waits for it
+    const bool transfer = job.route == Job::Route::kTransfer;
     std::lock_guard lock(mutex_);
-    results_.push_back(std::move(r));
+    (transfer ? transfer_results_ : results_).push_back(std::move(r));
     std::uint64_t one = 1;
-    (void)!::write(fd_, &one, sizeof one);
+    (void)!::write(transfer ? transfer_fd_ : fd_, &one, sizeof one);
   }
 }
 

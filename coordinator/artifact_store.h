@@ -10,9 +10,14 @@
 // job's result to a second queue and makes fd() readable, which the loop
 // polls beside its socket (Transport::wait) and drains with take(). Jobs run
 // in the order submitted, so the pieces of one upload, and a lineage's
-// removal after them, keep their order. The I/O thread runs at a lower
-// CPU priority (nice +10) and the lowest best-effort I/O priority (level 7,
-// ioprio_set(2)), so on a busy machine the loop's dispatch comes first.
+// removal after them, keep their order. The I/O thread runs at the lowest
+// CPU priority (nice 19, kArtifactThreadNice) and the lowest best-effort
+// I/O priority (level 7, ioprio_set(2)), so on a busy machine the loop's
+// dispatch comes first.
+// Jobs submitted by the artifact endpoint's thread (Job::route kTransfer,
+// coordinator/artifact_server.h) post their results to a queue of their
+// own (take_transfer(), transfer_fd()); that thread hands the last result
+// of an upload (done, or refused) to the loop's queue with post().
 // Private (not installed).
 //
 // Paths come from numbers only: a piece of trial N's upload goes to
@@ -36,6 +41,15 @@
 
 namespace hps {
 
+// The nice value the artifact threads (the store's I/O thread, the
+// artifact endpoint's thread and its ZeroMQ I/O thread) run at: the lowest
+// CPU priority, so that on a busy machine the loop's dispatch comes first.
+inline constexpr int kArtifactThreadNice = 19;
+// Sets thread `tid`'s nice value to kArtifactThreadNice (never lower than
+// it is) and its I/O priority to best effort, level 7 (ioprio_set(2)).
+// Best effort: a refusal (a seccomp filter, an old kernel) leaves them.
+void lower_thread_priority(int tid);
+
 class ArtifactStore {
  public:
   struct Job {
@@ -55,6 +69,12 @@ class ArtifactStore {
     std::uint64_t checksum = 0;
     std::string data;
     bool user = false;  // kPut: the trial's user artifacts, not a snapshot
+    // Who submitted it: the coordinator's loop (its results go to take()),
+    // or the artifact endpoint's thread (to take_transfer()).
+    enum class Route : std::uint8_t { kMain, kTransfer };
+    Route route = Route::kMain;
+    std::string token;     // kTransfer: the grant's token
+    std::string reply_to;  // kTransfer: the routing id on the artifact endpoint
   };
   struct Result {
     Job::Kind kind = Job::Kind::kPut;
@@ -76,6 +96,11 @@ class ArtifactStore {
     std::uint64_t manifest_bytes = 0;
     std::string data;
     std::uint64_t checksum = 0;
+    // The job's
+    bool first = false;  // kPut: the piece at offset 0
+    Job::Route route = Job::Route::kMain;
+    std::string token;
+    std::string reply_to;
   };
 
   // Starts the I/O thread. `root`: the coordinator's checkpoint root;
@@ -98,6 +123,13 @@ class ArtifactStore {
   bool has_results();
   // Readable (POLLIN) while results wait.
   int fd() const { return fd_; }
+  // Queues `r` for take() (the artifact endpoint's thread: the last result
+  // of an upload it carried, which the loop records).
+  void post(Result r);
+  // The results of Route::kTransfer jobs posted since the last call, in
+  // order; transfer_fd() is readable while some wait.
+  std::vector<Result> take_transfer();
+  int transfer_fd() const { return transfer_fd_; }
 
  private:
   void run();
@@ -110,10 +142,12 @@ class ArtifactStore {
   std::string artifact_root_;
   std::uint64_t max_artifact_bytes_;
   int fd_ = -1;
+  int transfer_fd_ = -1;
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<Job> jobs_;
   std::vector<Result> results_;
+  std::vector<Result> transfer_results_;
   bool stopping_ = false;
 
   // ---- I/O thread state

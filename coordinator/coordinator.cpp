@@ -371,6 +371,10 @@ Coordinator::~Coordinator() {
 
 const std::string& Coordinator::endpoint() const { return impl_->transport.endpoint(); }
 const std::string& Coordinator::local_endpoint() const { return impl_->transport.local_endpoint(); }
+const std::string& Coordinator::artifact_endpoint() const {
+  static const std::string kNone;
+  return impl_->artifact_server ? impl_->artifact_server->endpoint() : kNone;
+}
 bool Coordinator::step(int timeout_ms) { return impl_->step(timeout_ms); }
 void Coordinator::stop(const std::string& reason) { impl_->stop(reason); }
 void Coordinator::worker_exited(std::int64_t pid) { impl_->worker_exited(pid); }
@@ -389,8 +393,10 @@ CoordinatorStats Coordinator::stats() const {
     out.best_value = best->value;
     out.best_number = best->number;
   }
-  out.refused_keys = s.transport.refused_keys();
-  out.failed_handshakes = s.transport.failed_handshakes();
+  out.refused_keys =
+      s.transport.refused_keys() + (s.artifact_server ? s.artifact_server->refused_keys() : 0);
+  out.failed_handshakes = s.transport.failed_handshakes() +
+                          (s.artifact_server ? s.artifact_server->failed_handshakes() : 0);
   out.run_succeeded = s.limits.outcomes().succeeded;
   out.run_failed = s.limits.outcomes().failed;
   return out;

@@ -252,6 +252,14 @@ class Coordinator {
   // ZMTP (no CURVE: ipc is as fast as it gets, and the folder's permissions
   // keep other users out), whatever the keys of endpoint().
   const std::string& local_endpoint() const;
+  // The artifact endpoint as bound (coordinator/artifact_server.h): where
+  // remote workers send the pieces of snapshots and user artifacts after
+  // the first, told to them in the Welcome; by default the endpoint's next
+  // tcp port ("tcp://0.0.0.0:5556" for 5555; any free port for "*"), for an
+  // ipc endpoint its path + ".artifacts". "" when the coordinator keeps no
+  // checkpoints (options.checkpoint_root empty or artifacts.checkpoints
+  // false).
+  const std::string& artifact_endpoint() const;
 
   // One round of the event loop: waits up to timeout_ms for messages,
   // handles a batch of them in one transaction, sends replies and

@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "coordinator/artifact_server.h"
 #include "coordinator/artifact_store.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/descriptor_watch.h"
@@ -72,6 +73,9 @@ struct Coordinator::Impl {
   // sent in assignments; the file bytes of each lineage's newest kept
   // snapshot, and of the uploads under way (artifacts.max_study_bytes).
   std::unique_ptr<ArtifactStore> artifacts;
+  // The artifact endpoint (artifact_server.h), with the store; null without
+  // it. Declared after `artifacts`: its thread stops before the store goes.
+  std::unique_ptr<ArtifactServer> artifact_server;
   std::string store_id;
   std::map<std::int64_t, std::uint64_t> stored_bytes;
   std::map<std::int64_t, std::uint64_t> pending_bytes;
@@ -174,6 +178,9 @@ struct Coordinator::Impl {
   void on_artifact_get(Session& s, const protocol::ArtifactGet& m);
   void on_restored(Session& s, const protocol::Restored& m);
   void on_artifact_results();
+  // The token for the next pieces of the transfer whose first piece `r`
+  // is (set in `token`), when there is an artifact endpoint.
+  void grant_transfer(const ArtifactStore::Result& r, std::string& token);
   // A piece of a trial's user artifacts written (or refused): the reply to
   // send, and the store's record once the last piece is installed.
   void on_user_artifact_result(const ArtifactStore::Result& r, protocol::ArtifactPutReply& reply);

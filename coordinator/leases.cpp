@@ -18,6 +18,7 @@ void Coordinator::Impl::end_trial(Session* s, std::int64_t number) {
   running.erase(number);
   ended.push_back(mirror.refresh(number));
   limits.trial_ended(*ended.back());
+  if (artifact_server) artifact_server->revoke_trial(number);  // its transfers end
   apply_retention(number);
   status_dirty = true;
 }
@@ -74,6 +75,7 @@ void Coordinator::Impl::end_lost_trial(std::int64_t number, const std::string& r
                                        lifecycle::RetryCause cause, bool always_retry) {
   running.erase(number);
   forget_pending(number);
+  if (artifact_server) artifact_server->revoke_trial(number);
   release_gang(number, reason);  // a multi-process trial ends on every rank
   const FrozenTrial& t = mirror.at(number);
   if (!storage.set_trial_state(t.trial_id, TrialState::kFail, std::nullopt, reason)) return;

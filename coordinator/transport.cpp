@@ -146,8 +146,10 @@ void Transport::bind_endpoints(CoordinatorOptions& options) {
   local_endpoint_ = bind("ipc://" + private_dir_.path() + "/coordinator.sock");
   if (options.endpoint.empty()) {
     endpoint_ = local_endpoint_;
+    artifact_bind_ = "ipc://" + private_dir_.path() + "/artifacts.sock";
     return;
   }
+  artifact_bind_ = zmq_util::artifact_endpoint_for(options.endpoint);
   if (!options.keys_dir.empty()) {
     curve::CoordinatorKeys keys = curve::load_coordinator_keys(options.keys_dir);
     options.curve_secret_key = keys.keys.secret_key;

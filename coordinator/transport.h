@@ -66,6 +66,14 @@ class Transport {
   // when none was given), and the private ipc endpoint.
   const std::string& endpoint() const { return endpoint_; }
   const std::string& local_endpoint() const { return local_endpoint_; }
+  // Where the artifact endpoint (coordinator/artifact_server.h) binds: the
+  // rule of zmq_util::artifact_endpoint_for options.endpoint (the next tcp
+  // port; ipc: the path + ".artifacts"), or an ipc path in the private
+  // folder when there is no options.endpoint; "" for another scheme.
+  const std::string& artifact_bind() const { return artifact_bind_; }
+  // Whether endpoint() is a CURVE server (the artifact endpoint is then one
+  // too, with the same keys).
+  bool curve_on() const { return curve_on_; }
 
   // Reads up to max_batch messages without blocking; `drained` tells
   // whether the socket had no more.
@@ -108,6 +116,7 @@ class Transport {
   int socket_fd_ = -1;  // the socket's ZMQ_FD, polled while the socket is empty
   std::string endpoint_;
   std::string local_endpoint_;
+  std::string artifact_bind_;
   bool curve_on_ = false;  // endpoint is a CURVE server: messages carry a User-Id
   // The socket file of an ipc endpoint (options.endpoint), as bound: its
   // absolute path, device and inode ("" when there is none).

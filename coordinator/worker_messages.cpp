@@ -241,6 +241,7 @@ void Coordinator::Impl::on_hello(const std::string& rid, const proto::Hello& h,
   w.study_name = study.name();
   w.heartbeat_interval_ms = options.heartbeat_interval_ms;
   w.liveness = options.liveness;
+  if (artifact_server) w.artifact_endpoint = artifact_server->endpoint();
   send(s, w);
 }
 

@@ -203,6 +203,11 @@ void serialize(A& ar, Welcome& m, std::uint32_t const version) {
   check_version(version, "Welcome");
   field_string(ar, m.study_name);
   ar(m.heartbeat_interval_ms, m.liveness);
+  field_string(ar, m.artifact_endpoint);
+  if constexpr (kLoading<A>)
+    if (m.artifact_endpoint.size() > kMaxTokenBytes * 16)
+      throw ProtocolError("Welcome: artifact_endpoint is longer than " +
+                          std::to_string(kMaxTokenBytes * 16) + " bytes");
   if constexpr (kLoading<A>)
     if (m.heartbeat_interval_ms < 1 || m.heartbeat_interval_ms > kMaxHeartbeatIntervalMs ||
         m.liveness < 1 || m.liveness > kMaxLiveness)
@@ -385,6 +390,13 @@ void check_piece(const char* what, std::int64_t number, std::int64_t step, std::
     throw ProtocolError(std::string(what) + ": offset, size and manifest_bytes exceed total");
 }
 
+// A token's rule (ArtifactPut.token and the like).
+void check_token(const char* what, const std::string& token) {
+  if (token.size() > kMaxTokenBytes)
+    throw ProtocolError(std::string(what) + ": token longer than " +
+                        std::to_string(kMaxTokenBytes) + " bytes");
+}
+
 }  // namespace
 
 template <class A>
@@ -394,6 +406,8 @@ void serialize(A& ar, ArtifactPut& m, std::uint32_t const version) {
   field_string(ar, m.data);
   ar(m.checksum);
   field_enum(ar, m.kind, 1, 2, "ArtifactPut.kind");
+  field_string(ar, m.token);
+  if constexpr (kLoading<A>) check_token("ArtifactPut", m.token);
   if constexpr (kLoading<A>)
     check_piece("ArtifactPut", m.number, m.step, m.offset, m.total, m.manifest_bytes, m.data);
 }
@@ -407,12 +421,16 @@ void serialize(A& ar, ArtifactPutReply& m, std::uint32_t const version) {
   ar(m.next_offset);
   field_string(ar, m.error);
   field_enum(ar, m.kind, 1, 2, "ArtifactPutReply.kind");
+  field_string(ar, m.token);
+  if constexpr (kLoading<A>) check_token("ArtifactPutReply", m.token);
 }
 
 template <class A>
 void serialize(A& ar, ArtifactGet& m, std::uint32_t const version) {
   check_version(version, "ArtifactGet");
   ar(m.number, m.step, m.offset);
+  field_string(ar, m.token);
+  if constexpr (kLoading<A>) check_token("ArtifactGet", m.token);
   if constexpr (kLoading<A>)
     if (m.number < 0 || m.step < 0)
       throw ProtocolError("ArtifactGet: trial number and step must be >= 0");
@@ -427,6 +445,8 @@ void serialize(A& ar, ArtifactGetReply& m, std::uint32_t const version) {
   field_string(ar, m.data);
   ar(m.checksum);
   field_string(ar, m.error);
+  field_string(ar, m.token);
+  if constexpr (kLoading<A>) check_token("ArtifactGetReply", m.token);
   if constexpr (kLoading<A>)
     check_piece("ArtifactGetReply", m.number, m.step, m.offset, m.total, m.manifest_bytes, m.data);
 }

@@ -34,6 +34,11 @@
 //                          <-      ArtifactPutReply  snapshot of a reported step)
 //   ArtifactGet            ->                       (a remote worker downloads
 //                          <-      ArtifactGetReply  the snapshot a retry resumes)
+//   (version 7: the first piece of a transfer goes on this socket, and its
+//    reply carries a token; the next pieces, and their replies, go on the
+//    coordinator's artifact endpoint (Welcome.artifact_endpoint, a second
+//    ROUTER socket) with that token; the last reply of an upload, done or
+//    refused, comes on this socket)
 //   Restored               ->                       (a retry's checkpoint folder
 //                                                    was restored, or not: sent
 //                                                    before its first Report)
@@ -87,7 +92,10 @@ inline constexpr char kMagic[4] = {'H', 'P', 'S', 'W'};
 //    User artifacts: ArtifactPut.kind and ArtifactPutReply.kind (a
 //    snapshot or a trial's user artifacts), Complete.artifacts and
 //    Fail.artifacts (kept in place in the coordinator's artifact store).
-inline constexpr std::uint16_t kProtocolVersion = 6;
+// 7: the artifact endpoint: Welcome.artifact_endpoint; ArtifactPut.token,
+//    ArtifactPutReply.token, ArtifactGet.token, ArtifactGetReply.token (the
+//    pieces after the first travel on a socket of their own).
+inline constexpr std::uint16_t kProtocolVersion = 7;
 inline constexpr std::size_t kEnvelopeBytes = 8;
 // Largest frame either side accepts (envelope included): 4 MiB. Larger
 // frames are dropped unread (the coordinator also sets ZMQ_MAXMSGSIZE).
@@ -213,6 +221,13 @@ struct Welcome {
   std::string study_name{};
   std::int32_t heartbeat_interval_ms = 1000;
   std::int32_t liveness = 5;
+  // Where the pieces of snapshots and user artifacts travel after the first
+  // (version 7): the coordinator's artifact endpoint as bound, e.g.
+  // "tcp://0.0.0.0:5556" (a worker keeps the host it connected to and
+  // takes the port) or "ipc:///path/coordinator.sock.artifacts"; "" when
+  // the coordinator has none (every piece then travels on this socket). At
+  // most kMaxTokenBytes * 16 bytes.
+  std::string artifact_endpoint{};
 };
 
 // coordinator -> worker: the session is over. Its body never changes
@@ -310,6 +325,8 @@ inline constexpr std::size_t kMaxStoreRootBytes = 4096;
 // The most bytes of a snapshot one ArtifactPut or ArtifactGetReply carries:
 // 1 MiB, well under kMaxFrameBytes.
 inline constexpr std::size_t kMaxArtifactChunkBytes = 1u << 20;
+// The longest token (ArtifactPutReply.token and the like), bytes.
+inline constexpr std::size_t kMaxTokenBytes = 64;
 
 // worker -> coordinator: a define-by-run suggest call for a param the
 // assignment did not carry.
@@ -399,6 +416,9 @@ struct ArtifactPut {
   std::string data{};                // at most kMaxArtifactChunkBytes
   std::uint64_t checksum = 0;        // XXH3 64 of `data` (util::xxh3_64, search/util/hash.h)
   ArtifactKind kind = ArtifactKind::kSnapshot;
+  // Version 7: "" on the coordinator's main socket; on its artifact
+  // endpoint, the token of the ArtifactPutReply to this upload's first piece.
+  std::string token{};
 };
 
 // coordinator -> worker: the answer to an ArtifactPut.
@@ -410,6 +430,12 @@ struct ArtifactPutReply {
   std::uint64_t next_offset = 0;  // ok: the offset the next piece starts at
   std::string error{};            // !ok: why it was refused (the upload is dropped)
   ArtifactKind kind = ArtifactKind::kSnapshot;  // the put's
+  // Version 7, the reply to a first piece (offset 0) that was written, when
+  // the coordinator has an artifact endpoint: the token with which the
+  // worker sends the next pieces there (at most kMaxTokenBytes; "": send
+  // them on the main socket). The last reply (done, or a refusal of the
+  // upload) comes on the main socket.
+  std::string token{};
 };
 
 // worker -> coordinator: the piece at `offset` of the stream of the
@@ -419,6 +445,7 @@ struct ArtifactGet {
   std::int64_t number = -1;
   std::int64_t step = 0;
   std::uint64_t offset = 0;
+  std::string token{};  // version 7: as ArtifactPut.token (from the first piece's reply)
 };
 
 // coordinator -> worker: the answer to an ArtifactGet.
@@ -432,6 +459,9 @@ struct ArtifactGetReply {
   std::string data{};          // at most kMaxArtifactChunkBytes
   std::uint64_t checksum = 0;  // XXH3 64 of `data`
   std::string error{};         // !ok: why not (e.g. the coordinator has no such snapshot)
+  // Version 7: as ArtifactPutReply.token, in the reply to the first piece
+  // (offset 0); the next pieces are asked for on the artifact endpoint.
+  std::string token{};
 };
 
 // worker -> coordinator: a retry (Assignment.resume_step = `step` >= 0)

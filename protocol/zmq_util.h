@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <zmq.hpp>
 
@@ -38,6 +39,43 @@ inline std::string tcp_host(const std::string& endpoint) {
   const auto colon = endpoint.rfind(':');
   if (colon == std::string::npos || colon < 6) return "";
   return endpoint.substr(6, colon - 6);
+}
+
+// The artifact endpoint (coordinator/artifact_server.h) of a coordinator
+// that binds `endpoint`: for "tcp://HOST:PORT" the next port,
+// "tcp://HOST:PORT+1" ("tcp://HOST:*" when PORT is * or 0: any free port,
+// told to workers in the Welcome); for "ipc://PATH" "ipc://PATH.artifacts"
+// ("ipc://*" for "ipc://*"); "" for another scheme.
+inline std::string artifact_endpoint_for(const std::string& endpoint) {
+  if (endpoint.rfind("ipc://", 0) == 0)
+    return endpoint.rfind("ipc://*", 0) == 0 ? "ipc://*" : endpoint + ".artifacts";
+  if (endpoint.rfind("tcp://", 0) != 0) return "";
+  const auto colon = endpoint.rfind(':');
+  if (colon == std::string::npos || colon < 6) return "";
+  const std::string port = endpoint.substr(colon + 1);
+  const std::string head = endpoint.substr(0, colon + 1);
+  if (port == "*" || port == "0" || port.empty()) return head + "*";
+  try {
+    const long p = std::stol(port);
+    if (p < 1 || p >= 65535) return "";
+    return head + std::to_string(p + 1);
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+// Where a worker connected to `connect` reaches the artifact endpoint a
+// coordinator announced (Welcome.artifact_endpoint, as bound): for tcp, the
+// host the worker connected to with the announced port; otherwise the
+// announced endpoint. "" when there is none or it cannot be combined.
+inline std::string worker_artifact_endpoint(const std::string& connect,
+                                            const std::string& announced) {
+  if (announced.rfind("tcp://", 0) != 0) return announced;
+  if (connect.rfind("tcp://", 0) != 0) return "";
+  const auto c = connect.rfind(':');
+  const auto a = announced.rfind(':');
+  if (c == std::string::npos || c < 6 || a == std::string::npos || a < 6) return "";
+  return connect.substr(0, c) + announced.substr(a);
 }
 
 // Whether the endpoint names an IPv6 address ("tcp://[::1]:5555"), which

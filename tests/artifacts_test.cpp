@@ -264,7 +264,8 @@ TEST_F(ArtifactTransfer, AWorkerThatFloodsPiecesIsRefusedBeyondItsShare) {
 // under a link, is refused before anything is written (install_snapshot:
 // paths come from the manifest only after these checks).
 // The store's I/O thread yields the CPU to the coordinator's loop: it runs
-// 10 nice levels below the process (read back from /proc/self/task).
+// at nice kArtifactThreadNice (19, the lowest priority; read back from
+// /proc/self/task).
 TEST(ArtifactStoreThread, RunsAtALowerCpuPriorityThanTheProcess) {
   testsupport::TempDir dir("artifact_store_nice");
   auto nice_of = [](const std::string& stat) {
@@ -276,11 +277,12 @@ TEST(ArtifactStoreThread, RunsAtALowerCpuPriorityThanTheProcess) {
     return std::stoi(field);
   };
   const int base = nice_of(testsupport::read_file("/proc/self/stat"));
-  if (base > 9) GTEST_SKIP() << "the test runs at nice " << base << ": no room 10 levels below";
+  if (base >= kArtifactThreadNice)
+    GTEST_SKIP() << "the test runs at nice " << base << ": no room below";
   auto lowered = [&] {
     for (const auto& t : std::filesystem::directory_iterator("/proc/self/task")) {
       const std::string stat = testsupport::read_file((t.path() / "stat").string());
-      if (!stat.empty() && nice_of(stat) == std::min(base + 10, 19)) return true;
+      if (!stat.empty() && nice_of(stat) == kArtifactThreadNice) return true;
     }
     return false;
   };

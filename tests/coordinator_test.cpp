@@ -191,6 +191,73 @@ TEST(CoordinatorOptions, BindEndpointIsChecked) {
   }
 }
 
+// The artifact endpoint (coordinator/artifact_server.h) binds the
+// endpoint's next port with no configuration, any free port for "*", the
+// ipc path + ".artifacts"; a worker keeps the host it connected to. A next
+// port that is taken refuses the start, naming the endpoint and the rule.
+TEST(CoordinatorArtifactEndpoint, IsTheNextPortAndATakenOneIsRefused) {
+  EXPECT_EQ(zmq_util::artifact_endpoint_for("tcp://0.0.0.0:5555"), "tcp://0.0.0.0:5556");
+  EXPECT_EQ(zmq_util::artifact_endpoint_for("tcp://127.0.0.1:*"), "tcp://127.0.0.1:*");
+  EXPECT_EQ(zmq_util::artifact_endpoint_for("tcp://[::1]:0"), "tcp://[::1]:*");
+  EXPECT_EQ(zmq_util::artifact_endpoint_for("tcp://*:65535"), "");  // no next port
+  EXPECT_EQ(zmq_util::artifact_endpoint_for("ipc:///tmp/c.sock"), "ipc:///tmp/c.sock.artifacts");
+  EXPECT_EQ(zmq_util::artifact_endpoint_for("ipc://*"), "ipc://*");
+  EXPECT_EQ(zmq_util::worker_artifact_endpoint("tcp://head:5555", "tcp://0.0.0.0:5556"),
+            "tcp://head:5556");
+  EXPECT_EQ(zmq_util::worker_artifact_endpoint("tcp://[::1]:5555", "tcp://[::]:41000"),
+            "tcp://[::1]:41000");
+  EXPECT_EQ(zmq_util::worker_artifact_endpoint("ipc:///tmp/c.sock", "ipc:///tmp/c.sock.artifacts"),
+            "ipc:///tmp/c.sock.artifacts");
+  EXPECT_EQ(zmq_util::worker_artifact_endpoint("ipc:///tmp/c.sock", "tcp://0.0.0.0:5556"), "");
+
+  TempDir dir;
+  const fs::path db = dir.path() / "study.db";
+  StudyConfig config = StudyConfig::from_json(sleep_study(db.string(), 2, 0.0, 1));
+  auto storage = open_storage(db.string());
+  Study study = create_study(config, storage);
+  CoordinatorOptions co;
+  co.n_trials = 2;
+  co.insecure = true;
+  co.checkpoint_root = (dir.path() / "checkpoints").string();
+  co.endpoint = "tcp://127.0.0.1:*";
+  std::string artifact;
+  {
+    Coordinator first(study, config.objective, co);
+    artifact = first.artifact_endpoint();
+    ASSERT_EQ(artifact.rfind("tcp://127.0.0.1:", 0), 0u) << artifact;
+    EXPECT_NE(artifact, first.endpoint());
+  }
+  // Hold a port Q, then bind the coordinator to Q - 1 (when Q - 1 is free).
+  zmq::context_t ctx;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    zmq::socket_t holder(ctx, zmq::socket_type::router);
+    holder.set(zmq::sockopt::linger, 0);
+    holder.bind("tcp://127.0.0.1:*");
+    const std::string held = holder.get(zmq::sockopt::last_endpoint);
+    const int q = std::stoi(held.substr(held.rfind(':') + 1));
+    co.endpoint = "tcp://127.0.0.1:" + std::to_string(q - 1);
+    try {
+      Coordinator second(study, config.objective, co);
+      ADD_FAILURE() << "started with its artifact port " << q << " taken";
+      return;
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.path(), "coordinator.endpoint");
+      EXPECT_NE(std::string(e.what()).find("cannot bind the artifact endpoint 'tcp://127.0.0.1:" +
+                                           std::to_string(q) + "'"),
+                std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("the endpoint's port + 1"), std::string::npos)
+          << e.what();
+      return;
+    } catch (const Error& e) {
+      // Q - 1 was taken too (the main endpoint's bind failed): try another Q.
+      EXPECT_NE(std::string(e.what()).find("cannot bind 'tcp://127.0.0.1:"), std::string::npos)
+          << e.what();
+    }
+  }
+  ADD_FAILURE() << "no free port Q - 1 beside a free port Q in 20 tries";
+}
+
 class CoordinatorTransport : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CoordinatorTransport, EightWorkersFinish64TrialsNoneLostNoneRunTwice) {

@@ -32,6 +32,7 @@
 #include "protocol/protocol.h"
 #include "search/storage.h"
 #include "search/study.h"
+#include "search/util/hash.h"
 #include "tests/support/log_capture.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -864,6 +865,67 @@ TEST_F(CurveCoordinator, UnknownKeyGetsNoTrialAndTheRefusalIsLoggedAndCounted) {
   EXPECT_EQ(done->err.find("retrying"), std::string::npos) << done->err;
   EXPECT_EQ(done->err.find("did not answer"), std::string::npos) << done->err;
   EXPECT_TRUE(run.trials().empty());
+}
+
+// The artifact endpoint (the pieces of snapshots after the first travel
+// there, coordinator/artifact_server.h) admits the keys the main endpoint
+// admits and no other: an impostor key (a peer that knows the
+// coordinator's public key but whose own key is not listed) is refused by
+// its ZAP handler, counted and logged, and gets no answer; a listed key
+// without a token granted by the coordinator's loop is answered with a
+// refusal and nothing is written.
+TEST_F(CurveCoordinator, ArtifactEndpointRefusesAnImpostorKeyAndPiecesWithoutAToken) {
+  CapturedLog log;
+  CoordinatorOptions co = with_keys();
+  co.checkpoint_root = dir_.file("checkpoints");
+  StudyRun run(dir_.path() / "s.db", study_doc(3, sleep_objective()), co);
+  const std::string artifact = run.coordinator().artifact_endpoint();
+  ASSERT_EQ(artifact.rfind("tcp://127.0.0.1:", 0), 0u) << artifact;
+  ASSERT_NE(artifact, run.coordinator().endpoint());
+  const std::string server_key = curve::load_worker_keys(dir_.file("keys/worker-1")).server_key;
+  proto::ArtifactPut piece;
+  piece.number = 0;
+  piece.step = 1;
+  piece.offset = 1;
+  piece.total = 2;
+  piece.data = "x";
+  piece.checksum = util::xxh3_64(piece.data);
+  piece.token = "00112233445566778899aabbccddeeff";
+  const std::string frame = proto::encode(piece);
+
+  zmq::context_t ctx;
+  auto impostor = dealer(ctx, artifact, curve::generate(), server_key);
+  impostor->send(zmq::buffer(frame), zmq::send_flags::dontwait);
+  std::vector<proto::Message> got;
+  run.step_until(2.0, [&] {
+    auto more = received(*impostor);
+    got.insert(got.end(), more.begin(), more.end());
+    return run.coordinator().stats().refused_keys >= 1;
+  });
+  EXPECT_GE(run.coordinator().stats().refused_keys, 1);
+  EXPECT_TRUE(got.empty()) << "the impostor was answered on the artifact endpoint";
+  std::string text = log.text();
+  EXPECT_NE(text.find("refused a connection from 127.0.0.1"), std::string::npos) << text;
+  EXPECT_NE(text.find("not in the authorized workers list"), std::string::npos) << text;
+
+  // A listed worker key, but a token the coordinator never granted.
+  auto member =
+      dealer(ctx, artifact, curve::load_worker_keys(dir_.file("keys/worker-1")).keys, server_key);
+  member->send(zmq::buffer(frame), zmq::send_flags::dontwait);
+  got.clear();
+  run.step_until(10.0, [&] {
+    auto more = received(*member);
+    got.insert(got.end(), more.begin(), more.end());
+    return !got.empty();
+  });
+  ASSERT_EQ(got.size(), 1u);
+  const auto* reply = std::get_if<proto::ArtifactPutReply>(&got[0]);
+  ASSERT_NE(reply, nullptr);
+  EXPECT_FALSE(reply->ok);
+  EXPECT_NE(reply->error.find("unknown or expired token"), std::string::npos) << reply->error;
+  EXPECT_FALSE(fs::exists(dir_.file("checkpoints/lineage-0")));
+  // The impostor still has no answer.
+  EXPECT_TRUE(received(*impostor).empty());
 }
 
 // A peer that fails before the key check (the ZAP handler, which logs the

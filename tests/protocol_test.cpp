@@ -378,9 +378,10 @@ TEST(Protocol, UserArtifactFieldsRoundTripAndAnUnknownKindIsRefused) {
   EXPECT_EQ(round_trip(ArtifactPut{2, 1, 0, 4, 0, "abcd", 1}).kind, ArtifactKind::kSnapshot);
   ArtifactPutReply reply{2, 0, true, true, 10, "", ArtifactKind::kUser};
   EXPECT_EQ(round_trip(reply).kind, ArtifactKind::kUser);
-  // The kind is the frame's last byte.
+  // The kind is the byte before the token (version 7: an empty token is
+  // its 8-byte length).
   std::string frame = encode(put);
-  frame.back() = 3;
+  frame[frame.size() - 9] = 3;
   try {
     decode(frame);
     ADD_FAILURE() << "kind 3 accepted";
@@ -413,7 +414,6 @@ TEST(Protocol, RestoredIsChecked) {
 // RankReady/StopTrial round trip; a rank outside its world, a world beyond
 // kMaxWorldSize, a negative trial number or an over-long host is refused.
 TEST(Protocol, RankFieldsAndRankMessagesAreChecked) {
-  EXPECT_EQ(kProtocolVersion, 6);
   Assignment a;
   a.trial_id = 3;
   a.number = 2;
@@ -468,6 +468,53 @@ TEST(Protocol, RankFieldsAndRankMessagesAreChecked) {
   EXPECT_THROW(decode(encode(StopTrial{-3, ""})), ProtocolError);
   EXPECT_EQ(to_string(MessageType::kRankReady), "RankReady");
   EXPECT_EQ(to_string(MessageType::kStopTrial), "StopTrial");
+}
+
+// Version 7: the artifact endpoint. The Welcome names it; the pieces after
+// a transfer's first carry the token its reply granted; a token longer than
+// kMaxTokenBytes, or an endpoint longer than 16 times that, is refused.
+TEST(Protocol, ArtifactEndpointAndTokensRoundTripAndAreBounded) {
+  EXPECT_EQ(kProtocolVersion, 7);
+  Welcome w;
+  w.study_name = "s";
+  w.artifact_endpoint = "tcp://0.0.0.0:5556";
+  EXPECT_EQ(round_trip(w).artifact_endpoint, "tcp://0.0.0.0:5556");
+  EXPECT_EQ(round_trip(Welcome{}).artifact_endpoint, "");
+  w.artifact_endpoint = std::string(kMaxTokenBytes * 16 + 1, 'a');
+  EXPECT_THROW(decode(encode(w)), ProtocolError);
+
+  const std::string token(kMaxTokenBytes, 't');
+  ArtifactPut put{2, 1, 4, 8, 2, "abcd", 1};
+  put.token = token;
+  EXPECT_EQ(round_trip(put).token, token);
+  ArtifactPutReply pr{2, 1, true, false, 4, ""};
+  pr.token = token;
+  EXPECT_EQ(round_trip(pr).token, token);
+  ArtifactGet get{2, 1, 4, token};
+  EXPECT_EQ(round_trip(get).token, token);
+  ArtifactGetReply gr;
+  gr.number = 2;
+  gr.step = 1;
+  gr.ok = true;
+  gr.total = 4;
+  gr.data = "abcd";
+  gr.token = token;
+  EXPECT_EQ(round_trip(gr).token, token);
+
+  const std::string too_long(kMaxTokenBytes + 1, 't');
+  put.token = too_long;
+  pr.token = too_long;
+  get.token = too_long;
+  gr.token = too_long;
+  for (const std::string& frame : {encode(put), encode(pr), encode(get), encode(gr)}) {
+    try {
+      decode(frame);
+      ADD_FAILURE() << "a token of " << too_long.size() << " bytes accepted";
+    } catch (const ProtocolError& e) {
+      EXPECT_NE(std::string(e.what()).find("token longer than 64 bytes"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 }  // namespace

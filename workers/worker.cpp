@@ -338,6 +338,17 @@ struct Worker::Impl : TrialBackend {
   bool remote_artifacts = false;
   // The most pieces of an upload sent ahead of the coordinator's replies.
   static constexpr int kUploadWindow = 4;
+  // The coordinator's artifact endpoint (protocol Welcome.artifact_endpoint,
+  // coordinator/artifact_server.h): what the last Welcome announced
+  // (socket_mutex), and the main thread's DEALER socket to it, made for
+  // session artifact_epoch. artifact_unreachable: it did not answer
+  // (kArtifactSilence), so the pieces travel on the main socket until the
+  // next session.
+  std::string artifact_announced;
+  zmq::socket_t artifact_socket;
+  std::uint64_t artifact_epoch = 0;
+  bool artifact_unreachable = false;
+  static constexpr std::chrono::seconds kArtifactSilence{60};
 
   std::string curve_public_key;  // this worker's, derived from curve_secret_key
   std::string handshake_error;   // link thread: why the last handshake failed
@@ -562,6 +573,10 @@ struct Worker::Impl : TrialBackend {
       open_session = &ln;  // the main thread may send from now on (after kReady)
     }
     ln.monitor.close();
+    {
+      std::lock_guard lock(socket_mutex);
+      artifact_announced = w.artifact_endpoint;
+    }
     ln.interval = w.heartbeat_interval_ms;
     ln.liveness = w.liveness;
     ln.next_beat = Steady::now();
@@ -947,6 +962,125 @@ struct Worker::Impl : TrialBackend {
     return stored;
   }
 
+  // Where this worker reaches the coordinator's artifact endpoint (""
+  // when it has none, or it did not answer in this session).
+  std::string artifact_target() {
+    std::string announced;
+    {
+      std::lock_guard lock(socket_mutex);
+      announced = artifact_announced;
+    }
+    if (artifact_epoch != trial_epoch) {
+      artifact_unreachable = false;  // a new session: try it again
+      artifact_socket.close();
+      artifact_epoch = 0;
+    }
+    if (artifact_unreachable) return "";
+    return zmq_util::worker_artifact_endpoint(options.connect, announced);
+  }
+
+  // The DEALER socket to the artifact endpoint for the running trial's
+  // session (made and connected on first use, with this worker's CURVE
+  // keys); null when there is none.
+  zmq::socket_t* artifact_channel() {
+    const std::string target = artifact_target();
+    if (target.empty()) return nullptr;
+    if (artifact_epoch == trial_epoch && artifact_socket) return &artifact_socket;
+    try {
+      zmq::socket_t s(context, zmq::socket_type::dealer);
+      s.set(zmq::sockopt::linger, 0);
+      s.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(proto::kMaxFrameBytes));
+      s.set(zmq::sockopt::ipv6, zmq_util::ipv6_endpoint(target));
+      if (!options.curve_secret_key.empty()) {
+        s.set(zmq::sockopt::curve_serverkey, options.curve_server_key);
+        s.set(zmq::sockopt::curve_publickey, curve_public_key);
+        s.set(zmq::sockopt::curve_secretkey, options.curve_secret_key);
+      }
+      s.connect(target);
+      artifact_socket = std::move(s);
+      artifact_epoch = trial_epoch;
+      spdlog::debug("worker: artifact endpoint {}", target);
+      return &artifact_socket;
+    } catch (const zmq::error_t& e) {
+      spdlog::warn("worker: cannot connect to the coordinator's artifact endpoint {}: {}", target,
+                   e.what());
+      artifact_unreachable = true;
+      return nullptr;
+    }
+  }
+
+  // Sends `m` on the artifact endpoint's socket (without waiting: a piece
+  // that cannot go now is answered by nobody, which await_piece notices).
+  void send_piece(zmq::socket_t& s, const proto::Message& m) {
+    const std::string frame = proto::encode(m);
+    try {
+      (void)zmq_util::no_eintr(
+          [&] { return s.send(zmq::buffer(frame), zmq::send_flags::dontwait); });
+    } catch (const zmq::error_t& e) {
+      spdlog::debug("worker: cannot send on the artifact endpoint: {}", e.what());
+    }
+  }
+
+  // Waits for the reply of type T about trial `trial`, from the artifact
+  // endpoint's socket `s` or from the main socket (the last reply of an
+  // upload comes there). nullopt after kArtifactSilence without either
+  // (the endpoint is then marked unreachable for this session). Throws
+  // Interrupted as await().
+  template <class T>
+  std::optional<T> await_piece(std::int64_t trial, zmq::socket_t& s) {
+    auto deadline = Steady::now() + kArtifactSilence;
+    for (;;) {
+      while (auto e = to_main.try_receive()) {
+        if (e->kind == Ev::kMessage && e->epoch == epoch && epoch == trial_epoch) {
+          try {
+            auto m = proto::decode(e->payload);
+            if (auto* r = std::get_if<T>(&m); r && r->number == trial) return *r;
+          } catch (const std::exception&) {
+          }
+        }
+        if (note(*e)) throw Interrupted();
+      }
+      zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+      int n = 0;
+      try {
+        n = zmq::poll(&item, 1, std::chrono::milliseconds(10));
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EINTR) throw;
+      }
+      if (n > 0) {
+        zmq::message_t msg;
+        if (zmq_util::no_eintr([&] { return s.recv(msg, zmq::recv_flags::dontwait); })) {
+          deadline = Steady::now() + kArtifactSilence;
+          try {
+            auto m =
+                proto::decode(std::string_view(static_cast<const char*>(msg.data()), msg.size()));
+            if (auto* r = std::get_if<T>(&m); r && r->number == trial) return *r;
+          } catch (const std::exception& e) {
+            spdlog::warn("worker: dropped a bad frame from the artifact endpoint: {}", e.what());
+          }
+        }
+      }
+      if (Steady::now() >= deadline) {
+        artifact_unreachable = true;
+        return std::nullopt;
+      }
+    }
+  }
+
+  // Why a transfer ended when the artifact endpoint stayed silent.
+  std::string artifact_silence() {
+    std::string announced;
+    {
+      std::lock_guard lock(socket_mutex);
+      announced = artifact_announced;
+    }
+    return "no answer from the coordinator's artifact endpoint (" +
+           zmq_util::worker_artifact_endpoint(options.connect, announced) + ") for " +
+           std::to_string(kArtifactSilence.count()) +
+           " s: is that port (the coordinator's port + 1) reachable from this machine? The next "
+           "transfers of this session use the main connection";
+  }
+
   // Uploads snapshot-<step> of remote_folder (protocol ArtifactPut), at most
   // kUploadWindow pieces ahead of the replies. Returns "" once the
   // coordinator verified and recorded it, else why not. Throws Interrupted
@@ -961,8 +1095,26 @@ struct Worker::Impl : TrialBackend {
     return upload_stream(trial, step, *reader, proto::ArtifactKind::kSnapshot);
   }
 
+  // Sends `p` on the artifact endpoint's socket `channel`, or on the main
+  // socket when it is null.
+  void send_on(zmq::socket_t* channel, const proto::Message& p) {
+    if (channel)
+      send_piece(*channel, p);
+    else
+      send(p, trial_epoch);
+  }
+
+  // The next reply of type T about trial `trial`: from `channel` (and the
+  // main socket) when there is one, else from the main socket; nullopt
+  // when the artifact endpoint stayed silent (await_piece).
+  template <class T>
+  std::optional<T> next_reply(std::int64_t trial, zmq::socket_t* channel) {
+    if (channel) return await_piece<T>(trial, *channel);
+    return await<T>(trial);
+  }
+
   // Uploads the stream of `reader` (a snapshot of `step`, or the trial's
-  // user artifacts with step 0) as ArtifactPut pieces of `kind`; returns ""
+  // user artifacts with step 0) as ArtifactPut pieces of `kind`; returns "
   // once the coordinator verified and recorded it, else why not. Throws
   // Interrupted when the session ends meanwhile.
   std::string upload_stream(std::int64_t trial, std::int64_t step,
@@ -971,8 +1123,15 @@ struct Worker::Impl : TrialBackend {
     const std::uint64_t total = reader->total();
     std::uint64_t sent = 0;
     int in_flight = 0;
+    // With an artifact endpoint, the first piece goes alone on the main
+    // socket; its reply's token sends the next ones to that endpoint.
+    const bool may_use_channel = !artifact_target().empty();
+    bool first_answered = false;
+    std::string token;
+    zmq::socket_t* channel = nullptr;
     for (;;) {
-      while (in_flight < kUploadWindow && sent < total) {
+      const int window = may_use_channel && !first_answered ? 1 : kUploadWindow;
+      while (in_flight < window && sent < total) {
         proto::ArtifactPut p;
         p.number = trial;
         p.step = step;
@@ -987,15 +1146,25 @@ struct Worker::Impl : TrialBackend {
         }
         if (p.data.empty()) return "the snapshot's files are shorter than its manifest says";
         p.checksum = util::xxh3_64(p.data);
+        p.token = token;
         sent += p.data.size();
-        send(p, trial_epoch);
+        send_on(channel, p);
         ++in_flight;
       }
-      auto r = await<proto::ArtifactPutReply>(trial);
+      auto got = next_reply<proto::ArtifactPutReply>(trial, channel);
+      if (!got) return artifact_silence();
+      const proto::ArtifactPutReply& r = *got;
       if (r.step != step || r.kind != kind) continue;  // a late reply to an earlier upload
       --in_flight;
       if (!r.ok) return r.error;
       if (r.done) return "";
+      if (!first_answered) {
+        first_answered = true;
+        if (!r.token.empty() && may_use_channel) {
+          channel = artifact_channel();
+          if (channel) token = r.token;
+        }
+      }
       if (in_flight == 0 && sent >= total)
         return "the coordinator acknowledged every piece but did not record them";
     }
@@ -1007,6 +1176,18 @@ struct Worker::Impl : TrialBackend {
                                  const std::string& path) {
     if (int err = util::write_all(fd, data.data(), data.size(), offset); err != 0)
       return path + ": " + std::strerror(err);
+    return "";
+  }
+
+  // Why the downloaded piece `r` cannot be written at `offset` ("" when it
+  // can).
+  static std::string piece_refusal(const proto::ArtifactGetReply& r, std::uint64_t offset) {
+    if (!r.ok) return "the coordinator cannot send it: " + printable(r.error);
+    if (r.offset != offset)
+      return "the piece at offset " + std::to_string(r.offset) + " came while " +
+             std::to_string(offset) + " was expected";
+    if (util::xxh3_64(r.data) != r.checksum)
+      return "the piece at offset " + std::to_string(offset) + " arrived damaged (checksum)";
     return "";
   }
 
@@ -1028,32 +1209,34 @@ struct Worker::Impl : TrialBackend {
     // are in flight (the coordinator answers them in order), as uploads.
     std::uint64_t requested = 0;  // the offset the next request asks for
     int in_flight = 0;
+    // The first reply's token (with an artifact endpoint): the next pieces
+    // are asked for there.
+    std::string token;
+    zmq::socket_t* channel = nullptr;
     try {
       for (bool first = true;; first = false) {
         while (in_flight == 0 || (!first && in_flight < kUploadWindow && requested < total)) {
-          send(proto::ArtifactGet{a.number, step, requested}, trial_epoch);
+          send_on(channel, proto::ArtifactGet{a.number, step, requested, token});
           ++in_flight;
           requested += proto::kMaxArtifactChunkBytes;
           if (first) break;
         }
-        proto::ArtifactGetReply r;
+        std::optional<proto::ArtifactGetReply> got;
         do {
-          r = await<proto::ArtifactGetReply>(a.number);
-        } while (r.step != step);
+          got = next_reply<proto::ArtifactGetReply>(a.number, channel);
+        } while (got && got->step != step);
+        if (!got) {
+          error = artifact_silence();
+          break;
+        }
+        const proto::ArtifactGetReply& r = *got;
+        if (first && r.ok && !r.token.empty()) {
+          channel = artifact_channel();
+          if (channel) token = r.token;
+        }
         --in_flight;
-        if (r.ok && r.offset != offset) {
-          error = "the piece at offset " + std::to_string(r.offset) + " came while " +
-                  std::to_string(offset) + " was expected";
-          break;
-        }
-        if (!r.ok) {
-          error = "the coordinator cannot send it: " + printable(r.error);
-          break;
-        }
-        if (util::xxh3_64(r.data) != r.checksum) {
-          error = "the piece at offset " + std::to_string(offset) + " arrived damaged (checksum)";
-          break;
-        }
+        error = piece_refusal(r, offset);
+        if (!error.empty()) break;
         if (first) {
           total = r.total;
           manifest_bytes = r.manifest_bytes;
