@@ -78,11 +78,10 @@ ArtifactServer::ArtifactServer(const std::string& where, const std::string& curv
   if (const std::string rule = zmq_util::ipc_path_refusal(where); !rule.empty())
     throw Error("coordinator: the artifact endpoint " + where + ": " + rule);
   try {
-    socket_.bind(where);
+    endpoint_ = zmq_util::bind_owner_only(socket_, where);  // ipc: owner-only
   } catch (const zmq::error_t& e) {
     throw Error("coordinator: cannot bind the artifact endpoint '" + where + "': " + e.what());
   }
-  endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
   if (where.rfind("ipc://", 0) == 0 && where.rfind("ipc://*", 0) != 0) {
     std::error_code ec;
     const std::string path = std::filesystem::absolute(endpoint_.substr(6), ec).string();

@@ -132,11 +132,10 @@ std::string Transport::bind(const std::string& where) {
   // socket's options as they are at each bind).
   socket_.set(zmq::sockopt::ipv6, zmq_util::ipv6_endpoint(where));
   try {
-    socket_.bind(where);
+    return zmq_util::bind_owner_only(socket_, where);
   } catch (const zmq::error_t& e) {
     throw Error("coordinator: cannot bind '" + where + "': " + e.what());
   }
-  return socket_.get(zmq::sockopt::last_endpoint);
 }
 
 // Binds the private ipc endpoint (plain ZMTP), then options.endpoint: a
@@ -183,25 +182,10 @@ void Transport::bind_endpoints(CoordinatorOptions& options) {
     const std::string rule = zmq_util::ipc_path_refusal(options.endpoint);
     if (!rule.empty()) throw ConfigError("coordinator.endpoint", rule);
   }
-  if (ipc_file) {
-    // Owner-only whatever the umask: only the user who started the
-    // coordinator may connect (other users join over tcp with CURVE keys).
-    // The umask covers the moment between bind and chmod; one made
-    // stricter for that moment only makes other threads' files stricter.
-    const mode_t before = ::umask(077);
-    try {
-      endpoint_ = bind(options.endpoint);
-    } catch (...) {
-      ::umask(before);
-      throw;
-    }
-    ::umask(before);
-    if (::chmod(endpoint_.substr(6).c_str(), 0600) != 0)
-      throw Error("coordinator: cannot make '" + endpoint_.substr(6) +
-                  "' owner-only: " + std::strerror(errno));
-  } else {
-    endpoint_ = bind(options.endpoint);
-  }
+  // An ipc socket file is owner-only whatever the umask (bind()): only the
+  // user who started the coordinator may connect (other users join over
+  // tcp with CURVE keys).
+  endpoint_ = bind(options.endpoint);
   if (ipc_file) {
     // libzmq removes only the socket files of ipc://* endpoints: this one
     // is removed by the destructor.

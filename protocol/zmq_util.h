@@ -172,6 +172,32 @@ inline std::string ipc_path_refusal(const std::string& endpoint) {
          "path (or the socket an earlier run left there)";
 }
 
+// Binds `socket` to `where`; an ipc:// socket file (not ipc://*) is made
+// owner-only whatever the umask, so that only this user may connect: bound
+// under umask 077 (which covers the moment before the chmod; a stricter
+// umask for that moment only makes other threads' new files stricter),
+// then chmodded 0600. Returns the endpoint bound (last_endpoint). Throws
+// zmq::error_t from bind, Error when the chmod fails.
+inline std::string bind_owner_only(zmq::socket_t& socket, const std::string& where) {
+  const bool ipc_file = where.rfind("ipc://", 0) == 0 && where.rfind("ipc://*", 0) != 0;
+  if (!ipc_file) {
+    socket.bind(where);
+    return socket.get(zmq::sockopt::last_endpoint);
+  }
+  const mode_t before = ::umask(077);
+  try {
+    socket.bind(where);
+  } catch (...) {
+    ::umask(before);
+    throw;
+  }
+  ::umask(before);
+  const std::string bound = socket.get(zmq::sockopt::last_endpoint);
+  if (::chmod(bound.substr(6).c_str(), 0600) != 0)
+    throw Error("cannot make '" + bound.substr(6) + "' owner-only: " + std::strerror(errno));
+  return bound;
+}
+
 // One event of a zmq_socket_monitor: ZMQ_EVENT_*, its value (a file
 // descriptor, an errno, a ZMQ_PROTOCOL_ERROR_* or a ZAP status) and the
 // endpoint it names.

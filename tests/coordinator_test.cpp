@@ -690,13 +690,17 @@ TEST(Coordinator, ANamedIpcSocketIsOwnerOnlyWhateverTheUmask) {
   Study study = create_study(config, storage);
   CoordinatorOptions co;
   co.endpoint = "ipc://" + socket;
+  co.checkpoint_root = (dir.path() / "checkpoints").string();  // the artifact socket too
   const mode_t before = ::umask(0);
   {
     Coordinator bound(study, config.objective, co);
-    struct stat st {};
-    ASSERT_EQ(::lstat(socket.c_str(), &st), 0);
-    EXPECT_TRUE(S_ISSOCK(st.st_mode));
-    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    // The main socket and the artifact socket beside it.
+    for (const std::string& path : {socket, socket + ".artifacts"}) {
+      struct stat st {};
+      ASSERT_EQ(::lstat(path.c_str(), &st), 0) << path;
+      EXPECT_TRUE(S_ISSOCK(st.st_mode)) << path;
+      EXPECT_EQ(st.st_mode & 0777, 0600u) << path;
+    }
   }
   EXPECT_EQ(::umask(before), 0u);  // the coordinator left the umask as it found it
 }
