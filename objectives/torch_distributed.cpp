@@ -27,12 +27,13 @@
 
 namespace hps::torch_dist {
 
-void ProcessGroup::guarded(const char* what, const std::function<void()>& op) const {
+void ProcessGroup::guarded(const char* what, const std::function<void()>& op) {
   try {
     op();
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
+    failed_ = true;
     std::string msg = e.what();
     msg = msg.substr(0, msg.find('\n'));
     throw Error(fmt::format(

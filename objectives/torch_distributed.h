@@ -47,6 +47,8 @@ class ProcessGroup {
 
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
+  // The timeout of joining and of each operation, seconds.
+  double timeout_s() const { return timeout_s_; }
   // "gloo" or "nccl".
   virtual const char* backend() const = 0;
 
@@ -66,16 +68,20 @@ class ProcessGroup {
   void broadcast_module(torch::nn::Module& module);
   // Rank 0's `bytes` on every rank (the others' argument is ignored).
   std::string broadcast_bytes(const std::string& bytes, const char* what);
+  // Whether an operation of this group failed (the Error above was thrown):
+  // a peer was lost or timed out, and the group is not usable any more.
+  bool failed() const { return failed_; }
 
  protected:
   ProcessGroup(int rank, int world_size, double timeout_s)
       : rank_(rank), world_size_(world_size), timeout_s_(timeout_s) {}
   // Runs `op`, turning its exceptions into the Error described above.
-  void guarded(const char* what, const std::function<void()>& op) const;
+  void guarded(const char* what, const std::function<void()>& op);
 
   int rank_;
   int world_size_;
   double timeout_s_;
+  bool failed_ = false;
 };
 
 // A 64-bit digest (XXH3) of the bytes of `module`'s parameters and

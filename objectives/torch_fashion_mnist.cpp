@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include <mutex>
 #include <new>
 #include <ostream>
+#include <thread>
 
 #include "objectives/idx.h"
 #include "objectives/torch_distributed.h"
@@ -1219,6 +1221,26 @@ TrainingOutcome train(const FashionMnistState& s, const TrainingParams& p, std::
   return out;
 }
 
+// A rank whose process group failed (`error`): a peer was lost, or timed
+// out. When a peer's worker was lost, the coordinator ends the trial as a
+// lost rank and retries it as a whole (docs "Multi-process trials"); this
+// rank's own failure, sent first, would end it as an exception of the
+// objective, which is not retried. So the rank waits, at most the group's
+// timeout, for the coordinator to stop the trial (Trial::should_prune()
+// then throws Interrupted), and only then fails with `error`.
+void await_trial_end(Trial& trial, const torch_dist::ProcessGroup& group, const Error& error) {
+  const double timeout_s = group.timeout_s();
+  spdlog::warn("trial {}: {}; waiting up to {:g} s for the trial to be ended", trial.number(),
+               error.what(), timeout_s);
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(timeout_s));
+  while (std::chrono::steady_clock::now() < deadline) {
+    (void)trial.should_prune();  // throws Interrupted once the trial was stopped
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 }  // namespace
 
 Objective make_fashion_mnist_objective(const Json& config, const SearchSpace& space,
@@ -1253,6 +1275,10 @@ Objective make_fashion_mnist_objective(const Json& config, const SearchSpace& sp
         return train(*state, p, seed, &trial, nullptr, nullptr, folder.get(), checkpoint,
                      group.get());
       });
+    } catch (const Error& e) {
+      if (folder) remove_checkpoint(*folder, checkpoint);  // FAIL: keep no file
+      if (group && group->failed()) await_trial_end(trial, *group, e);
+      throw;
     } catch (...) {
       if (folder) remove_checkpoint(*folder, checkpoint);  // PRUNED or FAIL: keep no file
       throw;

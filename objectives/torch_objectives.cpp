@@ -403,6 +403,9 @@ TrainingOutcome run_epochs(Trial* trial, std::int64_t max_epochs, TrainMetric me
     EpochMetrics m = run_epoch(epoch);
     out.epochs_run = epoch;
     EpochDecision decision = EpochDecision::kContinue;
+    // Whether an earlier epoch is the best so far (with `agree`, rank 0's
+    // kDiverged may come for an epoch this loop found finite).
+    const bool had_best = st.have_best;
     if (!std::isfinite(m.train_loss) || !std::isfinite(m.val_loss)) {
       decision = EpochDecision::kDiverged;
     } else {
@@ -421,7 +424,7 @@ TrainingOutcome run_epochs(Trial* trial, std::int64_t max_epochs, TrainMetric me
     if (agree) decision = agree(epoch, decision);
     if (decision == EpochDecision::kDiverged) {
       out.diverged = true;
-      if (!st.have_best) {
+      if (!had_best) {
         set_attrs();
         throw diverged_error(m, epoch);
       }

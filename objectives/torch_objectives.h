@@ -60,7 +60,11 @@
 // collective operation; a rank whose peers are lost fails with
 // Error("data parallel training, rank R of N: <operation> failed (a rank
 // was lost, or did not reach it within T s): ...") (at once when a peer's
-// process died: its connection closes). The worker's CPU threads
+// process died: its connection closes); before it throws, it waits (at
+// most process_group_timeout_s) for the runner to stop the trial
+// (Trial::should_prune() throwing Interrupted), so that a trial whose
+// peer's worker was lost ends as a lost rank, which the coordinator
+// retries, rather than as an error of the objective. The worker's CPU threads
 // (ObjectiveContext::threads) are per rank.
 //
 // Checkpoints (as Keras' ModelCheckpoint(save_best_only=True) or Ray Tune's

@@ -16,6 +16,7 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "objectives/torch_objectives.h"
@@ -139,8 +140,8 @@ TEST_F(TorchDdp, TwoRanksStayIdenticalAndMatchOneProcess) {
   EXPECT_EQ(b["intermediate_values"].size(), static_cast<std::size_t>(epochs));
   const double acc_one = a["user_attrs"]["val_accuracy"].get<double>();
   const double acc_two = b["user_attrs"]["val_accuracy"].get<double>();
-  std::cout << std::setprecision(6) << "val_accuracy after " << epochs << " epochs: 1 process " << acc_one
-            << ", 2 processes " << acc_two << "\n";
+  std::cout << std::setprecision(6) << "val_accuracy after " << epochs << " epochs: 1 process "
+            << acc_one << ", 2 processes " << acc_two << "\n";
   EXPECT_GT(acc_one, 0.5);  // it learned something
   EXPECT_NEAR(acc_two, acc_one, 0.02);
   // The value is rank 0's best val_accuracy.
@@ -167,8 +168,12 @@ TEST_F(TorchDdp, InterruptedTwoProcessTrialResumesFromRankZerosCheckpoint) {
                                      dir_.file("run.err"));
   const fs::path snapshot =
       dir_.path() / "cut.logs" / "checkpoints" / "lineage-0" / "snapshot-1.manifest";
-  ASSERT_TRUE(testsupport::wait_until([&] { return fs::exists(snapshot); }))
-      << "epoch 1 was never reported with a snapshot";
+  testsupport::wait_until([&] { return fs::exists(snapshot) || !run.running(); });
+  if (!fs::exists(snapshot)) {
+    ProcessResult early = run.wait();
+    FAIL() << "epoch 1 was never reported with a snapshot: " << early.out << early.err
+           << trials("cut").dump(1);
+  }
   const std::vector<pid_t> workers = children_of(run.pid());
   ASSERT_FALSE(workers.empty());
   ASSERT_EQ(::kill(workers.front(), SIGKILL), 0);
@@ -192,6 +197,46 @@ TEST_F(TorchDdp, InterruptedTwoProcessTrialResumesFromRankZerosCheckpoint) {
   EXPECT_EQ(retry["user_attrs"]["epochs_run"], epochs);
   EXPECT_EQ(retry["value"], ref[0]["value"]);
   EXPECT_EQ(retry["intermediate_values"], ref[0]["intermediate_values"]);
+}
+
+// The epoch loop follows the decision `agree` returns (rank 0's, on a rank
+// of a data parallel trial), not its own: a rank whose own early stopping
+// would go on stops with rank 0, and a rank rank 0 says is pruned throws
+// TrialPruned at the same epoch; agree sees each epoch's own decision.
+TEST(TorchDdpEpochLoop, EveryRankFollowsTheDecisionAgreeReturns) {
+  auto metrics = [](std::int64_t epoch) {
+    EpochMetrics m;
+    m.train_loss = 1.0;
+    m.val_loss = 1.0 / static_cast<double>(epoch);  // improves every epoch: never stops itself
+    return m;
+  };
+  std::vector<std::pair<std::int64_t, EpochDecision>> seen;
+  EarlyStoppingOptions early;
+  early.patience = 1;
+  TrainingOutcome out =
+      run_epochs(nullptr, 10, TrainMetric::kValLoss, early, metrics, {}, {},
+                 [&](std::int64_t epoch, EpochDecision local) {
+                   seen.emplace_back(epoch, local);
+                   return epoch == 3 ? EpochDecision::kStop : EpochDecision::kContinue;
+                 });
+  EXPECT_EQ(out.epochs_run, 3);
+  EXPECT_TRUE(out.stopped_early);
+  ASSERT_EQ(seen.size(), 3u);
+  for (const auto& [epoch, local] : seen) EXPECT_EQ(local, EpochDecision::kContinue) << epoch;
+
+  std::int64_t last = 0;
+  EXPECT_THROW(run_epochs(nullptr, 10, TrainMetric::kValLoss, early, metrics, {}, {},
+                          [&](std::int64_t epoch, EpochDecision) {
+                            last = epoch;
+                            return epoch == 2 ? EpochDecision::kPrune : EpochDecision::kContinue;
+                          }),
+               TrialPruned);
+  EXPECT_EQ(last, 2);
+
+  // Rank 0 diverged at epoch 1 (no best epoch yet): every rank fails.
+  EXPECT_THROW(run_epochs(nullptr, 10, TrainMetric::kValLoss, early, metrics, {}, {},
+                          [](std::int64_t, EpochDecision) { return EpochDecision::kDiverged; }),
+               Error);
 }
 
 // The objective's process group timeout is checked before any trial runs.
