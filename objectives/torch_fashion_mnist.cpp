@@ -1,6 +1,7 @@
 // torch.fashion_mnist: MLP and CNN classifiers of Fashion-MNIST (or MNIST)
 // trained with LibTorch. Every use of LibTorch of the objectives is in this
-// file (one slow translation unit rather than several).
+// file (one slow translation unit rather than several), but for the
+// process group of data parallel training (objectives/torch_distributed.cpp).
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
@@ -11,14 +12,18 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
 #include <new>
 #include <ostream>
+#include <thread>
 
 #include "objectives/idx.h"
+#include "objectives/torch_distributed.h"
 #include "objectives/torch_objectives.h"
 #include "search/private_files.h"
 #include "search/util/hash.h"
@@ -385,9 +390,10 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingParams& p,
       params, optim::AdamOptions(p.lr_effective).weight_decay(p.weight_decay));
 }
 
-// Mean cross-entropy and accuracy of `model` on (x, y), in chunks.
-std::pair<double, double> score(torch::nn::AnyModule& model, const torch::Tensor& x,
-                                const torch::Tensor& y, std::int64_t chunk) {
+// Summed cross-entropy (nats) and the number of images classified right of
+// `model` on (x, y), in chunks.
+std::pair<double, std::int64_t> score_sums(torch::nn::AnyModule& model, const torch::Tensor& x,
+                                           const torch::Tensor& y, std::int64_t chunk) {
   torch::NoGradGuard no_grad;
   model.ptr()->eval();
   const std::int64_t n = x.size(0);
@@ -403,7 +409,15 @@ std::pair<double, double> score(torch::nn::AnyModule& model, const torch::Tensor
             .item<double>();
     correct += logits.argmax(1).eq(target).sum().item<std::int64_t>();
   }
-  return {loss_sum / static_cast<double>(n), static_cast<double>(correct) / static_cast<double>(n)};
+  return {loss_sum, correct};
+}
+
+// Mean cross-entropy and accuracy of `model` on (x, y), in chunks.
+std::pair<double, double> score(torch::nn::AnyModule& model, const torch::Tensor& x,
+                                const torch::Tensor& y, std::int64_t chunk) {
+  const auto [loss_sum, correct] = score_sums(model, x, y, chunk);
+  const auto n = static_cast<double>(x.size(0));
+  return {loss_sum / n, static_cast<double>(correct) / n};
 }
 
 // Everything an objective needs across trials.
@@ -937,12 +951,14 @@ std::unique_ptr<OwnerOnlyFolder> training_state_folder(const Trial* trial) {
 // The loop state a retry of `trial` (trial.resume_step() set) continues
 // from: the training state in `state_folder` loaded into `run` and *best.
 // When it cannot be used: a warning naming the file and the reason,
-// nullopt, and `run` started again (from scratch, epoch 1).
+// nullopt, and `run` started again (from scratch, epoch 1). *bytes_out
+// (when given) receives the file's bytes when they were loaded.
 std::optional<EpochLoopState> resume_run(const FashionMnistState& s, const TrainingParams& p,
                                          std::uint64_t seed, const Trial& trial,
                                          const OwnerOnlyFolder& state_folder,
                                          const std::string& fingerprint, TrainingRun& run,
-                                         std::vector<torch::Tensor>& best) {
+                                         std::vector<torch::Tensor>& best,
+                                         std::string* bytes_out = nullptr) {
   const std::int64_t step = *trial.resume_step();
   const std::string path = state_folder.path() + "/" + kTrainingStateFile;
   try {
@@ -958,6 +974,7 @@ std::optional<EpochLoopState> resume_run(const FashionMnistState& s, const Train
           trial.number(), path, st.epoch, step, st.epoch + 1, step);
     spdlog::info("trial {}: resuming from the training state of epoch {} ({})", trial.number(),
                  st.epoch, path);
+    if (bytes_out) *bytes_out = bytes;
     return st;
   } catch (const std::exception& e) {
     std::string why = e.what();
@@ -972,21 +989,123 @@ std::optional<EpochLoopState> resume_run(const FashionMnistState& s, const Train
   }
 }
 
+// One epoch of data parallel training on this rank ("Data parallel
+// training" in torch_objectives.h): the epoch's order from the trial's
+// shuffle generator (the same on every rank), each global batch of
+// `batch` images split into world_size contiguous shards, this rank's
+// shard's mean loss backpropagated, the gradients weighted by the shard's
+// share and summed over the ranks, one optimizer step; then the losses and
+// the validation sums over the ranks' shards.
+EpochMetrics run_epoch_data_parallel(const FashionMnistState& s, TrainingRun& run,
+                                     torch_dist::ProcessGroup& group, std::int64_t batch,
+                                     std::int64_t epoch, std::uint64_t seed) {
+  const PreparedData& d = *s.data;
+  const std::int64_t n = d.train_x.size(0);
+  const std::int64_t rank = group.rank();
+  const std::int64_t world = group.world_size();
+  torch::nn::AnyModule& model = run.model;
+  torch::nn::Module& module = *model.ptr();
+  // Rank 0 draws its dropout masks as one process does; the others from a
+  // stream of their own, reseeded each epoch (so a resumed rank draws as
+  // it would have).
+  if (rank != 0 && run.dropout_gen) {
+    std::lock_guard<std::mutex> lock(run.dropout_gen->mutex());
+    run.dropout_gen->set_current_seed(
+        splitmix64(seed ^ splitmix64(static_cast<std::uint64_t>(rank) << 32 |
+                                     static_cast<std::uint64_t>(epoch))));
+  }
+  module.train();
+  auto perm = torch::randperm(n, run.shuffle_gen, torch::kInt64).to(s.device);
+  auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(s.device));
+  std::int64_t b = 0;
+  for (std::int64_t start = 0; start < n; start += batch, ++b) {
+    if (g_batch_hook) g_batch_hook(epoch, b);
+    const std::int64_t global = std::min(n, start + batch) - start;
+    const std::int64_t lo = start + global * rank / world;
+    const std::int64_t hi = start + global * (rank + 1) / world;
+    run.optimizer->zero_grad();
+    if (hi > lo) {
+      auto idx = perm.slice(0, lo, hi);
+      auto x = d.train_x.index_select(0, idx);
+      auto y = d.train_y.index_select(0, idx);
+      auto loss = torch::nn::functional::cross_entropy(model.forward(x), y);
+      loss.backward();
+      loss_sum += loss.detach().to(torch::kFloat64) * static_cast<double>(hi - lo);
+    }
+    group.all_reduce_gradients(module, static_cast<double>(hi - lo) / static_cast<double>(global));
+    run.optimizer->step();
+  }
+  // This rank's part of the validation set.
+  const std::int64_t n_val = d.val_x.size(0);
+  const std::int64_t vlo = n_val * rank / world;
+  const std::int64_t vhi = n_val * (rank + 1) / world;
+  double val_loss_sum = 0.0;
+  std::int64_t correct = 0;
+  if (vhi > vlo)
+    std::tie(val_loss_sum, correct) = score_sums(
+        model, d.val_x.slice(0, vlo, vhi), d.val_y.slice(0, vlo, vhi), s.config.eval_batch_size);
+  torch::Tensor sums = torch::zeros({3}, torch::kFloat64);
+  sums[0] = loss_sum.item<double>();
+  sums[1] = val_loss_sum;
+  sums[2] = static_cast<double>(correct);
+  group.all_reduce_sum(sums, "metrics all-reduce");
+  EpochMetrics m;
+  m.train_loss = sums[0].item<double>() / static_cast<double>(n);
+  m.val_loss = sums[1].item<double>() / static_cast<double>(n_val);
+  m.val_accuracy = sums[2].item<double>() / static_cast<double>(n_val);
+  spdlog::debug("epoch {} (rank {} of {}): train_loss {:.4f} val_loss {:.4f} val_accuracy {:.4f}",
+                epoch, rank, world, m.train_loss, m.val_loss, m.val_accuracy);
+  return m;
+}
+
+// The decision every rank follows after `epoch`: rank 0's, with the
+// digests of every rank's parameters, in one all-reduce (slot r: rank r's
+// digest, the last slot: rank 0's decision). Throws Error when a rank's
+// parameters differ from rank 0's.
+EpochDecision agree_on_epoch(torch_dist::ProcessGroup& group, const torch::nn::Module& module,
+                             std::int64_t epoch, EpochDecision local) {
+  const int world = group.world_size();
+  torch::Tensor t = torch::zeros({world + 1}, torch::kInt64);
+  const std::uint64_t digest = torch_dist::parameter_digest(module);
+  std::int64_t as_int = 0;
+  std::memcpy(&as_int, &digest, sizeof as_int);
+  t[group.rank()] = as_int;
+  if (group.rank() == 0) t[world] = static_cast<std::int64_t>(local);
+  group.all_reduce_sum(t, "the decision after an epoch");
+  const auto* v = t.data_ptr<std::int64_t>();
+  for (int r = 1; r < world; ++r)
+    if (v[r] != v[0])
+      throw Error(fmt::format(
+          "data parallel training: the parameters of rank {} differ from rank 0's after epoch {} "
+          "(digests {:016x} and {:016x})",
+          r, epoch, static_cast<std::uint64_t>(v[r]), static_cast<std::uint64_t>(v[0])));
+  const std::int64_t decision = v[world];
+  if (decision < 0 || decision > static_cast<std::int64_t>(EpochDecision::kDiverged))
+    throw Error(
+        fmt::format("data parallel training: rank 0 sent the unknown decision {}", decision));
+  return static_cast<EpochDecision>(decision);
+}
+
 // Trains one model: returns the outcome and the model (with its final
 // weights); keeps the best epoch's weights in *best_weights when given, and
 // in the checkpoint file `checkpoint` when not empty (a write error is a
 // warning; the trial goes on without a checkpoint). With a trial that has a
 // checkpoint folder, saves the training state there each epoch before its
 // report, and, on a retry (trial->resume_step()), continues from the state
-// found there (see "Resume" in torch_objectives.h).
+// found there (see "Resume" in torch_objectives.h). With `group` (a rank
+// of a multi-process trial): trains data parallel ("Data parallel
+// training" in torch_objectives.h); only rank 0 may be given `folder`.
 TrainingOutcome train(const FashionMnistState& s, const TrainingParams& p, std::uint64_t seed,
                       Trial* trial, torch::nn::AnyModule* model_out,
                       std::vector<torch::Tensor>* best_weights,
-                      const OwnerOnlyFolder* folder = nullptr, const std::string& checkpoint = {}) {
+                      const OwnerOnlyFolder* folder = nullptr, const std::string& checkpoint = {},
+                      torch_dist::ProcessGroup* group = nullptr) {
   const PreparedData& d = *s.data;
   TrainingRun run = start_run(s, p, seed);
   const std::int64_t n = d.train_x.size(0);
   const std::int64_t batch = std::min<std::int64_t>(p.batch_size, n);
+  const int rank = group ? group->rank() : 0;
+  const int world = group ? group->world_size() : 1;
   bool save = folder != nullptr && !checkpoint.empty();
   // A best-epoch checkpoint that cannot be written: the trial goes on without.
   auto drop_checkpoint = [&](const std::exception& e) {
@@ -998,14 +1117,18 @@ TrainingOutcome train(const FashionMnistState& s, const TrainingParams& p, std::
 
   // The full training state (issue #43): saved when the runner gives the
   // trial a checkpoint folder; loaded on a retry.
-  const std::unique_ptr<OwnerOnlyFolder> state_folder = training_state_folder(trial);
-  const std::string fingerprint = state_folder ? training_fingerprint(s, p, seed) : "";
+  // Only rank 0 has the lineage's folder (the runner gives it to rank 0).
+  const std::unique_ptr<OwnerOnlyFolder> state_folder =
+      rank == 0 ? training_state_folder(trial) : nullptr;
+  const std::string fingerprint = state_folder || group ? training_fingerprint(s, p, seed) : "";
   // The best epoch's weights, kept when they are asked for or saved.
   std::vector<torch::Tensor> best;
   const bool keep_best = best_weights != nullptr || state_folder != nullptr;
   EpochLoopResume resume;
+  std::string resumed_bytes;  // the training state rank 0 resumed from
   if (state_folder && trial->resume_step()) {
-    resume.from = resume_run(s, p, seed, *trial, *state_folder, fingerprint, run, best);
+    resume.from = resume_run(s, p, seed, *trial, *state_folder, fingerprint, run, best,
+                             group ? &resumed_bytes : nullptr);
     // The best-epoch checkpoint of this trial holds the restored best
     // weights, as it would after an uninterrupted run.
     if (resume.from && save) {
@@ -1017,10 +1140,19 @@ TrainingOutcome train(const FashionMnistState& s, const TrainingParams& p, std::
       }
     }
   }
+  if (group) {
+    // Every rank continues from rank 0's state: its training state (on a
+    // retry that could use one; empty otherwise), then its weights.
+    resumed_bytes = group->broadcast_bytes(resumed_bytes, "sending rank 0's training state");
+    if (rank != 0 && !resumed_bytes.empty())
+      resume.from = load_training_state(run, resumed_bytes, fingerprint, s.device, &best);
+    group->broadcast_module(*run.model.ptr());
+  }
   torch::nn::AnyModule& model = run.model;
   torch::nn::Module& module = *model.ptr();
 
   auto run_epoch = [&](std::int64_t epoch) {
+    if (group) return run_epoch_data_parallel(s, run, *group, batch, epoch, seed);
     module.train();
     auto perm = torch::randperm(n, run.shuffle_gen, torch::kInt64).to(s.device);
     // Summed on the device: no host synchronisation per batch.
@@ -1071,11 +1203,42 @@ TrainingOutcome train(const FashionMnistState& s, const TrainingParams& p, std::
       }
     };
   }
+  std::function<EpochDecision(std::int64_t, EpochDecision)> agree;
+  std::int64_t in_sync = 0;
+  if (group) {
+    agree = [&](std::int64_t epoch, EpochDecision local) {
+      const EpochDecision decision = agree_on_epoch(*group, module, epoch, local);
+      ++in_sync;
+      if (trial && rank == 0) trial->set_user_attr("ranks_in_sync_epochs", in_sync);
+      return decision;
+    };
+    if (trial && rank == 0) trial->set_user_attr("processes", world);
+  }
   TrainingOutcome out = run_epochs(trial, s.config.max_epochs, s.metric, s.config.early_stopping,
-                                   run_epoch, on_best, resume);
+                                   run_epoch, on_best, resume, agree);
   if (best_weights) *best_weights = best;
   if (model_out) *model_out = model;
   return out;
+}
+
+// A rank whose process group failed (`error`): a peer was lost, or timed
+// out. When a peer's worker was lost, the coordinator ends the trial as a
+// lost rank and retries it as a whole (docs "Multi-process trials"); this
+// rank's own failure, sent first, would end it as an exception of the
+// objective, which is not retried. So the rank waits, at most the group's
+// timeout, for the coordinator to stop the trial (Trial::should_prune()
+// then throws Interrupted), and only then fails with `error`.
+void await_trial_end(Trial& trial, const torch_dist::ProcessGroup& group, const Error& error) {
+  const double timeout_s = group.timeout_s();
+  spdlog::warn("trial {}: {}; waiting up to {:g} s for the trial to be ended", trial.number(),
+               error.what(), timeout_s);
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(timeout_s));
+  while (std::chrono::steady_clock::now() < deadline) {
+    (void)trial.should_prune();  // throws Interrupted once the trial was stopped
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 }  // namespace
@@ -1088,11 +1251,19 @@ Objective make_fashion_mnist_objective(const Json& config, const SearchSpace& sp
       kFashionMnistType, state->config.model, state->data->train_x.size(0),
       state->data->val_x.size(0), to_string(state->metric), state->device.str(),
       at::get_num_threads());
-  std::shared_ptr<const OwnerOnlyFolder> folder = checkpoint_folder(state->config, context);
-  if (folder) spdlog::info("{}: checkpoints in {}", kFashionMnistType, folder->path());
-  return [state, folder](Trial& trial) -> double {
+  std::shared_ptr<const OwnerOnlyFolder> folder_all = checkpoint_folder(state->config, context);
+  if (folder_all) spdlog::info("{}: checkpoints in {}", kFashionMnistType, folder_all->path());
+  return [state, folder_all](Trial& trial) -> double {
     const TrainingParams p = TrainingParams::from_params(trial.params(), state->space);
     const std::uint64_t seed = trial_seed(state->config.seed, trial.params());
+    // A rank of a multi-process trial: its process group; only rank 0
+    // writes the best-epoch checkpoint file.
+    std::unique_ptr<torch_dist::ProcessGroup> group;
+    if (trial.ranks() && trial.ranks()->world_size > 1)
+      group = torch_dist::ProcessGroup::join(*trial.ranks(), state->config.process_group_timeout_s,
+                                             state->device);
+    const std::shared_ptr<const OwnerOnlyFolder> folder =
+        group && group->rank() != 0 ? nullptr : folder_all;
     trial.set_user_attr("lr_effective", p.lr_effective);
     trial.set_user_attr("n_train", state->data->train_x.size(0));
     const std::string checkpoint = folder ? checkpoint_name(trial.number()) : "";
@@ -1101,8 +1272,13 @@ Objective make_fashion_mnist_objective(const Json& config, const SearchSpace& sp
     TrainingOutcome out;
     try {
       out = oom_guard([&] {
-        return train(*state, p, seed, &trial, nullptr, nullptr, folder.get(), checkpoint);
+        return train(*state, p, seed, &trial, nullptr, nullptr, folder.get(), checkpoint,
+                     group.get());
       });
+    } catch (const Error& e) {
+      if (folder) remove_checkpoint(*folder, checkpoint);  // FAIL: keep no file
+      if (group && group->failed()) await_trial_end(trial, *group, e);
+      throw;
     } catch (...) {
       if (folder) remove_checkpoint(*folder, checkpoint);  // PRUNED or FAIL: keep no file
       throw;

@@ -190,10 +190,10 @@ const char* to_string(TrainMetric metric) {
 
 FashionMnistConfig FashionMnistConfig::from_json(const Json& o, const SearchSpace& space) {
   const std::string path = "objective";
-  check_keys(
-      o, path,
-      {"type", "model", "data_dir", "train_subset", "val_fraction", "max_epochs", "early_stopping",
-       "metric", "seed", "eval_batch_size", "checkpoints", "checkpoint_dir"});
+  check_keys(o, path,
+             {"type", "model", "data_dir", "train_subset", "val_fraction", "max_epochs",
+              "early_stopping", "metric", "seed", "eval_batch_size", "checkpoints",
+              "checkpoint_dir", "process_group_timeout_s"});
   if (std::string type = require_string(o, path, "type"); type != kFashionMnistType)
     throw ConfigError("objective.type",
                       "expected \"" + std::string(kFashionMnistType) + "\", got \"" + type + "\"");
@@ -243,6 +243,12 @@ FashionMnistConfig FashionMnistConfig::from_json(const Json& o, const SearchSpac
     c.eval_batch_size = *v;
   }
   parse_checkpoint_options(o, path, c);
+  if (auto v = optional_number(o, path, "process_group_timeout_s")) {
+    if (!(*v > 0) || !std::isfinite(*v))
+      throw ConfigError("objective.process_group_timeout_s",
+                        fmt::format("must be > 0 (seconds), got {}", *v));
+    c.process_group_timeout_s = *v;
+  }
 
   check_space(space, c.model);
   return c;
@@ -361,7 +367,8 @@ TrainingOutcome run_epochs(Trial* trial, std::int64_t max_epochs, TrainMetric me
                            const EarlyStoppingOptions& early,
                            const std::function<EpochMetrics(std::int64_t epoch)>& run_epoch,
                            const std::function<void(std::int64_t epoch)>& on_best,
-                           const EpochLoopResume& resume) {
+                           const EpochLoopResume& resume,
+                           const std::function<EpochDecision(std::int64_t, EpochDecision)>& agree) {
   if (max_epochs < 1) throw ConfigError("max_epochs", "must be >= 1");
   if (early.patience < 0) throw ConfigError("early_stopping.patience", "must be >= 0");
   const bool minimize = metric == TrainMetric::kValLoss;
@@ -395,26 +402,39 @@ TrainingOutcome run_epochs(Trial* trial, std::int64_t max_epochs, TrainMetric me
   for (std::int64_t epoch = st.epoch + 1; !done && epoch <= max_epochs; ++epoch) {
     EpochMetrics m = run_epoch(epoch);
     out.epochs_run = epoch;
+    EpochDecision decision = EpochDecision::kContinue;
+    // Whether an earlier epoch is the best so far (with `agree`, rank 0's
+    // kDiverged may come for an epoch this loop found finite).
+    const bool had_best = st.have_best;
     if (!std::isfinite(m.train_loss) || !std::isfinite(m.val_loss)) {
+      decision = EpochDecision::kDiverged;
+    } else {
+      const double value = minimize ? m.val_loss : m.val_accuracy;
+      record_epoch(st, epoch, m, value, minimize, early.min_delta, on_best);
+      sync_outcome();
+      // The rule for programs: the state of this epoch is saved before the
+      // step is reported (Trial::report snapshots the checkpoint folder).
+      if (resume.save_state) resume.save_state(st);
+      if (trial) trial->report(epoch, value);
+      if (trial && trial->should_prune())
+        decision = EpochDecision::kPrune;
+      else if (patience_exhausted(st))
+        decision = EpochDecision::kStop;
+    }
+    if (agree) decision = agree(epoch, decision);
+    if (decision == EpochDecision::kDiverged) {
       out.diverged = true;
-      if (!st.have_best) {
+      if (!had_best) {
         set_attrs();
         throw diverged_error(m, epoch);
       }
       break;
     }
-    const double value = minimize ? m.val_loss : m.val_accuracy;
-    record_epoch(st, epoch, m, value, minimize, early.min_delta, on_best);
-    sync_outcome();
-    // The rule for programs: the state of this epoch is saved before the
-    // step is reported (Trial::report snapshots the checkpoint folder).
-    if (resume.save_state) resume.save_state(st);
-    if (trial) trial->report(epoch, value);
-    if (trial && trial->should_prune()) {
+    if (decision == EpochDecision::kPrune) {
       set_attrs();
       throw TrialPruned();
     }
-    done = out.stopped_early = patience_exhausted(st);
+    done = out.stopped_early = decision == EpochDecision::kStop;
   }
   set_attrs();
   return out;

@@ -20,8 +20,52 @@
 //     "seed": 0,                      // split seed, base of per-trial seeds
 //     "eval_batch_size": 1000,        // images per forward pass when scoring
 //     "checkpoints": true,            // save the best epoch's weights (below)
-//     "checkpoint_dir": ""            // "" = <log_dir>/checkpoints
+//     "checkpoint_dir": "",           // "" = <log_dir>/checkpoints
+//     "process_group_timeout_s": 60   // several processes: see below
 //   }
+//
+// Data parallel training (issue #45; docs "Multi-process trials"): a trial
+// with several ranks (space.json's "resources": {"processes": N}; the
+// runner sets Trial::ranks() with world_size N > 1) trains one model on N
+// processes with LibTorch's c10d (objectives/torch_distributed.h: a
+// TCPStore served by rank 0 at master_addr:master_port, ProcessGroupGloo
+// on the CPU, ProcessGroupNCCL on a GPU when LibTorch has it). The
+// param batch_size is the global batch: each batch of the epoch's shuffled
+// order (the same order on every rank) is split into N contiguous shards
+// (rank r: images [B*r/N, B*(r+1)/N) of the batch's B), each rank computes
+// the mean loss of its shard, and the gradients, weighted by each shard's
+// share of the batch, are summed over the ranks (one flat all-reduce per
+// batch), so every rank steps with the gradient of the batch's mean loss,
+// as one process would (up to floating-point rounding); the learning rate
+// and scale_with therefore apply to the global batch as without ranks.
+// Rank 0's parameters and buffers are broadcast before the first epoch.
+// Training and validation losses are summed over the ranks' shards (the
+// validation set is split into N parts), so every rank has the same
+// metrics. After each epoch rank 0 saves the training state and reports
+// (only rank 0 has the checkpoint folder and reports: the runner drops the
+// other ranks' reports and results), and its decision (continue, early
+// stop, pruned, diverged) is broadcast with a digest (XXH3) of every rank's
+// parameters: every rank ends at the same epoch the same way, and ranks
+// whose parameters differ end the trial with Error("data parallel
+// training: the parameters of rank R differ from rank 0's after epoch E").
+// Rank 0 records the user attr "ranks_in_sync_epochs" (the epochs after
+// which every rank's parameters were checked identical) and "processes".
+// On a retry rank 0 loads the training state (see "Resume") and sends it
+// to the other ranks (a broadcast of the file's bytes), so every rank
+// continues from rank 0's checkpoint. Dropout: rank 0 draws its masks as a
+// single process does; rank r > 0 reseeds its dropout generator at each
+// epoch from the trial's seed, r and the epoch. Only rank 0 writes the
+// best-epoch checkpoint file. A rank waits at most process_group_timeout_s
+// seconds (default 60; > 0) for the others to join the group and in each
+// collective operation; a rank whose peers are lost fails with
+// Error("data parallel training, rank R of N: <operation> failed (a rank
+// was lost, or did not reach it within T s): ...") (at once when a peer's
+// process died: its connection closes); before it throws, it waits (at
+// most process_group_timeout_s) for the runner to stop the trial
+// (Trial::should_prune() throwing Interrupted), so that a trial whose
+// peer's worker was lost ends as a lost rank, which the coordinator
+// retries, rather than as an error of the objective. The worker's CPU threads
+// (ObjectiveContext::threads) are per rank.
 //
 // Checkpoints (as Keras' ModelCheckpoint(save_best_only=True) or Ray Tune's
 // trial checkpoints): with "checkpoints" true (the default) a trial saves
@@ -221,6 +265,12 @@ struct FashionMnistConfig {
   // Folder of the checkpoint files; "" (default) = <log_dir>/checkpoints.
   // Must not be empty when given.
   std::string checkpoint_dir;
+  // Trials of several processes: seconds a rank waits for the others to
+  // join and in each collective operation (see "Data parallel training").
+  // Default 60, the default of resources.rendezvous_timeout_s; > 0. Longer
+  // tolerates a slow rank 0 (its report and checkpoint are awaited after
+  // each epoch); shorter fails a hung peer sooner.
+  double process_group_timeout_s = 60.0;
 
   // Parses and validates the objective section and its fit with `space`
   // (the params above). Throws ConfigError naming "objective.<field>" or
@@ -303,6 +353,11 @@ struct EpochLoopResume {
   std::optional<EpochLoopState> from;
 };
 
+// What the epoch loop does after an epoch (run_epochs()): go on, stop
+// (early stopping's patience is exhausted), end the trial as pruned (the
+// pruner said so), or end it as diverged (a non-finite loss).
+enum class EpochDecision : std::int64_t { kContinue = 0, kStop = 1, kPrune = 2, kDiverged = 3 };
+
 // The epoch loop shared by the LibTorch objectives, independent of LibTorch.
 //
 // For epoch = 1, 2, ..., max_epochs: m = run_epoch(epoch), whose metric
@@ -329,11 +384,20 @@ struct EpochLoopResume {
 // and early stopping counters, so that the outcome and the attrs are those
 // of a loop that never stopped. Throws Error when resume.from has no best
 // epoch or an epoch < 1.
-TrainingOutcome run_epochs(Trial* trial, std::int64_t max_epochs, TrainMetric metric,
-                           const EarlyStoppingOptions& early,
-                           const std::function<EpochMetrics(std::int64_t epoch)>& run_epoch,
-                           const std::function<void(std::int64_t epoch)>& on_best = {},
-                           const EpochLoopResume& resume = {});
+//
+// With `agree` (data parallel training: every rank of a trial runs this
+// loop): after each epoch (its report and pruning question included, or
+// at once when the loss is not finite) the loop calls agree(epoch, local)
+// with its own decision, and follows the decision agree returns (rank 0's,
+// broadcast), so that every rank ends at the same epoch and the same way
+// (none left waiting in a collective operation): kStop sets stopped_early,
+// kPrune throws TrialPruned, kDiverged ends as above. Exceptions of agree
+// propagate. Empty (default): the loop follows its own decision.
+TrainingOutcome run_epochs(
+    Trial* trial, std::int64_t max_epochs, TrainMetric metric, const EarlyStoppingOptions& early,
+    const std::function<EpochMetrics(std::int64_t epoch)>& run_epoch,
+    const std::function<void(std::int64_t epoch)>& on_best = {}, const EpochLoopResume& resume = {},
+    const std::function<EpochDecision(std::int64_t epoch, EpochDecision local)>& agree = {});
 
 // The Fashion-MNIST objective, as the registry's make() builds it. Loads the
 // data (once per process and data_dir, kept for every later call), sets

@@ -42,6 +42,7 @@ fi
 DEMO_PACKAGES=(
   build-essential cmake ninja-build pkg-config  # toolchain
   libtorch-dev libopenblas0-pthread             # LibTorch objectives
+  libgloo-dev                                   # LibTorch objectives on several processes (c10d ProcessGroupGloo headers)
   libzmq3-dev cppzmq-dev libcereal-dev          # coordinator <-> worker protocol
   libsqlite3-dev sqlite3                        # storage
   libcli11-dev nlohmann-json3-dev               # CLI, space.json
