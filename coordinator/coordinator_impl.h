@@ -266,6 +266,9 @@ struct Coordinator::Impl {
   // trial another rank failed) no longer holds it, a multi-process trial's
   // other ranks are stopped, and retention and the run's rules see it.
   void end_trial(Session* s, std::int64_t number);
+  // Trial `number` ended or was lost: its transfers' tokens are revoked and
+  // what its unfinished uploads reserved of max_study_bytes is released.
+  void end_transfers(std::int64_t number);
   void apply_retention(std::int64_t number);
   void mark_checkpoint_deleted(const FrozenTrial& t);
   void record_checkpoint(std::int64_t number, std::int64_t step);

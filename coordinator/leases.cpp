@@ -11,6 +11,16 @@
 namespace hps {
 
 // After the store marked the trial finished: bookkeeping.
+void Coordinator::Impl::end_transfers(std::int64_t number) {
+  if (artifact_server) artifact_server->revoke_trial(number);
+  // An upload the trial's worker left unfinished (lost, stopped) holds no
+  // bytes of max_study_bytes any more: the next trials' uploads count only
+  // what is stored.
+  user_pending_bytes.erase(number);
+  if (number >= 0 && mirror.trials().size() > static_cast<std::size_t>(number))
+    pending_bytes.erase(checkpoints::lineage_of(mirror.at(number)));
+}
+
 void Coordinator::Impl::end_trial(Session* s, std::int64_t number) {
   if (s) s->release(number);
   release_gang(number, "the trial ended");  // a multi-process trial's other ranks
@@ -18,7 +28,7 @@ void Coordinator::Impl::end_trial(Session* s, std::int64_t number) {
   running.erase(number);
   ended.push_back(mirror.refresh(number));
   limits.trial_ended(*ended.back());
-  if (artifact_server) artifact_server->revoke_trial(number);  // its transfers end
+  end_transfers(number);
   apply_retention(number);
   status_dirty = true;
 }
@@ -75,7 +85,7 @@ void Coordinator::Impl::end_lost_trial(std::int64_t number, const std::string& r
                                        lifecycle::RetryCause cause, bool always_retry) {
   running.erase(number);
   forget_pending(number);
-  if (artifact_server) artifact_server->revoke_trial(number);
+  end_transfers(number);
   release_gang(number, reason);  // a multi-process trial ends on every rank
   const FrozenTrial& t = mirror.at(number);
   if (!storage.set_trial_state(t.trial_id, TrialState::kFail, std::nullopt, reason)) return;

@@ -226,6 +226,32 @@ TEST_F(ArtifactTransfer, ASnapshotOverTheStudyLimitIsRefusedWithTheLimitNamed) {
   EXPECT_TRUE(fs::exists(fs::path(lineage0()) / "snapshot-1"));
 }
 
+// An upload its worker abandons (it ends the trial, or is lost, after the
+// first piece) holds none of max_study_bytes once the trial ended: a later
+// trial's snapshot that fits beside what is stored is kept (it was refused
+// for the rest of the run: issue #47's attacker, and a worker lost
+// mid-upload, did that).
+TEST_F(ArtifactTransfer, AnAbandonedUploadReservesNothingOnceItsTrialEnded) {
+  Study study = open_study(dir_.file("study.db"));
+  CoordinatorOptions co = options();
+  co.artifacts.max_study_bytes = 3u << 20;
+  Coordinator c(study, Json{{"type", "external"}}, co);
+  RawWorker w(ctx_, c.endpoint(), "w1");
+  auto a = w.request(c);
+  ASSERT_TRUE(a);
+  auto two_pieces = worker_snapshot(1, 2u << 20);  // 2 MiB: two pieces
+  w.send(piece(*two_pieces, a->number, 0));
+  auto reply = w.await<proto::ArtifactPutReply>(c);
+  ASSERT_TRUE(reply && reply->ok && !reply->done) << (reply ? reply->error : "no reply");
+  w.send(proto::Complete{a->number, false, 1.0, ""});  // the rest never sent
+  auto b = w.request(c);
+  ASSERT_TRUE(b);
+  w.send(piece(*two_pieces, b->number, 0));
+  reply = w.await<proto::ArtifactPutReply>(c);
+  ASSERT_TRUE(reply);
+  EXPECT_TRUE(reply->ok) << reply->error;  // 2 MiB beside nothing stored: fits 3 MiB
+}
+
 // A worker that sends pieces without waiting for the replies (a legitimate
 // one keeps at most 4 in flight): the coordinator queues at most 16 of its
 // pieces on the I/O thread and refuses the others with the rule named, so
