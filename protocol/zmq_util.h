@@ -192,7 +192,7 @@ inline std::string bind_owner_only(zmq::socket_t& socket, const std::string& whe
     throw;
   }
   ::umask(before);
-  const std::string bound = socket.get(zmq::sockopt::last_endpoint);
+  std::string bound = socket.get(zmq::sockopt::last_endpoint);
   if (::chmod(bound.substr(6).c_str(), 0600) != 0)
     throw Error("cannot make '" + bound.substr(6) + "' owner-only: " + std::strerror(errno));
   return bound;
