@@ -395,10 +395,6 @@ void print_text(const Json& plan, const StudyConfig& config) {
     std::cout << "Processes per trial: up to " << processes
               << " (each on its own worker: run with --workers " << processes
               << " or more, or --bind for workers that join)\n";
-  if (w["workers"].is_null()) {  // validate: the file alone
-    std::cout << "\nNothing was created or started.\n";
-    return;
-  }
   std::cout << "Workers: " << setting_text(w["workers"]) << " (" << setting_text(w["launcher"])
             << ")"
             << (w["gpus_per_worker"].is_number()
@@ -439,7 +435,7 @@ int print_plan(const StudyConfig& config, const RunOptions& o, const Json& sampl
   plan["artifacts"] = artifacts_part(config, checkpoint_root);
   const int processes =
       TrialResources::from_json(config.resources, config.space).max_size(config.space);
-  plan["workers"] = {{"workers", o.validate_only ? Json() : Json(o.workers)},
+  plan["workers"] = {{"workers", o.workers},
                      {"processes_per_trial", processes},
                      {"launcher", o.launcher},
                      {"gpus_per_worker", o.gpus_per_worker ? Json(*o.gpus_per_worker) : Json()},
