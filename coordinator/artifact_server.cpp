@@ -82,16 +82,7 @@ ArtifactServer::ArtifactServer(const std::string& where, const std::string& curv
   } catch (const zmq::error_t& e) {
     throw Error("coordinator: cannot bind the artifact endpoint '" + where + "': " + e.what());
   }
-  if (where.rfind("ipc://", 0) == 0 && where.rfind("ipc://*", 0) != 0) {
-    std::error_code ec;
-    const std::string path = std::filesystem::absolute(endpoint_.substr(6), ec).string();
-    struct stat st {};
-    if (!ec && ::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
-      ipc_file_ = path;
-      ipc_device_ = st.st_dev;
-      ipc_inode_ = st.st_ino;
-    }
-  }
+  ipc_file_ = zmq_util::IpcSocketFile::of(endpoint_);  // removed by the destructor
 }
 
 ArtifactServer::~ArtifactServer() {
@@ -99,8 +90,7 @@ ArtifactServer::~ArtifactServer() {
   if (thread_.joinable()) thread_.join();
   monitor_.reset();
   socket_.close();
-  if (!ipc_file_.empty())
-    (void)zmq_util::unlink_if_same_file(ipc_file_.c_str(), ipc_device_, ipc_inode_);
+  ipc_file_.remove();
 }
 
 void ArtifactServer::start(ArtifactStore& store) {

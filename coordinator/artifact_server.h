@@ -42,6 +42,7 @@
 #include "coordinator/handshake_monitor.h"
 #include "coordinator/zap_authenticator.h"
 #include "protocol/protocol.h"
+#include "protocol/zmq_util.h"
 
 namespace hps {
 
@@ -113,9 +114,7 @@ class ArtifactServer {
   std::unique_ptr<HandshakeMonitor> monitor_;  // with CURVE keys; stopped before the socket closes
   std::string endpoint_;
   // The socket file of an ipc endpoint, as bound ("" when none).
-  std::string ipc_file_;
-  dev_t ipc_device_ = 0;
-  ino_t ipc_inode_ = 0;
+  zmq_util::IpcSocketFile ipc_file_;  // the ipc socket file bound, if any
   ArtifactStore* store_ = nullptr;
 
   std::mutex mutex_;

@@ -78,11 +78,9 @@ void Transport::release_ipc_lock() {
 }
 
 Transport::~Transport() {
-  if (!ipc_file_.empty()) {
-    // Only the socket this coordinator bound: a file put there since
-    // (another coordinator's socket, anything else) is left alone.
-    (void)zmq_util::unlink_if_same_file(ipc_file_.c_str(), ipc_device_, ipc_inode_);
-  }
+  // Only the socket this coordinator bound: a file put there since
+  // (another coordinator's socket, anything else) is left alone.
+  ipc_file_.remove();
   release_ipc_lock();
 }
 
@@ -186,18 +184,7 @@ void Transport::bind_endpoints(CoordinatorOptions& options) {
   // user who started the coordinator may connect (other users join over
   // tcp with CURVE keys).
   endpoint_ = bind(options.endpoint);
-  if (ipc_file) {
-    // libzmq removes only the socket files of ipc://* endpoints: this one
-    // is removed by the destructor.
-    std::error_code ec;
-    const std::string path = std::filesystem::absolute(endpoint_.substr(6), ec).string();
-    struct stat st {};
-    if (!ec && ::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
-      ipc_file_ = path;
-      ipc_device_ = st.st_dev;
-      ipc_inode_ = st.st_ino;
-    }
-  }
+  ipc_file_ = zmq_util::IpcSocketFile::of(endpoint_);  // removed by the destructor
   if (curve_on_)
     spdlog::info("coordinator: CURVE on {} (key {}); {} authorized worker keys", endpoint_,
                  curve::fingerprint(curve::public_key_of(options.curve_secret_key,

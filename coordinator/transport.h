@@ -19,6 +19,7 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/handshake_monitor.h"
 #include "coordinator/zap_authenticator.h"
+#include "protocol/zmq_util.h"
 
 namespace hps {
 
@@ -118,11 +119,8 @@ class Transport {
   std::string local_endpoint_;
   std::string artifact_bind_;
   bool curve_on_ = false;  // endpoint is a CURVE server: messages carry a User-Id
-  // The socket file of an ipc endpoint (options.endpoint), as bound: its
-  // absolute path, device and inode ("" when there is none).
-  std::string ipc_file_;
-  dev_t ipc_device_ = 0;
-  ino_t ipc_inode_ = 0;
+  // The socket file of an ipc endpoint (options.endpoint), as bound.
+  zmq_util::IpcSocketFile ipc_file_;
   // "<PATH>.lock" of an ipc endpoint, flock'ed (exclusive) from before the
   // bind until the socket file is removed: of coordinators that start
   // together on one path, one binds and the others are refused (the check

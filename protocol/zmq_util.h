@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <zmq.hpp>
 
@@ -131,6 +132,35 @@ inline bool unlink_if_same_file(const char* path, dev_t dev, ino_t ino) {
   if (::lstat(path, &st) != 0 || st.st_dev != dev || st.st_ino != ino) return false;
   return ::unlink(path) == 0;
 }
+
+// The socket file an ipc:// bind made (libzmq removes only those of
+// ipc://* endpoints): remembered by its identity, so that remove() takes
+// only that file, not one put at the path since (another coordinator's).
+struct IpcSocketFile {
+  std::string path;  // absolute; empty: nothing to remove
+  dev_t dev = 0;
+  ino_t ino = 0;
+
+  // The file of `bound` (a last_endpoint) when it is an ipc:// socket file
+  // (not ipc://*); an empty one otherwise.
+  static IpcSocketFile of(const std::string& bound) {
+    IpcSocketFile f;
+    if (bound.rfind("ipc://", 0) != 0 || bound.rfind("ipc://*", 0) == 0) return f;
+    std::error_code ec;
+    const std::string path = std::filesystem::absolute(bound.substr(6), ec).string();
+    struct stat st {};
+    if (!ec && ::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+      f.path = path;
+      f.dev = st.st_dev;
+      f.ino = st.st_ino;
+    }
+    return f;
+  }
+  // Removes the file if it is still the one bound; never throws.
+  void remove() const {
+    if (!path.empty()) (void)unlink_if_same_file(path.c_str(), dev, ino);
+  }
+};
 
 // Whether a process accepts connections on the unix socket at `path` (a
 // connect() succeeds); false for a socket file nobody listens on any more

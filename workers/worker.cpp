@@ -80,14 +80,21 @@ void WorkerOptions::validate() const {
 
 namespace {
 
+// The socket file an ipc:// endpoint names; "" for other endpoints and the
+// abstract namespace (ipc://@name: no file to look at).
+std::string ipc_socket_path(const std::string& endpoint) {
+  constexpr std::string_view kIpc = "ipc://";
+  if (endpoint.rfind(kIpc, 0) != 0) return "";
+  std::string path = endpoint.substr(kIpc.size());
+  return !path.empty() && path[0] == '@' ? "" : path;
+}
+
 // Why a worker gets no answer from an ipc:// endpoint, when the socket
 // file says it (missing, not a socket, no write permission); "" otherwise
 // (and for tcp:// endpoints). Phrased to follow "no answer from ...".
 std::string ipc_problem(const std::string& endpoint) {
-  constexpr std::string_view kIpc = "ipc://";
-  if (endpoint.rfind(kIpc, 0) != 0) return "";
-  const std::string path = endpoint.substr(kIpc.size());
-  if (path.empty() || path[0] == '@') return "";  // abstract namespace: no file to look at
+  const std::string path = ipc_socket_path(endpoint);
+  if (path.empty()) return "";
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);
   if (!std::filesystem::exists(st))
@@ -105,11 +112,9 @@ std::string ipc_problem(const std::string& endpoint) {
 // this user's, absent (the coordinator may not be up yet), or not ipc.
 // A worker with keys pins the coordinator's key instead.
 std::string foreign_ipc_owner(const std::string& endpoint) {
-  constexpr std::string_view kIpc = "ipc://";
-  if (endpoint.rfind(kIpc, 0) != 0) return "";
-  const std::string path = endpoint.substr(kIpc.size());
+  const std::string path = ipc_socket_path(endpoint);
   struct stat st {};
-  if (path.empty() || path[0] == '@' || ::lstat(path.c_str(), &st) != 0) return "";
+  if (path.empty() || ::lstat(path.c_str(), &st) != 0) return "";
   if (st.st_uid == ::geteuid()) return "";
   return "the socket " + printable(path) + " belongs to another user (uid " +
          std::to_string(st.st_uid) + ", this worker runs as uid " + std::to_string(::geteuid()) +
