@@ -140,7 +140,8 @@ std::string check_report_output(const std::string& output, const std::string& st
 
 // Writes `text` to `path` through a new temporary file beside it (O_EXCL:
 // never through a link planted there) and a rename, so a reader never sees
-// half a report. A replaced report keeps its mode; a new file is 0600
+// half a report. A replaced report of this user's keeps its mode; a new
+// file, or one of another user, is 0600
 // (owner-only, as the store: the page holds the study's config, the
 // objective's env included). Errors name -o and the reason.
 void write_file_atomically(const std::string& path, const std::string& text) {
@@ -152,7 +153,9 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   const int fd = ::mkstemp(tmp.data());
   if (fd < 0) fail(path, errno);
   struct stat old {};
-  const bool replacing = ::stat(path.c_str(), &old) == 0;
+  // A replaced report of this user's keeps its mode; one of another user
+  // (planted with a loose mode) does not.
+  const bool replacing = ::stat(path.c_str(), &old) == 0 && old.st_uid == ::geteuid();
   ::fchmod(fd, replacing ? (old.st_mode & 07777) : static_cast<mode_t>(0600));
   std::size_t done = 0;
   while (done < text.size()) {

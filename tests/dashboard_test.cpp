@@ -299,6 +299,14 @@ TEST_F(Dashboard, ReportOutputIsNeverADeviceAFifoOrAFileThatIsNotAPage) {
               std::string::npos)
         << r.err;
     EXPECT_FALSE(fs::exists(victim));
+    // An earlier report of another user's, planted world-writable: the
+    // new one does not take its loose mode.
+    ASSERT_EQ(report(dir_.file("theirs.html")).exit_code, 0);
+    ASSERT_EQ(::chown(dir_.file("theirs.html").c_str(), nobody->pw_uid, nobody->pw_gid), 0);
+    ASSERT_EQ(::chmod(dir_.file("theirs.html").c_str(), 0666), 0);
+    ASSERT_EQ(report(dir_.file("theirs.html")).exit_code, 0);
+    EXPECT_EQ(fs::status(dir_.file("theirs.html")).permissions() & fs::perms::all,
+              fs::perms::owner_read | fs::perms::owner_write);
   }
   // A replaced report keeps its mode (a private report stays private).
   fs::permissions(dir_.file("real.html"), fs::perms::owner_read | fs::perms::owner_write);
